@@ -1,0 +1,15 @@
+"""The one error type for inputs that break a hardware rule."""
+
+
+class LayoutError(ValueError):
+    """An input violates a layout, descriptor or tensor-map rule.
+
+    The message always names the rule, the offending value and the fix, e.g.
+    ``sm90 descriptor: start address 0x408 is not 16 B aligned (PTX ISA
+    9.7.15.5.1.2.2); fix: align the tile to 16 B``.
+    """
+
+    def __init__(self, rule: str, value, fix: str, source: str = ""):
+        self.rule, self.value, self.fix, self.source = rule, value, fix, source
+        where = f" ({source})" if source else ""
+        super().__init__(f"{rule}: got {value}{where}; fix: {fix}")

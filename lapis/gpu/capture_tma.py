@@ -1,0 +1,292 @@
+"""Run the TMA campaigns on a GPU and write raw captures (`lapis capture tma`).
+
+Runs on the bare H200 from the source tree (`PYTHONPATH=. python -m
+lapis.gpu.capture_tma --out DIR ...`): it imports only the standard library,
+numpy and cupy (the driver is called through ctypes, so that out-of-range enum
+values reach `cuTensorMapEncodeTiled` unchanged). It never imports lapis's
+model: captures are hardware data, never produced by the model.
+
+Two campaigns:
+- dumps (`tma_campaign.py`): each configuration is loaded by
+  `kernels/tma_capture_v1.cu` into a sentinel-filled region; the raw region
+  bytes and the shared-window addresses are saved. A configuration that faults
+  is re-run alone in a subprocess and the fault is recorded as data.
+- encode (`encode_campaign.py`): each parameter set goes to the real
+  `cuTensorMapEncodeTiled`; the CUresult is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from lapis.gpu import encode_campaign, tma_campaign
+
+KERNEL = Path(__file__).parent / "kernels" / "tma_capture_v1.cu"
+SENTINELS = (0xA5, 0x5A, 0xC3, 0x3C)
+TIMEOUT_NS = 200_000_000  # mbarrier watchdog
+SETTLE_NS = 20_000  # wait after completion so that surplus bytes land before the dump
+
+
+# ---------------------------------------------------------------- driver API --
+
+def _libcuda():
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuTensorMapEncodeTiled.restype = ctypes.c_int
+    lib.cuTensorMapEncodeTiled.argtypes = [
+        ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
+        ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
+        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+    return lib
+
+
+def _error_name(lib, code: int) -> str:
+    s = ctypes.c_char_p()
+    lib.cuGetErrorName(code, ctypes.byref(s))
+    return s.value.decode() if s.value else f"CUresult {code}"
+
+
+def _u64(v):
+    return (ctypes.c_uint64 * max(len(v), 1))(*[x & (2**64 - 1) for x in v])
+
+
+def _u32(v):
+    return (ctypes.c_uint32 * max(len(v), 1))(*[x & (2**32 - 1) for x in v])
+
+
+def encode(lib, case, gptr: int):
+    """Call cuTensorMapEncodeTiled; return (CUresult, name, 128 map bytes)."""
+    buf = ctypes.create_string_buffer(128 + 256)
+    aligned = (ctypes.addressof(buf) + 63) // 64 * 64 + case.get("map_offset", 0)
+    code = lib.cuTensorMapEncodeTiled(
+        ctypes.c_void_p(aligned), case["dtype"], case["rank"], ctypes.c_void_p(gptr + case.get("addr_offset", 0)),
+        _u64(case["dims"]), _u64(case["strides"]), _u32(case["box"]), _u32(case["elem_strides"]),
+        case["interleave"], case["swizzle"], case["l2"], case["oob"])
+    return code, _error_name(lib, code), ctypes.string_at(aligned, 128)
+
+
+# ------------------------------------------------------------------- dumps --
+
+def fill_runs(n_slots: int, elem: int) -> int:
+    """Fills needed so that (slot + 1) is recoverable from one elem-sized digit per run."""
+    runs = 1
+    while n_slots + 1 >= 2 ** (8 * elem * runs):
+        runs += 1
+    return runs
+
+
+def source_bytes(cfg) -> int:
+    e = tma_campaign.ELEM[cfg["dtype"]]
+    return cfg["strides"][-1] * cfg["dims"][-1] if cfg["rank"] > 1 else cfg["dims"][0] * e
+
+
+def fill(n_bytes: int, elem: int, run: int) -> np.ndarray:
+    """Global source: element slot s (byte offset // elem) holds digit `run` of s + 1."""
+    slots = np.arange(n_bytes // elem, dtype=np.uint64) + 1
+    digits = (slots >> np.uint64(8 * elem * run)) if 8 * elem * run < 64 else np.zeros_like(slots)
+    return digits.astype(f"<u{elem}").view(np.uint8)
+
+
+class DumpRunner:
+    def __init__(self, cubin: str):
+        import cupy as cp
+        self.cp = cp
+        self.lib = _libcuda()
+        self.fn = cp.RawModule(path=cubin).get_function("tma_capture")
+        self.map_t = np.dtype([("opaque", np.uint64, (16,))], align=True)
+
+    def run(self, cfg):
+        cp, e = self.cp, tma_campaign.ELEM[cfg["dtype"]]
+        n_bytes = source_bytes(cfg)
+        runs = fill_runs(n_bytes // e, e)
+        gbuf = cp.zeros(n_bytes + 256, dtype=cp.uint8)
+        code, name, raw = encode(self.lib, cfg, gbuf.data.ptr)
+        res = dict(encode=name, runs=[])
+        if code != 0:
+            res["status"] = "encode_rejected"
+            return res, {}
+        tmap = np.zeros((), self.map_t)
+        tmap["opaque"] = np.frombuffer(raw, np.uint64)
+        coords = np.zeros((4, 5), np.int32)
+        for b, c in enumerate(cfg["coords"]):
+            coords[b, : len(c)] = c
+        coords_d, dst_d = cp.asarray(coords), cp.asarray(np.array(cfg["dst_offsets"] + [0] * 4, np.uint32)[:4])
+        region = cfg["region_bytes"]
+        tx = tma_campaign.box_bytes(cfg) * len(cfg["coords"])
+        smem = region + 1024
+        self.fn.max_dynamic_shared_size_bytes = smem
+        dumps = {}
+        for r in range(runs):
+            gbuf[:n_bytes] = cp.asarray(fill(n_bytes, e, r))
+            out = cp.zeros(region, cp.uint8)
+            info = cp.zeros(8, cp.uint32)
+            sent = SENTINELS[r]
+            self.fn((1,), (128,), (tmap[()], np.int32(cfg["rank"]), np.int32(len(cfg["coords"])), coords_d, dst_d,
+                               np.uint32(region), np.uint32(tx), np.uint32(sent * 0x01010101),
+                               np.uint64(TIMEOUT_NS), np.uint32(SETTLE_NS), out, info), shared_mem=smem)
+            cp.cuda.Device().synchronize()
+            inf = info.get()
+            key = f"c{cfg['id']}_r{r}"
+            dumps[key] = out.get()
+            res["runs"].append(dict(key=key, sentinel=sent, digit=r, wait_ns=int(inf[6])))
+            if inf[0] != 0 or res.get("status") == "timeout":
+                res["status"] = "timeout"
+            else:
+                res["status"] = "ok"
+            res["region_addr"] = int(inf[1])
+            res["dst_addrs"] = [int(x) for x in inf[2: 2 + len(cfg["coords"])]]
+        res["tx_bytes"] = tx
+        return res, dumps
+
+
+def _worker(args):
+    """Child process: run configs from --start (or only --only), one result file each."""
+    cfgs = json.loads(Path(args.work, "configs.json").read_text())
+    runner = DumpRunner(args.cubin)
+    ids = [args.only] if args.only is not None else range(args.start, len(cfgs))
+    for i in ids:
+        Path(args.work, "progress").write_text(str(i))
+        try:
+            res, dumps = runner.run(cfgs[i])
+        except Exception as exc:  # a CUDA fault poisons the context: record it and leave
+            Path(args.work, f"res_{i}.json").write_text(json.dumps(dict(status="fault", error=repr(exc))))
+            sys.exit(3)
+        np.savez(Path(args.work, f"res_{i}.npz"), **dumps)
+        Path(args.work, f"res_{i}.json").write_text(json.dumps(res))
+
+
+def run_dumps(cubin: str, out: Path, log) -> list:
+    cfgs = tma_campaign.campaign()
+    work = Path(tempfile.mkdtemp(prefix="lapis-tma-"))
+    (work / "configs.json").write_text(json.dumps(cfgs))
+    child = [sys.executable, "-m", "lapis.gpu.capture_tma", "_worker", "--work", str(work), "--cubin", cubin]
+    start = 0
+    while start < len(cfgs):
+        p = subprocess.run(child + ["--start", str(start)], capture_output=True, text=True, timeout=900)
+        if p.returncode == 0:
+            break
+        k = int((work / "progress").read_text())
+        log(f"config {k} failed in a batch (rc {p.returncode}); re-running it alone")
+        q = subprocess.run(child + ["--only", str(k)], capture_output=True, text=True, timeout=300)
+        if not (work / f"res_{k}.json").exists() or q.returncode not in (0, 3):
+            (work / f"res_{k}.json").write_text(json.dumps(
+                dict(status="fault", error=f"rc {q.returncode}: {q.stderr[-400:]}")))
+        start = k + 1
+    dumps = {}
+    for c in cfgs:
+        c["result"] = json.loads((work / f"res_{c['id']}.json").read_text())
+        npz = work / f"res_{c['id']}.npz"
+        if npz.exists():
+            with np.load(npz) as z:
+                dumps.update({k: z[k] for k in z.files})
+    np.savez_compressed(out / "dumps.npz", **dumps)
+    return cfgs
+
+
+# ------------------------------------------------------------------ encode --
+
+def run_encode() -> list:
+    import cupy as cp
+    lib = _libcuda()
+    g = cp.zeros(1 << 16, cp.uint8)
+    base = (g.data.ptr + 255) // 256 * 256
+    cases = encode_campaign.campaign()
+    for c in cases:
+        code, name, _ = encode(lib, c, base)
+        c["result"] = dict(code=code, name=name, accepted=code == 0)
+    return cases
+
+
+# -------------------------------------------------------------- provenance --
+
+def _sh(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip()
+    except Exception as exc:  # recorded, not fatal
+        return f"unavailable: {exc!r}"
+
+
+def provenance(git_file: str | None) -> dict:
+    import cupy as cp
+    lib = _libcuda()
+    v = ctypes.c_int()
+    lib.cuDriverGetVersion(ctypes.byref(v))
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    p = dict(
+        gpu=props["name"].decode(), compute_capability=f"{props['major']}.{props['minor']}",
+        sm_count=props["multiProcessorCount"],
+        driver=_sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
+        cuda_driver_api=v.value, cuda_runtime=cp.cuda.runtime.runtimeGetVersion(),
+        nvcc=_sh(["nvcc", "--version"]).splitlines()[-1:], cupy=cp.__version__, numpy=np.__version__,
+        python=platform.python_version(), host=platform.node(),
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        command=" ".join(["lapis capture tma"] + sys.argv[1:]))
+    if git_file:
+        p.update(json.loads(Path(git_file).read_text()))
+    return p
+
+
+def build(out: Path) -> str:
+    cubin = str(out / "tma_capture_v1.cubin")
+    subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-o", cubin, str(KERNEL)],
+                   check=True)
+    return cubin
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="lapis capture tma", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="output folder (gets tma/ and encode/)")
+    ap.add_argument("--provenance", help="JSON with commit, dirty and source blob SHAs, made where git is")
+    ap.add_argument("--what", choices=("all", "dumps", "encode"), default="all")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    t0 = time.time()
+    log = lambda m: print(f"[{time.time() - t0:6.1f}s] {m}", flush=True)  # noqa: E731
+    prov = provenance(a.provenance)
+    log(f"provenance: {prov['gpu']} driver {prov['driver']}")
+    if a.what in ("all", "encode"):
+        (out / "encode").mkdir(parents=True, exist_ok=True)
+        cases = run_encode()
+        rej = sum(not c["result"]["accepted"] for c in cases)
+        (out / "encode" / "manifest.json").write_text(json.dumps(
+            dict(provenance=prov, campaign="lapis/gpu/encode_campaign.py", cases=cases)))
+        log(f"encode: {len(cases)} cases, {rej} rejected")
+    if a.what in ("all", "dumps"):
+        (out / "tma").mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            cubin = build(Path(tmp))
+            cfgs = run_dumps(cubin, out / "tma", log)
+        (out / "tma" / "manifest.json").write_text(json.dumps(
+            dict(provenance=prov, kernel="lapis/gpu/kernels/tma_capture_v1.cu",
+                 campaign="lapis/gpu/tma_campaign.py", guard_bytes=tma_campaign.GUARD,
+                 fill="element slot s = byte offset // elem_bytes holds digit `digit` (elem_bytes*8 bits) of s+1, "
+                      "little-endian", configs=cfgs)))
+        import collections
+        log("dumps: " + str(collections.Counter(c["result"]["status"] for c in cfgs)))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_worker":
+        ap = argparse.ArgumentParser()
+        ap.add_argument("_worker")
+        ap.add_argument("--work", required=True)
+        ap.add_argument("--cubin", required=True)
+        ap.add_argument("--start", type=int, default=0)
+        ap.add_argument("--only", type=int)
+        _worker(ap.parse_args())
+    else:
+        main()

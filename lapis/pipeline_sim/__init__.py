@@ -1,0 +1,1 @@
+"""lapis.pipeline_sim"""

@@ -1,0 +1,41 @@
+"""Provenance of a capture: the git commit and the blob of every source used.
+
+The GPU machine gets no git history, so this runs where git is and the result
+travels with the capture command (`--provenance FILE`). A CI test later checks
+that every blob a manifest names exists in the history (stale captures fail).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CAPTURE_SOURCES = (
+    "lapis/gpu/kernels/tma_capture_v1.cu",
+    "lapis/gpu/capture_tma.py",
+    "lapis/gpu/tma_campaign.py",
+    "lapis/gpu/encode_campaign.py",
+)
+
+
+def _git(*args, cwd=None) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=True, cwd=cwd).stdout.strip()
+
+
+def git_provenance(paths=CAPTURE_SOURCES, cwd=None) -> dict:
+    """commit, dirty flag (any of `paths` differs from HEAD) and each path's blob SHA."""
+    blobs = {p: _git("hash-object", p, cwd=cwd) for p in paths}
+    dirty = bool(_git("status", "--porcelain", "--", *paths, cwd=cwd))
+    return dict(commit=_git("rev-parse", "HEAD", cwd=cwd), dirty=dirty, source_blobs=blobs)
+
+
+def blob_in_history(sha: str, cwd=None) -> bool:
+    """True if git knows the blob (it was committed at some point)."""
+    r = subprocess.run(["git", "cat-file", "-e", f"{sha}^{{blob}}"], capture_output=True, cwd=cwd)
+    return r.returncode == 0
+
+
+if __name__ == "__main__":
+    json.dump(git_provenance(sys.argv[1:] or CAPTURE_SOURCES), sys.stdout, indent=1)
