@@ -1,0 +1,330 @@
+"""Canonical shared-memory layouts of a wgmma / tcgen05 operand tile.
+
+A tensor-core operand in shared memory is an MN x K tile built from *swizzle
+atoms* (PTX ISA 9.7.15.5.1.2 "Shared Memory Matrix Layout", Table 38 and the
+canonical-layout table 9.7.15.5.1.2.1.3; the same table is in the tcgen05
+section 9.7.16.3). Units used throughout this module:
+
+- elements: logical coordinates (mn, k) and the strides of `cute()` / `.layout`;
+- bytes: `offset_bytes`, `address`, `atom_bytes`, `lbo_bytes`, `sbo_bytes`;
+- 16-B units appear only in the descriptor encoding (see descriptor_sm90).
+
+Let e = element bytes, T = 16 / e (elements per 16 B, PTX's T) and
+S = the swizzle span in bytes (128, 64, 32; 16 for no swizzle). Then
+
+- K-major atom: 8 MN rows x S bytes of K, i.e. (8, S/e) elements; a row of
+  S bytes is contiguous, rows are S bytes apart.
+- MN-major atom: S bytes of MN x 8 K rows, i.e. (S/e, 8) elements; each K row
+  holds S/e contiguous MN elements, K rows are S bytes apart.
+- Without swizzle the atom is one *core matrix*: 8 rows x 16 B = 128 B.
+
+Every atom is `atom_bytes` = 8 x S contiguous bytes (1024/512/256/128 B).
+Atoms are stacked densely, either MN first ('mn-first') or K first
+('k-first'). The defaults follow how CUTLASS's sm90/sm100 mainloops tile the
+atoms with `tile_to_shape(..., Step<_1,_2,_3>)` for K-major and
+`Step<_2,_1,_3>` for MN-major (e.g. `sm90_mma_tma_gmma_ss_warpspecialized.hpp`).
+
+The swizzle acts on the absolute shared-memory byte address (PTX ISA 5.5.7;
+CUTLASS `pointer_swizzle.hpp`: the hardware swizzle is position dependent), so
+`address()` takes the tile base and XORs the absolute address.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from tensor_layouts import Layout
+
+from lapis.errors import LayoutError
+from lapis.layouts.dtypes import DType
+from lapis.layouts.dtypes import dtype as _dtype
+from lapis.layouts.swizzle import SwizzleMode
+from lapis.layouts.swizzle import swizzle as _swizzle
+
+__all__ = ["CanonicalLayout", "canonical_layout", "MAJORS", "ORDERS"]
+
+MAJORS = ("K", "MN")
+ORDERS = ("mn-first", "k-first")
+_DEFAULT_ORDER = {"K": "mn-first", "MN": "k-first"}
+_SRC = "PTX ISA 9.7.15.5.1.2"
+_ROWS_PER_ATOM = 8  # every atom (and core matrix) has 8 rows of the strided dimension
+
+
+# ---------------------------------------------------------------------------
+# The layout
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CanonicalLayout:
+    """A canonical wgmma operand layout for an MN x K tile (PTX ISA 9.7.15.5.1.2).
+
+    major: 'K' (K contiguous inside an atom row) or 'MN'.
+    swizzle: 'none', '32B', '64B', '128B' or a SwizzleMode.
+    dtype: element type name or DType (8, 16 or 32 bit).
+    rows: MN extent in elements; cols: K extent in elements.
+    order: how atoms are stacked, 'mn-first' or 'k-first'; None picks the
+    CUTLASS default ('mn-first' for K-major, 'k-first' for MN-major).
+    """
+
+    major: str
+    swizzle: SwizzleMode
+    dtype: DType
+    rows: int
+    cols: int
+    order: str | None = None
+
+    def __post_init__(self):
+        major = str(self.major).upper() if isinstance(self.major, str) else self.major
+        if major not in MAJORS:
+            raise LayoutError("canonical layout: unknown major-ness", repr(self.major), "use 'K' or 'MN'", _SRC)
+        order = _DEFAULT_ORDER[major] if self.order is None else self.order
+        if order not in ORDERS:
+            raise LayoutError("canonical layout: unknown atom order", repr(self.order),
+                              "use 'mn-first', 'k-first' or None for the CUTLASS default")
+        dt = _dtype(self.dtype)
+        if dt.bits % 8 or not 8 <= dt.bits <= 128:
+            raise LayoutError("canonical layout: element size must be 1..16 whole bytes", f"{dt.name} ({dt.bits} bit)",
+                              "use an 8, 16 or 32-bit element type", _SRC)
+        object.__setattr__(self, "major", major)
+        object.__setattr__(self, "order", order)
+        object.__setattr__(self, "swizzle", _swizzle(self.swizzle))
+        object.__setattr__(self, "dtype", dt)
+        self._check_extent("rows (MN extent)", self.rows, self.atom_shape[0])
+        self._check_extent("cols (K extent)", self.cols, self.atom_shape[1])
+
+    def _check_extent(self, what: str, value, atom: int) -> None:
+        # The tile must be a whole number of swizzle atoms in each direction.
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0 or value % atom:
+            raise LayoutError(
+                f"canonical layout: {what} must be a positive multiple of the "
+                f"{self.major}-major {self.swizzle.name} atom extent {atom} ({self.dtype.name})",
+                repr(value), f"round it up to a multiple of {atom}", _SRC + " Table 38")
+
+    # -- atom geometry ------------------------------------------------------
+
+    @property
+    def elem_bytes(self) -> int:
+        return self.dtype.bytes
+
+    @property
+    def span_elems(self) -> int:
+        """Elements per swizzled row (S / e); T for no swizzle."""
+        return self.swizzle.span_bytes // self.elem_bytes
+
+    @property
+    def atom_shape(self) -> tuple[int, int]:
+        """(mn, k) extent of one swizzle atom, in elements (PTX Table 38 x T)."""
+        if self.major == "K":
+            return (_ROWS_PER_ATOM, self.span_elems)
+        return (self.span_elems, _ROWS_PER_ATOM)
+
+    @property
+    def atom_bytes(self) -> int:
+        """Bytes of one atom = 8 rows x span = the swizzle repeat (128 B for none)."""
+        return _ROWS_PER_ATOM * self.swizzle.span_bytes
+
+    @property
+    def atoms(self) -> tuple[int, int]:
+        """Number of atoms along (MN, K)."""
+        return (self.rows // self.atom_shape[0], self.cols // self.atom_shape[1])
+
+    @property
+    def footprint_bytes(self) -> int:
+        """Bytes the tile occupies: the atoms are dense, so rows x cols x e."""
+        return self.rows * self.cols * self.elem_bytes
+
+    # -- atom strides -------------------------------------------------------
+
+    @property
+    def mn_atom_stride_bytes(self) -> int:
+        """Bytes between MN-adjacent atoms."""
+        _, ak = self.atoms
+        return self.atom_bytes if self.order == "mn-first" else ak * self.atom_bytes
+
+    @property
+    def k_atom_stride_bytes(self) -> int:
+        """Bytes between K-adjacent atoms."""
+        am, _ = self.atoms
+        return am * self.atom_bytes if self.order == "mn-first" else self.atom_bytes
+
+    # -- LBO / SBO with PTX's roles (PTX ISA 9.7.15.5.1.2.1.1 and .2) --------
+
+    @property
+    def lbo_bytes(self) -> int | None:
+        """Leading dimension byte offset, or None where PTX says it is unused.
+
+        K-major none: K distance between core matrices. K-major swizzled: unused
+        (the K mode never leaves one atom row; the descriptor field is then
+        written as 1, CUTLASS's convention). MN-major none: K distance between
+        8-row groups. MN-major swizzled: MN distance between atoms.
+        """
+        if self.major == "K":
+            return self.k_atom_stride_bytes if self.swizzle.bits == 0 else None
+        return self.k_atom_stride_bytes if self.swizzle.bits == 0 else self.mn_atom_stride_bytes
+
+    @property
+    def sbo_bytes(self) -> int:
+        """Stride dimension byte offset.
+
+        K-major: MN distance between 8-row groups. MN-major none: MN distance
+        between T-element (16 B) groups. MN-major swizzled: K distance between
+        8-row groups. Note the LBO/SBO swap for MN-major between interleave and
+        swizzled modes (also in CUTLASS `make_gmma_desc`).
+        """
+        if self.major == "K" or self.swizzle.bits == 0:
+            return self.mn_atom_stride_bytes
+        return self.k_atom_stride_bytes
+
+    # -- CuTe view ----------------------------------------------------------
+
+    def _shape_stride(self):
+        """Hierarchical (mn-mode, k-mode) shape and element strides, PTX-table form.
+
+        K-major:  ((8, m), (T, c, k)) : ((S/e, mn_atom/e), (1, T, k_atom/e))
+        MN-major: ((T, c, m), (8, k)) : ((1, T, mn_atom/e), (S/e, k_atom/e))
+        with c = S / 16 (1 for none). Size-1 modes are kept, so every tile has
+        the same mode structure.
+        """
+        e, t = self.elem_bytes, self.dtype.per_16b
+        am, ak = self.atoms
+        c = self.swizzle.span_bytes // 16
+        mn_atom, k_atom, row = self.mn_atom_stride_bytes // e, self.k_atom_stride_bytes // e, self.span_elems
+        if self.major == "K":
+            return ((8, am), (t, c, ak)), ((row, mn_atom), (1, t, k_atom))
+        return ((t, c, am), (8, ak)), ((1, t, mn_atom), (row, k_atom))
+
+    @property
+    def layout(self) -> Layout:
+        """Pre-swizzle tensor_layouts.Layout: (mn, k) -> element offset from the tile start."""
+        return Layout(*self._shape_stride())
+
+    def cute(self) -> str:
+        """The whole tile in CuTe notation: swizzle (on byte addresses) o smem_ptr o layout (elements)."""
+        shape, stride = self._shape_stride()
+        return f"{self.swizzle.cute} o smem_ptr[{self.dtype.bits}b] o {_tup(shape)}:{_tup(stride)}"
+
+    # -- forward map ----------------------------------------------------------
+
+    def offset_bytes(self, mn, k):
+        """Pre-swizzle byte offset of element (mn, k) from the tile start (vectorized)."""
+        mn, k = self._coords(mn, k)
+        amn, ak_ = self.atom_shape
+        i, r = np.divmod(mn, amn)  # atom index and position inside it along MN
+        j, c = np.divmod(k, ak_)  # ... along K
+        if self.major == "K":
+            inner = r * self.swizzle.span_bytes + c * self.elem_bytes
+        else:
+            inner = c * self.swizzle.span_bytes + r * self.elem_bytes
+        out = i * self.mn_atom_stride_bytes + j * self.k_atom_stride_bytes + inner
+        return int(out) if np.ndim(out) == 0 else out
+
+    def address(self, mn, k, base: int = 0):
+        """Absolute smem byte address of element (mn, k) for a tile at `base` (vectorized).
+
+        = swizzle(base + offset_bytes): the XOR uses absolute address bits, so
+        a tile at 1024*j + 128 is laid out differently from one at 1024*j.
+        """
+        self._check_base(base)
+        return self.swizzle.apply(base + np.asarray(self.offset_bytes(mn, k), dtype=np.int64))
+
+    # -- inverse map ----------------------------------------------------------
+
+    def element_at(self, addr, base: int = 0):
+        """(mn, k) of the element at absolute smem byte address `addr` (vectorized).
+
+        Un-swizzles with the same XOR (an involution on 16-B chunks, so it
+        keeps element alignment), then splits the offset into atom index,
+        row and column. Raises LayoutError for addresses outside the tile or
+        not on an element boundary.
+        """
+        self._check_base(base)
+        a = np.asarray(addr, dtype=np.int64)
+        e = self.elem_bytes
+        bad = a % e != 0
+        if np.any(bad):
+            raise LayoutError("canonical layout: address is not on an element boundary",
+                              _first_hex(a, bad), f"use a multiple of {e} B ({self.dtype.name})")
+        off = np.asarray(self.swizzle.apply(a), dtype=np.int64) - base
+        bad = (off < 0) | (off >= self.footprint_bytes)
+        if np.any(bad):
+            raise LayoutError("canonical layout: address is outside the tile", _first_hex(a, bad),
+                              f"use an address whose un-swizzled value lies in "
+                              f"[{base:#x}, {base + self.footprint_bytes:#x})")
+        mn, k = self._decompose(off)
+        if np.ndim(mn) == 0:
+            return int(mn), int(k)
+        return mn, k
+
+    def _decompose(self, off):
+        am, ak = self.atoms
+        atom, inner = np.divmod(off, self.atom_bytes)
+        if self.order == "mn-first":
+            j, i = np.divmod(atom, am)
+        else:
+            i, j = np.divmod(atom, ak)
+        row, col_bytes = np.divmod(inner, self.swizzle.span_bytes)  # row of the atom, byte in the row
+        col = col_bytes // self.elem_bytes
+        amn, ak_ = self.atom_shape
+        if self.major == "K":
+            return i * amn + row, j * ak_ + col
+        return i * amn + col, j * ak_ + row
+
+    # -- MMA K-steps (CUTLASS GMMA::DescriptorIterator; layout-facts 2.3) -----
+
+    def kstep_start(self, step: int, k_per_mma: int | None = None, base: int = 0) -> int:
+        """Descriptor start address (bytes, pre-swizzle) of MMA K-step `step`.
+
+        = base + offset_bytes(0, step * k_per_mma); k_per_mma defaults to 32 B
+        of K (bf16 16, fp8 32, tf32 8). Inside a 128B K-major atom the steps
+        start +32, +64, +96 B in; the hardware applies the XOR itself.
+        """
+        self._check_base(base)
+        kpm = 32 // self.elem_bytes if k_per_mma is None else k_per_mma
+        if isinstance(kpm, bool) or not isinstance(kpm, (int, np.integer)) or kpm <= 0:
+            raise LayoutError("canonical layout: k_per_mma must be a positive element count", repr(k_per_mma),
+                              "pass the MMA's K extent in elements (32 B of K: bf16 16, fp8 32, tf32 8)")
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or not 0 <= step * kpm < self.cols:
+            raise LayoutError("canonical layout: K-step starts outside the tile", f"step {step!r} x {kpm} elements",
+                              f"use 0 <= step < {-(-self.cols // kpm)} for K extent {self.cols}")
+        return base + self.offset_bytes(0, step * kpm)
+
+    # -- checks ---------------------------------------------------------------
+
+    def _coords(self, mn, k):
+        mn, k = np.asarray(mn, dtype=np.int64), np.asarray(k, dtype=np.int64)
+        for name, v, hi in (("mn", mn, self.rows), ("k", k, self.cols)):
+            bad = (v < 0) | (v >= hi)
+            if np.any(bad):
+                raise LayoutError(f"canonical layout: coordinate {name} outside the tile",
+                                  int(v[bad].flat[0]) if v.ndim else int(v), f"use 0 <= {name} < {hi}")
+        return mn, k
+
+    def _check_base(self, base) -> None:
+        if isinstance(base, bool) or not isinstance(base, (int, np.integer)) or base < 0 or base % 16:
+            raise LayoutError("canonical layout: tile base address must be a non-negative multiple of 16 B",
+                              repr(base) if not isinstance(base, (int, np.integer)) else hex(base),
+                              "align the tile base to 16 B (to the swizzle repeat for a base offset of 0)",
+                              "PTX ISA 9.7.15.5.1.2.2")
+
+    def __str__(self) -> str:
+        return (f"{self.major}-major {self.swizzle.name} {self.dtype.name} {self.rows}x{self.cols} "
+                f"({self.order}): {self.cute()}")
+
+
+def canonical_layout(major: str, swizzle: str | SwizzleMode, dtype: str | DType, rows: int, cols: int,
+                     order: str | None = None) -> CanonicalLayout:
+    """Build a CanonicalLayout (same arguments); the spelling used by the CLI."""
+    return CanonicalLayout(major, swizzle, dtype, rows, cols, order)
+
+
+def _tup(x) -> str:
+    """CuTe-style tuple text without spaces: ((8,2),(8,8))."""
+    if isinstance(x, tuple):
+        return "(" + ",".join(_tup(v) for v in x) + ")"
+    return str(x)
+
+
+def _first_hex(a, bad) -> str:
+    return hex(int(a[bad].flat[0]) if a.ndim else int(a))
