@@ -1,0 +1,5 @@
+import sys
+
+from lapis.cli import main
+
+sys.exit(main())

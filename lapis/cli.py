@@ -1,0 +1,117 @@
+"""The `lapis` command line: a thin layer over functions callable from Python.
+
+Every subcommand imports its implementation lazily, so `lapis --help` and the
+CPU subcommands never load cupy, torch or the CUDA driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+DTYPE_CHOICES = ("e4m3", "e5m2", "f16", "bf16", "tf32", "f32", "u8", "s8")
+SWIZZLE_CHOICES = ("none", "32B", "64B", "128B")
+GPU_NEEDED = "needs an NVIDIA GPU with compute capability 9.0+ and `pip install lapis[gpu]`"
+
+
+def _int(text: str) -> int:
+    """Integers in decimal or 0x hex (addresses, descriptors)."""
+    return int(text, 0)
+
+
+def _layout_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--major", required=True, choices=("K", "MN"), help="K-major or MN-major operand")
+    p.add_argument("--swizzle", required=True, choices=SWIZZLE_CHOICES)
+    p.add_argument("--dtype", required=True, choices=DTYPE_CHOICES)
+    p.add_argument("--rows", required=True, type=int, help="MN extent of the tile, in elements")
+    p.add_argument("--cols", required=True, type=int, help="K extent of the tile, in elements")
+    p.add_argument("--base", type=_int, default=0,
+                   help="absolute shared-memory byte address of the tile (decimal or 0x hex); default 0")
+    p.add_argument("--order", choices=("mn-first", "k-first"),
+                   help="atom stacking order; default mn-first for K-major, k-first for MN-major")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="lapis", description="Layout and pipeline simulator for Hopper/Blackwell "
+                                 "kernels, checked against H200 captures.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    rep = sub.add_parser("report", help="validate the model against the shipped captures and write a report")
+    rep.add_argument("--out", default="lapis-report", help="output folder (default lapis-report/)")
+    rep.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
+    rep.add_argument("--json", action="store_true", help="print the report's numbers as JSON")
+
+    lay = sub.add_parser("layout", help="canonical smem layouts and matrix descriptors").add_subparsers(
+        dest="layout_cmd", required=True)
+    show = lay.add_parser("show", help="print a canonical layout: atom, CuTe form, LBO/SBO, byte map")
+    _layout_args(show)
+    show.add_argument("--png", help="also draw the tile's 16-byte chunks to this PNG")
+    desc = lay.add_parser("desc", help="the matrix descriptor of a canonical layout, field by field")
+    desc.add_argument("--arch", required=True, choices=("sm90",))
+    _layout_args(desc)
+    desc.add_argument("--step", type=int, default=0, help="MMA K-step (the start address advances per step)")
+    dec = lay.add_parser("decode", help="decode a 64-bit matrix descriptor")
+    dec.add_argument("--arch", required=True, choices=("sm90",))
+    dec.add_argument("value", type=_int, help="descriptor value, e.g. 0x4000004000010040")
+    dec.add_argument("--json", action="store_true")
+
+    cap = sub.add_parser("capture", help="run capture campaigns on the GPU").add_subparsers(
+        dest="capture_cmd", required=True)
+    ctma = cap.add_parser("tma", help="TMA placement dumps and cuTensorMapEncodeTiled decisions (GPU only)")
+    ctma.add_argument("--out", required=True)
+    ctma.add_argument("--provenance", help="JSON from `python -m lapis.provenance` (commit, dirty, blobs)")
+    ctma.add_argument("--what", choices=("all", "dumps", "encode"), default="all")
+
+    val = sub.add_parser("validate", help="check the model against captures").add_subparsers(
+        dest="validate_cmd", required=True)
+    vl = val.add_parser("layouts", help="TMA placement and encode rules against H200 captures")
+    vl.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
+    vl.add_argument("--json", action="store_true")
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from lapis.errors import LayoutError
+
+    try:
+        return _dispatch(args) or 0
+    except LayoutError as exc:
+        print(f"lapis: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(args) -> int | None:
+    if args.cmd == "report":
+        from lapis.report import main as report_main
+        return report_main(args)
+    if args.cmd == "layout":
+        from lapis.layouts import show
+        return {"show": show.cli_show, "desc": show.cli_desc, "decode": show.cli_decode}[args.layout_cmd](args)
+    if args.cmd == "capture":
+        return _capture(args)
+    if args.cmd == "validate":
+        from lapis.validate import cli_validate_layouts
+        return cli_validate_layouts(args)
+    return None
+
+
+def _capture(args) -> int:
+    try:
+        import cupy  # noqa: F401
+        n = cupy.cuda.runtime.getDeviceCount()
+        major = cupy.cuda.Device(0).compute_capability[0] if n else "0"
+    except Exception:  # no cupy, no driver or no device
+        n, major = 0, "0"
+    if not n or int(major) < 9:
+        print(f"lapis capture {args.capture_cmd}: {GPU_NEEDED}", file=sys.stderr)
+        return 2
+    from lapis.gpu import capture_tma
+    argv = ["--out", args.out, "--what", args.what] + (["--provenance", args.provenance] if args.provenance else [])
+    capture_tma.main(argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

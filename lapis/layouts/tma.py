@@ -1,0 +1,268 @@
+"""TMA tensor maps and where a tiled TMA load puts each element in shared memory.
+
+A tensor map is what `cuTensorMapEncodeTiled` encodes (CUDA driver API,
+cuda.h 13.0): every list is innermost-first like the driver's, `dims`, `box`
+and `elem_strides` count elements, `strides` are bytes (rank - 1 of them: the
+stride of dimensions 1..rank-1). `load_box` reproduces what
+`cp.async.bulk.tensor.Nd.shared::cluster.global.tile` (PTX ISA 9.7.9.25) writes
+into shared memory, byte for byte. The rules, each proven on H200 dumps
+(lapis/captures/tma, `lapis validate layouts`):
+
+- The box is traversed innermost first; dimension i loads ceil(box[i] /
+  elem_strides[i]) elements, stepping elem_strides[i] in the tensor;
+  elem_strides[0] is ignored without interleave (cuda.h).
+- Rows (the inner dimension) are packed at their own size without swizzle; with
+  a swizzle each row is padded to the swizzle span (32/64/128 B), even when the
+  box row is narrower (H200 dumps, 'narrow-box' configurations).
+- The swizzle XORs address bits [6:4] with [9:7] of the *absolute* shared
+  address (PTX ISA 5.5.7), so a box at +128 B from a 1024 B boundary starts at
+  phase 1 of the pattern.
+- Out-of-bounds elements (negative or past-the-end coordinates) are filled with
+  zero, or with the 16-bit pattern 0x7FF7 repeated over the element for
+  FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA (H200 dumps: f16, bf16, f32, f64, tf32).
+- TFLOAT32 and TFLOAT32_FTZ round each 32-bit value to 19 significant bits:
+  the low 13 bits are rounded to nearest (H200 dumps).
+- The destination must be 128 B aligned (else cudaErrorMisalignedAddress) and
+  coords[0] x element bytes a multiple of 16 (else cudaErrorIllegalInstruction);
+  both seen on the H200.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lapis.errors import LayoutError
+
+_CUDA_H = "cuTensorMapEncodeTiled, CUDA driver API (cuda.h 13.0)"
+_H200 = "H200 TMA dumps, lapis/captures/tma"
+
+
+class NotModelled(LayoutError):
+    """The input is legal but lapis does not model it (yet)."""
+
+
+@dataclass(frozen=True)
+class TmaType:
+    name: str
+    code: int  # CUtensorMapDataType
+    bits: int
+    is_float: bool
+    packed: bool = False
+
+    @property
+    def bytes(self) -> int:
+        return max(self.bits // 8, 1)
+
+
+TMA_TYPES: dict[str, TmaType] = {t.name: t for t in (
+    TmaType("u8", 0, 8, False), TmaType("u16", 1, 16, False), TmaType("u32", 2, 32, False),
+    TmaType("s32", 3, 32, False), TmaType("u64", 4, 64, False), TmaType("s64", 5, 64, False),
+    TmaType("f16", 6, 16, True), TmaType("f32", 7, 32, True), TmaType("f64", 8, 64, True),
+    TmaType("bf16", 9, 16, True), TmaType("f32_ftz", 10, 32, True), TmaType("tf32", 11, 32, True),
+    TmaType("tf32_ftz", 12, 32, True), TmaType("16u4_align8b", 13, 4, False, True),
+    TmaType("16u4_align16b", 14, 4, False, True), TmaType("16u6_align16b", 15, 6, False, True),
+)}
+TMA_TYPE_BY_CODE = {t.code: t for t in TMA_TYPES.values()}
+# Layout dtypes that TMA moves as raw bytes (fp8 and s8 travel as UINT8).
+TMA_ALIASES = {"e4m3": "u8", "e5m2": "u8", "s8": "u8"}
+
+SWIZZLE_CODES = {"none": 0, "32B": 1, "64B": 2, "128B": 3, "128B_atom32B": 4, "128B_atom32B_flip8B": 5,
+                 "128B_atom64B": 6}
+SWIZZLE_SPAN = {"none": 0, "32B": 32, "64B": 64, "128B": 128, "128B_atom32B": 128, "128B_atom32B_flip8B": 128,
+                "128B_atom64B": 128}
+INTERLEAVE_CODES = {"none": 0, "16B": 1, "32B": 2}
+L2_CODES = {"none": 0, "64B": 1, "128B": 2, "256B": 3}
+OOB_CODES = {"zero": 0, "nan": 1}
+NAN_FILL_16 = 0x7FF7  # FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA pattern, per 16 bits (H200)
+
+
+def tma_type(name: str | int | TmaType) -> TmaType:
+    """A TMA data type by name (u8 ... 16u6_align16b, or e4m3/e5m2/s8) or CUtensorMapDataType code."""
+    if isinstance(name, TmaType):
+        return name
+    if isinstance(name, int):
+        if name in TMA_TYPE_BY_CODE:
+            return TMA_TYPE_BY_CODE[name]
+    elif TMA_ALIASES.get(name, name) in TMA_TYPES:
+        return TMA_TYPES[TMA_ALIASES.get(name, name)]
+    raise LayoutError("unknown TMA data type", repr(name), "use one of " + ", ".join(TMA_TYPES), _CUDA_H)
+
+
+def _code_name(table: dict, value, what: str) -> str:
+    if isinstance(value, int):
+        for k, v in table.items():
+            if v == value:
+                return k
+    elif value in table:
+        return value
+    raise LayoutError(f"unknown {what}", repr(value), "use one of " + ", ".join(table), _CUDA_H)
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """The arguments of cuTensorMapEncodeTiled, innermost dimension first.
+
+    dims, box, elem_strides: elements; strides: bytes (rank - 1 entries).
+    Enum arguments take lapis spellings ('128B', 'nan', ...) or cuda.h codes.
+    """
+
+    dtype: TmaType
+    dims: tuple
+    strides: tuple
+    box: tuple
+    elem_strides: tuple = None
+    interleave: str = "none"
+    swizzle: str = "none"
+    l2: str = "none"
+    oob: str = "zero"
+    rank: int = field(init=False)
+
+    def __post_init__(self):
+        set_ = object.__setattr__
+        set_(self, "dtype", tma_type(self.dtype))
+        set_(self, "dims", tuple(int(d) for d in self.dims))
+        set_(self, "strides", tuple(int(s) for s in self.strides))
+        set_(self, "box", tuple(int(b) for b in self.box))
+        es = self.elem_strides if self.elem_strides is not None else (1,) * len(self.dims)
+        set_(self, "elem_strides", tuple(int(e) for e in es))
+        set_(self, "interleave", _code_name(INTERLEAVE_CODES, self.interleave, "interleave"))
+        set_(self, "swizzle", _code_name(SWIZZLE_CODES, self.swizzle, "swizzle"))
+        set_(self, "l2", _code_name(L2_CODES, self.l2, "L2 promotion"))
+        set_(self, "oob", _code_name(OOB_CODES, self.oob, "OOB fill"))
+        set_(self, "rank", len(self.dims))
+
+    @classmethod
+    def from_driver_args(cls, dtype, dims, strides, box, elem_strides, interleave=0, swizzle=0, l2=0, oob=0):
+        """Build from raw cuda.h enum codes, as a capture records them."""
+        return cls(tma_type(dtype), dims, strides, box, elem_strides, interleave, swizzle, l2, oob)
+
+    @property
+    def loaded(self) -> tuple:
+        """Elements loaded per dimension: ceil(box[i] / elem_strides[i]); elem_strides[0] ignored."""
+        ignore0 = self.interleave == "none"
+        return tuple(b if (i == 0 and ignore0) else math.ceil(b / s)
+                     for i, (b, s) in enumerate(zip(self.box, self.elem_strides)))
+
+    @property
+    def row_pitch(self) -> int:
+        """Bytes between box rows in smem: the swizzle span, or the row itself without swizzle."""
+        return SWIZZLE_SPAN[self.swizzle] or self.loaded[0] * self.dtype.bytes
+
+    @property
+    def box_bytes(self) -> int:
+        """Bytes one load delivers (its mbarrier tx count): the loaded elements, no padding."""
+        return math.prod(self.loaded) * self.dtype.bytes
+
+    @property
+    def smem_footprint(self) -> int:
+        """Bytes of shared memory one box spans from its destination, padding included."""
+        return math.prod(self.loaded[1:]) * self.row_pitch
+
+
+@dataclass(frozen=True)
+class BoxPlacement:
+    """Where each loaded element goes. Arrays are shaped loaded[::-1] (outermost first, C order).
+
+    smem_addr: absolute shared byte address of the element's first byte.
+    global_offset: byte offset of the source element from the tensor's base; -1 if out of bounds.
+    """
+
+    tmap: TensorMap
+    coords: tuple
+    dst: int
+    smem_addr: np.ndarray
+    global_offset: np.ndarray
+
+    @property
+    def in_bounds(self) -> np.ndarray:
+        return self.global_offset >= 0
+
+
+def _check_runtime(tmap: TensorMap, coords, dst: int) -> None:
+    if len(coords) != tmap.rank:
+        raise LayoutError("TMA load needs one coordinate per dimension", f"{len(coords)} for rank {tmap.rank}",
+                          f"pass {tmap.rank} coordinates, innermost first")
+    if dst % 128:
+        raise LayoutError("TMA destination must be 128 B aligned", hex(dst),
+                          f"move the box to {hex(dst - dst % 128)} or {hex(dst + 128 - dst % 128)} "
+                          "(the H200 raises cudaErrorMisalignedAddress)", _H200)
+    if (coords[0] * tmap.dtype.bytes) % 16:
+        raise LayoutError("TMA box start along dimension 0 must be 16 B aligned",
+                          f"coords[0] = {coords[0]} x {tmap.dtype.bytes} B",
+                          f"make coords[0] a multiple of {16 // math.gcd(16, tmap.dtype.bytes)} elements "
+                          "(the H200 raises cudaErrorIllegalInstruction)", _H200)
+    if tmap.interleave != "none":
+        raise NotModelled("placement of interleaved tensor maps is not modelled", tmap.interleave,
+                          "use interleave none")
+    if tmap.swizzle.startswith("128B_atom"):
+        raise NotModelled("128B_atom* swizzles are rejected by cuTensorMapEncodeTiled on sm_90 (H200, driver "
+                          "580.159.04)", tmap.swizzle, "use 32B, 64B or 128B on Hopper")
+    if tmap.dtype.packed:
+        raise NotModelled("placement of packed 16U4/16U6 types is not modelled", tmap.dtype.name,
+                          "use a byte-sized type")
+
+
+def place_box(tmap: TensorMap, coords, dst: int) -> BoxPlacement:
+    """Smem address and global offset of every element of one box loaded at smem address `dst`.
+
+    coords: signed element coordinates of the box corner, innermost first.
+    dst: absolute shared-memory byte address (the 32-bit shared window address).
+    Raises LayoutError for a destination or coordinate the H200 faults on, and
+    NotModelled for interleaved layouts, packed types and 128B_atom* swizzles.
+    """
+    coords = tuple(int(c) for c in coords)
+    _check_runtime(tmap, coords, dst)
+    n, e = tmap.loaded, tmap.dtype.bytes
+    j = np.indices(n[::-1]).reshape(tmap.rank, -1)[::-1]  # j[i]: index along dim i, innermost fastest
+    step = np.array((1,) + tmap.elem_strides[1:] if tmap.interleave == "none" else tmap.elem_strides)[:, None]
+    g = np.array(coords)[:, None] + j * step
+    inside = np.all((g >= 0) & (g < np.array(tmap.dims)[:, None]), axis=0)
+    goff = (g * np.array((e,) + tmap.strides)[:, None]).sum(axis=0)
+    row = np.ravel_multi_index(j[:0:-1], n[:0:-1]) if tmap.rank > 1 else np.zeros_like(j[0])
+    linear = dst + row * tmap.row_pitch + j[0] * e
+    addr = _swizzle(linear, tmap.swizzle)
+    shape = n[::-1]
+    return BoxPlacement(tmap, coords, dst, addr.reshape(shape), np.where(inside, goff, -1).reshape(shape))
+
+
+def _swizzle(addr: np.ndarray, mode: str) -> np.ndarray:
+    from lapis.layouts.swizzle import SWIZZLES
+    return np.asarray(SWIZZLES[mode].apply(addr)) if mode in SWIZZLES else addr
+
+
+def _element_bytes(tmap: TensorMap, global_image: np.ndarray, p: BoxPlacement) -> np.ndarray:
+    """The bytes each loaded element writes, shape (elements, element bytes)."""
+    e = tmap.dtype.bytes
+    goff = p.global_offset.ravel()
+    src = global_image[np.clip(goff, 0, None)[:, None] + np.arange(e)[None, :]]
+    if tmap.dtype.name in ("tf32", "tf32_ftz"):
+        src = _round_tf32(src)
+    fill = np.zeros(e, np.uint8) if tmap.oob == "zero" else \
+        np.frombuffer(np.full(e // 2 or 1, NAN_FILL_16, "<u2").tobytes()[:e], np.uint8)
+    return np.where((goff >= 0)[:, None], src, fill[None, :])
+
+
+def _round_tf32(src: np.ndarray) -> np.ndarray:
+    """Round 32-bit values to TF32's 10 mantissa bits: the low 13 bits, to nearest (H200 dumps)."""
+    v = src.copy().view("<u4").ravel().astype(np.uint64)
+    v = ((v + 0x1000) & ~np.uint64(0x1FFF)) & np.uint64(0xFFFFFFFF)
+    return v.astype("<u4").view(np.uint8).reshape(src.shape)
+
+
+def load_box(tmap: TensorMap, global_image: np.ndarray, coords, dst: int, smem: np.ndarray, smem_base: int) -> BoxPlacement:
+    """Write into `smem` (uint8 image starting at address smem_base) what the TMA load writes.
+
+    global_image: uint8 bytes of the tensor from its base address.
+    Returns the placement. Raises like place_box, and LayoutError if the box falls outside `smem`.
+    """
+    p = place_box(tmap, coords, dst)
+    e = tmap.dtype.bytes
+    idx = (p.smem_addr.ravel() - smem_base)[:, None] + np.arange(e)[None, :]
+    if idx.min() < 0 or idx.max() >= smem.size:
+        raise LayoutError("box does not fit the shared-memory image", f"[{hex(int(idx.min()) + smem_base)}, "
+                          f"{hex(int(idx.max()) + smem_base)}]", "enlarge the image or move the destination")
+    smem[idx.ravel()] = _element_bytes(tmap, global_image, p).ravel()
+    return p

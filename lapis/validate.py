@@ -1,0 +1,191 @@
+"""Check lapis's models against committed hardware captures (`lapis validate layouts`).
+
+Captures live in folders with a `manifest.json` naming their provenance; the
+default root is the `captures/` folder shipped inside the package. Nothing here
+edits a capture: a capture is data, the model is what gets checked.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lapis.errors import LayoutError
+from lapis.layouts.tma import NotModelled, TensorMap, load_box
+
+SHIPPED = Path(__file__).parent / "captures"
+
+
+def captures_root(path: str | None = None) -> Path:
+    root = Path(path) if path else SHIPPED
+    if not root.is_dir():
+        raise LayoutError("captures folder not found", str(root), "pass --captures DIR holding tma/<capture>/")
+    return root
+
+
+def manifests(root: Path, kind: str) -> list[Path]:
+    """Capture folders of one kind ('tma', 'tma_encode'), sorted for determinism."""
+    return sorted(p.parent for p in (root / kind).glob("*/manifest.json"))
+
+
+def source_image(cfg: dict, digit: int) -> np.ndarray:
+    """The global tensor a dump configuration loaded from (the capture's fill rule, see its manifest)."""
+    e = _elem_bytes(cfg)
+    n = cfg["strides"][-1] * cfg["dims"][-1] if cfg["rank"] > 1 else cfg["dims"][0] * e
+    slots = np.arange(n // e, dtype=np.uint64) + 1
+    shift = 8 * e * digit
+    vals = slots >> np.uint64(shift) if shift < 64 else np.zeros_like(slots)
+    return vals.astype(f"<u{e}").view(np.uint8)
+
+
+def _elem_bytes(cfg: dict) -> int:
+    from lapis.layouts.tma import tma_type
+    return tma_type(cfg["dtype"]).bytes
+
+
+def tensor_map(cfg: dict) -> TensorMap:
+    return TensorMap.from_driver_args(cfg["dtype"], cfg["dims"], cfg["strides"], cfg["box"], cfg["elem_strides"],
+                                      cfg["interleave"], cfg["swizzle"], cfg["l2"], cfg["oob"])
+
+
+def predict_region(cfg: dict, run: dict) -> np.ndarray:
+    """The bytes the model says the dumped region holds after the load(s)."""
+    res = cfg["result"]
+    smem = np.full(cfg["region_bytes"], run["sentinel"], np.uint8)
+    image = source_image(cfg, run["digit"])
+    tmap = tensor_map(cfg)
+    for coords, dst in zip(cfg["coords"], res["dst_addrs"]):
+        load_box(tmap, image, coords, dst, smem, res["region_addr"])
+    return smem
+
+
+def _predicts_fault(cfg: dict) -> bool:
+    """Does the model reject this load (a fault on hardware)? Uses the planned addresses."""
+    tmap = tensor_map(cfg)
+    try:
+        for coords, off in zip(cfg["coords"], cfg["dst_offsets"]):
+            from lapis.layouts.tma import place_box
+            place_box(tmap, coords, 1 << 20 | off)  # any 1024 B-aligned region start: offsets decide
+    except NotModelled:
+        return False
+    except LayoutError:
+        return True
+    return False
+
+
+@dataclass
+class DumpCheck:
+    """One configuration's verdict."""
+
+    cfg: dict
+    verdict: str  # match, mismatch, fault-predicted, fault-missed, unmodelled, encode-rejected, timeout
+    bytes_compared: int = 0
+    mismatched_bytes: int = 0
+    first_mismatch: int | None = None
+
+
+def check_dump(cfg: dict, dumps) -> DumpCheck:
+    status = cfg["result"]["status"]
+    if status == "encode_rejected":
+        return DumpCheck(cfg, "encode-rejected")
+    if status == "fault":
+        return DumpCheck(cfg, "fault-predicted" if _predicts_fault(cfg) else "fault-missed")
+    try:
+        predicted = [predict_region(cfg, run) for run in cfg["result"]["runs"]]
+    except NotModelled:
+        return DumpCheck(cfg, "unmodelled")
+    except LayoutError:
+        return DumpCheck(cfg, "fault-false-alarm")
+    if status == "timeout":
+        return DumpCheck(cfg, "timeout")
+    n = bad = 0
+    first = None
+    for run, p in zip(cfg["result"]["runs"], predicted):
+        m = dumps[run["key"]]
+        diff = np.nonzero(m != p)[0]
+        n, bad = n + m.size, bad + diff.size
+        if diff.size and first is None:
+            first = int(diff[0])
+    return DumpCheck(cfg, "mismatch" if bad else "match", n, bad, first)
+
+
+def config_key(cfg: dict) -> str:
+    keys = ("dtype", "dims", "strides", "box", "elem_strides", "interleave", "swizzle", "l2", "oob", "coords",
+            "dst_offsets")
+    return json.dumps([cfg[k] for k in keys])
+
+
+def validate_tma(root: Path) -> dict:
+    """Replay every TMA dump capture under root/tma against the placement model."""
+    checks, prov = [], []
+    for folder in manifests(root, "tma"):
+        man = json.loads((folder / "manifest.json").read_text())
+        prov.append(man["provenance"])
+        with np.load(folder / "dumps.npz") as z:
+            dumps = {k: z[k] for k in z.files}
+        checks += [check_dump(c, dumps) for c in man["configs"]]
+    return summarize(checks, prov)
+
+
+def summarize(checks: list[DumpCheck], prov: list[dict]) -> dict:
+    compared = [c for c in checks if c.verdict in ("match", "mismatch")]
+    distinct = {config_key(c.cfg) for c in compared}
+    from lapis.layouts.tma import tma_type
+
+    def count(pred):
+        return len({config_key(c.cfg) for c in compared if pred(c.cfg)})
+
+    verdicts: dict[str, int] = {}
+    for c in checks:
+        verdicts[c.verdict] = verdicts.get(c.verdict, 0) + 1
+    return dict(
+        configs=len(distinct),
+        bytes_compared=sum(c.bytes_compared for c in compared),
+        mismatched_bytes=sum(c.mismatched_bytes for c in compared),
+        mismatched_configs=sorted(c.cfg["id"] for c in compared if c.mismatched_bytes),
+        verdicts=verdicts,
+        faults=dict(observed=sum(c.cfg["result"]["status"] == "fault" for c in checks),
+                    predicted=verdicts.get("fault-predicted", 0),
+                    missed=verdicts.get("fault-missed", 0), false_alarms=verdicts.get("fault-false-alarm", 0)),
+        ranks=sorted({c.cfg["rank"] for c in compared}),
+        element_bytes=sorted({tma_type(c.cfg["dtype"]).bytes for c in compared}),
+        swizzles=sorted({c.cfg["swizzle"] for c in compared}),
+        unaligned_bases=count(_off_repeat),
+        oob_configs=count(_is_oob),
+        elem_strided_configs=count(lambda g: any(s > 1 for s in g["elem_strides"][1:])),
+        provenance=prov,
+    )
+
+
+def _off_repeat(cfg: dict) -> bool:
+    """A swizzled box whose destination is not on its swizzle pattern's repeat boundary (8 x span)."""
+    span = tensor_map(cfg).row_pitch if cfg["swizzle"] else 0
+    return bool(span) and any(d % (8 * span) for d in cfg["dst_offsets"])
+
+
+def _is_oob(cfg: dict) -> bool:
+    p = tensor_map(cfg)
+    return any(c < 0 or c + (n - 1) * (s if i else 1) >= d
+               for coords in cfg["coords"]
+               for i, (c, n, s, d) in enumerate(zip(coords, p.loaded, p.elem_strides, p.dims)))
+
+
+def validate_layouts(captures: str | None = None) -> dict:
+    root = captures_root(captures)
+    tma = validate_tma(root)
+    prov = tma.pop("provenance")
+    return {"tma": tma, "provenance": prov[0] if len(prov) == 1 else prov}
+
+
+def cli_validate_layouts(args) -> int:
+    out = validate_layouts(args.captures)
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        t = out["tma"]
+        print(f"TMA placement: {t['configs']} configurations, {t['bytes_compared']} bytes compared, "
+              f"{t['mismatched_bytes']} mismatched; faults {t['faults']}; verdicts {t['verdicts']}")
+    return 1 if out["tma"]["mismatched_bytes"] or out["tma"]["faults"]["missed"] else 0
