@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     ctma.add_argument("--out", required=True)
     ctma.add_argument("--provenance", help="JSON from `python -m lapis.provenance` (commit, dirty, blobs)")
     ctma.add_argument("--what", choices=("all", "dumps", "encode"), default="all")
+    ctma.add_argument("--tags", help="comma-separated campaign tags to run (default: all)")
 
     val = sub.add_parser("validate", help="check the model against captures").add_subparsers(
         dest="validate_cmd", required=True)
@@ -108,7 +109,9 @@ def _capture(args) -> int:
         print(f"lapis capture {args.capture_cmd}: {GPU_NEEDED}", file=sys.stderr)
         return 2
     from lapis.gpu import capture_tma
-    argv = ["--out", args.out, "--what", args.what] + (["--provenance", args.provenance] if args.provenance else [])
+    argv = ["--out", args.out, "--what", args.what]
+    argv += ["--provenance", args.provenance] if args.provenance else []
+    argv += ["--tags", args.tags] if args.tags else []
     capture_tma.main(argv)
     return 0
 

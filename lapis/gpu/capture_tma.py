@@ -157,7 +157,7 @@ def _worker(args):
     """Child process: run configs from --start (or only --only), one result file each."""
     cfgs = json.loads(Path(args.work, "configs.json").read_text())
     runner = DumpRunner(args.cubin)
-    ids = [args.only] if args.only is not None else range(args.start, len(cfgs))
+    ids = [args.only] if args.only is not None else range(args.start, len(cfgs))  # positions in configs.json
     for i in ids:
         Path(args.work, "progress").write_text(str(i))
         try:
@@ -169,8 +169,8 @@ def _worker(args):
         Path(args.work, f"res_{i}.json").write_text(json.dumps(res))
 
 
-def run_dumps(cubin: str, out: Path, log) -> list:
-    cfgs = tma_campaign.campaign()
+def run_dumps(cubin: str, out: Path, log, tags=None) -> list:
+    cfgs = [c for c in tma_campaign.campaign() if not tags or c["tag"] in tags]
     work = Path(tempfile.mkdtemp(prefix="lapis-tma-"))
     (work / "configs.json").write_text(json.dumps(cfgs))
     child = [sys.executable, "-m", "lapis.gpu.capture_tma", "_worker", "--work", str(work), "--cubin", cubin]
@@ -179,7 +179,7 @@ def run_dumps(cubin: str, out: Path, log) -> list:
         p = subprocess.run(child + ["--start", str(start)], capture_output=True, text=True, timeout=900)
         if p.returncode == 0:
             break
-        k = int((work / "progress").read_text())
+        k = int((work / "progress").read_text())  # position of the config that faulted
         log(f"config {k} failed in a batch (rc {p.returncode}); re-running it alone")
         q = subprocess.run(child + ["--only", str(k)], capture_output=True, text=True, timeout=300)
         if not (work / f"res_{k}.json").exists() or q.returncode not in (0, 3):
@@ -187,9 +187,9 @@ def run_dumps(cubin: str, out: Path, log) -> list:
                 dict(status="fault", error=f"rc {q.returncode}: {q.stderr[-400:]}")))
         start = k + 1
     dumps = {}
-    for c in cfgs:
-        c["result"] = json.loads((work / f"res_{c['id']}.json").read_text())
-        npz = work / f"res_{c['id']}.npz"
+    for i, c in enumerate(cfgs):
+        c["result"] = json.loads((work / f"res_{i}.json").read_text())
+        npz = work / f"res_{i}.npz"
         if npz.exists():
             with np.load(npz) as z:
                 dumps.update({k: z[k] for k in z.files})
@@ -252,6 +252,7 @@ def main(argv=None):
     ap.add_argument("--out", required=True, help="output folder (gets tma/ and encode/)")
     ap.add_argument("--provenance", help="JSON with commit, dirty and source blob SHAs, made where git is")
     ap.add_argument("--what", choices=("all", "dumps", "encode"), default="all")
+    ap.add_argument("--tags", help="comma-separated campaign tags to run (default: all)")
     a = ap.parse_args(argv)
     out = Path(a.out)
     t0 = time.time()
@@ -269,7 +270,7 @@ def main(argv=None):
         (out / "tma").mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
             cubin = build(Path(tmp))
-            cfgs = run_dumps(cubin, out / "tma", log)
+            cfgs = run_dumps(cubin, out / "tma", log, a.tags.split(",") if a.tags else None)
         (out / "tma" / "manifest.json").write_text(json.dumps(
             dict(provenance=prov, kernel="lapis/gpu/kernels/tma_capture_v1.cu",
                  campaign="lapis/gpu/tma_campaign.py", guard_bytes=tma_campaign.GUARD,

@@ -207,10 +207,53 @@ def mixed(n=80, seed=2026):
     return out
 
 
+def tf32_rounding():
+    """TF32 loads round 32-bit values: boxes over the ties 4096 (even), 12288 (odd), 20480 (even)."""
+    out = []
+    for dt in (TF32, TF32FTZ):
+        for start in (4064, 12256, 20448):
+            out.append(make(dt, [24576], [64], [start], swizzle=0, tag="tf32-round"))
+    return out
+
+
+def aligned_mixed(n=130, seed=7):
+    """Seeded random valid configurations whose box start is 16 B aligned along dimension 0
+    (the first campaign showed the H200 faults otherwise), with padded strides."""
+    import random
+    rng = random.Random(seed)
+    out = []
+    while len(out) < n:
+        dt = rng.randrange(13)
+        e = ELEM[dt]
+        sw = rng.choice((0, 1, 2, 3))
+        rank = rng.randint(1, 5)
+        span = SPAN[sw] or 256
+        inner = rng.choice([k for k in (16, 32, 48, 64, 96, 128, 192, 256) if k <= span]) // e
+        box = [inner] + [rng.randint(1, 16) for _ in range(rank - 1)]
+        es = [rng.choice((1, 2))] + [rng.choice((1, 1, 2, 3, 5)) for _ in range(rank - 1)]
+        unit = 16 // e
+        dims = [inner + unit * rng.randint(0, 4)] + [b + rng.randint(-2, 6) for b in box[1:]]
+        dims = [max(d, 1) for d in dims]
+        strides, s = [], dims[0] * e
+        for d in dims[1:]:
+            s = -(-s // 16) * 16 + 16 * rng.choice((0, 0, 1, 3))  # some padding between rows
+            strides.append(s)
+            s *= d
+        c0 = unit * rng.randint(-inner // unit, dims[0] // unit)
+        coords = [c0] + [rng.randint(-3, d) for d in dims[1:]]
+        oob = rng.choice((0, 1)) if dt in (F16, F32, F64, BF16, F32FTZ, TF32, TF32FTZ) else 0
+        cfg = make(dt, dims, box, coords, swizzle=sw, es=es, strides=strides, oob=oob,
+                   offset=128 * rng.randrange(8), tag="mixed-aligned")
+        if cfg["region_bytes"] <= 96 * 1024:
+            out.append(cfg)
+    return out
+
+
 def campaign():
     """Every configuration, each tagged with the question it answers."""
     cfgs = (foundation() + probes_2d() + ranks() + element_strides() + box_limits() + out_of_bounds()
-            + atom_modes() + dtypes_all() + interleave() + multi_box() + mixed())
+            + atom_modes() + dtypes_all() + interleave() + multi_box() + mixed()
+            + tf32_rounding() + aligned_mixed())
     for i, c in enumerate(cfgs):
         c["id"] = i
     return cfgs

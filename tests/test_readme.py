@@ -1,0 +1,22 @@
+"""The README's two set-up commands are the ones CI and users run."""
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def readme_commands():
+    text = (REPO / "README.md").read_text()
+    return re.findall(r"```bash\n(.+?)\n```", text, flags=re.S)[:2]
+
+
+def test_readme_opens_with_the_two_setup_commands():
+    main_job, tests = readme_commands()
+    assert "pip install ." in main_job and main_job.rstrip().endswith("lapis report")
+    assert 'pip install -q ".[test]"' in tests and "pytest" in tests
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    ci = (REPO / ".ci" / "run").read_text()
+    assert f"TEST_CMD='{readme_commands()[1]}'" in ci
