@@ -72,8 +72,9 @@ def encode(lib, case, gptr: int):
     """Call cuTensorMapEncodeTiled; return (CUresult, name, 128 map bytes)."""
     buf = ctypes.create_string_buffer(128 + 256)
     aligned = (ctypes.addressof(buf) + 63) // 64 * 64 + case.get("map_offset", 0)
+    gaddr = 0 if case.get("null_address") else gptr + case.get("addr_offset", 0)
     code = lib.cuTensorMapEncodeTiled(
-        ctypes.c_void_p(aligned), case["dtype"], case["rank"], ctypes.c_void_p(gptr + case.get("addr_offset", 0)),
+        ctypes.c_void_p(aligned), case["dtype"], case["rank"], ctypes.c_void_p(gaddr),
         _u64(case["dims"]), _u64(case["strides"]), _u32(case["box"]), _u32(case["elem_strides"]),
         case["interleave"], case["swizzle"], case["l2"], case["oob"])
     return code, _error_name(lib, code), ctypes.string_at(aligned, 128)

@@ -184,8 +184,33 @@ def random_cases(n=320, seed=11):
     return out
 
 
+def follow_up_cases():
+    """Questions the first H200 run left open: interleaved box/dims widths, a limit on a box's
+    total bytes, and a null global address."""
+    P = []
+    for il, b0s in ((1, (16, 64, 256, 4)), (2, (8, 32, 64))):
+        for b0 in b0s:
+            for d0 in (16, 128):
+                c = interleaved(il, 1 if il == 2 else 0)
+                c["box"] = [b0] + c["box"][1:]
+                c["dims"] = [d0] + c["dims"][1:]
+                c["strides"] = [max(d0 * 2, c["strides"][0])] + [max(d0 * 2, c["strides"][0]) * 8 ** i
+                                                                  for i in range(1, len(c["strides"]))]
+                P.append(dict(c, probe="interleave-box-width", side="probe"))
+    for box in ([32, 256], [32, 256, 256], [32, 256, 256, 256], [32, 256, 256, 256, 256], [8, 256, 256]):
+        r = len(box)
+        c = base(7, rank=r, dims=[32] + [512] * (r - 1), box=box)
+        strides, s = [], 128
+        for d in c["dims"][1:]:
+            strides.append(s)
+            s *= d
+        P.append(dict(c, strides=strides, probe="box-total-bytes", side="probe"))
+    P.append(dict(base(), null_address=True, probe="null-global-address", side="probe"))
+    return P
+
+
 def campaign():
-    cases = boundary_cases() + random_cases()
+    cases = boundary_cases() + random_cases() + follow_up_cases()
     for i, c in enumerate(cases):
         c["id"] = i
     return cases
