@@ -21,8 +21,10 @@ def layouts_section(captures: str | None, out: Path) -> tuple[str, dict]:
     md = [
         "## Layouts: TMA placement against H200 dumps",
         "",
-        f"Captured on {prov['gpu']} (driver {prov['driver']}, CUDA driver API {prov['cuda_driver_api']}) on "
-        f"{prov['date']}, commit `{prov['commit'][:12]}`{' (dirty)' if prov['dirty'] else ''}: `{prov['command']}`.",
+        f"Captured on {prov['gpu']} (driver {prov['driver']}, CUDA driver API {prov['cuda_driver_api']}):",
+        "",
+        *[f"- `{c['folder']}`: {c['date']}, commit `{c['commit'][:12]}`{' (dirty)' if c['dirty'] else ''}, "
+          f"`{c['command']}`" for c in prov["captures"]],
         "",
         "| configs | bytes compared | mismatched bytes | faults observed | faults predicted | unmodelled |",
         "|---:|---:|---:|---:|---:|---:|",

@@ -123,7 +123,7 @@ def validate_tma(root: Path) -> dict:
     checks, prov = [], []
     for folder in manifests(root, "tma"):
         man = json.loads((folder / "manifest.json").read_text())
-        prov.append(man["provenance"])
+        prov.append(dict(man["provenance"], folder=f"tma/{folder.name}"))
         with np.load(folder / "dumps.npz") as z:
             dumps = {k: z[k] for k in z.files}
         checks += [check_dump(c, dumps) for c in man["configs"]]
@@ -173,11 +173,17 @@ def _is_oob(cfg: dict) -> bool:
                for i, (c, n, s, d) in enumerate(zip(coords, p.loaded, p.elem_strides, p.dims)))
 
 
+def merge_provenance(provs: list[dict]) -> dict:
+    """Fields every capture shares at the top (gpu, driver, ...), and each capture's full record."""
+    shared = {k: v for k, v in provs[0].items() if all(p.get(k) == v for p in provs)} if provs else {}
+    shared.pop("source_blobs", None)
+    return dict(shared, captures=provs)
+
+
 def validate_layouts(captures: str | None = None) -> dict:
     root = captures_root(captures)
     tma = validate_tma(root)
-    prov = tma.pop("provenance")
-    return {"tma": tma, "provenance": prov[0] if len(prov) == 1 else prov}
+    return {"tma": tma, "provenance": merge_provenance(tma.pop("provenance"))}
 
 
 def cli_validate_layouts(args) -> int:

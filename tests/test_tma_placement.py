@@ -63,12 +63,12 @@ def test_out_of_bounds_fill_zero_and_nan_pattern():
     assert set(smem.view("<u4")[8:].tolist()) == {0}
 
 
-def test_tf32_rounds_the_low_13_bits_to_nearest():
-    t = TensorMap("tf32", (4,), (), (4,))
-    image = np.array([0x0FFF, 0x1001, 0x3F801FFF, 0x12345678], "<u4").view(np.uint8)
-    smem = np.zeros(16, np.uint8)
+def test_tf32_rounds_the_low_13_bits_to_nearest_even():
+    t = TensorMap("tf32", (8,), (), (8,))
+    image = np.array([0x0FFF, 0x1001, 0x3F801FFF, 0x12345678, 0x1000, 0x3000, 0x5000, 0x2000], "<u4").view(np.uint8)
+    smem = np.zeros(32, np.uint8)
     load_box(t, image, (0,), 0, smem, 0)
-    assert list(smem.view("<u4")) == [0x0, 0x2000, 0x3F802000, 0x12346000]
+    assert list(smem.view("<u4")) == [0x0, 0x2000, 0x3F802000, 0x12346000, 0x0, 0x4000, 0x4000, 0x2000]
 
 
 @pytest.mark.parametrize("dst,coords,rule", [(0x410, (0, 0), "128 B aligned"), (0x400, (3, 0), "16 B aligned")])

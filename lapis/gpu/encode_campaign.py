@@ -209,8 +209,35 @@ def follow_up_cases():
     return P
 
 
+def _dense(dtype, box):
+    """A valid dense tensor twice the box along the outer dimensions."""
+    e = ELEM[dtype]
+    dims = [box[0]] + [2 * b for b in box[1:]]
+    strides, s = [], dims[0] * e
+    for d in dims[1:]:
+        s = -(-s // 16) * 16
+        strides.append(s)
+        s *= d
+    return base(dtype, len(box), dims=dims, strides=strides, box=list(box))
+
+
+def box_size_grid():
+    """Second follow-up: bracket the limit on a box's total bytes (32 KiB accepted, 2 MiB rejected),
+    and the box[0] width rule under interleave."""
+    P = [_dense(0, [16, 256, k]) for k in range(1, 257, 3)]
+    P += [_dense(0, [256, 256, k]) for k in range(1, 33)]
+    P += [_dense(7, [8, 128, k]) for k in range(1, 257, 8)]
+    P += [_dense(0, [16, 16, 16, k, 2]) for k in (1, 2, 4, 8, 16, 32, 64)]
+    P = [dict(c, probe="box-total-bytes", side="probe") for c in P]
+    for il, dt, b0s in ((1, F16, (2, 4, 6, 8, 12, 24)), (2, F16, (4, 8, 12, 24, 40)), (1, 0, (8, 16, 24, 32))):
+        for b0 in b0s:
+            c = interleaved(il, 1 if il == 2 else 0)
+            P.append(dict(c, dtype=dt, box=[b0] + c["box"][1:], probe="interleave-box-width", side="probe"))
+    return P
+
+
 def campaign():
-    cases = boundary_cases() + random_cases() + follow_up_cases()
+    cases = boundary_cases() + random_cases() + follow_up_cases() + box_size_grid()
     for i, c in enumerate(cases):
         c["id"] = i
     return cases

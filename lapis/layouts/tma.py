@@ -20,8 +20,8 @@ into shared memory, byte for byte. The rules, each proven on H200 dumps
 - Out-of-bounds elements (negative or past-the-end coordinates) are filled with
   zero, or with the 16-bit pattern 0x7FF7 repeated over the element for
   FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA (H200 dumps: f16, bf16, f32, f64, tf32).
-- TFLOAT32 and TFLOAT32_FTZ round each 32-bit value to 19 significant bits:
-  the low 13 bits are rounded to nearest (H200 dumps).
+- TFLOAT32 and TFLOAT32_FTZ round each 32-bit value to TF32 (the low 13 bits
+  rounded to nearest, ties to even) and flush no denormal (H200 dumps).
 - The destination must be 128 B aligned (else cudaErrorMisalignedAddress) and
   coords[0] x element bytes a multiple of 16 (else cudaErrorIllegalInstruction);
   both seen on the H200.
@@ -246,9 +246,12 @@ def _element_bytes(tmap: TensorMap, global_image: np.ndarray, p: BoxPlacement) -
 
 
 def _round_tf32(src: np.ndarray) -> np.ndarray:
-    """Round 32-bit values to TF32's 10 mantissa bits: the low 13 bits, to nearest (H200 dumps)."""
+    """Round 32-bit values to TF32's 10 mantissa bits: the low 13 bits, to nearest, ties to even
+    (H200 dumps: 0x1000 -> 0, 0x3000 -> 0x4000, 0x5000 -> 0x4000). Denormals are kept, FTZ or not."""
     v = src.copy().view("<u4").ravel().astype(np.uint64)
-    v = ((v + 0x1000) & ~np.uint64(0x1FFF)) & np.uint64(0xFFFFFFFF)
+    kept, rest = v >> np.uint64(13), v & np.uint64(0x1FFF)
+    up = (rest > 0x1000) | ((rest == 0x1000) & (kept & np.uint64(1) == 1))
+    v = ((kept + up.astype(np.uint64)) << np.uint64(13)) & np.uint64(0xFFFFFFFF)
     return v.astype("<u4").view(np.uint8).reshape(src.shape)
 
 

@@ -118,7 +118,8 @@ class EncodeArgs:
         """
         if base % 256:
             raise LayoutError("from_case base must be 256 B aligned", hex(base), "pass a multiple of 256")
-        return cls(case["dtype"], case["rank"], base + case["addr_offset"], case["dims"], case["strides"],
+        address = 0 if case.get("null_address") else base + case["addr_offset"]
+        return cls(case["dtype"], case["rank"], address, case["dims"], case["strides"],
                    case["box"], case["elem_strides"], case["interleave"], case["swizzle"], case["l2"],
                    case["oob"], base + case.get("map_offset", 0))
 
