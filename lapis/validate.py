@@ -90,7 +90,9 @@ class DumpCheck:
 def check_dump(cfg: dict, dumps) -> DumpCheck:
     status = cfg["result"]["status"]
     if status == "encode_rejected":
-        return DumpCheck(cfg, "encode-rejected")
+        from lapis.layouts.tma_rules import EncodeArgs, check
+        rejected = check(EncodeArgs.from_case(dict(cfg, addr_offset=0), base=256))
+        return DumpCheck(cfg, "encode-rejected" if rejected else "encode-missed")
     if status == "fault":
         return DumpCheck(cfg, "fault-predicted" if _predicts_fault(cfg) else "fault-missed")
     try:
@@ -180,10 +182,37 @@ def merge_provenance(provs: list[dict]) -> dict:
     return dict(shared, captures=provs)
 
 
+ENCODE_KEYS = ("dtype", "rank", "addr_offset", "dims", "strides", "box", "elem_strides", "interleave", "swizzle",
+               "l2", "oob", "map_offset", "null_address")
+
+
+def validate_encode(root: Path) -> dict:
+    """Replay every recorded cuTensorMapEncodeTiled decision against lapis's rule checker."""
+    from lapis.layouts.tma_rules import RULES, EncodeArgs, check
+    seen, disagreements, fired, alone, provs = {}, [], set(), set(), []
+    for folder in manifests(root, "tma_encode"):
+        man = json.loads((folder / "manifest.json").read_text())
+        provs.append(dict(man["provenance"], folder=f"tma_encode/{folder.name}"))
+        for case in man["cases"]:
+            rules = {v.rule for v in check(EncodeArgs.from_case(case, base=256))}
+            accepted = case["result"]["accepted"]
+            seen[json.dumps([case.get(k) for k in ENCODE_KEYS])] = accepted
+            if bool(rules) == accepted:
+                disagreements.append(dict(folder=folder.name, id=case["id"], accepted=accepted, rules=sorted(rules)))
+            if not accepted:
+                fired |= rules
+                alone |= rules if len(rules) == 1 else set()
+    return dict(cases=len(seen), rejected=sum(not a for a in seen.values()), disagreements=len(disagreements),
+                disagreeing_cases=disagreements[:20], rules=len(RULES), rules_covered=len(fired & set(RULES)),
+                rules_isolated=len(alone & set(RULES)), rules_not_covered=sorted(set(RULES) - fired),
+                provenance=provs)
+
+
 def validate_layouts(captures: str | None = None) -> dict:
     root = captures_root(captures)
-    tma = validate_tma(root)
-    return {"tma": tma, "provenance": merge_provenance(tma.pop("provenance"))}
+    tma, encode = validate_tma(root), validate_encode(root)
+    return {"tma": tma, "encode": encode,
+            "provenance": merge_provenance(tma.pop("provenance") + encode.pop("provenance"))}
 
 
 def cli_validate_layouts(args) -> int:
@@ -194,4 +223,8 @@ def cli_validate_layouts(args) -> int:
         t = out["tma"]
         print(f"TMA placement: {t['configs']} configurations, {t['bytes_compared']} bytes compared, "
               f"{t['mismatched_bytes']} mismatched; faults {t['faults']}; verdicts {t['verdicts']}")
-    return 1 if out["tma"]["mismatched_bytes"] or out["tma"]["faults"]["missed"] else 0
+        e = out["encode"]
+        print(f"cuTensorMapEncodeTiled: {e['cases']} distinct cases, {e['rejected']} rejected, "
+              f"{e['disagreements']} disagreements; {e['rules_covered']}/{e['rules']} rules covered")
+    bad = out["tma"]["mismatched_bytes"] or out["tma"]["faults"]["missed"] or out["encode"]["disagreements"]
+    return 1 if bad else 0

@@ -7,6 +7,7 @@ violation of at least one rejected case, which shows the driver enforces it on i
 """
 
 import json
+import math
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from lapis.errors import LayoutError
 from lapis.layouts.tma import TensorMap
 from lapis.layouts.tma_rules import (
+    BOX_BYTES_MAX,
     ADVISORIES,
     DOC,
     DRIVER,
@@ -32,8 +34,11 @@ from lapis.layouts.tma_rules import (
     validate,
 )
 
-MANIFEST = Path(__file__).resolve().parents[1] / "lapis/captures/tma_encode/h200-2026-11-29/manifest.json"
-CASES = json.loads(MANIFEST.read_text())["cases"]
+ENCODE = Path(__file__).resolve().parents[1] / "lapis/captures/tma_encode"
+MANIFESTS = sorted(ENCODE.glob("*/manifest.json"))
+MANIFEST = ENCODE / "h200-2026-11-29" / "manifest.json"
+# Every case of every encode capture; case ids repeat across captures (each re-runs the campaign).
+CASES = [c for m in MANIFESTS for c in json.loads(m.read_text())["cases"]]
 
 # Rules no H200 case can isolate: every case with a packed type also breaks
 # packed-type-unsupported-sm90. They need a capture on an architecture that accepts
@@ -66,10 +71,11 @@ def _describe(case, vs):
 # Replay of the capture
 # ---------------------------------------------------------------------------
 
-def test_capture_is_the_expected_one():
-    assert len(CASES) == 627
-    prov = json.loads(MANIFEST.read_text())["provenance"]
-    assert prov["driver"] == DRIVER and prov["compute_capability"] == "9.0"
+def test_captures_are_the_expected_ones():
+    assert len(json.loads(MANIFEST.read_text())["cases"]) == 627 and len(CASES) >= 627 + 819
+    for m in MANIFESTS:
+        prov = json.loads(m.read_text())["provenance"]
+        assert prov["driver"] == DRIVER and prov["compute_capability"] == "9.0"
 
 
 def test_replay_every_capture_case():
@@ -121,7 +127,7 @@ def test_rule_table_is_documented():
         assert r.id == rid and r.doc and r.source in (DOC, OBSERVED) and r.driver == DRIVER
     assert {r["id"] for r in rule_table()} == set(RULES) | set(ADVISORIES)
     observed = {rid for rid, r in RULES.items() if r.observed}
-    assert observed == {"packed-type-unsupported-sm90", "swizzle-128B-atom-unsupported-sm90"}
+    assert observed == {"packed-type-unsupported-sm90", "swizzle-128B-atom-unsupported-sm90", "box-total-bytes"}
     assert all(not r.enforced for r in ADVISORIES.values())
 
 
@@ -207,14 +213,18 @@ def valid_args(draw):
         box0 = draw(st.integers(1, cap // (16 // e))) * (16 // e)
     else:
         sw = 1 if il == 2 else draw(st.sampled_from((0, 1, 2, 3)))
-        box0 = draw(st.integers(1, 256))
+        box0 = draw(st.integers(1, 256 // (16 // e))) * (16 // e)
+    box = [box0] + draw(st.lists(st.integers(1, 256), min_size=rank - 1, max_size=rank - 1))
+    while math.prod(box) * e > BOX_BYTES_MAX:  # keep the box within one SM's shared memory
+        k = max(range(1, rank), key=lambda j: box[j])
+        box[k] = max(1, box[k] // 2)
     return EncodeArgs(
         dtype=dtype, rank=rank,
         global_address=draw(st.integers(0, 2**40)) * align,
         dims=draw(st.lists(st.integers(1, 2**32), min_size=rank, max_size=rank)),
         strides=draw(st.lists(st.integers(0, (2**40 - 1) // align), min_size=rank - 1, max_size=rank - 1).map(
             lambda s: [x * align for x in s])),
-        box=[box0] + draw(st.lists(st.integers(1, 256), min_size=rank - 1, max_size=rank - 1)),
+        box=box,
         elem_strides=draw(st.lists(st.integers(1, 8), min_size=rank, max_size=rank)),
         interleave=il, swizzle=sw, l2=draw(st.integers(0, 3)),
         oob=draw(st.sampled_from((0, 1))) if dtype in FLOATS else 0,
@@ -275,14 +285,19 @@ def mutated(draw):
         options["interleave-needs-rank-3"] = lambda: {"rank": draw(st.integers(1, 2))}
     if a.dtype not in FLOATS:
         options["oob-nan-needs-float-type"] = lambda: {"oob": 1}
+    if a.rank >= 3:
+        options["box-total-bytes"] = lambda: {"box": [a.box[0]] + [256] * (a.rank - 1)}
+    cap = SPAN[a.swizzle] // e if (a.swizzle and not a.interleave) else 256
+    if e < 16:
+        room = BOX_BYTES_MAX // (e * math.prod(a.box[1:]))  # stay within box-total-bytes
+        bad = [b for b in range(1, min(cap, room) + 1) if (b * e) % 16]
+        options["box0-bytes-multiple-16"] = lambda: {"box": _with(a.box, 0, draw(st.sampled_from(bad)))}
     if a.interleave == 0:
-        cap = SPAN[a.swizzle] // e if a.swizzle else 256
-        if e < 16:
-            bad = [b for b in range(1, cap + 1) if (b * e) % 16]
-            options["box0-bytes-multiple-16"] = lambda: {"box": _with(a.box, 0, draw(st.sampled_from(bad)))}
         if a.swizzle:
-            wide = [b for b in range(cap + 1, 257) if (b * e) % 16 == 0]
-            options["inner-box-within-swizzle-span"] = lambda: {"box": _with(a.box, 0, draw(st.sampled_from(wide)))}
+            room = BOX_BYTES_MAX // (e * math.prod(a.box[1:]))
+            wide = [b for b in range(cap + 1, min(256, room) + 1) if (b * e) % 16 == 0]
+            if wide:
+                options["inner-box-within-swizzle-span"] = lambda: {"box": _with(a.box, 0, draw(st.sampled_from(wide)))}
         if a.box[0] * e <= 128:
             options["swizzle-128B-atom-unsupported-sm90"] = lambda: {"swizzle": draw(st.sampled_from((4, 5, 6)))}
     else:

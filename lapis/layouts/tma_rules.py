@@ -30,6 +30,7 @@ H200 driver 580.159.04 did (capture lapis/captures/tma_encode/h200-2026-11-29,
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -441,15 +442,32 @@ def _box_range(a):
 
 @_rule("box0-bytes-multiple-16")
 def _box0_bytes(a):
-    """With interleave none, box[0] x element size is a multiple of 16 B."""
+    """box[0] x element size is a multiple of 16 B. cuda.h states it for interleave none; the H200 driver
+    enforces it for 16B and 32B interleave too (capture h200-2026-11-29-c: f16 box[0] 4, 6, 12 rejected)."""
     b0 = a.box0
-    if b0 is None or not a.dtype_ok or a.interleave != IL_NONE:
+    if b0 is None or not a.dtype_ok or not a.interleave_ok:
         return
     nbytes = a.inner_bytes(b0)
     if nbytes % 16:
         per16 = 16 / a.inner_bytes(1)
         yield (f"box[0] x {a.elem_bytes_text()} = {nbytes} B is not a multiple of 16 B",
                f"make box[0] a multiple of {per16}")
+
+
+BOX_BYTES_MAX = 228 * 1024  # the shared memory of one sm_90 SM
+
+
+@_rule("box-total-bytes", source=OBSERVED)
+def _box_total(a):
+    """A box holds at most 228 KiB (233472 B, one sm_90 SM's shared memory). Observed on the H200: 233472 B
+    accepted, 237568 B and larger rejected (capture h200-2026-11-29-c, element strides 1); the exact limit
+    between the two is not probed."""
+    if not (a.rank_ok and a.dtype_ok) or any(b is None or not 1 <= b <= MAX_BOX for b in a.box_used):
+        return  # box-range names a bad box entry on its own
+    total = a.inner_bytes(math.prod(a.box_used))
+    if total > BOX_BYTES_MAX:
+        yield (f"the box holds {total} B, more than {BOX_BYTES_MAX} B (228 KiB)",
+               "split the box into several loads")
 
 
 @_rule("packed16-box0-128")
