@@ -56,6 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("value", type=_int, help="descriptor value, e.g. 0x4000004000010040")
     dec.add_argument("--json", action="store_true")
 
+    tma = sub.add_parser("tma", help="TMA tensor maps: cuTensorMapEncodeTiled rules and box placement").add_subparsers(
+        dest="tma_cmd", required=True)
+    from lapis.layouts.tma_commands import add_map_args
+    add_map_args(tma.add_parser("check", help="list every cuTensorMapEncodeTiled rule the tensor map breaks "
+                                "(exit 2 if any)"))
+    place = tma.add_parser("place", help="where each element of one box lands in shared memory")
+    add_map_args(place)
+    place.add_argument("--smem-base", required=True, type=_int, help="absolute smem byte address of the box")
+    place.add_argument("--coords", required=True, help="box corner, elements, innermost first: 0,8 (may be < 0)")
+
     cap = sub.add_parser("capture", help="run capture campaigns on the GPU").add_subparsers(
         dest="capture_cmd", required=True)
     ctma = cap.add_parser("tma", help="TMA placement dumps and cuTensorMapEncodeTiled decisions (GPU only)")
@@ -90,6 +100,9 @@ def _dispatch(args) -> int | None:
     if args.cmd == "layout":
         from lapis.layouts import show
         return {"show": show.cli_show, "desc": show.cli_desc, "decode": show.cli_decode}[args.layout_cmd](args)
+    if args.cmd == "tma":
+        from lapis.layouts import tma_commands
+        return {"check": tma_commands.cli_check, "place": tma_commands.cli_place}[args.tma_cmd](args)
     if args.cmd == "capture":
         return _capture(args)
     if args.cmd == "validate":

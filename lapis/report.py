@@ -60,7 +60,9 @@ def summary_table(numbers: dict) -> str:
     rows = [("check", "configs", "bytes compared", "mismatches"),
             ("TMA placement (H200)", str(t["configs"]), str(t["bytes_compared"]), str(t["mismatched_bytes"])),
             ("TMA faults (H200)", str(t["faults"]["observed"]), "-",
-             str(t["faults"]["missed"] + t["faults"]["false_alarms"]))]
+             str(t["faults"]["missed"] + t["faults"]["false_alarms"])),
+            ("cuTensorMapEncodeTiled decisions (H200)", str(numbers["layouts"]["encode"]["cases"]), "-",
+             str(numbers["layouts"]["encode"]["disagreements"]))]
     w = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r)) for r in rows)
 
@@ -71,6 +73,7 @@ def build_report(out: str = "lapis-report", captures: str | None = None) -> dict
     captures_root(captures)  # fail early with a clear message
     t0 = time.time()
     md, numbers = layouts_section(captures, out_dir)
+    md += "\n\n" + tma_section(captures, out_dir, numbers)
     numbers["wall_s"] = round(time.time() - t0, 2)
     (out_dir / "report.md").write_text("# lapis report\n\n" + md + "\n")
     (out_dir / "report.json").write_text(json.dumps(numbers, indent=1))
@@ -85,4 +88,50 @@ def main(args) -> int:
         print(summary_table(numbers))
         print(f"\nreport: {Path(args.out) / 'report.md'}")
     t = numbers["layouts"]["tma"]
-    return 1 if t["mismatched_bytes"] or t["faults"]["missed"] or t["faults"]["false_alarms"] else 0
+    bad = t["mismatched_bytes"] or t["faults"]["missed"] or t["faults"]["false_alarms"]
+    return 1 if bad or numbers["layouts"]["encode"]["disagreements"] else 0
+
+
+def tma_section(captures: str | None, out: Path, numbers: dict) -> str:
+    """The encode rule table and one off-boundary SW128 box, predicted beside measured."""
+    from lapis.layouts.tma_rules import rule_table
+    e = numbers["layouts"]["encode"]
+    md = ["## TMA: cuTensorMapEncodeTiled rules", "",
+          f"{e['cases']} distinct parameter sets passed to the real driver, {e['rejected']} rejected; lapis "
+          f"disagrees on {e['disagreements']}. {e['rules_covered']} of {e['rules']} rules fire in a rejected case "
+          f"({e['rules_isolated']} as the only broken rule).", "",
+          "| rule | checks | source |", "|---|---|---|"]
+    md += [f"| `{r['id']}` | {' '.join(r['checks'].split())} | {r['source']}{'' if r['enforced'] else ' (advisory)'} |"
+           for r in rule_table()]
+    fig = _off_boundary_figure(captures, out)
+    md += ["", "## TMA: one SW128 box off the 1024 B boundary", "", fig[1], "", f"![{fig[1]}]({fig[0].name})"]
+    return "\n".join(md)
+
+
+def _off_boundary_figure(captures: str | None, out: Path):
+    import numpy as np
+    from lapis.figures.tma_box import chunk_map, plot_box_pair
+    from lapis.validate import manifests, predict_region
+    root = captures_root(captures)
+    for folder in manifests(root, "tma"):
+        man = json.loads((folder / "manifest.json").read_text())
+        cfg = next((c for c in man["configs"] if c["result"]["status"] == "ok" and c["swizzle"] == 3
+                    and c["dtype"] == 9 and len(c["coords"]) == 1 and c["dst_offsets"][0] % 1024 == 384), None)
+        if cfg:
+            break
+    run = cfg["result"]["runs"][0]
+    with np.load(folder / "dumps.npz") as z:
+        measured = z[run["key"]]
+    predicted = predict_region(cfg, run)
+    x0, y0 = cfg["coords"][0]
+    values = {(y0 + r) * cfg["strides"][0] // 2 + x0 + 8 * k + 1: (r, k)
+              for r in range(cfg["box"][1]) for k in range(cfg["box"][0] // 8)}
+    lo = cfg["dst_offsets"][0] - 256
+    sl = slice(lo, lo + 256 + 2048)
+    maps = [chunk_map(a[sl].copy(), values, 2, run["sentinel"]) for a in (predicted, measured)]
+    addr = cfg["result"]["dst_addrs"][0]
+    title = (f"bf16 box {cfg['box'][0]}x{cfg['box'][1]}, SWIZZLE_128B, destination {hex(addr)} "
+             f"(= {addr % 1024} B past a 1024 B boundary); {int((predicted != measured).sum())} bytes differ")
+    path = out / "tma_sw128_off_boundary.png"
+    plot_box_pair(*maps, title, str(path))
+    return path, title
