@@ -269,3 +269,19 @@ def load_box(tmap: TensorMap, global_image: np.ndarray, coords, dst: int, smem: 
                           f"{hex(int(idx.max()) + smem_base)}]", "enlarge the image or move the destination")
     smem[idx.ravel()] = _element_bytes(tmap, global_image, p).ravel()
     return p
+
+
+def wide_tile_boxes(tmap: TensorMap, tile_inner: int, coords, dst: int) -> list[tuple[tuple, int]]:
+    """Boxes that load a tile wider than one box along dimension 0 (e.g. a 128-wide bf16 K-major
+    tile as two 64-wide SW128 boxes): box k starts at coords[0] + k x box[0] and lands one box
+    footprint after box k-1, so each box is one column of swizzle atoms.
+
+    tile_inner: the tile's extent along dimension 0, in elements (a multiple of box[0]).
+    Returns [(coords, dst), ...] for load_box / place_box.
+    """
+    b0 = tmap.box[0]
+    if tile_inner % b0:
+        raise LayoutError("tile width must be a multiple of box[0]", f"{tile_inner} vs box[0] = {b0}",
+                          f"use a tile width that is a multiple of {b0}")
+    return [((coords[0] + k * b0,) + tuple(coords[1:]), dst + k * tmap.smem_footprint)
+            for k in range(tile_inner // b0)]
