@@ -164,12 +164,13 @@ def test_descriptor_for_matches_layout(params):
     lay = CanonicalLayout(major, swz, dt, am * amn, ak * akk, order)
     base = 16 * base16
     kpm = 32 // e
+    wgmma = major == "K" or dt in ("f16", "bf16")  # sm90 transposes only 16-bit operands
     for step in range(lay.cols // kpm):
-        d = descriptor_for(lay, base, step)
+        d = descriptor_for(lay, base, step, wgmma_operand=wgmma)
         assert WgmmaDescriptor.decode(d.encode()) == d
         # The hardware XORs the start address: it is where element (0, step * kpm) lives.
         assert lay.swizzle.apply(d.start_address) == lay.address(0, step * kpm, base)
-    d = descriptor_for(lay, base)
+    d = descriptor_for(lay, base, wgmma_operand=wgmma)
     unused = major == "K" and swz != "none"
     assert d.lbo == (16 if unused else lay.lbo_bytes)
     assert d.sbo == lay.sbo_bytes
@@ -212,3 +213,11 @@ def test_limits_fit():
     # The largest encodable values are accepted and round-trip.
     d = WgmmaDescriptor((1 << 18) - 16, 0x3FFF0, 0x3FFF0, 7, "32B")
     assert d.encode() == 0xC00E_3FFF_3FFF_3FFF
+
+
+@pytest.mark.parametrize("dt", ["tf32", "e4m3", "s8"])
+def test_sm90_refuses_mn_major_non_16_bit_operands(dt):
+    lay = CanonicalLayout("MN", "128B", dt, 128 // {"tf32": 4}.get(dt, 1), 8)
+    with pytest.raises(LayoutError, match="only for f16/bf16"):
+        descriptor_for(lay, base=0)
+    assert descriptor_for(lay, base=0, wgmma_operand=False).sbo == lay.sbo_bytes

@@ -182,13 +182,21 @@ def base_offset_for(mode: SwizzleMode, base: int) -> int:
     return (base >> 7) & 7
 
 
-def descriptor_for(layout: CanonicalLayout, base: int, step: int = 0) -> WgmmaDescriptor:
+def descriptor_for(layout: CanonicalLayout, base: int, step: int = 0, wgmma_operand: bool = True) -> WgmmaDescriptor:
     """The descriptor for MMA K-step `step` of `layout` placed at smem byte `base`.
 
     start = layout.kstep_start(step, base=base); LBO = layout.lbo_bytes, or 16 B
     (encoded 1, CUTLASS's convention) where PTX says it is unused (swizzled
     K-major); SBO = layout.sbo_bytes; base offset from `base_offset_for`.
+    With wgmma_operand (the default), raises LayoutError for an MN-major operand
+    that is not f16/bf16: wgmma's transpose (imm-trans-a/b) exists only for
+    .f16/.bf16 (PTX ISA 9.7.15.5.1). Pass False to encode the fields of a layout
+    that is canonical but not a wgmma operand (e.g. MN-major tf32 for tcgen05).
     """
+    if wgmma_operand and layout.major == "MN" and layout.dtype.name not in ("f16", "bf16"):
+        raise LayoutError("sm90 wgmma reads MN-major (transposed) operands only for f16/bf16",
+                          f"MN-major {layout.dtype.name}", "store the operand K-major",
+                          "PTX ISA 9.7.15.5.1, imm-trans-a/b")
     return WgmmaDescriptor(
         start_address=layout.kstep_start(step, base=base),
         lbo=layout.lbo_bytes if layout.lbo_bytes is not None else 16,

@@ -1,0 +1,285 @@
+"""Printing a canonical layout and its sm90 descriptor: `lapis layout show|desc|decode`.
+
+Everything here is a view of `lapis.layouts.canonical` and
+`lapis.layouts.descriptor_sm90`; no layout rule lives in this module. Units:
+
+- addresses: absolute shared-memory bytes (the tile sits at `base`);
+- mn, k, atom shapes: elements;
+- enc: the descriptor's encoding, bytes >> 4 (16-B units).
+
+LBO/SBO roles are quoted from PTX ISA 9.7.15.5.1.2.1.1 ("Leading dimension byte
+offset") and 9.7.15.5.1.2.1.2 ("Stride dimension byte offset"); the byte map
+shows which logical 16-B chunk each 16-B smem chunk holds after the swizzle
+(PTX ISA 5.5.7).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+from lapis.layouts.canonical import CanonicalLayout, canonical_layout
+from lapis.layouts.descriptor_sm90 import WgmmaDescriptor, base_offset_for, descriptor_for
+
+__all__ = [
+    "UNITS",
+    "describe",
+    "format_text",
+    "lbo_role",
+    "sbo_role",
+    "k_steps",
+    "map_line_bytes",
+    "chunk_map",
+    "chunk_label",
+    "describe_descriptor",
+    "cli_show",
+    "cli_desc",
+    "cli_decode",
+]
+
+UNITS = "addresses: absolute smem bytes; mn, k, atom shape: elements; enc = bytes >> 4 (16-B units)"
+K_STEP_BYTES = 32  # K bytes one wgmma consumes: bf16 K=16, fp8 K=32, tf32 K=8
+CHUNK = 16  # bytes the swizzle permutes as a unit
+MAP_LINES = 16  # byte-map lines printed by format_text
+
+
+# ---------------------------------------------------------------------------
+# LBO / SBO in PTX's words (PTX ISA 9.7.15.5.1.2.1.1 and .2)
+# ---------------------------------------------------------------------------
+
+
+def lbo_role(layout: CanonicalLayout) -> str:
+    """What the leading dimension byte offset means for this layout, PTX's words first."""
+    s = layout.swizzle
+    if layout.major == "K":
+        if s.bits == 0:
+            return ("K-major no-swizzle: offset from the first column to the second column of the 8x2 "
+                    "core-matrix tile (K distance between core matrices)")
+        return "unused for swizzled K-major (field = 1)"
+    if s.bits == 0:
+        return "MN-major interleave: offset from the first 8 columns to the next 8 columns (K distance between 8-row groups)"
+    n = s.span_bytes // 16
+    return (f"MN-major {s.name}: offset from the first {n} rows to the next {n} rows "
+            "(MN distance between swizzle atoms)")
+
+
+def sbo_role(layout: CanonicalLayout) -> str:
+    """What the stride dimension byte offset means for this layout, PTX's words first."""
+    if layout.major == "K":
+        return "K-major: offset from the first 8 rows to the next 8 rows (MN distance between 8-row groups)"
+    if layout.swizzle.bits == 0:
+        return ("MN-major interleave: offset from the first row to the next row "
+                "(MN distance between 16-B groups of T elements)")
+    return (f"MN-major {layout.swizzle.name}: offset from the first 8 columns to the next 8 columns "
+            "(K distance between 8-row groups)")
+
+
+# ---------------------------------------------------------------------------
+# describe: everything about one tile, JSON-able
+# ---------------------------------------------------------------------------
+
+
+def k_steps(layout: CanonicalLayout, base: int = 0) -> list[dict]:
+    """Start address (absolute bytes, pre-swizzle) of every MMA K-step, 32 B of K each.
+
+    A tile whose K extent is not a whole number of steps gets a last, partial
+    step (e.g. an MN-major bf16 tile with 8 K rows).
+    """
+    per = K_STEP_BYTES // layout.elem_bytes
+    n = -(-layout.cols // per)
+    return [{"step": i, "start_address": layout.kstep_start(i, base=base)} for i in range(n)]
+
+
+def describe(layout: CanonicalLayout, base: int = 0) -> dict:
+    """The tile's geometry, CuTe form, LBO/SBO and K-steps as a JSON-able dict.
+
+    Bytes are absolute smem addresses or byte distances; `encoded` is what the
+    sm90 descriptor stores (bytes >> 4; LBO is written as 1 where PTX says it
+    is unused). `base_offset` follows the PTX formula (PTX ISA 9.7.15.5.1.2.2).
+    """
+    d = descriptor_for(layout, base, wgmma_operand=False)  # validates base and the field ranges
+    return {
+        "major": layout.major,
+        "swizzle": layout.swizzle.name,
+        "dtype": layout.dtype.name,
+        "rows": layout.rows,
+        "cols": layout.cols,
+        "order": layout.order,
+        "base": base,
+        "units": UNITS,
+        "atom": {"shape": list(layout.atom_shape), "bytes": layout.atom_bytes},
+        "cute": layout.cute(),
+        "footprint_bytes": layout.footprint_bytes,
+        "lbo": {"bytes": layout.lbo_bytes, "encoded": d.lbo >> 4, "role": lbo_role(layout)},
+        "sbo": {"bytes": layout.sbo_bytes, "encoded": d.sbo >> 4, "role": sbo_role(layout)},
+        "k_step_elements": K_STEP_BYTES // layout.elem_bytes,
+        "k_steps": k_steps(layout, base),
+        "base_offset": base_offset_for(layout.swizzle, base),
+        "repeat_bytes": layout.swizzle.repeat_bytes,
+    }
+
+
+# ---------------------------------------------------------------------------
+# The chunk map: which logical 16-B chunk sits at each 16-B smem chunk
+# ---------------------------------------------------------------------------
+
+
+def map_line_bytes(layout: CanonicalLayout) -> int:
+    """Bytes per drawn line: one swizzle span (one atom row); 128 B (one core matrix) without swizzle.
+
+    Every swizzled atom is then 8 lines. Note the XOR's row index is address
+    bits 7.. (128-B lines), so 64B/32B atom rows share their phase in pairs/fours.
+    """
+    return 128 if layout.swizzle.bits == 0 else layout.swizzle.span_bytes
+
+
+def chunk_map(layout: CanonicalLayout, base: int = 0, lines: int | None = None):
+    """Logical owner of every 16-B chunk of smem from the tile's first line.
+
+    Lines are `map_line_bytes` wide and start at `base` rounded down to a line,
+    so columns are absolute chunk positions. Returns (line_addrs, mn, k, inside):
+    line_addrs (lines,) absolute bytes; mn, k (lines, chunks) elements of the
+    chunk's first element (-1 outside the tile); inside (lines, chunks) bool.
+    A chunk holds mn, k .. k+T-1 (K-major) or mn .. mn+T-1, k (MN-major).
+    """
+    w = map_line_bytes(layout)
+    start = base - base % w
+    total = -(-(base + layout.footprint_bytes - start) // w)
+    n = total if lines is None else min(lines, total)
+    addrs = start + np.arange(n * (w // CHUNK), dtype=np.int64) * CHUNK
+    off = np.asarray(layout.swizzle.apply(addrs)) - base  # the XOR is an involution
+    inside = (off >= 0) & (off < layout.footprint_bytes)
+    mn = np.full(addrs.shape, -1, dtype=np.int64)
+    k = np.full(addrs.shape, -1, dtype=np.int64)
+    if inside.any():
+        mn[inside], k[inside] = layout.element_at(addrs[inside], base)
+    shape = (n, w // CHUNK)
+    return start + np.arange(n, dtype=np.int64) * w, mn.reshape(shape), k.reshape(shape), inside.reshape(shape)
+
+
+def chunk_label(layout: CanonicalLayout, mn: int, k: int) -> str:
+    """`r3:k16-23` (K-major: row mn, K elements) or `k3:mn8-15` (MN-major: K row, MN elements)."""
+    t = layout.dtype.per_16b
+    if layout.major == "K":
+        return f"r{mn}:k{k}-{k + t - 1}"
+    return f"k{k}:mn{mn}-{mn + t - 1}"
+
+
+# ---------------------------------------------------------------------------
+# Text
+# ---------------------------------------------------------------------------
+
+
+def _title(layout: CanonicalLayout, base: int) -> str:
+    return (f"{layout.major}-major {layout.swizzle.name} {layout.dtype.name} {layout.rows}x{layout.cols} "
+            f"({layout.order}) at smem {base:#x}")
+
+
+def _offset_line(name: str, byte_value: int | None, enc: int, role: str) -> str:
+    shown = "unused" if byte_value is None else f"{byte_value} B ({byte_value:#x})"
+    return f"{name}:  {shown:<18} enc {enc:<5} {role}"
+
+
+def format_text(layout: CanonicalLayout, base: int = 0) -> str:
+    """A human printout: header, CuTe form, atom, LBO/SBO (bytes | enc), K-steps, byte map."""
+    info = describe(layout, base)
+    am, ak = layout.atom_shape
+    steps = " ".join(f"{s['step']}:{s['start_address']:#x}" for s in info["k_steps"])
+    out = [
+        _title(layout, base),
+        f"units: {UNITS}",
+        f"CuTe:  {info['cute']}",
+        (f"atom:  {am} x {ak} (mn x k) = {layout.atom_bytes} B; {layout.atoms[0]} x {layout.atoms[1]} atoms; "
+         f"footprint {layout.footprint_bytes} B; swizzle repeat {info['repeat_bytes']} B"),
+        _offset_line("LBO", info["lbo"]["bytes"], info["lbo"]["encoded"], info["lbo"]["role"]),
+        _offset_line("SBO", info["sbo"]["bytes"], info["sbo"]["encoded"], info["sbo"]["role"]),
+        (f"base offset: {info['base_offset']} (PTX: 0 if base is a multiple of {info['repeat_bytes']} B, "
+         "else (base >> 7) & 7)"),
+        f"K-steps ({K_STEP_BYTES} B = {info['k_step_elements']} elements of K each), start addresses: {steps}",
+        "",
+    ]
+    return "\n".join(out + _byte_map_lines(layout, base))
+
+
+def _byte_map_lines(layout: CanonicalLayout, base: int) -> list[str]:
+    addrs, mn, k, inside = chunk_map(layout, base, MAP_LINES)
+    cells = [[chunk_label(layout, int(m), int(q)) if ok else "." for m, q, ok in zip(rm, rk, ri)]
+             for rm, rk, ri in zip(mn, k, inside)]
+    width = max(len(c) for row in cells for c in row)
+    aw = len(f"{int(addrs[-1]):#x}")
+    w = map_line_bytes(layout)
+    what = "row mn:k elements" if layout.major == "K" else "K row k:mn elements"
+    head = [(f"byte map: {len(addrs)} line(s) of {w} B from {int(addrs[0]):#x}; each cell is one 16-B smem chunk "
+             f"and the logical chunk it holds ({what})"),
+            " " * aw + "  " + " ".join(f"+{c * CHUNK:#04x}".ljust(width) for c in range(w // CHUNK))]
+    return head + [f"{int(a):#0{aw}x}  " + " ".join(c.ljust(width) for c in row).rstrip()
+                   for a, row in zip(addrs, cells)]
+
+
+# ---------------------------------------------------------------------------
+# Descriptors
+# ---------------------------------------------------------------------------
+
+
+def describe_descriptor(d: WgmmaDescriptor) -> dict:
+    """A descriptor as JSON: hex, value, swizzle and every field (bytes or null, encoded)."""
+    return {
+        "arch": "sm90",
+        "hex": f"{d.encode():#018x}",
+        "value": d.encode(),
+        "swizzle": d.swizzle.name,
+        "fields": [f._asdict() for f in d.fields()],
+    }
+
+
+# ---------------------------------------------------------------------------
+# CLI (`lapis layout show|desc|decode`; errors are LayoutError -> exit 2 in lapis.cli)
+# ---------------------------------------------------------------------------
+
+
+def _layout(args) -> CanonicalLayout:
+    return canonical_layout(args.major, args.swizzle, args.dtype, args.rows, args.cols, args.order)
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(obj, indent=2))
+
+
+def cli_show(args) -> int:
+    lay = _layout(args)
+    if args.json:
+        _print_json(describe(lay, args.base))
+    else:
+        print(format_text(lay, args.base))
+    if getattr(args, "png", None):
+        from lapis.figures.tile import plot_tile_chunks
+        plot_tile_chunks(lay, args.base, path=args.png)
+        print(f"wrote {args.png}", file=sys.stderr)  # stderr keeps --json output parseable
+    return 0
+
+
+def cli_desc(args) -> int:
+    lay = _layout(args)
+    d = descriptor_for(lay, args.base, args.step)
+    if args.json:
+        _print_json({**describe_descriptor(d), "layout": describe(lay, args.base), "step": args.step,
+                     "lbo_role": lbo_role(lay), "sbo_role": sbo_role(lay)})
+        return 0
+    print(f"{d.encode():#018x}")
+    print(f"{_title(lay, args.base)}, K-step {args.step}")
+    print(d)
+    print(f"  LBO role: {lbo_role(lay)}")
+    print(f"  SBO role: {sbo_role(lay)}")
+    return 0
+
+
+def cli_decode(args) -> int:
+    d = WgmmaDescriptor.decode(args.value)
+    if args.json:
+        _print_json(describe_descriptor(d))
+        return 0
+    print(d)
+    print("  LBO/SBO roles depend on the operand's major-ness (PTX ISA 9.7.15.5.1.2.1); see `lapis layout show`")
+    return 0
