@@ -91,6 +91,9 @@ def main(argv=None) -> int:
     except LayoutError as exc:
         print(f"lapis: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `lapis ... | head` closed the pipe: not an error
+        sys.stderr.close()
+        return 0
 
 
 def _dispatch(args) -> int | None:

@@ -20,3 +20,10 @@ def test_readme_opens_with_the_two_setup_commands():
 def test_ci_runs_the_readme_test_command_verbatim():
     ci = (REPO / ".ci" / "run").read_text()
     assert f"TEST_CMD='{readme_commands()[1]}'" in ci
+
+
+def test_readme_python_example_runs(capsys):
+    code = re.findall(r"```python\n(.+?)\n```", (REPO / "README.md").read_text(), flags=re.S)[0]
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "0x4000004000010042" in out and "[4240 4242 4244 4246 4248 4250 4252 4254]" in out
