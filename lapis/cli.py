@@ -11,7 +11,8 @@ import sys
 
 DTYPE_CHOICES = ("e4m3", "e5m2", "f16", "bf16", "tf32", "f32", "u8", "s8")
 SWIZZLE_CHOICES = ("none", "32B", "64B", "128B")
-GPU_NEEDED = "needs an NVIDIA GPU with compute capability 9.0+ and `pip install lapis[gpu]`"
+GPU_NEEDED = ('needs an NVIDIA GPU with compute capability 9.0+ and `pip install lapis[gpu]` '
+              '(from a lapis checkout: pip install ".[gpu]")')
 
 
 def _int(text: str) -> int:
@@ -19,10 +20,17 @@ def _int(text: str) -> int:
     return int(text, 0)
 
 
+def _lines(text: str):
+    """A line count or 'all'."""
+    if text == "all" or (text.isdigit() and int(text) > 0):
+        return text
+    raise argparse.ArgumentTypeError(f"expected a positive line count or 'all', got {text!r}")
+
+
 def _layout_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--major", required=True, choices=("K", "MN"), help="K-major or MN-major operand")
-    p.add_argument("--swizzle", required=True, choices=SWIZZLE_CHOICES)
-    p.add_argument("--dtype", required=True, choices=DTYPE_CHOICES)
+    p.add_argument("--swizzle", required=True, choices=SWIZZLE_CHOICES, help="swizzle span; none = interleave")
+    p.add_argument("--dtype", required=True, choices=DTYPE_CHOICES, help="element type")
     p.add_argument("--rows", required=True, type=int, help="MN extent of the tile, in elements")
     p.add_argument("--cols", required=True, type=int, help="K extent of the tile, in elements")
     p.add_argument("--base", type=_int, default=0,
@@ -47,38 +55,44 @@ def build_parser() -> argparse.ArgumentParser:
     show = lay.add_parser("show", help="print a canonical layout: atom, CuTe form, LBO/SBO, byte map")
     _layout_args(show)
     show.add_argument("--png", help="also draw the tile's 16-byte chunks to this PNG")
+    show.add_argument("--lines", default="16", type=_lines, help="byte-map lines to print (one swizzle span each), or 'all' "
+                      "(default 16)")
     desc = lay.add_parser("desc", help="the matrix descriptor of a canonical layout, field by field")
-    desc.add_argument("--arch", required=True, choices=("sm90",))
+    desc.add_argument("--arch", required=True, choices=("sm90",), help="sm90: the wgmma matrix descriptor")
     _layout_args(desc)
-    desc.add_argument("--step", type=int, default=0, help="MMA K-step (the start address advances per step)")
+    desc.add_argument("--step", type=int, default=0,
+                      help="MMA K-step index (each step is 32 B of K; the start address advances per step)")
     dec = lay.add_parser("decode", help="decode a 64-bit matrix descriptor")
-    dec.add_argument("--arch", required=True, choices=("sm90",))
+    dec.add_argument("--arch", required=True, choices=("sm90",), help="sm90: the wgmma matrix descriptor")
     dec.add_argument("value", type=_int, help="descriptor value, e.g. 0x4000004000010040")
-    dec.add_argument("--json", action="store_true")
+    dec.add_argument("--json", action="store_true", help="machine-readable output")
 
     tma = sub.add_parser("tma", help="TMA tensor maps: cuTensorMapEncodeTiled rules and box placement").add_subparsers(
         dest="tma_cmd", required=True)
     from lapis.layouts.tma_commands import add_map_args
-    add_map_args(tma.add_parser("check", help="list every cuTensorMapEncodeTiled rule the tensor map breaks "
-                                "(exit 2 if any)"))
+    add_map_args(tma.add_parser("check", help="list every cuTensorMapEncodeTiled rule the tensor map breaks",
+                                description="Exit status: 0 if every rule holds, 2 if any is broken (each is "
+                                "listed) or the input is malformed."))
     place = tma.add_parser("place", help="where each element of one box lands in shared memory")
     add_map_args(place)
-    place.add_argument("--smem-base", required=True, type=_int, help="absolute smem byte address of the box")
+    place.add_argument("--smem-base", required=True, type=_int,
+                       help="absolute shared-memory byte address of the box (128 B aligned; Python: dst=)")
     place.add_argument("--coords", required=True, help="box corner, elements, innermost first: 0,8 (may be < 0)")
 
     cap = sub.add_parser("capture", help="run capture campaigns on the GPU").add_subparsers(
         dest="capture_cmd", required=True)
     ctma = cap.add_parser("tma", help="TMA placement dumps and cuTensorMapEncodeTiled decisions (GPU only)")
-    ctma.add_argument("--out", required=True)
+    ctma.add_argument("--out", required=True, help="output folder; gets tma/ and encode/ capture folders")
     ctma.add_argument("--provenance", help="JSON from `python -m lapis.provenance` (commit, dirty, blobs)")
-    ctma.add_argument("--what", choices=("all", "dumps", "encode"), default="all")
+    ctma.add_argument("--what", choices=("all", "dumps", "encode"), default="all",
+                      help="which campaign to run (default all)")
     ctma.add_argument("--tags", help="comma-separated campaign tags to run (default: all)")
 
     val = sub.add_parser("validate", help="check the model against captures").add_subparsers(
         dest="validate_cmd", required=True)
     vl = val.add_parser("layouts", help="TMA placement and encode rules against H200 captures")
     vl.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
-    vl.add_argument("--json", action="store_true")
+    vl.add_argument("--json", action="store_true", help="machine-readable output")
     return ap
 
 

@@ -35,7 +35,9 @@ def layouts_section(captures: str | None, out: Path) -> tuple[str, dict]:
         f"{t['unaligned_bases']} configurations with a destination off the swizzle repeat boundary, "
         f"{t['oob_configs']} partly out of bounds, {t['elem_strided_configs']} with element strides.",
         "",
-        "Each dump covers the box footprint plus a 1 KiB sentinel guard band on each side; every byte is compared.",
+        "Each dump covers the box footprint plus a 1 KiB sentinel guard band on each side; every byte is compared. "
+        "Not compared: interleaved loads (lapis does not model interleaved placement and says so), and loads "
+        "whose encode the driver rejected (the rule checker below predicts those).",
         "",
         "### Canonical layout: K-major, 128B swizzle, bf16, 128 x 64",
         "",
@@ -99,7 +101,8 @@ def tma_section(captures: str | None, out: Path, numbers: dict) -> str:
     md = ["## TMA: cuTensorMapEncodeTiled rules", "",
           f"{e['cases']} distinct parameter sets passed to the real driver, {e['rejected']} rejected; lapis "
           f"disagrees on {e['disagreements']}. {e['rules_covered']} of {e['rules']} rules fire in a rejected case "
-          f"({e['rules_isolated']} as the only broken rule).", "",
+          f"({e['rules_isolated']} as the only broken rule). Three more documented rules are listed as advisories: the "
+          "H200 driver does not enforce them (lapis warns, the driver accepts).", "",
           "| rule | checks | source |", "|---|---|---|"]
     md += [f"| `{r['id']}` | {' '.join(r['checks'].split())} | {r['source']}{'' if r['enforced'] else ' (advisory)'} |"
            for r in rule_table()]
@@ -126,12 +129,12 @@ def _off_boundary_figure(captures: str | None, out: Path):
     x0, y0 = cfg["coords"][0]
     values = {(y0 + r) * cfg["strides"][0] // 2 + x0 + 8 * k + 1: (r, k)
               for r in range(cfg["box"][1]) for k in range(cfg["box"][0] // 8)}
-    lo = cfg["dst_offsets"][0] - 256
-    sl = slice(lo, lo + 256 + 2048)
+    lo = cfg["dst_offsets"][0] - 256  # 256 B of the guard band on each side
+    sl = slice(lo, lo + 256 + cfg["box"][1] * 128 + 256)
     maps = [chunk_map(a[sl].copy(), values, 2, run["sentinel"]) for a in (predicted, measured)]
     addr = cfg["result"]["dst_addrs"][0]
     title = (f"bf16 box {cfg['box'][0]}x{cfg['box'][1]}, SWIZZLE_128B, destination {hex(addr)} "
              f"(= {addr % 1024} B past a 1024 B boundary); {int((predicted != measured).sum())} bytes differ")
     path = out / "tma_sw128_off_boundary.png"
-    plot_box_pair(*maps, title, str(path))
+    plot_box_pair(*maps, title, str(path), first_addr=cfg["result"]["region_addr"] + lo)
     return path, title

@@ -215,16 +215,34 @@ def validate_layouts(captures: str | None = None) -> dict:
             "provenance": merge_provenance(tma.pop("provenance") + encode.pop("provenance"))}
 
 
+def format_validation(out: dict) -> str:
+    t, e, p = out["tma"], out["encode"], out["provenance"]
+    f, v = t["faults"], t["verdicts"]
+    lines = [
+        f"TMA placement: {t['configs']} distinct loads, {t['bytes_compared']} bytes compared, "
+        f"{t['mismatched_bytes']} mismatched",
+        f"  ranks {t['ranks']}, element bytes {t['element_bytes']}, swizzle codes {t['swizzles']}; "
+        f"{t['unaligned_bases']} off the swizzle repeat, {t['oob_configs']} out of bounds, "
+        f"{t['elem_strided_configs']} element-strided",
+        f"TMA faults: {f['observed']} observed, {f['predicted']} predicted, {f['missed']} missed, "
+        f"{f['false_alarms']} false alarms",
+        f"not compared: {v.get('unmodelled', 0)} interleaved loads (placement not modelled), "
+        f"{v.get('encode-rejected', 0)} whose encode the driver rejected (checked by the rules below)",
+        f"cuTensorMapEncodeTiled: {e['cases']} distinct cases, {e['rejected']} rejected, {e['disagreements']} "
+        f"disagreements; {e['rules_covered']} of {e['rules']} enforced rules seen rejecting",
+        f"provenance: {p.get('gpu')} (sm {p.get('compute_capability')}), driver {p.get('driver')}, CUDA driver "
+        f"API {p.get('cuda_driver_api')}, runtime {p.get('cuda_runtime')}",
+    ]
+    lines += [f"  {c['folder']}: {c['date']}, commit {c['commit'][:12]}{' dirty' if c['dirty'] else ''}, "
+              f"{len(c['source_blobs'])} source blobs; {c['command']}" for c in p["captures"]]
+    return "\n".join(lines)
+
+
 def cli_validate_layouts(args) -> int:
     out = validate_layouts(args.captures)
     if args.json:
         print(json.dumps(out, indent=1))
     else:
-        t = out["tma"]
-        print(f"TMA placement: {t['configs']} configurations, {t['bytes_compared']} bytes compared, "
-              f"{t['mismatched_bytes']} mismatched; faults {t['faults']}; verdicts {t['verdicts']}")
-        e = out["encode"]
-        print(f"cuTensorMapEncodeTiled: {e['cases']} distinct cases, {e['rejected']} rejected, "
-              f"{e['disagreements']} disagreements; {e['rules_covered']}/{e['rules']} rules covered")
+        print(format_validation(out))
     bad = out["tma"]["mismatched_bytes"] or out["tma"]["faults"]["missed"] or out["encode"]["disagreements"]
     return 1 if bad else 0

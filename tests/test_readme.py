@@ -1,6 +1,9 @@
 """The README's two set-up commands are the ones CI and users run."""
 
 import re
+import shlex
+
+import pytest
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,3 +30,46 @@ def test_readme_python_example_runs(capsys):
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert "0x4000004000010042" in out and "[4240 4242 4244 4246 4248 4250 4252 4254]" in out
+
+
+def plain_blocks():
+    """The contents of the README's unlabelled ``` blocks (terminal sessions)."""
+    blocks, current, plain = [], None, False
+    for line in (REPO / "README.md").read_text().splitlines():
+        if line.startswith("```"):
+            if current is None:
+                current, plain = [], line == "```"
+            else:
+                if plain:
+                    blocks.append(current)
+                current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+def readme_cli_examples():
+    """(argv, expected lines) for every `$ lapis ...` example; a '...' line ends what is compared."""
+    examples = []
+    for block in plain_blocks():
+        current = None
+        for line in block:
+            if line.startswith("$ "):
+                current = (shlex.split(line[len("$ lapis "):]), []) if line.startswith("$ lapis ") else None
+                if current:
+                    examples.append(current)
+            elif line == "...":
+                current = None  # the rest of this output is elided in the README
+            elif current is not None:
+                current[1].append(line)
+    return examples
+
+
+@pytest.mark.parametrize("argv,expected", readme_cli_examples())
+def test_readme_cli_example_output(argv, expected, capsys):
+    from lapis.cli import main
+    main(argv)
+    out = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
+    want = [line.rstrip() for line in expected if line.strip()]
+    got = [line for line in out if line.strip()]
+    assert got[: len(want)] == want

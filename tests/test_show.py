@@ -41,7 +41,7 @@ def run_json(capsys, *argv):
 def byte_map(text):
     """{line address: [cell labels]} from show's text output."""
     lines = text.split("byte map:")[1].splitlines()[2:]
-    return {int(ln.split()[0], 16): ln.split()[1:] for ln in lines if ln.strip()}
+    return {int(ln.split()[0], 16): ln.split()[1:] for ln in lines if ln.strip() and not ln.startswith("...")}
 
 
 # ---------------------------------------------------------------------------

@@ -221,7 +221,7 @@ def _sh(cmd):
         return f"unavailable: {exc!r}"
 
 
-def provenance(git_file: str | None) -> dict:
+def provenance(git_file: str | None, argv: list[str]) -> dict:
     import cupy as cp
     lib = _libcuda()
     v = ctypes.c_int()
@@ -235,7 +235,7 @@ def provenance(git_file: str | None) -> dict:
         nvcc=_sh(["nvcc", "--version"]).splitlines()[-1:], cupy=cp.__version__, numpy=np.__version__,
         python=platform.python_version(), host=platform.node(),
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        command=" ".join(["lapis capture tma"] + sys.argv[1:]))
+        command=" ".join(["lapis capture tma"] + argv))
     if git_file:
         p.update(json.loads(Path(git_file).read_text()))
     return p
@@ -250,15 +250,16 @@ def build(out: Path) -> str:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="lapis capture tma", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="output folder (gets tma/ and encode/)")
+    ap.add_argument("--out", required=True, help="output folder (gets tma/ and encode/); GPU only")
     ap.add_argument("--provenance", help="JSON with commit, dirty and source blob SHAs, made where git is")
     ap.add_argument("--what", choices=("all", "dumps", "encode"), default="all")
     ap.add_argument("--tags", help="comma-separated campaign tags to run (default: all)")
+    argv = list(sys.argv[1:] if argv is None else argv)
     a = ap.parse_args(argv)
     out = Path(a.out)
     t0 = time.time()
     log = lambda m: print(f"[{time.time() - t0:6.1f}s] {m}", flush=True)  # noqa: E731
-    prov = provenance(a.provenance)
+    prov = provenance(a.provenance, argv)
     log(f"provenance: {prov['gpu']} driver {prov['driver']}")
     if a.what in ("all", "encode"):
         (out / "encode").mkdir(parents=True, exist_ok=True)

@@ -182,7 +182,7 @@ def _offset_line(name: str, byte_value: int | None, enc: int, role: str) -> str:
     return f"{name}:  {shown:<18} enc {enc:<5} {role}"
 
 
-def format_text(layout: CanonicalLayout, base: int = 0) -> str:
+def format_text(layout: CanonicalLayout, base: int = 0, lines: int | None = MAP_LINES) -> str:
     """A human printout: header, CuTe form, atom, LBO/SBO (bytes | enc), K-steps, byte map."""
     info = describe(layout, base)
     am, ak = layout.atom_shape
@@ -200,11 +200,13 @@ def format_text(layout: CanonicalLayout, base: int = 0) -> str:
         f"K-steps ({K_STEP_BYTES} B = {info['k_step_elements']} elements of K each), start addresses: {steps}",
         "",
     ]
-    return "\n".join(out + _byte_map_lines(layout, base))
+    return "\n".join(out + _byte_map_lines(layout, base, lines))
 
 
-def _byte_map_lines(layout: CanonicalLayout, base: int) -> list[str]:
-    addrs, mn, k, inside = chunk_map(layout, base, MAP_LINES)
+def _byte_map_lines(layout: CanonicalLayout, base: int, lines: int | None) -> list[str]:
+    """The byte map, `lines` lines of it (None: all), with a marker for what is left out."""
+    addrs, mn, k, inside = chunk_map(layout, base, lines)
+    total = len(chunk_map(layout, base)[0]) if lines is not None else len(addrs)
     cells = [[chunk_label(layout, int(m), int(q)) if ok else "." for m, q, ok in zip(rm, rk, ri)]
              for rm, rk, ri in zip(mn, k, inside)]
     width = max(len(c) for row in cells for c in row)
@@ -214,8 +216,9 @@ def _byte_map_lines(layout: CanonicalLayout, base: int) -> list[str]:
     head = [(f"byte map: {len(addrs)} line(s) of {w} B from {int(addrs[0]):#x}; each cell is one 16-B smem chunk "
              f"and the logical chunk it holds ({what})"),
             " " * aw + "  " + " ".join(f"+{c * CHUNK:#04x}".ljust(width) for c in range(w // CHUNK))]
-    return head + [f"{int(a):#0{aw}x}  " + " ".join(c.ljust(width) for c in row).rstrip()
-                   for a, row in zip(addrs, cells)]
+    body = [f"{int(a):#0{aw}x}  " + " ".join(c.ljust(width) for c in row).rstrip() for a, row in zip(addrs, cells)]
+    more = [f"... {total - len(addrs)} more line(s): --lines all prints the whole tile"] if total > len(addrs) else []
+    return head + body + more
 
 
 # ---------------------------------------------------------------------------
@@ -252,7 +255,8 @@ def cli_show(args) -> int:
     if args.json:
         _print_json(describe(lay, args.base))
     else:
-        print(format_text(lay, args.base))
+        lines = None if args.lines == "all" else int(args.lines)
+        print(format_text(lay, args.base, lines))
     if getattr(args, "png", None):
         from lapis.figures.tile import plot_tile_chunks
         plot_tile_chunks(lay, args.base, path=args.png)

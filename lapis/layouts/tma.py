@@ -101,6 +101,18 @@ def _code_name(table: dict, value, what: str) -> str:
     raise LayoutError(f"unknown {what}", repr(value), "use one of " + ", ".join(table), _CUDA_H)
 
 
+def check_lengths(rank: int, n_strides: int, n_box: int, n_elem_strides: int, flags=("dims", "strides", "box",
+                                                                                  "elem_strides")) -> None:
+    """One dims, box and elem_strides entry per dimension and rank - 1 strides, rank 1..5 (cuda.h)."""
+    d, s, b, e = flags
+    if not 1 <= rank <= 5:
+        raise LayoutError("tensor rank must be 1..5", f"{rank} {d} entries", "give 1 to 5 dimensions", _CUDA_H)
+    for name, n, want in ((s, n_strides, rank - 1), (b, n_box, rank), (e, n_elem_strides, rank)):
+        if n != want:
+            raise LayoutError(f"{name} needs {want} value(s) for rank {rank} ({d} has {rank})", f"{n} value(s)",
+                              f"give {want} comma-separated value(s), innermost first", _CUDA_H)
+
+
 @dataclass(frozen=True)
 class TensorMap:
     """The arguments of cuTensorMapEncodeTiled, innermost dimension first.
@@ -133,6 +145,7 @@ class TensorMap:
         set_(self, "l2", _code_name(L2_CODES, self.l2, "L2 promotion"))
         set_(self, "oob", _code_name(OOB_CODES, self.oob, "OOB fill"))
         set_(self, "rank", len(self.dims))
+        check_lengths(self.rank, len(self.strides), len(self.box), len(self.elem_strides))
 
     @classmethod
     def from_driver_args(cls, dtype, dims, strides, box, elem_strides, interleave=0, swizzle=0, l2=0, oob=0):

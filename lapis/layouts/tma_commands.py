@@ -11,16 +11,23 @@ import json
 
 import numpy as np
 
-from lapis.layouts.tma import (INTERLEAVE_CODES, L2_CODES, OOB_CODES, SWIZZLE_CODES, TensorMap, place_box,
-                               tma_type)
+from lapis.errors import LayoutError
+from lapis.layouts.tma import (INTERLEAVE_CODES, L2_CODES, OOB_CODES, SWIZZLE_CODES, TensorMap, check_lengths,
+                               place_box, tma_type)
 from lapis.layouts.tma_rules import EncodeArgs, check
 
 DEFAULT_ADDR = 0x7F0000000000  # a 256 B-aligned device pointer, when --addr is not given
 
 
 def ints(text: str) -> list[int]:
-    """'64,8' -> [64, 8]; empty -> []. Accepts 0x hex."""
-    return [int(t, 0) for t in text.split(",") if t.strip()] if text else []
+    """'64,8' -> [64, 8]; empty -> []. Accepts 0x hex and negative values."""
+    if not text or not text.strip():
+        return []
+    try:
+        return [int(t.strip(), 0) for t in text.split(",")]
+    except ValueError:
+        raise LayoutError("a list must be comma-separated integers", repr(text), "write e.g. 128,64 (no empty "
+                          "entries)") from None
 
 
 def add_map_args(p) -> None:
@@ -30,19 +37,25 @@ def add_map_args(p) -> None:
     p.add_argument("--strides", default="", help="bytes between consecutive indices of dims 1..rank-1, innermost "
                    "first: 256")
     p.add_argument("--box", required=True, help="box size per dimension, elements, innermost first: 64,8")
-    p.add_argument("--elem-strides", help="traversal step per dimension (default all 1); [0] is ignored without "
-                   "interleave")
-    p.add_argument("--interleave", default="none", choices=list(INTERLEAVE_CODES))
-    p.add_argument("--swizzle", default="none", choices=list(SWIZZLE_CODES))
-    p.add_argument("--l2", default="none", choices=list(L2_CODES))
-    p.add_argument("--oob", default="zero", choices=list(OOB_CODES))
+    p.add_argument("--elem-strides", help="traversal step per dimension, in elements, innermost first (default "
+                   "all 1); [0] is ignored without interleave")
+    p.add_argument("--interleave", default="none", choices=list(INTERLEAVE_CODES),
+                   help="CU_TENSOR_MAP_INTERLEAVE_* (default none)")
+    p.add_argument("--swizzle", default="none", choices=list(SWIZZLE_CODES),
+                   help="CU_TENSOR_MAP_SWIZZLE_*: the smem swizzle span (default none)")
+    p.add_argument("--l2", default="none", choices=list(L2_CODES), help="CU_TENSOR_MAP_L2_PROMOTION_* (default none)")
+    p.add_argument("--oob", default="zero", choices=list(OOB_CODES),
+                   help="out-of-bounds fill: zero, or nan (FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA; float types only)")
     p.add_argument("--addr", type=lambda t: int(t, 0), default=DEFAULT_ADDR,
                    help="global address of the tensor (default: a 256 B-aligned pointer)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def encode_args(a) -> EncodeArgs:
     dims = ints(a.dims)
+    es = ints(a.elem_strides) if a.elem_strides else [1] * len(dims)
+    check_lengths(len(dims), len(ints(a.strides)), len(ints(a.box)), len(es),
+                  ("--dims", "--strides", "--box", "--elem-strides"))
     return EncodeArgs(tma_type(a.dtype).code, len(dims), a.addr, dims, ints(a.strides), ints(a.box),
                       ints(a.elem_strides) if a.elem_strides else [1] * len(dims), INTERLEAVE_CODES[a.interleave],
                       SWIZZLE_CODES[a.swizzle], L2_CODES[a.l2], OOB_CODES[a.oob])

@@ -626,6 +626,6 @@ def rule_table(include_advisories: bool = True) -> list[dict]:
     """Rows (id, checks, source, driver, sm, enforced) for printing the rule table."""
     rows = []
     for r in list(RULES.values()) + (list(ADVISORIES.values()) if include_advisories else []):
-        rows.append({"id": r.id, "checks": r.doc.splitlines()[0], "source": r.source, "driver": r.driver,
+        rows.append({"id": r.id, "checks": " ".join(r.doc.split("\n\n")[0].split()), "source": r.source, "driver": r.driver,
                      "sm": "all" if r.sm is None else ",".join(f"sm_{s}" for s in r.sm), "enforced": r.enforced})
     return rows
