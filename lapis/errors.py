@@ -13,3 +13,12 @@ class LayoutError(ValueError):
         self.rule, self.value, self.fix, self.source = rule, value, fix, source
         where = f" ({source})" if source else ""
         super().__init__(f"{rule}: got {value}{where}; fix: {fix}")
+
+
+def as_int(value, what: str) -> int:
+    """An integer argument as a Python int: ints and numpy integers pass, anything else
+    (floats, bools, None, strings) raises LayoutError naming `what`. Never truncates."""
+    import numbers
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise LayoutError(f"{what} must be an integer", repr(value), f"pass a whole number for {what}")
+    return int(value)

@@ -35,6 +35,8 @@ def source_image(cfg: dict, digit: int) -> np.ndarray:
     """The global tensor a dump configuration loaded from (the capture's fill rule, see its manifest)."""
     e = _elem_bytes(cfg)
     n = cfg["strides"][-1] * cfg["dims"][-1] if cfg["rank"] > 1 else cfg["dims"][0] * e
+    if "values" in cfg:  # explicit element values, repeated over the tensor
+        return np.resize(np.array(cfg["values"], dtype=f"<u{e}"), n // e).view(np.uint8)
     slots = np.arange(n // e, dtype=np.uint64) + 1
     shift = 8 * e * digit
     vals = slots >> np.uint64(shift) if shift < 64 else np.zeros_like(slots)

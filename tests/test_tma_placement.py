@@ -122,3 +122,12 @@ def test_capture_manifests_have_provenance_and_blobs_in_history():
             for path, sha in prov["source_blobs"].items():
                 r = subprocess.run(["git", "cat-file", "-e", f"{sha}^{{blob}}"], cwd=REPO, capture_output=True)
                 assert r.returncode == 0, f"{folder.name}: {path} blob {sha} is not in the git history (stale capture)"
+
+
+def test_tf32_nan_is_canonical_and_overflow_rounds_to_inf():
+    t = TensorMap("tf32", (8,), (), (8,))
+    words = [0x7FFFFFFF, 0xFFFFFFFF, 0x7F800001, 0xFF800FFF, 0x7F800000, 0x7F7FFFFF, 0xFF7FF000, 0x80001001]
+    smem = np.zeros(32, np.uint8)
+    load_box(t, np.array(words, "<u4").view(np.uint8), (0,), 0, smem, 0)
+    assert [hex(w) for w in smem.view("<u4")] == ["0x7fffe000"] * 4 + ["0x7f800000", "0x7f800000", "0xff800000",
+                                                                      "0x80002000"]

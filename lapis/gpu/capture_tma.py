@@ -95,6 +95,12 @@ def source_bytes(cfg) -> int:
     return cfg["strides"][-1] * cfg["dims"][-1] if cfg["rank"] > 1 else cfg["dims"][0] * e
 
 
+def fill_values(cfg, n_bytes: int) -> np.ndarray:
+    """Global source of a configuration with explicit `values`: element slot s holds values[s % len]."""
+    e = tma_campaign.ELEM[cfg["dtype"]]
+    return np.resize(np.array(cfg["values"], dtype=f"<u{e}"), n_bytes // e).view(np.uint8)
+
+
 def fill(n_bytes: int, elem: int, run: int) -> np.ndarray:
     """Global source: element slot s (byte offset // elem) holds digit `run` of s + 1."""
     slots = np.arange(n_bytes // elem, dtype=np.uint64) + 1
@@ -113,7 +119,7 @@ class DumpRunner:
     def run(self, cfg):
         cp, e = self.cp, tma_campaign.ELEM[cfg["dtype"]]
         n_bytes = source_bytes(cfg)
-        runs = fill_runs(n_bytes // e, e)
+        runs = 1 if "values" in cfg else fill_runs(n_bytes // e, e)
         gbuf = cp.zeros(n_bytes + 256, dtype=cp.uint8)
         code, name, raw = encode(self.lib, cfg, gbuf.data.ptr)
         res = dict(encode=name, runs=[])
@@ -132,7 +138,7 @@ class DumpRunner:
         self.fn.max_dynamic_shared_size_bytes = smem
         dumps = {}
         for r in range(runs):
-            gbuf[:n_bytes] = cp.asarray(fill(n_bytes, e, r))
+            gbuf[:n_bytes] = cp.asarray(fill_values(cfg, n_bytes) if "values" in cfg else fill(n_bytes, e, r))
             out = cp.zeros(region, cp.uint8)
             info = cp.zeros(8, cp.uint32)
             sent = SENTINELS[r]

@@ -236,8 +236,18 @@ def box_size_grid():
     return P
 
 
+def elem_stride_box_limit():
+    """Follow-up 3: does the 228 KiB box limit count ceil(box / elem_strides), elem_strides[0] included?"""
+    P = []
+    for es in ([1, 1, 1], [1, 2, 1], [2, 1, 1], [8, 1, 1], [1, 8, 8], [4, 1, 1], [1, 1, 2], [2, 2, 2]):
+        P.append(dict(_dense(0, [256, 256, 4]), elem_strides=es, probe="box-total-elem-strides", side="probe"))
+    for es in ([1, 1, 1], [2, 1, 1], [1, 2, 1]):
+        P.append(dict(_dense(7, [64, 256, 4]), elem_strides=es, probe="box-total-elem-strides", side="probe"))
+    return P
+
+
 def campaign():
-    cases = boundary_cases() + random_cases() + follow_up_cases() + box_size_grid()
+    cases = boundary_cases() + random_cases() + follow_up_cases() + box_size_grid() + elem_stride_box_limit()
     for i, c in enumerate(cases):
         c["id"] = i
     return cases

@@ -249,11 +249,36 @@ def aligned_mixed(n=130, seed=7):
     return out
 
 
+TF32_SPECIALS = [0x7FFFFFFF, 0xFFFFFFFF, 0x7F801001, 0x7F800001, 0x7F7FFFFF, 0x3F801000, 0x7FC01000, 0xFF800FFF,
+                 0x7FBFF000, 0x00001000, 0x3F803000, 0x80001001, 0x7F800000, 0x7FC00000, 0x12345678, 0xFFFFF000,
+                 0xFF7FF000, 0x00000FFF, 0x80000000, 0x00800FFF]
+
+
+def special_values():
+    """Follow-up 3: NaN, infinity and rounding-overflow bit patterns through the 32-bit float types."""
+    out = []
+    for dt in (TF32, TF32FTZ, F32, F32FTZ):
+        c = make(dt, [40], [40], [0], tag="special-values")
+        c["values"] = TF32_SPECIALS
+        out.append(c)
+    return out
+
+
+def elem_stride_limits():
+    """Follow-up 3: boxes whose traversed size (ceil(box/es), es[0] included) fits 228 KiB while box does not;
+    and an element stride on dimension 0, which the driver counts at encode but the load ignores."""
+    out = []
+    for es in ([1, 2, 1], [1, 8, 8], [2, 2, 1], [8, 1, 1]):
+        box = [256, 256, 4] if es != [8, 1, 1] else [256, 64, 4]
+        out.append(make(U8, [256, 256, 8], box, [0, 0, 0], es=es, tag="es-limit"))
+    return out
+
+
 def campaign():
     """Every configuration, each tagged with the question it answers."""
     cfgs = (foundation() + probes_2d() + ranks() + element_strides() + box_limits() + out_of_bounds()
             + atom_modes() + dtypes_all() + interleave() + multi_box() + mixed()
-            + tf32_rounding() + aligned_mixed())
+            + tf32_rounding() + aligned_mixed() + special_values() + elem_stride_limits())
     for i, c in enumerate(cfgs):
         c["id"] = i
     return cfgs

@@ -21,7 +21,8 @@ into shared memory, byte for byte. The rules, each proven on H200 dumps
   zero, or with the 16-bit pattern 0x7FF7 repeated over the element for
   FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA (H200 dumps: f16, bf16, f32, f64, tf32).
 - TFLOAT32 and TFLOAT32_FTZ round each 32-bit value to TF32 (the low 13 bits
-  rounded to nearest, ties to even) and flush no denormal (H200 dumps).
+  rounded to nearest, ties to even; a value past the largest finite rounds to
+  infinity), flush no denormal, and write every NaN as 0x7FFFE000 (H200 dumps).
 - The destination must be 128 B aligned (else cudaErrorMisalignedAddress) and
   coords[0] x element bytes a multiple of 16 (else cudaErrorIllegalInstruction);
   both seen on the H200.
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lapis.errors import LayoutError
+from lapis.errors import LayoutError, as_int
 
 _CUDA_H = "cuTensorMapEncodeTiled, CUDA driver API (cuda.h 13.0)"
 _H200 = "H200 TMA dumps, lapis/captures/tma"
@@ -76,6 +77,9 @@ SWIZZLE_SPAN = {"none": 0, "32B": 32, "64B": 64, "128B": 128, "128B_atom32B": 12
 INTERLEAVE_CODES = {"none": 0, "16B": 1, "32B": 2}
 L2_CODES = {"none": 0, "64B": 1, "128B": 2, "256B": 3}
 OOB_CODES = {"zero": 0, "nan": 1}
+ANY_GLOBAL_ADDRESS = 1 << 40  # a 256 B-aligned tensor address, where a TensorMap needs one for the rules
+SMEM_BYTES = 228 * 1024  # shared memory of one sm_90 SM: no box lands beyond it
+TF32_NAN = 0x7FFFE000  # what a TFLOAT32 load writes for any NaN input (H200)
 NAN_FILL_16 = 0x7FF7  # FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA pattern, per 16 bits (H200)
 
 
@@ -83,20 +87,20 @@ def tma_type(name: str | int | TmaType) -> TmaType:
     """A TMA data type by name (u8 ... 16u6_align16b, or e4m3/e5m2/s8) or CUtensorMapDataType code."""
     if isinstance(name, TmaType):
         return name
-    if isinstance(name, int):
-        if name in TMA_TYPE_BY_CODE:
-            return TMA_TYPE_BY_CODE[name]
-    elif TMA_ALIASES.get(name, name) in TMA_TYPES:
+    if isinstance(name, (int, np.integer)) and not isinstance(name, bool):
+        if int(name) in TMA_TYPE_BY_CODE:
+            return TMA_TYPE_BY_CODE[int(name)]
+    elif isinstance(name, str) and TMA_ALIASES.get(name, name) in TMA_TYPES:
         return TMA_TYPES[TMA_ALIASES.get(name, name)]
     raise LayoutError("unknown TMA data type", repr(name), "use one of " + ", ".join(TMA_TYPES), _CUDA_H)
 
 
 def _code_name(table: dict, value, what: str) -> str:
-    if isinstance(value, int):
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         for k, v in table.items():
-            if v == value:
+            if v == int(value):
                 return k
-    elif value in table:
+    elif isinstance(value, str) and value in table:
         return value
     raise LayoutError(f"unknown {what}", repr(value), "use one of " + ", ".join(table), _CUDA_H)
 
@@ -135,17 +139,19 @@ class TensorMap:
     def __post_init__(self):
         set_ = object.__setattr__
         set_(self, "dtype", tma_type(self.dtype))
-        set_(self, "dims", tuple(int(d) for d in self.dims))
-        set_(self, "strides", tuple(int(s) for s in self.strides))
-        set_(self, "box", tuple(int(b) for b in self.box))
+        for name in ("dims", "strides", "box"):
+            set_(self, name, tuple(as_int(v, f"{name}[{i}]") for i, v in enumerate(getattr(self, name))))
         es = self.elem_strides if self.elem_strides is not None else (1,) * len(self.dims)
-        set_(self, "elem_strides", tuple(int(e) for e in es))
+        set_(self, "elem_strides", tuple(as_int(v, f"elem_strides[{i}]") for i, v in enumerate(es)))
         set_(self, "interleave", _code_name(INTERLEAVE_CODES, self.interleave, "interleave"))
         set_(self, "swizzle", _code_name(SWIZZLE_CODES, self.swizzle, "swizzle"))
         set_(self, "l2", _code_name(L2_CODES, self.l2, "L2 promotion"))
         set_(self, "oob", _code_name(OOB_CODES, self.oob, "OOB fill"))
         set_(self, "rank", len(self.dims))
         check_lengths(self.rank, len(self.strides), len(self.box), len(self.elem_strides))
+        # A TensorMap is one the driver encodes: every cuTensorMapEncodeTiled rule (sm_90) must hold.
+        from lapis.layouts.tma_rules import EncodeArgs, validate
+        validate(EncodeArgs.from_tensor_map(self, ANY_GLOBAL_ADDRESS))
 
     @classmethod
     def from_driver_args(cls, dtype, dims, strides, box, elem_strides, interleave=0, swizzle=0, l2=0, oob=0):
@@ -198,6 +204,14 @@ def _check_runtime(tmap: TensorMap, coords, dst: int) -> None:
     if len(coords) != tmap.rank:
         raise LayoutError("TMA load needs one coordinate per dimension", f"{len(coords)} for rank {tmap.rank}",
                           f"pass {tmap.rank} coordinates, innermost first")
+    for i, c in enumerate(coords):
+        if not -2**31 <= c < 2**31:
+            raise LayoutError("TMA coordinates are signed 32-bit", f"coords[{i}] = {c}",
+                              "use a coordinate in [-2^31, 2^31)", "PTX ISA 9.7.9.25 (tensorCoords are .s32)")
+    if dst < 0 or dst + tmap.smem_footprint > SMEM_BYTES:
+        raise LayoutError("the box must lie in the SM's 228 KiB of shared memory",
+                          f"[{hex(dst)}, {hex(dst + tmap.smem_footprint)})",
+                          f"use a destination in [0, {hex(SMEM_BYTES - tmap.smem_footprint)}] or a smaller box")
     if dst % 128:
         raise LayoutError("TMA destination must be 128 B aligned", hex(dst),
                           f"move the box to {hex(dst - dst % 128)} or {hex(dst + 128 - dst % 128)} "
@@ -226,14 +240,19 @@ def place_box(tmap: TensorMap, coords, dst: int) -> BoxPlacement:
     Raises LayoutError for a destination or coordinate the H200 faults on, and
     NotModelled for interleaved layouts, packed types and 128B_atom* swizzles.
     """
-    coords = tuple(int(c) for c in coords)
+    coords = tuple(as_int(c, f"coords[{i}]") for i, c in enumerate(coords))
+    dst = as_int(dst, "dst")
     _check_runtime(tmap, coords, dst)
     n, e = tmap.loaded, tmap.dtype.bytes
     j = np.indices(n[::-1]).reshape(tmap.rank, -1)[::-1]  # j[i]: index along dim i, innermost fastest
     step = np.array((1,) + tmap.elem_strides[1:] if tmap.interleave == "none" else tmap.elem_strides)[:, None]
     g = np.array(coords)[:, None] + j * step
     inside = np.all((g >= 0) & (g < np.array(tmap.dims)[:, None]), axis=0)
-    goff = (g * np.array((e,) + tmap.strides)[:, None]).sum(axis=0)
+    reach = sum((abs(c) + k * s) * st for c, k, s, st in zip(coords, n, (1,) + tmap.elem_strides[1:],
+                                                              (e,) + tmap.strides))
+    exact = np.int64 if reach < 2**62 else object  # Python ints where int64 could overflow
+    strides = np.array((e,) + tmap.strides, dtype=exact)
+    goff = (g.astype(exact) * strides[:, None]).sum(axis=0)
     row = np.ravel_multi_index(j[:0:-1], n[:0:-1]) if tmap.rank > 1 else np.zeros_like(j[0])
     linear = dst + row * tmap.row_pitch + j[0] * e
     addr = _swizzle(linear, tmap.swizzle)
@@ -260,12 +279,15 @@ def _element_bytes(tmap: TensorMap, global_image: np.ndarray, p: BoxPlacement) -
 
 def _round_tf32(src: np.ndarray) -> np.ndarray:
     """Round 32-bit values to TF32's 10 mantissa bits: the low 13 bits, to nearest, ties to even
-    (H200 dumps: 0x1000 -> 0, 0x3000 -> 0x4000, 0x5000 -> 0x4000). Denormals are kept, FTZ or not."""
+    (H200 dumps: 0x1000 -> 0, 0x3000 -> 0x4000, 0x5000 -> 0x4000). Denormals are kept, FTZ or not;
+    NaNs (either sign, any payload) become TF32_NAN."""
     v = src.copy().view("<u4").ravel().astype(np.uint64)
     kept, rest = v >> np.uint64(13), v & np.uint64(0x1FFF)
     up = (rest > 0x1000) | ((rest == 0x1000) & (kept & np.uint64(1) == 1))
-    v = ((kept + up.astype(np.uint64)) << np.uint64(13)) & np.uint64(0xFFFFFFFF)
-    return v.astype("<u4").view(np.uint8).reshape(src.shape)
+    rounded = ((kept + up.astype(np.uint64)) << np.uint64(13)) & np.uint64(0xFFFFFFFF)
+    nan = ((v & np.uint64(0x7F800000)) == 0x7F800000) & ((v & np.uint64(0x7FFFFF)) != 0)
+    out = np.where(nan, np.uint64(TF32_NAN), rounded)  # every NaN becomes one canonical NaN
+    return out.astype("<u4").view(np.uint8).reshape(src.shape)
 
 
 def load_box(tmap: TensorMap, global_image: np.ndarray, coords, dst: int, smem: np.ndarray, smem_base: int) -> BoxPlacement:

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from lapis.errors import LayoutError
+from lapis.errors import LayoutError, as_int
 from lapis.layouts.tma import (
     INTERLEAVE_CODES,
     L2_CODES,
@@ -98,10 +98,17 @@ class EncodeArgs:
     map_address: int = 0
 
     def __post_init__(self):
-        for name in ("dims", "strides", "box", "elem_strides"):
-            object.__setattr__(self, name, tuple(int(v) for v in getattr(self, name)))
-        for name in ("dtype", "rank", "global_address", "interleave", "swizzle", "l2", "oob", "map_address"):
-            object.__setattr__(self, name, int(getattr(self, name)))
+        # Read every value as the driver does: dims and strides are cuuint64_t, box, elem_strides and
+        # the rank cuuint32_t, addresses 64-bit (so -128 arrives as 2^64 - 128); enums are C ints.
+        for name, bits in (("dims", 64), ("strides", 64), ("box", 32), ("elem_strides", 32)):
+            vals = getattr(self, name)
+            if not isinstance(vals, (list, tuple)) and not hasattr(vals, "__iter__"):
+                raise LayoutError(f"{name} must be a list of integers", repr(vals), f"pass a list for {name}")
+            object.__setattr__(self, name, tuple(as_int(v, f"{name}[{i}]") % 2**bits for i, v in enumerate(vals)))
+        for name, bits in (("rank", 32), ("global_address", 64), ("map_address", 64)):
+            object.__setattr__(self, name, as_int(getattr(self, name), name) % 2**bits)
+        for name in ("dtype", "interleave", "swizzle", "l2", "oob"):
+            object.__setattr__(self, name, as_int(getattr(self, name), name))
         if self.rank_ok:  # the driver reads rank entries (rank - 1 strides) from each array
             short = [f"{n} has {len(getattr(self, n))}" for n, k in
                      (("dims", self.rank), ("strides", self.rank - 1), ("box", self.rank), ("elem_strides", self.rank))
@@ -459,15 +466,17 @@ BOX_BYTES_MAX = 228 * 1024  # the shared memory of one sm_90 SM
 
 @_rule("box-total-bytes", source=OBSERVED)
 def _box_total(a):
-    """A box holds at most 228 KiB (233472 B, one sm_90 SM's shared memory). Observed on the H200: 233472 B
-    accepted, 237568 B and larger rejected (capture h200-2026-11-29-c, element strides 1); the exact limit
-    between the two is not probed."""
-    if not (a.rank_ok and a.dtype_ok) or any(b is None or not 1 <= b <= MAX_BOX for b in a.box_used):
-        return  # box-range names a bad box entry on its own
-    total = a.inner_bytes(math.prod(a.box_used))
+    """The elements a box traverses, ceil(box[i] / elem_strides[i]) per dimension with elem_strides[0]
+    counted too, fit 228 KiB (233472 B, one sm_90 SM's shared memory). Observed on the H200: 233472 B accepted,
+    237568 B and larger rejected (captures h200-2026-11-29-c, -d); the exact limit between the two is not
+    probed."""
+    if not (a.rank_ok and a.dtype_ok) or any(b is None or not 1 <= b <= MAX_BOX for b in a.box_used) \
+            or any(not 1 <= s <= MAX_ELEM_STRIDE for s in a.elem_strides_used):
+        return  # box-range and elem-stride-range name bad entries on their own
+    total = a.inner_bytes(math.prod(-(-b // s) for b, s in zip(a.box_used, a.elem_strides_used)))
     if total > BOX_BYTES_MAX:
-        yield (f"the box holds {total} B, more than {BOX_BYTES_MAX} B (228 KiB)",
-               "split the box into several loads")
+        yield (f"the box traverses {total} B (ceil(box / elem_strides) elements), more than {BOX_BYTES_MAX} B "
+               "(228 KiB)", "split the box into several loads")
 
 
 @_rule("packed16-box0-128")
@@ -603,6 +612,7 @@ def _as_args(args) -> EncodeArgs:
 
 def check(args, sm: int = 90) -> list[Violation]:
     """Every enforced rule that `args` (EncodeArgs or a capture case dict) breaks on architecture `sm`."""
+    sm = as_int(sm, "sm")
     a = _as_args(args)
     return [v for r in RULES.values() if r.applies(sm) for v in r(a)]
 
