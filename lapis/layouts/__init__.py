@@ -6,20 +6,32 @@ Where each rule lives:
 - canonical.py: canonical wgmma/tcgen05 operand layouts, LBO and SBO (PTX ISA 9.7.15.5.1.2).
 - descriptor_sm90.py: the 64-bit wgmma matrix descriptor (PTX ISA 9.7.15.5.1.2.2).
 
-Imports stay light: numpy and tensor_layouts only.
+Imports stay light: numpy only until a canonical layout or descriptor is used.
 """
 
-from lapis.layouts.canonical import CanonicalLayout, canonical_layout
-from lapis.layouts.descriptor_sm90 import (
-    DescriptorField,
-    WgmmaDescriptor,
-    base_offset_for,
-    descriptor_for,
-    layout_type,
-    swizzle_from_layout_type,
-)
-from lapis.layouts.dtypes import DTYPES, DType, dtype
-from lapis.layouts.swizzle import B32, B64, B128, NONE, SWIZZLES, SwizzleMode, swizzle
+import importlib
+
+# Public names and the module that defines each. Loaded on first use, so that
+# `import lapis.layouts.tma` (what the GPU capture path needs) pulls in neither
+# tensor_layouts nor the canonical-layout code.
+_WHERE = {
+    "CanonicalLayout": "canonical", "canonical_layout": "canonical",
+    "WgmmaDescriptor": "descriptor_sm90", "DescriptorField": "descriptor_sm90", "descriptor_for": "descriptor_sm90",
+    "base_offset_for": "descriptor_sm90", "layout_type": "descriptor_sm90",
+    "swizzle_from_layout_type": "descriptor_sm90",
+}
+
+# dtypes and swizzle are numpy-only, and `swizzle` names both a module and a function:
+# bind the function eagerly so the submodule import cannot shadow it.
+from lapis.layouts.dtypes import DTYPES, DType, dtype  # noqa: E402
+from lapis.layouts.swizzle import B32, B64, B128, NONE, SWIZZLES, SwizzleMode, swizzle  # noqa: E402
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"lapis.layouts.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'lapis.layouts' has no attribute {name!r}")
+
 
 __all__ = [
     "DType",

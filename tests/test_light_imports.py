@@ -1,0 +1,26 @@
+"""The CLI and the GPU capture path import nothing heavy: the bare GPU machine lacks tensor_layouts."""
+
+import subprocess
+import sys
+
+BLOCK = ("import sys, importlib.abc\n"
+         "class Block(importlib.abc.MetaPathFinder):\n"
+         "    def find_spec(self, name, path, target=None):\n"
+         "        if name.split('.')[0] in ('tensor_layouts', 'matplotlib', 'cupy', 'torch', 'simpy'):\n"
+         "            raise ImportError('blocked: ' + name)\n"
+         "sys.meta_path.insert(0, Block())\n")
+
+
+def run(code):
+    return subprocess.run([sys.executable, "-c", BLOCK + code], capture_output=True, text=True)
+
+
+def test_cli_parser_and_capture_modules_import_without_heavy_packages():
+    r = run("from lapis.cli import build_parser; build_parser().parse_args(['capture', 'tma', '--out', 'x'])\n"
+            "import lapis.gpu.capture_tma, lapis.layouts.tma, lapis.layouts.tma_rules\n")
+    assert r.returncode == 0, r.stderr
+
+
+def test_capture_without_gpu_says_what_it_needs():
+    r = run("from lapis.cli import main; raise SystemExit(main(['capture', 'tma', '--out', '/tmp/none']))\n")
+    assert r.returncode == 2 and "needs an NVIDIA GPU with compute capability 9.0+" in r.stderr
