@@ -15,9 +15,25 @@ GPU_NEEDED = ('needs an NVIDIA GPU with compute capability 9.0+ and `pip install
               '(from a lapis checkout: pip install ".[gpu]")')
 
 
-def _int(text: str) -> int:
-    """Integers in decimal or 0x hex (addresses, descriptors)."""
+def integer(text: str) -> int:
+    """Integers in decimal or 0x hex (sizes, addresses, descriptors)."""
     return int(text, 0)
+
+
+LIST_OPTIONS = ("--dims", "--strides", "--box", "--elem-strides", "--coords")
+
+
+def join_negative_lists(argv: list[str]) -> list[str]:
+    """`--coords -8,-3` -> `--coords=-8,-3`: argparse would read '-8,-3' as an option."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in LIST_OPTIONS and i + 1 < len(argv) and argv[i + 1][:1] == "-" and argv[i + 1][1:2].isdigit():
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
 
 
 def _lines(text: str):
@@ -31,9 +47,9 @@ def _layout_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--major", required=True, choices=("K", "MN"), help="K-major or MN-major operand")
     p.add_argument("--swizzle", required=True, choices=SWIZZLE_CHOICES, help="swizzle span; none = interleave")
     p.add_argument("--dtype", required=True, choices=DTYPE_CHOICES, help="element type")
-    p.add_argument("--rows", required=True, type=int, help="MN extent of the tile, in elements")
-    p.add_argument("--cols", required=True, type=int, help="K extent of the tile, in elements")
-    p.add_argument("--base", type=_int, default=0,
+    p.add_argument("--rows", required=True, type=integer, help="MN extent of the tile, in elements")
+    p.add_argument("--cols", required=True, type=integer, help="K extent of the tile, in elements")
+    p.add_argument("--base", type=integer, default=0,
                    help="absolute shared-memory byte address of the tile (decimal or 0x hex); default 0")
     p.add_argument("--order", choices=("mn-first", "k-first"),
                    help="atom stacking order; default mn-first for K-major, k-first for MN-major")
@@ -60,11 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     desc = lay.add_parser("desc", help="the matrix descriptor of a canonical layout, field by field")
     desc.add_argument("--arch", required=True, choices=("sm90",), help="sm90: the wgmma matrix descriptor")
     _layout_args(desc)
-    desc.add_argument("--step", type=int, default=0,
+    desc.add_argument("--step", type=integer, default=0,
                       help="MMA K-step index (each step is 32 B of K; the start address advances per step)")
     dec = lay.add_parser("decode", help="decode a 64-bit matrix descriptor")
     dec.add_argument("--arch", required=True, choices=("sm90",), help="sm90: the wgmma matrix descriptor")
-    dec.add_argument("value", type=_int, help="descriptor value, e.g. 0x4000004000010040")
+    dec.add_argument("value", type=integer, help="descriptor value, e.g. 0x4000004000010040")
     dec.add_argument("--json", action="store_true", help="machine-readable output")
 
     tma = sub.add_parser("tma", help="TMA tensor maps: cuTensorMapEncodeTiled rules and box placement").add_subparsers(
@@ -75,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "listed) or the input is malformed."))
     place = tma.add_parser("place", help="where each element of one box lands in shared memory")
     add_map_args(place)
-    place.add_argument("--smem-base", required=True, type=_int,
+    place.add_argument("--smem-base", required=True, type=integer,
                        help="absolute shared-memory byte address of the box (128 B aligned; Python: dst=)")
     place.add_argument("--coords", required=True, help="box corner, elements, innermost first: 0,8 (may be < 0)")
 
@@ -97,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    argv = join_negative_lists(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(argv)
     from lapis.errors import LayoutError
 

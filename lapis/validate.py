@@ -23,7 +23,25 @@ def captures_root(path: str | None = None) -> Path:
     root = Path(path) if path else SHIPPED
     if not root.is_dir():
         raise LayoutError("captures folder not found", str(root), "pass --captures DIR holding tma/<capture>/")
+    if not manifests(root, "tma"):
+        raise LayoutError("no TMA capture in the captures folder", str(root),
+                          "pass --captures DIR holding tma/<capture>/manifest.json and dumps.npz")
     return root
+
+
+def load_capture(folder: Path, with_dumps: bool = True) -> tuple[dict, dict]:
+    """A capture's manifest (with provenance) and its dumps; LayoutError if either is unreadable."""
+    try:
+        man = json.loads((folder / "manifest.json").read_text())
+        man["provenance"]["gpu"]  # every capture names its hardware
+        dumps = {}
+        if with_dumps:
+            with np.load(folder / "dumps.npz", allow_pickle=False) as z:
+                dumps = {k: z[k] for k in z.files}
+        return man, dumps
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LayoutError("unreadable capture", f"{folder}: {exc.__class__.__name__}: {exc}",
+                          "restore the folder from git (captures are never edited by hand)") from None
 
 
 def manifests(root: Path, kind: str) -> list[Path]:
@@ -105,6 +123,8 @@ def check_dump(cfg: dict, dumps) -> DumpCheck:
         return DumpCheck(cfg, "fault-false-alarm")
     if status == "timeout":
         return DumpCheck(cfg, "timeout")
+    if not cfg["result"]["runs"]:
+        raise KeyError("an ok configuration without runs")
     n = bad = 0
     first = None
     for run, p in zip(cfg["result"]["runs"], predicted):
@@ -126,11 +146,13 @@ def validate_tma(root: Path) -> dict:
     """Replay every TMA dump capture under root/tma against the placement model."""
     checks, prov = [], []
     for folder in manifests(root, "tma"):
-        man = json.loads((folder / "manifest.json").read_text())
+        man, dumps = load_capture(folder)
         prov.append(dict(man["provenance"], folder=f"tma/{folder.name}"))
-        with np.load(folder / "dumps.npz") as z:
-            dumps = {k: z[k] for k in z.files}
-        checks += [check_dump(c, dumps) for c in man["configs"]]
+        try:
+            checks += [check_dump(c, dumps) for c in man["configs"]]
+        except (KeyError, ValueError, IndexError, TypeError) as exc:
+            raise LayoutError("capture does not match its manifest", f"{folder}: {exc.__class__.__name__}: {exc}",
+                              "restore the folder from git (captures are never edited by hand)") from None
     return summarize(checks, prov)
 
 
@@ -154,6 +176,7 @@ def summarize(checks: list[DumpCheck], prov: list[dict]) -> dict:
         faults=dict(observed=sum(c.cfg["result"]["status"] == "fault" for c in checks),
                     predicted=verdicts.get("fault-predicted", 0),
                     missed=verdicts.get("fault-missed", 0), false_alarms=verdicts.get("fault-false-alarm", 0)),
+        encode_missed=verdicts.get("encode-missed", 0),
         ranks=sorted({c.cfg["rank"] for c in compared}),
         element_bytes=sorted({tma_type(c.cfg["dtype"]).bytes for c in compared}),
         swizzles=sorted({c.cfg["swizzle"] for c in compared}),
@@ -193,7 +216,7 @@ def validate_encode(root: Path) -> dict:
     from lapis.layouts.tma_rules import RULES, EncodeArgs, check
     seen, disagreements, fired, alone, provs = {}, [], set(), set(), []
     for folder in manifests(root, "tma_encode"):
-        man = json.loads((folder / "manifest.json").read_text())
+        man, _ = load_capture(folder, with_dumps=False)
         provs.append(dict(man["provenance"], folder=f"tma_encode/{folder.name}"))
         for case in man["cases"]:
             rules = {v.rule for v in check(EncodeArgs.from_case(case, base=256))}
@@ -246,5 +269,12 @@ def cli_validate_layouts(args) -> int:
         print(json.dumps(out, indent=1))
     else:
         print(format_validation(out))
-    bad = out["tma"]["mismatched_bytes"] or out["tma"]["faults"]["missed"] or out["encode"]["disagreements"]
-    return 1 if bad else 0
+    return 0 if passed(out) else 1
+
+
+def passed(out: dict) -> bool:
+    """Everything captured agrees with the model, and something was actually compared."""
+    t, e = out["tma"], out["encode"]
+    return (t["configs"] > 0 and t["bytes_compared"] > 0 and t["mismatched_bytes"] == 0
+            and not (t["faults"]["missed"] or t["faults"]["false_alarms"] or t["verdicts"].get("encode-missed"))
+            and e["disagreements"] == 0)

@@ -164,7 +164,8 @@ def test_descriptor_for_matches_layout(params):
     lay = CanonicalLayout(major, swz, dt, am * amn, ak * akk, order)
     base = 16 * base16
     kpm = 32 // e
-    wgmma = major == "K" or dt in ("f16", "bf16")  # sm90 transposes only 16-bit operands
+    # sm90 transposes only 16-bit operands, and a wgmma operand covers at least one 32 B K-step
+    wgmma = (major == "K" or dt in ("f16", "bf16")) and lay.cols * e >= 32
     for step in range(lay.cols // kpm):
         d = descriptor_for(lay, base, step, wgmma_operand=wgmma)
         assert WgmmaDescriptor.decode(d.encode()) == d
@@ -215,9 +216,14 @@ def test_limits_fit():
     assert d.encode() == 0xC00E_3FFF_3FFF_3FFF
 
 
+def test_sm90_refuses_tiles_shorter_than_one_k_step():
+    with pytest.raises(LayoutError, match="at least one MMA K-step"):
+        descriptor_for(CanonicalLayout("K", "none", "bf16", 8, 8), base=0)
+
+
 @pytest.mark.parametrize("dt", ["tf32", "e4m3", "s8"])
 def test_sm90_refuses_mn_major_non_16_bit_operands(dt):
-    lay = CanonicalLayout("MN", "128B", dt, 128 // {"tf32": 4}.get(dt, 1), 8)
+    lay = CanonicalLayout("MN", "128B", dt, 128 // {"tf32": 4}.get(dt, 1), 32 // {"tf32": 4}.get(dt, 1))
     with pytest.raises(LayoutError, match="only for f16/bf16"):
         descriptor_for(lay, base=0)
     assert descriptor_for(lay, base=0, wgmma_operand=False).sbo == lay.sbo_bytes

@@ -64,3 +64,29 @@ def test_validate_and_report(tmp_path, capsys):
     assert numbers["layouts"]["tma"]["configs"] >= 300
     for name in ("report.md", "kmajor_sw128_bf16_128x64.png", "tma_sw128_off_boundary.png"):
         assert (tmp_path / name).stat().st_size > 1000
+
+
+def test_bad_inputs_get_named_errors_not_tracebacks(capsys, tmp_path):
+    cases = [
+        (["tma", "check", "--dtype", "bf16", "--dims", "64,8", "--strides=-128", "--box", "64,8"], "negative"),
+        (["tma", "check", "--dtype", "bf16", "--dims", "4096", "--box", "64,64"], "--box needs 1 value"),
+        (["tma", "check", "--dtype", "bf16", "--dims", "64,,8", "--box", "64,8"], "comma-separated integers"),
+        (["tma", "place", *GOOD, "--smem-base", "0x38e00", "--coords", "0,0"], "228 KiB"),
+        (["tma", "place", *GOOD, "--smem-base", "0", "--coords", "2147483648,0"], "signed 32-bit"),
+        (["layout", "show", "--major", "K", "--swizzle", "128B", "--dtype", "bf16", "--rows", "8", "--cols",
+          "640000000"], "228 KiB"),
+        (["layout", "show", "--major", "K", "--swizzle", "128B", "--dtype", "bf16", "--rows", "8", "--cols", "64",
+          "--png", str(tmp_path / "no" / "x.png")], ".png file in an existing folder"),
+        (["layout", "desc", "--arch", "sm90", "--major", "K", "--swizzle", "none", "--dtype", "bf16", "--rows", "8",
+          "--cols", "8"], "one MMA K-step"),
+        (["report", "--out", str(tmp_path / "f.txt"), "--captures", str(tmp_path)], "no TMA capture"),
+    ]
+    for argv, words in cases:
+        assert main(argv) == 2, argv
+        captured = capsys.readouterr()
+        assert words in captured.out + captured.err, (argv, captured)
+
+
+def test_negative_list_values_need_no_equals_sign(capsys):
+    assert main(["tma", "place", *GOOD, "--smem-base", "0", "--coords", "-64,-3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["filled_elements"] == 64 * 8

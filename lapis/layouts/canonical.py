@@ -49,6 +49,7 @@ ORDERS = ("mn-first", "k-first")
 _DEFAULT_ORDER = {"K": "mn-first", "MN": "k-first"}
 _SRC = "PTX ISA 9.7.15.5.1.2"
 _ROWS_PER_ATOM = 8  # every atom (and core matrix) has 8 rows of the strided dimension
+SMEM_BYTES = 228 * 1024  # shared memory of one sm_90 / sm_100 SM
 
 
 # ---------------------------------------------------------------------------
@@ -93,6 +94,12 @@ class CanonicalLayout:
         object.__setattr__(self, "dtype", dt)
         self._check_extent("rows (MN extent)", self.rows, self.atom_shape[0])
         self._check_extent("cols (K extent)", self.cols, self.atom_shape[1])
+        object.__setattr__(self, "rows", int(self.rows))  # numpy ints would overflow in the byte maths
+        object.__setattr__(self, "cols", int(self.cols))
+        if self.footprint_bytes > SMEM_BYTES:
+            raise LayoutError("canonical layout: the tile must fit one SM's 228 KiB of shared memory",
+                              f"{self.rows} x {self.cols} {self.dtype.name} = {self.footprint_bytes} B",
+                              "tile the operand into smaller stages", "CUDA C++ Programming Guide, cc 9.0/10.0")
 
     def _check_extent(self, what: str, value, atom: int) -> None:
         # The tile must be a whole number of swizzle atoms in each direction.
@@ -240,7 +247,7 @@ class CanonicalLayout:
         not on an element boundary.
         """
         self._check_base(base)
-        a = np.asarray(addr, dtype=np.int64)
+        a = _int_array(addr, "addresses")
         e = self.elem_bytes
         bad = a % e != 0
         if np.any(bad):
@@ -293,7 +300,7 @@ class CanonicalLayout:
     # -- checks ---------------------------------------------------------------
 
     def _coords(self, mn, k):
-        mn, k = np.asarray(mn, dtype=np.int64), np.asarray(k, dtype=np.int64)
+        mn, k = _int_array(mn, "mn"), _int_array(k, "k")
         for name, v, hi in (("mn", mn, self.rows), ("k", k, self.cols)):
             bad = (v < 0) | (v >= hi)
             if np.any(bad):
@@ -307,6 +314,10 @@ class CanonicalLayout:
                               repr(base) if not isinstance(base, (int, np.integer)) else hex(base),
                               "align the tile base to 16 B (to the swizzle repeat for a base offset of 0)",
                               "PTX ISA 9.7.15.5.1.2.2")
+        if int(base) + self.footprint_bytes > SMEM_BYTES:
+            raise LayoutError("canonical layout: the tile must end inside the SM's 228 KiB of shared memory",
+                              f"base {int(base):#x} + {self.footprint_bytes} B",
+                              f"use a base of at most {SMEM_BYTES - self.footprint_bytes:#x}")
 
     def __str__(self) -> str:
         return (f"{self.major}-major {self.swizzle.name} {self.dtype.name} {self.rows}x{self.cols} "
@@ -324,6 +335,15 @@ def _tup(x) -> str:
     if isinstance(x, tuple):
         return "(" + ",".join(_tup(v) for v in x) + ")"
     return str(x)
+
+
+def _int_array(v, what: str) -> np.ndarray:
+    """Integer coordinates or addresses as int64; floats, bools and out-of-range values are errors."""
+    a = np.asarray(v)
+    if a.dtype.kind not in "iu" or (a.dtype.kind == "u" and a.size and int(a.max()) >= 2**63):
+        raise LayoutError(f"canonical layout: {what} must be integers", repr(v) if a.size < 8 else str(a.dtype),
+                          f"pass whole numbers (int64) for {what}")
+    return a.astype(np.int64)
 
 
 def _first_hex(a, bad) -> str:

@@ -193,6 +193,10 @@ def descriptor_for(layout: CanonicalLayout, base: int, step: int = 0, wgmma_oper
     .f16/.bf16 (PTX ISA 9.7.15.5.1). Pass False to encode the fields of a layout
     that is canonical but not a wgmma operand (e.g. MN-major tf32 for tcgen05).
     """
+    if wgmma_operand and layout.cols * layout.elem_bytes < 32:
+        raise LayoutError("a wgmma operand tile must cover at least one MMA K-step (32 B of K)",
+                          f"K extent {layout.cols} x {layout.elem_bytes} B = {layout.cols * layout.elem_bytes} B",
+                          f"use cols >= {32 // layout.elem_bytes}", "PTX ISA 9.7.15.5.1 (k = 32 B per wgmma)")
     if wgmma_operand and layout.major == "MN" and layout.dtype.name not in ("f16", "bf16"):
         raise LayoutError("sm90 wgmma reads MN-major (transposed) operands only for f16/bf16",
                           f"MN-major {layout.dtype.name}", "store the operand K-major",

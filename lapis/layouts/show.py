@@ -20,6 +20,7 @@ import sys
 
 import numpy as np
 
+from lapis.errors import LayoutError
 from lapis.layouts.canonical import CanonicalLayout, canonical_layout
 from lapis.layouts.descriptor_sm90 import WgmmaDescriptor, base_offset_for, descriptor_for
 
@@ -252,6 +253,12 @@ def _print_json(obj) -> None:
 
 def cli_show(args) -> int:
     lay = _layout(args)
+    if getattr(args, "png", None):
+        from pathlib import Path
+        png = Path(args.png)
+        if png.suffix.lower() != ".png" or not png.parent.is_dir():
+            raise LayoutError("--png must name a .png file in an existing folder", args.png,
+                              "e.g. --png tile.png")
     if args.json:
         _print_json(describe(lay, args.base))
     else:

@@ -314,9 +314,17 @@ def wide_tile_boxes(tmap: TensorMap, tile_inner: int, coords, dst: int) -> list[
     tile_inner: the tile's extent along dimension 0, in elements (a multiple of box[0]).
     Returns [(coords, dst), ...] for load_box / place_box.
     """
-    b0 = tmap.box[0]
-    if tile_inner % b0:
-        raise LayoutError("tile width must be a multiple of box[0]", f"{tile_inner} vs box[0] = {b0}",
+    b0, span = tmap.box[0], SWIZZLE_SPAN[tmap.swizzle]
+    tile_inner = as_int(tile_inner, "tile_inner")
+    if tmap.rank != 2 or len(coords) != 2:
+        raise LayoutError("wide_tile_boxes builds 2-D tiles", f"rank {tmap.rank}, {len(coords)} coords",
+                          "use a rank-2 tensor map and two coordinates")
+    if not span or b0 * tmap.dtype.bytes != span or tmap.box[1] % 8:
+        raise LayoutError("each box must be one column of swizzle atoms: box[0] fills the swizzle span and "
+                          "box[1] is a multiple of 8 rows", f"box {tmap.box}, swizzle {tmap.swizzle}",
+                          f"use a swizzled map with box[0] = span / element bytes and box[1] % 8 == 0")
+    if tile_inner <= 0 or tile_inner % b0:
+        raise LayoutError("tile width must be a positive multiple of box[0]", f"{tile_inner} vs box[0] = {b0}",
                           f"use a tile width that is a multiple of {b0}")
     return [((coords[0] + k * b0,) + tuple(coords[1:]), dst + k * tmap.smem_footprint)
             for k in range(tile_inner // b0)]

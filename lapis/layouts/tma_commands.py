@@ -113,10 +113,17 @@ def _ranges(mask: np.ndarray) -> list[list[int]]:
     return [[int(s), int(t)] for s, t in zip(np.nonzero(edges == 1)[0], np.nonzero(edges == -1)[0])]
 
 
+def _some(ranges: list, n: int = 6) -> str:
+    if not ranges:
+        return "none"
+    more = f" and {len(ranges) - n} more (--json lists all)" if len(ranges) > n else ""
+    return ", ".join(f"[{a}, {b})" for a, b in ranges[:n]) + more
+
+
 def format_placement(s: dict, max_rows: int = 16) -> str:
     lines = [f"box at smem {hex(s['smem_base'])}: {s['box_bytes']} B delivered over a {s['footprint_bytes']} B "
              f"footprint (row pitch {s['row_pitch']} B); {s['filled_elements']} elements out of bounds (filled); "
-             f"untouched bytes: {s['untouched_ranges'] or 'none'}",
+             f"untouched bytes: {_some(s['untouched_ranges'])}",
              "box_index (innermost first) -> tensor coords : smem byte offset"]
     for el in s["elements"][:max_rows]:
         tag = "  (filled)" if el["filled"] else ""

@@ -413,7 +413,10 @@ def _stride16(a):
 def _stride_max(a):
     """Every `strides[i]` is below 2^40 bytes."""
     for i, s in enumerate(a.strides_used):
-        if s >= MAX_STRIDE:
+        if s >= 2**63:
+            yield (f"strides[{i}] = {s - 2**64} B is negative (the driver reads it as cuuint64_t {s})",
+                   "use positive strides; flip the dimension by moving the base address instead")
+        elif s >= MAX_STRIDE:
             yield f"strides[{i}] = {s} B is not below 2^40 B", "split the tensor so no stride reaches 1 TiB"
 
 
