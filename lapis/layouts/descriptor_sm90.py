@@ -24,7 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from lapis.errors import LayoutError
+import numpy as np
+
+from lapis.errors import LayoutError, as_int
 from lapis.layouts.canonical import CanonicalLayout
 from lapis.layouts.swizzle import B32, B64, B128, NONE, SwizzleMode
 from lapis.layouts.swizzle import swizzle as _swizzle
@@ -102,6 +104,10 @@ class WgmmaDescriptor:
     swizzle: SwizzleMode = NONE
 
     def __post_init__(self):
+        for name in ("start_address", "lbo", "sbo", "base_offset"):  # numpy ints are fine, floats are not
+            v = getattr(self, name)
+            if isinstance(v, np.integer):
+                object.__setattr__(self, name, int(v))
         object.__setattr__(self, "swizzle", _swizzle(self.swizzle))
         layout_type(self.swizzle)  # rejects a mode the descriptor cannot express
         _check_bytes("start address", self.start_address, _SMEM_LIMIT - 16,
@@ -128,6 +134,8 @@ class WgmmaDescriptor:
     @classmethod
     def decode(cls, value: int) -> WgmmaDescriptor:
         """Split a 64-bit descriptor into its fields; reserved bits must be zero."""
+        if isinstance(value, np.integer):
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
             raise LayoutError("sm90 descriptor: value is not a 64-bit unsigned integer", repr(value),
                               "pass the descriptor as an int in [0, 2^64)", _SRC)
@@ -177,6 +185,7 @@ def base_offset_for(mode: SwizzleMode, base: int) -> int:
     CUTLASS `make_gmma_desc` always writes 0 (atom-aligned buffers). To be
     settled on hardware in the descriptors work.
     """
+    mode, base = _swizzle(mode), as_int(base, "base")
     if mode.bits == 0 or base % mode.repeat_bytes == 0:
         return 0
     return (base >> 7) & 7
@@ -193,6 +202,10 @@ def descriptor_for(layout: CanonicalLayout, base: int, step: int = 0, wgmma_oper
     .f16/.bf16 (PTX ISA 9.7.15.5.1). Pass False to encode the fields of a layout
     that is canonical but not a wgmma operand (e.g. MN-major tf32 for tcgen05).
     """
+    if not isinstance(layout, CanonicalLayout):
+        raise LayoutError("descriptor_for needs a CanonicalLayout", repr(layout),
+                          "build one with CanonicalLayout(major, swizzle, dtype, rows, cols)")
+    base, step = as_int(base, "base"), as_int(step, "step")
     if wgmma_operand and layout.cols * layout.elem_bytes < 32:
         raise LayoutError("a wgmma operand tile must cover at least one MMA K-step (32 B of K)",
                           f"K extent {layout.cols} x {layout.elem_bytes} B = {layout.cols * layout.elem_bytes} B",

@@ -609,8 +609,14 @@ def _as_args(args) -> EncodeArgs:
     if isinstance(args, EncodeArgs):
         return args
     if isinstance(args, dict):
+        missing = [k for k in ("dtype", "rank", "addr_offset", "dims", "strides", "box", "elem_strides",
+                               "interleave", "swizzle", "l2", "oob") if k not in args]
+        if missing:
+            raise LayoutError("a capture case needs every cuTensorMapEncodeTiled argument", f"missing {missing}",
+                              "pass EncodeArgs(...) or a complete case")
         return EncodeArgs.from_case(args)
-    raise TypeError(f"expected EncodeArgs or a capture case dict, got {type(args).__name__}")
+    raise LayoutError("check() takes EncodeArgs or a capture case dict", type(args).__name__,
+                      "build EncodeArgs(dtype, rank, global_address, dims, strides, box, elem_strides, ...)")
 
 
 def check(args, sm: int = 90) -> list[Violation]:
