@@ -177,6 +177,7 @@ def summarize(checks: list[DumpCheck], prov: list[dict]) -> dict:
                     predicted=verdicts.get("fault-predicted", 0),
                     missed=verdicts.get("fault-missed", 0), false_alarms=verdicts.get("fault-false-alarm", 0)),
         encode_missed=verdicts.get("encode-missed", 0),
+        atom_modes=atom_mode_facts(checks),
         ranks=sorted({c.cfg["rank"] for c in compared}),
         element_bytes=sorted({tma_type(c.cfg["dtype"]).bytes for c in compared}),
         swizzles=sorted({c.cfg["swizzle"] for c in compared}),
@@ -185,6 +186,24 @@ def summarize(checks: list[DumpCheck], prov: list[dict]) -> dict:
         elem_strided_configs=count(lambda g: any(s > 1 for s in g["elem_strides"][1:])),
         provenance=prov,
     )
+
+
+def atom_mode_facts(checks: list[DumpCheck]) -> dict:
+    """For each 128B_ATOM_* swizzle, three separate facts from the dumps: did the driver accept the encode,
+    did a copy complete on the GPU, did its bytes match a model (None: not observed)."""
+    from lapis.layouts.tma import SWIZZLE_CODES
+    facts = {}
+    for name, code in SWIZZLE_CODES.items():
+        if not name.startswith("128B_atom"):
+            continue
+        cs = [c for c in checks if c.cfg["swizzle"] == code]
+        accepted = [c for c in cs if c.cfg["result"]["status"] != "encode_rejected"]
+        done = [c for c in accepted if c.cfg["result"]["status"] == "ok"]
+        compared = [c for c in done if c.verdict in ("match", "mismatch")]
+        facts[name] = dict(configs=len(cs), encode_accepted=bool(accepted) if cs else None,
+                           copy_completes=bool(done) if accepted else None,
+                           bytes_match=all(c.verdict == "match" for c in compared) if compared else None)
+    return facts
 
 
 def _off_repeat(cfg: dict) -> bool:

@@ -93,6 +93,9 @@ def test_h200_dumps_replay_with_zero_mismatched_bytes():
     assert t["faults"]["missed"] == 0 and t["faults"]["false_alarms"] == 0
     assert {1, 2, 4} <= set(t["element_bytes"]) and set(t["swizzles"]) >= {0, 1, 2, 3}
     assert v["provenance"]["gpu"] == "NVIDIA H200"
+    # The sm100-era 128B_ATOM_* swizzles: the H200's driver refuses to encode them, so no copy ran.
+    assert {m: f["encode_accepted"] for m, f in t["atom_modes"].items()} == dict.fromkeys(
+        ("128B_atom32B", "128B_atom32B_flip8B", "128B_atom64B"), False)
 
 
 def _first_ok_config():
