@@ -104,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="which campaign to run (default all)")
     ctma.add_argument("--tags", help="comma-separated campaign tags to run (default: all)")
 
+    cwg = cap.add_parser("wgmma", help="wgmma reads through matrix descriptors: `prepare --out DIR` (CPU), then "
+                         "`run --inputs DIR --out OUT` (GPU only)")
+    cwg.add_argument("wgmma_args", nargs=argparse.REMAINDER, help="prepare|run and their options")
+
     val = sub.add_parser("validate", help="check the model against captures").add_subparsers(
         dest="validate_cmd", required=True)
     vl = val.add_parser("layouts", help="TMA placement and encode rules against H200 captures")
@@ -146,6 +150,9 @@ def _dispatch(args) -> int | None:
 
 
 def _capture(args) -> int:
+    if args.capture_cmd == "wgmma" and args.wgmma_args[:1] == ["prepare"]:
+        from lapis.gpu import capture_wgmma
+        return capture_wgmma.main(args.wgmma_args)
     try:
         import cupy  # noqa: F401
         n = cupy.cuda.runtime.getDeviceCount()
@@ -155,6 +162,9 @@ def _capture(args) -> int:
     if not n or int(major) < 9:
         print(f"lapis capture {args.capture_cmd}: {GPU_NEEDED}", file=sys.stderr)
         return 2
+    if args.capture_cmd == "wgmma":
+        from lapis.gpu import capture_wgmma
+        return capture_wgmma.main(args.wgmma_args)
     from lapis.gpu import capture_tma
     argv = ["--out", args.out, "--what", args.what]
     argv += ["--provenance", args.provenance] if args.provenance else []

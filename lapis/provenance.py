@@ -17,6 +17,11 @@ CAPTURE_SOURCES = (
     "lapis/gpu/capture_tma.py",
     "lapis/gpu/tma_campaign.py",
     "lapis/gpu/encode_campaign.py",
+    "lapis/gpu/isolate.py",
+    "lapis/gpu/kernels/wgmma_capture_v1.cu",
+    "lapis/gpu/gen_wgmma_kernel.py",
+    "lapis/gpu/wgmma_campaign.py",
+    "lapis/gpu/capture_wgmma.py",
 )
 
 

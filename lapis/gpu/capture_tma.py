@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from lapis.gpu import encode_campaign, tma_campaign
+from lapis.gpu.isolate import run_isolated
 
 KERNEL = Path(__file__).parent / "kernels" / "tma_capture_v1.cu"
 SENTINELS = (0xA5, 0x5A, 0xC3, 0x3C)
@@ -181,18 +182,7 @@ def run_dumps(cubin: str, out: Path, log, tags=None) -> list:
     work = Path(tempfile.mkdtemp(prefix="lapis-tma-"))
     (work / "configs.json").write_text(json.dumps(cfgs))
     child = [sys.executable, "-m", "lapis.gpu.capture_tma", "_worker", "--work", str(work), "--cubin", cubin]
-    start = 0
-    while start < len(cfgs):
-        p = subprocess.run(child + ["--start", str(start)], capture_output=True, text=True, timeout=900)
-        if p.returncode == 0:
-            break
-        k = int((work / "progress").read_text())  # position of the config that faulted
-        log(f"config {k} failed in a batch (rc {p.returncode}); re-running it alone")
-        q = subprocess.run(child + ["--only", str(k)], capture_output=True, text=True, timeout=300)
-        if not (work / f"res_{k}.json").exists() or q.returncode not in (0, 3):
-            (work / f"res_{k}.json").write_text(json.dumps(
-                dict(status="fault", error=f"rc {q.returncode}: {q.stderr[-400:]}")))
-        start = k + 1
+    run_isolated(len(cfgs), child, work, log)
     dumps = {}
     for i, c in enumerate(cfgs):
         c["result"] = json.loads((work / f"res_{i}.json").read_text())
