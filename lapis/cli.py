@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     vl = val.add_parser("layouts", help="TMA placement and encode rules against H200 captures")
     vl.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
     vl.add_argument("--json", action="store_true", help="machine-readable output")
+    vm = val.add_parser("mma", help="what wgmma reads through matrix descriptors, against H200 captures")
+    vm.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
+    vm.add_argument("--json", action="store_true", help="machine-readable output")
     return ap
 
 
@@ -143,6 +146,9 @@ def _dispatch(args) -> int | None:
         return {"check": tma_commands.cli_check, "place": tma_commands.cli_place}[args.tma_cmd](args)
     if args.cmd == "capture":
         return _capture(args)
+    if args.cmd == "validate" and args.validate_cmd == "mma":
+        from lapis.validate_mma import cli_validate_mma
+        return cli_validate_mma(args)
     if args.cmd == "validate":
         from lapis.validate import cli_validate_layouts
         return cli_validate_layouts(args)

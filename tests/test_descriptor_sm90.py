@@ -68,10 +68,12 @@ def test_ptx_examples_encode(args, value):
 
 def test_base_offset_hand_values():
     lay = CanonicalLayout("K", "128B", "bf16", 64, 64)
-    # 0x480 = 1024 + 128: (0x480 >> 7) & 7 = 1 -> bit 49; start 0x48.
+    # 0x480 = 1024 + 128: the layout swizzles absolute addresses (as TMA writes), so the H200 needs base
+    # offset 0 (lapis/captures/wgmma); start 0x48.
     d = descriptor_for(lay, base=0x480)
-    assert d.base_offset == 1
-    assert d.encode() == 0x4002_0040_0001_0048
+    assert d.base_offset == 0
+    assert d.encode() == 0x4000_0040_0001_0048
+    # PTX's formula, for a pattern anchored at the tile start: (0x480 >> 7) & 7 = 1 -> bit 49.
     assert base_offset_for(swizzle("128B"), 0x2000 + 5 * 128) == 5
     assert base_offset_for(swizzle("64B"), 0x200) == 0  # 512 B boundary
     assert base_offset_for(swizzle("64B"), 0x280) == 5  # (640 >> 7) & 7
@@ -176,7 +178,8 @@ def test_descriptor_for_matches_layout(params):
     assert d.lbo == (16 if unused else lay.lbo_bytes)
     assert d.sbo == lay.sbo_bytes
     repeat = 8 * SPAN[swz]
-    assert d.base_offset == (0 if swz == "none" or base % repeat == 0 else (base // 128) % 8)
+    assert d.base_offset == 0 and base_offset_for(swz, base) == (
+        0 if swz == "none" or base % repeat == 0 else (base // 128) % 8)
 
 
 # ---------------------------------------------------------------------------

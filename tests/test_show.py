@@ -127,7 +127,8 @@ def test_show_base_offset_phase(capsys):
     m = byte_map(out)
     assert m[0x480][:2] == ["r0:k8-15", "r0:k0-7"]
     assert m[0x500][0] == "r1:k16-23"  # phase 2 on the next line
-    assert run_json(capsys, *SHOW_K128, "--base", "0x480")["base_offset"] == 1
+    info = run_json(capsys, *SHOW_K128, "--base", "0x480")
+    assert (info["base_offset"], info["base_offset_if_tile_anchored"]) == (0, 1)
 
 
 def test_show_mn_major_64b(capsys):

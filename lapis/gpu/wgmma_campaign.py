@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from lapis.layouts.canonical import CanonicalLayout
-from lapis.layouts.descriptor_sm90 import WgmmaDescriptor, descriptor_for
+from lapis.layouts.descriptor_sm90 import WgmmaDescriptor, base_offset_for, descriptor_for
 
 IMAGE_BYTES = 160 * 1024
 TEST_OFF, PARTNER_OFF = 8 * 1024, 96 * 1024  # region offsets (the region is 1024 B aligned)
@@ -79,13 +79,14 @@ def poisoned(dtype: str) -> np.ndarray:
 
 
 def build_case(dtype: str, test: str, major: str, swizzle: str, n: int, *, phase: int = 0, run: int = 0,
-               corrupt=None, lbo_override=None, base_offset_override=None, shift=0, tag="canonical"):
+               corrupt=None, lbo_override=None, base_offset_override=None, shift=0, tag="canonical",
+               order=None, k_atoms=1):
     """One case: image, descriptors and the metadata a replay needs. Returns (meta, image) or None
     when the tested tile is not canonical (an MN extent narrower than the swizzle atom)."""
     rows = 64 if test == "A" else n
-    kt = k_tile(major, swizzle, dtype)
+    kt = k_tile(major, swizzle, dtype) * k_atoms
     try:
-        lay = CanonicalLayout(major, swizzle, dtype, rows, kt)
+        lay = CanonicalLayout(major, swizzle, dtype, rows, kt, order)
     except Exception:
         return None
     steps = kt // K_INSTR[dtype]
@@ -112,6 +113,7 @@ def build_case(dtype: str, test: str, major: str, swizzle: str, n: int, *, phase
     ta, tb = (trans_test, 0) if test == "A" else (0, trans_test)
     da, db = (t_desc, p_desc) if test == "A" else (p_desc, t_desc)
     meta = dict(dtype=dtype, n=n, ta=ta, tb=tb, steps=steps, test=test, major=major, swizzle=swizzle,
+                order=lay.order,
                 rows=rows, k_tile=kt, test_base=t_base, partner_base=PARTNER_OFF, run=run, shift=shift,
                 corrupt=list(corrupt) if corrupt else None, tag=tag,
                 desc_a=[d.encode() for d in da], desc_b=[d.encode() for d in db])
@@ -166,7 +168,8 @@ def campaign():
             for phase in (128, 384, 512, 896):
                 if phase >= int(sw[:-1]) * 8:
                     continue
-                add("bf16", "A", major, sw, 16, phase=phase, tag="base-offset-formula")
+                add("bf16", "A", major, sw, 16, phase=phase, tag="base-offset-formula",
+                    base_offset_override=base_offset_for(sw, TEST_OFF + phase))
                 add("bf16", "A", major, sw, 16, phase=phase, base_offset_override=0, tag="base-offset-zero")
     # LBO on swizzled K-major: PTX says unused.
     for sw in ("32B", "64B", "128B"):
@@ -185,6 +188,24 @@ def campaign():
         for adv in (0, 16, 64):
             add("bf16", "A", "K", sw, 16, corrupt=("k-advance", adv), tag="mismatch")
         add("bf16", "A", "MN", sw, 16, corrupt=("k-advance", 512), tag="mismatch")
+    # Second H200 run: tiles two atoms deep in K (K-steps that cross atoms) in both stacking orders,
+    # tested B tiles off their repeat boundary, more N for tf32 and fp8.
+    for dtype in ("bf16", "f16"):
+        for sw in SWIZZLES:
+            for major in ("K", "MN"):
+                for order in ("mn-first", "k-first"):
+                    add(dtype, "A", major, sw, 16, order=order, k_atoms=2, tag="canonical-2atoms")
+    for sw in ("32B", "64B", "128B"):
+        for major in ("K", "MN"):
+            for n in (64, 128):
+                for phase in (128, 512):
+                    if phase < int(sw[:-1]) * 8:
+                        add("bf16", "B", major, sw, n, phase=phase, base_offset_override=0, tag="canonical-offset")
+    for dtype in ("tf32", "e4m3"):
+        for sw in SWIZZLES:
+            for n in (16, 128):
+                for run in ((0, 1) if dtype == "e4m3" else (0,)):
+                    add(dtype, "B", "K", sw, n, run=run, tag="canonical-more-n")
     for i, (meta, _) in enumerate(out):
         meta["id"] = i
     return out

@@ -178,12 +178,15 @@ def _check_bytes(what: str, value, limit: int, fix_range: str) -> None:
 
 
 def base_offset_for(mode: SwizzleMode, base: int) -> int:
-    """Matrix base offset for a swizzle pattern starting at smem byte `base`.
+    """Matrix base offset for data whose swizzle pattern is anchored at smem byte `base`
+    (chunk c of the row starting at base + 128 r holds logical chunk c ^ r), not at address 0.
 
     PTX formula: 0 when `base` is a multiple of the swizzle repeat (1024/512/256 B),
     else (base >> 7) & 7; always 0 without swizzle (PTX: not valid for no-swizzle).
-    CUTLASS `make_gmma_desc` always writes 0 (atom-aligned buffers). To be
-    settled on hardware in the descriptors work.
+    Settled on the H200: the hardware XORs with ((addr >> 7) - base_offset), so this
+    is right for tile-anchored patterns; data a TMA wrote (anchored at address 0,
+    as `CanonicalLayout.address` lays it out) needs 0, which `descriptor_for` uses.
+    CUTLASS `make_gmma_desc` always writes 0.
     """
     mode, base = _swizzle(mode), as_int(base, "base")
     if mode.bits == 0 or base % mode.repeat_bytes == 0:
@@ -196,7 +199,11 @@ def descriptor_for(layout: CanonicalLayout, base: int, step: int = 0, wgmma_oper
 
     start = layout.kstep_start(step, base=base); LBO = layout.lbo_bytes, or 16 B
     (encoded 1, CUTLASS's convention) where PTX says it is unused (swizzled
-    K-major); SBO = layout.sbo_bytes; base offset from `base_offset_for`.
+    K-major; the H200 ignores it); SBO = layout.sbo_bytes; base offset 0: the
+    layout (like a TMA load) swizzles absolute addresses, and the H200 subtracts a
+    non-zero base offset from the address row bits, which would shift the pattern
+    (lapis/captures/wgmma: PTX's formula at an off-boundary base reads the wrong
+    elements).
     With wgmma_operand (the default), raises LayoutError for an MN-major operand
     that is not f16/bf16: wgmma's transpose (imm-trans-a/b) exists only for
     .f16/.bf16 (PTX ISA 9.7.15.5.1). Pass False to encode the fields of a layout
@@ -218,6 +225,6 @@ def descriptor_for(layout: CanonicalLayout, base: int, step: int = 0, wgmma_oper
         start_address=layout.kstep_start(step, base=base),
         lbo=layout.lbo_bytes if layout.lbo_bytes is not None else 16,
         sbo=layout.sbo_bytes,
-        base_offset=base_offset_for(layout.swizzle, base),
+        base_offset=0,
         swizzle=layout.swizzle,
     )

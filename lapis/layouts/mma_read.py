@@ -12,8 +12,13 @@ canonical layout that the descriptor's fields describe (PTX ISA 9.7.15.5.1.2,
   - no swizzle: 16 B of MN per core-matrix row; SBO steps 16 B groups of MN, LBO steps 8 K-rows.
   - swizzled: S bytes of MN per row; LBO steps S-byte groups of MN, SBO steps 8 K-rows.
 
-The swizzle XOR then acts on the absolute shared address (as for TMA). Units:
-addresses and fields in bytes; r and k in elements.
+The swizzle XOR then acts on the absolute shared address, as for TMA, except
+that the descriptor's base offset is subtracted from the row bits first: the
+16 B chunk index is XORed with ((addr >> 7) - base_offset) mod 2^B (H200 wgmma
+captures: every swizzle mode, tiles 128 to 896 B past their repeat boundary).
+So data a TMA wrote at its absolute address needs base offset 0, and PTX's
+formula (pattern start >> 7) & 7 is for a pattern anchored at the tile start.
+Units: addresses and fields in bytes; r and k in elements.
 """
 
 from __future__ import annotations
@@ -51,7 +56,16 @@ def operand_addresses(desc: WgmmaDescriptor, rows: int, elem_bytes: int, transpo
             pre = (rb // 16) * desc.sbo + (k // 8) * desc.lbo + (k % 8) * 16 + rb % 16
         else:
             pre = (rb // span) * desc.lbo + (k // 8) * desc.sbo + (k % 8) * span + rb % span
-    return np.asarray(desc.swizzle.apply(desc.start_address + pre), dtype=np.int64)
+    return swizzle_read(desc.start_address + np.asarray(pre, dtype=np.int64), desc)
+
+
+def swizzle_read(addr: np.ndarray, desc: WgmmaDescriptor) -> np.ndarray:
+    """The XOR the tensor core applies: chunk bits [6:4] ^= ((addr >> 7) - base_offset) mod 2^B."""
+    bits = desc.swizzle.bits
+    if bits == 0:
+        return addr
+    row = ((addr >> 7) - desc.base_offset) & ((1 << bits) - 1)
+    return addr ^ (row << 4)
 
 
 def read_operand(smem: np.ndarray, smem_base: int, desc: WgmmaDescriptor, rows: int, elem_bytes: int,

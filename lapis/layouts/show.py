@@ -117,7 +117,8 @@ def describe(layout: CanonicalLayout, base: int = 0) -> dict:
         "sbo": {"bytes": layout.sbo_bytes, "encoded": d.sbo >> 4, "role": sbo_role(layout)},
         "k_step_elements": K_STEP_BYTES // layout.elem_bytes,
         "k_steps": k_steps(layout, base),
-        "base_offset": base_offset_for(layout.swizzle, base),
+        "base_offset": 0,
+        "base_offset_if_tile_anchored": base_offset_for(layout.swizzle, base),
         "repeat_bytes": layout.swizzle.repeat_bytes,
     }
 
@@ -196,8 +197,8 @@ def format_text(layout: CanonicalLayout, base: int = 0, lines: int | None = MAP_
          f"footprint {layout.footprint_bytes} B; swizzle repeat {info['repeat_bytes']} B"),
         _offset_line("LBO", info["lbo"]["bytes"], info["lbo"]["encoded"], info["lbo"]["role"]),
         _offset_line("SBO", info["sbo"]["bytes"], info["sbo"]["encoded"], info["sbo"]["role"]),
-        (f"base offset: {info['base_offset']} (PTX: 0 if base is a multiple of {info['repeat_bytes']} B, "
-         "else (base >> 7) & 7)"),
+        (f"base offset: 0 (the swizzle is on absolute addresses, as TMA writes it; H200: a non-zero field "
+         f"shifts the pattern; {info['base_offset_if_tile_anchored']} only for a pattern anchored at the base)"),
         f"K-steps ({K_STEP_BYTES} B = {info['k_step_elements']} elements of K each), start addresses: {steps}",
         "",
     ]

@@ -1,0 +1,121 @@
+"""`lapis validate mma`: replay the H200 wgmma captures against `lapis.layouts.mma_read`.
+
+For every case and K-step, D is predicted from the captured shared-memory image
+and the two descriptors alone (no knowledge of how the image was built) and
+compared with the measured D exactly. The intended D (the tested operand read as
+laid out) tells deliberate mismatches apart: a pair counts only when its
+predicted D differs from the intended one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from lapis.errors import LayoutError
+from lapis.layouts.descriptor_sm90 import WgmmaDescriptor
+from lapis.layouts.mma_read import predict_d
+from lapis.validate import captures_root, load_capture, manifests, merge_provenance
+
+CASE_KEYS = ("dtype", "n", "ta", "tb", "test", "major", "swizzle", "test_base", "shift", "corrupt", "desc_a",
+             "desc_b")
+
+
+def case_result(case: dict, image: np.ndarray, d: np.ndarray) -> dict:
+    """predicted == measured for every K-step, and whether the read is the intended one."""
+    from lapis.gpu.wgmma_campaign import intended_d
+    reg = case["result"]["region_addr"]
+    exact, intended, predicted_intended = True, True, True
+    for s in range(case["steps"]):
+        da = WgmmaDescriptor.decode(case["desc_a"][s] + (reg >> 4))  # the kernel adds region >> 4
+        db = WgmmaDescriptor.decode(case["desc_b"][s] + (reg >> 4))
+        p = predict_d(image, reg, case["dtype"], case["n"], da, db, bool(case["ta"]), bool(case["tb"]))
+        want = intended_d(case, s)
+        exact &= np.array_equal(p, d[s].astype(np.float64))
+        intended &= np.array_equal(d[s].astype(np.float64), want)
+        predicted_intended &= np.array_equal(p, want)
+    return dict(exact=bool(exact), measured_intended=bool(intended), predicted_intended=bool(predicted_intended))
+
+
+def validate_mma(captures: str | None = None) -> dict:
+    root = captures_root(captures)
+    rows, provs = [], []
+    for folder in manifests(root, "wgmma"):
+        man, _ = load_capture(folder, with_dumps=False)
+        provs.append(dict(man["provenance"], folder=f"wgmma/{folder.name}"))
+        try:
+            with np.load(folder / "inputs.npz") as imgs, np.load(folder / "d.npz") as ds:
+                for c in man["cases"]:
+                    if c["result"]["status"] != "ok":
+                        rows.append((c, dict(exact=False, status=c["result"]["status"])))
+                        continue
+                    rows.append((c, case_result(c, imgs[f"img{c['id']}"], ds[f"d{c['id']}"])))
+        except (OSError, KeyError, ValueError) as exc:
+            raise LayoutError("unreadable wgmma capture", f"{folder}: {exc.__class__.__name__}: {exc}",
+                              "restore the folder from git (captures are never edited by hand)") from None
+    return summarize(rows, provs)
+
+
+def _key(c: dict) -> str:
+    return json.dumps([c.get(k) for k in CASE_KEYS])
+
+
+def summarize(rows: list, provs: list) -> dict:
+    """Counts over distinct case tuples (an fp8 digit run is not a new case)."""
+    by_case: dict[str, list] = {}
+    for c, r in rows:
+        by_case.setdefault(_key(c), []).append((c, r))
+    wrong = [k for k, v in by_case.items() if not all(r["exact"] for _, r in v)]
+    canonical = {k: v for k, v in by_case.items() if v[0][0]["tag"] != "mismatch"
+                 and v[0][0]["tag"] != "base-offset-formula"}
+    pairs = {k: v for k, v in by_case.items() if k not in canonical}
+    counted = {k: v for k, v in pairs.items() if not all(r.get("predicted_intended") for _, r in v)}
+    first = lambda v: v[0][0]  # noqa: E731
+    lbo = [v for v in by_case.values() if first(v)["tag"] == "lbo-ignored?"]
+    zero = [v for v in by_case.values() if first(v)["tag"] == "base-offset-zero"]
+    formula = [v for v in by_case.values() if first(v)["tag"] == "base-offset-formula"]
+    return {
+        "wgmma": dict(cases=len(canonical), mismatches=sum(k in wrong for k in canonical),
+                      majors=sorted({first(v)["major"] for v in canonical.values()}),
+                      swizzles=sorted({first(v)["swizzle"] for v in canonical.values()}),
+                      dtypes=sorted({first(v)["dtype"] for v in canonical.values()}),
+                      n_values=sorted({first(v)["n"] for v in canonical.values()}),
+                      smem_changed=sum(r.get("status") is None and c["result"].get("smem_changed_bytes", 0) > 0
+                                       for c, r in rows)),
+        "mismatch_pairs": dict(cases=len(counted), prediction_failures=sum(k in wrong for k in counted),
+                               harmless=len(pairs) - len(counted),
+                               kinds=sorted({(first(v)["corrupt"] or ["base-offset-formula"])[0]
+                                             for v in counted.values()})),
+        "settled": {
+            "lbo_ignored_swizzled_k_major": all(r["measured_intended"] for v in lbo for _, r in v) if lbo else None,
+            "base_offset_zero_reads_tma_layout": all(r["measured_intended"] for v in zero for _, r in v)
+            if zero else None,
+            "ptx_formula_base_offset_reads_tma_layout": all(r["measured_intended"] for v in formula for _, r in v)
+            if formula else None,
+        },
+        "provenance": merge_provenance(provs),
+    }
+
+
+def passed(out: dict) -> bool:
+    w, p = out["wgmma"], out["mismatch_pairs"]
+    return w["cases"] > 0 and w["mismatches"] == 0 and p["prediction_failures"] == 0
+
+
+def cli_validate_mma(args) -> int:
+    out = validate_mma(args.captures)
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        w, p, s = out["wgmma"], out["mismatch_pairs"], out["settled"]
+        print(f"wgmma: {w['cases']} cases ({', '.join(w['dtypes'])}; majors {w['majors']}; swizzles "
+              f"{w['swizzles']}; N {w['n_values']}), {w['mismatches']} with D not predicted exactly")
+        print(f"mismatched descriptor/layout pairs: {p['cases']} ({', '.join(p['kinds'])}), "
+              f"{p['prediction_failures']} prediction failures; {p['harmless']} corruption(s) predicted harmless")
+        print(f"settled on the H200: LBO ignored for swizzled K-major: {s['lbo_ignored_swizzled_k_major']}; "
+              f"base offset 0 reads a TMA-written tile off its repeat boundary: "
+              f"{s['base_offset_zero_reads_tma_layout']}; PTX's formula does: "
+              f"{s['ptx_formula_base_offset_reads_tma_layout']}")
+    return 0 if passed(out) else 1
