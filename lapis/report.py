@@ -65,6 +65,10 @@ def summary_table(numbers: dict) -> str:
              str(t["faults"]["missed"] + t["faults"]["false_alarms"])),
             ("cuTensorMapEncodeTiled decisions (H200)", str(numbers["layouts"]["encode"]["cases"]), "-",
              str(numbers["layouts"]["encode"]["disagreements"]))]
+    if "mma" in numbers:
+        w, p = numbers["mma"]["wgmma"], numbers["mma"]["mismatch_pairs"]
+        rows += [("wgmma reads through descriptors (H200)", str(w["cases"]), "-", str(w["mismatches"])),
+                 ("mismatched descriptor pairs (H200)", str(p["cases"]), "-", str(p["prediction_failures"]))]
     w = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r)) for r in rows)
 
@@ -80,6 +84,9 @@ def build_report(out: str = "lapis-report", captures: str | None = None) -> dict
     t0 = time.time()
     md, numbers = layouts_section(captures, out_dir)
     md += "\n\n" + tma_section(captures, out_dir, numbers)
+    mma_md, mma_numbers = mma_section(captures, out_dir)
+    md += "\n\n" + mma_md
+    numbers.update(mma_numbers)
     numbers["wall_s"] = round(time.time() - t0, 2)
     (out_dir / "report.md").write_text("# lapis report\n\n" + md + "\n")
     (out_dir / "report.json").write_text(json.dumps(numbers, indent=1))
@@ -95,7 +102,8 @@ def main(args) -> int:
         print(f"\nreport: {Path(args.out) / 'report.md'}")
     t = numbers["layouts"]["tma"]
     from lapis.validate import passed
-    return 0 if passed(numbers["layouts"]) else 1
+    from lapis.validate_mma import passed as mma_passed
+    return 0 if passed(numbers["layouts"]) and ("mma" not in numbers or mma_passed(numbers["mma"])) else 1
 
 
 def tma_section(captures: str | None, out: Path, numbers: dict) -> str:
@@ -145,4 +153,59 @@ def _off_boundary_figure(captures: str | None, out: Path):
              f"(= {addr % 1024} B past a 1024 B boundary); {int((predicted != measured).sum())} bytes differ")
     path = out / "tma_sw128_off_boundary.png"
     plot_box_pair(*maps, title, str(path), first_addr=cfg["result"]["region_addr"] + lo)
+    return path, title
+
+
+def mma_section(captures: str | None, out: Path) -> tuple[str, dict]:
+    """wgmma reads through descriptors, against the H200 captures, and one mismatched pair three ways."""
+    from lapis.validate_mma import validate_mma
+    v = validate_mma(captures)
+    w, p, s = v["wgmma"], v["mismatch_pairs"], v["settled"]
+    md = ["## MMA descriptors: what wgmma reads, against H200 captures", "",
+          "| wgmma cases | D mismatches | mismatch pairs | prediction failures |", "|---:|---:|---:|---:|",
+          f"| {w['cases']} | {w['mismatches']} | {p['cases']} | {p['prediction_failures']} |", "",
+          f"Types {', '.join(w['dtypes'])}; majors {', '.join(w['majors'])}; swizzles {', '.join(w['swizzles'])}; "
+          f"N {w['n_values']}. Pairs corrupt one operand: {', '.join(p['kinds'])}. D is predicted from the "
+          "captured shared-memory image and the descriptors alone, and compared exactly.", "",
+          "Settled on the H200:",
+          f"- LBO is ignored for swizzled K-major operands: {s['lbo_ignored_swizzled_k_major']}.",
+          "- The tensor core XORs the 16 B chunk index with ((address >> 7) - base_offset): a tile a TMA wrote "
+          f"off its repeat boundary is read correctly with base offset 0 ({s['base_offset_zero_reads_tma_layout']})"
+          f" and not with PTX's (start >> 7) & 7 ({s['ptx_formula_base_offset_reads_tma_layout']}), which is for "
+          "patterns anchored at the tile start.", ""]
+    fig = _mma_pair_figure(captures, out)
+    if fig:
+        md += [f"![{fig[1]}]({fig[0].name})", ""]
+    return "\n".join(md), {"mma": v}
+
+
+def _mma_pair_figure(captures: str | None, out: Path):
+    import numpy as np
+    from lapis.figures.mma_pair import plot_pair
+    from lapis.gpu.wgmma_campaign import tested_matrix
+    from lapis.layouts.descriptor_sm90 import WgmmaDescriptor
+    from lapis.layouts.mma_read import read_operand
+    from lapis.validate import manifests
+    folder = manifests(captures_root(captures), "wgmma")[0]
+    man = json.loads((folder / "manifest.json").read_text())
+    case = next((c for c in man["cases"] if c["corrupt"] == ["desc-swizzle", "64B"] and c["major"] == "K"), None)
+    if case is None:
+        return None
+    with np.load(folder / "inputs.npz") as imgs, np.load(folder / "d.npz") as ds:
+        image, d = imgs[f"img{case['id']}"], ds[f"d{case['id']}"]
+    reg, kin = case["result"]["region_addr"], 16
+    tested = tested_matrix(case)
+    index = {int(v): i for i, v in enumerate(tested.ravel())}
+    ids = lambda bits: np.vectorize(lambda b: index.get(int(b), -1))(bits)  # noqa: E731
+    intended = np.arange(64 * case["k_tile"]).reshape(64, -1)[:, :kin]
+    predicted = ids(read_operand(image, reg, WgmmaDescriptor.decode(case["desc_a"][0] + (reg >> 4)), 64, 2, False))
+    bits = (d[0].astype(np.float32).view(np.uint32) >> 16)  # D[m, n] = A[m, n % 16]: the bf16 read, exactly
+    measured = ids(bits[:, :kin])
+    path = out / "mma_mismatch_pair.png"
+    moved = int((measured != intended).sum())
+    title = (f"A tile written K-major with the 128B swizzle, descriptor says {case['corrupt'][1]} (bf16, K-step 0): "
+             f"{moved} of {intended.size} elements read from elsewhere; predicted == measured: "
+             f"{bool(np.array_equal(predicted, measured))}")
+    plot_pair([("intended", intended), ("predicted (lapis)", predicted), ("measured (H200, from D)", measured)],
+              title, str(path), case["k_tile"])
     return path, title
