@@ -78,6 +78,20 @@ def build_parser() -> argparse.ArgumentParser:
     _layout_args(desc)
     desc.add_argument("--step", type=integer, default=0,
                       help="MMA K-step index (each step is 32 B of K; the start address advances per step)")
+    chk = lay.add_parser("check", help="do TMA loads and wgmma descriptors agree? (exit 1 if not)",
+                         description="Places the tile with the TMA model and reads it through each K-step's "
+                         "descriptor; names the first wrong element and the field that causes it.")
+    from lapis.layouts.tma_commands import add_map_args
+    add_map_args(chk)
+    chk.add_argument("--smem-base", required=True, type=integer, help="absolute smem byte address of the first box")
+    chk.add_argument("--coords", required=True, help="tile corner in the tensor, elements, innermost first")
+    chk.add_argument("--tile-cols", type=integer, help="tile extent along dimension 0 when wider than one box "
+                     "(loaded as several boxes, one footprint apart)")
+    chk.add_argument("--major", required=True, choices=("K", "MN"), help="the tile's major-ness in the tensor "
+                     "(dimension 0 is K for K-major, MN for MN-major)")
+    chk.add_argument("--rows", required=True, type=integer, help="operand rows: 64 for A, N for B")
+    chk.add_argument("--desc", action="append", type=integer, help="matrix descriptor of K-step 0, 1, ... (repeat)")
+    chk.add_argument("--trans", type=int, choices=(0, 1), default=0, help="the instruction's imm-trans flag")
     dec = lay.add_parser("decode", help="decode a 64-bit matrix descriptor")
     dec.add_argument("--arch", required=True, choices=("sm90",), help="sm90: the wgmma matrix descriptor")
     dec.add_argument("value", type=integer, help="descriptor value, e.g. 0x4000004000010040")
@@ -85,7 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     tma = sub.add_parser("tma", help="TMA tensor maps: cuTensorMapEncodeTiled rules and box placement").add_subparsers(
         dest="tma_cmd", required=True)
-    from lapis.layouts.tma_commands import add_map_args
     add_map_args(tma.add_parser("check", help="list every cuTensorMapEncodeTiled rule the tensor map breaks",
                                 description="Exit status: 0 if every rule holds, 2 if any is broken (each is "
                                 "listed) or the input is malformed."))
@@ -140,6 +153,9 @@ def _dispatch(args) -> int | None:
         return report_main(args)
     if args.cmd == "layout":
         from lapis.layouts import show
+        if args.layout_cmd == "check":
+            from lapis.layouts.agreement import cli_check
+            return cli_check(args)
         return {"show": show.cli_show, "desc": show.cli_desc, "decode": show.cli_decode}[args.layout_cmd](args)
     if args.cmd == "tma":
         from lapis.layouts import tma_commands

@@ -75,11 +75,17 @@ def cli_check(a) -> int:
     return 2 if violations else 0
 
 
+def tensor_map_from_args(a) -> TensorMap:
+    """The TensorMap the map flags describe (LayoutError naming every broken encode rule)."""
+    encode_args(a)  # list-length checks with flag names
+    return TensorMap(a.dtype, ints(a.dims), ints(a.strides), ints(a.box), ints(a.elem_strides) or None,
+                     a.interleave, a.swizzle, a.l2, a.oob)
+
+
 def cli_place(a) -> int:
     if check(encode_args(a)):
         return cli_check(a)
-    tmap = TensorMap(a.dtype, ints(a.dims), ints(a.strides), ints(a.box), ints(a.elem_strides) or None,
-                     a.interleave, a.swizzle, a.l2, a.oob)
+    tmap = tensor_map_from_args(a)
     p = place_box(tmap, ints(a.coords), a.smem_base)
     out = placement_summary(p)
     if a.json:

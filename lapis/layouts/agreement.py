@@ -1,0 +1,187 @@
+"""Do the TMA loads and the MMA descriptors agree? (`lapis layout check`)
+
+The TMA side decides where each element lands in shared memory; each wgmma
+K-step reads through its descriptor. This module follows both models: it places
+the tile with `tma.place_box`, reads it back with `mma_read.operand_addresses`,
+and reports whether every K-step reads the intended logical elements. When not,
+it names the first wrong element and the cause, by deriving the descriptor the
+TMA plan calls for and trying each differing field: a field is an error exactly
+when it changes what the MMA reads (a harmless difference, e.g. LBO on swizzled
+K-major, which the H200 ignores, is reported as harmless).
+
+Logical coordinates: (r, k) of the operand, r along M (A) or N (B). The tensor
+map's dimension 0 is the contiguous logical axis: K for a K-major tile, MN for
+an MN-major one; `origin` is the tile's corner in tensor coordinates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from lapis.errors import LayoutError
+from lapis.layouts.descriptor_sm90 import WgmmaDescriptor
+from lapis.layouts.mma_read import K_BYTES, operand_addresses, swizzle_read
+from lapis.layouts.swizzle import SWIZZLES
+from lapis.layouts.tma import TensorMap, place_box
+
+
+@dataclass
+class StepVerdict:
+    step: int
+    ok: bool
+    first_wrong: tuple | None = None  # (r, k) read wrongly
+    read: tuple | None = None  # what was read there instead: (r, k), or None for bytes no box wrote
+    causes: list = field(default_factory=list)  # (field, message) that change the read
+    harmless: list = field(default_factory=list)  # (field, message) that differ but read the same
+
+
+@dataclass
+class Agreement:
+    ok: bool
+    steps: list
+
+    def summary(self) -> str:
+        lines = []
+        for s in self.steps:
+            if s.ok:
+                lines.append(f"K-step {s.step}: reads the intended tile" +
+                             (f" (harmless: {'; '.join(m for _, m in s.harmless)})" if s.harmless else ""))
+            else:
+                got = f"element {s.read}" if s.read else "bytes no TMA box wrote"
+                lines.append(f"K-step {s.step}: first wrong element {s.first_wrong} reads {got}; "
+                             + ("; ".join(m for _, m in s.causes) or "cause not found among the descriptor fields"))
+        return "\n".join(lines)
+
+
+def tile_map(tmap: TensorMap, boxes: list, origin: tuple, major: str) -> dict:
+    """{absolute smem address of an element's first byte: (r, k)} for the loaded tile."""
+    where = {}
+    for coords, dst in boxes:
+        p = place_box(tmap, coords, dst)
+        n = np.indices(p.smem_addr.shape).reshape(tmap.rank, -1)[::-1]  # innermost-first box indices
+        g0 = coords[0] + n[0] - origin[0]
+        g1 = coords[1] + n[1] * tmap.elem_strides[1] - origin[1]
+        rk = zip(g1, g0) if major == "K" else zip(g0, g1)
+        for a, (r, k), inside in zip(p.smem_addr.ravel(), rk, p.in_bounds.ravel()):
+            if inside:
+                where[int(a)] = (int(r), int(k))
+    return where
+
+
+def check_agreement(tmap: TensorMap, boxes: list, origin: tuple, major: str, rows: int, descs: list,
+                    transpose: bool) -> Agreement:
+    """Does K-step s of a wgmma reading through descs[s] see the tile the TMA boxes wrote?
+
+    boxes: [(coords, dst)] loads into shared memory (absolute addresses, innermost-first coordinates);
+    origin: tile corner in tensor coordinates; major: 'K' or 'MN' as the tile lies in global memory;
+    rows: 64 for A, N for B; transpose: the instruction's imm-trans flag.
+    """
+    if tmap.rank != 2:
+        raise LayoutError("the agreement checker takes 2-D tiles", f"rank {tmap.rank}", "use a rank-2 tensor map")
+    e = tmap.dtype.bytes
+    where = tile_map(tmap, boxes, origin, major)
+    ideal = ideal_descriptors(where, tmap, major, rows, e, len(descs))
+    steps = []
+    for s, d in enumerate(descs):
+        verdict = _step(where, d, s, rows, e, transpose)
+        if ideal is not None:
+            _explain(verdict, where, d, ideal[s], s, rows, e, transpose, major, tmap)
+        steps.append(verdict)
+    return Agreement(all(v.ok for v in steps), steps)
+
+
+def _reads(where, d, rows, e, transpose):
+    addr = operand_addresses(d, rows, e, transpose)
+    return [[where.get(int(a)) for a in row] for row in addr]
+
+
+def _step(where, d, s, rows, e, transpose) -> StepVerdict:
+    k_el = K_BYTES // e
+    got = _reads(where, d, rows, e, transpose)
+    for r in range(rows):
+        for j in range(k_el):
+            if got[r][j] != (r, s * k_el + j):
+                return StepVerdict(s, False, (r, s * k_el + j), got[r][j])
+    return StepVerdict(s, True)
+
+
+def ideal_descriptors(where, tmap, major, rows, e, steps):
+    """The descriptors the TMA plan calls for, derived from where the tile landed (None if it is not canonical)."""
+    sw = SWIZZLES.get(tmap.swizzle)
+    if sw is None:
+        return None
+    pre = {rk: int(sw.apply(a)) for a, rk in where.items()}  # un-swizzled addresses (the XOR is an involution)
+    k_el, t = K_BYTES // e, 16 // e
+    try:
+        if major == "K":
+            sbo = pre[(8, 0)] - pre[(0, 0)] if rows > 8 else 16
+            lbo = pre[(0, t)] - pre[(0, 0)] if sw.bits == 0 else 16
+        else:
+            span_el = (sw.span_bytes // e) if sw.bits else t
+            mn_step = pre[(span_el, 0)] - pre[(0, 0)] if rows > span_el else 16
+            k_step8 = pre[(0, 8)] - pre[(0, 0)]
+            sbo, lbo = (mn_step, k_step8) if sw.bits == 0 else (k_step8, mn_step)
+        starts = [pre[(0, s * k_el)] for s in range(steps)]
+        return [WgmmaDescriptor(st, max(lbo, 0), max(sbo, 0), 0, sw) for st in starts]
+    except (KeyError, LayoutError):
+        return None
+
+
+def _explain(v: StepVerdict, where, d, ideal, s, rows, e, transpose, major, tmap) -> None:
+    """Try the ideal value of each differing field alone: those that change the read are causes."""
+    want_trans = major == "MN"
+    if transpose != want_trans:
+        v.causes.append(("transpose", f"the TMA wrote a {major}-major tile but the instruction "
+                                      f"{'transposes' if transpose else 'does not transpose'} (imm-trans must be "
+                                      f"{int(want_trans)})"))
+    base = _reads(where, d, rows, e, transpose)
+    for name, new, message in _field_changes(d, ideal, s, tmap, e, major):
+        changed = _reads(where, replace(d, **{name: new}), rows, e, transpose) != base
+        (v.causes if changed else v.harmless).append((name, message))
+    if v.ok:
+        v.causes = []
+
+
+def _field_changes(d, ideal, s, tmap, e, major):
+    span = ideal.swizzle.span_bytes
+    if d.swizzle != ideal.swizzle:
+        yield "swizzle", ideal.swizzle, f"descriptor swizzle {d.swizzle.name} but the TMA wrote {ideal.swizzle.name}"
+    if d.sbo != ideal.sbo:
+        why = f" = 8 rows x {span} B" if (major == "K" and ideal.swizzle.bits) else ""
+        yield "sbo", ideal.sbo, f"SBO should be {ideal.sbo} B{why} (descriptor has {d.sbo} B)"
+    if d.lbo != ideal.lbo:
+        note = " (ignored for swizzled K-major on the H200)" if (major == "K" and ideal.swizzle.bits) else ""
+        yield "lbo", ideal.lbo, f"LBO should be {ideal.lbo} B (descriptor has {d.lbo} B){note}"
+    if d.start_address != ideal.start_address:
+        yield "start_address", ideal.start_address, (
+            f"K-step {s} start address must be {ideal.start_address:#x} (descriptor has {d.start_address:#x}; "
+            f"each K-step advances {K_BYTES} B of K)")
+    if d.base_offset != ideal.base_offset:
+        yield "base_offset", 0, (f"base offset must be 0, not {d.base_offset}: the TMA swizzles absolute addresses "
+                                 "and the H200 subtracts the field from the address row bits")
+
+
+def cli_check(a) -> int:
+    """`lapis layout check`: exit 0 when every K-step reads the intended tile, 1 when not, 2 on bad input."""
+    import json
+
+    from lapis.layouts.tma_commands import ints, tensor_map_from_args
+    from lapis.layouts.tma import wide_tile_boxes
+    tmap = tensor_map_from_args(a)
+    coords = tuple(ints(a.coords))
+    width = a.tile_cols or tmap.box[0]
+    boxes = wide_tile_boxes(tmap, width, coords, a.smem_base) if width != tmap.box[0] else [(coords, a.smem_base)]
+    if not a.desc:
+        raise LayoutError("give one --desc per MMA K-step", "none", "e.g. --desc 0x4000004000010040 --desc ...")
+    descs = [WgmmaDescriptor.decode(v) for v in a.desc]
+    v = check_agreement(tmap, boxes, coords, a.major, a.rows, descs, bool(a.trans))
+    if a.json:
+        print(json.dumps(dict(ok=v.ok, units="(r, k): operand row and K index, elements", steps=[
+            dict(step=s.step, ok=s.ok, first_wrong=s.first_wrong, read=s.read, causes=[m for _, m in s.causes],
+                 harmless=[m for _, m in s.harmless]) for s in v.steps]), indent=1))
+    else:
+        print(("agree: " if v.ok else "DISAGREE: ") + f"{len(descs)} K-step(s) against {len(boxes)} TMA box(es)")
+        print(v.summary())
+    return 0 if v.ok else 1
