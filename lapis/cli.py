@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--lines", default="16", type=_lines, help="byte-map lines to print (one swizzle span each), or 'all' "
                       "(default 16)")
     desc = lay.add_parser("desc", help="the matrix descriptor of a canonical layout, field by field")
-    desc.add_argument("--arch", required=True, choices=("sm90",), help="sm90: the wgmma matrix descriptor")
+    desc.add_argument("--arch", required=True, choices=("sm90", "sm100"),
+                      help="sm90: the wgmma matrix descriptor; sm100: the tcgen05 smem descriptor (spec-checked)")
     _layout_args(desc)
     desc.add_argument("--step", type=integer, default=0,
                       help="MMA K-step index (each step is 32 B of K; the start address advances per step)")
@@ -93,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--desc", action="append", type=integer, help="matrix descriptor of K-step 0, 1, ... (repeat)")
     chk.add_argument("--trans", type=int, choices=(0, 1), default=0, help="the instruction's imm-trans flag")
     dec = lay.add_parser("decode", help="decode a 64-bit matrix descriptor")
-    dec.add_argument("--arch", required=True, choices=("sm90",), help="sm90: the wgmma matrix descriptor")
+    dec.add_argument("--arch", required=True, choices=("sm90", "sm100"),
+                     help="sm90: the wgmma matrix descriptor; sm100: the tcgen05 smem descriptor (spec-checked)")
     dec.add_argument("value", type=integer, help="descriptor value, e.g. 0x4000004000010040")
     dec.add_argument("--json", action="store_true", help="machine-readable output")
 

@@ -231,7 +231,7 @@ def _byte_map_lines(layout: CanonicalLayout, base: int, lines: int | None) -> li
 def describe_descriptor(d: WgmmaDescriptor) -> dict:
     """A descriptor as JSON: hex, value, swizzle and every field (bytes or null, encoded)."""
     return {
-        "arch": "sm90",
+        "arch": "sm90" if isinstance(d, WgmmaDescriptor) else "sm100",
         "hex": f"{d.encode():#018x}",
         "value": d.encode(),
         "swizzle": d.swizzle.name,
@@ -272,9 +272,17 @@ def cli_show(args) -> int:
     return 0
 
 
+def _descriptor(lay, args):
+    if args.arch == "sm100":  # tcgen05: spec-checked against PTX and CUTLASS, not hardware
+        from lapis.layouts.descriptor_sm100 import umma_descriptor_for
+        descriptor_for(lay, args.base, args.step, wgmma_operand=False)  # same range checks
+        return umma_descriptor_for(lay, args.base, args.step)
+    return descriptor_for(lay, args.base, args.step)
+
+
 def cli_desc(args) -> int:
     lay = _layout(args)
-    d = descriptor_for(lay, args.base, args.step)
+    d = _descriptor(lay, args)
     if args.json:
         _print_json({**describe_descriptor(d), "layout": describe(lay, args.base), "step": args.step,
                      "lbo_role": lbo_role(lay), "sbo_role": sbo_role(lay)})
@@ -288,7 +296,11 @@ def cli_desc(args) -> int:
 
 
 def cli_decode(args) -> int:
-    d = WgmmaDescriptor.decode(args.value)
+    if args.arch == "sm100":
+        from lapis.layouts.descriptor_sm100 import UmmaDescriptor
+        d = UmmaDescriptor.decode(args.value)
+    else:
+        d = WgmmaDescriptor.decode(args.value)
     if args.json:
         _print_json(describe_descriptor(d))
         return 0

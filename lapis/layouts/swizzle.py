@@ -28,8 +28,9 @@ class SwizzleMode:
 
     @property
     def repeat_bytes(self) -> int:
-        """Bytes after which the pattern repeats: 8 rows x span (128 B for none)."""
-        return 8 * self.span_bytes
+        """Bytes after which the pattern repeats: 2^(M+S+B), i.e. 8 rows x span for Swizzle<B,4,3>
+        (128 B for none), 512 B for the 128B-with-32B-atomicity Swizzle<2,5,2>."""
+        return 1 << (self.base + self.shift + self.bits)
 
     @property
     def cute(self) -> str:
@@ -53,6 +54,10 @@ B64 = SwizzleMode("64B", 64, 2)
 B128 = SwizzleMode("128B", 128, 3)
 
 SWIZZLES: dict[str, SwizzleMode] = {m.name: m for m in (NONE, B32, B64, B128)}
+
+# tcgen05 only (sm100): 128 B rows swizzled in 32 B units, CuTe Swizzle<2,5,2> (CUTLASS
+# Layout_MN_SW128_32B_Atom; PTX "128B with 32B atomicity"). Not a canonical wgmma layout, so not in SWIZZLES.
+B128_BASE32B = SwizzleMode("128B_base32B", 128, 2, 5, 2)
 
 
 def swizzle(name: str | SwizzleMode) -> SwizzleMode:
