@@ -22,6 +22,10 @@ CAPTURE_SOURCES = (
     "lapis/gpu/gen_wgmma_kernel.py",
     "lapis/gpu/wgmma_campaign.py",
     "lapis/gpu/capture_wgmma.py",
+    "lapis/gpu/kernels/cutlass_desc_oracle_v1.cu",
+    "lapis/gpu/kernels/cutlass_desc_oracle_v1.json",
+    "lapis/gpu/gen_cutlass_oracle.py",
+    "lapis/gpu/capture_cutlass_oracle.py",
 )
 
 
