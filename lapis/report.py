@@ -67,8 +67,10 @@ def summary_table(numbers: dict) -> str:
              str(numbers["layouts"]["encode"]["disagreements"]))]
     if "mma" in numbers:
         w, p = numbers["mma"]["wgmma"], numbers["mma"]["mismatch_pairs"]
+        o = numbers["mma"]["cutlass_oracle"]
         rows += [("wgmma reads through descriptors (H200)", str(w["cases"]), "-", str(w["mismatches"])),
-                 ("mismatched descriptor pairs (H200)", str(p["cases"]), "-", str(p["prediction_failures"]))]
+                 ("mismatched descriptor pairs (H200)", str(p["cases"]), "-", str(p["prediction_failures"])),
+                 ("CUTLASS descriptor oracle (sm90+sm100)", str(o["cases"]), "-", str(o["disagreements"]))]
     w = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r)) for r in rows)
 
@@ -173,6 +175,11 @@ def mma_section(captures: str | None, out: Path) -> tuple[str, dict]:
           f"off its repeat boundary is read correctly with base offset 0 ({s['base_offset_zero_reads_tma_layout']})"
           f" and not with PTX's (start >> 7) & 7 ({s['ptx_formula_base_offset_reads_tma_layout']}), which is for "
           "patterns anchored at the tile start.", ""]
+    o = v["cutlass_oracle"]
+    md += [f"Descriptor builders: CUTLASS's make_gmma_desc and make_umma_desc, run inside an sm_90a kernel on "
+           f"{o['cases']} layouts ({o['k_steps']} K-steps), agree bit for bit with lapis's sm90 and sm100 builders "
+           f"({o['disagreements']} disagreements). sm100 (tcgen05) is checked against CUTLASS and PTX, not hardware.",
+           ""]
     fig = _mma_pair_figure(captures, out)
     if fig:
         md += [f"![{fig[1]}]({fig[0].name})", ""]

@@ -39,6 +39,31 @@ def case_result(case: dict, image: np.ndarray, d: np.ndarray) -> dict:
     return dict(exact=bool(exact), measured_intended=bool(intended), predicted_intended=bool(predicted_intended))
 
 
+def validate_cutlass_oracle(root: Path) -> dict:
+    """lapis's sm90 and sm100 descriptor builders against CUTLASS's make_gmma_desc / make_umma_desc, bit for bit."""
+    from lapis.layouts.canonical import CanonicalLayout
+    from lapis.layouts.descriptor_sm90 import descriptor_for
+    from lapis.layouts.descriptor_sm100 import umma_descriptor_for
+    layouts = steps = bad = 0
+    first = None
+    provs = []
+    for folder in manifests(root, "cutlass_oracle"):
+        man, _ = load_capture(folder, with_dumps=False)
+        provs.append(dict(man["provenance"], folder=f"cutlass_oracle/{folder.name}"))
+        base = man["smem_base"]
+        for lay in man["layouts"]:
+            layouts += 1
+            tile = CanonicalLayout(lay["major"], lay["swizzle"], lay["dtype"], lay["mn"], lay["k"], lay["order"])
+            for s in range(lay["steps"]):
+                steps += 1
+                ours = (descriptor_for(tile, base, s, wgmma_operand=False).encode(),
+                        umma_descriptor_for(tile, base, s).encode())
+                if ours != (lay["sm90"][s], lay["sm100"][s]):
+                    bad += 1
+                    first = first or dict(layout=lay, step=s, lapis=[hex(v) for v in ours])
+    return dict(cases=layouts, k_steps=steps, disagreements=bad, first_disagreement=first, provenance=provs)
+
+
 def validate_mma(captures: str | None = None) -> dict:
     root = captures_root(captures)
     rows, provs = [], []
@@ -55,7 +80,11 @@ def validate_mma(captures: str | None = None) -> dict:
         except (OSError, KeyError, ValueError) as exc:
             raise LayoutError("unreadable wgmma capture", f"{folder}: {exc.__class__.__name__}: {exc}",
                               "restore the folder from git (captures are never edited by hand)") from None
-    return summarize(rows, provs)
+    out = summarize(rows, provs)
+    oracle = validate_cutlass_oracle(root)
+    out["provenance"] = merge_provenance(provs + oracle.pop("provenance"))
+    out["cutlass_oracle"] = oracle
+    return out
 
 
 def _key(c: dict) -> str:
@@ -100,8 +129,8 @@ def summarize(rows: list, provs: list) -> dict:
 
 
 def passed(out: dict) -> bool:
-    w, p = out["wgmma"], out["mismatch_pairs"]
-    return w["cases"] > 0 and w["mismatches"] == 0 and p["prediction_failures"] == 0
+    w, p, o = out["wgmma"], out["mismatch_pairs"], out["cutlass_oracle"]
+    return w["cases"] > 0 and w["mismatches"] == 0 and p["prediction_failures"] == 0 and o["disagreements"] == 0
 
 
 def cli_validate_mma(args) -> int:
@@ -118,4 +147,7 @@ def cli_validate_mma(args) -> int:
               f"base offset 0 reads a TMA-written tile off its repeat boundary: "
               f"{s['base_offset_zero_reads_tma_layout']}; PTX's formula does: "
               f"{s['ptx_formula_base_offset_reads_tma_layout']}")
+        o = out["cutlass_oracle"]
+        print(f"CUTLASS oracle (make_gmma_desc / make_umma_desc run on the H200): {o['cases']} layouts, "
+              f"{o['k_steps']} K-steps, {o['disagreements']} disagreements with lapis's sm90 and sm100 builders")
     return 0 if passed(out) else 1

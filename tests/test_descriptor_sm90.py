@@ -174,9 +174,17 @@ def test_descriptor_for_matches_layout(params):
         # The hardware XORs the start address: it is where element (0, step * kpm) lives.
         assert lay.swizzle.apply(d.start_address) == lay.address(0, step * kpm, base)
     d = descriptor_for(lay, base, wgmma_operand=wgmma)
-    unused = major == "K" and swz != "none"
-    assert d.lbo == (16 if unused else lay.lbo_bytes)
-    assert d.sbo == lay.sbo_bytes
+    # A stride across a dimension with a single group in the operand is never read: 0, as CUTLASS writes it.
+    t = 16 // e
+    mn_single = lay.rows <= (8 if major == "K" else (SPAN[swz] // e if swz != "none" else t))
+    k_single = major == "MN" and 32 // e <= 8
+    if major == "K":
+        expect = (16 if swz != "none" else lay.lbo_bytes, 0 if mn_single else lay.sbo_bytes)
+    elif swz == "none":
+        expect = (0 if k_single else lay.lbo_bytes, 0 if mn_single else lay.sbo_bytes)
+    else:
+        expect = (0 if mn_single else lay.lbo_bytes, 0 if k_single else lay.sbo_bytes)
+    assert (d.lbo, d.sbo) == expect
     repeat = 8 * SPAN[swz]
     assert d.base_offset == 0 and base_offset_for(swz, base) == (
         0 if swz == "none" or base % repeat == 0 else (base // 128) % 8)
@@ -229,4 +237,5 @@ def test_sm90_refuses_mn_major_non_16_bit_operands(dt):
     lay = CanonicalLayout("MN", "128B", dt, 128 // {"tf32": 4}.get(dt, 1), 32 // {"tf32": 4}.get(dt, 1))
     with pytest.raises(LayoutError, match="only for f16/bf16"):
         descriptor_for(lay, base=0)
-    assert descriptor_for(lay, base=0, wgmma_operand=False).sbo == lay.sbo_bytes
+    # tcgen05 reads these: SBO steps 8-row K groups, 0 (unused) when one K-step holds one group (tf32).
+    assert descriptor_for(lay, base=0, wgmma_operand=False).sbo == (0 if dt == "tf32" else lay.sbo_bytes)

@@ -75,3 +75,8 @@ def test_one_changed_value_breaks_the_replay(which):
     else:  # one byte of the tested tile
         image[case["test_base"] + 1] ^= 0x01
     assert not case_result(case, image, d)["exact"]
+
+
+def test_cutlass_oracle_bit_for_bit():
+    o = validate_mma()["cutlass_oracle"]
+    assert o["cases"] >= 96 and o["k_steps"] >= 288 and o["disagreements"] == 0

@@ -221,10 +221,30 @@ def descriptor_for(layout: CanonicalLayout, base: int, step: int = 0, wgmma_oper
         raise LayoutError("sm90 wgmma reads MN-major (transposed) operands only for f16/bf16",
                           f"MN-major {layout.dtype.name}", "store the operand K-major",
                           "PTX ISA 9.7.15.5.1, imm-trans-a/b")
+    lbo, sbo = unused_strides_zeroed(layout)
     return WgmmaDescriptor(
         start_address=layout.kstep_start(step, base=base),
-        lbo=layout.lbo_bytes if layout.lbo_bytes is not None else 16,
-        sbo=layout.sbo_bytes,
+        lbo=lbo,
+        sbo=sbo,
         base_offset=0,
         swizzle=layout.swizzle,
     )
+
+
+def unused_strides_zeroed(layout: CanonicalLayout) -> tuple[int, int]:
+    """(LBO, SBO) bytes for one K-step's descriptor, as CUTLASS's make_gmma_desc / make_umma_desc write them:
+    a stride across a dimension that holds a single group in the operand (one 8-row group of MN, one swizzle
+    atom of MN, one 8-row group of K: tf32 MN-major) is never read and is written 0; LBO of swizzled K-major,
+    unused by PTX, is written 16 B (encoded 1). Checked bit for bit against CUTLASS on 96 layouts
+    (lapis/captures/cutlass_oracle); the H200 reads the same elements either way (lapis/captures/wgmma)."""
+    lbo = layout.lbo_bytes if layout.lbo_bytes is not None else 16
+    sbo = layout.sbo_bytes
+    one_mn_group = layout.rows <= (8 if layout.major == "K" else layout.span_elems)
+    one_k_group = layout.major == "MN" and 32 // layout.elem_bytes <= 8
+    if layout.major == "K":
+        sbo = 0 if one_mn_group else sbo
+    elif layout.swizzle.bits == 0:  # MN-major interleave: SBO steps MN, LBO steps K
+        sbo, lbo = (0 if one_mn_group else sbo), (0 if one_k_group else lbo)
+    else:  # MN-major swizzled: LBO steps MN atoms, SBO steps K groups
+        lbo, sbo = (0 if one_mn_group else lbo), (0 if one_k_group else sbo)
+    return lbo, sbo
