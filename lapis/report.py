@@ -70,7 +70,9 @@ def summary_table(numbers: dict) -> str:
         o = numbers["mma"]["cutlass_oracle"]
         rows += [("wgmma reads through descriptors (H200)", str(w["cases"]), "-", str(w["mismatches"])),
                  ("mismatched descriptor pairs (H200)", str(p["cases"]), "-", str(p["prediction_failures"])),
-                 ("CUTLASS descriptor oracle (sm90+sm100)", str(o["cases"]), "-", str(o["disagreements"]))]
+                 ("CUTLASS descriptor oracle (sm90+sm100)", str(o["cases"]), "-", str(o["disagreements"])),
+                 ("bank-conflict wavefronts (H200, ncu)", str(numbers["mma"]["bank_conflicts"]["patterns"]), "-",
+                  str(numbers["mma"]["bank_conflicts"]["disagreements"]))]
     w = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r)) for r in rows)
 
@@ -180,6 +182,14 @@ def mma_section(captures: str | None, out: Path) -> tuple[str, dict]:
            f"{o['cases']} layouts ({o['k_steps']} K-steps), agree bit for bit with lapis's sm90 and sm100 builders "
            f"({o['disagreements']} disagreements). sm100 (tcgen05) is checked against CUTLASS and PTX, not hardware.",
            ""]
+    b = v["bank_conflicts"]
+    md += ["### Bank conflicts: wavefronts per warp-wide instruction, predicted against Nsight Compute", "",
+           f"{b['patterns']} patterns, {b['conflicting_patterns']} of them conflicting; {b['disagreements']} "
+           "disagreements. Counters: l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum (LDS, LDSM) and "
+           "..._op_st.sum (STS, STSM), with `ncu --clock-control none`.", "",
+           "| instruction | addresses | ideal | predicted | measured |", "|---|---|---:|---:|---:|"]
+    md += [f"| {r['kernel']} | {r['name']} | {r['ideal']} | {r['predicted']} | {r['measured']:g} |" for r in b["table"]]
+    md += [""]
     fig = _mma_pair_figure(captures, out)
     if fig:
         md += [f"![{fig[1]}]({fig[0].name})", ""]

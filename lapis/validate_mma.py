@@ -64,6 +64,22 @@ def validate_cutlass_oracle(root: Path) -> dict:
     return dict(cases=layouts, k_steps=steps, disagreements=bad, first_disagreement=first, provenance=provs)
 
 
+def validate_bank_conflicts(root: Path) -> dict:
+    """Wavefronts per pattern: lapis.layouts.bank_conflicts against Nsight Compute on the H200."""
+    from lapis.layouts.bank_conflicts import wavefronts
+    rows, provs = [], []
+    for folder in manifests(root, "bank"):
+        man, _ = load_capture(folder, with_dumps=False)
+        provs.append(dict(man["provenance"], folder=f"bank/{folder.name}"))
+        for p in man["patterns"]:
+            predicted, ideal = wavefronts(p["kernel"], p["offsets"])
+            rows.append(dict(id=p["id"], kernel=p["kernel"], name=p["name"], ideal=ideal, predicted=predicted,
+                             measured=p["measured"]["wavefronts"]))
+    return dict(patterns=len(rows), conflicting_patterns=sum(r["measured"] > r["ideal"] for r in rows),
+                degrees=sorted({r["measured"] / r["ideal"] for r in rows if r["measured"] > r["ideal"]}),
+                disagreements=sum(r["predicted"] != r["measured"] for r in rows), table=rows, provenance=provs)
+
+
 def validate_mma(captures: str | None = None) -> dict:
     root = captures_root(captures)
     rows, provs = [], []
@@ -82,8 +98,10 @@ def validate_mma(captures: str | None = None) -> dict:
                               "restore the folder from git (captures are never edited by hand)") from None
     out = summarize(rows, provs)
     oracle = validate_cutlass_oracle(root)
-    out["provenance"] = merge_provenance(provs + oracle.pop("provenance"))
+    banks = validate_bank_conflicts(root)
+    out["provenance"] = merge_provenance(provs + oracle.pop("provenance") + banks.pop("provenance"))
     out["cutlass_oracle"] = oracle
+    out["bank_conflicts"] = banks
     return out
 
 
@@ -129,8 +147,9 @@ def summarize(rows: list, provs: list) -> dict:
 
 
 def passed(out: dict) -> bool:
-    w, p, o = out["wgmma"], out["mismatch_pairs"], out["cutlass_oracle"]
-    return w["cases"] > 0 and w["mismatches"] == 0 and p["prediction_failures"] == 0 and o["disagreements"] == 0
+    w, p, o, b = out["wgmma"], out["mismatch_pairs"], out["cutlass_oracle"], out["bank_conflicts"]
+    return (w["cases"] > 0 and w["mismatches"] == 0 and p["prediction_failures"] == 0 and o["disagreements"] == 0
+            and b["patterns"] > 0 and b["disagreements"] == 0)
 
 
 def cli_validate_mma(args) -> int:
@@ -147,6 +166,9 @@ def cli_validate_mma(args) -> int:
               f"base offset 0 reads a TMA-written tile off its repeat boundary: "
               f"{s['base_offset_zero_reads_tma_layout']}; PTX's formula does: "
               f"{s['ptx_formula_base_offset_reads_tma_layout']}")
+        b = out["bank_conflicts"]
+        print(f"bank conflicts (Nsight Compute on the H200): {b['patterns']} patterns, {b['conflicting_patterns']} "
+              f"conflicting (x{', x'.join(f'{d:g}' for d in b['degrees'])}), {b['disagreements']} disagreements")
         o = out["cutlass_oracle"]
         print(f"CUTLASS oracle (make_gmma_desc / make_umma_desc run on the H200): {o['cases']} layouts, "
               f"{o['k_steps']} K-steps, {o['disagreements']} disagreements with lapis's sm90 and sm100 builders")

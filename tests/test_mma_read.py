@@ -80,3 +80,20 @@ def test_one_changed_value_breaks_the_replay(which):
 def test_cutlass_oracle_bit_for_bit():
     o = validate_mma()["cutlass_oracle"]
     assert o["cases"] >= 96 and o["k_steps"] >= 288 and o["disagreements"] == 0
+
+
+def test_bank_conflict_wavefronts_match_nsight_compute():
+    b = validate_mma()["bank_conflicts"]
+    assert b["patterns"] >= 12 and b["conflicting_patterns"] >= 6 and len(b["degrees"]) >= 3
+    assert b["disagreements"] == 0
+
+
+def test_bank_model_hand_values():
+    from lapis.layouts.bank_conflicts import wavefronts
+    rows = [(l % 8) * 128 + (l // 8) * 16 for l in range(32)]  # ldmatrix x4 on unswizzled 128 B rows: 8-way
+    assert wavefronts("ldsm_x4", rows) == (32, 4)
+    sw = [a ^ (((a >> 7) & 7) << 4) for a in rows]  # the 128B swizzle removes it
+    assert wavefronts("ldsm_x4", sw) == (4, 4)
+    assert wavefronts("lds32", [0] * 32) == (1, 1)  # broadcast
+    with pytest.raises(Exception, match="aligned"):
+        wavefronts("lds128", [8] * 32)
