@@ -44,11 +44,13 @@ def _lines(text: str):
 
 
 def _layout_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--major", required=True, choices=("K", "MN"), help="K-major or MN-major operand")
-    p.add_argument("--swizzle", required=True, choices=SWIZZLE_CHOICES, help="swizzle span; none = interleave")
-    p.add_argument("--dtype", required=True, choices=DTYPE_CHOICES, help="element type")
-    p.add_argument("--rows", required=True, type=integer, help="MN extent of the tile, in elements")
-    p.add_argument("--cols", required=True, type=integer, help="K extent of the tile, in elements")
+    p.add_argument("--cute", help="the layout as CuTe prints it, e.g. 'Sw<3,4,3> o smem_ptr[16b](unset) o "
+                   "(_8,_64):(_64,_1)' (strides in elements, swizzle on byte addresses); replaces the next 5 flags")
+    p.add_argument("--major", choices=("K", "MN"), help="K-major or MN-major operand")
+    p.add_argument("--swizzle", choices=SWIZZLE_CHOICES, help="swizzle span; none = interleave")
+    p.add_argument("--dtype", choices=DTYPE_CHOICES, help="element type")
+    p.add_argument("--rows", type=integer, help="MN extent of the tile, in elements")
+    p.add_argument("--cols", type=integer, help="K extent of the tile, in elements")
     p.add_argument("--base", type=integer, default=0,
                    help="absolute shared-memory byte address of the tile (decimal or 0x hex); default 0")
     p.add_argument("--order", choices=("mn-first", "k-first"),
@@ -83,13 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Places the tile with the TMA model and reads it through each K-step's "
                          "descriptor; names the first wrong element and the field that causes it.")
     from lapis.layouts.tma_commands import add_map_args
-    add_map_args(chk)
+    add_map_args(chk, required=False)
+    chk.add_argument("--cute", help="instead of a TMA plan: the smem layout as CuTe prints it (with --smem-base)")
     chk.add_argument("--smem-base", required=True, type=integer, help="absolute smem byte address of the first box")
-    chk.add_argument("--coords", required=True, help="tile corner in the tensor, elements, innermost first")
+    chk.add_argument("--coords", help="tile corner in the tensor, elements, innermost first (TMA plan)")
     chk.add_argument("--tile-cols", type=integer, help="tile extent along dimension 0 when wider than one box "
                      "(loaded as several boxes, one footprint apart)")
-    chk.add_argument("--major", required=True, choices=("K", "MN"), help="the tile's major-ness in the tensor "
-                     "(dimension 0 is K for K-major, MN for MN-major)")
+    chk.add_argument("--major", choices=("K", "MN"), help="the tile's major-ness in the tensor (dimension 0 is K "
+                     "for K-major, MN for MN-major); with --cute it is read from the layout")
     chk.add_argument("--rows", required=True, type=integer, help="operand rows: 64 for A, N for B")
     chk.add_argument("--desc", action="append", type=integer, help="matrix descriptor of K-step 0, 1, ... (repeat)")
     chk.add_argument("--trans", type=int, choices=(0, 1), default=0, help="the instruction's imm-trans flag")

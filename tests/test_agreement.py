@@ -92,3 +92,19 @@ def test_cli_check_names_the_causes(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["steps"][0]["ok"] and out["steps"][1]["first_wrong"] == [0, 16]
     assert any("SBO should be 1024 B" in c for c in out["steps"][1]["causes"])
+
+
+def test_cute_input_is_parsed_and_judged(capsys):
+    from lapis.cli import main
+    from lapis.layouts.cute_input import canonical_match
+    m = canonical_match("Sw<3,4,3> o smem_ptr[16b](unset) o (_8,_64):(_64,_1)")
+    assert m["canonical"] and (m["major"], m["layout"].rows, m["layout"].cols) == ("K", 8, 64)
+    assert canonical_match("Sw<2,4,3> o smem_ptr[16b](unset) o ((_32,_2),_16):((_1,_512),_32)")["order"] == "k-first"
+    padded = canonical_match("Sw<0,4,3> o (_64,_64):(_72,_1)", "bf16")
+    assert not padded["canonical"] and "element (0, 8) is at 16 B" in padded["reason"]
+    for bad, words in (("Sw<3,3,3> o (_8,_64):(_64,_1)", "byte addresses"), ("(_8,_64):(_64,_1)", "ambiguous")):
+        assert main(["layout", "show", "--cute", bad]) == 2
+        assert words in capsys.readouterr().err
+    assert main(["layout", "check", "--cute", "Sw<3,4,3> o smem_ptr[16b](unset) o ((_8,_8),_64):((_64,_512),_1)",
+                 "--smem-base", "0x400", "--rows", "64", "--desc", "0x4000004000010040",
+                 "--desc", "0x4000004000010042"]) == 0

@@ -70,6 +70,26 @@ def tile_map(tmap: TensorMap, boxes: list, origin: tuple, major: str) -> dict:
     return where
 
 
+def cute_map(layout, base: int) -> dict:
+    """{absolute smem address: (r, k)} of a canonical layout placed at `base` (e.g. parsed from CuTe)."""
+    r, k = np.meshgrid(np.arange(layout.rows), np.arange(layout.cols), indexing="ij")
+    addr = layout.address(r, k, base)
+    return {int(a): (int(i), int(j)) for a, i, j in zip(addr.ravel(), r.ravel(), k.ravel())}
+
+
+def check_reads(where: dict, swizzle: str, major: str, rows: int, descs: list, transpose: bool,
+                elem_bytes: int) -> Agreement:
+    """The core check over any placement map {address: (r, k)} whose data follows `swizzle` at absolute addresses."""
+    ideal = ideal_descriptors(where, swizzle, major, rows, elem_bytes, len(descs))
+    steps = []
+    for s, d in enumerate(descs):
+        verdict = _step(where, d, s, rows, elem_bytes, transpose)
+        if ideal is not None:
+            _explain(verdict, where, d, ideal[s], s, rows, elem_bytes, transpose, major)
+        steps.append(verdict)
+    return Agreement(all(v.ok for v in steps), steps)
+
+
 def check_agreement(tmap: TensorMap, boxes: list, origin: tuple, major: str, rows: int, descs: list,
                     transpose: bool) -> Agreement:
     """Does K-step s of a wgmma reading through descs[s] see the tile the TMA boxes wrote?
@@ -80,16 +100,8 @@ def check_agreement(tmap: TensorMap, boxes: list, origin: tuple, major: str, row
     """
     if tmap.rank != 2:
         raise LayoutError("the agreement checker takes 2-D tiles", f"rank {tmap.rank}", "use a rank-2 tensor map")
-    e = tmap.dtype.bytes
-    where = tile_map(tmap, boxes, origin, major)
-    ideal = ideal_descriptors(where, tmap, major, rows, e, len(descs))
-    steps = []
-    for s, d in enumerate(descs):
-        verdict = _step(where, d, s, rows, e, transpose)
-        if ideal is not None:
-            _explain(verdict, where, d, ideal[s], s, rows, e, transpose, major, tmap)
-        steps.append(verdict)
-    return Agreement(all(v.ok for v in steps), steps)
+    return check_reads(tile_map(tmap, boxes, origin, major), tmap.swizzle, major, rows, descs, transpose,
+                       tmap.dtype.bytes)
 
 
 def _reads(where, d, rows, e, transpose):
@@ -107,9 +119,9 @@ def _step(where, d, s, rows, e, transpose) -> StepVerdict:
     return StepVerdict(s, True)
 
 
-def ideal_descriptors(where, tmap, major, rows, e, steps):
-    """The descriptors the TMA plan calls for, derived from where the tile landed (None if it is not canonical)."""
-    sw = SWIZZLES.get(tmap.swizzle)
+def ideal_descriptors(where, swizzle: str, major, rows, e, steps):
+    """The descriptors the placement calls for, derived from where the tile landed (None if it is not canonical)."""
+    sw = SWIZZLES.get(swizzle)
     if sw is None:
         return None
     pre = {rk: int(sw.apply(a)) for a, rk in where.items()}  # un-swizzled addresses (the XOR is an involution)
@@ -129,7 +141,7 @@ def ideal_descriptors(where, tmap, major, rows, e, steps):
         return None
 
 
-def _explain(v: StepVerdict, where, d, ideal, s, rows, e, transpose, major, tmap) -> None:
+def _explain(v: StepVerdict, where, d, ideal, s, rows, e, transpose, major) -> None:
     """Try the ideal value of each differing field alone: those that change the read are causes."""
     want_trans = major == "MN"
     if transpose != want_trans:
@@ -137,14 +149,14 @@ def _explain(v: StepVerdict, where, d, ideal, s, rows, e, transpose, major, tmap
                                       f"{'transposes' if transpose else 'does not transpose'} (imm-trans must be "
                                       f"{int(want_trans)})"))
     base = _reads(where, d, rows, e, transpose)
-    for name, new, message in _field_changes(d, ideal, s, tmap, e, major):
+    for name, new, message in _field_changes(d, ideal, s, major):
         changed = _reads(where, replace(d, **{name: new}), rows, e, transpose) != base
         (v.causes if changed else v.harmless).append((name, message))
     if v.ok:
         v.causes = []
 
 
-def _field_changes(d, ideal, s, tmap, e, major):
+def _field_changes(d, ideal, s, major):
     span = ideal.swizzle.span_bytes
     if d.swizzle != ideal.swizzle:
         yield "swizzle", ideal.swizzle, f"descriptor swizzle {d.swizzle.name} but the TMA wrote {ideal.swizzle.name}"
@@ -167,21 +179,36 @@ def cli_check(a) -> int:
     """`lapis layout check`: exit 0 when every K-step reads the intended tile, 1 when not, 2 on bad input."""
     import json
 
-    from lapis.layouts.tma_commands import ints, tensor_map_from_args
-    from lapis.layouts.tma import wide_tile_boxes
-    tmap = tensor_map_from_args(a)
-    coords = tuple(ints(a.coords))
-    width = a.tile_cols or tmap.box[0]
-    boxes = wide_tile_boxes(tmap, width, coords, a.smem_base) if width != tmap.box[0] else [(coords, a.smem_base)]
     if not a.desc:
         raise LayoutError("give one --desc per MMA K-step", "none", "e.g. --desc 0x4000004000010040 --desc ...")
     descs = [WgmmaDescriptor.decode(v) for v in a.desc]
-    v = check_agreement(tmap, boxes, coords, a.major, a.rows, descs, bool(a.trans))
+    if a.cute:
+        from lapis.layouts.cute_input import canonical_match
+        m = canonical_match(a.cute, a.dtype)
+        lay = m["layout"]
+        if lay is None:
+            raise LayoutError("the CuTe layout is not canonical, so no descriptor reads it as intended", m["reason"],
+                              "build it from the GMMA atoms")
+        where, plan = cute_map(lay, a.smem_base), "the CuTe layout"
+        v = check_reads(where, lay.swizzle.name, lay.major, a.rows, descs, bool(a.trans), lay.elem_bytes)
+    else:
+        from lapis.layouts.tma import wide_tile_boxes
+        from lapis.layouts.tma_commands import ints, tensor_map_from_args
+        missing = [f for f in ("dtype", "dims", "box", "coords", "major") if getattr(a, f) is None]
+        if missing:
+            raise LayoutError("a TMA plan needs --dtype --dims --box --coords --major (or give --cute)",
+                              "missing " + ", ".join(missing), "give them, or the smem layout with --cute")
+        tmap = tensor_map_from_args(a)
+        coords = tuple(ints(a.coords))
+        width = a.tile_cols or tmap.box[0]
+        boxes = wide_tile_boxes(tmap, width, coords, a.smem_base) if width != tmap.box[0] else [(coords, a.smem_base)]
+        plan = f"{len(boxes)} TMA box(es)"
+        v = check_agreement(tmap, boxes, coords, a.major, a.rows, descs, bool(a.trans))
     if a.json:
         print(json.dumps(dict(ok=v.ok, units="(r, k): operand row and K index, elements", steps=[
             dict(step=s.step, ok=s.ok, first_wrong=s.first_wrong, read=s.read, causes=[m for _, m in s.causes],
                  harmless=[m for _, m in s.harmless]) for s in v.steps]), indent=1))
     else:
-        print(("agree: " if v.ok else "DISAGREE: ") + f"{len(descs)} K-step(s) against {len(boxes)} TMA box(es)")
+        print(("agree: " if v.ok else "DISAGREE: ") + f"{len(descs)} K-step(s) against {plan}")
         print(v.summary())
     return 0 if v.ok else 1

@@ -245,6 +245,19 @@ def describe_descriptor(d: WgmmaDescriptor) -> dict:
 
 
 def _layout(args) -> CanonicalLayout:
+    """The layout the flags describe: --cute LAYOUT, or --major --swizzle --dtype --rows --cols."""
+    if getattr(args, "cute", None):
+        from lapis.layouts.cute_input import canonical_match
+        m = canonical_match(args.cute, args.dtype)
+        if not m["canonical"]:
+            raise LayoutError("the CuTe layout is not a canonical wgmma/tcgen05 layout", m["reason"],
+                              "build it from the GMMA atoms: tile_to_shape(Layout_K_SW128_Atom<T>{}, shape)",
+                              "PTX ISA 9.7.15.5.1.2")
+        return m["layout"]
+    missing = [f"--{n}" for n in ("major", "swizzle", "dtype", "rows", "cols") if getattr(args, n) is None]
+    if missing:
+        raise LayoutError("a layout needs --cute or all of --major --swizzle --dtype --rows --cols",
+                          "missing " + " ".join(missing), "give the missing flags or --cute 'Sw<3,4,3> o ...'")
     return canonical_layout(args.major, args.swizzle, args.dtype, args.rows, args.cols, args.order)
 
 

@@ -30,13 +30,13 @@ def ints(text: str) -> list[int]:
                           "entries)") from None
 
 
-def add_map_args(p) -> None:
-    p.add_argument("--dtype", required=True, help="u8 u16 u32 s32 u64 s64 f16 f32 f64 bf16 f32_ftz tf32 tf32_ftz "
+def add_map_args(p, required: bool = True) -> None:
+    p.add_argument("--dtype", required=required, help="u8 u16 u32 s32 u64 s64 f16 f32 f64 bf16 f32_ftz tf32 tf32_ftz "
                    "16u4_align8b 16u4_align16b 16u6_align16b (e4m3, e5m2, s8 load as u8)")
-    p.add_argument("--dims", required=True, help="tensor size per dimension, elements, innermost first: 128,64")
+    p.add_argument("--dims", required=required, help="tensor size per dimension, elements, innermost first: 128,64")
     p.add_argument("--strides", default="", help="bytes between consecutive indices of dims 1..rank-1, innermost "
                    "first: 256")
-    p.add_argument("--box", required=True, help="box size per dimension, elements, innermost first: 64,8")
+    p.add_argument("--box", required=required, help="box size per dimension, elements, innermost first: 64,8")
     p.add_argument("--elem-strides", help="traversal step per dimension, in elements, innermost first (default "
                    "all 1); [0] is ignored without interleave")
     p.add_argument("--interleave", default="none", choices=list(INTERLEAVE_CODES),
