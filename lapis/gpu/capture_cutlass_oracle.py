@@ -14,17 +14,21 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.gpu.gen_cutlass_oracle import INDEX
+from lapis.gpu.gen_cutlass_oracle import INDEX, INDEX_V2
+
+VERSIONS = {"v1": (INDEX, "cutlass_desc_oracle", "lapis/gpu/kernels/cutlass_desc_oracle_v1.cu"),
+            "v2": (INDEX_V2, "cutlass_desc_oracle_v2", "lapis/gpu/kernels/cutlass_desc_oracle_v2.cu")}
 
 ELEM = {"bf16": 2, "tf32": 4, "e4m3": 1}
 
 
-def run(cubin: str, out: Path, git_file: str | None, argv: list[str], build: dict) -> None:
+def run(cubin: str, out: Path, git_file: str | None, argv: list[str], build: dict, version: str = "v1") -> None:
     import cupy as cp
     from lapis.gpu.capture_tma import provenance
-    layouts = json.loads(INDEX.read_text())
+    index, fname, kernel = VERSIONS[version]
+    layouts = json.loads(index.read_text())
     total = sum(lay["steps"] for lay in layouts)
-    fn = cp.RawModule(path=cubin).get_function("cutlass_desc_oracle")
+    fn = cp.RawModule(path=cubin).get_function(fname)
     smem = max(lay["mn"] * lay["k"] * ELEM[lay["dtype"]] for lay in layouts) + 1024
     fn.max_dynamic_shared_size_bytes = smem
     d = cp.zeros(2 * total, cp.uint64)
@@ -36,11 +40,11 @@ def run(cubin: str, out: Path, git_file: str | None, argv: list[str], build: dic
     for lay in layouts:
         lay["sm90"], lay["sm100"] = values[i:i + 2 * lay["steps"]:2], values[i + 1:i + 2 * lay["steps"]:2]
         i += 2 * lay["steps"]
-    dest = out / "cutlass_oracle"
+    dest = out / ("cutlass_oracle" if version == "v1" else f"cutlass_oracle_{version}")
     dest.mkdir(parents=True, exist_ok=True)
     prov = dict(provenance(git_file, ["cutlass-oracle"] + argv), **build)
     (dest / "manifest.json").write_text(json.dumps(dict(
-        provenance=prov, kernel="lapis/gpu/kernels/cutlass_desc_oracle_v1.cu", smem_base=b, layouts=layouts)))
+        provenance=prov, kernel=kernel, smem_base=b, layouts=layouts)))
     print(f"cutlass oracle: {len(layouts)} layouts, {total} K-steps, smem base {b:#x}")
 
 
@@ -51,8 +55,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--provenance")
     ap.add_argument("--build", help="JSON: how the cubin was built (nvcc, CUTLASS version, flags)")
+    ap.add_argument("--version", choices=tuple(VERSIONS), default="v1")
     a = ap.parse_args(argv)
-    run(a.cubin, Path(a.out), a.provenance, argv, json.loads(Path(a.build).read_text()) if a.build else {})
+    run(a.cubin, Path(a.out), a.provenance, argv, json.loads(Path(a.build).read_text()) if a.build else {},
+        a.version)
     return 0
 
 

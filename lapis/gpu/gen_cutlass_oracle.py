@@ -82,7 +82,49 @@ def generate() -> str:
     return "".join(body)
 
 
+
+
+# -- version 2: tcgen05's 128B swizzle with 32 B atomicity (MN-major only, UMMA only) -------------------
+
+OUT_V2 = KERNELS / "cutlass_desc_oracle_v2.cu"
+INDEX_V2 = KERNELS / "cutlass_desc_oracle_v2.json"
+HEADER_V2 = HEADER.replace("version 1", "version 2").replace("make_gmma_desc and UMMA::make_umma_desc",
+                                                               "UMMA::make_umma_desc only").replace(
+    "out[2 i] / out[2 i + 1]: the sm90 / sm100 descriptor", "out[2 i + 1]: the sm100 descriptor (out[2 i] = 0)").replace(
+    "    out[n++] = GMMA::make_gmma_desc<GJ>(s).desc_;\n", "    out[n++] = 0;  // no sm90 layout type exists\n").replace(
+    "cutlass_desc_oracle(", "cutlass_desc_oracle_v2(")
+
+
+def layouts_v2():
+    """MN-major Layout_MN_SW128_32B_Atom tiles: 3 types x 2 orders x 2 MN extents, K = two K-steps or atoms."""
+    out = []
+    for name, _, e in TYPES:
+        for order in ORDERS:
+            for mult in (1, 2):
+                k = max(2 * 4, 2 * (32 // e))
+                out.append(dict(major="MN", swizzle="128B_base32B", dtype=name, order=order, mn=(128 // e) * mult,
+                                k=k, steps=k // (32 // e)))
+    return out
+
+
+def generate_v2() -> str:
+    ctype = {n: c for n, c, _ in TYPES}
+    body = [HEADER_V2]
+    for lay in layouts_v2():
+        atom = f"UMMA::Layout_MN_SW128_32B_Atom<{ctype[lay['dtype']]}>"
+        body.append(f"  one<{ctype[lay['dtype']]}, {atom}, {ORDERS[lay['order']]}, {lay['mn']}, {lay['k']}, "
+                    f"GMMA::Major::MN, UMMA::Major::MN>(base, out, n);\n")
+    body.append("  base_out[0] = raw + (((raw + 1023u) & ~1023u) - raw);\n}\n")
+    return "".join(body)
+
+
 if __name__ == "__main__":
-    OUT.write_text(generate())
-    INDEX.write_text(json.dumps(layouts(), indent=0))
-    print(f"wrote {OUT} and {INDEX} ({len(layouts())} layouts)")
+    import sys
+    if sys.argv[1:] == ["v2"]:
+        OUT_V2.write_text(generate_v2())
+        INDEX_V2.write_text(json.dumps(layouts_v2(), indent=0))
+        print(f"wrote {OUT_V2} and {INDEX_V2} ({len(layouts_v2())} layouts)")
+    else:
+        OUT.write_text(generate())
+        INDEX.write_text(json.dumps(layouts(), indent=0))
+        print(f"wrote {OUT} and {INDEX} ({len(layouts())} layouts)")

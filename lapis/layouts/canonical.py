@@ -44,11 +44,16 @@ from lapis.layouts.swizzle import swizzle as _swizzle
 
 __all__ = ["CanonicalLayout", "canonical_layout", "MAJORS", "ORDERS"]
 
+
+def _layout_swizzle(name):
+    """Swizzle spellings of canonical layouts: none, 32B, 64B, 128B, and tcgen05's 128B_base32B."""
+    from lapis.layouts.swizzle import B128_BASE32B
+    return B128_BASE32B if name in ("128B_base32B", B128_BASE32B) else _swizzle(name)
+
 MAJORS = ("K", "MN")
 ORDERS = ("mn-first", "k-first")
 _DEFAULT_ORDER = {"K": "mn-first", "MN": "k-first"}
 _SRC = "PTX ISA 9.7.15.5.1.2"
-_ROWS_PER_ATOM = 8  # every atom (and core matrix) has 8 rows of the strided dimension
 SMEM_BYTES = 228 * 1024  # shared memory of one sm_90 / sm_100 SM
 
 
@@ -90,7 +95,11 @@ class CanonicalLayout:
                               "use an 8, 16 or 32-bit element type", _SRC)
         object.__setattr__(self, "major", major)
         object.__setattr__(self, "order", order)
-        object.__setattr__(self, "swizzle", _swizzle(self.swizzle))
+        object.__setattr__(self, "swizzle", _layout_swizzle(self.swizzle))
+        if self.swizzle.name == "128B_base32B" and major != "MN":
+            raise LayoutError("canonical layout: 128B with 32 B atomicity exists only MN-major (tcgen05)",
+                              f"{major}-major", "use MN-major, or the 128B swizzle for K-major",
+                              "PTX ISA tcgen05 canonical layouts; CUTLASS make_umma_desc")
         object.__setattr__(self, "dtype", dt)
         self._check_extent("rows (MN extent)", self.rows, self.atom_shape[0])
         self._check_extent("cols (K extent)", self.cols, self.atom_shape[1])
@@ -124,13 +133,13 @@ class CanonicalLayout:
     def atom_shape(self) -> tuple[int, int]:
         """(mn, k) extent of one swizzle atom, in elements (PTX Table 38 x T)."""
         if self.major == "K":
-            return (_ROWS_PER_ATOM, self.span_elems)
-        return (self.span_elems, _ROWS_PER_ATOM)
+            return (self.swizzle.rows, self.span_elems)
+        return (self.span_elems, self.swizzle.rows)
 
     @property
     def atom_bytes(self) -> int:
         """Bytes of one atom = 8 rows x span = the swizzle repeat (128 B for none)."""
-        return _ROWS_PER_ATOM * self.swizzle.span_bytes
+        return self.swizzle.rows * self.swizzle.span_bytes
 
     @property
     def atoms(self) -> tuple[int, int]:
@@ -198,9 +207,10 @@ class CanonicalLayout:
         am, ak = self.atoms
         c = self.swizzle.span_bytes // 16
         mn_atom, k_atom, row = self.mn_atom_stride_bytes // e, self.k_atom_stride_bytes // e, self.span_elems
+        rows = self.swizzle.rows
         if self.major == "K":
-            return ((8, am), (t, c, ak)), ((row, mn_atom), (1, t, k_atom))
-        return ((t, c, am), (8, ak)), ((1, t, mn_atom), (row, k_atom))
+            return ((rows, am), (t, c, ak)), ((row, mn_atom), (1, t, k_atom))
+        return ((t, c, am), (rows, ak)), ((1, t, mn_atom), (row, k_atom))
 
     @property
     def layout(self) -> Layout:

@@ -119,9 +119,12 @@ class UmmaDescriptor:
 def umma_descriptor_for(layout: CanonicalLayout, base: int, step: int = 0) -> UmmaDescriptor:
     """The tcgen05 descriptor of K-step `step` of `layout` at smem byte `base` (same fields as sm90's
     descriptor_for, which the H200 settled: base offset 0, LBO 16 B where unused)."""
-    from lapis.layouts.descriptor_sm90 import descriptor_for
-    d = descriptor_for(layout, base, step, wgmma_operand=False)
-    return UmmaDescriptor(d.start_address, d.lbo, d.sbo, d.base_offset, d.swizzle.name)
+    from lapis.layouts.descriptor_sm90 import unused_strides_zeroed
+    if not isinstance(layout, CanonicalLayout):
+        raise LayoutError("umma_descriptor_for needs a CanonicalLayout", repr(layout), "build one first")
+    lbo, sbo = unused_strides_zeroed(layout)
+    return UmmaDescriptor(layout.kstep_start(as_int(step, "step"), base=as_int(base, "base")), lbo, sbo, 0,
+                          layout.swizzle.name)
 
 
 # -- instruction descriptor -------------------------------------------------------

@@ -212,6 +212,9 @@ def descriptor_for(layout: CanonicalLayout, base: int, step: int = 0, wgmma_oper
     if not isinstance(layout, CanonicalLayout):
         raise LayoutError("descriptor_for needs a CanonicalLayout", repr(layout),
                           "build one with CanonicalLayout(major, swizzle, dtype, rows, cols)")
+    if layout.swizzle.name == "128B_base32B":
+        raise LayoutError("sm90 wgmma has no 128B-with-32B-atomicity layout", layout.swizzle.name,
+                          "it is tcgen05 only: use descriptor_sm100.umma_descriptor_for", _SRC)
     base, step = as_int(base, "base"), as_int(step, "step")
     if wgmma_operand and layout.cols * layout.elem_bytes < 32:
         raise LayoutError("a wgmma operand tile must cover at least one MMA K-step (32 B of K)",
@@ -240,7 +243,7 @@ def unused_strides_zeroed(layout: CanonicalLayout) -> tuple[int, int]:
     lbo = layout.lbo_bytes if layout.lbo_bytes is not None else 16
     sbo = layout.sbo_bytes
     one_mn_group = layout.rows <= (8 if layout.major == "K" else layout.span_elems)
-    one_k_group = layout.major == "MN" and 32 // layout.elem_bytes <= 8
+    one_k_group = layout.major == "MN" and 32 // layout.elem_bytes <= layout.swizzle.rows
     if layout.major == "K":
         sbo = 0 if one_mn_group else sbo
     elif layout.swizzle.bits == 0:  # MN-major interleave: SBO steps MN, LBO steps K

@@ -32,8 +32,9 @@ K_BYTES = 32  # K extent of one wgmma, in bytes (bf16 16, tf32 8, fp8 32 element
 ROWS = {"A": 64}  # A is always m64; B has N rows
 
 
-def operand_addresses(desc: WgmmaDescriptor, rows: int, elem_bytes: int, transpose: bool) -> np.ndarray:
-    """(rows, K) absolute smem byte addresses of the elements one wgmma reads through `desc`.
+def operand_addresses(desc, rows: int, elem_bytes: int, transpose: bool) -> np.ndarray:
+    """(rows, K) absolute smem byte addresses of the elements one MMA reads through `desc`
+    (a WgmmaDescriptor, or an sm100 UmmaDescriptor: the same canonical layouts, spec-checked only).
 
     rows: 64 for A, N for B; elem_bytes: 1, 2 or 4; transpose: the instruction's imm-trans flag
     (MN-major). K = 32 B / elem_bytes. Raises LayoutError for shapes wgmma cannot read.
@@ -44,28 +45,30 @@ def operand_addresses(desc: WgmmaDescriptor, rows: int, elem_bytes: int, transpo
     k_elems = K_BYTES // elem_bytes
     r, k = np.meshgrid(np.arange(rows), np.arange(k_elems), indexing="ij")
     span = desc.swizzle.span_bytes
+    g = desc.swizzle.rows  # strided rows per group: 8, or 4 for tcgen05's 128B with 32 B atomicity
     if not transpose:
         kb = k * elem_bytes
         if desc.swizzle.bits == 0:
             pre = (r // 8) * desc.sbo + (r % 8) * 16 + (kb // 16) * desc.lbo + kb % 16
         else:
-            pre = (r // 8) * desc.sbo + (r % 8) * span + kb
+            pre = (r // g) * desc.sbo + (r % g) * span + kb
     else:
         rb = r * elem_bytes
         if desc.swizzle.bits == 0:
             pre = (rb // 16) * desc.sbo + (k // 8) * desc.lbo + (k % 8) * 16 + rb % 16
         else:
-            pre = (rb // span) * desc.lbo + (k // 8) * desc.sbo + (k % 8) * span + rb % span
+            pre = (rb // span) * desc.lbo + (k // g) * desc.sbo + (k % g) * span + rb % span
     return swizzle_read(desc.start_address + np.asarray(pre, dtype=np.int64), desc)
 
 
-def swizzle_read(addr: np.ndarray, desc: WgmmaDescriptor) -> np.ndarray:
-    """The XOR the tensor core applies: chunk bits [6:4] ^= ((addr >> 7) - base_offset) mod 2^B."""
-    bits = desc.swizzle.bits
-    if bits == 0:
+def swizzle_read(addr: np.ndarray, desc) -> np.ndarray:
+    """The XOR the tensor core applies: Swizzle<B,M,S> with the base offset taken off the row bits,
+    e.g. chunk bits [6:4] ^= ((addr >> 7) - base_offset) mod 2^B for Swizzle<B,4,3> (H200)."""
+    sw = desc.swizzle
+    if sw.bits == 0:
         return addr
-    row = ((addr >> 7) - desc.base_offset) & ((1 << bits) - 1)
-    return addr ^ (row << 4)
+    row = ((addr >> (sw.base + sw.shift)) - desc.base_offset) & ((1 << sw.bits) - 1)
+    return addr ^ (row << sw.base)
 
 
 def read_operand(smem: np.ndarray, smem_base: int, desc: WgmmaDescriptor, rows: int, elem_bytes: int,

@@ -25,6 +25,7 @@ class SwizzleMode:
     bits: int  # CuTe Swizzle<B,M,S>: B
     base: int = 4  # M: log2 of the permuted unit (16 B chunks)
     shift: int = 3  # S: distance from the permuted bits to the row bits
+    rows: int = 8  # strided rows in one swizzle atom (4 for 128B with 32 B atomicity)
 
     @property
     def repeat_bytes(self) -> int:
@@ -57,7 +58,7 @@ SWIZZLES: dict[str, SwizzleMode] = {m.name: m for m in (NONE, B32, B64, B128)}
 
 # tcgen05 only (sm100): 128 B rows swizzled in 32 B units, CuTe Swizzle<2,5,2> (CUTLASS
 # Layout_MN_SW128_32B_Atom; PTX "128B with 32B atomicity"). Not a canonical wgmma layout, so not in SWIZZLES.
-B128_BASE32B = SwizzleMode("128B_base32B", 128, 2, 5, 2)
+B128_BASE32B = SwizzleMode("128B_base32B", 128, 2, 5, 2, rows=4)
 
 
 def swizzle(name: str | SwizzleMode) -> SwizzleMode:
