@@ -56,9 +56,13 @@ def validate_cutlass_oracle(root: Path) -> dict:
             tile = CanonicalLayout(lay["major"], lay["swizzle"], lay["dtype"], lay["mn"], lay["k"], lay["order"])
             for s in range(lay["steps"]):
                 steps += 1
-                ours = (descriptor_for(tile, base, s, wgmma_operand=False).encode(),
-                        umma_descriptor_for(tile, base, s).encode())
-                if ours != (lay["sm90"][s], lay["sm100"][s]):
+                sm100 = umma_descriptor_for(tile, base, s).encode()
+                if "sm90" in lay and any(lay["sm90"]):  # v2 layouts (128B_base32B) have no sm90 descriptor
+                    ours, theirs = (descriptor_for(tile, base, s, wgmma_operand=False).encode(), sm100), \
+                        (lay["sm90"][s], lay["sm100"][s])
+                else:
+                    ours, theirs = (sm100,), (lay["sm100"][s],)
+                if ours != theirs:
                     bad += 1
                     first = first or dict(layout=lay, step=s, lapis=[hex(v) for v in ours])
     return dict(cases=layouts, k_steps=steps, disagreements=bad, first_disagreement=first, provenance=provs)

@@ -377,3 +377,13 @@ def test_access_errors():
 def test_swizzle_lookup_shared():
     # canonical layouts accept the SwizzleMode objects of lapis.layouts.swizzle
     assert CanonicalLayout("K", swizzle("64B"), "bf16", 8, 32).swizzle is swizzle("64B")
+
+
+def test_128b_with_32b_atomicity_is_mn_major_only():
+    # tcgen05 only: Swizzle<2,5,2> (CUTLASS Layout_MN_SW128_32B_Atom): 128 B of MN x 4 K rows per atom.
+    lay = CanonicalLayout("MN", "128B_base32B", "bf16", 64, 8)
+    assert (lay.atom_shape, lay.atom_bytes, lay.swizzle.repeat_bytes) == ((64, 4), 512, 512)
+    # K row 1 (bytes 128..255): 32 B units XOR (row & 3) = 1 -> MN element 0 sits 32 B into the row.
+    assert lay.address(0, 1, 0) == 128 + 32 and lay.address(16, 1, 0) == 128
+    with pytest.raises(LayoutError, match="only MN-major"):
+        CanonicalLayout("K", "128B_base32B", "bf16", 8, 64)

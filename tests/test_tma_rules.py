@@ -276,7 +276,7 @@ def mutated(draw):
         j = draw(st.integers(0, a.rank - 2))
         options["stride-multiple-16"] = lambda: {"strides": _with(
             a.strides, j, (a.strides[j] or 2**20) - draw(st.integers(1, 15)))}
-        options["stride-below-2^40"] = lambda: {"strides": _with(a.strides, j, draw(st.integers(2**35, 2**59)) * 32)}
+        options["stride-below-2^40"] = lambda: {"strides": _with(a.strides, j, draw(st.integers(2**35, 2**58 - 1)) * 32)}
     if a.interleave == 2:
         options["global-address-32B-interleave32"] = lambda: {"global_address": a.global_address + 16}
         if a.rank > 1:
