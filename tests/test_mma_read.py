@@ -97,3 +97,13 @@ def test_bank_model_hand_values():
     assert wavefronts("lds32", [0] * 32) == (1, 1)  # broadcast
     with pytest.raises(Exception, match="aligned"):
         wavefronts("lds128", [8] * 32)
+
+
+def test_sm100_descriptor_reads_the_128b_base32b_tile():
+    # Spec-checked (no sm100 here): a tcgen05 descriptor over the 32 B-atomicity layout reads the tile back.
+    from lapis.layouts.descriptor_sm100 import umma_descriptor_for
+    lay = CanonicalLayout("MN", "128B_base32B", "bf16", 128, 32)
+    r, k = np.meshgrid(np.arange(128), np.arange(16), indexing="ij")
+    for step in range(2):
+        got = operand_addresses(umma_descriptor_for(lay, 0x400, step), 128, 2, transpose=True)
+        assert np.array_equal(got, lay.address(r, k + 16 * step, 0x400))
