@@ -29,6 +29,7 @@ CAPTURE_SOURCES = (
     "lapis/gpu/kernels/cutlass_desc_oracle_v2.cu",
     "lapis/gpu/kernels/cutlass_desc_oracle_v2.json",
     "lapis/gpu/kernels/bank_capture_v1.cu",
+    "lapis/gpu/kernels/bank_capture_v2.cu",
     "lapis/gpu/bank_campaign.py",
     "lapis/gpu/capture_bank.py",
 )

@@ -19,6 +19,19 @@ def matrix_rows(row_bytes: int, span: int = 0) -> list[int]:
     return [swz((l % 8) * row_bytes + (l // 8) * 16, span) for l in range(32)]
 
 
+def patterns_v2():
+    """For kernels/bank_capture_v2.cu: the remaining ldmatrix/stmatrix variants, conflicting and not."""
+    P = []
+    for kernel in ("ldsm_x1_trans", "ldsm_x2_trans", "stsm_x1", "stsm_x2", "stsm_x1_trans", "stsm_x2_trans",
+                   "stsm_x4_trans"):
+        for name, row, span in (("128B rows, no swizzle", 128, 0), ("128B rows, SW128", 128, 128),
+                                ("128B rows, SW64", 128, 64)):
+            P.append(dict(kernel=kernel, name=name, offsets=matrix_rows(row, span)))
+    for i, p in enumerate(P):
+        p["id"] = i
+    return P
+
+
 def patterns():
     P = []
     for kernel in ("ldsm_x4", "ldsm_x4_trans", "stsm_x4"):

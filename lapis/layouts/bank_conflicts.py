@@ -24,6 +24,7 @@ KINDS = {
     "ldsm_x1": (16, 8, 8), "ldsm_x2": (16, 8, 16), "ldsm_x4": (16, 8, 32),
     "ldsm_x1_trans": (16, 8, 8), "ldsm_x2_trans": (16, 8, 16), "ldsm_x4_trans": (16, 8, 32),
     "stsm_x1": (16, 8, 8), "stsm_x2": (16, 8, 16), "stsm_x4": (16, 8, 32),
+    "stsm_x1_trans": (16, 8, 8), "stsm_x2_trans": (16, 8, 16), "stsm_x4_trans": (16, 8, 32),
 }
 
 

@@ -118,6 +118,9 @@ def predict_d(smem: np.ndarray, smem_base: int, dtype: str, n: int, desc_a: Wgmm
               desc_b: WgmmaDescriptor, trans_a: bool, trans_b: bool) -> np.ndarray:
     """D = A x B^T (64 x n, float64) of one wgmma m64nNk* reading smem through the two descriptors."""
     e = {"bf16": 2, "f16": 2, "tf32": 4, "e4m3": 1}[dtype]
+    if (trans_a or trans_b) and dtype not in ("bf16", "f16"):
+        raise LayoutError("sm90 wgmma transposes (imm-trans) only f16/bf16 operands", f"{dtype} with transpose",
+                          "tf32 and fp8 operands are K-major only", "PTX ISA 9.7.15.5.1")
     a = to_float(read_operand(smem, smem_base, desc_a, 64, e, trans_a), dtype)
     b = to_float(read_operand(smem, smem_base, desc_b, n, e, trans_b), dtype)
     return a @ b.T
