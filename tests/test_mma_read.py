@@ -84,7 +84,9 @@ def test_cutlass_oracle_bit_for_bit():
 
 def test_bank_conflict_wavefronts_match_nsight_compute():
     b = validate_mma()["bank_conflicts"]
-    assert b["patterns"] >= 12 and b["conflicting_patterns"] >= 6 and len(b["degrees"]) >= 3
+    assert b["patterns"] >= 12 + 21 and b["conflicting_patterns"] >= 6 and len(b["degrees"]) >= 3
+    kinds = {r["kernel"] for r in b["table"]}
+    assert {f"{op}_x{n}{t}" for op in ("ldsm", "stsm") for n in (1, 2, 4) for t in ("", "_trans")} <= kinds
     assert b["disagreements"] == 0
 
 
