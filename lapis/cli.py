@@ -61,7 +61,7 @@ def _layout_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="lapis", description="Layout and pipeline simulator for Hopper/Blackwell "
                                  "kernels, checked against H200 captures.")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     rep = sub.add_parser("report", help="validate the model against the shipped captures and write a report")
     rep.add_argument("--out", default="lapis-report", help="output folder (default lapis-report/)")
@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true", help="print the report's numbers as JSON")
 
     lay = sub.add_parser("layout", help="canonical smem layouts and matrix descriptors").add_subparsers(
-        dest="layout_cmd", required=True)
+        dest="layout_cmd", required=True, metavar="SUBCOMMAND")
     show = lay.add_parser("show", help="print a canonical layout: atom, CuTe form, LBO/SBO, byte map")
     _layout_args(show)
     show.add_argument("--png", help="also draw the tile's 16-byte chunks to this PNG")
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("--json", action="store_true", help="machine-readable output")
 
     tma = sub.add_parser("tma", help="TMA tensor maps: cuTensorMapEncodeTiled rules and box placement").add_subparsers(
-        dest="tma_cmd", required=True)
+        dest="tma_cmd", required=True, metavar="SUBCOMMAND")
     add_map_args(tma.add_parser("check", help="list every cuTensorMapEncodeTiled rule the tensor map breaks",
                                 description="Exit status: 0 if every rule holds, 2 if any is broken (each is "
                                 "listed) or the input is malformed."))
@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     place.add_argument("--coords", required=True, help="box corner, elements, innermost first: 0,8 (may be < 0)")
 
     cap = sub.add_parser("capture", help="run capture campaigns on the GPU").add_subparsers(
-        dest="capture_cmd", required=True)
+        dest="capture_cmd", required=True, metavar="CAMPAIGN")
     ctma = cap.add_parser("tma", help="TMA placement dumps and cuTensorMapEncodeTiled decisions (GPU only)")
     ctma.add_argument("--out", required=True, help="output folder; gets tma/ and encode/ capture folders")
     ctma.add_argument("--provenance", help="JSON from `python -m lapis.provenance` (commit, dirty, blobs)")
@@ -127,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     cwg.add_argument("wgmma_args", nargs=argparse.REMAINDER, help="prepare|run and their options")
 
     val = sub.add_parser("validate", help="check the model against captures").add_subparsers(
-        dest="validate_cmd", required=True)
+        dest="validate_cmd", required=True, metavar="WHAT")
     vl = val.add_parser("layouts", help="TMA placement and encode rules against H200 captures")
     vl.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
     vl.add_argument("--json", action="store_true", help="machine-readable output")
@@ -177,7 +177,8 @@ def _dispatch(args) -> int | None:
 
 
 def _capture(args) -> int:
-    if args.capture_cmd == "wgmma" and args.wgmma_args[:1] == ["prepare"]:
+    wants_help = args.capture_cmd == "wgmma" and ({"-h", "--help"} & set(args.wgmma_args))
+    if args.capture_cmd == "wgmma" and (args.wgmma_args[:1] == ["prepare"] or wants_help):
         from lapis.gpu import capture_wgmma
         return capture_wgmma.main(args.wgmma_args)
     try:

@@ -92,7 +92,7 @@ def build_report(out: str = "lapis-report", captures: str | None = None) -> dict
     md += "\n\n" + mma_md
     numbers.update(mma_numbers)
     numbers["wall_s"] = round(time.time() - t0, 2)
-    (out_dir / "report.md").write_text("# lapis report\n\n" + md + "\n")
+    (out_dir / "report.md").write_text("# lapis report\n\n```\n" + summary_table(numbers) + "\n```\n\n" + md + "\n")
     (out_dir / "report.json").write_text(json.dumps(numbers, indent=1))
     return numbers
 
@@ -188,11 +188,14 @@ def mma_section(captures: str | None, out: Path) -> tuple[str, dict]:
            "disagreements. Counters: l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum (LDS, LDSM) and "
            "..._op_st.sum (STS, STSM), with `ncu --clock-control none`.", "",
            "| instruction | addresses | ideal | predicted | measured |", "|---|---|---:|---:|---:|"]
-    md += [f"| {r['kernel']} | {r['name']} | {r['ideal']} | {r['predicted']} | {r['measured']:g} |" for r in b["table"]]
-    md += [""]
+    rows = sorted(b["table"], key=lambda r: (r["kernel"], r["measured"], r["name"]))
+    md += [f"| {r['kernel']} | {r['name']} | {r['ideal']} | {r['predicted']} | {r['measured']:g} |" for r in rows]
+    md += ["", "### One mismatched pair: intended, predicted and measured", ""]
     fig = _mma_pair_figure(captures, out)
     if fig:
         md += [f"![{fig[1]}]({fig[0].name})", ""]
+    md += ["Captures:", ""] + [f"- `{c['folder']}`: {c['date']}, commit `{c['commit'][:12]}`"
+                               f"{' (dirty)' if c['dirty'] else ''}, `{c['command']}`" for c in v["provenance"]["captures"]]
     return "\n".join(md), {"mma": v}
 
 

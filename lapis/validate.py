@@ -274,11 +274,16 @@ def format_validation(out: dict) -> str:
         f"{v.get('encode-rejected', 0)} whose encode the driver rejected (checked by the rules below)",
         f"cuTensorMapEncodeTiled: {e['cases']} distinct cases, {e['rejected']} rejected, {e['disagreements']} "
         f"disagreements; {e['rules_covered']} of {e['rules']} enforced rules seen rejecting",
-        f"provenance: {p.get('gpu')} (sm {p.get('compute_capability')}), driver {p.get('driver')}, CUDA driver "
-        f"API {p.get('cuda_driver_api')}, runtime {p.get('cuda_runtime')}",
     ]
+    return "\n".join(lines) + "\n" + format_provenance(p)
+
+
+def format_provenance(p: dict) -> str:
+    """The shared hardware facts, then one line per capture (its blobs: --json)."""
+    lines = [f"provenance: {p.get('gpu')} (sm {p.get('compute_capability')}), driver {p.get('driver')}, CUDA driver "
+             f"API {p.get('cuda_driver_api')}, runtime {p.get('cuda_runtime')}"]
     lines += [f"  {c['folder']}: {c['date']}, commit {c['commit'][:12]}{' dirty' if c['dirty'] else ''}, "
-              f"{len(c['source_blobs'])} source blobs; {c['command']}" for c in p["captures"]]
+              f"{len(c['source_blobs'])} source blobs (--json lists them); {c['command']}" for c in p["captures"]]
     return "\n".join(lines)
 
 

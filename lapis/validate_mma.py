@@ -176,4 +176,6 @@ def cli_validate_mma(args) -> int:
         o = out["cutlass_oracle"]
         print(f"CUTLASS oracle (make_gmma_desc / make_umma_desc run on the H200): {o['cases']} layouts, "
               f"{o['k_steps']} K-steps, {o['disagreements']} disagreements with lapis's sm90 and sm100 builders")
+        from lapis.validate import format_provenance
+        print(format_provenance(out["provenance"]))
     return 0 if passed(out) else 1

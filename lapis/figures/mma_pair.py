@@ -16,22 +16,25 @@ def plot_pair(panels: list[tuple[str, np.ndarray]], title: str, path: str, row_l
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
 
     shown = 16  # rows drawn: enough to see the pattern, large enough to label
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 6.2))
+    palette = [c for i, c in enumerate(plt.get_cmap("tab20").colors) if i not in (14, 15)]  # greys mean poison
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 7.5))
     for ax, (name, ids) in zip(axes, panels):
         ids = ids[:shown]
         row = np.where(ids >= 0, ids // row_len, np.nan).astype(float)
         ax.imshow(np.full(ids.shape, 0.85), cmap="gray", vmin=0, vmax=1, aspect="auto")
-        ax.imshow(np.ma.masked_invalid(row % 20), cmap="tab20", vmin=0, vmax=20, aspect="auto")
+        ax.imshow(np.ma.masked_invalid(row % len(palette)), cmap=ListedColormap(palette), vmin=0,
+                  vmax=len(palette), aspect="auto")
         for (r, c), v in np.ndenumerate(ids):
             if v >= 0:
-                ax.text(c, r, f"{v // row_len}.{v % row_len}", ha="center", va="center", fontsize=5)
+                ax.text(c, r, f"{v // row_len}.{v % row_len}", ha="center", va="center", fontsize=6.5)
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("k (elements)")
         ax.set_ylabel("row m")
-    fig.suptitle(title + f"\nfirst {shown} rows; label m.k and colour m: the logical element read; grey: poison",
-                 fontsize=9)
+    fig.suptitle(title + f"\nfirst {shown} of {panels[0][1].shape[0]} rows; label m.k and colour m: the logical "
+                 "element read; grey: poison", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -50,6 +50,7 @@ def plot_box_pair(predicted: np.ndarray, measured: np.ndarray, title: str, path:
                 ax.axhline(r - 0.5, color="red", lw=1.5)
         ax.set_title(name, fontsize=9)
         ax.set_xticks(range(cols), [f"+{16 * c}" for c in range(cols)], fontsize=6)
+        ax.set_xlabel("byte within the 128 B line")
         ax.set_yticks(range(0, rows, 2), [f"{first_addr + bytes_per_row * r:#x}" for r in range(0, rows, 2)],
                       fontsize=6)
         ax.set_ylabel("absolute shared-memory address")

@@ -67,7 +67,7 @@ def run(out: Path, git_file: str | None, argv: list[str], version: str = "v1") -
         wave, conf = METRICS[direction(pat["kernel"])]
         pat["measured"] = dict(kernel=meas["kernel"], wavefronts=meas.get(wave), bank_conflicts=meas.get(conf),
                                all=meas)
-    prov = provenance(git_file, ["bank"] + argv)
+    prov = provenance(git_file, argv, "python -m lapis.gpu.capture_bank")
     prov["ncu"] = _sh(["ncu", "--version"]).splitlines()[-1:]
     (work / "manifest.json").write_text(json.dumps(dict(
         provenance=prov, kernel=f"lapis/gpu/kernels/bank_capture_{version}.cu", metrics=METRICS,

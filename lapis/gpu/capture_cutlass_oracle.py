@@ -42,7 +42,7 @@ def run(cubin: str, out: Path, git_file: str | None, argv: list[str], build: dic
         i += 2 * lay["steps"]
     dest = out / ("cutlass_oracle" if version == "v1" else f"cutlass_oracle_{version}")
     dest.mkdir(parents=True, exist_ok=True)
-    prov = dict(provenance(git_file, ["cutlass-oracle"] + argv), **build)
+    prov = dict(provenance(git_file, argv, "python -m lapis.gpu.capture_cutlass_oracle"), **build)
     (dest / "manifest.json").write_text(json.dumps(dict(
         provenance=prov, kernel=kernel, smem_base=b, layouts=layouts)))
     print(f"cutlass oracle: {len(layouts)} layouts, {total} K-steps, smem base {b:#x}")

@@ -217,7 +217,8 @@ def _sh(cmd):
         return f"unavailable: {exc!r}"
 
 
-def provenance(git_file: str | None, argv: list[str]) -> dict:
+def provenance(git_file: str | None, argv: list[str], program: str = "lapis capture tma") -> dict:
+    """GPU, driver, CUDA, date and the command as run (`program` + argv), plus the git facts from git_file."""
     import cupy as cp
     lib = _libcuda()
     v = ctypes.c_int()
@@ -231,7 +232,7 @@ def provenance(git_file: str | None, argv: list[str]) -> dict:
         nvcc=_sh(["nvcc", "--version"]).splitlines()[-1:], cupy=cp.__version__, numpy=np.__version__,
         python=platform.python_version(), host=platform.node(),
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        command=" ".join(["lapis capture tma"] + argv))
+        command=" ".join([program] + argv))
     if git_file:
         p.update(json.loads(Path(git_file).read_text()))
     return p

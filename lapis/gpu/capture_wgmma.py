@@ -78,7 +78,7 @@ def run(inputs: Path, out: Path, git_file: str | None, argv: list[str]) -> int:
     from lapis.gpu.isolate import run_isolated
     t0 = time.time()
     log = lambda m: print(f"[{time.time() - t0:6.1f}s] {m}", flush=True)  # noqa: E731
-    prov = provenance(git_file, ["wgmma"] + argv)
+    prov = provenance(git_file, argv, "lapis capture wgmma")
     dest = out / "wgmma"
     dest.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="lapis-wgmma-"))
@@ -110,13 +110,13 @@ def run(inputs: Path, out: Path, git_file: str | None, argv: list[str]) -> int:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="lapis capture wgmma", description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="step", required=True)
+    sub = ap.add_subparsers(dest="step", required=True, metavar="STEP")
     p = sub.add_parser("prepare", help="build images and descriptors with lapis (CPU)")
-    p.add_argument("--out", required=True)
-    r = sub.add_parser("run", help="run the prepared cases on the GPU")
-    r.add_argument("--inputs", required=True)
-    r.add_argument("--out", required=True)
-    r.add_argument("--provenance")
+    p.add_argument("--out", required=True, help="folder for inputs.npz and cases.json")
+    r = sub.add_parser("run", help="run the prepared cases on the GPU (sm_90a)")
+    r.add_argument("--inputs", required=True, help="the folder `prepare` wrote")
+    r.add_argument("--out", required=True, help="output folder; gets wgmma/ (manifest.json, d.npz, inputs.npz)")
+    r.add_argument("--provenance", help="JSON from `python -m lapis.provenance` (commit, dirty, blobs)")
     w = sub.add_parser("_worker")
     w.add_argument("--inputs", required=True)
     w.add_argument("--work", required=True)

@@ -113,8 +113,8 @@ def describe(layout: CanonicalLayout, base: int = 0) -> dict:
         "atom": {"shape": list(layout.atom_shape), "bytes": layout.atom_bytes},
         "cute": layout.cute(),
         "footprint_bytes": layout.footprint_bytes,
-        "lbo": {"bytes": layout.lbo_bytes, "encoded": d.lbo >> 4, "role": lbo_role(layout)},
-        "sbo": {"bytes": layout.sbo_bytes, "encoded": d.sbo >> 4, "role": sbo_role(layout)},
+        "lbo": {"bytes": layout.lbo_bytes if d.lbo else None, "encoded": d.lbo >> 4, "role": lbo_role(layout)},
+        "sbo": {"bytes": layout.sbo_bytes if d.sbo else None, "encoded": d.sbo >> 4, "role": sbo_role(layout)},
         "k_step_elements": K_STEP_BYTES // layout.elem_bytes,
         "k_steps": k_steps(layout, base),
         "base_offset": 0,
@@ -180,6 +180,8 @@ def _title(layout: CanonicalLayout, base: int) -> str:
 
 
 def _offset_line(name: str, byte_value: int | None, enc: int, role: str) -> str:
+    # Unused: PTX's swizzled K-major LBO (written 1, as CUTLASS does), or a stride across a single group
+    # (written 0, as CUTLASS does); the tensor core reads neither.
     shown = "unused" if byte_value is None else f"{byte_value} B ({byte_value:#x})"
     return f"{name}:  {shown:<18} enc {enc:<5} {role}"
 
