@@ -10,7 +10,7 @@ import argparse
 import sys
 
 DTYPE_CHOICES = ("e4m3", "e5m2", "f16", "bf16", "tf32", "f32", "u8", "s8")
-SWIZZLE_CHOICES = ("none", "32B", "64B", "128B")
+SWIZZLE_CHOICES = ("none", "32B", "64B", "128B", "128B_base32B")
 GPU_NEEDED = ('needs an NVIDIA GPU with compute capability 9.0+ and `pip install lapis[gpu]` '
               '(from a lapis checkout: pip install ".[gpu]")')
 

@@ -49,7 +49,7 @@ class Agreement:
                 lines.append(f"K-step {s.step}: reads the intended tile" +
                              (f" (harmless: {'; '.join(m for _, m in s.harmless)})" if s.harmless else ""))
             else:
-                got = f"element {s.read}" if s.read else "bytes no TMA box wrote"
+                got = f"element {s.read}" if s.read else "bytes outside the tile"
                 lines.append(f"K-step {s.step}: first wrong element {s.first_wrong} reads {got}; "
                              + ("; ".join(m for _, m in s.causes) or "cause not found among the descriptor fields"))
         return "\n".join(lines)
@@ -64,9 +64,8 @@ def tile_map(tmap: TensorMap, boxes: list, origin: tuple, major: str) -> dict:
         g0 = coords[0] + n[0] - origin[0]
         g1 = coords[1] + n[1] * tmap.elem_strides[1] - origin[1]
         rk = zip(g1, g0) if major == "K" else zip(g0, g1)
-        for a, (r, k), inside in zip(p.smem_addr.ravel(), rk, p.in_bounds.ravel()):
-            if inside:
-                where[int(a)] = (int(r), int(k))
+        for a, (r, k) in zip(p.smem_addr.ravel(), rk):
+            where[int(a)] = (int(r), int(k))  # out-of-bounds elements are written too (zero or NaN fill)
     return where
 
 
@@ -78,16 +77,48 @@ def cute_map(layout, base: int) -> dict:
 
 
 def check_reads(where: dict, swizzle: str, major: str, rows: int, descs: list, transpose: bool,
-                elem_bytes: int) -> Agreement:
-    """The core check over any placement map {address: (r, k)} whose data follows `swizzle` at absolute addresses."""
+                elem_bytes: int, plan: str = "the TMA") -> Agreement:
+    """The core check over any placement map {address: (r, k)} whose data follows `swizzle` at absolute addresses.
+
+    Raises LayoutError when the request cannot be a wgmma: rows outside 8..256 (64 for A), more K-steps than the
+    tile holds, more rows than the tile has, or a transposed read of a non-16-bit operand (sm90).
+    """
+    _check_request(where, rows, descs, transpose, elem_bytes)
     ideal = ideal_descriptors(where, swizzle, major, rows, elem_bytes, len(descs))
     steps = []
     for s, d in enumerate(descs):
         verdict = _step(where, d, s, rows, elem_bytes, transpose)
-        if ideal is not None:
-            _explain(verdict, where, d, ideal[s], s, rows, elem_bytes, transpose, major)
+        if ideal is not None and not verdict.ok:
+            _explain(verdict, where, d, ideal[s], s, rows, elem_bytes, transpose, major, plan)
+        elif ideal is not None:  # reads as intended: any field that differs from the ideal is not read
+            verdict.harmless = [(name, f"{name} {_show(getattr(d, name))} is not read here (the ideal "
+                                       f"{_show(getattr(ideal[s], name))} reads the same)")
+                                for name, _ in _field_changes(d, ideal[s], s, major, plan)]
+        elif ideal is None and not verdict.ok:
+            verdict.causes.append(("layout", f"{plan} does not lay the tile out canonically (no descriptor reads it "
+                                             "as intended): check the box rows against the swizzle span"))
         steps.append(verdict)
     return Agreement(all(v.ok for v in steps), steps)
+
+
+def _check_request(where, rows, descs, transpose, e) -> None:
+    from lapis.errors import as_int
+    rows = as_int(rows, "rows")
+    if not (8 <= rows <= 256 and rows % 8 == 0):
+        raise LayoutError("wgmma operand rows must be 64 (A) or N = 8..256 in steps of 8 (B)", rows,
+                          "use --rows 64 for A or the instruction's N for B", "PTX ISA 9.7.15.5")
+    tile_rows = 1 + max(r for r, _ in where.values())
+    tile_k = 1 + max(k for _, k in where.values())
+    if rows > tile_rows:
+        raise LayoutError("the MMA reads more rows than the tile holds", f"{rows} rows of a {tile_rows}-row tile",
+                          f"use --rows <= {tile_rows} or load a taller tile")
+    k_el = K_BYTES // e
+    if len(descs) * k_el > tile_k:
+        raise LayoutError("more K-steps than the tile holds", f"{len(descs)} descriptors x {k_el} elements of K "
+                          f"for a K extent of {tile_k}", f"give at most {tile_k // k_el} descriptors")
+    if transpose and e != 2:
+        raise LayoutError("sm90 wgmma transposes (imm-trans) only f16/bf16 operands", f"{e}-byte elements",
+                          "load tf32 and fp8 operands K-major", "PTX ISA 9.7.15.5.1")
 
 
 def check_agreement(tmap: TensorMap, boxes: list, origin: tuple, major: str, rows: int, descs: list,
@@ -120,59 +151,75 @@ def _step(where, d, s, rows, e, transpose) -> StepVerdict:
 
 
 def ideal_descriptors(where, swizzle: str, major, rows, e, steps):
-    """The descriptors the placement calls for, derived from where the tile landed (None if it is not canonical)."""
-    sw = SWIZZLES.get(swizzle)
+    """The descriptors the placement calls for, derived from where the tile landed and verified by reading the
+    tile back through them; None if no descriptor reads it as intended (the placement is not canonical).
+    Unused strides are 0 (CUTLASS's convention), swizzled K-major LBO 16 B (encoded 1)."""
+    from lapis.layouts.swizzle import B128_BASE32B
+    sw = B128_BASE32B if swizzle == B128_BASE32B.name else SWIZZLES.get(swizzle)
     if sw is None:
         return None
     pre = {rk: int(sw.apply(a)) for a, rk in where.items()}  # un-swizzled addresses (the XOR is an involution)
-    k_el, t = K_BYTES // e, 16 // e
+    k_el, t, g = K_BYTES // e, 16 // e, sw.rows
+
+    def gap(a, b):
+        return pre[b] - pre[a] if b in pre else 0  # a stride across a single group is unused: 0
+
     try:
         if major == "K":
-            sbo = pre[(8, 0)] - pre[(0, 0)] if rows > 8 else 16
-            lbo = pre[(0, t)] - pre[(0, 0)] if sw.bits == 0 else 16
+            sbo = gap((0, 0), (8, 0)) if rows > 8 else 0
+            lbo = gap((0, 0), (0, t)) if sw.bits == 0 else 16
         else:
             span_el = (sw.span_bytes // e) if sw.bits else t
-            mn_step = pre[(span_el, 0)] - pre[(0, 0)] if rows > span_el else 16
-            k_step8 = pre[(0, 8)] - pre[(0, 0)]
-            sbo, lbo = (mn_step, k_step8) if sw.bits == 0 else (k_step8, mn_step)
-        starts = [pre[(0, s * k_el)] for s in range(steps)]
-        return [WgmmaDescriptor(st, max(lbo, 0), max(sbo, 0), 0, sw) for st in starts]
+            mn_step = gap((0, 0), (span_el, 0)) if rows > span_el else 0
+            k_step = gap((0, 0), (0, g)) if k_el > g else 0
+            sbo, lbo = (mn_step, k_step) if sw.bits == 0 else (k_step, mn_step)
+        if sw is B128_BASE32B:
+            from lapis.layouts.descriptor_sm100 import UmmaDescriptor as Desc
+        else:
+            Desc = WgmmaDescriptor
+        ideal = [Desc(pre[(0, s * k_el)], lbo, sbo, 0, sw) for s in range(steps)]
     except (KeyError, LayoutError):
         return None
+    ok = all(_step(where, d, s, rows, e, major == "MN").ok for s, d in enumerate(ideal))
+    return ideal if ok else None
 
 
-def _explain(v: StepVerdict, where, d, ideal, s, rows, e, transpose, major) -> None:
-    """Try the ideal value of each differing field alone: those that change the read are causes."""
+def _explain(v: StepVerdict, where, d, ideal, s, rows, e, transpose, major, plan) -> None:
+    """Leave one out: start from the ideal descriptor and put back one of the user's differing fields; the field
+    is a cause when that alone changes what the MMA reads, else harmless (the tensor core does not read it)."""
     want_trans = major == "MN"
     if transpose != want_trans:
-        v.causes.append(("transpose", f"the TMA wrote a {major}-major tile but the instruction "
+        v.causes.append(("transpose", f"{plan} wrote a {major}-major tile but the instruction "
                                       f"{'transposes' if transpose else 'does not transpose'} (imm-trans must be "
                                       f"{int(want_trans)})"))
-    base = _reads(where, d, rows, e, transpose)
-    for name, new, message in _field_changes(d, ideal, s, major):
-        changed = _reads(where, replace(d, **{name: new}), rows, e, transpose) != base
-        (v.causes if changed else v.harmless).append((name, message))
-    if v.ok:
-        v.causes = []
+    good = _reads(where, ideal, rows, e, want_trans)
+    for name, message in _field_changes(d, ideal, s, major, plan):
+        mixed = replace(ideal, **{name: getattr(d, name)})
+        changed = _reads(where, mixed, rows, e, want_trans) != good
+        (v.causes if changed else v.harmless).append((name, message if changed else
+                                                      f"{name} {_show(getattr(d, name))} is not read here"))
 
 
-def _field_changes(d, ideal, s, major):
-    span = ideal.swizzle.span_bytes
+def _show(v) -> str:
+    return v.name if hasattr(v, "name") else (hex(v) if isinstance(v, int) and v > 9 else str(v))
+
+
+def _field_changes(d, ideal, s, major, plan):
+    span, g = ideal.swizzle.span_bytes, ideal.swizzle.rows
     if d.swizzle != ideal.swizzle:
-        yield "swizzle", ideal.swizzle, f"descriptor swizzle {d.swizzle.name} but the TMA wrote {ideal.swizzle.name}"
+        yield "swizzle", f"descriptor swizzle {d.swizzle.name} but {plan} wrote {ideal.swizzle.name}"
     if d.sbo != ideal.sbo:
-        why = f" = 8 rows x {span} B" if (major == "K" and ideal.swizzle.bits) else ""
-        yield "sbo", ideal.sbo, f"SBO should be {ideal.sbo} B{why} (descriptor has {d.sbo} B)"
+        why = f" = {g} rows x {span} B" if (major == "K" and ideal.swizzle.bits and ideal.sbo == g * span) else ""
+        yield "sbo", f"SBO should be {ideal.sbo} B{why} (descriptor has {d.sbo} B)"
     if d.lbo != ideal.lbo:
-        note = " (ignored for swizzled K-major on the H200)" if (major == "K" and ideal.swizzle.bits) else ""
-        yield "lbo", ideal.lbo, f"LBO should be {ideal.lbo} B (descriptor has {d.lbo} B){note}"
+        yield "lbo", f"LBO should be {ideal.lbo} B (descriptor has {d.lbo} B)"
     if d.start_address != ideal.start_address:
-        yield "start_address", ideal.start_address, (
+        yield "start_address", (
             f"K-step {s} start address must be {ideal.start_address:#x} (descriptor has {d.start_address:#x}; "
             f"each K-step advances {K_BYTES} B of K)")
     if d.base_offset != ideal.base_offset:
-        yield "base_offset", 0, (f"base offset must be 0, not {d.base_offset}: the TMA swizzles absolute addresses "
-                                 "and the H200 subtracts the field from the address row bits")
+        yield "base_offset", (f"base offset must be 0, not {d.base_offset}: {plan} swizzles absolute addresses "
+                              "and the H200 subtracts the field from the address row bits")
 
 
 def cli_check(a) -> int:
@@ -183,14 +230,14 @@ def cli_check(a) -> int:
         raise LayoutError("give one --desc per MMA K-step", "none", "e.g. --desc 0x4000004000010040 --desc ...")
     descs = [WgmmaDescriptor.decode(v) for v in a.desc]
     if a.cute:
-        from lapis.layouts.cute_input import canonical_match
+        from lapis.layouts.cute_input import canonical_match, placement
         m = canonical_match(a.cute, a.dtype)
-        lay = m["layout"]
-        if lay is None:
+        if not m["canonical"]:
             raise LayoutError("the CuTe layout is not canonical, so no descriptor reads it as intended", m["reason"],
                               "build it from the GMMA atoms")
-        where, plan = cute_map(lay, a.smem_base), "the CuTe layout"
-        v = check_reads(where, lay.swizzle.name, lay.major, a.rows, descs, bool(a.trans), lay.elem_bytes)
+        p = m["parsed"]
+        where, plan = placement(p, m["offsets"], a.smem_base), "the CuTe layout"
+        v = check_reads(where, p["swizzle"], m["major"], a.rows, descs, bool(a.trans), p["elem_bits"] // 8, plan)
     else:
         from lapis.layouts.tma import wide_tile_boxes
         from lapis.layouts.tma_commands import ints, tensor_map_from_args
@@ -199,6 +246,11 @@ def cli_check(a) -> int:
             raise LayoutError("a TMA plan needs --dtype --dims --box --coords --major (or give --cute)",
                               "missing " + ", ".join(missing), "give them, or the smem layout with --cute")
         tmap = tensor_map_from_args(a)
+        if any(s != 1 for s in tmap.elem_strides[1:]):
+            raise LayoutError("the agreement checker takes element strides of 1", tmap.elem_strides,
+                              "drop --elem-strides (a strided load is not an MMA tile)")
+        if a.tile_cols is not None and a.tile_cols <= 0:
+            raise LayoutError("--tile-cols must be positive", a.tile_cols, "give the tile width in elements")
         coords = tuple(ints(a.coords))
         width = a.tile_cols or tmap.box[0]
         boxes = wide_tile_boxes(tmap, width, coords, a.smem_base) if width != tmap.box[0] else [(coords, a.smem_base)]

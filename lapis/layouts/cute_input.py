@@ -20,7 +20,9 @@ from lapis.errors import LayoutError
 from lapis.layouts.canonical import CanonicalLayout
 from lapis.layouts.dtypes import dtype as _dtype
 
-_SW = {(0, 4, 3): "none", (1, 4, 3): "32B", (2, 4, 3): "64B", (3, 4, 3): "128B"}
+_SW = {(0, 4, 3): "none", (1, 4, 3): "32B", (2, 4, 3): "64B", (3, 4, 3): "128B", (2, 5, 2): "128B_base32B"}
+MAX_ELEMENTS = 65536  # a tile this large is compared element by element; larger ones are refused
+SMEM_BYTES = 228 * 1024
 _FORM = re.compile(r"^\s*(?:Sw<\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*>\s*o\s*)?"
                    r"(?:smem_ptr\[(\d+)b\](?:\([^)]*\))?\s*o\s*)?(.+?)\s*:\s*(.+?)\s*$")
 _HINT = "write it as CuTe prints a GMMA atom: Sw<B,4,3> o smem_ptr[16b](unset) o (MN,K):(stride_mn,stride_k)"
@@ -67,9 +69,9 @@ def parse(text: str, dtype: str | None = None) -> dict:
     b, mm, s, bits, shape, stride = m.groups()
     sw = (int(b), int(mm), int(s)) if b is not None else (0, 4, 3)
     if sw not in _SW:
-        raise LayoutError("CuTe swizzle must act on 16 B chunks of byte addresses (Sw<B,4,3>)", f"Sw<{b},{mm},{s}>",
-                          "the swizzle in CuTe's smem layouts is on byte addresses: 128B is Sw<3,4,3> for every "
-                          "element width (Sw<3,3,3> is the same swizzle on 2-byte element offsets)")
+        raise LayoutError("CuTe swizzle is not a canonical smem swizzle on byte addresses", f"Sw<{b},{mm},{s}>",
+                          "use Sw<0..3,4,3> (none, 32B, 64B, 128B) or tcgen05's Sw<2,5,2>; the swizzle acts on byte "
+                          "addresses (Sw<3,3,3> is the 128B swizzle written on 2-byte element offsets)")
     elem_bits = int(bits) if bits else None
     if dtype is not None:
         dt = _dtype(dtype)
@@ -84,11 +86,32 @@ def parse(text: str, dtype: str | None = None) -> dict:
     if not (isinstance(shape, tuple) and isinstance(stride, tuple) and len(shape) == len(stride) == 2):
         raise LayoutError("a wgmma operand layout has two modes, (MN, K)", f"{shape}:{stride}",
                           "write (MN, K):(stride_mn, stride_k)")
+    if not _congruent(shape, stride):
+        raise LayoutError("CuTe shape and stride must have the same nesting", f"{shape}:{stride}",
+                          "give one stride per shape entry")
+    if any(n < 1 for n in _flat(shape)):
+        raise LayoutError("CuTe shape entries must be positive", shape, "use extents >= 1")
+    if _size(shape) > MAX_ELEMENTS:
+        raise LayoutError("tile too large for shared memory", f"{_size(shape)} elements",
+                          f"a wgmma/tcgen05 operand tile has at most {MAX_ELEMENTS} elements")
+    reach = sum((n - 1) * st for n, st in zip(_flat(shape), _flat(stride)))
+    if reach * (elem_bits // 8 or 1) >= SMEM_BYTES:
+        raise LayoutError("the layout reaches past shared memory", f"{reach} elements from its start",
+                          "strides are in elements; keep the tile inside 228 KiB")
     return dict(swizzle=_SW[sw], elem_bits=elem_bits, shape=shape, stride=stride)
 
 
 def _size(mode) -> int:
-    return int(np.prod(_flat(mode)))
+    out = 1
+    for n in _flat(mode):  # Python ints: no int64 wrap-around
+        out *= n
+    return out
+
+
+def _congruent(a, b) -> bool:
+    if isinstance(a, tuple) != isinstance(b, tuple):
+        return False
+    return not isinstance(a, tuple) or (len(a) == len(b) and all(_congruent(x, y) for x, y in zip(a, b)))
 
 
 def _flat(t):
@@ -101,18 +124,14 @@ def canonical_match(text: str, dtype: str | None = None) -> dict:
     Compares the layout's element offsets over the whole tile with each canonical candidate (both majors,
     both atom orders) of the same swizzle, element width and extents.
     """
-    from tensor_layouts import Layout
     p = parse(text, dtype)
     dt = dtype or {8: "u8", 16: "bf16", 32: "f32"}.get(p["elem_bits"])
     if dt is None:
         raise LayoutError("unsupported element width", f"{p['elem_bits']}b", "use 8, 16 or 32-bit elements")
     rows, cols = _size(p["shape"][0]), _size(p["shape"][1])
-    lay = Layout(p["shape"], p["stride"])
-    mn, k = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
-    offsets = np.vectorize(lambda a, b: lay(int(a), int(b)))(mn, k) if rows * cols <= 65536 else None
-    if offsets is None:
-        raise LayoutError("tile too large to compare", f"{rows} x {cols}", "compare a smaller tile")
+    offsets = element_offsets(p)
     e = p["elem_bits"] // 8
+    mn, k = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
     reasons = []
     for major in ("K", "MN"):
         for order in ("mn-first", "k-first"):
@@ -123,9 +142,50 @@ def canonical_match(text: str, dtype: str | None = None) -> dict:
                 continue
             diff = np.argwhere(cand.offset_bytes(mn, k) != offsets * e)
             if not diff.size:
-                return dict(canonical=True, layout=cand, major=major, order=order, parsed=p)
+                return dict(canonical=True, layout=cand, major=major, order=order, parsed=p, offsets=offsets)
             r, c = (int(v) for v in diff[0])
             reasons.append(f"{major}-major {order}: element ({r}, {c}) is at {offsets[r, c] * e} B, the canonical "
                            f"layout puts it at {int(cand.offset_bytes(r, c))} B")
-    return dict(canonical=False, layout=None, parsed=p,
+    padded = _canonical_with_free_strides(p, offsets, e)
+    if padded:
+        return dict(canonical=True, layout=None, major=padded, order=None, parsed=p, offsets=offsets,
+                    reason="canonical with LBO/SBO other than the dense atom stacking (atoms padded or spread)")
+    return dict(canonical=False, layout=None, parsed=p, offsets=offsets,
                 reason="; ".join(dict.fromkeys(reasons)) or "no canonical candidate")
+
+
+def element_offsets(p: dict) -> np.ndarray:
+    """(MN, K) element offsets of a parsed layout, computed mode by mode (exact Python ints)."""
+    def mode_offsets(shape, stride):
+        idx = np.arange(_size(shape), dtype=np.int64)
+        shape, stride = _flat(shape), _flat(stride)
+        out = np.zeros_like(idx)
+        for n, st in zip(shape, stride):  # CuTe's colexicographic order: the first entry varies fastest
+            out += (idx % n) * st
+            idx //= n
+        return out
+    return mode_offsets(p["shape"][0], p["stride"][0])[:, None] + mode_offsets(p["shape"][1], p["stride"][1])[None]
+
+
+def placement(p: dict, offsets: np.ndarray, base: int) -> dict:
+    """{absolute smem address: (mn, k)} of a parsed layout at `base` (the swizzle on absolute byte addresses)."""
+    from lapis.layouts.canonical import _layout_swizzle
+    sw = _layout_swizzle(p["swizzle"])
+    e = p["elem_bits"] // 8
+    addr = np.asarray(sw.apply(base + offsets * e), dtype=np.int64)
+    rows, cols = offsets.shape
+    return {int(addr[r, k]): (r, k) for r in range(rows) for k in range(cols)}
+
+
+def _canonical_with_free_strides(p, offsets, e):
+    """The major-ness if some descriptor (any LBO/SBO) reads every K-step of the tile as laid out, else None."""
+    from lapis.layouts.agreement import ideal_descriptors
+    where = placement(p, offsets, 0)
+    rows, cols = offsets.shape
+    steps = cols * e // 32
+    if steps < 1 or rows % 8:
+        return None
+    for major in ("K", "MN"):
+        if ideal_descriptors(where, p["swizzle"], major, rows, e, steps) is not None:
+            return major
+    return None

@@ -100,7 +100,7 @@ def describe(layout: CanonicalLayout, base: int = 0) -> dict:
     sm90 descriptor stores (bytes >> 4; LBO is written as 1 where PTX says it
     is unused). `base_offset` follows the PTX formula (PTX ISA 9.7.15.5.1.2.2).
     """
-    d = descriptor_for(layout, base, wgmma_operand=False)  # validates base and the field ranges
+    d = _any_descriptor(layout, base)  # validates base and the field ranges
     return {
         "major": layout.major,
         "swizzle": layout.swizzle.name,
@@ -251,6 +251,9 @@ def _layout(args) -> CanonicalLayout:
     if getattr(args, "cute", None):
         from lapis.layouts.cute_input import canonical_match
         m = canonical_match(args.cute, args.dtype)
+        if m["canonical"] and m["layout"] is None:
+            raise LayoutError("the CuTe layout is canonical but its atoms are not densely stacked", m["reason"],
+                              "`lapis layout check --cute` checks descriptors against it; show draws dense tiles")
         if not m["canonical"]:
             raise LayoutError("the CuTe layout is not a canonical wgmma/tcgen05 layout", m["reason"],
                               "build it from the GMMA atoms: tile_to_shape(Layout_K_SW128_Atom<T>{}, shape)",
@@ -287,10 +290,17 @@ def cli_show(args) -> int:
     return 0
 
 
+def _any_descriptor(layout, base: int, step: int = 0):
+    """The sm90 descriptor, or the sm100 one for tcgen05-only layouts (128B with 32 B atomicity)."""
+    if layout.swizzle.name == "128B_base32B":
+        from lapis.layouts.descriptor_sm100 import umma_descriptor_for
+        return umma_descriptor_for(layout, base, step)
+    return descriptor_for(layout, base, step, wgmma_operand=False)
+
+
 def _descriptor(lay, args):
     if args.arch == "sm100":  # tcgen05: spec-checked against PTX and CUTLASS, not hardware
         from lapis.layouts.descriptor_sm100 import umma_descriptor_for
-        descriptor_for(lay, args.base, args.step, wgmma_operand=False)  # same range checks
         return umma_descriptor_for(lay, args.base, args.step)
     return descriptor_for(lay, args.base, args.step)
 
