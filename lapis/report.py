@@ -88,9 +88,14 @@ def build_report(out: str = "lapis-report", captures: str | None = None) -> dict
     t0 = time.time()
     md, numbers = layouts_section(captures, out_dir)
     md += "\n\n" + tma_section(captures, out_dir, numbers)
-    mma_md, mma_numbers = mma_section(captures, out_dir)
-    md += "\n\n" + mma_md
-    numbers.update(mma_numbers)
+    from lapis.validate import manifests
+    root = captures_root(captures)
+    if all(manifests(root, k) for k in ("wgmma", "cutlass_oracle", "bank")):
+        mma_md, mma_numbers = mma_section(captures, out_dir)
+        md += "\n\n" + mma_md
+        numbers.update(mma_numbers)
+    else:
+        md += "\n\n## MMA descriptors\n\nSkipped: this captures folder has no wgmma/, cutlass_oracle/ and bank/ captures."
     numbers["wall_s"] = round(time.time() - t0, 2)
     (out_dir / "report.md").write_text("# lapis report\n\n```\n" + summary_table(numbers) + "\n```\n\n" + md + "\n")
     (out_dir / "report.json").write_text(json.dumps(numbers, indent=1))

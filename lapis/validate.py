@@ -8,6 +8,7 @@ edits a capture: a capture is data, the model is what gets checked.
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,13 +20,15 @@ from lapis.layouts.tma import NotModelled, TensorMap, load_box
 SHIPPED = Path(__file__).parent / "captures"
 
 
-def captures_root(path: str | None = None) -> Path:
+def captures_root(path: str | None = None, kinds: tuple = ("tma",)) -> Path:
+    """The captures folder; LayoutError if it is missing or lacks a capture of any of `kinds`."""
     root = Path(path) if path else SHIPPED
     if not root.is_dir():
         raise LayoutError("captures folder not found", str(root), "pass --captures DIR holding tma/<capture>/")
-    if not manifests(root, "tma"):
-        raise LayoutError("no TMA capture in the captures folder", str(root),
-                          "pass --captures DIR holding tma/<capture>/manifest.json and dumps.npz")
+    missing = [k for k in kinds if not manifests(root, k)]
+    if missing:
+        raise LayoutError("the captures folder lacks " + " and ".join(f"{k}/<capture>/manifest.json" for k in missing),
+                          str(root), "pass --captures DIR holding them (lapis ships them in lapis/captures)")
     return root
 
 
@@ -39,7 +42,7 @@ def load_capture(folder: Path, with_dumps: bool = True) -> tuple[dict, dict]:
             with np.load(folder / "dumps.npz", allow_pickle=False) as z:
                 dumps = {k: z[k] for k in z.files}
         return man, dumps
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
         raise LayoutError("unreadable capture", f"{folder}: {exc.__class__.__name__}: {exc}",
                           "restore the folder from git (captures are never edited by hand)") from None
 

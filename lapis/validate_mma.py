@@ -10,6 +10,7 @@ predicted D differs from the intended one.
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,10 @@ CASE_KEYS = ("dtype", "n", "ta", "tb", "test", "major", "swizzle", "test_base", 
 def case_result(case: dict, image: np.ndarray, d: np.ndarray) -> dict:
     """predicted == measured for every K-step, and whether the read is the intended one."""
     from lapis.gpu.wgmma_campaign import intended_d
-    reg = case["result"]["region_addr"]
+    reg, steps, n = case["result"]["region_addr"], case["steps"], case["n"]
+    if not (isinstance(steps, int) and steps >= 1 and len(case["desc_a"]) == len(case["desc_b"]) == steps
+            and d.shape == (steps, 64, n) and not np.isnan(d).any() and image.ndim == 1):
+        raise ValueError(f"case {case.get('id')}: steps, descriptors, D shape or values do not fit together")
     exact, intended, predicted_intended = True, True, True
     for s in range(case["steps"]):
         da = WgmmaDescriptor.decode(case["desc_a"][s] + (reg >> 4))  # the kernel adds region >> 4
@@ -85,7 +89,17 @@ def validate_bank_conflicts(root: Path) -> dict:
 
 
 def validate_mma(captures: str | None = None) -> dict:
-    root = captures_root(captures)
+    root = captures_root(captures, kinds=("wgmma", "cutlass_oracle", "bank"))
+    try:
+        return _validate_mma(root)
+    except LayoutError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, OSError, AttributeError, zipfile.BadZipFile) as exc:
+        raise LayoutError("a capture does not match its manifest", f"{exc.__class__.__name__}: {exc}",
+                          "restore lapis/captures from git (captures are never edited by hand)") from None
+
+
+def _validate_mma(root: Path) -> dict:
     rows, provs = [], []
     for folder in manifests(root, "wgmma"):
         man, _ = load_capture(folder, with_dumps=False)
@@ -97,7 +111,7 @@ def validate_mma(captures: str | None = None) -> dict:
                         rows.append((c, dict(exact=False, status=c["result"]["status"])))
                         continue
                     rows.append((c, case_result(c, imgs[f"img{c['id']}"], ds[f"d{c['id']}"])))
-        except (OSError, KeyError, ValueError) as exc:
+        except (OSError, KeyError, ValueError, IndexError, TypeError, zipfile.BadZipFile) as exc:
             raise LayoutError("unreadable wgmma capture", f"{folder}: {exc.__class__.__name__}: {exc}",
                               "restore the folder from git (captures are never edited by hand)") from None
     out = summarize(rows, provs)
@@ -119,10 +133,12 @@ def summarize(rows: list, provs: list) -> dict:
     for c, r in rows:
         by_case.setdefault(_key(c), []).append((c, r))
     wrong = [k for k, v in by_case.items() if not all(r["exact"] for _, r in v)]
-    canonical = {k: v for k, v in by_case.items() if v[0][0]["tag"] != "mismatch"
-                 and v[0][0]["tag"] != "base-offset-formula"}
+    canonical = {k: v for k, v in by_case.items() if v[0][0]["tag"] not in ("mismatch", "base-offset-formula")}
     pairs = {k: v for k, v in by_case.items() if k not in canonical}
     counted = {k: v for k, v in pairs.items() if not all(r.get("predicted_intended") for _, r in v)}
+
+    def settled(cases):
+        return all(r.get("measured_intended") for v in cases for _, r in v) if cases else None
     first = lambda v: v[0][0]  # noqa: E731
     lbo = [v for v in by_case.values() if first(v)["tag"] == "lbo-ignored?"]
     zero = [v for v in by_case.values() if first(v)["tag"] == "base-offset-zero"]
@@ -140,11 +156,9 @@ def summarize(rows: list, provs: list) -> dict:
                                kinds=sorted({(first(v)["corrupt"] or ["base-offset-formula"])[0]
                                              for v in counted.values()})),
         "settled": {
-            "lbo_ignored_swizzled_k_major": all(r["measured_intended"] for v in lbo for _, r in v) if lbo else None,
-            "base_offset_zero_reads_tma_layout": all(r["measured_intended"] for v in zero for _, r in v)
-            if zero else None,
-            "ptx_formula_base_offset_reads_tma_layout": all(r["measured_intended"] for v in formula for _, r in v)
-            if formula else None,
+            "lbo_ignored_swizzled_k_major": settled(lbo),
+            "base_offset_zero_reads_tma_layout": settled(zero),
+            "ptx_formula_base_offset_reads_tma_layout": settled(formula),
         },
         "provenance": merge_provenance(provs),
     }

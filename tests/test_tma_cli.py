@@ -79,7 +79,7 @@ def test_bad_inputs_get_named_errors_not_tracebacks(capsys, tmp_path):
           "--png", str(tmp_path / "no" / "x.png")], ".png file in an existing folder"),
         (["layout", "desc", "--arch", "sm90", "--major", "K", "--swizzle", "none", "--dtype", "bf16", "--rows", "8",
           "--cols", "8"], "one MMA K-step"),
-        (["report", "--out", str(tmp_path / "f.txt"), "--captures", str(tmp_path)], "no TMA capture"),
+        (["report", "--out", str(tmp_path / "f.txt"), "--captures", str(tmp_path)], "lacks tma/"),
     ]
     for argv, words in cases:
         assert main(argv) == 2, argv

@@ -28,19 +28,32 @@ KINDS = {
 }
 
 
+SMEM_BYTES = 228 * 1024
+
+
+def _lane_addresses(offsets, kind: str, lanes: int, width: int) -> np.ndarray:
+    """32 integer byte addresses (ldmatrix .x1/.x2: the first 8/16 are used), aligned and inside shared memory."""
+    from lapis.errors import as_int
+    if isinstance(offsets, (str, bytes)) or not hasattr(offsets, "__len__") or len(offsets) not in (lanes, 32):
+        n = f"{lanes} (or 32)" if lanes != 32 else "32"
+        raise LayoutError(f"{kind} takes one address per lane", repr(offsets)[:60], f"pass {n} integers")
+    a = [as_int(v, f"lane {i} address") for i, v in enumerate(offsets)][:lanes]
+    bad = [v for v in a if v % width or not 0 <= v < SMEM_BYTES]
+    if bad:
+        raise LayoutError(f"{kind} lane addresses must be {width} B aligned and inside 228 KiB of shared memory",
+                          bad[:4], f"pass multiples of {width} in [0, {SMEM_BYTES})")
+    return np.array(a, dtype=np.int64)
+
+
 def wavefronts(kind: str, offsets) -> tuple[int, int]:
     """(wavefronts, ideal) of one warp-wide `kind` at the 32 lane byte offsets (ldmatrix: row addresses).
 
     Raises LayoutError for an unknown kind, a misaligned address or too few lanes.
     """
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise LayoutError("unknown shared-memory access kind", kind, "use one of " + ", ".join(KINDS))
     width, per_phase, lanes = KINDS[kind]
-    a = np.asarray(offsets, dtype=np.int64)
-    if a.size < lanes or np.any(a[:lanes] % width):
-        raise LayoutError(f"{kind} needs {lanes} lane addresses aligned to {width} B", a[:lanes].tolist(),
-                          f"pass {lanes} multiples of {width}")
-    a = a[:lanes]
+    a = _lane_addresses(offsets, kind, lanes, width)
     total = 0
     for p in range(0, lanes, per_phase):
         words = (a[p:p + per_phase, None] + 4 * np.arange(width // 4)[None, :]).ravel() // 4

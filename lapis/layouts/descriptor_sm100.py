@@ -65,9 +65,9 @@ class UmmaDescriptor:
             raise LayoutError("tcgen05 descriptor: unknown layout type", self.swizzle.name,
                               "use none, 32B, 64B, 128B or 128B_base32B", _SRC)
         _check_bytes("start address", as_int(self.start_address, "start address"), (1 << 18) - 16,
-                     "place the operand in shared memory below 2^18 B")
-        _check_bytes("LBO", as_int(self.lbo, "lbo"), ((1 << 14) - 1) << 4, "keep LBO at most 0x3FFF0 B")
-        _check_bytes("SBO", as_int(self.sbo, "sbo"), ((1 << 14) - 1) << 4, "keep SBO at most 0x3FFF0 B")
+                     "place the operand in shared memory below 2^18 B", "tcgen05", _SRC)
+        _check_bytes("LBO", as_int(self.lbo, "lbo"), ((1 << 14) - 1) << 4, "keep LBO at most 0x3FFF0 B", "tcgen05", _SRC)
+        _check_bytes("SBO", as_int(self.sbo, "sbo"), ((1 << 14) - 1) << 4, "keep SBO at most 0x3FFF0 B", "tcgen05", _SRC)
         for name, hi in (("base_offset", 7), ("lbo_mode", 1)):
             v = as_int(getattr(self, name), name)
             if not 0 <= v <= hi:
@@ -137,6 +137,7 @@ KINDS = {
     "i8": {"u8": 0, "s8": 1},
 }
 D_FORMATS = {"f16": 0, "f32": 1, "s32": 2}
+D_ALLOWED = {"f16": ("f16", "f32"), "tf32": ("f32",), "f8f6f4": ("f16", "f32"), "i8": ("s32",)}  # PTX kind table
 MN_MAJOR_OK = {"e4m3", "e5m2", "u8", "s8", "f16", "bf16", "tf32"}  # CUTLASS: a/b_major 1 only for these
 _IFIELDS = (("sparse_id2", 0, 2), ("sparse", 2, 1), ("saturate", 3, 1), ("d_format", 4, 2), ("a_format", 7, 3),
             ("b_format", 10, 3), ("negate_a", 13, 1), ("negate_b", 14, 1), ("a_major", 15, 1), ("b_major", 16, 1),
@@ -171,13 +172,22 @@ class InstrDescriptor:
             if getattr(self, name) not in KINDS[self.kind]:
                 raise LayoutError(f"{name} not valid for kind::{self.kind}", getattr(self, name),
                                   "use " + ", ".join(KINDS[self.kind]), src)
-        if self.d_type not in D_FORMATS:
-            raise LayoutError("unknown accumulator type", self.d_type, "use f16, f32 or s32", src)
+        if self.d_type not in D_ALLOWED[self.kind]:
+            raise LayoutError(f"kind::{self.kind} accumulates in {' or '.join(D_ALLOWED[self.kind])}", self.d_type,
+                              f"use d_type {D_ALLOWED[self.kind][0]}", src)
+        if self.kind in ("f16", "tf32") and self.a_type != self.b_type:
+            raise LayoutError(f"kind::{self.kind} needs A and B of one type", f"{self.a_type} x {self.b_type}",
+                              "use f16 x f16 or bf16 x bf16", src)
         if as_int(self.m, "m") not in (64, 128, 256):
             raise LayoutError("tcgen05 M must be 64, 128 or 256", self.m, "use M = 64, 128 or 256", src)
-        n = as_int(self.n, "n")
-        if not (8 <= n <= 256 and n % 8 == 0):
-            raise LayoutError("tcgen05 N must be a multiple of 8 in 8..256", n, "round N to a multiple of 8", src)
+        n, step = as_int(self.n, "n"), 8 if self.m == 64 else 16
+        if not (step <= n <= 256 and n % step == 0):
+            raise LayoutError(f"tcgen05 N must be a multiple of {step} in {step}..256 for M = {self.m}", n,
+                              f"round N to a multiple of {step}", "CUTLASS make_instr_desc static_asserts")
+        if self.kind == "i8" and (self.negate_a or self.negate_b):
+            raise LayoutError("kind::i8 cannot negate A or B", (self.negate_a, self.negate_b), "use 0", src)
+        if self.kind != "i8" and self.saturate:
+            raise LayoutError("saturate exists only for kind::i8", self.kind, "use saturate 0", src)
         for name, t in (("a_major", self.a_type), ("b_major", self.b_type)):
             major = getattr(self, name)
             if major not in ("K", "MN"):

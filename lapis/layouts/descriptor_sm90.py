@@ -166,15 +166,15 @@ class WgmmaDescriptor:
         return "\n".join(lines)
 
 
-def _check_bytes(what: str, value, limit: int, fix_range: str) -> None:
+def _check_bytes(what: str, value, limit: int, fix_range: str, arch: str = "sm90", src: str = _SRC) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise LayoutError(f"sm90 descriptor: {what} must be a non-negative byte count", repr(value),
-                          "pass bytes as an int", _SRC)
+        raise LayoutError(f"{arch} descriptor: {what} must be a non-negative byte count", repr(value),
+                          "pass bytes as an int", src)
     if value % 16:
-        raise LayoutError(f"sm90 descriptor: {what} is not 16 B aligned", hex(value),
-                          f"align it to 16 B (the field stores bytes >> 4), e.g. {value - value % 16:#x}", _SRC)
+        raise LayoutError(f"{arch} descriptor: {what} is not 16 B aligned", hex(value),
+                          f"align it to 16 B (the field stores bytes >> 4), e.g. {value - value % 16:#x}", src)
     if value > limit:
-        raise LayoutError(f"sm90 descriptor: {what} does not fit its 14-bit field", hex(value), fix_range, _SRC)
+        raise LayoutError(f"{arch} descriptor: {what} does not fit its 14-bit field", hex(value), fix_range, src)
 
 
 def base_offset_for(mode: SwizzleMode, base: int) -> int:

@@ -39,9 +39,15 @@ def operand_addresses(desc, rows: int, elem_bytes: int, transpose: bool) -> np.n
     rows: 64 for A, N for B; elem_bytes: 1, 2 or 4; transpose: the instruction's imm-trans flag
     (MN-major). K = 32 B / elem_bytes. Raises LayoutError for shapes wgmma cannot read.
     """
-    if rows % 8 or elem_bytes not in (1, 2, 4):
-        raise LayoutError("wgmma operand rows must be a multiple of 8 with 1, 2 or 4 B elements",
-                          f"{rows} rows of {elem_bytes} B", "use M = 64 or N in 8..256 step 8")
+    if not (8 <= rows <= 256 and rows % 8 == 0) or elem_bytes not in (1, 2, 4):
+        raise LayoutError("MMA operand rows must be 8..256 in steps of 8, with 1, 2 or 4 B elements",
+                          f"{rows} rows of {elem_bytes} B", "use M = 64 (wgmma A) or N in 8..256 step 8")
+    if getattr(desc, "lbo_mode", 0):
+        raise LayoutError("absolute-address LBO (tcgen05 lbo_mode 1, sm_103a) is not modelled", desc.lbo_mode,
+                          "use lbo_mode 0 (LBO as a byte offset)")
+    if desc.swizzle.name == "128B_base32B" and not transpose:
+        raise LayoutError("128B with 32 B atomicity exists only MN-major", "K-major read",
+                          "read it transposed (MN-major) or use the 128B swizzle", "CUTLASS make_umma_desc")
     k_elems = K_BYTES // elem_bytes
     r, k = np.meshgrid(np.arange(rows), np.arange(k_elems), indexing="ij")
     span = desc.swizzle.span_bytes
