@@ -62,8 +62,8 @@ def lbo_role(layout: CanonicalLayout) -> str:
     if s.bits == 0:
         return "MN-major interleave: offset from the first 8 columns to the next 8 columns (K distance between 8-row groups)"
     n = s.span_bytes // 16
-    return (f"MN-major {s.name}: offset from the first {n} rows to the next {n} rows "
-            "(MN distance between swizzle atoms)")
+    return (f"MN-major {s.name}: offset from the first {n} rows to the next {n} rows, PTX's rows being 16 B "
+            f"units of MN (MN distance between {s.span_bytes} B swizzle atoms)")
 
 
 def sbo_role(layout: CanonicalLayout) -> str:
@@ -73,8 +73,9 @@ def sbo_role(layout: CanonicalLayout) -> str:
     if layout.swizzle.bits == 0:
         return ("MN-major interleave: offset from the first row to the next row "
                 "(MN distance between 16-B groups of T elements)")
-    return (f"MN-major {layout.swizzle.name}: offset from the first 8 columns to the next 8 columns "
-            "(K distance between 8-row groups)")
+    g = layout.swizzle.rows
+    return (f"MN-major {layout.swizzle.name}: offset from the first {g} columns to the next {g} columns "
+            f"(K distance between {g}-row groups)")
 
 
 # ---------------------------------------------------------------------------
