@@ -95,7 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "for K-major, MN for MN-major); with --cute it is read from the layout")
     chk.add_argument("--rows", required=True, type=integer, help="operand rows: 64 for A, N for B")
     chk.add_argument("--desc", action="append", type=integer, help="matrix descriptor of K-step 0, 1, ... (repeat)")
-    chk.add_argument("--trans", type=int, choices=(0, 1), default=0, help="the instruction's imm-trans flag")
+    chk.add_argument("--trans", type=int, choices=(0, 1), default=0,
+                     help="the instruction's transpose: wgmma imm-trans, tcgen05 a/b_major (1 = MN-major)")
+    chk.add_argument("--arch", choices=("sm90", "sm100"), default="sm90",
+                     help="sm90: wgmma descriptors (default); sm100: tcgen05 descriptors (spec-checked)")
     dec = lay.add_parser("decode", help="decode a 64-bit matrix descriptor")
     dec.add_argument("--arch", required=True, choices=("sm90", "sm100"),
                      help="sm90: the wgmma matrix descriptor; sm100: the tcgen05 smem descriptor (spec-checked)")

@@ -108,3 +108,13 @@ def test_cute_input_is_parsed_and_judged(capsys):
     assert main(["layout", "check", "--cute", "Sw<3,4,3> o smem_ptr[16b](unset) o ((_8,_8),_64):((_64,_512),_1)",
                  "--smem-base", "0x400", "--rows", "64", "--desc", "0x4000004000010040",
                  "--desc", "0x4000004000010042"]) == 0
+
+
+def test_cli_check_sm100_descriptors(capsys):
+    from lapis.cli import main
+    base = ["layout", "check", "--arch", "sm100", "--dtype", "bf16", "--dims", "4096,4096", "--strides", "8192",
+            "--box", "64,64", "--swizzle", "128B", "--smem-base", "0x400", "--coords", "128,256", "--major", "K",
+            "--rows", "64"]
+    assert main(base + ["--desc", "0x4000404000010040", "--desc", "0x4000404000010042"]) == 0
+    assert main(base + ["--desc", "0x4000404000010040", "--desc", "0x4000402000010042"]) == 1
+    assert "SBO should be 1024 B" in capsys.readouterr().out

@@ -77,14 +77,14 @@ def cute_map(layout, base: int) -> dict:
 
 
 def check_reads(where: dict, swizzle: str, major: str, rows: int, descs: list, transpose: bool,
-                elem_bytes: int, plan: str = "the TMA") -> Agreement:
+                elem_bytes: int, plan: str = "the TMA", arch: str = "sm90") -> Agreement:
     """The core check over any placement map {address: (r, k)} whose data follows `swizzle` at absolute addresses.
 
     Raises LayoutError when the request cannot be a wgmma: rows outside 8..256 (64 for A), more K-steps than the
     tile holds, more rows than the tile has, or a transposed read of a non-16-bit operand (sm90).
     """
-    _check_request(where, rows, descs, transpose, elem_bytes)
-    ideal = ideal_descriptors(where, swizzle, major, rows, elem_bytes, len(descs))
+    _check_request(where, rows, descs, transpose, elem_bytes, arch)
+    ideal = ideal_descriptors(where, swizzle, major, rows, elem_bytes, len(descs), arch)
     steps = []
     for s, d in enumerate(descs):
         verdict = _step(where, d, s, rows, elem_bytes, transpose)
@@ -101,7 +101,7 @@ def check_reads(where: dict, swizzle: str, major: str, rows: int, descs: list, t
     return Agreement(all(v.ok for v in steps), steps)
 
 
-def _check_request(where, rows, descs, transpose, e) -> None:
+def _check_request(where, rows, descs, transpose, e, arch="sm90") -> None:
     from lapis.errors import as_int
     rows = as_int(rows, "rows")
     if not (8 <= rows <= 256 and rows % 8 == 0):
@@ -116,13 +116,14 @@ def _check_request(where, rows, descs, transpose, e) -> None:
     if len(descs) * k_el > tile_k:
         raise LayoutError("more K-steps than the tile holds", f"{len(descs)} descriptors x {k_el} elements of K "
                           f"for a K extent of {tile_k}", f"give at most {tile_k // k_el} descriptors")
-    if transpose and e != 2:
+    if transpose and e != 2 and arch == "sm90":
         raise LayoutError("sm90 wgmma transposes (imm-trans) only f16/bf16 operands", f"{e}-byte elements",
-                          "load tf32 and fp8 operands K-major", "PTX ISA 9.7.15.5.1")
+                          "load tf32 and fp8 operands K-major (tcgen05, --arch sm100, also transposes them)",
+                          "PTX ISA 9.7.15.5.1")
 
 
 def check_agreement(tmap: TensorMap, boxes: list, origin: tuple, major: str, rows: int, descs: list,
-                    transpose: bool) -> Agreement:
+                    transpose: bool, arch: str = "sm90") -> Agreement:
     """Does K-step s of a wgmma reading through descs[s] see the tile the TMA boxes wrote?
 
     boxes: [(coords, dst)] loads into shared memory (absolute addresses, innermost-first coordinates);
@@ -132,7 +133,7 @@ def check_agreement(tmap: TensorMap, boxes: list, origin: tuple, major: str, row
     if tmap.rank != 2:
         raise LayoutError("the agreement checker takes 2-D tiles", f"rank {tmap.rank}", "use a rank-2 tensor map")
     return check_reads(tile_map(tmap, boxes, origin, major), tmap.swizzle, major, rows, descs, transpose,
-                       tmap.dtype.bytes)
+                       tmap.dtype.bytes, "the TMA", arch)
 
 
 def _reads(where, d, rows, e, transpose):
@@ -150,7 +151,7 @@ def _step(where, d, s, rows, e, transpose) -> StepVerdict:
     return StepVerdict(s, True)
 
 
-def ideal_descriptors(where, swizzle: str, major, rows, e, steps):
+def ideal_descriptors(where, swizzle: str, major, rows, e, steps, arch: str = "sm90"):
     """The descriptors the placement calls for, derived from where the tile landed and verified by reading the
     tile back through them; None if no descriptor reads it as intended (the placement is not canonical).
     Unused strides are 0 (CUTLASS's convention), swizzled K-major LBO 16 B (encoded 1)."""
@@ -173,7 +174,7 @@ def ideal_descriptors(where, swizzle: str, major, rows, e, steps):
             mn_step = gap((0, 0), (span_el, 0)) if rows > span_el else 0
             k_step = gap((0, 0), (0, g)) if k_el > g else 0
             sbo, lbo = (mn_step, k_step) if sw.bits == 0 else (k_step, mn_step)
-        if sw is B128_BASE32B:
+        if sw is B128_BASE32B or arch == "sm100":
             from lapis.layouts.descriptor_sm100 import UmmaDescriptor as Desc
         else:
             Desc = WgmmaDescriptor
@@ -228,7 +229,11 @@ def cli_check(a) -> int:
 
     if not a.desc:
         raise LayoutError("give one --desc per MMA K-step", "none", "e.g. --desc 0x4000004000010040 --desc ...")
-    descs = [WgmmaDescriptor.decode(v) for v in a.desc]
+    if a.arch == "sm100":
+        from lapis.layouts.descriptor_sm100 import UmmaDescriptor
+        descs = [UmmaDescriptor.decode(v) for v in a.desc]
+    else:
+        descs = [WgmmaDescriptor.decode(v) for v in a.desc]
     if a.cute:
         from lapis.layouts.cute_input import canonical_match, placement
         m = canonical_match(a.cute, a.dtype)
@@ -237,7 +242,8 @@ def cli_check(a) -> int:
                               "build it from the GMMA atoms")
         p = m["parsed"]
         where, plan = placement(p, m["offsets"], a.smem_base), "the CuTe layout"
-        v = check_reads(where, p["swizzle"], m["major"], a.rows, descs, bool(a.trans), p["elem_bits"] // 8, plan)
+        v = check_reads(where, p["swizzle"], m["major"], a.rows, descs, bool(a.trans), p["elem_bits"] // 8, plan,
+                        a.arch)
     else:
         from lapis.layouts.tma import wide_tile_boxes
         from lapis.layouts.tma_commands import ints, tensor_map_from_args
@@ -255,7 +261,7 @@ def cli_check(a) -> int:
         width = a.tile_cols or tmap.box[0]
         boxes = wide_tile_boxes(tmap, width, coords, a.smem_base) if width != tmap.box[0] else [(coords, a.smem_base)]
         plan = f"{len(boxes)} TMA box(es)"
-        v = check_agreement(tmap, boxes, coords, a.major, a.rows, descs, bool(a.trans))
+        v = check_agreement(tmap, boxes, coords, a.major, a.rows, descs, bool(a.trans), a.arch)
     if a.json:
         print(json.dumps(dict(ok=v.ok, units="(r, k): operand row and K index, elements", steps=[
             dict(step=s.step, ok=s.ok, first_wrong=s.first_wrong, read=s.read, causes=[m for _, m in s.causes],
