@@ -1,0 +1,107 @@
+"""mbarriers as kernels use them, in simulated time (simpy).
+
+PTX ISA 9.7.13.15 (mbarrier): a barrier object counts pending arrivals and a
+transaction count (tx-count, bytes). The current phase completes when the pending
+arrival count reaches 0 and the tx-count is 0; the arrival count is then reset
+for the next phase and the phase parity flips. Operations kept here:
+
+- `arrive()`: one arrival (tcgen05.commit also performs one).
+- `expect_tx(n)` / `arrive_expect_tx(n)`: raise the tx-count by n bytes (range
+  -(2^20 - 1) .. 2^20 - 1, PTX), optionally with an arrival.
+- `complete_tx(n)`: what a TMA load does as its bytes land.
+- `wait(parity)`: `mbarrier.try_wait.parity` looped until it succeeds. It succeeds
+  once the phase with that parity has completed, i.e. when the current phase's
+  parity differs from `parity`. So a fresh barrier waited with parity 1 passes at
+  once (CUTLASS's producer start state), and a waiter two phases behind sees the
+  parity it waits for and blocks (aliasing).
+
+Delivering more bytes than expected completes a phase early and carries the excess
+into the next phase: that is recorded as a race (`races`), not a deadlock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lapis.errors import LayoutError
+
+TX_LIMIT = (1 << 20) - 1  # PTX: tx-count range -(2^20 - 1) .. 2^20 - 1
+
+
+@dataclass
+class Waiter:
+    role: str
+    parity: int
+    event: object
+
+
+@dataclass
+class MBarrier:
+    """One mbarrier. `count`: arrivals per phase; `arrivers`: the roles declared to arrive (for diagnostics)."""
+
+    env: object
+    name: str
+    count: int
+    arrivers: tuple = ()
+    phase: int = 0  # phases completed so far; the current phase's parity is phase % 2
+    pending: int = field(init=False)
+    tx: int = 0
+    races: list = field(default_factory=list)
+    waiters: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.count < 1:
+            raise LayoutError("mbarrier arrival count must be at least 1", self.count, "init with count >= 1",
+                              "PTX ISA mbarrier.init")
+        self.pending = self.count
+
+    @property
+    def parity(self) -> int:
+        return self.phase % 2
+
+    def arrive(self, role: str = "") -> None:
+        self.pending -= 1
+        if self.pending < 0:
+            self.races.append(f"{role or '?'} arrived on {self.name} more often than its count {self.count} "
+                              f"in phase {self.phase}")
+        self._maybe_complete()
+
+    def expect_tx(self, nbytes: int) -> None:
+        self._tx(self.tx + nbytes)
+
+    def arrive_expect_tx(self, nbytes: int, role: str = "") -> None:
+        self._tx(self.tx + nbytes)
+        self.arrive(role)
+
+    def complete_tx(self, nbytes: int, who: str = "TMA") -> None:
+        self._tx(self.tx - nbytes)
+        if self.tx < 0 and self.pending <= 0:
+            self.races.append(f"{who} delivered {-self.tx} B more than {self.name} expected in phase {self.phase}: "
+                              "the phase completes early")
+        self._maybe_complete()
+
+    def _tx(self, value: int) -> None:
+        if not -TX_LIMIT <= value <= TX_LIMIT:
+            raise LayoutError("mbarrier tx-count out of range", value, f"keep it within +-{TX_LIMIT} B per phase",
+                              "PTX ISA mbarrier (tx-count)")
+        self.tx = value
+
+    def _maybe_complete(self) -> None:
+        if self.pending <= 0 and self.tx <= 0:
+            # The phase completes; bytes beyond what it expected (tx < 0) count against the next phase.
+            self.phase += 1
+            self.pending += self.count
+            for w in [w for w in self.waiters if w.parity != self.parity]:
+                self.waiters.remove(w)
+                w.event.succeed()
+
+    def wait(self, parity: int, role: str = ""):
+        """A simpy event for try_wait.parity(parity): already triggered if that phase has completed."""
+        ev = self.env.event()
+        if parity not in (0, 1):
+            raise LayoutError("try_wait.parity takes a phase parity", parity, "pass 0 or 1")
+        if self.parity != parity:
+            ev.succeed()
+        else:
+            self.waiters.append(Waiter(role, parity, ev))
+        return ev

@@ -1,0 +1,102 @@
+"""mbarrier phases and parity, tx bytes, the TMA pipeline vocabulary, and deadlock reports."""
+
+import pytest
+import simpy
+
+from lapis.errors import LayoutError
+from lapis.pipeline_sim.deadlock import Deadlock, run_checked
+from lapis.pipeline_sim.mbarrier import TX_LIMIT, MBarrier
+from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
+
+
+def test_fresh_barrier_parity_1_passes_at_once_parity_0_waits():
+    env = simpy.Environment()
+    b = MBarrier(env, "b", 1)
+    assert b.wait(1).triggered and not b.wait(0).triggered
+    b.arrive()
+    assert b.phase == 1 and b.parity == 1 and not b.waiters  # the parity-0 waiter was released
+
+
+def test_waiter_two_phases_behind_aliases_and_blocks():
+    env = simpy.Environment()
+    b = MBarrier(env, "b", 1)
+    b.arrive()
+    b.arrive()  # two phases complete: parity is 0 again
+    assert not b.wait(0).triggered  # waiting for "phase 0" now waits for phase 2
+
+
+def test_tx_bytes_and_early_completion_is_a_race():
+    env = simpy.Environment()
+    b = MBarrier(env, "full", 1)
+    b.arrive_expect_tx(1024, "producer")
+    assert b.phase == 0
+    b.complete_tx(1024)
+    assert b.phase == 1 and not b.races
+    b.arrive_expect_tx(1024, "producer")
+    b.complete_tx(2048)  # more bytes than expected
+    assert b.phase == 2 and b.tx == -1024 and "1024 B more" in b.races[0]
+    with pytest.raises(LayoutError, match="tx-count out of range"):
+        b.expect_tx(TX_LIMIT + 2048)
+
+
+def ring(env, stages, tokens, consumers=("mma",), tma_ns=100, mma_ns=60, arrivals=None, log=None):
+    pipe = TmaPipeline(env, "kv", stages, "load", consumers, tx_bytes=16384)
+    if arrivals is not None:  # a wrong arrival count on the empty barriers
+        for b in pipe.empty:
+            b.count = b.pending = arrivals
+
+    def producer():
+        st = PipelineState.producer_start(stages)
+        for t in range(tokens):
+            yield pipe.producer_acquire(st)
+            pipe.producer_expect(st)
+            slot = PipelineState(stages, st.index, st.phase)
+            env.process(tma(slot, t))
+            st.advance()
+        yield pipe.producer_tail(st)
+
+    def tma(slot, t):
+        yield env.timeout(tma_ns)
+        pipe.tma_complete(slot)
+
+    def consumer(role):
+        st = PipelineState(stages)
+        for t in range(tokens):
+            yield pipe.consumer_wait(st, role)
+            yield env.timeout(mma_ns)
+            if log is not None:
+                log.append((env.now, role, t, st.index))
+            pipe.consumer_release(st, role)
+            st.advance()
+
+    procs = {"load": env.process(producer())}
+    procs.update({r: env.process(consumer(r)) for r in consumers})
+    return pipe, procs
+
+
+def test_two_stage_ring_runs_every_token_in_order():
+    env, log = simpy.Environment(), []
+    pipe, procs = ring(env, 2, 6, log=log)
+    run_checked(env, pipe.barriers, procs)
+    assert [t for _, _, t, _ in log] == list(range(6)) and [i for *_, i in log] == [0, 1] * 3
+    # TMA 100 ns per token, loads in flight two deep, MMA 60 ns: the loads bound the ring.
+    assert env.now == pytest.approx(6 * 100 / 2 + 100 + 60, abs=100)
+
+
+def test_deeper_ring_is_never_slower_for_one_producer_one_consumer():
+    times = []
+    for stages in (1, 2, 3, 4):
+        env = simpy.Environment()
+        pipe, procs = ring(env, stages, 12)
+        run_checked(env, pipe.barriers, procs)
+        times.append(env.now)
+    assert times == sorted(times, reverse=True)
+
+
+def test_wrong_arrival_count_is_a_named_deadlock():
+    env = simpy.Environment()
+    pipe, procs = ring(env, 2, 6, arrivals=2)  # one consumer, but the empty barriers expect two arrivals
+    with pytest.raises(Deadlock) as exc:
+        run_checked(env, pipe.barriers, procs)
+    text = str(exc.value)
+    assert "load waits on kv.empty[" in text and "for mma" in text
