@@ -129,6 +129,15 @@ def build_parser() -> argparse.ArgumentParser:
                          "`run --inputs DIR --out OUT` (GPU only)")
     cwg.add_argument("wgmma_args", nargs=argparse.REMAINDER, help="prepare|run and their options")
 
+    sim = sub.add_parser("simulate", help="simulate a warp-specialized schedule on a GPU profile (in progress)")
+    sim.add_argument("--list", action="store_true", help="list the schedules")
+    sim.add_argument("--schedule", help="schedule name (see --list)")
+    sim.add_argument("--gpu", default="h200", help="profile: h200 or b200 (lapis/model/profiles)")
+    sim.add_argument("--shape", help="the schedule's own shape form: MxNxK for GEMM")
+    sim.add_argument("--param", action="append", help="key=value schedule parameter (repeat)")
+    sim.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON, µs) to this file")
+    sim.add_argument("--json", action="store_true", help="machine-readable output")
+
     val = sub.add_parser("validate", help="check the model against captures").add_subparsers(
         dest="validate_cmd", required=True, metavar="WHAT")
     vl = val.add_parser("layouts", help="TMA placement and encode rules against H200 captures")
@@ -165,6 +174,8 @@ def _dispatch(args) -> int | None:
             from lapis.layouts.agreement import cli_check
             return cli_check(args)
         return {"show": show.cli_show, "desc": show.cli_desc, "decode": show.cli_decode}[args.layout_cmd](args)
+    if args.cmd == "simulate":
+        return _simulate(args)
     if args.cmd == "tma":
         from lapis.layouts import tma_commands
         return {"check": tma_commands.cli_check, "place": tma_commands.cli_place}[args.tma_cmd](args)
@@ -177,6 +188,38 @@ def _dispatch(args) -> int | None:
         from lapis.validate import cli_validate_layouts
         return cli_validate_layouts(args)
     return None
+
+
+def _simulate(args) -> int:
+    import json
+
+    from lapis.pipeline_sim.deadlock import Deadlock
+    from lapis.pipeline_sim.simulate import SCHEDULES, parse_params, simulate
+    if args.list:
+        rows = [dict(name=k, description=v[0]) for k, v in SCHEDULES.items()]
+        print(json.dumps(rows, indent=1) if args.json else "\n".join(f"{r['name']}: {r['description']}" for r in rows))
+        return 0
+    if not args.schedule or not args.shape:
+        from lapis.errors import LayoutError
+        raise LayoutError("simulate needs --schedule and --shape", "missing", "e.g. --schedule h200-gemm-ws "
+                          "--shape 8192x8192x8192 (lapis simulate --list)")
+    try:
+        r = simulate(args.schedule, args.gpu, args.shape, parse_params(args.param))
+    except Deadlock as dl:
+        print(f"lapis simulate: {dl}", file=sys.stderr)
+        return 3
+    events = r.pop("_events")
+    if args.trace:
+        from lapis.pipeline_sim.trace import write_chrome
+        write_chrome(events, args.trace)
+    if args.json:
+        print(json.dumps(r, indent=1))
+    else:
+        print(f"{r['schedule']} on {r['gpu']} at {r['shape']}: {r['predicted_us']:.1f} us, {r['tflops']:.0f} TFLOP/s "
+              f"(roofline {r['roofline_tflops']:.0f}, {r['roofline_bound_by']}-bound); busiest unit: {r['bound_by']} "
+              f"({', '.join(f'{u} {v:.0%}' for u, v in r['utilization'].items())}); {r['events']} events in "
+              f"{r['wall_s']:.2f} s")
+    return 0
 
 
 def _capture(args) -> int:

@@ -1,0 +1,122 @@
+"""A warp-specialized Hopper GEMM: one TMA producer warp, `consumer_wgs` wgmma consumer warpgroups, and a
+K ring of `stages` slots guarded by full/empty mbarriers (CUTLASS's sm90 warp-specialized mainloop).
+
+Per CTA tile (block_m x block_n, bf16, fp32 accumulators), for each K block of block_k:
+  producer: producer_acquire -> arrive.expect_tx -> TMA A box (block_m x block_k) + B box (block_n x block_k)
+  TMA engine: holds the SM's load path for bytes / bandwidth share, then lands after the latency
+  consumers: consumer_wait -> wgmma over their block_m / consumer_wgs rows (the tensor pipe is shared)
+             -> consumer_release once the MMA completes
+  epilogue: each consumer writes its C rows (block_m / consumer_wgs x block_n) back.
+One representative SM runs the tiles it gets in the worst wave (tiles / SMs rounded up); its load
+bandwidth is an equal share of L2 across the active SMs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import simpy
+
+from lapis.errors import LayoutError
+from lapis.pipeline_sim.deadlock import run_checked
+from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
+from lapis.pipeline_sim.recorder import Recorder
+
+DEFAULTS = dict(block_m=128, block_n=128, block_k=64, stages=4, consumer_wgs=2)
+
+
+def parse_shape(shape: str) -> tuple[int, int, int]:
+    try:
+        m, n, k = (int(x) for x in shape.lower().split("x"))
+    except ValueError:
+        raise LayoutError("a GEMM shape is MxNxK", repr(shape), "e.g. --shape 8192x8192x8192") from None
+    if min(m, n, k) < 1:
+        raise LayoutError("GEMM extents must be positive", shape, "use M, N, K >= 1")
+    return m, n, k
+
+
+def check_fit(p, prm) -> dict:
+    """Shared memory per CTA: the ring of A+B slots; rejects with the numbers."""
+    slot = (prm["block_m"] + prm["block_n"]) * prm["block_k"] * 2
+    smem = prm["stages"] * slot
+    if smem > p["smem_bytes_per_block"]:
+        raise LayoutError("the schedule does not fit shared memory",
+                          f"{prm['stages']} stages x {slot} B = {smem} B > {p['smem_bytes_per_block']} B",
+                          "lower stages or the block sizes")
+    if prm["block_m"] % (64 * prm["consumer_wgs"]):
+        raise LayoutError("each consumer warpgroup takes a multiple of 64 rows", prm["block_m"],
+                          f"make block_m a multiple of {64 * prm['consumer_wgs']}")
+    return dict(smem_bytes=smem)
+
+
+def simulate(p, shape: str, params: dict) -> dict:
+    m, n, k = parse_shape(shape)
+    prm = {**DEFAULTS, **params}
+    fit = check_fit(p, prm)
+    tiles = math.ceil(m / prm["block_m"]) * math.ceil(n / prm["block_n"])
+    active = min(tiles, p["sm_count"])
+    my_tiles = math.ceil(tiles / p["sm_count"])
+    k_blocks = math.ceil(k / prm["block_k"])
+    env = simpy.Environment()
+    rec = Recorder(env)
+    tensor, tma_path = simpy.Resource(env, 1), simpy.Resource(env, 1)
+    consumers = tuple(f"consumer{c}" for c in range(prm["consumer_wgs"]))
+    slot_bytes = (prm["block_m"] + prm["block_n"]) * prm["block_k"] * 2
+    pipe = TmaPipeline(env, "ring", prm["stages"], "producer", consumers, slot_bytes)
+    load_share = p["l2_tb_s"] * 1e3 / active if "l2_tb_s" in p.values else p.hbm_bytes_per_ns / active
+    tensor_rate = p.per_ns("tensor_flop_per_clk_sm")
+    rows = prm["block_m"] // prm["consumer_wgs"]
+    mma_ns = 2 * rows * prm["block_n"] * prm["block_k"] / tensor_rate
+    landed = {}
+
+    def tma(st, tile, kb):
+        start = env.now
+        with tma_path.request() as req:
+            yield req
+            yield env.timeout(slot_bytes / load_share)
+        yield env.timeout(p["tma_latency_ns"])
+        landed[(tile, kb)] = rec.add("tma", "load A+B", start, work_item=tile, k_index=kb, kind="completion").id
+        pipe.tma_complete(st)
+
+    def producer():
+        st = PipelineState.producer_start(prm["stages"])
+        for tile in range(my_tiles):
+            for kb in range(k_blocks):
+                t0 = env.now
+                yield pipe.producer_acquire(st)
+                if env.now > t0:
+                    rec.add("producer", "wait empty", t0, work_item=tile, k_index=kb, kind="wait")
+                pipe.producer_expect(st)
+                env.process(tma(PipelineState(st.stages, st.index, st.phase), tile, kb))
+                rec.add("producer", "issue TMA", env.now, work_item=tile, k_index=kb)
+                st.advance()
+        yield pipe.producer_tail(st)
+
+    def consumer(role):
+        st = PipelineState(prm["stages"])
+        for tile in range(my_tiles):
+            for kb in range(k_blocks):
+                t0 = env.now
+                yield pipe.consumer_wait(st, role)
+                if env.now > t0:
+                    rec.add(role, "wait full", t0, work_item=tile, k_index=kb, kind="wait",
+                            flow_from=landed.get((tile, kb)))
+                with tensor.request() as req:
+                    t1 = env.now
+                    yield req
+                    yield env.timeout(mma_ns)
+                rec.add(role, "wgmma", t1, work_item=tile, k_index=kb)
+                pipe.consumer_release(st, role)
+                st.advance()
+            t2 = env.now
+            yield env.timeout(rows * prm["block_n"] * 2 / load_share + p["tma_latency_ns"])
+            rec.add(role, "epilogue", t2, work_item=tile)
+
+    procs = {"producer": env.process(producer())}
+    procs.update({r: env.process(consumer(r)) for r in consumers})
+    run_checked(env, pipe.barriers, procs)
+    flops = 2.0 * m * n * k
+    return dict(env_ns=env.now, flops=flops, events=rec.events, fit=fit, params=prm,
+                work=dict(tiles=tiles, active_sms=active, tiles_per_sm=my_tiles, k_blocks=k_blocks),
+                units=dict(tensor=mma_ns * my_tiles * k_blocks * prm["consumer_wgs"],
+                           tma=slot_bytes / load_share * my_tiles * k_blocks))
