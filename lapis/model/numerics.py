@@ -1,0 +1,102 @@
+"""Attention numerics: a float64 reference and the kernel-faithful online softmax the seed kernels run.
+
+`flash_forward` processes K/V in tiles of `block_n` like the kernels, in the kernels' precisions: bf16 inputs,
+fp32 scores and accumulators, P rounded to bf16 for the PV product. Options follow the B200 write-up
+(../shared/seeds/b200-attention-kernel-progression.txt):
+- exp2 with the softmax scale folded into log2 units (ch. 8), flush-to-zero of denormal results (ch. 8);
+- a fraction `emulate_frac` of the columns exponentiated in software with a cubic (ch. 9), chosen by column
+  position only: 2^x = 2^floor(x) * (1 + c1 f + c2 f^2 + c3 f^3), c = 0.695, 0.227, 0.077 (coefficients from ch. 9);
+- skip the O rescale unless a row's tile maximum exceeds the kept maximum by more than `threshold` (log2 units,
+  ch. 11).
+It reports the error against the float64 reference and how often O was rescaled: the simulator's correction
+work depends on that frequency.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+LOG2E = 1.4426950408889634
+C1, C2, C3 = 0.695, 0.227, 0.077  # the write-up's cubic for 2^f on [0, 1) (ch. 9)
+
+
+def to_bf16(x: np.ndarray) -> np.ndarray:
+    """Round float32 values to bf16 (nearest, ties to even), returned as float32."""
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return b.astype(np.uint32).view(np.float32)
+
+
+def reference(q, k, v, scale: float | None = None) -> np.ndarray:
+    """softmax(q k^T * scale) v in float64; q (rows, d), k and v (cols, d)."""
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    scale = 1 / np.sqrt(q.shape[1]) if scale is None else scale
+    s = q @ k.T * scale
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    return (p / p.sum(axis=1, keepdims=True)) @ v
+
+
+def software_exp2(x: np.ndarray) -> np.ndarray:
+    """2^x in float32 from the cubic: exponent bits carry 2^floor(x), three FMAs approximate 2^frac."""
+    x = np.maximum(np.asarray(x, np.float32), np.float32(-127.0))
+    i = np.floor(x)
+    f = (x - i).astype(np.float32)
+    poly = np.float32(C3)
+    for c in (C2, C1, 1.0):
+        poly = (poly * f + np.float32(c)).astype(np.float32)
+    bits = poly.view(np.int32) + (i.astype(np.int32) << 23)
+    return bits.view(np.float32)
+
+
+def _exp2(x: np.ndarray, emulate_cols: np.ndarray, ftz: bool) -> np.ndarray:
+    out = np.exp2(x.astype(np.float32)).astype(np.float32)
+    if emulate_cols.any():
+        out[:, emulate_cols] = software_exp2(x[:, emulate_cols])
+    if ftz:
+        out[np.abs(out) < np.float32(2.0 ** -126)] = 0
+    return out
+
+
+def flash_forward(q, k, v, *, block_n: int = 128, scale: float | None = None, ftz: bool = True,
+                  emulate_frac: float = 0.0, threshold: float | None = None, p_bf16: bool = True):
+    """Online-softmax attention as the kernels compute it. Returns (out, stats).
+
+    q (rows, d), k and v (cols, d), any float; cols a multiple of block_n. stats: rescales (row-tile pairs
+    where O was rescaled, first tile excluded), rescale_frequency, tiles.
+    """
+    q, k, v = (to_bf16(np.asarray(a, np.float32)) for a in (q, k, v))
+    rows, d = q.shape
+    scale = 1 / np.sqrt(d) if scale is None else scale
+    scale2 = np.float32(scale * LOG2E)  # folded into log2 units once, outside the loop (ch. 8)
+    m = np.full(rows, -np.inf, np.float32)
+    l = np.zeros(rows, np.float32)
+    o = np.zeros((rows, d), np.float32)
+    stride = round(1 / emulate_frac) if emulate_frac else 0
+    rescales, tiles = 0, k.shape[0] // block_n
+    for t in range(tiles):
+        kt, vt = k[t * block_n:(t + 1) * block_n], v[t * block_n:(t + 1) * block_n]
+        s2 = (q @ kt.T).astype(np.float32) * scale2
+        tile_max = s2.max(axis=1)
+        if threshold is None:
+            move = tile_max > m
+        else:
+            move = (tile_max - m > threshold) | ~np.isfinite(m)
+        new_m = np.where(move, np.maximum(m, tile_max), m)
+        if t:
+            rescales += int(np.count_nonzero(move))
+        factor = np.where(np.isfinite(m), np.exp2(m - new_m), 0).astype(np.float32)
+        o *= factor[:, None]
+        l *= factor
+        m = new_m
+        cols = np.zeros(block_n, bool)
+        if stride:
+            cols[::stride] = True  # the software path takes columns by position only (ch. 9)
+        p = _exp2(s2 - m[:, None], cols, ftz)
+        l += p.sum(axis=1, dtype=np.float32)
+        o += (to_bf16(p) if p_bf16 else p) @ vt
+    pairs = rows * max(tiles - 1, 1)
+    return o / l[:, None], dict(rescales=rescales, rescale_frequency=rescales / pairs, tiles=tiles)
+
+
+def relative_error(out, ref) -> float:
+    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
