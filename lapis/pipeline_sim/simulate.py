@@ -15,6 +15,22 @@ from lapis.model.profile import load_profile
 SCHEDULES = {
     "h200-gemm-ws": ("warp-specialized GEMM: TMA producer warp, wgmma consumer warpgroups, K ring of full/empty "
                      "mbarriers (shape MxNxK)", "lapis.pipeline_sim.schedules.gemm_ws", "gemm"),
+    "h200-s1-serial": ("one WG; TMA Q/K/V; wgmma QK^T; softmax in registers; wgmma PV; wait after every stage",
+                       "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+    "h200-s2-ws-ring": ("a producer warp issues TMA; K/V ring with full/empty mbarriers",
+                        "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+    "h200-s3-two-consumers": ("a producer + 2 consumer WGs, 64 rows each of one 128-row Q tile, sharing K/V",
+                              "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+    "h200-s4-pingpong": ("named-barrier ping-pong: one WG's softmax overlaps the other's GEMMs",
+                         "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+    "h200-s5-intra-overlap": ("inside a WG, QK^T of tile i+1 is issued before the softmax of tile i",
+                              "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+    "h200-s6-exp2": ("scale folded into log2, ex2.approx.ftz; emulate_frac of exp2 on the FMA pipe",
+                     "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+    "h200-s7-cond-rescale": ("O rescaled only when the row max moves more than threshold (log2 units)",
+                             "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+    "h200-s8-persistent": ("persistent grid, one CTA per SM, static grid stride (launch overhead not modelled)",
+                           "lapis.pipeline_sim.schedules.attention_h200", "attention"),
 }
 
 
@@ -45,9 +61,13 @@ def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None) ->
                           "use " + ", ".join(sorted(mod.DEFAULTS)))
     p = load_profile(gpu)
     t0 = time.time()
-    r = mod.simulate(p, shape, params or {})
+    if kind == "attention":
+        r = mod.simulate(p, shape, params or {}, schedule)
+        roof = roofline.attention(p, *mod.parse_shape(shape))
+    else:
+        r = mod.simulate(p, shape, params or {})
+        roof = roofline.gemm(p, *mod.parse_shape(shape))
     wall = time.time() - t0
-    roof = roofline.gemm(p, *mod.parse_shape(shape))
     # The representative SM's time is the kernel's time (the worst wave decides).
     ns = r["env_ns"]
     util = {u: busy / ns for u, busy in r["units"].items()}
