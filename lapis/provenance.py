@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 CAPTURE_SOURCES = (
     "lapis/gpu/kernels/tma_capture_v1.cu",

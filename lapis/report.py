@@ -109,7 +109,6 @@ def main(args) -> int:
     else:
         print(summary_table(numbers))
         print(f"\nreport: {Path(args.out) / 'report.md'}")
-    t = numbers["layouts"]["tma"]
     from lapis.validate import passed
     from lapis.validate_mma import passed as mma_passed
     return 0 if passed(numbers["layouts"]) and ("mma" not in numbers or mma_passed(numbers["mma"])) else 1
@@ -134,7 +133,6 @@ def tma_section(captures: str | None, out: Path, numbers: dict) -> str:
 
 
 def _off_boundary_figure(captures: str | None, out: Path):
-    import numpy as np
     from lapis.figures.tma_box import chunk_map, plot_box_pair
     from lapis.validate import manifests, predict_region
     root = captures_root(captures)

@@ -3,7 +3,6 @@
 import json
 import shutil
 
-import numpy as np
 import pytest
 
 from lapis.cli import main

@@ -12,7 +12,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 
 from lapis.gpu.gen_cutlass_oracle import INDEX, INDEX_V2
 

@@ -21,8 +21,6 @@ import argparse
 import ctypes
 import datetime
 import json
-import math
-import os
 import platform
 import subprocess
 import sys

@@ -22,7 +22,7 @@ import numpy as np
 
 from lapis.errors import LayoutError
 from lapis.layouts.descriptor_sm90 import WgmmaDescriptor
-from lapis.layouts.mma_read import K_BYTES, operand_addresses, swizzle_read
+from lapis.layouts.mma_read import K_BYTES, operand_addresses
 from lapis.layouts.swizzle import SWIZZLES
 from lapis.layouts.tma import TensorMap, place_box
 

@@ -322,7 +322,7 @@ def wide_tile_boxes(tmap: TensorMap, tile_inner: int, coords, dst: int) -> list[
     if not span or b0 * tmap.dtype.bytes != span or tmap.box[1] % 8:
         raise LayoutError("each box must be one column of swizzle atoms: box[0] fills the swizzle span and "
                           "box[1] is a multiple of 8 rows", f"box {tmap.box}, swizzle {tmap.swizzle}",
-                          f"use a swizzled map with box[0] = span / element bytes and box[1] % 8 == 0")
+                          "use a swizzled map with box[0] = span / element bytes and box[1] % 8 == 0")
     if tile_inner <= 0 or tile_inner % b0:
         raise LayoutError("tile width must be a positive multiple of box[0]", f"{tile_inner} vs box[0] = {b0}",
                           f"use a tile width that is a multiple of {b0}")
