@@ -100,3 +100,57 @@ def test_wrong_arrival_count_is_a_named_deadlock():
         run_checked(env, pipe.barriers, procs)
     text = str(exc.value)
     assert "load waits on kv.empty[" in text and "for mma" in text
+
+
+def hb_ring(stages=2, tokens=4, consumer_phase=0, release_early=False):
+    """A producer/consumer ring whose buffer accesses and barrier edges go to a HappensBefore log."""
+    from lapis.pipeline_sim.races import HappensBefore
+    env, hb = simpy.Environment(), HappensBefore()
+    pipe = TmaPipeline(env, "kv", stages, "load", ("mma",), tx_bytes=1024)
+    for b in pipe.barriers:
+        b.hb = hb
+
+    def producer():
+        st = PipelineState.producer_start(stages)
+        for t in range(tokens):
+            yield pipe.producer_acquire(st)
+            pipe.producer_expect(st)
+            issue = hb.op("load", f"issue TMA token {t}")
+            env.process(tma(PipelineState(stages, st.index, st.phase), t, issue))
+            st.advance()
+
+    def tma(slot, t, issue):
+        yield env.timeout(100)
+        w = hb.access(f"tma{t}", "kv", slot.index, t, "write", after=issue)
+        pipe.full[slot.index].complete_tx(1024, node=w)
+
+    def consumer():
+        st = PipelineState(stages, phase=consumer_phase)
+        for t in range(tokens):
+            yield pipe.consumer_wait(st, "mma")
+            if release_early:
+                pipe.consumer_release(st, "mma")
+            yield env.timeout(60)
+            hb.access("mma", "kv", st.index, t, "read")
+            if not release_early:
+                pipe.consumer_release(st, "mma")
+            st.advance()
+
+    env.process(producer())
+    env.process(consumer())
+    env.run()
+    return hb.races()
+
+
+def test_correct_ring_has_no_race():
+    assert hb_ring() == []
+
+
+def test_wrong_consumer_parity_reads_before_the_load_lands():
+    races = " ".join(str(r) for r in hb_ring(consumer_phase=1))
+    assert "mma reads token 0 and tma0 writes token 0" in races
+
+
+def test_releasing_before_reading_lets_the_next_load_overwrite():
+    races = " ".join(str(r) for r in hb_ring(release_early=True))
+    assert "writes token 2" in races and "reads token 0" in races

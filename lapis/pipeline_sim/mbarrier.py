@@ -48,6 +48,9 @@ class MBarrier:
     tx: int = 0
     races: list = field(default_factory=list)
     waiters: list = field(default_factory=list)
+    hb: object = None  # a races.HappensBefore to record the ordering edges into (optional)
+    _arrivals: list = field(default_factory=list)  # hb nodes of this phase's arrivals and completed bytes
+    _completed: dict = field(default_factory=dict)  # phase -> hb node of its completion
 
     def __post_init__(self):
         if self.count < 1:
@@ -59,7 +62,9 @@ class MBarrier:
     def parity(self) -> int:
         return self.phase % 2
 
-    def arrive(self, role: str = "") -> None:
+    def arrive(self, role: str = "", node=None) -> None:
+        if self.hb is not None:
+            self._arrivals.append(node if node is not None else self.hb.op(role, f"arrive {self.name}"))
         self.pending -= 1
         if self.pending < 0:
             self.races.append(f"{role or '?'} arrived on {self.name} more often than its count {self.count} "
@@ -73,7 +78,10 @@ class MBarrier:
         self._tx(self.tx + nbytes)
         self.arrive(role)
 
-    def complete_tx(self, nbytes: int, who: str = "TMA") -> None:
+    def complete_tx(self, nbytes: int, who: str = "TMA", node=None) -> None:
+        """Bytes landing; `node` is the hb node of the write that delivered them (ordered before the phase)."""
+        if self.hb is not None and node is not None:
+            self._arrivals.append(node)
         self._tx(self.tx - nbytes)
         if self.tx < 0 and self.pending <= 0:
             self.races.append(f"{who} delivered {-self.tx} B more than {self.name} expected in phase {self.phase}: "
@@ -89,10 +97,17 @@ class MBarrier:
     def _maybe_complete(self) -> None:
         if self.pending <= 0 and self.tx <= 0:
             # The phase completes; bytes beyond what it expected (tx < 0) count against the next phase.
+            if self.hb is not None:
+                done = self.hb.op(f"[{self.name}]", f"{self.name} phase {self.phase} complete")
+                for n in self._arrivals:
+                    self.hb.edge(n, done)
+                self._arrivals, self._completed[self.phase] = [], done
             self.phase += 1
             self.pending += self.count
             for w in [w for w in self.waiters if w.parity != self.parity]:
                 self.waiters.remove(w)
+                if self.hb is not None:
+                    self.hb.op(w.role, f"wait {self.name} returns", after=self._completed[self.phase - 1])
                 w.event.succeed()
 
     def wait(self, parity: int, role: str = ""):
@@ -101,6 +116,8 @@ class MBarrier:
         if parity not in (0, 1):
             raise LayoutError("try_wait.parity takes a phase parity", parity, "pass 0 or 1")
         if self.parity != parity:
+            if self.hb is not None:  # passes at once: ordered after the last completed phase, if any
+                self.hb.op(role, f"wait {self.name} passes", after=self._completed.get(self.phase - 1))
             ev.succeed()
         else:
             self.waiters.append(Waiter(role, parity, ev))
