@@ -12,7 +12,12 @@ class LayoutError(ValueError):
     def __init__(self, rule: str, value, fix: str, source: str = ""):
         self.rule, self.value, self.fix, self.source = rule, value, fix, source
         where = f" ({source})" if source else ""
-        super().__init__(f"{rule}: got {value}{where}; fix: {fix}")
+        self.message = f"{rule}: got {value}{where}; fix: {fix}"
+        # args are the constructor's, so copies made from them (simpy re-raises process errors that way) work
+        super().__init__(rule, value, fix, source)
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def as_int(value, what: str) -> int:

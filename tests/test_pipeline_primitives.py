@@ -104,53 +104,106 @@ def test_wrong_arrival_count_is_a_named_deadlock():
 
 def hb_ring(stages=2, tokens=4, consumer_phase=0, release_early=False):
     """A producer/consumer ring whose buffer accesses and barrier edges go to a HappensBefore log."""
-    from lapis.pipeline_sim.races import HappensBefore
-    env, hb = simpy.Environment(), HappensBefore()
-    pipe = TmaPipeline(env, "kv", stages, "load", ("mma",), tx_bytes=1024)
-    for b in pipe.barriers:
-        b.hb = hb
-
-    def producer():
-        st = PipelineState.producer_start(stages)
-        for t in range(tokens):
-            yield pipe.producer_acquire(st)
-            pipe.producer_expect(st)
-            issue = hb.op("load", f"issue TMA token {t}")
-            env.process(tma(PipelineState(stages, st.index, st.phase), t, issue))
-            st.advance()
-
-    def tma(slot, t, issue):
-        yield env.timeout(100)
-        w = hb.access(f"tma{t}", "kv", slot.index, t, "write", after=issue)
-        pipe.full[slot.index].complete_tx(1024, node=w)
-
-    def consumer():
-        st = PipelineState(stages, phase=consumer_phase)
-        for t in range(tokens):
-            yield pipe.consumer_wait(st, "mma")
-            if release_early:
-                pipe.consumer_release(st, "mma")
-            yield env.timeout(60)
-            hb.access("mma", "kv", st.index, t, "read")
-            if not release_early:
-                pipe.consumer_release(st, "mma")
-            st.advance()
-
-    env.process(producer())
-    env.process(consumer())
-    env.run()
-    return hb.races()
+    return mutated_run(stages, (tokens,), consumer_phase=consumer_phase, release_early=release_early)[1]
 
 
 def test_correct_ring_has_no_race():
-    assert hb_ring() == []
+    assert mutated_run(2, (4,)) == (None, [])
 
 
 def test_wrong_consumer_parity_reads_before_the_load_lands():
-    races = " ".join(str(r) for r in hb_ring(consumer_phase=1))
-    assert "mma reads token 0 and tma0 writes token 0" in races
+    deadlock, races = mutated_run(2, (4,), consumer_phase=1)
+    assert "mma reads token 0 and tma0 writes token 0" in " ".join(str(r) for r in races)
+    # the consumer runs one phase ahead, so it also ends waiting on a phase the finished producer never fills
+    assert deadlock is not None and "mma waits on kv.full[1]" in str(deadlock)
 
 
 def test_releasing_before_reading_lets_the_next_load_overwrite():
     races = " ".join(str(r) for r in hb_ring(release_early=True))
     assert "writes token 2" in races and "reads token 0" in races
+
+
+# --- mutated protocols: each is caught and named ---------------------------------------------------------
+
+def mutated_run(stages=2, items=(3, 3), expect=1024, deliver=1024, consumer_stages=None, reset_per_item=False,
+                flip_on_empty=False, consumer_phase=0, release_early=False):
+    """A persistent producer/consumer over work items of items[i] K/V tokens; returns (deadlock, races)."""
+    from lapis.pipeline_sim.races import HappensBefore
+    env, hb = simpy.Environment(), HappensBefore()
+    pipe = TmaPipeline(env, "kv", stages, "load", ("mma",), tx_bytes=expect)
+    for b in pipe.barriers:
+        b.hb = hb
+
+    def producer():
+        st, tok = PipelineState.producer_start(stages), 0
+        for n in items:
+            for _ in range(n):
+                yield pipe.producer_acquire(st)
+                pipe.producer_expect(st)
+                issue = hb.op("load", f"issue TMA token {tok}")
+                env.process(tma(PipelineState(stages, st.index, st.phase), tok, issue))
+                st.advance()
+                tok += 1
+
+    def tma(slot, tok, issue):
+        yield env.timeout(100)
+        w = hb.access(f"tma{tok}", "kv", slot.index, tok, "write", after=issue)
+        pipe.full[slot.index].complete_tx(deliver, node=w)
+
+    def consumer():
+        st, tok = PipelineState(consumer_stages or stages, phase=consumer_phase), 0
+        for n in items:
+            if reset_per_item:
+                st = PipelineState(consumer_stages or stages)
+            if n == 0 and flip_on_empty:
+                st.phase ^= 1  # the bug: a phase flip for a work item with no K/V tiles
+            for _ in range(n):
+                yield pipe.consumer_wait(st, "mma")
+                if release_early:
+                    pipe.consumer_release(st, "mma")
+                yield env.timeout(60)
+                hb.access("mma", "kv", st.index, tok, "read")
+                if not release_early:
+                    pipe.consumer_release(st, "mma")
+                st.advance()
+                tok += 1
+
+    procs = {"load": env.process(producer()), "mma": env.process(consumer())}
+    try:
+        run_checked(env, pipe.barriers, procs)
+    except Deadlock as dl:
+        return dl, hb.races()
+    return None, hb.races() + [r for b in pipe.barriers for r in b.races]
+
+
+def test_the_unmutated_persistent_protocol_is_clean():
+    assert mutated_run() == (None, [])
+    assert mutated_run(items=(1,)) == (None, [])  # a pipeline with a single iteration is no false alarm
+
+
+def test_expect_tx_below_the_bytes_delivered_is_a_race():
+    deadlock, races = mutated_run(expect=512, deliver=1024)
+    assert deadlock is None and any("more than" in str(r) for r in races)
+
+
+def test_expect_tx_above_the_bytes_delivered_deadlocks_on_the_full_barrier():
+    deadlock, _ = mutated_run(expect=2048, deliver=1024)
+    assert deadlock is not None and "kv.full[" in str(deadlock)
+
+
+def test_a_state_with_the_wrong_stage_count_is_refused():
+    with pytest.raises(LayoutError, match="stage count"):
+        mutated_run(consumer_stages=3)
+
+
+def test_phase_reset_per_work_item_is_caught():
+    deadlock, races = mutated_run(items=(3, 3), reset_per_item=True)
+    # after 3 tokens the ring sits at slot 1; the reset consumer waits on slot 0's next phase, the producer on slot 1
+    assert deadlock is not None and "load waits on kv.empty[1]" in str(deadlock)
+    assert "mma waits on kv.full[" in str(deadlock)
+
+
+def test_phase_flip_on_an_empty_work_item_is_caught():
+    deadlock, races = mutated_run(items=(2, 0, 2), flip_on_empty=True)
+    # the flipped parity matches the phase slot 0 already completed: the wait falls through onto token 0's data
+    assert deadlock is None and any("mma reads token 2" in str(r) for r in races)

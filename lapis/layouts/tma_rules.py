@@ -602,7 +602,8 @@ class EncodeRejected(LayoutError):
         plural = "s" if len(vs) != 1 else ""
         lines = [f"cuTensorMapEncodeTiled would reject these arguments ({len(vs)} rule{plural} broken):"]
         lines += [f"  - {v}" for v in vs]
-        self.args = ("\n".join(lines),)
+        self.message = "\n".join(lines)
+        self.args = (self.violations,)
 
 
 def _as_args(args) -> EncodeArgs:

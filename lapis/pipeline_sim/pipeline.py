@@ -51,23 +51,32 @@ class TmaPipeline:
     def barriers(self) -> list:
         return self.full + self.empty
 
+    def _slot(self, st: PipelineState) -> int:
+        if st.stages != self.stages or not 0 <= st.index < self.stages:
+            from lapis.errors import LayoutError
+            raise LayoutError("pipeline state does not match the pipeline's stage count",
+                              f"state of {st.stages} stages (index {st.index}) on a {self.stages}-stage pipeline",
+                              f"make the state with PipelineState({self.stages}) so the phase flips every "
+                              f"{self.stages} tokens")
+        return st.index
+
     def producer_acquire(self, st: PipelineState):
         """Wait for the slot to be empty, then arrive.expect_tx on its full barrier. Returns the wait event."""
-        ev = self.empty[st.index].wait(st.phase, self.producer)
+        ev = self.empty[self._slot(st)].wait(st.phase, self.producer)
         return ev
 
     def producer_expect(self, st: PipelineState) -> None:
-        self.full[st.index].arrive_expect_tx(self.tx_bytes, self.producer)
+        self.full[self._slot(st)].arrive_expect_tx(self.tx_bytes, self.producer)
 
     def tma_complete(self, st: PipelineState, nbytes: int | None = None) -> None:
         """The TMA engine's bytes landing on the slot's full barrier."""
-        self.full[st.index].complete_tx(self.tx_bytes if nbytes is None else nbytes)
+        self.full[self._slot(st)].complete_tx(self.tx_bytes if nbytes is None else nbytes)
 
     def consumer_wait(self, st: PipelineState, role: str):
-        return self.full[st.index].wait(st.phase, role)
+        return self.full[self._slot(st)].wait(st.phase, role)
 
     def consumer_release(self, st: PipelineState, role: str) -> None:
-        self.empty[st.index].arrive(role)
+        self.empty[self._slot(st)].arrive(role)
 
     def producer_tail(self, st: PipelineState):
         """Events for the producer to wait on every slot once more (consumers released the last tokens)."""
