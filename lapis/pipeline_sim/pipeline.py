@@ -51,6 +51,11 @@ class TmaPipeline:
     def barriers(self) -> list:
         return self.full + self.empty
 
+    def attach(self, hb) -> None:
+        """Record every barrier's ordering edges into `hb` (a races.HappensBefore); None leaves them off."""
+        for b in self.barriers:
+            b.hb = hb
+
     def _slot(self, st: PipelineState) -> int:
         if st.stages != self.stages or not 0 <= st.index < self.stages:
             from lapis.errors import LayoutError
@@ -68,9 +73,9 @@ class TmaPipeline:
     def producer_expect(self, st: PipelineState) -> None:
         self.full[self._slot(st)].arrive_expect_tx(self.tx_bytes, self.producer)
 
-    def tma_complete(self, st: PipelineState, nbytes: int | None = None) -> None:
-        """The TMA engine's bytes landing on the slot's full barrier."""
-        self.full[self._slot(st)].complete_tx(self.tx_bytes if nbytes is None else nbytes)
+    def tma_complete(self, st: PipelineState, nbytes: int | None = None, node=None) -> None:
+        """The TMA engine's bytes landing on the slot's full barrier (`node`: the hb node of that write)."""
+        self.full[self._slot(st)].complete_tx(self.tx_bytes if nbytes is None else nbytes, node=node)
 
     def consumer_wait(self, st: PipelineState, role: str):
         return self.full[self._slot(st)].wait(st.phase, role)

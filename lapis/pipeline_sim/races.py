@@ -27,8 +27,12 @@ class Race:
 
 
 class HappensBefore:
-    def __init__(self):
+    """The ordering log. `clock` (a simpy env) stamps nodes with sim time, which bounds the reachability
+    searches: every edge points forward in time, so a path from a to b never passes a node later than b."""
+
+    def __init__(self, clock=None):
         self.g = nx.DiGraph()
+        self.clock = clock
         self.last: dict = {}  # role -> its latest node
         self.accesses: list = []  # (node, role, buffer, slot, token, kind)
         self._n = 0
@@ -37,7 +41,7 @@ class HappensBefore:
         """A node in `role`'s program order (and after `after`, e.g. the phase completion a wait observed)."""
         n = self._n
         self._n += 1
-        self.g.add_node(n, role=role, label=label)
+        self.g.add_node(n, role=role, label=label, t=self.clock.now if self.clock is not None else 0)
         if role in self.last:
             self.g.add_edge(self.last[role], n)
         if after is not None:
@@ -54,24 +58,32 @@ class HappensBefore:
         return n
 
     def races(self) -> list[Race]:
+        """Unordered conflicting pairs. Per slot, a token's write must precede its reads, and each access of a
+        token must be ordered with the conflicting accesses of the slot's next token (orders further apart
+        follow by transitivity once every adjacent pair is ordered)."""
         out, by_slot = [], {}
         for acc in self.accesses:
-            by_slot.setdefault((acc[2], acc[3]), []).append(acc)
-        reach = {}
-        for (buf, slot), accs in sorted(by_slot.items()):
-            for i, a in enumerate(accs):
-                for b in accs[i + 1:]:
-                    if "write" not in (a[5], b[5]):
-                        continue
-                    if a[4] == b[4]:  # the same token: its write must come before its reads
-                        w, r = (a, b) if a[5] == "write" else (b, a)
-                        if r[5] == "read" and not self._before(w[0], r[0], reach):
-                            out.append(Race(buf, slot, (r[1], r[5], r[4]), (w[1], w[5], w[4])))
-                    elif not (self._before(a[0], b[0], reach) or self._before(b[0], a[0], reach)):
-                        out.append(Race(buf, slot, (a[1], a[5], a[4]), (b[1], b[5], b[4])))
+            by_slot.setdefault((acc[2], acc[3]), {}).setdefault(acc[4], []).append(acc)
+        for (buf, slot), tokens in sorted(by_slot.items()):
+            groups = list(tokens.values())
+            for i, accs in enumerate(groups):
+                for w in (a for a in accs if a[5] == "write"):
+                    for r in (a for a in accs if a[5] == "read" and not self._before(w[0], a[0])):
+                        out.append(Race(buf, slot, (r[1], r[5], r[4]), (w[1], w[5], w[4])))
+                for a in accs:
+                    for b in (groups[i + 1] if i + 1 < len(groups) else ()):
+                        if "write" in (a[5], b[5]) and not (self._before(a[0], b[0]) or self._before(b[0], a[0])):
+                            out.append(Race(buf, slot, (a[1], a[5], a[4]), (b[1], b[5], b[4])))
         return out
 
-    def _before(self, a: int, b: int, cache: dict) -> bool:
-        if a not in cache:
-            cache[a] = nx.descendants(self.g, a)
-        return b in cache[a]
+    def _before(self, a: int, b: int) -> bool:
+        """Is there a path a -> b? A search that never expands nodes later in time than b."""
+        tb, seen, todo = self.g.nodes[b]["t"], {a}, [a]
+        while todo:
+            for n in self.g.successors(todo.pop()):
+                if n == b:
+                    return True
+                if n not in seen and self.g.nodes[n]["t"] <= tb:
+                    seen.add(n)
+                    todo.append(n)
+        return False

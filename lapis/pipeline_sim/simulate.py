@@ -48,8 +48,13 @@ def parse_params(items: list[str]) -> dict:
     return out
 
 
-def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None) -> dict:
-    """Simulate `schedule` on profile `gpu` at `shape`; the JSON-able summary `lapis simulate --json` prints."""
+def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, check_races: bool = False) -> dict:
+    """Simulate `schedule` on profile `gpu` at `shape`; the JSON-able summary `lapis simulate --json` prints.
+
+    check_races: also run the happens-before race check (lapis.pipeline_sim.races) over every K/V (or A+B)
+    slot access; `races` is then a list of race descriptions (empty when clean), else None. It costs a graph
+    node per barrier operation, so it suits the small shapes a protocol check needs.
+    Raises LayoutError for an unknown schedule, parameter or shape, and deadlock.Deadlock on a hang."""
     import importlib
     if schedule not in SCHEDULES:
         raise LayoutError("unknown schedule", repr(schedule), "see lapis simulate --list")
@@ -62,10 +67,10 @@ def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None) ->
     p = load_profile(gpu)
     t0 = time.time()
     if kind == "attention":
-        r = mod.simulate(p, shape, params or {}, schedule)
+        r = mod.simulate(p, shape, params or {}, schedule, check_races)
         roof = roofline.attention(p, *mod.parse_shape(shape))
     else:
-        r = mod.simulate(p, shape, params or {})
+        r = mod.simulate(p, shape, params or {}, check_races)
         roof = roofline.gemm(p, *mod.parse_shape(shape))
     wall = time.time() - t0
     # The representative SM's time is the kernel's time (the worst wave decides).
@@ -75,6 +80,7 @@ def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None) ->
                 tflops=r["flops"] / ns / 1e3, roofline_tflops=roof.tflops(), roofline_bound_by=roof.bound_by,
                 bound_by=max(util, key=util.get), utilization=util, roles=role_summary(r["events"], ns),
                 critical_path=critical_path(r["events"]), work=r["work"], fit=r["fit"],
+                races=None if r["races"] is None else [str(x) for x in r["races"]],
                 events=len(r["events"]), wall_s=wall, _events=r["events"])
 
 

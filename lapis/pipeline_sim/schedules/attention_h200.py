@@ -33,6 +33,7 @@ import simpy
 from lapis.errors import LayoutError
 from lapis.pipeline_sim.deadlock import run_checked
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
+from lapis.pipeline_sim.races import HappensBefore
 from lapis.pipeline_sim.recorder import Recorder
 
 DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0)
@@ -69,7 +70,10 @@ def rescale_frequency(block_n: int, threshold: float | None) -> float:
     return flash_forward(q, k, v, block_n=block_n, threshold=threshold)[1]["rescale_frequency"]
 
 
-def simulate(p, shape: str, params: dict, variant: str) -> dict:
+def simulate(p, shape: str, params: dict, variant: str, check_races: bool = False) -> dict:
+    """check_races: log K/V slot accesses and barrier edges (races.HappensBefore) and return the races found.
+    The overlapped QK (s5+) runs as a child process under its warpgroup's role, so its program order merges
+    with the parent's: that can hide a race inside one warpgroup, never invent one."""
     b, h, seq, d = parse_shape(shape)
     flags = VARIANTS[variant]
     prm = {**DEFAULTS, **{k: v for k, v in flags.items() if k in DEFAULTS}, **params}
@@ -92,6 +96,7 @@ def simulate(p, shape: str, params: dict, variant: str) -> dict:
     rows = bm // wgs
     env = simpy.Environment()
     rec = Recorder(env)
+    hb = HappensBefore(env) if check_races else None
     tensor, mufu, fma, load_path = (simpy.Resource(env, 1) for _ in range(4))
     share = p["l2_tb_s"] * 1e3 / active  # B/ns per SM
     t_rate, m_rate, f_rate = (p.per_ns(k) for k in ("tensor_flop_per_clk_sm", "mufu_ex2_per_clk_sm",
@@ -125,6 +130,8 @@ def simulate(p, shape: str, params: dict, variant: str) -> dict:
     consumers = tuple(f"consumer{i}" for i in range(wgs))
     # Separate K and V rings, as FlashAttention-3 keeps them: QK needs only K, and K frees before V.
     rings = {x: TmaPipeline(env, x, prm["stages"], "producer", consumers, tile_bytes) for x in ("K", "V")}
+    for ring in rings.values():
+        ring.attach(hb)
     turn = [simpy.Resource(env, 1)]  # s4: the GEMM turn the warpgroups pass with named barriers
 
     def producer():
@@ -138,17 +145,23 @@ def simulate(p, shape: str, params: dict, variant: str) -> dict:
                     if env.now > t0:
                         rec.add("producer", f"wait {x} slot", t0, kind="wait", work_item=item, k_index=j)
                     ring.producer_expect(st[x])
-                    env.process(tile_load(ring, PipelineState(st[x].stages, st[x].index, st[x].phase), x, item, j))
+                    issue = hb and hb.op("producer", f"issue TMA {x} {item}.{j}")
+                    env.process(tile_load(ring, PipelineState(st[x].stages, st[x].index, st[x].phase), x, item, j,
+                                          issue))
                     st[x].advance()
         for x, ring in rings.items():
             yield ring.producer_tail(st[x])
 
-    def tile_load(ring, st, x, item, j):
+    def tile_load(ring, st, x, item, j, issue):
         yield from load(tile_bytes, "tma", f"TMA {x}", work_item=item, k_index=j)
-        ring.tma_complete(st)
+        w = hb and hb.access(f"tma {x} {item}.{j}", x, st.index, (item, j), "write", after=issue)
+        ring.tma_complete(st, node=w)
 
-    def gemm(role, op, item, j, pingpong):
+    def gemm(role, op, item, j, pingpong, reads=None):
+        """One wgmma over a tile; `reads` = (ring name, slot) of the K or V tile it reads."""
         kw = dict(work_item=item, k_index=j)
+        if hb and reads:
+            hb.access(role, reads[0], reads[1], (item, j), "read")
         if pingpong:  # one warpgroup's GEMMs at a time (named barriers); the other's softmax runs meanwhile
             with turn[0].request() as req:
                 yield req
@@ -164,7 +177,7 @@ def simulate(p, shape: str, params: dict, variant: str) -> dict:
 
     def qk(role, item, j, kst, pp):
         yield from wait_tile("K", kst, role, item, j)
-        yield from gemm(role, "wgmma QK", item, j, pp)
+        yield from gemm(role, "wgmma QK", item, j, pp, ("K", kst.index))
         rings["K"].consumer_release(kst, role)
 
     def softmax_pv(role, item, j, vst, pp):
@@ -172,7 +185,7 @@ def simulate(p, shape: str, params: dict, variant: str) -> dict:
         yield from use(mufu, "mufu", mufu_ns, role, "softmax ex2", **kw)
         yield from use(fma, "fma", fma_ns + rescale_ns, role, "softmax FMA + O rescale", **kw)
         yield from wait_tile("V", vst, role, item, j)
-        yield from gemm(role, "wgmma PV", item, j, pp)
+        yield from gemm(role, "wgmma PV", item, j, pp, ("V", vst.index))
         rings["V"].consumer_release(vst, role)
 
     def consumer(role):
@@ -222,7 +235,9 @@ def simulate(p, shape: str, params: dict, variant: str) -> dict:
         env.process(serial())
         env.run()
     flops = 4.0 * b * h * seq * seq * d
+    barriers = rings["K"].barriers + rings["V"].barriers
     return dict(env_ns=env.now, flops=flops, events=rec.events, params=prm,
+                races=None if hb is None else hb.races() + [r for b in barriers for r in b.races],
                 fit=dict(smem_bytes=smem), units=busy,
                 work=dict(work_items=items, active_sms=active, items_per_sm=my_items, kv_tiles=kv_tiles,
                           rescale_frequency=freq))

@@ -20,6 +20,7 @@ import simpy
 from lapis.errors import LayoutError
 from lapis.pipeline_sim.deadlock import run_checked
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
+from lapis.pipeline_sim.races import HappensBefore
 from lapis.pipeline_sim.recorder import Recorder
 
 DEFAULTS = dict(block_m=128, block_n=128, block_k=64, stages=4, consumer_wgs=2)
@@ -49,7 +50,8 @@ def check_fit(p, prm) -> dict:
     return dict(smem_bytes=smem)
 
 
-def simulate(p, shape: str, params: dict) -> dict:
+def simulate(p, shape: str, params: dict, check_races: bool = False) -> dict:
+    """check_races: log slot accesses and barrier edges (races.HappensBefore) and return the races found."""
     m, n, k = parse_shape(shape)
     prm = {**DEFAULTS, **params}
     fit = check_fit(p, prm)
@@ -59,24 +61,27 @@ def simulate(p, shape: str, params: dict) -> dict:
     k_blocks = math.ceil(k / prm["block_k"])
     env = simpy.Environment()
     rec = Recorder(env)
+    hb = HappensBefore(env) if check_races else None
     tensor, tma_path = simpy.Resource(env, 1), simpy.Resource(env, 1)
     consumers = tuple(f"consumer{c}" for c in range(prm["consumer_wgs"]))
     slot_bytes = (prm["block_m"] + prm["block_n"]) * prm["block_k"] * 2
     pipe = TmaPipeline(env, "ring", prm["stages"], "producer", consumers, slot_bytes)
+    pipe.attach(hb)
     load_share = p["l2_tb_s"] * 1e3 / active if "l2_tb_s" in p.values else p.hbm_bytes_per_ns / active
     tensor_rate = p.per_ns("tensor_flop_per_clk_sm")
     rows = prm["block_m"] // prm["consumer_wgs"]
     mma_ns = 2 * rows * prm["block_n"] * prm["block_k"] / tensor_rate
     landed = {}
 
-    def tma(st, tile, kb):
+    def tma(st, tile, kb, issue):
         start = env.now
         with tma_path.request() as req:
             yield req
             yield env.timeout(slot_bytes / load_share)
         yield env.timeout(p["tma_latency_ns"])
         landed[(tile, kb)] = rec.add("tma", "load A+B", start, work_item=tile, k_index=kb, kind="completion").id
-        pipe.tma_complete(st)
+        w = hb and hb.access(f"tma{tile}.{kb}", "ring", st.index, (tile, kb), "write", after=issue)
+        pipe.tma_complete(st, node=w)
 
     def producer():
         st = PipelineState.producer_start(prm["stages"])
@@ -87,7 +92,8 @@ def simulate(p, shape: str, params: dict) -> dict:
                 if env.now > t0:
                     rec.add("producer", "wait empty", t0, work_item=tile, k_index=kb, kind="wait")
                 pipe.producer_expect(st)
-                env.process(tma(PipelineState(st.stages, st.index, st.phase), tile, kb))
+                issue = hb and hb.op("producer", f"issue TMA {tile}.{kb}")
+                env.process(tma(PipelineState(st.stages, st.index, st.phase), tile, kb, issue))
                 rec.add("producer", "issue TMA", env.now, work_item=tile, k_index=kb)
                 st.advance()
         yield pipe.producer_tail(st)
@@ -106,6 +112,8 @@ def simulate(p, shape: str, params: dict) -> dict:
                     yield req
                     yield env.timeout(mma_ns)
                 rec.add(role, "wgmma", t1, work_item=tile, k_index=kb)
+                if hb:
+                    hb.access(role, "ring", st.index, (tile, kb), "read")
                 pipe.consumer_release(st, role)
                 st.advance()
             t2 = env.now
@@ -117,6 +125,7 @@ def simulate(p, shape: str, params: dict) -> dict:
     run_checked(env, pipe.barriers, procs)
     flops = 2.0 * m * n * k
     return dict(env_ns=env.now, flops=flops, events=rec.events, fit=fit, params=prm,
+                races=None if hb is None else hb.races() + [r for b in pipe.barriers for r in b.races],
                 work=dict(tiles=tiles, active_sms=active, tiles_per_sm=my_tiles, k_blocks=k_blocks),
                 units=dict(tensor=mma_ns * my_tiles * k_blocks * prm["consumer_wgs"],
                            tma=slot_bytes / load_share * my_tiles * k_blocks))
