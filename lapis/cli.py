@@ -136,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--shape", help="the schedule's own shape form: MxNxK for GEMM")
     sim.add_argument("--param", action="append", help="key=value schedule parameter (repeat)")
     sim.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON, µs) to this file")
+    sim.add_argument("--png", help="write a Gantt chart of the run (one lane per role, a steady-state window of "
+                     "~3 K iterations, µs) to this PNG")
     sim.add_argument("--json", action="store_true", help="machine-readable output")
 
     val = sub.add_parser("validate", help="check the model against captures").add_subparsers(
@@ -203,6 +205,12 @@ def _simulate(args) -> int:
         from lapis.errors import LayoutError
         raise LayoutError("simulate needs --schedule and --shape", "missing", "e.g. --schedule h200-gemm-ws "
                           "--shape 8192x8192x8192 (lapis simulate --list)")
+    if args.png:
+        from pathlib import Path
+        png = Path(args.png)
+        if png.suffix.lower() != ".png" or not png.parent.is_dir():
+            from lapis.errors import LayoutError
+            raise LayoutError("--png must name a .png file in an existing folder", args.png, "e.g. --png gantt.png")
     try:
         r = simulate(args.schedule, args.gpu, args.shape, parse_params(args.param))
     except Deadlock as dl:
@@ -219,6 +227,11 @@ def _simulate(args) -> int:
               f"(roofline {r['roofline_tflops']:.0f}, {r['roofline_bound_by']}-bound); busiest unit: {r['bound_by']} "
               f"({', '.join(f'{u} {v:.0%}' for u, v in r['utilization'].items())}); {r['events']} events in "
               f"{r['wall_s']:.2f} s")
+    if args.png:
+        from lapis.figures.gantt import gantt, steady_state_window
+        gantt(events, args.png, title=f"{r['schedule']} on {r['gpu']} at {r['shape']}",
+              window_ns=steady_state_window(events))
+        print(f"wrote {args.png}", file=sys.stderr if args.json else sys.stdout)  # --json output stays parseable
     return 0
 
 
