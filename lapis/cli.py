@@ -138,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON, µs) to this file")
     sim.add_argument("--png", help="write a Gantt chart of the run (one lane per role, a steady-state window of "
                      "~3 K iterations, µs) to this PNG")
+    sim.add_argument("--races", action="store_true", help="also run the happens-before race check over every "
+                     "ring slot access (exit status 4 if a race is found; best at small shapes)")
     sim.add_argument("--json", action="store_true", help="machine-readable output")
 
     val = sub.add_parser("validate", help="check the model against captures").add_subparsers(
@@ -212,7 +214,7 @@ def _simulate(args) -> int:
             from lapis.errors import LayoutError
             raise LayoutError("--png must name a .png file in an existing folder", args.png, "e.g. --png gantt.png")
     try:
-        r = simulate(args.schedule, args.gpu, args.shape, parse_params(args.param))
+        r = simulate(args.schedule, args.gpu, args.shape, parse_params(args.param), check_races=args.races)
     except Deadlock as dl:
         print(f"lapis simulate: {dl}", file=sys.stderr)
         return 3
@@ -232,6 +234,12 @@ def _simulate(args) -> int:
         gantt(events, args.png, title=f"{r['schedule']} on {r['gpu']} at {r['shape']}",
               window_ns=steady_state_window(events))
         print(f"wrote {args.png}", file=sys.stderr if args.json else sys.stdout)  # --json output stays parseable
+    if args.races:
+        for race in r["races"]:
+            print(f"lapis simulate: {race}", file=sys.stderr)
+        if not args.json:
+            print(f"races: {len(r['races'])} found (happens-before over the barrier edges)")
+        return 4 if r["races"] else 0
     return 0
 
 

@@ -35,10 +35,8 @@ def test_a_producer_that_skips_the_empty_wait_hangs_by_name(name, monkeypatch):
         simulate(name, "h200", small_shape(name), check_races=True)
 
 
-@pytest.mark.parametrize("name, ring", [("h200-gemm-ws", "ring"), ("h200-s3-two-consumers", "K"),
-                                        ("h200-s5-intra-overlap", "V")])
-def test_consumer_releasing_before_its_mma_is_caught(name, ring, monkeypatch):
-    """Release at the wait (as if the MMA had completed): the next TMA into the slot is unordered with the read."""
+def release_at_the_wait(monkeypatch):
+    """Mutation: consumers release a slot as soon as their wait returns (as if the MMA had completed)."""
     wait, release = TmaPipeline.consumer_wait, TmaPipeline.consumer_release
 
     def wait_then_release(self, st, role):
@@ -48,5 +46,21 @@ def test_consumer_releasing_before_its_mma_is_caught(name, ring, monkeypatch):
 
     monkeypatch.setattr(TmaPipeline, "consumer_wait", wait_then_release)
     monkeypatch.setattr(TmaPipeline, "consumer_release", lambda self, st, role: None)
+
+
+@pytest.mark.parametrize("name, ring", [("h200-gemm-ws", "ring"), ("h200-s3-two-consumers", "K"),
+                                        ("h200-s5-intra-overlap", "V")])
+def test_consumer_releasing_before_its_mma_is_caught(name, ring, monkeypatch):
+    """Release at the wait (as if the MMA had completed): the next TMA into the slot is unordered with the read."""
+    release_at_the_wait(monkeypatch)
     races = simulate(name, "h200", small_shape(name), check_races=True)["races"]
     assert any(f"race on {ring}[" in r and "writes token" in r and "reads token" in r for r in races), races[:3]
+
+
+def test_cli_races_flag_reports_and_sets_the_exit_status(monkeypatch, capsys):
+    from lapis.cli import main
+    assert main(["simulate", "--schedule", "h200-s4-pingpong", "--shape", "1x2x1024x128", "--races"]) == 0
+    assert "races: 0 found" in capsys.readouterr().out
+    release_at_the_wait(monkeypatch)
+    assert main(["simulate", "--schedule", "h200-s4-pingpong", "--shape", "1x2x1024x128", "--races"]) == 4
+    assert "lapis simulate: race on " in capsys.readouterr().err

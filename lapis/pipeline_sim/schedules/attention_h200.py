@@ -164,7 +164,10 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
             hb.access(role, reads[0], reads[1], (item, j), "read")
         if pingpong:  # one warpgroup's GEMMs at a time (named barriers); the other's softmax runs meanwhile
             with turn[0].request() as req:
+                t0 = env.now
                 yield req
+                if env.now > t0:
+                    rec.add(role, "wait GEMM turn (named barrier)", t0, kind="wait", **kw)
                 yield from use(tensor, "tensor", gemm_ns, role, op, **kw)
         else:
             yield from use(tensor, "tensor", gemm_ns, role, op, **kw)
