@@ -138,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON, µs) to this file")
     sim.add_argument("--png", help="write a Gantt chart of the run (one lane per role, a steady-state window of "
                      "~3 K iterations, µs) to this PNG")
+    sim.add_argument("--causal", action="store_true", help="causal masking (the same as --param causal=1)")
     sim.add_argument("--races", action="store_true", help="also run the happens-before race check over every "
                      "ring slot access (exit status 4 if a race is found; best at small shapes)")
     sim.add_argument("--json", action="store_true", help="machine-readable output")
@@ -214,7 +215,8 @@ def _simulate(args) -> int:
             from lapis.errors import LayoutError
             raise LayoutError("--png must name a .png file in an existing folder", args.png, "e.g. --png gantt.png")
     try:
-        r = simulate(args.schedule, args.gpu, args.shape, parse_params(args.param), check_races=args.races)
+        params = {**parse_params(args.param), **({"causal": 1} if args.causal else {})}
+        r = simulate(args.schedule, args.gpu, args.shape, params, check_races=args.races)
     except Deadlock as dl:
         print(f"lapis simulate: {dl}", file=sys.stderr)
         return 3

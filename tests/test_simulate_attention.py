@@ -47,3 +47,26 @@ def test_same_result_under_two_hash_seeds():
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env=dict(os.environ, PYTHONHASHSEED=seed)).stdout for seed in ("1", "12345")}
     assert len(outs) == 1 and json.loads(outs.pop())[1] > 0
+
+
+def test_causal_items_visit_the_k_v_tiles_up_to_their_diagonal():
+    from lapis.pipeline_sim.schedules.attention_h200 import kv_tiles_per_item, representative_sm
+    assert [kv_tiles_per_item(q, 8, 128, 128, True) for q in (0, 1, 7)] == [1, 2, 8]
+    assert kv_tiles_per_item(0, 16, 128, 64, True) == 2  # a 128-row Q tile spans two 64-column K/V tiles
+    assert kv_tiles_per_item(0, 8, 128, 128, False) == 8
+    # 4 Q tiles on 2 SMs by grid stride: SM0 takes q0, q2 (1 + 3 tiles), SM1 q1, q3 (2 + 4): SM1 decides
+    assert representative_sm(1, 4, 4, 128, 128, True, 2) == [2, 4]
+
+
+def test_causal_load_imbalance_at_the_fa_shape(capsys):
+    # 4096 items on 132 SMs: SM s < 4 takes items s + 132k, k = 0..31, whose q tile (s + 4k) mod 32 takes the
+    # 8 values s, s+4, ..., s+28 four times each; SM 3 visits 4 * (4 + 8 + ... + 32) = 576 K/V tiles, not the
+    # balanced 128 * 528 / 132 = 512.
+    causal = simulate("h200-s7-cond-rescale", "h200", "8x16x4096x128", {"causal": 1})
+    full = simulate("h200-s7-cond-rescale", "h200", "8x16x4096x128")
+    assert causal["work"]["kv_tiles_on_this_sm"] == 576 and full["work"]["kv_tiles_on_this_sm"] == 32 * 32
+    assert causal["predicted_us"] < full["predicted_us"]
+    assert causal["roofline_tflops"] == full["roofline_tflops"]  # half the FLOPs, counted as half
+    assert main(["simulate", "--schedule", "h200-s7-cond-rescale", "--shape", "8x16x4096x128", "--causal",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["params"]["causal"] == 1

@@ -68,7 +68,7 @@ def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, ch
     t0 = time.time()
     if kind == "attention":
         r = mod.simulate(p, shape, params or {}, schedule, check_races)
-        roof = roofline.attention(p, *mod.parse_shape(shape))
+        roof = roofline.attention(p, *mod.parse_shape(shape), causal=bool(r["params"].get("causal")))
     else:
         r = mod.simulate(p, shape, params or {}, check_races)
         roof = roofline.gemm(p, *mod.parse_shape(shape))

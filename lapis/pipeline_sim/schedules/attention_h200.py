@@ -70,6 +70,24 @@ def rescale_frequency(block_n: int, threshold: float | None) -> float:
     return flash_forward(q, k, v, block_n=block_n, threshold=threshold)[1]["rescale_frequency"]
 
 
+def kv_tiles_per_item(q_tile: int, kv_tiles: int, bm: int, bn: int, causal: bool) -> int:
+    """K/V tiles a Q tile visits: all of them, or (causal) those up to and including its diagonal."""
+    return min(kv_tiles, math.ceil((q_tile + 1) * bm / bn)) if causal else kv_tiles
+
+
+def representative_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool,
+                      sm_count: int) -> list[int]:
+    """K/V tile counts of the work items on the SM with the most K/V tiles (the one that decides the time).
+
+    Work items are numbered (batch*head, q_tile) with q_tile fastest and dealt to SMs by a static grid stride
+    (item i -> SM i % sm_count), which is also how a non-persistent grid's waves fill the SMs if every CTA takes
+    equally long. Causal items differ in length, so the SMs do too: that is the load imbalance."""
+    per_sm = [[] for _ in range(min(sm_count, heads * q_tiles))]
+    for i in range(heads * q_tiles):
+        per_sm[i % sm_count].append(kv_tiles_per_item(i % q_tiles, kv_tiles, bm, bn, causal))
+    return max(per_sm, key=sum)  # ties: the lowest SM index
+
+
 def simulate(p, shape: str, params: dict, variant: str, check_races: bool = False) -> dict:
     """check_races: log K/V slot accesses and barrier edges (races.HappensBefore) and return the races found.
     The overlapped QK (s5+) runs as a child process under its warpgroup's role, so its program order merges
@@ -91,8 +109,9 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                           "lower stages, block_n or block_m")
     items = b * h * (seq // bm)
     active = min(items, p["sm_count"])
-    my_items = math.ceil(items / p["sm_count"])
     kv_tiles = seq // bn
+    my_kv = representative_sm(b * h, seq // bm, kv_tiles, bm, bn, prm["causal"], p["sm_count"])
+    my_items = len(my_kv)
     rows = bm // wgs
     env = simpy.Environment()
     rec = Recorder(env)
@@ -136,9 +155,9 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
 
     def producer():
         st = {x: PipelineState.producer_start(prm["stages"]) for x in rings}
-        for item in range(my_items):
+        for item, n_kv in enumerate(my_kv):
             yield from load(bm * d * 2, "producer", "TMA Q", work_item=item)
-            for j in range(kv_tiles):
+            for j in range(n_kv):
                 for x, ring in rings.items():
                     t0 = env.now
                     yield ring.producer_acquire(st[x])
@@ -200,9 +219,9 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
             st[x].advance()
             return s
 
-        for item in range(my_items):
+        for item, n_kv in enumerate(my_kv):
             held = None  # (j, V slot) whose softmax and PV are still to do (s5: QK_j ran ahead)
-            for j in range(kv_tiles):
+            for j in range(n_kv):
                 kst, vst = take("K"), take("V")
                 if flags.get("overlap"):  # issue QK_j, then softmax/PV of tile j-1 while it runs
                     proc = env.process(qk(role, item, j, kst, pp))
@@ -219,9 +238,9 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
 
     def serial():
         role = "consumer0"
-        for item in range(my_items):
+        for item, n_kv in enumerate(my_kv):
             yield from load(bm * d * 2, role, "TMA Q (waited)", work_item=item)
-            for j in range(kv_tiles):
+            for j in range(n_kv):
                 yield from load(2 * tile_bytes, role, "TMA K+V (waited)", work_item=item, k_index=j)
                 yield from gemm(role, "wgmma QK", item, j, False)
                 kw = dict(work_item=item, k_index=j)
@@ -237,10 +256,11 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     else:
         env.process(serial())
         env.run()
-    flops = 4.0 * b * h * seq * seq * d
+    flops = 4.0 * b * h * seq * seq * d / (2 if prm["causal"] else 1)  # the FA benchmarks' convention
     barriers = rings["K"].barriers + rings["V"].barriers
     return dict(env_ns=env.now, flops=flops, events=rec.events, params=prm,
                 races=None if hb is None else hb.races() + [r for b in barriers for r in b.races],
                 fit=dict(smem_bytes=smem), units=busy,
                 work=dict(work_items=items, active_sms=active, items_per_sm=my_items, kv_tiles=kv_tiles,
+                          kv_tiles_on_this_sm=sum(my_kv),
                           rescale_frequency=freq))
