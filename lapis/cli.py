@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", default="lapis-report", help="output folder (default lapis-report/)")
     rep.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
     rep.add_argument("--json", action="store_true", help="print the report's numbers as JSON")
+    rep.add_argument("--resimulate", action="store_true", help="re-simulate every schedule prediction instead of "
+                     "reading the current ones from the committed cache")
 
     lay = sub.add_parser("layout", help="canonical smem layouts and matrix descriptors").add_subparsers(
         dest="layout_cmd", required=True, metavar="SUBCOMMAND")

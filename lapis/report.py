@@ -77,7 +77,7 @@ def summary_table(numbers: dict) -> str:
     return "\n".join("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r)) for r in rows)
 
 
-def build_report(out: str = "lapis-report", captures: str | None = None) -> dict:
+def build_report(out: str = "lapis-report", captures: str | None = None, resimulate: bool = False) -> dict:
     out_dir = Path(out)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -96,6 +96,10 @@ def build_report(out: str = "lapis-report", captures: str | None = None) -> dict
         numbers.update(mma_numbers)
     else:
         md += "\n\n## MMA descriptors\n\nSkipped: this captures folder has no wgmma/, cutlass_oracle/ and bank/ captures."
+    from lapis.report_schedules import schedules_section
+    sched_md, sched_numbers = schedules_section(out_dir, resimulate)
+    md += "\n\n" + sched_md
+    numbers.update(sched_numbers)
     numbers["wall_s"] = round(time.time() - t0, 2)
     (out_dir / "report.md").write_text("# lapis report\n\n```\n" + summary_table(numbers) + "\n```\n\n" + md + "\n")
     (out_dir / "report.json").write_text(json.dumps(numbers, indent=1))
@@ -103,7 +107,7 @@ def build_report(out: str = "lapis-report", captures: str | None = None) -> dict
 
 
 def main(args) -> int:
-    numbers = build_report(args.out, args.captures)
+    numbers = build_report(args.out, args.captures, getattr(args, "resimulate", False))
     if args.json:
         print(json.dumps(numbers, indent=1))
     else:

@@ -62,8 +62,13 @@ def test_validate_and_report(tmp_path, capsys):
     assert main(["report", "--out", str(tmp_path), "--json"]) == 0
     numbers = json.loads(capsys.readouterr().out)
     assert numbers["layouts"]["tma"]["configs"] >= 300
-    for name in ("report.md", "kmajor_sw128_bf16_128x64.png", "tma_sw128_off_boundary.png"):
+    for name in ("report.md", "kmajor_sw128_bf16_128x64.png", "tma_sw128_off_boundary.png",
+                 "gantt-h200-s5-intra-overlap.png"):
         assert (tmp_path / name).stat().st_size > 1000
+    # the committed prediction cache is current, so the Schedules section re-simulates nothing
+    assert numbers["schedules"]["resimulated"] == 0 and numbers["schedules"]["predictions"] >= 25
+    md = (tmp_path / "report.md").read_text()
+    assert "| `h200-s3-two-consumers` |" in md and "`h200-gemm-ws` at 8192x8192x8192" in md
 
 
 def test_bad_inputs_get_named_errors_not_tracebacks(capsys, tmp_path):

@@ -1,0 +1,77 @@
+"""Committed schedule predictions, so `lapis report` does not re-simulate what has not changed.
+
+An entry is keyed by (schedule, gpu, shape, parameters, profile hash, model hash, lapis version). The model hash
+covers the simulator's own sources (lapis/pipeline_sim, lapis/model), so an edited schedule or cost makes its
+entries stale instead of silently wrong. Stale or missing entries are re-simulated; `refresh()` rewrites the
+committed file (`python -m lapis.pipeline_sim.predictions`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import lapis
+from lapis.model.profile import PROFILES
+
+COMMITTED = Path(__file__).parent / "predictions.json"
+KEPT = ("predicted_us", "tflops", "roofline_tflops", "bound_by", "utilization", "events")
+
+
+def _digest(paths) -> str:
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(p.as_posix().split("lapis/", 1)[-1].encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@lru_cache(maxsize=None)
+def model_hash() -> str:
+    root = Path(lapis.__file__).parent
+    return _digest([*root.glob("pipeline_sim/**/*.py"), *root.glob("model/**/*.py")])
+
+
+def profile_hash(gpu: str) -> str:
+    return _digest([PROFILES / f"{gpu}.json"])
+
+
+def key(schedule: str, gpu: str, shape: str, params: dict) -> str:
+    return json.dumps([schedule, gpu, shape, sorted(params.items()), profile_hash(gpu), model_hash(),
+                       lapis.__version__])
+
+
+def load(path: Path = COMMITTED) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def predict(schedule: str, gpu: str, shape: str, params: dict | None = None, cache: dict | None = None,
+            resimulate: bool = False) -> tuple[dict, bool]:
+    """(summary, fresh): the cached summary when its key is current, else a new simulation (fresh=True),
+    which is also stored in `cache`. The summary holds KEPT's keys of simulate()'s result."""
+    from lapis.pipeline_sim.simulate import simulate
+    params = params or {}
+    k = key(schedule, gpu, shape, params)
+    if cache is not None and not resimulate and k in cache:
+        return cache[k], False
+    r = simulate(schedule, gpu, shape, params)
+    out = {f: r[f] for f in KEPT}
+    if cache is not None:
+        cache[k] = out
+    return out, True
+
+
+def refresh(cases, path: Path = COMMITTED) -> int:
+    """Re-simulate `cases` ((schedule, gpu, shape, params) tuples) into `path`; returns how many."""
+    cache = {}
+    for case in cases:
+        predict(*case, cache=cache, resimulate=True)
+    path.write_text(json.dumps(cache, indent=0, sort_keys=True) + "\n")
+    return len(cache)
+
+
+if __name__ == "__main__":
+    from lapis.report_schedules import report_cases
+    print(f"wrote {refresh(report_cases())} predictions to {COMMITTED}")

@@ -1,0 +1,86 @@
+"""The report's "Schedules" section: predicted TFLOP/s of the built-in schedules, and Gantt charts.
+
+Predictions come from the committed cache (lapis.pipeline_sim.predictions) and are re-simulated only when
+stale, or all of them with `lapis report --resimulate`.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+FA4_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128")  # the B200 write-up's benchmark shapes
+FA4_MEASURED = (1256, 1289, 1330)  # TFLOP/s, FA4 on B200, flash-attention PR #2605 (issue 5)
+# Measured on the H200 with torch 2.11 SDPA, bf16, hdim 128, non-causal, at FA4_SHAPES (team run, 2026-11-29;
+# not a lapis capture): the bar a Hopper schedule has to meet.
+H200_MEASURED = dict(cudnn=(628, 675), flash2=(326, 354))
+GEMM_SHAPE = "8192x8192x8192"
+GANTT = (("h200-s3-two-consumers", "1x16x2048x128"), ("h200-s5-intra-overlap", "1x16x2048x128"),
+         ("h200-gemm-ws", "2048x2048x2048"))
+
+
+def report_cases() -> list[tuple]:
+    """(schedule, gpu, shape, params) for every row of the section's tables."""
+    from lapis.pipeline_sim.simulate import SCHEDULES
+    cases = []
+    for name, (_, _, kind) in SCHEDULES.items():
+        gpu = name.split("-", 1)[0]
+        shapes = (GEMM_SHAPE,) if kind == "gemm" else FA4_SHAPES
+        cases += [(name, gpu, s, {}) for s in shapes]
+    return cases
+
+
+def schedules_section(out: Path, resimulate: bool = False) -> tuple[str, dict]:
+    from lapis.pipeline_sim import predictions
+    t0 = time.time()
+    cache, rows, stale = predictions.load(), {}, 0
+    for name, gpu, shape, params in report_cases():
+        r, fresh = predictions.predict(name, gpu, shape, params, cache, resimulate)
+        stale += fresh
+        rows.setdefault((gpu, name), {})[shape] = r
+    md = ["## Schedules (predicted; profiles not yet fitted to microbenchmarks)", "",
+          f"{len(report_cases())} predictions, {stale} re-simulated (the rest from the committed cache: "
+          "`python -m lapis.pipeline_sim.predictions` refreshes it).", ""]
+    for gpu in sorted({g for g, _ in rows}, reverse=True):
+        md += _table(gpu, {n: v for (g, n), v in rows.items() if g == gpu})
+    h200 = [r["tflops"] for (g, n), v in rows.items() if g == "h200" for s, r in v.items() if s in FA4_SHAPES]
+    if h200:
+        lo, hi = H200_MEASURED["cudnn"]
+        md += [f"Measured on the H200 (torch SDPA at these shapes, 2026-11-29): cuDNN {lo}-{hi} TFLOP/s, "
+               f"FlashAttention-2 {H200_MEASURED['flash2'][0]}-{H200_MEASURED['flash2'][1]}. The best predicted "
+               f"Hopper schedule reaches {max(h200):.0f}: {max(h200) / hi:.2f}x cuDNN's best, which the real "
+               "kernels (issue 6) will bound; until the profile is fitted, read the table as relative.", ""]
+    if any(g == "b200" for g, _ in rows):
+        md += ["FA4 measured on B200 (flash-attention PR #2605): " + ", ".join(map(str, FA4_MEASURED)) +
+               " TFLOP/s at the three shapes; the write-up's final kernel claims 94.4% of that: " +
+               ", ".join(f"{0.944 * x:.0f}" for x in FA4_MEASURED) + ".", ""]
+    md += ["### Steady-state Gantt charts", ""]
+    for name, shape in GANTT:
+        md += [f"![{name} at {shape}]({_gantt(out, name, shape).name})", ""]
+    return "\n".join(md), {"schedules": dict(predictions=len(report_cases()), resimulated=stale,
+                                             wall_s=round(time.time() - t0, 2))}
+
+
+def _table(gpu: str, rows: dict) -> list[str]:
+    """Attention rows at the FA4 shapes, then GEMM rows as one line each."""
+    md = [f"### {gpu}", "", "| schedule | " + " | ".join(FA4_SHAPES) + " | bound by |",
+          "|---|" + "---:|" * len(FA4_SHAPES) + "---|"]
+    gemm = []
+    for name, by_shape in rows.items():
+        if GEMM_SHAPE in by_shape:
+            r = by_shape[GEMM_SHAPE]
+            gemm.append(f"`{name}` at {GEMM_SHAPE}: {r['tflops']:.0f} TFLOP/s, busiest unit {r['bound_by']}.")
+            continue
+        cells = [f"{by_shape[s]['tflops']:.0f}" for s in FA4_SHAPES]
+        md.append(f"| `{name}` | " + " | ".join(cells) + f" | {by_shape[FA4_SHAPES[-1]]['bound_by']} |")
+    return md + ["", "Predicted TFLOP/s, bf16, hdim 128, non-causal (BxHxLxD); bound by = the busiest unit.", "",
+                 *gemm, ""]
+
+
+def _gantt(out: Path, name: str, shape: str) -> Path:
+    from lapis.figures.gantt import gantt, steady_state_window
+    from lapis.pipeline_sim.simulate import simulate
+    r = simulate(name, name.split("-", 1)[0], shape)
+    path = out / f"gantt-{name}.png"
+    gantt(r["_events"], path, title=f"{name} at {shape} (predicted)", window_ns=steady_state_window(r["_events"]))
+    return path
