@@ -32,6 +32,13 @@ def test_readme_python_example_runs(capsys):
     assert "0x4000004000010042" in out and "[4240 4242 4244 4246 4248 4250 4252 4254]" in out
 
 
+def test_readme_user_schedule_runs(capsys):
+    code = re.findall(r"```python\n(.+?)\n```", (REPO / "README.md").read_text(), flags=re.S)[1]
+    exec(compile(code, "README.md", "exec"), {})
+    # first load: 500 ns latency + 32768 B at 20 B/ns = 2138.4 ns; then 8 MMAs of 1200 ns, tensor pipe bound
+    assert capsys.readouterr().out.strip() == "11738 ns, races: []"
+
+
 def plain_blocks():
     """The contents of the README's unlabelled ``` blocks (terminal sessions)."""
     blocks, current, plain = [], None, False
