@@ -1,6 +1,7 @@
 """The built-in schedules under the happens-before race check: clean as written, caught when mutated."""
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from lapis.pipeline_sim.deadlock import Deadlock
 from lapis.pipeline_sim.pipeline import TmaPipeline
@@ -64,3 +65,15 @@ def test_cli_races_flag_reports_and_sets_the_exit_status(monkeypatch, capsys):
     release_at_the_wait(monkeypatch)
     assert main(["simulate", "--schedule", "h200-s4-pingpong", "--shape", "1x2x1024x128", "--races"]) == 4
     assert "lapis simulate: race on " in capsys.readouterr().err
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 6), st.sampled_from([1, 2]), st.sampled_from([64, 128]), st.integers(1, 12),
+       st.integers(1, 3), st.sampled_from(["h200-gemm-ws", "h200-s3-two-consumers", "h200-s5-intra-overlap"]))
+def test_well_formed_random_pipelines_never_hang_race_or_beat_the_roofline(stages, wgs, block_n, k, heads, name):
+    if "gemm" in name:
+        shape, params = f"256x{block_n * 2}x{64 * k}", dict(stages=stages, consumer_wgs=wgs, block_n=block_n)
+    else:
+        shape, params = f"1x{heads}x{128 * k}x128", dict(stages=min(stages, 3), block_n=128)
+    r = simulate(name, "h200", shape, params, check_races=True)
+    assert r["races"] == [] and 0 < r["tflops"] <= r["roofline_tflops"]
