@@ -35,6 +35,7 @@ from lapis.pipeline_sim.deadlock import run_checked
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
 from lapis.pipeline_sim.races import HappensBefore
 from lapis.pipeline_sim.recorder import Recorder
+from lapis.pipeline_sim.units import occupy
 
 DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0)
 VARIANTS = {
@@ -131,15 +132,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     busy = dict(tensor=0.0, mufu=0.0, fma=0.0, tma=0.0)
 
     def use(unit, name, ns, role, op, **kw):
-        t0 = env.now
-        with unit.request() as req:
-            yield req
-            t1 = env.now
-            yield env.timeout(ns)
-        busy[name] += ns
-        if t1 > t0:
-            rec.add(role, f"wait {name}", t0, kind="wait", **kw)
-        rec.add(role, op, t1, **kw)
+        yield from occupy(env, rec, unit, ns, busy, name, role, op, **kw)
 
     def load(nbytes, role, op, **kw):
         yield from use(load_path, "tma", nbytes / share, role, op, **kw)

@@ -1,0 +1,17 @@
+"""Hardware units (tensor pipe, MUFU, FMA pipe, TMEM path, TMA path) as simpy resources held per operation."""
+
+from __future__ import annotations
+
+
+def occupy(env, rec, unit, ns: float, busy: dict, name: str, role: str, op: str, **kw):
+    """Hold `unit` (a simpy Resource) for `ns` ns on behalf of `role`: a "wait <name>" event while it queues
+    behind another role, then the op's event; `busy[name]` accumulates the unit's busy time."""
+    t0 = env.now
+    with unit.request() as req:
+        yield req
+        t1 = env.now
+        yield env.timeout(ns)
+    busy[name] += ns
+    if t1 > t0:
+        rec.add(role, f"wait {name}", t0, kind="wait", **kw)
+    rec.add(role, op, t1, **kw)
