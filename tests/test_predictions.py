@@ -36,3 +36,22 @@ def test_the_committed_predictions_are_current():
     assert not missing, f"stale predictions {missing[:3]}...: run python -m lapis.pipeline_sim.predictions"
     gemm = next(c for c in report_cases() if c[0] == "h200-gemm-ws")
     assert cache[predictions.key(*gemm)]["tflops"] == simulate(*gemm[:3])["tflops"]
+
+
+def _rows(tflops: dict) -> dict:
+    """B200 rows in the report's form from {schedule: TFLOP/s} (the same at every FA4 shape)."""
+    from lapis.report_schedules import FA4_SHAPES
+    return {n: {s: {"tflops": t} for s in FA4_SHAPES} for n, t in tflops.items()}
+
+
+def test_seed_statements_are_scored_only_where_modelled():
+    from lapis.report_schedules import seed_statements
+    rows = _rows({"b200-k01-baseline": 100, "b200-k02-p-in-tmem": 150, "b200-k03-swizzle": 150,
+                  "b200-k04-warp-specialization": 151, "b200-k07-compute-pipeline": 1000,
+                  "b200-k08-hw-approx": 1100, "b200-m4-tma-l2-promotion": 0.944 * 1290})
+    verdicts = [s["verdict"] for s in seed_statements(rows)]
+    # k02's mechanism (P in TMEM) is not modelled: even a 1.5x "gain" is not scored
+    assert verdicts == ["not tested (mechanism not modelled)", "agrees", "agrees", "agrees"]
+    rows["b200-k08-hw-approx"] = rows["b200-k07-compute-pipeline"]  # no gain: the +10% statement fails
+    rows["b200-m4-tma-l2-promotion"] = _rows({"x": 1500})["x"]  # 1500 / (0.944 * 1256) = 1.27: too fast
+    assert [s["verdict"] for s in seed_statements(rows)][2:] == ["disagrees", "disagrees"]
