@@ -18,9 +18,14 @@ import simpy
 
 from lapis.pipeline_sim.simulate import simulate
 
-GPU = "h200"
-CASES = [("h200-s8-persistent", s) for s in ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128")]
-CASES.append(("h200-gemm-ws", "8192x8192x8192"))
+FA4_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128")
+# The issue's case first: the B200 final schedule at 2x16x16384x128; then the Hopper ones.
+CASES = [("b200-m4-tma-l2-promotion", "2x16x16384x128")]
+CASES += [("h200-s8-persistent", s) for s in FA4_SHAPES] + [("h200-gemm-ws", "8192x8192x8192")]
+
+
+def gpu_of(schedule: str) -> str:
+    return schedule.split("-", 1)[0]
 N_PROCS = 32
 
 
@@ -63,14 +68,14 @@ def main():
     print(f"machine: {os.cpu_count()} CPUs, Python {platform.python_version()} ({sys.implementation.name}), "
           f"simpy {simpy.__version__}")
     print("goal (issue 5): default mode under 2 s, --full under 60 s (--full not implemented yet)")
-    print("note: the B200 final schedule from the issue is not yet implemented; not benchmarked")
-    simulate(CASES[0][0], GPU, CASES[0][1], {})  # warm imports and caches
+    simulate(CASES[0][0], gpu_of(CASES[0][0]), CASES[0][1], {})  # warm imports and caches
     hdr = ("schedule", "shape", "wall s", "tl events", "simpy steps", "steps/s", "ratio", "pred us", "TFLOP/s")
-    fmt = "{:<20} {:<16} {:>7} {:>9} {:>11} {:>10} {:>6} {:>9} {:>8}"
+    fmt = "{:<26} {:<16} {:>7} {:>9} {:>11} {:>10} {:>6} {:>9} {:>8}"
     rows, total_wall = [], 0.0
     for sched, shape in CASES:
-        _, steps = count_steps(lambda: simulate(sched, GPU, shape, {}))
-        r = min((simulate(sched, GPU, shape, {}) for _ in range(3)), key=lambda r: r["wall_s"])
+        gpu = gpu_of(sched)
+        _, steps = count_steps(lambda: simulate(sched, gpu, shape, {}))
+        r = min((simulate(sched, gpu, shape, {}) for _ in range(3)), key=lambda r: r["wall_s"])
         bare_s, bare_steps = bare_loop(steps)
         rate, bare_rate = steps / r["wall_s"], bare_steps / bare_s
         total_wall += r["wall_s"]
