@@ -134,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="simulate a warp-specialized schedule on a GPU profile (in progress)")
     sim.add_argument("--list", action="store_true", help="list the schedules")
     sim.add_argument("--schedule", help="schedule name (see --list)")
-    sim.add_argument("--gpu", default="h200", help="profile: h200 or b200 (lapis/model/profiles)")
+    sim.add_argument("--gpu", help="profile in lapis/model/profiles (default: the schedule's own, from its name: "
+                     "h200-* on h200, b200-* on b200, sm120-* on rtx5090)")
     sim.add_argument("--shape", help="the schedule's own shape form: MxNxK for GEMM")
     sim.add_argument("--param", action="append", help="key=value schedule parameter (repeat)")
     sim.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON, µs) to this file")
@@ -218,7 +219,8 @@ def _simulate(args) -> int:
             raise LayoutError("--png must name a .png file in an existing folder", args.png, "e.g. --png gantt.png")
     try:
         params = {**parse_params(args.param), **({"causal": 1} if args.causal else {})}
-        r = simulate(args.schedule, args.gpu, args.shape, params, check_races=args.races)
+        gpu = args.gpu or {"b200": "b200", "sm120": "rtx5090"}.get(args.schedule.split("-")[0], "h200")
+        r = simulate(args.schedule, gpu, args.shape, params, check_races=args.races)
     except Deadlock as dl:
         print(f"lapis simulate: {dl}", file=sys.stderr)
         return 3

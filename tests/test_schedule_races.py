@@ -83,3 +83,4 @@ def test_well_formed_random_pipelines_never_hang_race_or_beat_the_roofline(stage
         shape, params = f"1x{heads}x{128 * k}x128", dict(stages=min(stages, 3), block_n=128)
     r = simulate(name, "h200", shape, params, check_races=True)
     assert r["races"] == [] and 0 < r["tflops"] <= r["roofline_tflops"]
+

@@ -88,3 +88,12 @@ def test_the_unmodelled_chapters_are_the_ones_the_table_names():
     assert {B200[i] for i in _unmodelled_steps()} == {
         "b200-k02-p-in-tmem", "b200-k03-swizzle", "b200-m1-deferred-score-load", "b200-m2-split-rowsum",
         "b200-m3-phase-bitmasks", "b200-m4-tma-l2-promotion"}
+
+
+def test_a_schedule_runs_on_its_own_gpu_unless_told(capsys):
+    from lapis.cli import main
+    assert main(["simulate", "--schedule", "b200-k06-load-pipeline", "--shape", "1x2x1024x128", "--json"]) == 0
+    assert '"gpu": "b200"' in capsys.readouterr().out
+    assert main(["simulate", "--schedule", "b200-k06-load-pipeline", "--shape", "1x2x1024x128", "--gpu",
+                 "h200"]) == 2
+    assert "tensor memory" in capsys.readouterr().err
