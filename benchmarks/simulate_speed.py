@@ -16,7 +16,7 @@ import time
 
 import simpy
 
-from lapis.pipeline_sim.simulate import simulate
+from lapis.pipeline_sim.simulate import default_gpu, simulate
 
 FA4_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128")
 # The issue's case first: the B200 final schedule at 2x16x16384x128; then the Hopper ones.
@@ -25,7 +25,7 @@ CASES += [("h200-s8-persistent", s) for s in FA4_SHAPES] + [("h200-gemm-ws", "81
 
 
 def gpu_of(schedule: str) -> str:
-    return schedule.split("-", 1)[0]
+    return default_gpu(schedule)
 N_PROCS = 32
 
 

@@ -202,7 +202,7 @@ def _simulate(args) -> int:
     import json
 
     from lapis.pipeline_sim.deadlock import Deadlock
-    from lapis.pipeline_sim.simulate import SCHEDULES, parse_params, simulate
+    from lapis.pipeline_sim.simulate import SCHEDULES, default_gpu, parse_params, simulate
     if args.list:
         rows = [dict(name=k, description=v[0]) for k, v in SCHEDULES.items()]
         print(json.dumps(rows, indent=1) if args.json else "\n".join(f"{r['name']}: {r['description']}" for r in rows))
@@ -219,7 +219,7 @@ def _simulate(args) -> int:
             raise LayoutError("--png must name a .png file in an existing folder", args.png, "e.g. --png gantt.png")
     try:
         params = {**parse_params(args.param), **({"causal": 1} if args.causal else {})}
-        gpu = args.gpu or {"b200": "b200", "sm120": "rtx5090"}.get(args.schedule.split("-")[0], "h200")
+        gpu = args.gpu or default_gpu(args.schedule)
         r = simulate(args.schedule, gpu, args.shape, params, check_races=args.races)
     except Deadlock as dl:
         print(f"lapis simulate: {dl}", file=sys.stderr)

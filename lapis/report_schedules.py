@@ -21,10 +21,10 @@ GANTT = (("h200-s3-two-consumers", "1x16x2048x128"), ("h200-s5-intra-overlap", "
 
 def report_cases() -> list[tuple]:
     """(schedule, gpu, shape, params) for every row of the section's tables."""
-    from lapis.pipeline_sim.simulate import SCHEDULES
+    from lapis.pipeline_sim.simulate import SCHEDULES, default_gpu
     cases = []
     for name, (_, _, kind) in SCHEDULES.items():
-        gpu = name.split("-", 1)[0]
+        gpu = default_gpu(name)
         shapes = (GEMM_SHAPE,) if kind == "gemm" else FA4_SHAPES
         cases += [(name, gpu, s, {}) for s in shapes]
     return cases
@@ -126,8 +126,8 @@ def _table(gpu: str, rows: dict) -> list[str]:
 
 def _gantt(out: Path, name: str, shape: str) -> Path:
     from lapis.figures.gantt import gantt, steady_state_window
-    from lapis.pipeline_sim.simulate import simulate
-    r = simulate(name, name.split("-", 1)[0], shape)
+    from lapis.pipeline_sim.simulate import default_gpu, simulate
+    r = simulate(name, default_gpu(name), shape)
     path = out / f"gantt-{name}.png"
     gantt(r["_events"], path, title=f"{name} at {shape} (predicted)", window_ns=steady_state_window(r["_events"]))
     return path

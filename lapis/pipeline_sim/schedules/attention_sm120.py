@@ -1,0 +1,251 @@
+"""Consumer Blackwell (sm_120, RTX 5090) attention forward (fp16, fp32 accumulation): the Emmy compiler's
+move stack (write-up shared/seeds/emmy-flashattention2-consumer-blackwell.txt), as simpy processes.
+
+Per CTA (`warps` warps, each owning 16*fm query rows of one (batch, head)) and K/V tile j of block_n keys, per
+warp: S_j = Q K_j^T (mma.sync), softmax (MUFU ex2 + FMA pipe), O rescale (FMA pipe), O += P_j V_j (mma.sync).
+sm120 semantics: mma.sync is synchronous per warp (no async completion: a warp's ops run in program order);
+cp.async fills complete per warp as a commit group (wait_group), then __syncthreads (an MBarrier of count
+`warps` here) publishes the slab; ldmatrix drains smem into registers; TMA completes through an mbarrier
+(TmaPipeline, issued by warp 0). Units: per SM sub-partition (4 per SM, warp w on SMSP w % 4) a quarter of the
+SM's tensor, MUFU and FMA rates; per SM one LSU/shared-memory path (smem_bytes_per_clk_sm, one wavefront a
+clock) and the load path (an equal share of L2 across the active SMs, then l2_latency_ns or tma_latency_ns).
+CTAs resident per SM: the least of the register, shared-memory and warp limits; the representative SM runs
+ceil(CTAs / SMs) CTAs, `resident` at a time.
+
+move                         write-up   modelled?  what the model changes
+m01 tensor cores             612 us     yes        mma.sync QK and PV; each warp loads its K/V (and, before
+                                                   m04, Q) operands from gmem itself, 16-bit per lane
+                                                   (DIRECT_BYTES_PER_WAVEFRONT), every tile, waited
+m02 smem staging (1.20x)     ~510 us    yes        K/V tile filled once per CTA by cp.async (16 B per lane), one
+                                                   commit group waited (d1), __syncthreads, ldmatrix drains per
+                                                   warp; a second __syncthreads frees the slab
+m03 C->A register repack     271 us     yes        P no longer stored to smem and ldmatrix-ed back (LSU bytes)
+m04 Q hoist                  233 us     yes        Q fragments stay in registers: no Q re-read per K/V tile
+m05 pipelining d2/cp/ring    ~222 us    yes        two slabs: tile j+1's cp.async is issued under tile j's math
+                                                   (wait_group 1); one __syncthreads per tile
+m06 TMA                      ~213 us    yes        warp 0 issues one TMA box per K/V tile into a 2-slot
+                                                   TmaPipeline; no cp.async LSU wavefronts; mbarrier wait
+m07 register tiling f2x8     205 us     yes        fm = 2: a warp owns two 16-row query tiles; each K/V fragment
+                                                   is ldmatrix-ed once for both (block_m 128, grid 256)
+refused (warp-scoped barrier, fast exp, deeper rings, warp specialization 213 us): not schedules here.
+Write-up times marked ~ are derived from its speed-up factors (612/1.20; 233/1.05; /1.04); 271, 233, 612 and
+204.7 us are stated. The write-up's geometry per move is not stated except the final one (w4x1/f2x8/k4: 4 warps,
+128 rows, 254 registers, 32 KB smem); every move here uses 4 warps and block_n 64, fm 1 before m07.
+Modelled assumptions stated here (not per move): FMA-pipe ops per score (attention_h200.FMA_OPS_PER_SCORE,
+4: no exp2 folding, which the write-up refused), DIRECT_BYTES_PER_WAVEFRONT, regs_per_thread (the write-up's
+254 for every move). Not modelled: L1 hits of the direct loads, mma.sync/ldmatrix latency, bank conflicts,
+libm expf's extra instructions, the store of O's latency.
+"""
+
+from __future__ import annotations
+
+import math
+
+import simpy
+
+from lapis.errors import LayoutError
+from lapis.pipeline_sim.deadlock import run_checked
+from lapis.pipeline_sim.mbarrier import MBarrier
+from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
+from lapis.pipeline_sim.recorder import Recorder
+from lapis.pipeline_sim.units import occupy
+from lapis.pipeline_sim.schedules.attention_h200 import FMA_OPS_PER_SCORE, parse_shape
+
+__all__ = ["DEFAULTS", "VARIANTS", "parse_shape", "simulate"]
+
+DEFAULTS = dict(warps=4, block_n=64, regs_per_thread=254, causal=0)
+_STEPS = ["tensor_cores", "staging", "c2a", "q_hoist", "ring", "tma", "reg_tile"]
+_NAMES = ["sm120-m01-tensor-cores", "sm120-m02-smem-staging", "sm120-m03-c-to-a-repack", "sm120-m04-q-hoist",
+          "sm120-m05-cp-async-ring", "sm120-m06-tma", "sm120-m07-register-tiling"]
+VARIANTS = {name: {s: True for s in _STEPS[:i + 1]} for i, name in enumerate(_NAMES)}
+UNMODELLED: set = set()
+MEASURED_US = {"sm120-m01-tensor-cores": 612.0, "sm120-m02-smem-staging": 612.0 / 1.20,
+               "sm120-m03-c-to-a-repack": 271.0, "sm120-m04-q-hoist": 233.0,
+               "sm120-m05-cp-async-ring": 233.0 / 1.05, "sm120-m06-tma": 233.0 / 1.05 / 1.04,
+               "sm120-m07-register-tiling": 204.7}
+SMSP_PER_SM = 4  # 680 tensor cores / 170 SMs (profile source); one warp scheduler, tensor core, SFU each
+DIRECT_BYTES_PER_WAVEFRONT = 64  # m01 operand loads: one 16-bit element per lane per load instruction
+WAVEFRONT_BYTES = 128  # cp.async 16 B x 32 lanes = 4 wavefronts; ldmatrix.x4 512 B = 4 wavefronts
+
+
+def simulate(p, shape: str, params: dict, variant: str, check_races: bool = False) -> dict:
+    """check_races: accepted for the common interface; the sm120 schedules log no slot accesses (races None)."""
+    b, h, seq, d = parse_shape(shape)
+    f = VARIANTS[variant]
+    prm = {**DEFAULTS, **params}
+    if prm["causal"]:
+        raise LayoutError("the sm120 schedules model the write-up's non-causal forward", "causal=1", "use causal=0")
+    warps, bn = prm["warps"], prm["block_n"]
+    fm = 2 if f.get("reg_tile") else 1
+    rows = 16 * fm  # per warp (m16 atoms)
+    bm = warps * rows
+    if bn < 16 or bn % 16 or seq % bn or seq % bm or d % 16:
+        raise LayoutError("L must be a multiple of the tiles", f"L = {seq}, block_m {bm} ({warps} warps x {rows} "
+                          f"rows), block_n {bn}, D {d}", "pad L or pick warps/block_n (multiples of 16) dividing it")
+    if "tensor_flop_per_clk_sm" not in p.values or "smem_bytes_per_clk_sm" not in p.values:
+        raise LayoutError("sm120 schedules need an sm120 profile", f"profile {p.name} ({p.arch})", "use --gpu rtx5090")
+    staged = f.get("staging", False)
+    slots = 2 if f.get("ring") else 1
+    tile_bytes = bn * d * 2
+    smem = (slots * 2 * tile_bytes if staged else 0) + (0 if f.get("q_hoist") or not staged else bm * d * 2) \
+        + (0 if f.get("c2a") else bm * bn * 2)  # K/V slabs, Q slab (re-read), P hand-off slab
+    if smem > p["smem_bytes_per_block"]:
+        raise LayoutError("the schedule does not fit shared memory", f"{slots} slot(s) x K+V {2 * tile_bytes} B + Q/P "
+                          f"slabs = {smem} B > {p['smem_bytes_per_block']} B per block", "lower block_n or warps")
+    regs = warps * 32 * prm["regs_per_thread"]
+    if prm["regs_per_thread"] > 255 or regs > p["registers_per_sm"]:
+        raise LayoutError("the CTA does not fit the register file", f"{warps} warps x 32 x {prm['regs_per_thread']} "
+                          f"registers = {regs} > {p['registers_per_sm']} (at most 255 per thread)",
+                          "lower warps or regs_per_thread")
+    resident = min(p["registers_per_sm"] // regs, p["max_warps_per_sm"] // warps,
+                   p["smem_bytes_per_sm"] // smem if smem else 10 ** 9)
+    items = b * h * (seq // bm)
+    active = min(items, p["sm_count"])
+    my_items = math.ceil(items / p["sm_count"])
+    resident = min(resident, my_items)
+    kv = seq // bn
+    env = simpy.Environment()
+    rec = Recorder(env)
+    share = p["l2_tb_s"] * 1e3 / active  # B/ns per SM
+    clk = p["clock_ghz"]
+    t_rate, m_rate, f_rate = (p.per_ns(k) / SMSP_PER_SM for k in ("tensor_flop_per_clk_sm",
+                                                                   "mufu_ex2_per_clk_sm", "fma_per_clk_sm"))
+    lsu_rate = p["smem_bytes_per_clk_sm"] / WAVEFRONT_BYTES * clk  # wavefronts per ns
+    tensors, mufus, fmas = ([simpy.Resource(env, 1) for _ in range(SMSP_PER_SM)] for _ in range(3))
+    lsu, load_path = simpy.Resource(env, 1), simpy.Resource(env, 1)
+    busy = dict(tensor=0.0, mufu=0.0, fma=0.0, lsu=0.0, l2=0.0)
+    gemm_ns = 2 * rows * bn * d / t_rate
+    mufu_ns = rows * bn / m_rate
+    fma_ns = (rows * bn * FMA_OPS_PER_SCORE[False] + rows * d) / f_rate
+    barriers = []
+
+    def use(unit, name, ns, role, op, **kw):
+        if ns > 0:
+            yield from occupy(env, rec, unit, ns, busy, name, role, op, **kw)
+
+    def lsu_bytes(nbytes, per_wavefront, role, op, **kw):
+        yield from use(lsu, "lsu", nbytes / per_wavefront / lsu_rate, role, op, **kw)
+
+    def gmem(nbytes, latency, role, op, **kw):
+        yield from use(load_path, "l2", nbytes / share, role, op, **kw)
+        yield env.timeout(latency)
+
+    def sync(bar, n, role, what, **kw):
+        """__syncthreads as the n-th (0-based) phase of a count-`warps` barrier."""
+        t0 = env.now
+        bar.arrive(role)
+        yield bar.wait(n % 2, role)
+        if env.now > t0:
+            rec.add(role, f"wait {what}", t0, kind="wait", **kw)
+
+    def fill(nbytes, role, item, j):
+        """cp.async: this warp's share of a K+V tile; returns the commit group's completion process."""
+        yield from lsu_bytes(nbytes, WAVEFRONT_BYTES, role, "cp.async K+V", work_item=item, k_index=j)
+        return env.process(gmem(nbytes, p["l2_latency_ns"], "l2", "cp.async land", work_item=item, k_index=j))
+
+    def warp(role, smsp, item, ctx):
+        bar, ring = ctx["bar"], ctx["ring"]
+        tensor, mufu, fma = tensors[smsp], mufus[smsp], fmas[smsp]
+        w = ctx["roles"].index(role)
+        share_bytes = 2 * tile_bytes // warps
+        n_sync, groups = 0, {}
+        st = PipelineState(2) if ring is not None else None
+        pst = PipelineState.producer_start(2) if ring is not None else None
+
+        def tma_issue(j):
+            t0 = env.now
+            yield ring.producer_acquire(pst)
+            if env.now > t0:
+                rec.add(role, "wait K/V slot", t0, kind="wait", work_item=item, k_index=j)
+            ring.producer_expect(pst)
+            env.process(tma_land(PipelineState(2, pst.index, pst.phase), item, j))
+            pst.advance()
+
+        if not f.get("tma") and staged and f.get("ring"):
+            groups[0] = yield from fill(share_bytes, role, item, 0)
+        if ring is not None and w == 0:
+            yield from tma_issue(0)
+        for j in range(kv):
+            kw = dict(work_item=item, k_index=j)
+            if not staged:  # m01: K/V (and Q) operands straight from gmem, every tile, waited
+                qb = 0 if f.get("q_hoist") else rows * d * 2
+                yield from lsu_bytes(2 * tile_bytes + qb, DIRECT_BYTES_PER_WAVEFRONT, role, "ld.global K/V", **kw)
+                yield from gmem(2 * tile_bytes + qb, p["l2_latency_ns"], role, "K/V from L2 (waited)", **kw)
+            elif ring is not None:  # m06: TMA into a 2-slot mbarrier ring
+                if w == 0 and j + 1 < kv:
+                    yield from tma_issue(j + 1)
+                t0 = env.now
+                yield ring.consumer_wait(st, role)
+                if env.now > t0:
+                    rec.add(role, "wait K/V (mbarrier)", t0, kind="wait", **kw)
+            else:
+                if f.get("ring"):  # wait_group 1: tile j's group; tile j+1's is issued after the barrier
+                    t0 = env.now
+                    yield groups.pop(j)
+                else:
+                    g = yield from fill(share_bytes, role, item, j)
+                    t0 = env.now
+                    yield g
+                if env.now > t0:
+                    rec.add(role, "wait cp.async group", t0, kind="wait", **kw)
+                yield from sync(bar, n_sync, role, "__syncthreads (slab full)", **kw)
+                n_sync += 1
+                if f.get("ring") and j + 1 < kv:
+                    groups[j + 1] = yield from fill(share_bytes, role, item, j + 1)
+            if staged:
+                qb = 0 if f.get("q_hoist") else rows * d * 2
+                yield from lsu_bytes(tile_bytes + qb, WAVEFRONT_BYTES, role, "ldmatrix K (+Q)", **kw)
+            yield from use(tensor, "tensor", gemm_ns, role, "mma.sync QK", **kw)
+            yield from use(mufu, "mufu", mufu_ns, role, "softmax ex2", **kw)
+            yield from use(fma, "fma", fma_ns, role, "softmax FMA + O rescale", **kw)
+            if not f.get("c2a"):
+                yield from lsu_bytes(2 * rows * bn * 2, WAVEFRONT_BYTES, role, "P via smem", **kw)
+            if staged:
+                yield from lsu_bytes(tile_bytes, WAVEFRONT_BYTES, role, "ldmatrix V", **kw)
+            yield from use(tensor, "tensor", gemm_ns, role, "mma.sync PV", **kw)
+            if ring is not None:
+                ring.consumer_release(st, role)
+                st.advance()
+            elif staged and not f.get("ring"):
+                yield from sync(bar, n_sync, role, "__syncthreads (slab free)", **kw)
+                n_sync += 1
+        yield from lsu_bytes(rows * d * 2, WAVEFRONT_BYTES, role, "store O", work_item=item)
+        yield from use(load_path, "l2", rows * d * 2 / share, role, "store O", work_item=item)
+
+    def tma_land(pst, item, j):
+        yield from gmem(2 * tile_bytes, p["tma_latency_ns"], "tma", "TMA K+V", work_item=item, k_index=j)
+        ctx_ring[item].tma_complete(pst)
+
+    ctx_ring = {}
+    procs = {}
+
+    def cta(slot, item):
+        roles = tuple(f"cta{slot}.w{w}" for w in range(warps))
+        bar = MBarrier(env, f"cta{slot}.item{item}.syncthreads", warps, roles)
+        barriers.append(bar)
+        ring = None
+        if f.get("tma"):
+            ring = TmaPipeline(env, f"cta{slot}.item{item}.KV", 2, roles[0], roles, 2 * tile_bytes)
+            barriers.extend(ring.barriers)
+            ctx_ring[item] = ring
+        ctx = dict(bar=bar, ring=ring, roles=roles)
+        ps = [env.process(warp(r, (slot * warps + w) % SMSP_PER_SM, item, ctx)) for w, r in enumerate(roles)]
+        for r, pr in zip(roles, ps):
+            procs[f"{r}.item{item}"] = pr
+        yield env.all_of(ps)
+
+    def slot_proc(slot):
+        for item in range(slot, my_items, resident):
+            yield from cta(slot, item)
+
+    for s in range(resident):
+        procs[f"slot{s}"] = env.process(slot_proc(s))
+    run_checked(env, barriers, procs)
+    for u in ("tensor", "mufu", "fma"):  # per-SMSP units: busy as a fraction of the SM's rate
+        busy[u] /= SMSP_PER_SM
+    flops = 4.0 * b * h * seq * seq * d
+    return dict(env_ns=env.now, flops=flops, events=rec.events, params={**prm, "fm": fm, "block_m": bm},
+                races=[] if check_races else None,
+                fit=dict(smem_bytes=smem, registers=regs, ctas_per_sm=resident), units=busy,
+                work=dict(work_items=items, active_sms=active, items_per_sm=my_items, kv_tiles=kv,
+                          resident_ctas=resident))
