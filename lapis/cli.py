@@ -198,6 +198,14 @@ def _dispatch(args) -> int | None:
     return None
 
 
+def _check_out_file(flag: str, path: str | None, suffix: str) -> None:
+    """Refuse an output path before a run, not after it: it must be a `suffix` file in an existing folder."""
+    from pathlib import Path
+    if path and (Path(path).suffix.lower() != suffix or not Path(path).parent.is_dir()):
+        from lapis.errors import LayoutError
+        raise LayoutError(f"{flag} must name a {suffix} file in an existing folder", path, f"e.g. {flag} out{suffix}")
+
+
 def _simulate(args) -> int:
     import json
 
@@ -211,12 +219,8 @@ def _simulate(args) -> int:
         from lapis.errors import LayoutError
         raise LayoutError("simulate needs --schedule and --shape", "missing", "e.g. --schedule h200-gemm-ws "
                           "--shape 8192x8192x8192 (lapis simulate --list)")
-    if args.png:
-        from pathlib import Path
-        png = Path(args.png)
-        if png.suffix.lower() != ".png" or not png.parent.is_dir():
-            from lapis.errors import LayoutError
-            raise LayoutError("--png must name a .png file in an existing folder", args.png, "e.g. --png gantt.png")
+    _check_out_file("--png", args.png, ".png")
+    _check_out_file("--trace", args.trace, ".json")
     try:
         params = {**parse_params(args.param), **({"causal": 1} if args.causal else {})}
         gpu = args.gpu or default_gpu(args.schedule)

@@ -15,6 +15,7 @@ FA4_MEASURED = (1256, 1289, 1330)  # TFLOP/s, FA4 on B200, flash-attention PR #2
 # not a lapis capture): the bar a Hopper schedule has to meet.
 H200_MEASURED = dict(cudnn=(628, 675), flash2=(326, 354))
 GEMM_SHAPE = "8192x8192x8192"
+EMMY_SHAPE = "1x8x4096x64"  # the Emmy write-up's SDPA_P benchmark (fp16, non-causal)
 GANTT = (("h200-s3-two-consumers", "1x16x2048x128"), ("h200-s5-intra-overlap", "1x16x2048x128"),
          ("h200-gemm-ws", "2048x2048x2048"))
 
@@ -25,7 +26,7 @@ def report_cases() -> list[tuple]:
     cases = []
     for name, (_, _, kind) in SCHEDULES.items():
         gpu = default_gpu(name)
-        shapes = (GEMM_SHAPE,) if kind == "gemm" else FA4_SHAPES
+        shapes = (GEMM_SHAPE,) if kind == "gemm" else (EMMY_SHAPE,) if name.startswith("sm120") else FA4_SHAPES
         cases += [(name, gpu, s, {}) for s in shapes]
     return cases
 
@@ -41,15 +42,11 @@ def schedules_section(out: Path, resimulate: bool = False) -> tuple[str, dict]:
     md = ["## Schedules (predicted; profiles not yet fitted to microbenchmarks)", "",
           f"{len(report_cases())} predictions, {stale} re-simulated (the rest from the committed cache: "
           "`python -m lapis.pipeline_sim.predictions` refreshes it).", ""]
-    for gpu in sorted({g for g, _ in rows}, reverse=True):
+    for gpu in ("h200", "b200"):
         md += _table(gpu, {n: v for (g, n), v in rows.items() if g == gpu})
-    h200 = [r["tflops"] for (g, n), v in rows.items() if g == "h200" for s, r in v.items() if s in FA4_SHAPES]
-    if h200:
-        lo, hi = H200_MEASURED["cudnn"]
-        md += [f"Measured on the H200 (torch SDPA at these shapes, 2026-11-29): cuDNN {lo}-{hi} TFLOP/s, "
-               f"FlashAttention-2 {H200_MEASURED['flash2'][0]}-{H200_MEASURED['flash2'][1]}. The best predicted "
-               f"Hopper schedule reaches {max(h200):.0f}: {max(h200) / hi:.2f}x cuDNN's best, which the real "
-               "kernels (issue 6) will bound; until the profile is fitted, read the table as relative.", ""]
+        if gpu == "h200":
+            md += _h200_measured(rows)
+    md += _emmy_table({n: v[EMMY_SHAPE] for (g, n), v in rows.items() if g == "rtx5090"})
     if any(g == "b200" for g, _ in rows):
         md += ["FA4 measured on B200 (flash-attention PR #2605): " + ", ".join(map(str, FA4_MEASURED)) +
                " TFLOP/s at the three shapes; the write-up's final kernel claims 94.4% of that: " +
@@ -124,10 +121,34 @@ def _table(gpu: str, rows: dict) -> list[str]:
                  *gemm, ""]
 
 
+def _h200_measured(rows: dict) -> list[str]:
+    """The bar the Hopper rows have to meet: torch SDPA measured on the H200."""
+    h200 = [r["tflops"] for (g, n), v in rows.items() if g == "h200" for s, r in v.items() if s in FA4_SHAPES]
+    if not h200:
+        return []
+    (lo, hi), (f_lo, f_hi) = H200_MEASURED["cudnn"], H200_MEASURED["flash2"]
+    return [f"Measured on the H200 (torch SDPA at these shapes, 2026-11-29): cuDNN {lo}-{hi} TFLOP/s, "
+            f"FlashAttention-2 {f_lo}-{f_hi}. The best predicted Hopper schedule reaches {max(h200):.0f}, "
+            f"{max(h200) / hi:.2f}x cuDNN's best: the h200 profile's latencies and L2 bandwidth are not yet fitted "
+            "to microbenchmarks, so read the table as relative.", ""]
+
+
+def _emmy_table(rows: dict) -> list[str]:
+    """The Emmy moves on the rtx5090 profile against the write-up's measured latencies, untuned."""
+    from lapis.pipeline_sim.schedules.attention_sm120 import MEASURED_US
+    md = [f"### rtx5090: the Emmy moves at {EMMY_SHAPE}", "",
+          "| schedule | predicted µs | write-up µs | error |", "|---|---:|---:|---:|"]
+    for name, r in rows.items():
+        meas = MEASURED_US[name]
+        md.append(f"| `{name}` | {r['predicted_us']:.0f} | {meas:.0f} | {r['predicted_us'] / meas - 1:+.0%} |")
+    return md + ["", "Datasheet profile, no tuning. Write-up times for m02, m05 and m06 are derived from its stated "
+                 "speed-ups (its stated times do not chain: 612 / 1.20 = 510, then 271 after two 1.16x fixes).", ""]
+
+
 def _gantt(out: Path, name: str, shape: str) -> Path:
     from lapis.figures.gantt import gantt, steady_state_window
     from lapis.pipeline_sim.simulate import default_gpu, simulate
     r = simulate(name, default_gpu(name), shape)
     path = out / f"gantt-{name}.png"
-    gantt(r["_events"], path, title=f"{name} at {shape} (predicted)", window_ns=steady_state_window(r["_events"]))
+    gantt(r["_events"], path, title=f"{name} at {shape}, predicted", window_ns=steady_state_window(r["_events"]))
     return path

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from lapis.pipeline_sim.recorder import union_spans as _union
+
 __all__ = ["gantt", "steady_state_window", "lane_order"]
 
 WAIT_COLOUR = "#d9d9d9"
@@ -101,16 +103,6 @@ def _clip(events, window_ns):
     return out
 
 
-def _merge(intervals):
-    merged: list = []
-    for a, b in sorted(intervals):
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
-    return merged
-
-
 def _pack(bars):
     """Greedy sub-rows for overlapping bars of one lane: [(sub_row, start, end, op)], and the row count."""
     ends: list[float] = []
@@ -170,7 +162,7 @@ def gantt(events, path=None, title: str = "", window_ns=None):
     for lane, role in enumerate(roles):
         y = len(roles) - 1 - lane  # first role on top
         mine = [(e, s, t) for e, s, t in shown if e.role == role]
-        waits = _merge([(s, t) for e, s, t in mine if e.kind == "wait" and t > s])
+        waits = _union([(s, t) for e, s, t in mine if e.kind == "wait" and t > s])
         for s, t in waits:
             ax.add_patch(Rectangle((s / 1e3, y - LANE_HEIGHT / 2), (t - s) / 1e3, LANE_HEIGHT, facecolor=WAIT_COLOUR,
                                    edgecolor="#a0a0a0", hatch=WAIT_HATCH, linewidth=0.3, zorder=1, gid=f"wait:{role}"))

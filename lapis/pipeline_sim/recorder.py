@@ -38,3 +38,14 @@ class Recorder:
         e.id = len(self.events)
         self.events.append(e)
         return e
+
+
+def union_spans(spans: list) -> list:
+    """Merge (start, end) spans into disjoint ones."""
+    out = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return out

@@ -11,6 +11,7 @@ from collections import defaultdict
 from lapis.errors import LayoutError
 from lapis.model import roofline
 from lapis.model.profile import load_profile
+from lapis.pipeline_sim.recorder import union_spans as _union
 
 SCHEDULES = {
     "h200-gemm-ws": ("warp-specialized GEMM: TMA producer warp, wgmma consumer warpgroups, K ring of full/empty "
@@ -92,8 +93,13 @@ def default_gpu(schedule: str) -> str:
     return GPU_OF_PREFIX.get(schedule.split("-", 1)[0], "h200")
 
 
+# Ranges every schedule's parameters must lie in, whichever schedules use them.
+PARAM_RANGES = {"emulate_frac": (0, 1), "threshold": (0, None), "causal": (0, 1), "sw_exp_per16": (0, 16)}
+COUNTS = ("stages", "kv_stages", "block_m", "block_n", "block_k", "consumer_wgs", "warps", "regs_per_thread")
+
+
 def parse_params(items: list[str]) -> dict:
-    """['stages=3', 'consumer_wgs=1'] -> {'stages': 3, 'consumer_wgs': 1} (integers)."""
+    """['stages=3', 'emulate_frac=0.25'] -> {'stages': 3, 'emulate_frac': 0.25} (integers, else floats)."""
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
@@ -102,8 +108,29 @@ def parse_params(items: list[str]) -> dict:
         try:
             out[key] = int(value)
         except ValueError:
-            raise LayoutError(f"parameter {key} must be an integer", repr(value), f"e.g. --param {key}=2") from None
+            try:
+                out[key] = float(value)
+            except ValueError:
+                raise LayoutError(f"parameter {key} must be a number", repr(value), f"e.g. --param {key}=2") from None
     return out
+
+
+def check_params(schedule: str, params: dict, defaults: dict) -> None:
+    """Unknown names, counts below 1 and values out of range are refused before anything runs."""
+    unknown = set(params) - set(defaults)
+    if unknown:
+        hint = ("causal masking is not modelled for this schedule; drop --causal" if unknown == {"causal"} else
+                "use " + ", ".join(sorted(defaults)))
+        raise LayoutError(f"{schedule} has no parameter(s) {sorted(unknown)}", sorted(unknown), hint)
+    for key, v in params.items():
+        if key in COUNTS and (v != int(v) or v < 1):
+            raise LayoutError(f"{key} is a count and must be a whole number >= 1", v, f"e.g. --param {key}=2")
+        lo, hi = PARAM_RANGES.get(key, (None, None))
+        if (lo is not None and v < lo) or (hi is not None and v > hi) or (key == "causal" and v not in (0, 1)):
+            raise LayoutError(f"{key} must lie in [{lo}, {'inf' if hi is None else hi}]", v,
+                              f"e.g. --param {key}={defaults[key]}")
+        if key in COUNTS:
+            params[key] = int(v)
 
 
 def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, check_races: bool = False) -> dict:
@@ -118,10 +145,10 @@ def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, ch
         raise LayoutError("unknown schedule", repr(schedule), "see lapis simulate --list")
     doc, module, kind = SCHEDULES[schedule]
     mod = importlib.import_module(module)
-    unknown = set(params or {}) - set(mod.DEFAULTS)
-    if unknown:
-        raise LayoutError(f"{schedule} has no parameter(s) {sorted(unknown)}", sorted(unknown),
-                          "use " + ", ".join(sorted(mod.DEFAULTS)))
+    params = dict(params or {})
+    check_params(schedule, params, mod.DEFAULTS)
+    if min(mod.parse_shape(shape)) < 1:
+        raise LayoutError("shape extents must be positive", shape, "use extents >= 1")
     p = load_profile(gpu)
     t0 = time.time()
     if kind == "attention":
@@ -142,18 +169,40 @@ def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, ch
                 events=len(r["events"]), wall_s=wall, _events=r["events"])
 
 
+def _length(spans: list) -> float:
+    return sum(hi - lo for lo, hi in spans)
+
+
 def role_summary(events, total_ns: float) -> dict:
-    """Per role: busy and wait fractions of the run, and what it waits on."""
-    busy, wait, on = defaultdict(float), defaultdict(float), defaultdict(lambda: defaultdict(float))
+    """Per role: the fraction of the run it is busy (any op in flight), the fraction it only waits, and what
+    it waits on (ns summed per wait kind; overlapping activities of one role, e.g. an overlapped QK issued
+    from a child process, are counted once in the fractions)."""
+    ops, waits, on = defaultdict(list), defaultdict(list), defaultdict(lambda: defaultdict(float))
     for e in events:
-        d = e.end_ns - e.start_ns
         if e.kind == "wait":
-            wait[e.role] += d
-            on[e.role][e.op] += d
+            waits[e.role].append((e.start_ns, e.end_ns))
+            on[e.role][e.op] += e.end_ns - e.start_ns
         elif e.role != "tma":
-            busy[e.role] += d
-    roles = sorted(set(busy) | set(wait))
-    return {r: dict(busy=busy[r] / total_ns, wait=wait[r] / total_ns, waits_on=dict(on[r])) for r in roles}
+            ops[e.role].append((e.start_ns, e.end_ns))
+    out = {}
+    for r in sorted(set(ops) | set(waits)):
+        busy = _union(ops[r])
+        waiting = _length(_union(waits[r])) - _overlap(_union(waits[r]), busy)
+        out[r] = dict(busy=_length(busy) / total_ns, wait=waiting / total_ns, waits_on=dict(on[r]))
+    return out
+
+
+def _overlap(a: list, b: list) -> float:
+    """Total length of the intersection of two sorted disjoint span lists."""
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        total += max(0.0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
 
 
 def critical_path(events, top: int = 5) -> list:

@@ -10,8 +10,8 @@ def occupy(env, rec, unit, ns: float, busy: dict, name: str, role: str, op: str,
     with unit.request() as req:
         yield req
         t1 = env.now
+        if t1 > t0:  # recorded now, so the wait ends where the op starts
+            rec.add(role, f"wait {name}", t0, kind="wait", **kw)
         yield env.timeout(ns)
     busy[name] += ns
-    if t1 > t0:
-        rec.add(role, f"wait {name}", t0, kind="wait", **kw)
     rec.add(role, op, t1, **kw)

@@ -22,6 +22,7 @@ from lapis.pipeline_sim.deadlock import run_checked
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
 from lapis.pipeline_sim.races import HappensBefore
 from lapis.pipeline_sim.recorder import Recorder
+from lapis.pipeline_sim.units import occupy
 
 DEFAULTS = dict(block_m=128, block_n=128, block_k=64, stages=4, consumer_wgs=2)
 
@@ -71,7 +72,7 @@ def simulate(p, shape: str, params: dict, check_races: bool = False) -> dict:
     tensor_rate = p.per_ns("tensor_flop_per_clk_sm")
     rows = prm["block_m"] // prm["consumer_wgs"]
     mma_ns = 2 * rows * prm["block_n"] * prm["block_k"] / tensor_rate
-    landed = {}
+    landed, tensor_busy = {}, {"tensor": 0.0}
 
     def tma(st, tile, kb, issue):
         start = env.now
@@ -107,11 +108,9 @@ def simulate(p, shape: str, params: dict, check_races: bool = False) -> dict:
                 if env.now > t0:
                     rec.add(role, "wait full", t0, work_item=tile, k_index=kb, kind="wait",
                             flow_from=landed.get((tile, kb)))
-                with tensor.request() as req:
-                    t1 = env.now
-                    yield req
-                    yield env.timeout(mma_ns)
-                rec.add(role, "wgmma", t1, work_item=tile, k_index=kb)
+                # queueing behind the other warpgroup's wgmma is a wait, not MMA time
+                yield from occupy(env, rec, tensor, mma_ns, tensor_busy, "tensor", role, "wgmma", work_item=tile,
+                                  k_index=kb)
                 if hb:
                     hb.access(role, "ring", st.index, (tile, kb), "read")
                 pipe.consumer_release(st, role)

@@ -1,0 +1,35 @@
+"""Bad schedule input is refused up front with the rule, the value and a fix; never a traceback."""
+
+import pytest
+
+from lapis.cli import main
+from lapis.pipeline_sim.simulate import parse_params
+
+CASES = [
+    (["h200-s4-pingpong", "--shape", "0x16x4096x128"], "shape extents must be positive"),
+    (["b200-k07-compute-pipeline", "--shape", "0x16x4096x128"], "shape extents must be positive"),
+    (["h200-gemm-ws", "--shape", "512x512x512", "--param", "block_k=0"], "block_k is a count"),
+    (["h200-gemm-ws", "--shape", "512x512x512", "--param", "block_n=-128"], "got -128"),
+    (["h200-gemm-ws", "--shape", "512x512x512", "--param", "consumer_wgs=1.5"], "whole number"),
+    (["h200-s4-pingpong", "--shape", "1x16x1024x128", "--param", "stages=0"], "stages is a count"),
+    (["h200-s6-exp2", "--shape", "1x16x4096x128", "--param", "emulate_frac=25"], "emulate_frac must lie in [0, 1]"),
+    (["h200-s7-cond-rescale", "--shape", "1x16x1024x128", "--param", "threshold=-1"], "threshold must lie"),
+    (["h200-s7-cond-rescale", "--shape", "1x16x1024x128", "--param", "causal=2"], "causal must lie in [0, 1]"),
+    (["b200-k07-compute-pipeline", "--shape", "1x16x1024x128", "--causal"], "causal masking is not modelled"),
+    (["h200-gemm-ws", "--shape", "512x512x512", "--param", "stages=abc"], "must be a number"),
+    (["h200-gemm-ws", "--shape", "512x512x512", "--trace", "/nonexistent/t.json"], "--trace must name a .json"),
+]
+
+
+@pytest.mark.parametrize("argv, message", CASES)
+def test_bad_input_is_named(argv, message, capsys):
+    assert main(["simulate", "--schedule", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and "fix:" in err
+
+
+def test_fractions_are_accepted_where_a_parameter_is_one():
+    assert parse_params(["emulate_frac=0.25", "stages=3", "threshold=0.5"]) == dict(
+        emulate_frac=0.25, stages=3, threshold=0.5)
+    assert main(["simulate", "--schedule", "h200-s6-exp2", "--shape", "1x16x1024x128", "--param",
+                 "emulate_frac=0.25"]) == 0
