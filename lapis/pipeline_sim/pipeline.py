@@ -66,7 +66,8 @@ class TmaPipeline:
         return st.index
 
     def producer_acquire(self, st: PipelineState):
-        """Wait for the slot to be empty, then arrive.expect_tx on its full barrier. Returns the wait event."""
+        """Wait for the slot to be empty (its empty barrier at st.phase); producer_expect then arms the full
+        barrier. Returns the wait event."""
         ev = self.empty[self._slot(st)].wait(st.phase, self.producer)
         return ev
 
