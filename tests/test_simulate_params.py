@@ -33,3 +33,12 @@ def test_fractions_are_accepted_where_a_parameter_is_one():
         emulate_frac=0.25, stages=3, threshold=0.5)
     assert main(["simulate", "--schedule", "h200-s6-exp2", "--shape", "1x16x1024x128", "--param",
                  "emulate_frac=0.25"]) == 0
+
+
+def test_a_run_past_the_event_bound_ends_with_a_named_error(monkeypatch, capsys):
+    from lapis.pipeline_sim import recorder
+    monkeypatch.setattr(recorder, "MAX_EVENTS", 500)  # this run records 1019 events on its SM
+    assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "2048x2048x4096"]) == 2
+    assert "more than 500 tile-level events" in capsys.readouterr().err
+    monkeypatch.setattr(recorder, "MAX_EVENTS", 10**6)
+    assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "2048x2048x4096"]) == 0

@@ -28,12 +28,22 @@ class Event:
         return asdict(self)
 
 
+MAX_EVENTS = 1_000_000  # about 10 s of simulation on a 2-core machine (13x the FA4 shapes); nothing seems to hang
+
+
 class Recorder:
-    def __init__(self, env):
-        self.env = env
+    """The run's timeline. More than `max_events` events ends the run with a LayoutError naming the bound."""
+
+    def __init__(self, env, max_events: int | None = None):
+        self.env, self.max_events = env, MAX_EVENTS if max_events is None else max_events
         self.events: list[Event] = []
 
     def add(self, role: str, op: str, start: float, **kw) -> Event:
+        if len(self.events) >= self.max_events:
+            from lapis.errors import LayoutError
+            raise LayoutError("the run exceeds the simulator's event bound", f"more than {self.max_events:,} "
+                              "tile-level events on the representative SM",
+                              "simulate a smaller shape: per-SM throughput settles within a few thousand tiles")
         e = Event(role, op, start, self.env.now, **kw)
         e.id = len(self.events)
         self.events.append(e)
