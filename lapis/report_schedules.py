@@ -42,24 +42,20 @@ def schedules_section(out: Path, resimulate: bool = False) -> tuple[str, dict]:
     md = ["## Schedules (predicted; profiles not yet fitted to microbenchmarks)", "",
           f"{len(report_cases())} predictions, {stale} re-simulated (the rest from the committed cache: "
           "`python -m lapis.pipeline_sim.predictions` refreshes it).", ""]
-    for gpu in ("h200", "b200"):
-        md += _table(gpu, {n: v for (g, n), v in rows.items() if g == gpu})
-        if gpu == "h200":
-            md += _h200_measured(rows)
-    md += _emmy_table({n: v[EMMY_SHAPE] for (g, n), v in rows.items() if g == "rtx5090"})
-    if any(g == "b200" for g, _ in rows):
-        md += ["FA4 measured on B200 (flash-attention PR #2605): " + ", ".join(map(str, FA4_MEASURED)) +
-               " TFLOP/s at the three shapes; the write-up's final kernel claims 94.4% of that: " +
-               ", ".join(f"{0.944 * x:.0f}" for x in FA4_MEASURED) + ".", ""]
+    md += _table("h200", {n: v for (g, n), v in rows.items() if g == "h200"}) + _h200_measured(rows)
+    md += _table("b200", {n: v for (g, n), v in rows.items() if g == "b200"})
+    md += ["FA4 measured on B200 (flash-attention PR #2605): " + ", ".join(map(str, FA4_MEASURED)) +
+           " TFLOP/s at the three shapes; the write-up's final kernel claims 94.4% of that: " +
+           ", ".join(f"{0.944 * x:.0f}" for x in FA4_MEASURED) + ".", ""]
     statements = seed_statements({n: v for (g, n), v in rows.items() if g == "b200"})
-    if statements:
-        md += ["### The B200 write-up's statements, in prediction", "",
-               "| statement | model | verdict |", "|---|---|---|",
-               *[f"| {st['statement']} | {st['model']} | {st['verdict']}"
-                 f"{'' if st['verdict'].startswith('not') else ' (tolerance ' + st['tolerance'] + ')'} |"
-                 for st in statements], "",
-               "Scored only where the chapter's mechanism is modelled; the profile is not fitted, and nothing is "
-               "tuned to agree.", ""]
+    md += ["### The B200 write-up's statements, in prediction", "",
+           "| statement | model | verdict |", "|---|---|---|",
+           *[f"| {st['statement']} | {st['model']} | {st['verdict']}"
+             f"{'' if st['verdict'].startswith('not') else ' (tolerance ' + st['tolerance'] + ')'} |"
+             for st in statements], "",
+           "Scored only where the chapter's mechanism is modelled; the profile is not fitted, and nothing is "
+           "tuned to agree.", ""]
+    md += _emmy_table({n: v[EMMY_SHAPE] for (g, n), v in rows.items() if g == "rtx5090"})
     md += ["### Steady-state Gantt charts", ""]
     for name, shape in GANTT:
         md += [f"![{name} at {shape}]({_gantt(out, name, shape).name})", ""]
