@@ -201,9 +201,11 @@ def _dispatch(args) -> int | None:
 def _check_out_file(flag: str, path: str | None, suffix: str) -> None:
     """Refuse an output path before a run, not after it: it must be a `suffix` file in an existing folder."""
     from pathlib import Path
-    if path and (Path(path).suffix.lower() != suffix or not Path(path).parent.is_dir()):
+    import os
+    if path and (Path(path).suffix.lower() != suffix or not Path(path).parent.is_dir() or Path(path).is_dir()
+                 or not os.access(Path(path).parent, os.W_OK)):
         from lapis.errors import LayoutError
-        raise LayoutError(f"{flag} must name a {suffix} file in an existing folder", path, f"e.g. {flag} out{suffix}")
+        raise LayoutError(f"{flag} must name a {suffix} file in a writable folder", path, f"e.g. {flag} out{suffix}")
 
 
 def _simulate(args) -> int:
@@ -229,6 +231,9 @@ def _simulate(args) -> int:
         print(f"lapis simulate: {dl}", file=sys.stderr)
         return 3
     events = r.pop("_events")
+    if r["beats_roofline"]:
+        print(f"lapis simulate: warning: {r['tflops']:.0f} TFLOP/s beats the roofline ({r['roofline_tflops']:.0f}); "
+              "the schedule's model misses a bound at this shape, so do not trust this prediction", file=sys.stderr)
     if args.trace:
         from lapis.pipeline_sim.trace import write_chrome
         write_chrome(events, args.trace)

@@ -20,7 +20,7 @@ def test_built_in_schedules_give_no_false_alarms(name):
 
 
 def test_a_b200_schedule_on_a_gpu_without_tmem_is_refused():
-    with pytest.raises(LayoutError, match="tensor memory"):
+    with pytest.raises(LayoutError, match="written for sm100 hardware"):
         simulate("b200-k14-persistent", "h200", "1x2x1024x128")
 
 

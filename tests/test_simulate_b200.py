@@ -96,4 +96,4 @@ def test_a_schedule_runs_on_its_own_gpu_unless_told(capsys):
     assert '"gpu": "b200"' in capsys.readouterr().out
     assert main(["simulate", "--schedule", "b200-k06-load-pipeline", "--shape", "1x2x1024x128", "--gpu",
                  "h200"]) == 2
-    assert "tensor memory" in capsys.readouterr().err
+    assert "written for sm100 hardware" in capsys.readouterr().err

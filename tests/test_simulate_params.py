@@ -42,3 +42,38 @@ def test_a_run_past_the_event_bound_ends_with_a_named_error(monkeypatch, capsys)
     assert "more than 500 tile-level events" in capsys.readouterr().err
     monkeypatch.setattr(recorder, "MAX_EVENTS", 10**6)
     assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "2048x2048x4096"]) == 0
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), None, "3", [3], True])
+def test_params_of_the_wrong_kind_are_refused_in_python(value):
+    from lapis.errors import LayoutError
+    from lapis.pipeline_sim.simulate import simulate
+    with pytest.raises(LayoutError, match="must be a finite number"):
+        simulate("h200-gemm-ws", "h200", "512x512x512", {"stages": value})
+
+
+def test_nan_on_the_command_line_and_unwritable_outputs(capsys, tmp_path):
+    assert main(["simulate", "--schedule", "h200-s6-exp2", "--shape", "1x1x128x128", "--param",
+                 "emulate_frac=nan"]) == 2
+    assert "finite number" in capsys.readouterr().err
+    (tmp_path / "d.png").mkdir()
+    assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "512x512x512", "--png",
+                 str(tmp_path / "d.png")]) == 2
+    assert "writable folder" in capsys.readouterr().err
+
+
+def test_schedules_stay_on_their_own_architecture(capsys):
+    assert main(["simulate", "--schedule", "h200-s3-two-consumers", "--shape", "1x1x256x128", "--gpu", "b200"]) == 2
+    assert "written for sm90 hardware" in capsys.readouterr().err
+    assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "512x512x512", "--gpu",
+                 "../profiles/h200"]) == 2
+    assert "unknown GPU profile" in capsys.readouterr().err
+
+
+def test_a_prediction_above_the_roofline_is_flagged(monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from lapis.model import roofline
+    monkeypatch.setattr(roofline, "gemm", lambda *a: SimpleNamespace(tflops=lambda: 1.0, bound_by="hbm"))
+    assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "512x512x512"]) == 0
+    assert "beats the roofline" in capsys.readouterr().err

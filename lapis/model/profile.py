@@ -44,7 +44,7 @@ def profiles() -> list[str]:
 def load_profile(name: str) -> Profile:
     """The profile `name` (h200, b200); LayoutError naming the available ones."""
     path = PROFILES / f"{name}.json"
-    if not path.exists():
+    if name not in profiles():
         raise LayoutError("unknown GPU profile", repr(name), "use one of " + ", ".join(profiles()))
     data = json.loads(path.read_text())
     for key, v in data["values"].items():

@@ -5,6 +5,7 @@ Schedules register here by name. So far (issue 5 is in progress): the warp-speci
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 
@@ -88,6 +89,9 @@ SCHEDULES = {
 GPU_OF_PREFIX = {"h200": "h200", "b200": "b200", "sm120": "rtx5090"}  # a schedule name's prefix -> its profile
 
 
+ARCH_OF_PREFIX = {"h200": "sm90", "b200": "sm100", "sm120": "sm120"}  # wgmma / tcgen05+TMEM / mma.sync+TMA
+
+
 def default_gpu(schedule: str) -> str:
     """The profile a schedule was written for, from its name (h200-*, b200-*, sm120-* -> rtx5090)."""
     return GPU_OF_PREFIX.get(schedule.split("-", 1)[0], "h200")
@@ -123,6 +127,8 @@ def check_params(schedule: str, params: dict, defaults: dict) -> None:
                 "use " + ", ".join(sorted(defaults)))
         raise LayoutError(f"{schedule} has no parameter(s) {sorted(unknown)}", sorted(unknown), hint)
     for key, v in params.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise LayoutError(f"{key} must be a finite number", repr(v), f"e.g. {key}={defaults[key]}")
         if key in COUNTS and (v != int(v) or v < 1):
             raise LayoutError(f"{key} is a count and must be a whole number >= 1", v, f"e.g. --param {key}=2")
         lo, hi = PARAM_RANGES.get(key, (None, None))
@@ -150,6 +156,10 @@ def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, ch
     if min(mod.parse_shape(shape)) < 1:
         raise LayoutError("shape extents must be positive", shape, "use extents >= 1")
     p = load_profile(gpu)
+    arch = ARCH_OF_PREFIX.get(schedule.split("-", 1)[0])
+    if arch and p.arch != arch:
+        raise LayoutError(f"{schedule} is written for {arch} hardware", f"profile {gpu} ({p.arch})",
+                          f"use --gpu {default_gpu(schedule)} or a schedule of the {p.arch} family")
     t0 = time.time()
     if kind == "attention":
         r = mod.simulate(p, shape, params or {}, schedule, check_races)
@@ -161,7 +171,11 @@ def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, ch
     # The representative SM's time is the kernel's time (the worst wave decides).
     ns = r["env_ns"]
     util = {u: busy / ns for u, busy in r["units"].items()}
+    # The simulator must never beat the roofline; where it does, a bound is missing from the schedule's model
+    # (e.g. Q/O traffic not held to HBM at tiny L), and the output says so instead of hiding it.
+    beats = r["flops"] / ns / 1e3 > roof.tflops() * (1 + 1e-9)
     return dict(schedule=schedule, gpu=gpu, shape=shape, params=r["params"], predicted_us=ns / 1e3,
+                beats_roofline=beats,
                 tflops=r["flops"] / ns / 1e3, roofline_tflops=roof.tflops(), roofline_bound_by=roof.bound_by,
                 bound_by=max(util, key=util.get), utilization=util, roles=role_summary(r["events"], ns),
                 critical_path=critical_path(r["events"]), work=r["work"], fit=r["fit"],

@@ -15,3 +15,10 @@ def occupy(env, rec, unit, ns: float, busy: dict, name: str, role: str, op: str,
         yield env.timeout(ns)
     busy[name] += ns
     rec.add(role, op, t1, **kw)
+
+
+def load_share(p, active: int, reuse: float) -> float:
+    """B/ns of load bandwidth per active SM: an equal share of L2, but no more than HBM can feed when each byte
+    fetched from HBM serves `reuse` loads through L2 (K/V are read by every Q tile of their head). With no reuse
+    (one Q tile per head) every load is compulsory HBM traffic, so the schedule cannot beat the HBM roofline."""
+    return min(p["l2_tb_s"] * 1e3, p.hbm_bytes_per_ns * max(reuse, 1)) / active

@@ -70,7 +70,7 @@ from lapis.pipeline_sim.mbarrier import MBarrier
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
 from lapis.pipeline_sim.races import HappensBefore
 from lapis.pipeline_sim.recorder import Recorder
-from lapis.pipeline_sim.units import occupy
+from lapis.pipeline_sim.units import load_share, occupy
 from lapis.pipeline_sim.schedules.attention_h200 import (CUBIC_FMA_OPS, FMA_OPS_PER_SCORE, parse_shape,
                                                          rescale_frequency)
 
@@ -135,7 +135,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     rec = Recorder(env)
     hb = HappensBefore(env) if check_races else None
     tensor, mufu, fma, tmem_path, load_path = (simpy.Resource(env, 1) for _ in range(5))
-    share = p["l2_tb_s"] * 1e3 / active  # B/ns per SM
+    share = load_share(p, active, reuse=seq // (BLOCK_M * nq))  # B/ns per SM; K/V serve each Q tile of a head
     t_rate, m_rate, f_rate = (p.per_ns(k) for k in ("tensor_flop_per_clk_sm", "mufu_ex2_per_clk_sm",
                                                     "fma_per_clk_sm"))
     tm_rate = TMEM_BYTES_PER_CLK_SM * p["clock_ghz"]  # B/ns

@@ -35,7 +35,7 @@ from lapis.pipeline_sim.deadlock import run_checked
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
 from lapis.pipeline_sim.races import HappensBefore
 from lapis.pipeline_sim.recorder import Recorder
-from lapis.pipeline_sim.units import occupy
+from lapis.pipeline_sim.units import load_share, occupy
 
 DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0)
 VARIANTS = {
@@ -118,7 +118,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     rec = Recorder(env)
     hb = HappensBefore(env) if check_races else None
     tensor, mufu, fma, load_path = (simpy.Resource(env, 1) for _ in range(4))
-    share = p["l2_tb_s"] * 1e3 / active  # B/ns per SM
+    share = load_share(p, active, reuse=seq // bm)  # B/ns per SM; K/V serve every Q tile of a head
     t_rate, m_rate, f_rate = (p.per_ns(k) for k in ("tensor_flop_per_clk_sm", "mufu_ex2_per_clk_sm",
                                                     "fma_per_clk_sm"))
     exp2 = flags.get("exp2", False)

@@ -48,7 +48,7 @@ from lapis.pipeline_sim.deadlock import run_checked
 from lapis.pipeline_sim.mbarrier import MBarrier
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
 from lapis.pipeline_sim.recorder import Recorder
-from lapis.pipeline_sim.units import occupy
+from lapis.pipeline_sim.units import load_share, occupy
 from lapis.pipeline_sim.schedules.attention_h200 import FMA_OPS_PER_SCORE, parse_shape
 
 __all__ = ["DEFAULTS", "VARIANTS", "parse_shape", "simulate"]
@@ -106,7 +106,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     kv = seq // bn
     env = simpy.Environment()
     rec = Recorder(env)
-    share = p["l2_tb_s"] * 1e3 / active  # B/ns per SM
+    share = load_share(p, active, reuse=seq // bm)  # B/ns per SM; K/V serve every Q tile of a head
     clk = p["clock_ghz"]
     t_rate, m_rate, f_rate = (p.per_ns(k) / SMSP_PER_SM for k in ("tensor_flop_per_clk_sm",
                                                                    "mufu_ex2_per_clk_sm", "fma_per_clk_sm"))

@@ -22,7 +22,7 @@ from lapis.pipeline_sim.deadlock import run_checked
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
 from lapis.pipeline_sim.races import HappensBefore
 from lapis.pipeline_sim.recorder import Recorder
-from lapis.pipeline_sim.units import occupy
+from lapis.pipeline_sim.units import load_share, occupy
 
 DEFAULTS = dict(block_m=128, block_n=128, block_k=64, stages=4, consumer_wgs=2)
 
@@ -68,7 +68,9 @@ def simulate(p, shape: str, params: dict, check_races: bool = False) -> dict:
     slot_bytes = (prm["block_m"] + prm["block_n"]) * prm["block_k"] * 2
     pipe = TmaPipeline(env, "ring", prm["stages"], "producer", consumers, slot_bytes)
     pipe.attach(hb)
-    load_share = p["l2_tb_s"] * 1e3 / active if "l2_tb_s" in p.values else p.hbm_bytes_per_ns / active
+    # A tiles are read by every column of tiles, B tiles by every row: loaded bytes / compulsory bytes
+    reuse = tiles * k_blocks * slot_bytes / ((m + n) * k * 2)
+    share = load_share(p, active, reuse)
     tensor_rate = p.per_ns("tensor_flop_per_clk_sm")
     rows = prm["block_m"] // prm["consumer_wgs"]
     mma_ns = 2 * rows * prm["block_n"] * prm["block_k"] / tensor_rate
@@ -78,7 +80,7 @@ def simulate(p, shape: str, params: dict, check_races: bool = False) -> dict:
         start = env.now
         with tma_path.request() as req:
             yield req
-            yield env.timeout(slot_bytes / load_share)
+            yield env.timeout(slot_bytes / share)
         yield env.timeout(p["tma_latency_ns"])
         landed[(tile, kb)] = rec.add("tma", "load A+B", start, work_item=tile, k_index=kb, kind="completion").id
         w = hb and hb.access(f"tma{tile}.{kb}", "ring", st.index, (tile, kb), "write", after=issue)
@@ -116,7 +118,7 @@ def simulate(p, shape: str, params: dict, check_races: bool = False) -> dict:
                 pipe.consumer_release(st, role)
                 st.advance()
             t2 = env.now
-            yield env.timeout(rows * prm["block_n"] * 2 / load_share + p["tma_latency_ns"])
+            yield env.timeout(rows * prm["block_n"] * 2 / share + p["tma_latency_ns"])
             rec.add(role, "epilogue", t2, work_item=tile)
 
     procs = {"producer": env.process(producer())}
@@ -127,4 +129,4 @@ def simulate(p, shape: str, params: dict, check_races: bool = False) -> dict:
                 races=None if hb is None else hb.races() + [r for b in pipe.barriers for r in b.races],
                 work=dict(tiles=tiles, active_sms=active, tiles_per_sm=my_tiles, k_blocks=k_blocks),
                 units=dict(tensor=mma_ns * my_tiles * k_blocks * prm["consumer_wgs"],
-                           tma=slot_bytes / load_share * my_tiles * k_blocks))
+                           tma=slot_bytes / share * my_tiles * k_blocks))
