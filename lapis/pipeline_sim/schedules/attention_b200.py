@@ -136,6 +136,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     hb = HappensBefore(env) if check_races else None
     tensor, mufu, fma, tmem_path, load_path = (simpy.Resource(env, 1) for _ in range(5))
     share = load_share(p, active, reuse=seq // (BLOCK_M * nq))  # B/ns per SM; K/V serve each Q tile of a head
+    once = load_share(p, active, reuse=1)  # Q read and O written once: compulsory HBM traffic
     t_rate, m_rate, f_rate = (p.per_ns(k) for k in ("tensor_flop_per_clk_sm", "mufu_ex2_per_clk_sm",
                                                     "fma_per_clk_sm"))
     tm_rate = TMEM_BYTES_PER_CLK_SM * p["clock_ghz"]  # B/ns
@@ -191,15 +192,15 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
         for c in commits:
             c.arrive(role, node=node)
 
-    def load(nbytes, role, op, **kw):
-        yield from use("tma", nbytes / share, role, op, **kw)
+    def load(nbytes, role, op, bw=None, **kw):
+        yield from use("tma", nbytes / (bw or share), role, op, **kw)
         yield env.timeout(lat_tma)
 
     def epilogue(role, item, q):
         kw = dict(work_item=item)
         yield from use("tmem", BLOCK_M * d * 4 / tm_rate, role, f"O{q} TMEM -> registers", **kw)
         yield from use("fma", BLOCK_M * d / f_rate, role, f"O{q} / rowsum", **kw)
-        yield from load(BLOCK_M * d * 2, role, f"store O{q}", **kw)
+        yield from load(BLOCK_M * d * 2, role, f"store O{q}", once, **kw)
 
     barriers = []
 
@@ -216,7 +217,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
 
         def cta():
             for item in range(my_items):
-                yield from load(q_bytes, role, "TMA Q (waited)", work_item=item)
+                yield from load(q_bytes, role, "TMA Q (waited)", once, work_item=item)
                 for j in range(kv):
                     kw = dict(work_item=item, k_index=j)
                     yield from load(2 * tile_bytes, role, "TMA K+V (waited)", **kw)
@@ -281,7 +282,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
             yield ring.producer_tail(st)
 
         def q_load(item, issue):
-            yield from load(nq * q_bytes, "tma", f"TMA Q x{nq}", work_item=item)
+            yield from load(nq * q_bytes, "tma", f"TMA Q x{nq}", once, work_item=item)
             w = hb and hb.access(f"tma Q {item}", "Q", 0, item, "write", after=issue)
             q_full.complete_tx(nq * q_bytes, node=w)
 

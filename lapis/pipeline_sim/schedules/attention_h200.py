@@ -119,6 +119,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     hb = HappensBefore(env) if check_races else None
     tensor, mufu, fma, load_path = (simpy.Resource(env, 1) for _ in range(4))
     share = load_share(p, active, reuse=seq // bm)  # B/ns per SM; K/V serve every Q tile of a head
+    once = load_share(p, active, reuse=1)  # Q read and O written once: compulsory HBM traffic
     t_rate, m_rate, f_rate = (p.per_ns(k) for k in ("tensor_flop_per_clk_sm", "mufu_ex2_per_clk_sm",
                                                     "fma_per_clk_sm"))
     exp2 = flags.get("exp2", False)
@@ -134,8 +135,8 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     def use(unit, name, ns, role, op, **kw):
         yield from occupy(env, rec, unit, ns, busy, name, role, op, **kw)
 
-    def load(nbytes, role, op, **kw):
-        yield from use(load_path, "tma", nbytes / share, role, op, **kw)
+    def load(nbytes, role, op, bw=None, **kw):
+        yield from use(load_path, "tma", nbytes / (bw or share), role, op, **kw)
         yield env.timeout(p["tma_latency_ns"])
 
     tile_bytes = bn * d * 2  # one K or V tile
@@ -149,7 +150,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     def producer():
         st = {x: PipelineState.producer_start(prm["stages"]) for x in rings}
         for item, n_kv in enumerate(my_kv):
-            yield from load(bm * d * 2, "producer", "TMA Q", work_item=item)
+            yield from load(bm * d * 2, "producer", "TMA Q", once, work_item=item)
             for j in range(n_kv):
                 for x, ring in rings.items():
                     t0 = env.now
@@ -227,12 +228,12 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                     yield from softmax_pv(role, item, j, vst, pp)
             if held is not None:
                 yield from softmax_pv(role, item, *held, pp)
-            yield from load(rows * d * 2, role, "store O", work_item=item)
+            yield from load(rows * d * 2, role, "store O", once, work_item=item)
 
     def serial():
         role = "consumer0"
         for item, n_kv in enumerate(my_kv):
-            yield from load(bm * d * 2, role, "TMA Q (waited)", work_item=item)
+            yield from load(bm * d * 2, role, "TMA Q (waited)", once, work_item=item)
             for j in range(n_kv):
                 yield from load(2 * tile_bytes, role, "TMA K+V (waited)", work_item=item, k_index=j)
                 yield from gemm(role, "wgmma QK", item, j, False)
@@ -240,7 +241,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                 yield from use(mufu, "mufu", mufu_ns, role, "softmax ex2", **kw)
                 yield from use(fma, "fma", fma_ns + rescale_ns, role, "softmax FMA + O rescale", **kw)
                 yield from gemm(role, "wgmma PV", item, j, False)
-            yield from load(bm * d * 2, role, "store O", work_item=item)
+            yield from load(bm * d * 2, role, "store O", once, work_item=item)
 
     if flags.get("ws"):
         procs = {"producer": env.process(producer())}

@@ -107,6 +107,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     env = simpy.Environment()
     rec = Recorder(env)
     share = load_share(p, active, reuse=seq // bm)  # B/ns per SM; K/V serve every Q tile of a head
+    once = load_share(p, active, reuse=1)  # O written once: compulsory HBM traffic
     clk = p["clock_ghz"]
     t_rate, m_rate, f_rate = (p.per_ns(k) / SMSP_PER_SM for k in ("tensor_flop_per_clk_sm",
                                                                    "mufu_ex2_per_clk_sm", "fma_per_clk_sm"))
@@ -210,7 +211,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                 yield from sync(bar, n_sync, role, "__syncthreads (slab free)", **kw)
                 n_sync += 1
         yield from lsu_bytes(rows * d * 2, WAVEFRONT_BYTES, role, "store O", work_item=item)
-        yield from use(load_path, "l2", rows * d * 2 / share, role, "store O", work_item=item)
+        yield from use(load_path, "l2", rows * d * 2 / once, role, "store O", work_item=item)
 
     def tma_land(pst, item, j):
         yield from gmem(2 * tile_bytes, p["tma_latency_ns"], "tma", "TMA K+V", work_item=item, k_index=j)
