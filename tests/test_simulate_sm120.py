@@ -27,14 +27,12 @@ def test_each_move_runs_fast_under_the_roofline(name):
     assert r["predicted_us"] > roof.ns / 1e3
 
 
-def test_table_against_the_write_up(capsys):
-    rows = []
-    for name in m.VARIANTS:
-        us = simulate(name, "rtx5090", SHAPE)["predicted_us"]
-        meas = m.MEASURED_US[name]
-        rows.append(f"{name:28s} {us:8.1f} {meas:8.1f} {100 * (us - meas) / meas:+7.1f}%")
-    with capsys.disabled():
-        print("\nmove                          pred us  meas us   error\n" + "\n".join(rows))
+def test_the_write_up_times_cover_every_move_and_quote_its_stated_ones():
+    # stated in the write-up: 612 us (tensor cores), 271 (C->A repack), 233 (Q hoist), 204.7 (final kernel)
+    assert set(m.MEASURED_US) == set(m.VARIANTS)
+    stated = {"sm120-m01-tensor-cores": 612, "sm120-m03-c-to-a-repack": 271, "sm120-m04-q-hoist": 233,
+              "sm120-m07-register-tiling": 204.7}
+    assert all(m.MEASURED_US[k] == v for k, v in stated.items())
 
 
 def test_unmodelled_moves_predict_their_predecessor():
