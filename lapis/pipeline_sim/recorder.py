@@ -7,6 +7,7 @@ completion is only seen when a wait returns).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass, field
 
 
@@ -34,8 +35,11 @@ MAX_EVENTS = 1_000_000  # about 10 s of simulation on a 2-core machine (13x the 
 class Recorder:
     """The run's timeline. More than `max_events` events ends the run with a LayoutError naming the bound."""
 
-    def __init__(self, env, max_events: int | None = None):
-        self.env, self.max_events = env, MAX_EVENTS if max_events is None else max_events
+    def __init__(self, env, max_events: int | None = None, sm: int = 0, ids=None):
+        """sm: stamped on every event; ids: an itertools.count shared by the recorders of one run, so event
+        ids (flow arrows) stay unique across SMs."""
+        self.env, self.max_events, self.sm = env, MAX_EVENTS if max_events is None else max_events, sm
+        self.ids = ids if ids is not None else itertools.count()
         self.events: list[Event] = []
 
     def add(self, role: str, op: str, start: float, **kw) -> Event:
@@ -44,8 +48,8 @@ class Recorder:
             raise LayoutError("the run exceeds the simulator's event bound", f"more than {self.max_events:,} "
                               "tile-level events on the representative SM",
                               "simulate a smaller shape: per-SM throughput settles within a few thousand tiles")
-        e = Event(role, op, start, self.env.now, **kw)
-        e.id = len(self.events)
+        e = Event(role, op, start, self.env.now, **{"sm": self.sm, **kw})
+        e.id = next(self.ids)
         self.events.append(e)
         return e
 
