@@ -113,6 +113,8 @@ class SmiSampler(threading.Thread):
                     self.samples.append((t, *[_num(x) for x in row], *[None] * (len(SMI_FIELDS) - len(fields))))
                 elif len(fields) == len(SMI_FIELDS):  # an older driver without clocks_event_reasons
                     fields.pop()
+                elif self.gpu != "0":  # the PCI bus id was not understood: the first visible GPU
+                    self.gpu = "0"
             except Exception:  # a missed sample is a gap, not an error
                 pass
             self.stop.wait(0.02)
@@ -242,10 +244,12 @@ class Worker:
         self.cfg = json.loads((self.work / "worker.json").read_text())
         self.plan, self.lib = self.cfg["plan"], _libcuda()
         cp.zeros(1)  # the primary context is current before the driver calls (Status, tensor maps)
-        self.mods = {b: cp.RawModule(path=p) for b, p in self.cfg["cubins"].items()}
+        self.mods = {b: harness.load(p) for b, p in self.cfg["cubins"].items()}
         self.status = harness.Status()
         self.smi = SmiSampler(self.cfg["smi_gpu"])
         self.results = []
+        (self.work / "versions.json").write_text(json.dumps(dict(
+            torch=torch.__version__, torch_cuda=torch.version.cuda, cublas_via="torch.mm (bf16, out=)")))
 
     def progress(self, what: str) -> None:
         (self.work / "progress").write_text(what)
@@ -298,7 +302,7 @@ class Worker:
             c32 = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
             g.launch(g.tensor_maps(self.lib, sets[0][0].data_ptr(), sets[0][1].data_ptr(), m, n, k),
                      self.cp.from_dlpack(c32), m, n, k, harness.harness_args(self.status, timeout_ns=WATCHDOG_NS))
-            self.cp.cuda.Device().synchronize()
+            harness.synchronize(self.status, f"{kernel_name(v, 'f32')} at {size}^3")
             err = _rel_err(torch, c32, ref)
             entry["fp32_out"] = dict(kernel=kernel_name(v, "f32"), rel_err=err, correct=bool(err < TOLERANCE))
         return entry
@@ -318,22 +322,21 @@ class Worker:
         def once(i: int = 0):
             g.launch(maps[i], c_cp, m, n, k, hargs)
 
+        what = f"{kernel_name(v)} ({build} build) at {size}^3"
         c.fill_(float("nan"))
         once()
-        cp.cuda.Device().synchronize()
-        st = self.status.read()
-        if st["code"]:
-            raise harness.KernelHang(f"watchdog in {kernel_name(v)} ({build}) at {size}^3: {st}")
+        harness.synchronize(self.status, what)
         r = self.time(once, len(sets), est)
+        harness.check_status(self.status, what)
         c.fill_(float("nan"))  # the timed runs rotate sets: check one more launch on set 0
         once()
-        cp.cuda.Device().synchronize()
+        harness.synchronize(self.status, what)
         r["rel_err_set0"] = _rel_err(self.torch, c, ref)
         r["correct"] = bool(r["rel_err_set0"] < TOLERANCE)
         if cap:
             counts.fill(0)
             once()
-            cp.cuda.Device().synchronize()
+            harness.synchronize(self.status, what)
             records = rec.get().view(harness.RECORD_DTYPE).reshape(tiles, cap)
             r.update(_timeline(records, counts.get(), self.plan, self.work, f"{name}_{size}"))
         return r
@@ -361,7 +364,7 @@ def _hang_worker(a) -> None:
     """Child: launch one hang_test kernel and print its Status as JSON (the last stdout line)."""
     import cupy as cp
     cp.zeros(1)
-    fn = cp.RawModule(path=a.cubin).get_function(a.kernel)
+    fn = harness.load(a.cubin).get_function(a.kernel)
     status = harness.Status()
     args = () if a.kernel == "hang_bar_sync" else (harness.harness_args(status, timeout_ns=20_000_000)[()],)
     err = None
@@ -395,9 +398,13 @@ def watchdog_demo(cubin: Path) -> dict:
 # ------------------------------------------------------------------------------------------ driver --
 
 def smi_gpu_id() -> str:
+    """nvidia-smi's id (PCI bus id) of CUDA device 0, which CUDA_VISIBLE_DEVICES may have renumbered."""
     import cupy as cp
-    p = cp.cuda.runtime.getDeviceProperties(0)
-    return f"{p['pciDomainID']:08X}:{p['pciBusID']:02X}:{p['pciDeviceID']:02X}.0"
+    try:
+        p = cp.cuda.runtime.getDeviceProperties(0)
+        return f"{p['pciDomainID']:08X}:{p['pciBusID']:02X}:{p['pciDeviceID']:02X}.0"
+    except (KeyError, TypeError):
+        return "0"
 
 
 def build_all() -> dict:
@@ -431,7 +438,7 @@ def write_manifest(dest: Path, prov: dict, builds: dict, results: list, demo, er
                    wall_s: float) -> dict:
     man = dict(
         provenance=prov, kernel="lapis/gpu/kernels/gemm_ws.cu", plan="lapis/gpu/kernels/gemm_ws_plan.json",
-        schedule="h200-gemm-ws", variants={n: VARIANTS[n] for n in {v for e in results for v in e["variants"]}},
+        schedule="h200-gemm-ws", variants={n: VARIANTS[n] for e in results for n in e["variants"]},
         units=dict(time="us (CUDA events per launch)", spread_pct="100 * IQR / median over the timed runs",
                    rel_err="||C - ref||_2 / ||ref||_2, ref = fp32 matmul of the bf16 inputs",
                    timeline="records: harness.RECORD_DTYPE [ctas, capacity], t_ns absolute %globaltimer ns; "
@@ -459,11 +466,6 @@ def run(a, argv: list[str]) -> int:
     dest = Path(a.out)
     (dest / "timelines").mkdir(parents=True, exist_ok=True)
     prov = provenance(a.provenance, argv, "python -m lapis.gpu.bench_gemm")
-    try:
-        import torch
-        prov.update(torch=torch.__version__, torch_cuda=torch.version.cuda)
-    except ImportError:
-        pass
     plan = load()
     builds = build_all()
     print(f"[{time.time() - t0:5.1f}s] built: " + ", ".join(
@@ -485,6 +487,7 @@ def run(a, argv: list[str]) -> int:
         error = f"hang while running {_read(work / 'progress')}: {exc}"
     print(f"[{time.time() - t0:5.1f}s] worker done" + (f"; ERROR {error}" if error else ""), flush=True)
     results = json.loads(_read(work / "results.json") or "[]")
+    prov.update(json.loads(_read(work / "versions.json") or "{}"))
     for f in (work / "timelines").glob("*.npz"):
         shutil.copy(f, dest / "timelines" / f.name)
     demo = None if a.no_demo else watchdog_demo(Path(builds["hang"]["cubin"]))

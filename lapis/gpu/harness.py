@@ -2,8 +2,10 @@
 
 - `build(source, defines)`: nvcc for sm_90a into a cubin, cached by the hash of the source, the local headers it
   includes, the defines and the nvcc version; returns the cubin and ptxas's per-kernel register/spill report.
-- `Status`: the watchdog's record in mapped pinned host memory (cuMemHostAlloc with DEVICEMAP), readable after
-  a trap has killed the CUDA context. `harness_args` packs the kernel's `HarnessArgs` parameter.
+- `load(cubin)`: the cupy module. `Status`: the watchdog's record in mapped pinned host memory (cuMemHostAlloc
+  with DEVICEMAP), readable after a trap has killed the CUDA context; `check_status` and
+  `synchronize` raise KernelHang when it reports an expired barrier.
+  `harness_args` packs the kernel's `HarnessArgs` parameter.
 - `run_guarded(argv, timeout_s, what)`: runs a kernel's process with a timeout, so a blocking hang (bar.sync,
   wgmma.wait_group: no watchdog can see them) becomes `KernelHang` naming the kernel and its parameters.
 - `decode_timeline(...)`: per-CTA timeline records -> events in the simulator's schema
@@ -144,6 +146,32 @@ class Status:
         r = {k: int(self.view[0][k]) for k in STATUS_DTYPE.names}
         r["status"] = STATUS_CODES.get(r["code"], f"code {r['code']}")
         return r
+
+
+def load(cubin):
+    """A built cubin as a cupy RawModule (kernels by extern "C" name: module.get_function(name))."""
+    import cupy as cp
+    return cp.RawModule(path=str(cubin))
+
+
+def check_status(status: Status, what: str) -> None:
+    """Raise KernelHang naming `what` (kernel and parameters) and the expired barrier if the watchdog fired."""
+    r = status.read()
+    if r["code"]:
+        raise KernelHang(f"{what}: {r['status']} on barrier {r['barrier']} (parity {r['parity']}) in CTA {r['block']}, "
+                         f"thread {r['thread']}, SM {r['sm']}")
+
+
+def synchronize(status: Status, what: str) -> None:
+    """Wait for the device; a failed launch whose watchdog fired raises KernelHang with the barrier, else the
+    CUDA error is re-raised naming `what`."""
+    import cupy as cp
+    try:
+        cp.cuda.Device().synchronize()
+    except Exception as exc:  # a trap kills the context; the Status in host memory survives it
+        check_status(status, what)
+        raise RuntimeError(f"{what}: {exc}") from exc
+    check_status(status, what)
 
 
 def harness_args(status: Status | None, timeline_ptr: int = 0, counts_ptr: int = 0, capacity: int = 0,

@@ -133,6 +133,7 @@ __device__ __forceinline__ void gemm_ws(const TensorMap& tmap_a, const TensorMap
         if (++s == STAGES) s = 0, phase ^= 1u;
       }
     }
+    __syncwarp();  // warp 0 reconverges before the CTA-wide barrier below
   } else {  // ---------------------------------------------------------------------- consumers --
     setmaxnreg_inc<Cfg::CONSUMER_REGS>();
     const int c = wg - 1;
