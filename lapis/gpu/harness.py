@@ -1,0 +1,226 @@
+"""Build, launch and guard lapis kernels; decode the timelines they record (host side of kernels/harness.cuh).
+
+- `build(source, defines)`: nvcc for sm_90a into a cubin, cached by the hash of the source, the local headers it
+  includes, the defines and the nvcc version; returns the cubin and ptxas's per-kernel register/spill report.
+- `load(cubin)`: the cupy module. `Status`: the watchdog's record in mapped pinned host memory (cuMemHostAlloc
+  with DEVICEMAP), readable after a trap has killed the CUDA context; `check_status` and
+  `synchronize` raise KernelHang when it reports an expired barrier.
+  `harness_args` packs the kernel's `HarnessArgs` parameter.
+- `run_guarded(argv, timeout_s, what)`: runs a kernel's process with a timeout, so a blocking hang (bar.sync,
+  wgmma.wait_group: no watchdog can see them) becomes `KernelHang` naming the kernel and its parameters.
+- `decode_timeline(...)`: per-CTA timeline records -> events in the simulator's schema
+  (`lapis.pipeline_sim.recorder.Event` fields, as plain dicts; `Event(**d)` rebuilds them).
+
+Imports only the standard library and numpy at module level (cupy inside the functions that launch), and
+never lapis.pipeline_sim or simpy: the GPU machine has neither.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+NVCC_FLAGS = ("-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v")
+CACHE = Path(os.environ.get("LAPIS_KERNEL_CACHE", Path.home() / ".cache" / "lapis" / "kernels"))
+
+# Wire formats of harness.cuh (Status, Record, HarnessArgs); little-endian, C layout.
+STATUS_DTYPE = np.dtype([("code", "<u4"), ("barrier", "<u4"), ("parity", "<u4"), ("block", "<u4"),
+                         ("thread", "<u4"), ("sm", "<u4"), ("t_ns", "<u8")], align=True)
+RECORD_DTYPE = np.dtype([("t_ns", "<u8"), ("cta", "<u4"), ("work_item", "<u4"), ("k_index", "<i4"),
+                         ("sm", "<u2"), ("role", "u1"), ("op", "u1")])
+HARNESS_DTYPE = np.dtype([("status", "<u8"), ("timeline", "<u8"), ("counts", "<u8"), ("capacity", "<u4"),
+                          ("pad", "<u4"), ("timeout_ns", "<u8")], align=True)
+STATUS_CODES = {0: "ok", 1: "mbarrier timeout"}
+KIND_COMPLETE = 0x80  # bit 7 of Record.op: the record is an observed completion (a wait returned)
+
+
+class KernelHang(RuntimeError):
+    """A kernel process outlived its timeout (a blocking wait no watchdog sees), or a watchdog fired."""
+
+
+# ------------------------------------------------------------------------------------------- build --
+
+def _local_headers(source: Path, seen=None) -> list[Path]:
+    """Every `#include "x"` reachable from source, resolved beside the including file."""
+    seen = [] if seen is None else seen
+    for name in re.findall(r'^\s*#include\s+"([^"]+)"', source.read_text(), re.M):
+        p = (source.parent / name).resolve()
+        if p.exists() and p not in seen:
+            seen.append(p)
+            _local_headers(p, seen)
+    return seen
+
+
+def _nvcc_version() -> str:
+    return subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def build_key(source: Path, defines: dict, nvcc_version: str) -> str:
+    """sha256 over the source, its local headers (by name and text), the sorted defines and nvcc's version."""
+    h = hashlib.sha256()
+    for p in [Path(source).resolve()] + _local_headers(Path(source).resolve()):
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    h.update(json.dumps(sorted((str(k), str(v)) for k, v in defines.items())).encode())
+    h.update(nvcc_version.encode())
+    return h.hexdigest()[:20]
+
+
+def parse_ptxas(text: str) -> dict:
+    """{kernel: {registers, spill_stores, spill_loads, stack_bytes, smem_bytes}} from `-Xptxas -v` output (bytes)."""
+    out, entry = {}, None
+    for line in text.splitlines():
+        if m := re.search(r"Compiling entry function '(\w+)'", line):
+            entry = out.setdefault(m[1], {})
+        elif entry is not None and (m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, "
+                                                   r"(\d+) bytes spill loads", line)):
+            entry.update(stack_bytes=int(m[1]), spill_stores=int(m[2]), spill_loads=int(m[3]))
+        elif entry is not None and (m := re.search(r"Used (\d+) registers", line)):
+            entry["registers"] = int(m[1])
+            s = re.search(r"(\d+) bytes smem", line)
+            entry["smem_bytes"] = int(s[1]) if s else 0
+            entry = None  # the entry's own report ends here; callees' reports follow
+    return out
+
+
+def build(source, defines: dict | None = None, cache: Path | None = None) -> tuple[Path, dict]:
+    """Compile `source` for sm_90a with -D defines; returns (cubin, parse_ptxas report). Cached."""
+    source, defines = Path(source), dict(defines or {})
+    cache = Path(cache or CACHE)
+    cache.mkdir(parents=True, exist_ok=True)
+    key = build_key(source, defines, _nvcc_version())
+    cubin, log = cache / f"{source.stem}-{key}.cubin", cache / f"{source.stem}-{key}.ptxas.txt"
+    if not (cubin.exists() and log.exists()):
+        tmp = cubin.with_suffix(f".{os.getpid()}.tmp")
+        cmd = ["nvcc", *NVCC_FLAGS, *[f"-D{k}={v}" for k, v in defines.items()], "-o", str(tmp), str(source)]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode:
+            raise RuntimeError(f"nvcc failed for {source.name} {defines}: {p.stderr[-2000:]}")
+        log.write_text(p.stderr)
+        tmp.replace(cubin)
+    return cubin, parse_ptxas(log.read_text())
+
+
+# ----------------------------------------------------------------------------------------- launch --
+
+def _libcuda():
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuMemHostAlloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_uint]
+    lib.cuMemHostGetDevicePointer_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p, ctypes.c_uint]
+    lib.cuMemFreeHost.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+class Status:
+    """The watchdog's Status in mapped pinned host memory. Needs a current CUDA context (use cupy first).
+
+    `device_ptr` goes into HarnessArgs.status; `read()` works even after the kernel trapped."""
+
+    DEVICEMAP, PORTABLE = 0x02, 0x01  # CU_MEMHOSTALLOC_* (cuda.h)
+
+    def __init__(self):
+        self.lib = _libcuda()
+        host = ctypes.c_void_p()
+        rc = self.lib.cuMemHostAlloc(ctypes.byref(host), STATUS_DTYPE.itemsize, self.DEVICEMAP | self.PORTABLE)
+        if rc:
+            raise RuntimeError(f"cuMemHostAlloc failed (CUresult {rc})")
+        dev = ctypes.c_uint64()
+        rc = self.lib.cuMemHostGetDevicePointer_v2(ctypes.byref(dev), host, 0)
+        if rc:
+            raise RuntimeError(f"cuMemHostGetDevicePointer failed (CUresult {rc})")
+        self.host_ptr, self.device_ptr = host.value, dev.value
+        self.view = np.frombuffer((ctypes.c_uint8 * STATUS_DTYPE.itemsize).from_address(self.host_ptr),
+                                  STATUS_DTYPE, count=1)
+        self.reset()
+
+    def reset(self) -> None:
+        self.view[0] = np.zeros((), STATUS_DTYPE)
+
+    def read(self) -> dict:
+        r = {k: int(self.view[0][k]) for k in STATUS_DTYPE.names}
+        r["status"] = STATUS_CODES.get(r["code"], f"code {r['code']}")
+        return r
+
+
+def load(cubin):
+    """A built cubin as a cupy RawModule (kernels by extern "C" name: module.get_function(name))."""
+    import cupy as cp
+    return cp.RawModule(path=str(cubin))
+
+
+def check_status(status: Status, what: str) -> None:
+    """Raise KernelHang naming `what` (kernel and parameters) and the expired barrier if the watchdog fired."""
+    r = status.read()
+    if r["code"]:
+        raise KernelHang(f"{what}: {r['status']} on barrier {r['barrier']} (parity {r['parity']}) in CTA {r['block']}, "
+                         f"thread {r['thread']}, SM {r['sm']}")
+
+
+def synchronize(status: Status, what: str) -> None:
+    """Wait for the device; a failed launch whose watchdog fired raises KernelHang with the barrier, else the
+    CUDA error is re-raised naming `what`."""
+    import cupy as cp
+    try:
+        cp.cuda.Device().synchronize()
+    except Exception as exc:  # a trap kills the context; the Status in host memory survives it
+        check_status(status, what)
+        raise RuntimeError(f"{what}: {exc}") from exc
+    check_status(status, what)
+
+
+def harness_args(status: Status | None, timeline_ptr: int = 0, counts_ptr: int = 0, capacity: int = 0,
+                 timeout_ns: int = 1_000_000_000) -> np.ndarray:
+    """The kernel's HarnessArgs, as a numpy scalar the CUDA driver copies by value (cupy passes its bytes)."""
+    a = np.zeros((), HARNESS_DTYPE)
+    a["status"], a["timeline"], a["counts"] = status.device_ptr if status else 0, timeline_ptr, counts_ptr
+    a["capacity"], a["timeout_ns"] = capacity, timeout_ns
+    return a
+
+
+def run_guarded(argv: list[str], timeout_s: float, what: str, env=None) -> subprocess.CompletedProcess:
+    """Run a kernel's process; raise KernelHang naming `what` (kernel and parameters) if it outlives timeout_s."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired as exc:
+        raise KernelHang(f"{what} did not finish within {timeout_s:g} s (a blocking wait: bar.sync or "
+                         f"wgmma.wait_group, which the mbarrier watchdog cannot see); the process was killed; "
+                         f"stderr: {(exc.stderr or b'')[-400:]!r}") from None
+
+
+# --------------------------------------------------------------------------------------- timeline --
+
+def decode_timeline(records: np.ndarray, counts: np.ndarray, roles, ops, t0_ns: int | None = None) -> dict:
+    """Records -> simulator-schema events.
+
+    records: RECORD_DTYPE array [ctas, capacity] as the kernel wrote it; counts: uint32 [ctas], records each CTA
+    attempted (more than capacity: the rest overflowed, counted but not written). roles/ops: names by code.
+    Each record ends an activity of its role that began at the role's previous record (the first record of
+    each role, op "start", only opens it). Its kind bit decides the span's kind: an issue record closes an
+    "issue" span (the role was issuing: TMA, wgmma, stores); a completion record closes a "wait" span, whose
+    end is when the completion (TMA bytes landed, wgmma done, slot released) was observed.
+    Times: ns from t0_ns (default: the earliest record). Returns {events: [dict], overflow: {cta: lost}}.
+    """
+    records, counts = np.asarray(records), np.asarray(counts)
+    kept = np.minimum(counts, records.shape[1])
+    valid = np.arange(records.shape[1])[None, :] < kept[:, None]
+    flat = records[valid]  # row-major: CTA by CTA, each in cursor order
+    if t0_ns is None:
+        t0_ns = int(flat["t_ns"].min()) if flat.size else 0
+    events, last = [], {}
+    for r in flat:
+        key = (int(r["cta"]), int(r["role"]))
+        op_code, t = int(r["op"]) & 0x7F, int(r["t_ns"]) - t0_ns
+        if key in last and op_code != 0:
+            events.append(dict(role=roles[r["role"]], op=ops[op_code], start_ns=float(last[key]), end_ns=float(t),
+                               sm=int(r["sm"]), cta=int(r["cta"]), work_item=int(r["work_item"]),
+                               k_index=int(r["k_index"]), kind="wait" if int(r["op"]) & KIND_COMPLETE else "issue",
+                               flow_from=None, id=len(events)))
+        last[key] = t
+    overflow = {int(c): int(n - records.shape[1]) for c, n in enumerate(counts) if n > records.shape[1]}
+    return dict(events=events, overflow=overflow, t0_ns=t0_ns)
