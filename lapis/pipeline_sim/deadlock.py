@@ -5,6 +5,10 @@ barrier's declared arrivers. A role that waits and whose arrivers are themselves
 waiting (or finished) can never be released. The report names the cycle of waits:
 role -> barrier -> phase awaited -> declared arriver that never arrives (networkx
 finds the cycle; a chain that ends in a finished role is reported as such).
+
+Named barriers (named_barrier.py) are waited on by `bar.sync`; a role stuck there waits for the declared
+arrivers that have not arrived in the barrier's current use, and the report names the barrier id, the threads
+arrived of the count, and those roles.
 """
 
 from __future__ import annotations
@@ -16,24 +20,33 @@ import networkx as nx
 
 @dataclass
 class Deadlock(Exception):
-    """Raised by run_checked; `cycle` lists (role, barrier, phase awaited, arriver) hops."""
+    """Raised by run_checked; `cycle` lists (role, what it waits on, arriver) hops."""
 
     cycle: list
     finished: list
 
     def __str__(self) -> str:
-        hops = " -> ".join(f"{r} waits on {b} (phase {p}) for {a}" for r, b, p, a in self.cycle)
+        hops = " -> ".join(f"{r} waits on {w} for {a}" for r, w, a in self.cycle)
         tail = f"; finished roles that never arrive: {', '.join(self.finished)}" if self.finished else ""
         return f"deadlock: {hops}{tail}"
 
 
+def _edges(b):
+    """(waiting role, arriver, what it waits on) for every waiter of barrier `b`."""
+    if hasattr(b, "missing"):  # a named barrier: only the declared roles not yet arrived can release it
+        missing = b.missing()
+        what = f"{b.describe()}, never arrived: {', '.join(missing) or 'none of the declared roles'}"
+        return [(w.role, a, what) for w in b.waiters for a in missing or ("(no declared arriver left)",)]
+    return [(w.role, a, f"{b.name} (phase {b.phase})") for w in b.waiters
+            for a in b.arrivers or ("(no declared arriver)",)]
+
+
 def wait_for_graph(barriers, alive: set) -> nx.DiGraph:
-    """Edges role -> arriver, labelled with the barrier and phase the role waits for."""
+    """Edges role -> arriver, labelled with what the role waits on (barrier and phase, or named-barrier state)."""
     g = nx.DiGraph()
     for b in barriers:
-        for w in b.waiters:
-            for a in b.arrivers or ("(no declared arriver)",):
-                g.add_edge(w.role, a, barrier=b.name, phase=b.phase)
+        for role, a, what in _edges(b):
+            g.add_edge(role, a, what=what)
     g.add_nodes_from(alive)
     return g
 
@@ -45,12 +58,11 @@ def find_deadlock(barriers, alive: set, finished: set) -> Deadlock | None:
     if not waiting:
         return None
     try:
-        cycle = nx.find_cycle(g, source=sorted(waiting))
-        hops = [(u, g.edges[u, v]["barrier"], g.edges[u, v]["phase"], v) for u, v in cycle]
+        edges = nx.find_cycle(g, source=sorted(waiting))
     except nx.NetworkXNoCycle:
-        start = sorted(waiting)[0]
-        hops = [(u, g.edges[u, v]["barrier"], g.edges[u, v]["phase"], v) for u, v in nx.dfs_edges(g, start)][:8]
-    return Deadlock(hops, sorted(a for _, _, _, a in hops if a in finished))
+        edges = list(nx.dfs_edges(g, sorted(waiting)[0]))[:8]
+    hops = [(u, g.edges[u, v]["what"], v) for u, v, *_ in edges]
+    return Deadlock(hops, sorted(a for _, _, a in hops if a in finished))
 
 
 def run_checked(env, barriers, processes: dict) -> None:

@@ -1,6 +1,7 @@
 """`lapis simulate`: run a schedule on a GPU profile and summarize it (predicted time, bound, roles).
 
-Schedules register here by name. So far (issue 5 is in progress): the warp-specialized Hopper GEMM.
+Schedules register here by name: the warp-specialized Hopper GEMM, the Hopper attention table (h200-*), the
+B200 progression (b200-*) and the Emmy moves on sm_120 (sm120-*).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ SCHEDULES = {
                              "lapis.pipeline_sim.schedules.attention_h200", "attention"),
     "h200-s8-persistent": ("persistent grid, one CTA per SM, static grid stride (launch overhead not modelled)",
                            "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+    "h200-s9-tuned": ("s8 with tuned defaults (block_n, stages, consumer WGs from a simulator sweep); masked tails",
+                      "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+    "h200-fa2-sync": ("simulation only: FA2-style, 4 unspecialized warps, mma.sync, cp.async double buffer, ldmatrix",
+                      "lapis.pipeline_sim.schedules.attention_h200_fa2", "attention"),
     "b200-k01-baseline": ("sm100 baseline: one role waits on each TMA, tcgen05 QK (S in TMEM), softmax, O rescale, PV",
                           "lapis.pipeline_sim.schedules.attention_b200", "attention"),
     "b200-k02-p-in-tmem": ("P written over S in TMEM instead of K's SMEM slot (not costed: predicts k01's time)",
@@ -98,17 +103,24 @@ def default_gpu(schedule: str) -> str:
 
 
 # Ranges every schedule's parameters must lie in, whichever schedules use them.
-PARAM_RANGES = {"emulate_frac": (0, 1), "threshold": (0, None), "causal": (0, 1), "sw_exp_per16": (0, 16)}
-COUNTS = ("stages", "kv_stages", "block_m", "block_n", "block_k", "consumer_wgs", "warps", "regs_per_thread")
+PARAM_RANGES = {"emulate_frac": (0, 1), "threshold": (0, None), "causal": (0, 1), "sw_exp_per16": (0, 16),
+                "regs_producer": (24, 256), "regs_consumer": (24, 256)}  # setmaxnreg's range (PTX ISA)
+COUNTS = ("stages", "kv_stages", "block_m", "block_n", "block_k", "consumer_wgs", "warps", "regs_per_thread",
+          "regs_producer", "regs_consumer", "q_tiles_per_cta")
+CHOICES = {"persistent_order": ("grid_stride", "lpt")}  # parameters that take a name (work_order.ORDERS)
 
 
 def parse_params(items: list[str]) -> dict:
-    """['stages=3', 'emulate_frac=0.25'] -> {'stages': 3, 'emulate_frac': 0.25} (integers, else floats)."""
+    """['stages=3', 'emulate_frac=0.25'] -> {'stages': 3, 'emulate_frac': 0.25} (integers, else floats; the
+    names of CHOICES, e.g. persistent_order=lpt, stay strings)."""
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep:
             raise LayoutError("a schedule parameter is key=value", repr(item), "e.g. --param stages=3")
+        if key in CHOICES:
+            out[key] = value
+            continue
         try:
             out[key] = int(value)
         except ValueError:
@@ -127,16 +139,25 @@ def check_params(schedule: str, params: dict, defaults: dict) -> None:
                 "use " + ", ".join(sorted(defaults)))
         raise LayoutError(f"{schedule} has no parameter(s) {sorted(unknown)}", sorted(unknown), hint)
     for key, v in params.items():
+        if key in CHOICES:
+            if v not in CHOICES[key]:
+                raise LayoutError(f"{key} is one of {', '.join(CHOICES[key])}", repr(v), f"e.g. --param {key}=lpt")
+            continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise LayoutError(f"{key} must be a finite number", repr(v), f"e.g. {key}={defaults[key]}")
+            raise LayoutError(f"{key} must be a finite number", repr(v), f"e.g. {key}={_example(key, defaults)}")
         if key in COUNTS and (v != int(v) or v < 1):
             raise LayoutError(f"{key} is a count and must be a whole number >= 1", v, f"e.g. --param {key}=2")
         lo, hi = PARAM_RANGES.get(key, (None, None))
         if (lo is not None and v < lo) or (hi is not None and v > hi) or (key == "causal" and v not in (0, 1)):
             raise LayoutError(f"{key} must lie in [{lo}, {'inf' if hi is None else hi}]", v,
-                              f"e.g. --param {key}={defaults[key]}")
+                              f"e.g. --param {key}={_example(key, defaults)}")
         if key in COUNTS:
             params[key] = int(v)
+
+
+def _example(key: str, defaults: dict):
+    """A valid value to suggest: the default, or the range's low end where the default is derived (None)."""
+    return defaults[key] if defaults[key] is not None else PARAM_RANGES.get(key, (1, None))[0]
 
 
 def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, check_races: bool = False) -> dict:

@@ -11,14 +11,43 @@ What each step changes (the one change of the canonical table):
   s1 serial: one warpgroup loads (and waits for) Q, K_j, V_j itself, then QK, softmax, PV, each waited for.
   s2 ws-ring: a producer warp fills a K/V ring of `stages` slots; the consumer overlaps with the loads.
   s3 two-consumers: two consumer warpgroups, 64 rows each of a 128-row Q tile, share the ring and the units.
-  s4 pingpong: the two warpgroups take turns on the tensor pipe (named barriers), so one's softmax overlaps the
-     other's GEMMs. s5 intra-overlap: QK_{j+1} is issued before the softmax of tile j.
+  s4 pingpong: the warpgroups take GEMM turns through named barriers (FA3's warp-scheduler barriers): WG i
+     `bar.sync`s barrier 1 + i (256 threads: its own 128 and the previous WG's `bar.arrive` of 128), issues
+     PV_{j-1} then QK_j, and `bar.arrive`s the next WG's barrier; the last WG pre-arrives WG 0's barrier, so
+     turns go round strictly in WG order. One WG's softmax overlaps the other's GEMMs. The producer issues
+     K_{j+1} before V_j, the order the slots are freed in, as FA3's producer does.
+  s5 intra-overlap: in a turn, QK_j is issued and committed, then PV_{j-1}; `wgmma.wait_group 1` returns when
+     S_j is ready, so the softmax of tile j runs while PV_{j-1} is still on the tensor pipe; `wait_group 0`
+     then precedes the O rescale (PV_{j-1} writes O).
   s6 exp2: the scale is folded into log2 units (one FMA-pipe op less per element); `emulate_frac` of the
      exponentials go to the FMA pipe as the cubic (6 FMA-pipe ops each) instead of MUFU.
   s7 cond-rescale: O is rescaled only when the row maximum moves by more than `threshold` (log2 units), with
      the frequency lapis.model.numerics measures on normal inputs at the shape's tile sizes.
-  s8 persistent: one CTA per SM with a static grid stride. Launch overheads are not modelled, so s8 predicts
-     the same time as s7; the simulator says so rather than inventing a gain.
+  s8 persistent: one CTA per SM walks the work items dealt by `persistent_order` (work_order.py: `grid_stride`,
+     the default, or `lpt` for causal balance). Launch overheads are not modelled, so with grid_stride s8
+     predicts the same time as s7; the simulator says so rather than inventing a gain.
+  s9 tuned: s8 with defaults picked by sweep_s9(): block_n 64..176 step 16, stages 2-3, consumer WGs 2-3
+     (block_m = 64 x WGs), at the FA4 shapes 8x16x4096x128, 4x16x8192x128, 2x16x16384x128. The rule: the
+     highest geometric-mean TFLOP/s among the combinations no slower than s8 at any of the three shapes. It
+     picked block_n 128, stages 3, 2 WGs (902.9, 930.3, 944.6 TFLOP/s vs s8's 895.6, 926.4, 942.6). Three WGs
+     (block_m 192) were faster at the two longer shapes (954, 964 at block_n 128, stages 2) but slower at
+     8x16x4096x128 (892), where 4096 / 192 leaves a masked third of a Q tile per head; block_n 176 (FA3's choice)
+     loses here because its masked last K/V tile costs a full tile and the per-tile overheads it amortizes on
+     hardware are not modelled. s9 masks ragged last tiles (a full TMA box and wgmma); s1..s8 need tiles that
+     divide L.
+
+Completion semantics: wgmma completes through commit groups (commit_groups.WgmmaGroups: `wgmma.commit_group`
+after each issue, `wgmma.wait_group N`), not through an mbarrier; named barriers are named_barrier.NamedBarrier.
+Until this step the GEMM turn was a simpy Resource held for each GEMM until it completed (first come, first
+served). The named barriers order the issue instead, strictly round the WGs, and a WG's GEMMs queue on the
+tensor pipe behind the other's, as on hardware; that is not the same timing. With 2 stages it predicts s4 below
+s3 (the deferred PV holds a V slot one tile longer and the load path cannot refill it in time; with 3 stages
+s4 matches s3), where the Resource predicted s4 = s3.
+
+Parameters (one key set; `--param k=v`): block_m, block_n, stages, consumer_wgs, emulate_frac, threshold,
+causal, regs_producer / regs_consumer (setmaxnreg.py: derived 56/256, 24/240, 32/160 for 1, 2, 3 consumer WGs;
+refused outside 24..256 step 8 or over registers_per_sm), q_tiles_per_cta (work_order.py), persistent_order
+(s8, s9). Registers are checked and reported (`fit`) but do not change the timing: spills are not modelled.
 FMA-pipe operation counts per score (4 before s6: scale, max, subtract, row sum; 3 after) are modelled
 assumptions, stated here; the rates come from the profile.
 """
@@ -31,13 +60,20 @@ from functools import lru_cache
 import simpy
 
 from lapis.errors import LayoutError
+from lapis.pipeline_sim.commit_groups import WgmmaGroups
 from lapis.pipeline_sim.deadlock import run_checked
+from lapis.pipeline_sim.named_barrier import NamedBarrier
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
 from lapis.pipeline_sim.races import HappensBefore
 from lapis.pipeline_sim.recorder import Recorder
+from lapis.pipeline_sim.setmaxnreg import WARPGROUP_THREADS, register_split
 from lapis.pipeline_sim.units import load_share, occupy
+from lapis.pipeline_sim.work_order import kv_tiles_per_item, representative_sm  # noqa: F401 (re-exported)
 
-DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0)
+S9_BLOCK_N, S9_STAGES, S9_WGS = 128, 3, 2  # picked by sweep_s9() (module docstring)
+DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0,
+                regs_producer=None, regs_consumer=None, q_tiles_per_cta=1, persistent_order="grid_stride")
+_S8 = dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True, persistent=True)
 VARIANTS = {
     "h200-s1-serial": dict(block_m=64, consumer_wgs=1, stages=1, ws=False),
     "h200-s2-ws-ring": dict(block_m=64, consumer_wgs=1, ws=True),
@@ -46,10 +82,14 @@ VARIANTS = {
     "h200-s5-intra-overlap": dict(ws=True, pingpong=True, overlap=True),
     "h200-s6-exp2": dict(ws=True, pingpong=True, overlap=True, exp2=True),
     "h200-s7-cond-rescale": dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True),
-    "h200-s8-persistent": dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True),
+    "h200-s8-persistent": _S8,
+    # s9: s8 with the defaults S9_SWEEP picked (see the module docstring); K/V and Q tails are masked
+    "h200-s9-tuned": dict(_S8, masked_tail=True, block_n=S9_BLOCK_N, stages=S9_STAGES, consumer_wgs=S9_WGS,
+                          block_m=64 * S9_WGS),
 }
 FMA_OPS_PER_SCORE = {False: 4, True: 3}  # before / after folding the scale into log2 units
 CUBIC_FMA_OPS = 6  # floor, subtract, three FMAs, exponent add: the write-up's software exp2 (ch. 9)
+PINGPONG_BAR0 = 1  # named-barrier id of consumer WG 0's GEMM turn (WG i uses id 1 + i; id 0 is __syncthreads)
 
 
 def parse_shape(shape: str) -> tuple[int, int, int, int]:
@@ -71,54 +111,69 @@ def rescale_frequency(block_n: int, threshold: float | None) -> float:
     return flash_forward(q, k, v, block_n=block_n, threshold=threshold)[1]["rescale_frequency"]
 
 
-def kv_tiles_per_item(q_tile: int, kv_tiles: int, bm: int, bn: int, causal: bool) -> int:
-    """K/V tiles a Q tile visits: all of them, or (causal) those up to and including its diagonal."""
-    return min(kv_tiles, math.ceil((q_tile + 1) * bm / bn)) if causal else kv_tiles
-
-
-def representative_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool,
-                      sm_count: int) -> list[int]:
-    """K/V tile counts of the work items on the SM with the most K/V tiles (the one that decides the time).
-
-    Work items are numbered (batch*head, q_tile) with q_tile fastest and dealt to SMs by a static grid stride
-    (item i -> SM i % sm_count), which is also how a non-persistent grid's waves fill the SMs if every CTA takes
-    equally long. Causal items differ in length, so the SMs do too: that is the load imbalance."""
-    per_sm = [[] for _ in range(min(sm_count, heads * q_tiles))]
-    for i in range(heads * q_tiles):
-        per_sm[i % sm_count].append(kv_tiles_per_item(i % q_tiles, kv_tiles, bm, bn, causal))
-    return max(per_sm, key=sum)  # ties: the lowest SM index
-
-
-def simulate(p, shape: str, params: dict, variant: str, check_races: bool = False) -> dict:
-    """check_races: log K/V slot accesses and barrier edges (races.HappensBefore) and return the races found.
-    The overlapped QK (s5+) runs as a child process under its warpgroup's role, so its program order merges
-    with the parent's: that can hide a race inside one warpgroup, never invent one."""
-    b, h, seq, d = parse_shape(shape)
-    flags = VARIANTS[variant]
-    prm = {**DEFAULTS, **{k: v for k, v in flags.items() if k in DEFAULTS}, **params}
-    bm, bn, wgs = prm["block_m"], prm["block_n"], prm["consumer_wgs"]
+def _tiles(seq: int, bm: int, bn: int, masked: bool) -> tuple[int, int]:
+    """(Q tiles, K/V tiles) per head. Without masked tails the tiles must divide L; with them (s9) the last tile
+    of each is masked and costs a full tile (a full TMA box, a full wgmma)."""
+    if masked:
+        return math.ceil(seq / bm), math.ceil(seq / bn)
     if seq % bm or seq % bn:
         raise LayoutError("L must be a multiple of the tiles", f"L = {seq}, block_m {bm}, block_n {bn}",
                           "pad L or pick tiles that divide it")
+    return seq // bm, seq // bn
+
+
+def resolve(p, params: dict, variant: str, d: int) -> dict:
+    """The run's parameters: DEFAULTS, the variant's own, the caller's; derived registers; checked fit.
+    Raises LayoutError for a tile, shared-memory or register split that does not fit, with the numbers."""
+    flags = VARIANTS[variant]
+    prm = {**DEFAULTS, **{k: v for k, v in flags.items() if k in DEFAULTS}, **params}
+    if "consumer_wgs" in params and "block_m" not in params:
+        prm["block_m"] = 64 * prm["consumer_wgs"]  # each consumer warpgroup takes 64 rows
+    bm, bn, wgs = prm["block_m"], prm["block_n"], prm["consumer_wgs"]
     if bm % (64 * wgs):
         raise LayoutError("each consumer warpgroup takes 64 rows", f"block_m {bm} for {wgs} warpgroups",
                           f"use block_m = {64 * wgs}")
+    if bn % 16 or bn > 256:
+        raise LayoutError("block_n is wgmma's N for QK^T (<= 256) and its K for PV (a multiple of 16)", bn,
+                          "use a multiple of 16 up to 256", "PTX ISA wgmma .m64nNk16")
+    if prm["persistent_order"] != "grid_stride" and not flags.get("persistent"):
+        raise LayoutError("persistent_order applies to the persistent schedules", f"{variant}: "
+                          f"{prm['persistent_order']}", "use h200-s8-persistent or h200-s9-tuned")
     smem = bm * d * 2 + prm["stages"] * 2 * bn * d * 2  # Q, and `stages` K and V tiles
     if smem > p["smem_bytes_per_block"]:
         raise LayoutError("the schedule does not fit shared memory", f"Q {bm * d * 2} B + {prm['stages']} stages x "
                           f"K+V {2 * bn * d * 2} B = {smem} B > {p['smem_bytes_per_block']} B",
                           "lower stages, block_n or block_m")
-    items = b * h * (seq // bm)
+    if flags.get("ws"):
+        prm.update(register_split(wgs, prm["regs_producer"], prm["regs_consumer"], p["registers_per_sm"]))
+    elif prm["regs_producer"] is not None or prm["regs_consumer"] is not None:
+        raise LayoutError(f"{variant} has no warp specialization, so no setmaxnreg split",
+                          f"regs {prm['regs_producer']}/{prm['regs_consumer']}", "drop regs_producer/regs_consumer")
+    prm["smem_bytes"] = smem
+    return prm
+
+
+def simulate(p, shape: str, params: dict, variant: str, check_races: bool = False) -> dict:
+    """check_races: log K/V slot accesses and barrier edges (races.HappensBefore) and return the races found.
+    wgmma ops run as child processes under their warpgroup's role, so their program order merges with the
+    parent's: that can hide a race inside one warpgroup, never invent one."""
+    b, h, seq, d = parse_shape(shape)
+    flags = VARIANTS[variant]
+    prm = resolve(p, params, variant, d)
+    smem, registers = prm.pop("smem_bytes"), prm.pop("registers", None)
+    bm, bn, wgs = prm["block_m"], prm["block_n"], prm["consumer_wgs"]
+    q_tiles, kv_tiles = _tiles(seq, bm, bn, flags.get("masked_tail", False))
+    per_cta = prm["q_tiles_per_cta"]
+    items = b * h * math.ceil(q_tiles / per_cta)  # CTAs of a non-persistent grid (work units of a persistent one)
     active = min(items, p["sm_count"])
-    kv_tiles = seq // bn
-    my_kv = representative_sm(b * h, seq // bm, kv_tiles, bm, bn, prm["causal"], p["sm_count"])
-    my_items = len(my_kv)
+    my_kv = representative_sm(b * h, q_tiles, kv_tiles, bm, bn, prm["causal"], p["sm_count"], per_cta,
+                              prm["persistent_order"])
     rows = bm // wgs
     env = simpy.Environment()
     rec = Recorder(env)
     hb = HappensBefore(env) if check_races else None
     tensor, mufu, fma, load_path = (simpy.Resource(env, 1) for _ in range(4))
-    share = load_share(p, active, reuse=seq // bm)  # B/ns per SM; K/V serve every Q tile of a head
+    share = load_share(p, active, reuse=q_tiles)  # B/ns per SM; K/V serve every Q tile of a head
     once = load_share(p, active, reuse=1)  # Q read and O written once: compulsory HBM traffic
     t_rate, m_rate, f_rate = (p.per_ns(k) for k in ("tensor_flop_per_clk_sm", "mufu_ex2_per_clk_sm",
                                                     "fma_per_clk_sm"))
@@ -145,45 +200,59 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     rings = {x: TmaPipeline(env, x, prm["stages"], "producer", consumers, tile_bytes) for x in ("K", "V")}
     for ring in rings.values():
         ring.attach(hb)
-    turn = [simpy.Resource(env, 1)]  # s4: the GEMM turn the warpgroups pass with named barriers
+    pp = bool(flags.get("pingpong")) and wgs >= 2
+    # s4+: WG i's GEMM turn is named barrier 1 + i over 256 threads: WG i's bar.sync (128) and the bar.arrive
+    # (128) of the WG before it, which arrives once its own GEMMs are issued (FA3's warp-scheduler barriers).
+    turns = [NamedBarrier(env, f"gemm turn of {c}", PINGPONG_BAR0 + i, 2 * WARPGROUP_THREADS,
+                          {c: WARPGROUP_THREADS, consumers[i - 1]: WARPGROUP_THREADS})
+             for i, c in enumerate(consumers)] if pp else []
 
     def producer():
         st = {x: PipelineState.producer_start(prm["stages"]) for x in rings}
         for item, n_kv in enumerate(my_kv):
             yield from load(bm * d * 2, "producer", "TMA Q", once, work_item=item)
-            for j in range(n_kv):
-                for x, ring in rings.items():
-                    t0 = env.now
-                    yield ring.producer_acquire(st[x])
-                    if env.now > t0:
-                        rec.add("producer", f"wait {x} slot", t0, kind="wait", work_item=item, k_index=j)
-                    ring.producer_expect(st[x])
-                    issue = hb and hb.op("producer", f"issue TMA {x} {item}.{j}")
-                    env.process(tile_load(ring, PipelineState(st[x].stages, st[x].index, st[x].phase), x, item, j,
-                                          issue))
-                    st[x].advance()
+            for x, j in load_order(n_kv):
+                ring = rings[x]
+                t0 = env.now
+                yield ring.producer_acquire(st[x])
+                if env.now > t0:
+                    rec.add("producer", f"wait {x} slot", t0, kind="wait", work_item=item, k_index=j)
+                ring.producer_expect(st[x])
+                issue = hb and hb.op("producer", f"issue TMA {x} {item}.{j}")
+                env.process(tile_load(ring, PipelineState(st[x].stages, st[x].index, st[x].phase), x, item, j,
+                                      issue))
+                st[x].advance()
         for x, ring in rings.items():
             yield ring.producer_tail(st[x])
+
+    def load_order(n_kv):
+        """The producer's TMA order: K_j, V_j; or, where PV_j joins the next GEMM turn (s4+), K_{j+1} before
+        V_j, the order the consumers free the slots in (FA3's producer lags V by one tile the same way)."""
+        if not pp and not flags.get("overlap"):
+            return [(x, j) for j in range(n_kv) for x in ("K", "V")]
+        order = [("K", 0)] if n_kv else []
+        for j in range(n_kv):
+            order += ([("K", j + 1)] if j + 1 < n_kv else []) + [("V", j)]
+        return order
 
     def tile_load(ring, st, x, item, j, issue):
         yield from load(tile_bytes, "tma", f"TMA {x}", work_item=item, k_index=j)
         w = hb and hb.access(f"tma {x} {item}.{j}", x, st.index, (item, j), "write", after=issue)
         ring.tma_complete(st, node=w)
 
-    def gemm(role, op, item, j, pingpong, reads=None):
-        """One wgmma over a tile; `reads` = (ring name, slot) of the K or V tile it reads."""
-        kw = dict(work_item=item, k_index=j)
+    def wgmma(groups, role, op, item, j, reads=None):
+        """wgmma.mma_async over a tile: the tensor pipe runs it while the warpgroup goes on; then commit_group.
+        `reads` = (ring name, slot) of the K or V tile it reads (logged at issue, in program order)."""
         if hb and reads:
             hb.access(role, reads[0], reads[1], (item, j), "read")
-        if pingpong:  # one warpgroup's GEMMs at a time (named barriers); the other's softmax runs meanwhile
-            with turn[0].request() as req:
-                t0 = env.now
-                yield req
-                if env.now > t0:
-                    rec.add(role, "wait GEMM turn (named barrier)", t0, kind="wait", **kw)
-                yield from use(tensor, "tensor", gemm_ns, role, op, **kw)
-        else:
-            yield from use(tensor, "tensor", gemm_ns, role, op, **kw)
+        groups.issue(env.process(use(tensor, "tensor", gemm_ns, role, op, work_item=item, k_index=j)))
+        groups.commit()
+
+    def wait_group(groups, n, role, item, j):
+        t0 = env.now
+        yield groups.wait(n)
+        if env.now > t0:
+            rec.add(role, f"wait wgmma (wait_group {n})", t0, kind="wait", work_item=item, k_index=j)
 
     def wait_tile(x, st, role, item, j):
         t0 = env.now
@@ -191,70 +260,132 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
         if env.now > t0:
             rec.add(role, f"wait {x}", t0, kind="wait", work_item=item, k_index=j)
 
-    def qk(role, item, j, kst, pp):
-        yield from wait_tile("K", kst, role, item, j)
-        yield from gemm(role, "wgmma QK", item, j, pp, ("K", kst.index))
-        rings["K"].consumer_release(kst, role)
+    def turn_sync(i, role, item, j):
+        t0 = env.now
+        yield turns[i].sync(role, WARPGROUP_THREADS)
+        if env.now > t0:
+            rec.add(role, f"wait GEMM turn (bar.sync {PINGPONG_BAR0 + i})", t0, kind="wait", work_item=item,
+                    k_index=j)
 
-    def softmax_pv(role, item, j, vst, pp):
+    def softmax(role, item, j, with_rescale):
         kw = dict(work_item=item, k_index=j)
         yield from use(mufu, "mufu", mufu_ns, role, "softmax ex2", **kw)
-        yield from use(fma, "fma", fma_ns + rescale_ns, role, "softmax FMA + O rescale", **kw)
-        yield from wait_tile("V", vst, role, item, j)
-        yield from gemm(role, "wgmma PV", item, j, pp, ("V", vst.index))
-        rings["V"].consumer_release(vst, role)
+        if with_rescale:
+            yield from use(fma, "fma", fma_ns + rescale_ns, role, "softmax FMA + O rescale", **kw)
+        else:
+            yield from use(fma, "fma", fma_ns, role, "softmax FMA", **kw)
 
-    def consumer(role):
+    def consumer(i):
+        role = consumers[i]
         st = {x: PipelineState(prm["stages"]) for x in rings}
-        pp = flags.get("pingpong")
+        g = WgmmaGroups(env, role)
+        if pp and i == wgs - 1:
+            turns[0].arrive(role, WARPGROUP_THREADS)  # the first GEMM turn goes to WG 0
 
         def take(x):
             s = PipelineState(st[x].stages, st[x].index, st[x].phase)
             st[x].advance()
             return s
 
+        def pv(item, j, vst):
+            yield from wait_tile("V", vst, role, item, j)
+            wgmma(g, role, "wgmma PV", item, j, ("V", vst.index))
+
         for item, n_kv in enumerate(my_kv):
-            held = None  # (j, V slot) whose softmax and PV are still to do (s5: QK_j ran ahead)
+            held = None  # (j, V slot) of the tile whose PV is still to issue (s4+: it joins the next GEMM turn)
             for j in range(n_kv):
                 kst, vst = take("K"), take("V")
-                if flags.get("overlap"):  # issue QK_j, then softmax/PV of tile j-1 while it runs
-                    proc = env.process(qk(role, item, j, kst, pp))
-                    if held is not None:
-                        yield from softmax_pv(role, item, *held, pp)
-                    yield proc
+                yield from wait_tile("K", kst, role, item, j)
+                if pp:
+                    yield from turn_sync(i, role, item, j)
+                if flags.get("overlap"):  # s5+: QK_j, then PV_{j-1}; softmax_j runs while PV_{j-1} does
+                    wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
+                    if held:
+                        yield from pv(item, *held)
+                    if pp:
+                        turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
+                    yield from wait_group(g, 1 if held else 0, role, item, j)  # S_j ready; PV_{j-1} may run on
+                    rings["K"].consumer_release(kst, role)
+                    yield from softmax(role, item, j, with_rescale=False)
+                    if held:
+                        yield from wait_group(g, 0, role, item, j)
+                        rings["V"].consumer_release(held[1], role)
+                    yield from use(fma, "fma", rescale_ns, role, "O rescale", work_item=item, k_index=j)
                     held = (j, vst)
-                else:
-                    yield from qk(role, item, j, kst, pp)
-                    yield from softmax_pv(role, item, j, vst, pp)
-            if held is not None:
-                yield from softmax_pv(role, item, *held, pp)
+                elif pp:  # s4: the turn holds PV_{j-1} then QK_j; softmax_j overlaps the other WG's turn
+                    if held:
+                        yield from pv(item, *held)
+                    wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
+                    turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
+                    yield from wait_group(g, 0, role, item, j)
+                    rings["K"].consumer_release(kst, role)
+                    if held:
+                        rings["V"].consumer_release(held[1], role)
+                    yield from softmax(role, item, j, with_rescale=True)
+                    held = (j, vst)
+                else:  # s2, s3: each GEMM waited for before the next step
+                    wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
+                    yield from wait_group(g, 0, role, item, j)
+                    rings["K"].consumer_release(kst, role)
+                    yield from softmax(role, item, j, with_rescale=True)
+                    yield from pv(item, j, vst)
+                    yield from wait_group(g, 0, role, item, j)
+                    rings["V"].consumer_release(vst, role)
+            if held is not None:  # the last PV, in a turn of its own
+                if pp:
+                    yield from turn_sync(i, role, item, held[0])
+                yield from pv(item, *held)
+                if pp:
+                    turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
+                yield from wait_group(g, 0, role, item, held[0])
+                rings["V"].consumer_release(held[1], role)
             yield from load(rows * d * 2, role, "store O", once, work_item=item)
 
     def serial():
         role = "consumer0"
+        g = WgmmaGroups(env, role)
         for item, n_kv in enumerate(my_kv):
             yield from load(bm * d * 2, role, "TMA Q (waited)", once, work_item=item)
             for j in range(n_kv):
                 yield from load(2 * tile_bytes, role, "TMA K+V (waited)", work_item=item, k_index=j)
-                yield from gemm(role, "wgmma QK", item, j, False)
-                kw = dict(work_item=item, k_index=j)
-                yield from use(mufu, "mufu", mufu_ns, role, "softmax ex2", **kw)
-                yield from use(fma, "fma", fma_ns + rescale_ns, role, "softmax FMA + O rescale", **kw)
-                yield from gemm(role, "wgmma PV", item, j, False)
+                wgmma(g, role, "wgmma QK", item, j)
+                yield from wait_group(g, 0, role, item, j)
+                yield from softmax(role, item, j, with_rescale=True)
+                wgmma(g, role, "wgmma PV", item, j)
+                yield from wait_group(g, 0, role, item, j)
             yield from load(bm * d * 2, role, "store O", once, work_item=item)
 
+    barriers = rings["K"].barriers + rings["V"].barriers
     if flags.get("ws"):
         procs = {"producer": env.process(producer())}
-        procs.update({f"consumer{i}": env.process(consumer(f"consumer{i}")) for i in range(wgs)})
-        run_checked(env, rings["K"].barriers + rings["V"].barriers, procs)
+        procs.update({c: env.process(consumer(i)) for i, c in enumerate(consumers)})
+        run_checked(env, barriers + turns, procs)
     else:
         env.process(serial())
         env.run()
     flops = 4.0 * b * h * seq * seq * d / (2 if prm["causal"] else 1)  # the FA benchmarks' convention
-    barriers = rings["K"].barriers + rings["V"].barriers
     return dict(env_ns=env.now, flops=flops, events=rec.events, params=prm,
                 races=None if hb is None else hb.races() + [r for b in barriers for r in b.races],
-                fit=dict(smem_bytes=smem), units=busy,
-                work=dict(work_items=items, active_sms=active, items_per_sm=my_items, kv_tiles=kv_tiles,
-                          kv_tiles_on_this_sm=sum(my_kv),
-                          rescale_frequency=freq))
+                fit=dict(smem_bytes=smem, registers=registers), units=busy,
+                work=dict(work_items=items, active_sms=active, items_per_sm=len(my_kv), kv_tiles=kv_tiles,
+                          kv_tiles_on_this_sm=sum(my_kv), rescale_frequency=freq))
+
+
+S9_SWEEP = dict(block_n=tuple(range(64, 177, 16)), stages=(2, 3), consumer_wgs=(2, 3))
+
+
+def sweep_s9(shapes=("8x16x4096x128", "4x16x8192x128", "2x16x16384x128"), gpu: str = "h200") -> list[dict]:
+    """Simulate s8's mechanism over S9_SWEEP (block_m = 64 x consumer_wgs) at `shapes`; one row per combination
+    that fits (shared memory, registers), with TFLOP/s per shape. Rows that do not fit are left out."""
+    from lapis.pipeline_sim.simulate import simulate
+    rows = []
+    for bn in S9_SWEEP["block_n"]:
+        for stages in S9_SWEEP["stages"]:
+            for wgs in S9_SWEEP["consumer_wgs"]:
+                prm = dict(block_n=bn, stages=stages, consumer_wgs=wgs, block_m=64 * wgs)
+                try:
+                    tf = [simulate("h200-s9-tuned", gpu, s, prm)["tflops"] for s in shapes]
+                except LayoutError:
+                    continue
+                rows.append(dict(prm, tflops=tf))
+    return rows

@@ -1,0 +1,60 @@
+"""How work items reach SMs: Q tiles grouped into CTAs (`q_tiles_per_cta`) and dealt to SMs in an order.
+
+A work unit is `q_tiles_per_cta` consecutive Q tiles of one (batch, head), processed one after another by one
+CTA; they share nothing but the launch (each tile loads its own Q and walks all its K/V tiles). Units are numbered
+(batch*head, q unit) with the q unit fastest. Orders:
+- `grid_stride` (default): unit i -> SM i % sm_count. This is also how a non-persistent grid's waves fill the SMs
+  when every CTA takes equally long, and the static persistent tile scheduler (s8).
+- `lpt` (longest processing time first): units sorted by K/V tiles, longest first (ties: lower index), each
+  given to the SM with the least work so far (ties: lower SM). For causal masking this balances the SMs to
+  within one unit's length of the mean (Graham's LPT bound); with equal lengths it is the grid stride.
+The representative SM is the one with the most K/V tiles (ties: the lowest SM index): it decides the time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from lapis.errors import LayoutError
+
+ORDERS = ("grid_stride", "lpt")
+
+
+def kv_tiles_per_item(q_tile: int, kv_tiles: int, bm: int, bn: int, causal: bool) -> int:
+    """K/V tiles a Q tile visits: all of them, or (causal) those up to and including its diagonal."""
+    return min(kv_tiles, math.ceil((q_tile + 1) * bm / bn)) if causal else kv_tiles
+
+
+def work_units(heads: int, q_tiles: int, per_cta: int) -> list[list[tuple[int, int]]]:
+    """[(head, q_tile), ...] per unit: q_tiles_per_cta consecutive tiles of one head (the last may be shorter)."""
+    return [[(hd, q) for q in range(q0, min(q0 + per_cta, q_tiles))] for hd in range(heads)
+            for q0 in range(0, q_tiles, per_cta)]
+
+
+def deal(lengths: list[int], sm_count: int, order: str) -> list[list[int]]:
+    """Unit indices per SM, in the order each SM processes them."""
+    if order not in ORDERS:
+        raise LayoutError("unknown persistent_order", repr(order), f"use one of {', '.join(ORDERS)}")
+    per_sm = [[] for _ in range(min(sm_count, len(lengths)))]
+    if order == "grid_stride":
+        for i in range(len(lengths)):
+            per_sm[i % sm_count].append(i)
+        return per_sm
+    heap = [(0, s) for s in range(len(per_sm))]
+    for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        load, s = heapq.heappop(heap)
+        per_sm[s].append(i)
+        heapq.heappush(heap, (load + lengths[i], s))
+    return per_sm
+
+
+def representative_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,
+                      per_cta: int = 1, order: str = "grid_stride") -> list[int]:
+    """K/V tile counts of the Q tiles the representative SM processes, in its order."""
+    units = work_units(heads, q_tiles, per_cta)
+    kv = [[kv_tiles_per_item(q, kv_tiles, bm, bn, causal) for _, q in u] for u in units]
+    per_sm = deal([sum(k) for k in kv], sm_count, order)
+    loads = [sum(sum(kv[i]) for i in s) for s in per_sm]
+    best = loads.index(max(loads))
+    return [n for i in per_sm[best] for n in kv[i]]

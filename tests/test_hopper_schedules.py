@@ -1,0 +1,111 @@
+"""The Hopper table's mechanisms and parameters: ping-pong order, register splits, work distribution,
+h200-fa2-sync and h200-s9-tuned."""
+
+import pytest
+
+from lapis.cli import main
+from lapis.errors import LayoutError
+from lapis.pipeline_sim.setmaxnreg import derived_split, register_split
+from lapis.pipeline_sim.simulate import simulate
+
+FA4_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128")
+
+
+def test_derived_register_splits_and_what_they_use():
+    assert register_split(2, None, None, 65536) == dict(regs_producer=24, regs_consumer=240, registers=64512)
+    assert register_split(3, None, None, 65536) == dict(regs_producer=32, regs_consumer=160, registers=65536)
+    assert derived_split(1) == (56, 256)
+    assert derived_split(4) == (24, 120)  # (512 - 24) / 4 = 122, down to a multiple of 8
+    assert simulate("h200-s3-two-consumers", "h200", "1x2x1024x128")["fit"] == dict(smem_bytes=163840,
+                                                                                   registers=64512)
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(regs_consumer=256), "128 x (24 + 2 x 256) = 68608 registers > 65536"),
+    (dict(consumer_wgs=3, regs_consumer=168), "128 x (32 + 3 x 168) = 68608 registers > 65536"),
+    (dict(regs_consumer=236), "setmaxnreg takes 24..256 registers in steps of 8 (regs_consumer): got 236"),
+])
+def test_register_splits_that_break_setmaxnreg_or_the_file_are_refused(params, message):
+    with pytest.raises(LayoutError) as exc:
+        simulate("h200-s3-two-consumers", "h200", "1x2x1024x128", params)
+    assert message in str(exc.value)
+
+
+def test_register_params_on_the_command_line(capsys):
+    assert main(["simulate", "--schedule", "h200-s4-pingpong", "--shape", "1x2x1024x128", "--param",
+                 "regs_producer=16"]) == 2
+    assert "regs_producer must lie in [24, 256]" in capsys.readouterr().err
+    assert main(["simulate", "--schedule", "h200-s1-serial", "--shape", "1x2x1024x128", "--param",
+                 "regs_consumer=240"]) == 2
+    assert "no setmaxnreg split" in capsys.readouterr().err
+
+
+def test_pingpong_turns_go_strictly_round_the_warpgroups():
+    events = simulate("h200-s4-pingpong", "h200", "1x2x1024x128")["_events"]
+    qk = [e.role for e in sorted(events, key=lambda e: e.start_ns) if e.op == "wgmma QK"]
+    assert qk == ["consumer0", "consumer1"] * 8  # one Q tile per SM (16 on 132), 8 K/V tiles, both WGs
+    three = simulate("h200-s4-pingpong", "h200", "1x2x1536x128", dict(consumer_wgs=3))
+    qk = [e.role for e in sorted(three["_events"], key=lambda e: e.start_ns) if e.op == "wgmma QK"]
+    assert qk == ["consumer0", "consumer1", "consumer2"] * 12 and three["params"]["block_m"] == 192
+
+
+def test_intra_overlap_waits_with_wait_group_1():
+    roles = simulate("h200-s5-intra-overlap", "h200", "1x2x1024x128")["roles"]
+    s3 = simulate("h200-s3-two-consumers", "h200", "1x2x1024x128")["roles"]
+    assert "wait wgmma (wait_group 1)" in roles["consumer1"]["waits_on"]
+    assert not any("wait_group 1" in w for r in s3.values() for w in r["waits_on"])
+
+
+def test_q_tiles_per_cta_groups_tiles_into_fewer_ctas():
+    # 16 heads x 32 Q tiles; 3 per CTA: 11 CTAs per head (10 of 3 tiles, 1 of 2), 176 CTAs on 132 SMs.
+    # SM s < 44 runs CTAs s and s + 132, both of 3 tiles (s + 132 = 11 * 12 + s is tile group s of head 12):
+    # 6 Q tiles of 32 K/V tiles each, against 4 Q tiles with one tile per CTA (512 on 132 SMs).
+    r = simulate("h200-s7-cond-rescale", "h200", "1x16x4096x128", dict(q_tiles_per_cta=3))
+    assert r["work"]["work_items"] == 176 and r["work"]["items_per_sm"] == 6
+    assert r["work"]["kv_tiles_on_this_sm"] == 6 * 32
+    assert simulate("h200-s7-cond-rescale", "h200", "1x16x4096x128")["work"]["items_per_sm"] == 4
+
+
+def test_lpt_order_balances_causal_work_within_one_item_of_the_mean():
+    # causal 8x16x4096x128: 128 heads x (1 + 2 + ... + 32) = 67584 K/V tiles, 512 per SM on average; the grid
+    # stride puts 576 on SM 3 (test_simulate_attention). LPT's bound: at most the mean plus one item (32).
+    grid = simulate("h200-s8-persistent", "h200", "8x16x4096x128", dict(causal=1))
+    lpt = simulate("h200-s8-persistent", "h200", "8x16x4096x128", dict(causal=1, persistent_order="lpt"))
+    assert grid["work"]["kv_tiles_on_this_sm"] == 576
+    assert 512 <= lpt["work"]["kv_tiles_on_this_sm"] <= 512 + 32
+    assert lpt["predicted_us"] < grid["predicted_us"]
+
+
+def test_persistent_order_is_named_and_only_for_persistent_schedules(capsys):
+    assert main(["simulate", "--schedule", "h200-s7-cond-rescale", "--shape", "1x2x1024x128", "--param",
+                 "persistent_order=lpt"]) == 2
+    assert "persistent_order applies to the persistent schedules" in capsys.readouterr().err
+    assert main(["simulate", "--schedule", "h200-s8-persistent", "--shape", "1x2x1024x128", "--param",
+                 "persistent_order=random"]) == 2
+    assert "persistent_order is one of grid_stride, lpt" in capsys.readouterr().err
+
+
+def test_fa2_sync_is_slower_than_s3_because_mma_sync_runs_at_half_the_wgmma_rate():
+    fa2 = simulate("h200-fa2-sync", "h200", "8x16x4096x128")
+    s3 = simulate("h200-s3-two-consumers", "h200", "8x16x4096x128")
+    mma_sync_peak = 132 * 2048 * 1.83e9 / 1e12  # 494.7 TFLOP/s: the profile's assumed mma.sync rate
+    assert fa2["bound_by"] == "tensor" and s3["bound_by"] == "tensor"
+    assert fa2["tflops"] <= mma_sync_peak < s3["tflops"]
+    # 96 KB of smem (Q 32 KB + 2 x K/V 32 KB) and 4 x 32 x 255 registers per CTA: two CTAs per SM
+    assert fa2["fit"] == dict(smem_bytes=98304, registers=2 * 32640, ctas_per_sm=2)
+
+
+def test_s9_is_at_least_as_fast_as_s8_at_the_fa4_shapes():
+    for shape in FA4_SHAPES:
+        s8, s9 = (simulate(n, "h200", shape) for n in ("h200-s8-persistent", "h200-s9-tuned"))
+        assert s9["tflops"] >= s8["tflops"], shape
+    assert s9["params"]["block_n"] == 128 and s9["params"]["stages"] == 3 and s9["params"]["consumer_wgs"] == 2
+
+
+def test_s9_masks_a_ragged_last_tile_where_s8_refuses_it():
+    r = simulate("h200-s9-tuned", "h200", "1x2x4096x128", dict(block_n=176, stages=2))
+    assert r["work"]["kv_tiles"] == 24  # ceil(4096 / 176): the 24th tile holds 48 keys, masked
+    with pytest.raises(LayoutError, match="multiple of the tiles"):
+        simulate("h200-s8-persistent", "h200", "1x2x4096x128", dict(block_n=176))
+    with pytest.raises(LayoutError, match=r"Q 32768 B \+ 3 stages x K\+V 90112 B = 303104 B > 232448 B"):
+        simulate("h200-s9-tuned", "h200", "1x2x4096x128", dict(block_n=176, stages=3))
