@@ -15,7 +15,7 @@ CASES = [
     (["h200-s6-exp2", "--shape", "1x16x4096x128", "--param", "emulate_frac=25"], "emulate_frac must lie in [0, 1]"),
     (["h200-s7-cond-rescale", "--shape", "1x16x1024x128", "--param", "threshold=-1"], "threshold must lie"),
     (["h200-s7-cond-rescale", "--shape", "1x16x1024x128", "--param", "causal=2"], "causal must lie in [0, 1]"),
-    (["b200-k07-compute-pipeline", "--shape", "1x16x1024x128", "--causal"], "causal masking is not modelled"),
+    (["h200-gemm-ws", "--shape", "512x512x512", "--causal"], "causal masking is not modelled"),
     (["h200-gemm-ws", "--shape", "512x512x512", "--param", "stages=abc"], "must be a number"),
     (["h200-gemm-ws", "--shape", "512x512x512", "--trace", "/nonexistent/t.json"], "--trace must name a .json"),
 ]

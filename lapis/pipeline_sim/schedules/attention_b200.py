@@ -11,8 +11,26 @@ on an MBarrier the consumer waits on (S ready, PV done, K/V slot empty, Q free).
 in issue order. S and O live in TMEM (128 lanes x `tmem_columns` 32-bit columns); P overwrites S in place from
 k02 on, so a Q tile needs block_n (S/P) + d (O) columns; more than the profile's columns is a LayoutError.
 Units shared per SM: the tensor pipe, MUFU, the FMA pipe, the TMEM load/store path, and the TMA load path (an
-equal share of L2 across the active SMs). The representative SM runs the work items of the fullest wave. One
+equal share of L2 across the active SMs). The representative SM is the one with the most work (below). One
 CTA is resident per SM (the write-up, ch. 14: each CTA's resources leave room for one).
+
+Work items and their order. A work item is one Q tile (k01-k04) or two consecutive Q tiles (k05 on) of one
+(batch, head), numbered with the Q tile fastest, then head, then batch (the write-up, ch. 14: CTA 0 handles tiles
+0-1, then 296-297). k14 deals them by its static grid stride, work_id += gridDim.x (ch. 14): CTA c takes items c,
+c + 148, c + 296, ... in that order. Before k14 each item is a CTA, and the block scheduler hands CTAs, in blockIdx
+order, to whichever SM frees first (lapis.pipeline_sim.causal.dispatch). With equal items both give SM s the items
+s, s + 148, ...
+Causal masking (`causal=1`, every chapter; lapis.pipeline_sim.causal). Each Q tile visits the K/V tiles up to and
+including its own diagonal, in ascending order; with two Q tiles per CTA the loader brings every token up to the
+second tile's diagonal, and the first tile's QK, softmax and PV skip the tokens past its own (for block_n 128: Q
+tile 2w visits 2w + 1 tiles, Q tile 2w + 1 visits 2w + 2; the last token serves only the second tile). On a
+diagonal tile the MMAs and exponentials run in full, and the row warps mask every score as it comes from TMEM:
+MASK_OPS_PER_SCORE FMA-pipe ops per score in pass 1, and again for the columns pass 2 re-reads from TMEM (all of
+them before k10, those not cached in registers from k10 on). Items then differ in length (weight: Q-tile x K/V-tile
+MMA pairs), so SMs differ; the busiest SM is simulated. The write-up's stride lands the same few pair indices on a
+CTA (148 % 16 = 4 at L = 4096), so causal k14 carries more work on its busiest SM than the block scheduler's deal of
+k13; the write-up benchmarks only non-causal shapes and names no causal work order, so no longest-first (LPT)
+order is modelled. FLOPs are counted as half the non-causal ones (the FA benchmarks' convention).
 
 chapter                         modelled?  what the model changes
 k01 baseline                    yes        one role ("cta") waits after every stage: TMA Q, TMA K+V, QK, softmax,
@@ -42,10 +60,11 @@ k12 split correction            yes        correction role rescales O (waits sta
                                            production; PV waits both (count-2 barrier); correction does the epilogue
 k13 early PV                    yes        PV starts on the first EARLY_PV_COLUMNS of P (and O safe); the rest of PV
                                            follows once all of P is ready
-k14 persistent                  yes        one CTA per SM walks its work items with no CTA-wide drain between them:
-                                           Q is reloaded once the last QK freed it (q_free), the K/V ring and the
-                                           MMA run into the next item while the epilogue finishes. Per-CTA launch,
-                                           TMEM alloc and barrier-init costs are not modelled (no profile value)
+k14 persistent                  yes        one CTA per SM walks its work items (static grid stride, above) with no
+                                           CTA-wide drain between them: Q is reloaded once the last QK freed it
+                                           (q_free), the K/V ring and the MMA run into the next item while the
+                                           epilogue finishes. Per-CTA launch, TMEM alloc and barrier-init costs are
+                                           not modelled (no profile value)
 m1 deferred score acquisition   no         TMEM load latency and rowmax dependency chains are not modelled (only
                                            TMEM throughput)
 m2 split rowsum                 no         the rowsum dependency chain is not modelled (FMA throughput only)
@@ -60,11 +79,12 @@ mechanism, never per chapter.
 
 from __future__ import annotations
 
-import math
+from itertools import accumulate
 
 import simpy
 
 from lapis.errors import LayoutError
+from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE, busiest, dispatch, grid_stride, tile_span
 from lapis.pipeline_sim.deadlock import run_checked
 from lapis.pipeline_sim.mbarrier import MBarrier
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
@@ -77,7 +97,7 @@ from lapis.pipeline_sim.schedules.attention_h200 import (CUBIC_FMA_OPS, FMA_OPS_
 __all__ = ["DEFAULTS", "VARIANTS", "parse_shape", "simulate"]
 
 BLOCK_M = 128  # rows of a Q tile: one TMEM lane per row (tcgen05 M = 128)
-DEFAULTS = dict(block_n=128, kv_stages=3, sw_exp_per16=4, threshold=8)
+DEFAULTS = dict(block_n=128, kv_stages=3, sw_exp_per16=4, threshold=8, causal=0)
 _STEPS = ["serial", "p_tmem", "swizzle", "ws", "two_q", "ring", "compute_pipe", "exp2", "sw_exp2", "reg_cache",
           "skip_rescale", "split_correction", "early_pv", "persistent", "deferred_ld", "split_rowsum",
           "phase_bitmask", "l2_promotion"]
@@ -127,10 +147,13 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                           f"{tile_bytes} B = {smem} B > {p['smem_bytes_per_block']} B", "lower kv_stages or block_n")
     if not 0 <= prm["sw_exp_per16"] <= 16:
         raise LayoutError("sw_exp_per16 counts exponentials of 16", prm["sw_exp_per16"], "use 0..16")
-    items = b * h * (seq // (BLOCK_M * nq))
-    active = min(items, p["sm_count"] * CTAS_PER_SM)
-    my_items = math.ceil(items / (p["sm_count"] * CTAS_PER_SM))
     kv = seq // bn
+    spans, my = work_items(b * h, seq, bn, nq, bool(prm["causal"]), p["sm_count"] * CTAS_PER_SM, f.get("persistent"))
+    items = b * h * len(spans)
+    active = min(items, p["sm_count"] * CTAS_PER_SM)
+    my_items = len(my)
+    n_kv = [s[-1][0] for s in my]  # K/V tokens an item loads: up to its last Q tile's diagonal
+    base = [list(accumulate((s[q][0] for s in my[:-1]), initial=0)) for q in range(nq)]  # Q tile q's earlier tiles
     env = simpy.Environment()
     rec = Recorder(env)
     hb = HappensBefore(env) if check_races else None
@@ -151,6 +174,9 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     pass1 = dict(tmem=s_read_ns, fma=scores * 1 / f_rate)  # read S, row max
     pass2 = dict(tmem=s_read_ns * reread, mufu=scores * (1 - emulate) / m_rate,
                  fma=scores * (FMA_OPS_PER_SCORE[exp2] - 1 + CUBIC_FMA_OPS * emulate) / f_rate)
+    mask_ns = scores * MASK_OPS_PER_SCORE / f_rate  # a diagonal tile: mask every score read from TMEM again
+    passes = {False: (pass1, pass2), True: ({**pass1, "fma": pass1["fma"] + mask_ns},
+                                            {**pass2, "fma": pass2["fma"] + mask_ns * reread})}
     freq = rescale_frequency(bn, prm["threshold"]) if f.get("skip_rescale") else 1.0
     rescale = dict(tmem=2 * BLOCK_M * d * 4 * freq / tm_rate, fma=BLOCK_M * d * freq / f_rate)
     early = min(EARLY_PV_COLUMNS, bn) / bn if f.get("early_pv") else 1.0
@@ -218,14 +244,16 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
         def cta():
             for item in range(my_items):
                 yield from load(q_bytes, role, "TMA Q (waited)", once, work_item=item)
-                for j in range(kv):
+                for j in range(n_kv[item]):
                     kw = dict(work_item=item, k_index=j)
+                    masked = j >= my[item][0][1]
+                    p1, p2 = passes[masked]
                     yield from load(2 * tile_bytes, role, "TMA K+V (waited)", **kw)
                     yield from mma_wait("QK", item, j)
-                    yield from work(pass1, 1, role, "S pass 1: row max", **kw)
+                    yield from work(p1, 1, role, f"S pass 1: {'mask + ' * masked}row max", **kw)
                     if j:
                         yield from work(rescale, 1, role, "O rescale", **kw)
-                    yield from work(pass2, 1, role, "S pass 2: P", **kw)
+                    yield from work(p2, 1, role, "S pass 2: P", **kw)
                     yield from mma_wait("PV", item, j)
                 yield from epilogue(role, item, 0)
 
@@ -257,7 +285,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                 yield from wait(cta_end, item, role, "CTA end", work_item=item)
 
         def tokens(item):
-            for j in range(kv):
+            for j in range(n_kv[item]):
                 yield j, "K"
                 yield j, "V"
 
@@ -307,14 +335,14 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                     rec.add(role, f"wait {x}", t0, kind="wait", work_item=item, k_index=j)
 
             def qk(item, j, q, ks):
-                last = q == nq - 1
+                last = q == nq - 1  # the last Q tile visits every token its item loads (it has the last diagonal)
                 commits = [s_ready[q]] + ([ring.empty[ks.index]] if last and f.get("ring") else []) + \
-                          ([q_free] if last and j == kv - 1 else [])
+                          ([q_free] if last and j == n_kv[item] - 1 else [])
                 mma(role, f"Q{q}K", gemm_ns, commits, reads=(("Q", 0, item), ("KV", ks.index, (item, j, "K"))),
                     work_item=item, k_index=j)
 
             def pv(item, j, q, ks, vs):
-                g = item * kv + j
+                g = base[q][item] + j
                 kw = dict(work_item=item, k_index=j)
                 reads = (("KV", vs.index, (item, j, "V")),)
                 last = q == nq - 1
@@ -330,42 +358,43 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
 
             for item in range(my_items):
                 yield from wait(q_full, item, role, "Q", work_item=item)
-                toks = [(take(), take()) for _ in range(kv)]  # (K, V) slot states in token order
+                toks = [(take(), take()) for _ in range(n_kv[item])]  # (K, V) slot states in token order
+                on = [[q for q in range(nq) if j < my[item][q][0]] for j in range(n_kv[item])]  # Q tiles per token
                 if pipe:  # prologue QK(0); steady state P_qV(j), Q_qK(j+1); the last PVs drain
                     yield from wait_tile(toks[0][0], "K", item, 0)
-                    for q in range(nq):
+                    for q in on[0]:
                         qk(item, 0, q, toks[0][0])
-                    for j in range(kv):
+                    for j in range(n_kv[item]):
                         ks, vs = toks[j]
                         yield from wait_tile(vs, "V", item, j)
-                        for q in range(nq):
+                        for q in on[j]:
                             yield from pv(item, j, q, ks, vs)
-                            if j + 1 < kv:
-                                if q == 0:
+                            if j + 1 < n_kv[item] and q in on[j + 1]:
+                                if q == on[j + 1][0]:
                                     yield from wait_tile(toks[j + 1][0], "K", item, j + 1)
                                 qk(item, j + 1, q, toks[j + 1][0])
                 else:
-                    for j in range(kv):
+                    for j in range(n_kv[item]):
                         ks, vs = toks[j]
                         yield from wait_tile(ks, "K", item, j)
                         if not f.get("ring"):
                             yield from wait_tile(vs, "V", item, j)
-                        for q in range(nq):
+                        for q in on[j]:
                             qk(item, j, q, ks)
                         if f.get("ring"):
                             yield from wait_tile(vs, "V", item, j)
-                        for q in range(nq):
+                        for q in on[j]:
                             yield from pv(item, j, q, ks, vs)
                 yield from end_of_cta(role, item)
 
-        def p_production(role, q, item, j, g):
+        def p_production(role, q, item, j, g, p2):
             kw = dict(work_item=item, k_index=j)
             if p_high:
-                yield from work(pass2, early, role, f"S{q} pass 2: P high", **kw)
+                yield from work(p2, early, role, f"S{q} pass 2: P high", **kw)
                 p_high[q].arrive(role)
-                yield from work(pass2, 1 - early, role, f"S{q} pass 2: P rest", **kw)
+                yield from work(p2, 1 - early, role, f"S{q} pass 2: P rest", **kw)
             else:
-                yield from work(pass2, 1, role, f"S{q} pass 2: P", **kw)
+                yield from work(p2, 1, role, f"S{q} pass 2: P", **kw)
             p_ready[q].arrive(role)
 
         def o_rescale(role, q, item, j, g):
@@ -377,32 +406,37 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
         def row_warps(q):
             role = f"softmax{q}"
             for item in range(my_items):
-                for j in range(kv):
-                    g = item * kv + j
+                visits, first_masked = my[item][q]
+                for j in range(visits):
+                    g = base[q][item] + j
                     kw = dict(work_item=item, k_index=j)
+                    masked = j >= first_masked
+                    p1, p2 = passes[masked]
                     yield from wait(s_ready[q], g, role, f"S{q}", **kw)
-                    yield from work(pass1, 1, role, f"S{q} pass 1: row max", **kw)
+                    yield from work(p1, 1, role, f"S{q} pass 1: {'mask + ' * masked}row max", **kw)
                     if split:
                         stats[q].arrive(role)
                     else:
                         yield from o_rescale(role, q, item, j, g)
-                    yield from p_production(role, q, item, j, g)
+                    yield from p_production(role, q, item, j, g, p2)
                 if not split:
-                    yield from wait(pv_done[q], item * kv + kv - 1, role, f"P{q}V done", work_item=item)
+                    yield from wait(pv_done[q], base[q][item] + visits - 1, role, f"P{q}V done", work_item=item)
                     yield from epilogue(role, item, q)
                 yield from end_of_cta(role, item)
 
         def correction():
             role = "correction"
             for item in range(my_items):
-                for j in range(kv):
-                    g = item * kv + j
+                for j in range(n_kv[item]):
                     for q in range(nq):
-                        yield from wait(stats[q], g, role, f"stats{q}", work_item=item, k_index=j)
-                        yield from o_rescale(role, q, item, j, g)
-                        (p_high or p_ready)[q].arrive(role)
+                        if j < my[item][q][0]:
+                            g = base[q][item] + j
+                            yield from wait(stats[q], g, role, f"stats{q}", work_item=item, k_index=j)
+                            yield from o_rescale(role, q, item, j, g)
+                            (p_high or p_ready)[q].arrive(role)
                 for q in range(nq):
-                    yield from wait(pv_done[q], item * kv + kv - 1, role, f"P{q}V done", work_item=item)
+                    yield from wait(pv_done[q], base[q][item] + my[item][q][0] - 1, role, f"P{q}V done",
+                                    work_item=item)
                     yield from epilogue(role, item, q)
                 yield from end_of_cta(role, item)
 
@@ -411,9 +445,25 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
         if split:
             procs["correction"] = env.process(correction())
     run_checked(env, barriers, procs)
-    flops = 4.0 * b * h * seq * seq * d
+    flops = 4.0 * b * h * seq * seq * d / (2 if prm["causal"] else 1)  # the FA benchmarks' convention
     return dict(env_ns=env.now, flops=flops, events=rec.events, params=prm,
                 races=None if hb is None else hb.races() + [r for x in barriers for r in x.races],
                 fit=dict(smem_bytes=smem, tmem_columns=cols), units=busy,
                 work=dict(work_items=items, active_sms=active, items_per_sm=my_items, kv_tiles=kv, q_tiles=nq,
+                          kv_tiles_on_this_sm=sum(n_kv), qk_tiles_on_this_sm=sum(v for s in my for v, _ in s),
+                          masked_tiles_on_this_sm=sum(v - m for s in my for v, m in s),
                           rescale_frequency=freq, modelled=sorted(set(f) - UNMODELLED)))
+
+
+
+def work_items(heads: int, seq: int, bn: int, nq: int, causal: bool, ctas: int, persistent: bool):
+    """(spans, mine): spans[w] = per Q tile of a head's w-th work item (Q tiles nq*w .. nq*w+nq-1), the
+    (K/V tiles it visits, first masked tile) of causal.tile_span; mine = the same for each work item of the
+    busiest SM, in the order it runs them. Persistent (k14): the write-up's static grid stride; else the block
+    scheduler's dispatch (lapis.pipeline_sim.causal). An item's weight is its Q-tile x K/V-tile MMA pairs."""
+    kv = seq // bn
+    spans = [tuple(tile_span(w * nq + t, kv, BLOCK_M, bn, causal) for t in range(nq))
+             for w in range(seq // (BLOCK_M * nq))]
+    weights = [sum(v for v, _ in spans[i % len(spans)]) for i in range(heads * len(spans))]
+    per_sm = grid_stride(len(weights), ctas) if persistent else dispatch(weights, ctas)
+    return spans, [spans[i % len(spans)] for i in busiest(per_sm, weights)]

@@ -9,18 +9,29 @@ cp.async fills complete per warp as a commit group (wait_group), then __syncthre
 (TmaPipeline, issued by warp 0). Units: per SM sub-partition (4 per SM, warp w on SMSP w % 4) a quarter of the
 SM's tensor, MUFU and FMA rates; per SM one LSU/shared-memory path (smem_bytes_per_clk_sm, one wavefront a
 clock) and the load path (an equal share of L2 across the active SMs, then l2_latency_ns or tma_latency_ns).
-CTAs resident per SM: the least of the register, shared-memory and warp limits; the representative SM runs
-ceil(CTAs / SMs) CTAs, `resident` at a time.
+CTAs resident per SM: the least of the register, shared-memory and warp limits; the representative SM (the one
+with the most work) runs its CTAs `resident` at a time. CTAs are numbered with the query tile fastest, then head,
+then batch (the Emmy kernels decode it from the low bits of their global id), and the block scheduler hands them to
+whichever SM frees first (lapis.pipeline_sim.causal.dispatch; with equal CTAs, SM s takes CTAs s, s + 170, ...).
+Each warp first reads its Q rows from HBM once (compulsory traffic at the HBM share of the load path): into the Q
+slab (m02, m03) or into registers (m04 on); m01 reads Q with K/V every tile, its first read from HBM.
+Causal masking (`causal=1`, every move; lapis.pipeline_sim.causal): a CTA visits the K/V tiles up to and including
+its block_m rows' diagonal, in ascending order; on a diagonal tile every warp runs its MMAs and exponentials in
+full and masks its scores once in registers (MASK_OPS_PER_SCORE FMA-pipe ops per score). CTAs then differ in length
+and the busiest SM decides; FLOPs are counted as half the non-causal ones (the FA benchmarks' convention).
 
 move                         write-up   modelled?  what the model changes
 m01 tensor cores             612 us     yes        mma.sync QK and PV; each warp loads its K/V (and, before
                                                    m04, Q) operands from gmem itself, 16-bit per lane
                                                    (DIRECT_BYTES_PER_WAVEFRONT), every tile, waited
+                                                   (Q's first read from HBM, the rest from L2)
 m02 smem staging (1.20x)     ~510 us    yes        K/V tile filled once per CTA by cp.async (16 B per lane), one
                                                    commit group waited (d1), __syncthreads, ldmatrix drains per
-                                                   warp; a second __syncthreads frees the slab
+                                                   warp; a second __syncthreads frees the slab; Q read once into
+                                                   a Q slab, ldmatrix-ed every tile
 m03 C->A register repack     271 us     yes        P no longer stored to smem and ldmatrix-ed back (LSU bytes)
 m04 Q hoist                  233 us     yes        Q fragments stay in registers: no Q re-read per K/V tile
+                                                   (Q still read from HBM once per warp, as from m02 on)
 m05 pipelining d2/cp/ring    ~222 us    yes        two slabs: tile j+1's cp.async is issued under tile j's math
                                                    (wait_group 1); one __syncthreads per tile
 m06 TMA                      ~213 us    yes        warp 0 issues one TMA box per K/V tile into a 2-slot
@@ -39,11 +50,10 @@ libm expf's extra instructions, the store of O's latency.
 
 from __future__ import annotations
 
-import math
-
 import simpy
 
 from lapis.errors import LayoutError
+from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE, busiest, dispatch, tile_span
 from lapis.pipeline_sim.deadlock import run_checked
 from lapis.pipeline_sim.mbarrier import MBarrier
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
@@ -73,8 +83,6 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     b, h, seq, d = parse_shape(shape)
     f = VARIANTS[variant]
     prm = {**DEFAULTS, **params}
-    if prm["causal"]:
-        raise LayoutError("the sm120 schedules model the write-up's non-causal forward", "causal=1", "use causal=0")
     warps, bn = prm["warps"], prm["block_n"]
     fm = 2 if f.get("reg_tile") else 1
     rows = 16 * fm  # per warp (m16 atoms)
@@ -101,13 +109,16 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                    p["smem_bytes_per_sm"] // smem if smem else 10 ** 9)
     items = b * h * (seq // bm)
     active = min(items, p["sm_count"])
-    my_items = math.ceil(items / p["sm_count"])
-    resident = min(resident, my_items)
     kv = seq // bn
+    spans = [tile_span(q, kv, bm, bn, bool(prm["causal"])) for q in range(seq // bm)]  # Q tile fastest in the grid
+    weights = [spans[i % len(spans)][0] for i in range(items)]
+    my = [spans[i % len(spans)] for i in busiest(dispatch(weights, p["sm_count"]), weights)]
+    my_items = len(my)
+    resident = min(resident, my_items)
     env = simpy.Environment()
     rec = Recorder(env)
     share = load_share(p, active, reuse=seq // bm)  # B/ns per SM; K/V serve every Q tile of a head
-    once = load_share(p, active, reuse=1)  # O written once: compulsory HBM traffic
+    once = load_share(p, active, reuse=1)  # Q read and O written once: compulsory HBM traffic
     clk = p["clock_ghz"]
     t_rate, m_rate, f_rate = (p.per_ns(k) / SMSP_PER_SM for k in ("tensor_flop_per_clk_sm",
                                                                    "mufu_ex2_per_clk_sm", "fma_per_clk_sm"))
@@ -118,6 +129,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     gemm_ns = 2 * rows * bn * d / t_rate
     mufu_ns = rows * bn / m_rate
     fma_ns = (rows * bn * FMA_OPS_PER_SCORE[False] + rows * d) / f_rate
+    mask_ns = rows * bn * MASK_OPS_PER_SCORE / f_rate  # a diagonal tile's scores, masked once in registers
     barriers = []
 
     def use(unit, name, ns, role, op, **kw):
@@ -127,8 +139,8 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     def lsu_bytes(nbytes, per_wavefront, role, op, **kw):
         yield from use(lsu, "lsu", nbytes / per_wavefront / lsu_rate, role, op, **kw)
 
-    def gmem(nbytes, latency, role, op, **kw):
-        yield from use(load_path, "l2", nbytes / share, role, op, **kw)
+    def gmem(nbytes, latency, role, op, bw=None, **kw):
+        yield from use(load_path, "l2", nbytes / (bw or share), role, op, **kw)
         yield env.timeout(latency)
 
     def sync(bar, n, role, what, **kw):
@@ -144,7 +156,8 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
         yield from lsu_bytes(nbytes, WAVEFRONT_BYTES, role, "cp.async K+V", work_item=item, k_index=j)
         return env.process(gmem(nbytes, p["l2_latency_ns"], "l2", "cp.async land", work_item=item, k_index=j))
 
-    def warp(role, smsp, item, ctx):
+    def warp(role, smsp, item, span, ctx):
+        visits, first_masked = span
         bar, ring = ctx["bar"], ctx["ring"]
         tensor, mufu, fma = tensors[smsp], mufus[smsp], fmas[smsp]
         w = ctx["roles"].index(role)
@@ -166,14 +179,19 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
             groups[0] = yield from fill(share_bytes, role, item, 0)
         if ring is not None and w == 0:
             yield from tma_issue(0)
-        for j in range(kv):
+        if staged:  # the warp's Q rows from HBM, once (compulsory): into the Q slab, or (m04 on) registers
+            yield from lsu_bytes(rows * d * 2, WAVEFRONT_BYTES, role, "load Q", work_item=item)
+            yield from gmem(rows * d * 2, p["l2_latency_ns"], role, "Q from HBM (waited)", once, work_item=item)
+        for j in range(visits):
             kw = dict(work_item=item, k_index=j)
-            if not staged:  # m01: K/V (and Q) operands straight from gmem, every tile, waited
-                qb = 0 if f.get("q_hoist") else rows * d * 2
+            if not staged:  # m01: K/V and Q operands straight from gmem, every tile, waited; Q's first read is HBM
+                qb = rows * d * 2
                 yield from lsu_bytes(2 * tile_bytes + qb, DIRECT_BYTES_PER_WAVEFRONT, role, "ld.global K/V", **kw)
-                yield from gmem(2 * tile_bytes + qb, p["l2_latency_ns"], role, "K/V from L2 (waited)", **kw)
+                if j == 0:
+                    yield from use(load_path, "l2", qb / once, role, "Q from HBM", **kw)
+                yield from gmem(2 * tile_bytes + qb * (j > 0), p["l2_latency_ns"], role, "K/V from L2 (waited)", **kw)
             elif ring is not None:  # m06: TMA into a 2-slot mbarrier ring
-                if w == 0 and j + 1 < kv:
+                if w == 0 and j + 1 < visits:
                     yield from tma_issue(j + 1)
                 t0 = env.now
                 yield ring.consumer_wait(st, role)
@@ -191,13 +209,15 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                     rec.add(role, "wait cp.async group", t0, kind="wait", **kw)
                 yield from sync(bar, n_sync, role, "__syncthreads (slab full)", **kw)
                 n_sync += 1
-                if f.get("ring") and j + 1 < kv:
+                if f.get("ring") and j + 1 < visits:
                     groups[j + 1] = yield from fill(share_bytes, role, item, j + 1)
             if staged:
                 qb = 0 if f.get("q_hoist") else rows * d * 2
                 yield from lsu_bytes(tile_bytes + qb, WAVEFRONT_BYTES, role, "ldmatrix K (+Q)", **kw)
             yield from use(tensor, "tensor", gemm_ns, role, "mma.sync QK", **kw)
             yield from use(mufu, "mufu", mufu_ns, role, "softmax ex2", **kw)
+            if j >= first_masked:
+                yield from use(fma, "fma", mask_ns, role, "causal mask", **kw)
             yield from use(fma, "fma", fma_ns, role, "softmax FMA + O rescale", **kw)
             if not f.get("c2a"):
                 yield from lsu_bytes(2 * rows * bn * 2, WAVEFRONT_BYTES, role, "P via smem", **kw)
@@ -220,7 +240,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     ctx_ring = {}
     procs = {}
 
-    def cta(slot, item):
+    def cta(slot, item, span):
         roles = tuple(f"cta{slot}.w{w}" for w in range(warps))
         bar = MBarrier(env, f"cta{slot}.item{item}.syncthreads", warps, roles)
         barriers.append(bar)
@@ -230,23 +250,24 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
             barriers.extend(ring.barriers)
             ctx_ring[item] = ring
         ctx = dict(bar=bar, ring=ring, roles=roles)
-        ps = [env.process(warp(r, (slot * warps + w) % SMSP_PER_SM, item, ctx)) for w, r in enumerate(roles)]
+        ps = [env.process(warp(r, (slot * warps + w) % SMSP_PER_SM, item, span, ctx)) for w, r in enumerate(roles)]
         for r, pr in zip(roles, ps):
             procs[f"{r}.item{item}"] = pr
         yield env.all_of(ps)
 
     def slot_proc(slot):
         for item in range(slot, my_items, resident):
-            yield from cta(slot, item)
+            yield from cta(slot, item, my[item])
 
     for s in range(resident):
         procs[f"slot{s}"] = env.process(slot_proc(s))
     run_checked(env, barriers, procs)
     for u in ("tensor", "mufu", "fma"):  # per-SMSP units: busy as a fraction of the SM's rate
         busy[u] /= SMSP_PER_SM
-    flops = 4.0 * b * h * seq * seq * d
+    flops = 4.0 * b * h * seq * seq * d / (2 if prm["causal"] else 1)  # the FA benchmarks' convention
     return dict(env_ns=env.now, flops=flops, events=rec.events, params={**prm, "fm": fm, "block_m": bm},
                 races=[] if check_races else None,
                 fit=dict(smem_bytes=smem, registers=regs, ctas_per_sm=resident), units=busy,
                 work=dict(work_items=items, active_sms=active, items_per_sm=my_items, kv_tiles=kv,
+                          kv_tiles_on_this_sm=sum(v for v, _ in my), masked_tiles_on_this_sm=sum(v - m for v, m in my),
                           resident_ctas=resident))
