@@ -110,3 +110,17 @@ def test_sampler_window_summarises_its_own_samples():
     w = s.window(1.0, 1.2)
     assert w["sm_clock_mhz"]["min"] == 1700 + 0.95 and w["sm_clock_mhz"]["max"] == 1700 + 1.25
     assert w["clock_event_reasons"] == ["0x0"]
+
+
+def test_sampler_reads_nvidia_smi_timestamps():
+    import io
+    s = capture_micro.Sampler.__new__(capture_micro.Sampler)
+    s.fields, s.samples = capture_micro.Sampler.FIELDS, []
+    s.proc = type("P", (), {"stdout": io.StringIO("2026/11/29 12:00:00.250, 1755, 1980, 650.5, 55, 0x0000000000000004\n"
+                                                  "garbage\n")})()
+    s._read()
+    import datetime
+    t = datetime.datetime(2026, 11, 29, 12, 0, 0, 250000).timestamp()
+    assert s.samples == [(t, ["1755", "1980", "650.5", "55", "0x0000000000000004"])]
+    w = s.window(t - 0.01, t + 0.01)
+    assert w["power_w"]["median"] == 650.5 and w["clock_event_reasons"] == ["0x0000000000000004"]

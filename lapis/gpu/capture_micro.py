@@ -20,6 +20,7 @@ import argparse
 import ctypes
 import datetime
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -250,12 +251,16 @@ class Sampler:
     """nvidia-smi samples (SM clock MHz, power W, ...) every 50 ms with their host times, in a thread."""
 
     FIELDS = ("clocks.sm", "clocks.max.sm", "power.draw", "temperature.gpu", "clocks_event_reasons.active")
+    # nvidia-smi block-buffers a pipe: line buffering (stdbuf) where available, and each sample carries its own
+    # nvidia-smi timestamp (local time, like time.time()), so a late read does not move it
+    LINE_BUFFERED = ["stdbuf", "-oL"] if shutil.which("stdbuf") else []
 
     def __init__(self):
         self.samples, self.fields, self.proc = [], (), None
         for fields in (self.FIELDS, self.FIELDS[:4]):
             try:
-                p = subprocess.Popen(["nvidia-smi", "-i", "0", "--query-gpu=" + ",".join(fields),
+                p = subprocess.Popen(self.LINE_BUFFERED + ["nvidia-smi", "-i", "0",
+                                      "--query-gpu=timestamp," + ",".join(fields),
                                       "--format=csv,noheader,nounits", "-lms", "50"],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
             except OSError:
@@ -269,8 +274,12 @@ class Sampler:
     def _read(self):
         for line in self.proc.stdout:
             vals = [v.strip() for v in line.split(",")]
-            if len(vals) == len(self.fields):
-                self.samples.append((time.time(), vals))
+            if len(vals) == len(self.fields) + 1:
+                try:
+                    t = datetime.datetime.strptime(vals[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                except ValueError:
+                    t = time.time()
+                self.samples.append((t, vals[1:]))
 
     def window(self, t0: float, t1: float) -> dict:
         """Samples in [t0 - 0.06, t1 + 0.06] s (at least the nearest one on each side), summarised."""
@@ -290,6 +299,7 @@ class Sampler:
 
     def stop(self):
         if self.proc:
+            time.sleep(0.2)  # the last samples
             self.proc.terminate()
             self.proc.wait(timeout=10)
 
