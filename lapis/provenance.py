@@ -31,6 +31,13 @@ CAPTURE_SOURCES = (
     "lapis/gpu/kernels/bank_capture_v2.cu",
     "lapis/gpu/bank_campaign.py",
     "lapis/gpu/capture_bank.py",
+    "lapis/gpu/kernels/micro_common.cuh",
+    "lapis/gpu/kernels/micro_core.cu",
+    "lapis/gpu/kernels/micro_tma.cu",
+    "lapis/gpu/kernels/micro_wgmma.cu",
+    "lapis/gpu/gen_micro_wgmma.py",
+    "lapis/gpu/micro_campaign.py",
+    "lapis/gpu/capture_micro.py",
 )
 
 

@@ -24,3 +24,8 @@ def test_cli_parser_and_capture_modules_import_without_heavy_packages():
 def test_capture_without_gpu_says_what_it_needs():
     r = run("from lapis.cli import main; raise SystemExit(main(['capture', 'tma', '--out', '/tmp/none']))\n")
     assert r.returncode == 2 and "needs an NVIDIA GPU with compute capability 9.0+" in r.stderr
+
+
+def test_micro_capture_imports_without_heavy_packages():
+    r = run("import lapis.gpu.capture_micro, lapis.gpu.micro_campaign\n")
+    assert r.returncode == 0, r.stderr

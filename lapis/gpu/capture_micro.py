@@ -1,0 +1,400 @@
+"""Run the microbenchmarks on an sm_90a GPU and write DIR/micro/{manifest.json, results.json} (`lapis capture micro`).
+
+Runs on the bare GPU machine from the source tree: `python3 -m lapis.gpu.capture_micro --out DIR --provenance
+FILE`. It imports the standard library, numpy and cupy only (never lapis's model or simpy); the campaign and
+the raw-to-value rules are lapis/gpu/micro_campaign.py, the kernels lapis/gpu/kernels/micro_*.cu.
+
+Nothing hangs: every kernel wait loop has a %globaltimer deadline (the kernel writes an error record to
+mapped pinned memory and traps), and the measurements run in a child process that the parent kills when one
+measurement takes longer than --item-timeout-s (a blocking bar.sync or wgmma.wait_group has no deadline of its
+own); the measurement is recorded with status "timeout" or "fault" and a new child goes on with the next one.
+The whole run stops at --budget-s: what is left is recorded as "skipped".
+
+While the measurements run, nvidia-smi samples the SM clock and power every 50 ms; each measurement gets the
+samples of its own time window (never changes clock or power settings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from lapis.gpu import micro_campaign as mc
+
+KERNEL_DIR = Path(__file__).parent / "kernels"
+SOURCES = ("micro_core", "micro_tma", "micro_wgmma")
+NVCC = ["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin"]
+WATCHDOG_NS = 2_000_000_000  # in-kernel mbarrier deadline
+BF16_PAIR_ONE = 0x3F803F80  # two bf16 1.0 values: register operands of mma.sync and wgmma (A from registers)
+
+# wgmma operand descriptors with the start address relative to the kernel's 1024 B-aligned region (the kernel
+# adds region >> 4): A is a K-major 128B-swizzled 64 x 64 bf16 tile at offset 0, B an N x 64 one at 8192.
+# Equal to lapis.layouts.descriptor_for(canonical_layout("K", "128B", "bf16", rows, 64), base).encode()
+# (tests/test_micro_capture.py checks it; the GPU machine has no tensor_layouts to compute them there).
+DESC_A = 0x4000004000010000
+DESC_B = {64: 0x4000004000010200, 128: 0x4000004000010200, 256: 0x4000004000010200}
+WGMMA_B_OFFSET = 8192
+
+# cuTensorMapEncodeTiled enums (cuda.h): BFLOAT16, INTERLEAVE_NONE, SWIZZLE_128B, L2_PROMOTION_L2_256B, FILL_NONE
+TMA_ENCODE = dict(dtype=9, rank=2, elem_strides=[1, 1], interleave=0, swizzle=3, l2=3, oob=0)
+
+
+def tensor_map_case(source: str, box_bytes: int) -> dict:
+    """The cuTensorMapEncodeTiled arguments of one TMA measurement (capture_tma.encode's case form)."""
+    g = mc.tma_geometry(source, box_bytes)
+    return dict(TMA_ENCODE, dims=g["dims"], strides=[g["row_stride_bytes"]], box=g["box"])
+
+
+# ------------------------------------------------------------------------------------------ child --
+
+class Bench:
+    """The child's GPU state: modules, the watchdog's mapped error record, TMA tensors and maps."""
+
+    def __init__(self, cubins: dict):
+        import cupy as cp
+
+        from lapis.gpu import capture_tma
+        self.cp, self.capture_tma = cp, capture_tma
+        self.mods = {name: cp.RawModule(path=path) for name, path in cubins.items()}
+        try:  # cudaHostAllocMapped: under UVA the device uses the host address, and a trap leaves it readable
+            self.err_ptr = cp.cuda.runtime.hostAlloc(16, 2)
+            self.err = (ctypes.c_uint32 * 4).from_address(self.err_ptr)
+            ctypes.memset(self.err_ptr, 0, 16)
+        except Exception:  # no mapped memory: a watchdog trap is then recorded as a plain fault
+            self._err_dev = cp.zeros(4, cp.uint32)
+            self.err_ptr, self.err = self._err_dev.data.ptr, [0, 0, 0, 0]
+        self.lib = capture_tma._libcuda()
+        self.map_t = np.dtype([("opaque", np.uint64, (16,))], align=True)
+        self.tensors, self.maps, self.cursor = {}, {}, {"l2": 0, "hbm": 0}
+
+    def fn(self, kernel: str, smem: int):
+        mod = "micro_tma" if kernel.startswith("micro_tma") else "micro_wgmma" if "wgmma" in kernel else "micro_core"
+        f = self.mods[mod].get_function(kernel)
+        f.max_dynamic_shared_size_bytes = smem
+        return f
+
+    def run(self, f, grid, block, args, smem, repeats, read):
+        """One warm-up launch, then `repeats` timed launches; read() turns each launch's output into a dict."""
+        rows = []
+        for r in range(repeats + 1):
+            f((grid,), (block,), args(r), shared_mem=smem)
+            self.cp.cuda.Device().synchronize()
+            if r:
+                rows.append(read())
+        return {k: [row[k] for row in rows] for k in rows[0]}
+
+    def tensor_map(self, source: str, box_bytes: int):
+        cp = self.cp
+        if source not in self.tensors:
+            buf = cp.empty(mc.TMA_TENSOR_BYTES[source], cp.uint8)
+            buf.fill(0x3C)  # touch every page
+            self.tensors[source] = buf
+        key = (source, box_bytes)
+        if key not in self.maps:
+            code, name, raw = self.capture_tma.encode(self.lib, tensor_map_case(source, box_bytes),
+                                                      self.tensors[source].data.ptr)
+            if code:
+                raise RuntimeError(f"cuTensorMapEncodeTiled: {name}")
+            tmap = np.zeros((), self.map_t)
+            tmap["opaque"] = np.frombuffer(raw, np.uint64)
+            self.maps[key] = tmap
+        return self.maps[key][()]
+
+
+def _records(out) -> np.ndarray:
+    return out.get().reshape(-1, 5).astype(np.int64)  # clk0, clk1, ns0, ns1, smid per CTA
+
+
+def measure_rate(b: Bench, m: dict, repeats: int) -> dict:
+    cp, p, k = b.cp, m["params"], m["kernel"]
+    out = cp.zeros(5 * p["ctas"], cp.uint64)
+    sink = cp.zeros(p["ctas"] * p["threads"], cp.uint32 if k == "micro_smem_read" else cp.float32)
+    it, z = np.uint32(p["iters"]), np.uint32(0)
+    args = {
+        "micro_fma_rate": (it, np.float32(0.999), np.float32(1e-3), z, out, sink),
+        "micro_ex2_rate": (it, np.float32(-0.5), z, out, sink),
+        "micro_mma_sync_rate": (it, np.uint32(BF16_PAIR_ONE), np.uint32(BF16_PAIR_ONE), z, out, sink),
+        "micro_smem_read": (it, z, out, sink),
+    }.get(k) or (it, np.uint64(DESC_A), np.uint64(DESC_B.get(p.get("n"), 0)), np.uint32(BF16_PAIR_ONE),
+                 np.uint32(1), z, out, sink)
+
+    def read():
+        rec = _records(out)
+        return dict(cycles=float(np.median(rec[:, 1] - rec[:, 0])), ns=float(np.median(rec[:, 3] - rec[:, 2])),
+                    distinct_sms=int(len(np.unique(rec[:, 4]))))
+    return b.run(b.fn(k, mc.FORCE_ONE_CTA_SMEM), p["ctas"], p["threads"], lambda r: args, mc.FORCE_ONE_CTA_SMEM,
+                 repeats, read)
+
+
+def measure_cycles(b: Bench, m: dict, repeats: int) -> dict:
+    cp, p, k = b.cp, m["params"], m["kernel"]
+    out = cp.zeros(64, cp.uint64)
+    it = np.uint32(p["iters"])
+    smem, block = 0, 32
+    if k == "micro_timer_read":
+        args = (it, np.uint32(p["which"]), np.uint32(0), out)
+    elif k == "micro_mbarrier_pingpong":
+        args, block = (it, np.uint64(WATCHDOG_NS), np.uint64(b.err_ptr), out), 64
+    elif k == "micro_named_barrier":
+        args, block = (it, out), p["threads"]
+    else:  # wgmma latency
+        sink = cp.zeros(128, cp.float32)
+        smem, block = WGMMA_B_OFFSET + p["n"] * 128 + 1024, 128
+        args = (it, np.uint64(DESC_A), np.uint64(DESC_B[p["n"]]), np.uint32(BF16_PAIR_ONE), np.uint32(1),
+                np.uint32(0), out, sink)
+
+    def read():
+        o = out.get()
+        return dict(cycles=int(o[0]), least=int(o[1])) if "wgmma" in k else dict(cycles=int(o[0]))
+    return b.run(b.fn(k, smem), 1, block, lambda r: args, smem, repeats, read)
+
+
+def measure_tma(b: Bench, m: dict, repeats: int) -> dict:
+    cp, p = b.cp, m["params"]
+    g = mc.tma_geometry(p["source"], p["box_bytes"])
+    tiles = g["col_boxes"] * g["row_boxes"]
+    tmap = b.tensor_map(p["source"], p["box_bytes"])
+    out = cp.zeros(5 * p["ctas"], cp.uint64)
+    smem = max(p["depth"] * p["box_bytes"] + 1024, mc.FORCE_ONE_CTA_SMEM)
+    per_launch = p["ctas"] * p["loads"]
+
+    def args(r):
+        if p["source"] == "hbm":  # continue past the previous launch: those tiles may still be in L2
+            b.cursor["hbm"] = (b.cursor["hbm"] + per_launch) % tiles
+        first = b.cursor["hbm"] if p["source"] == "hbm" else 0
+        return (tmap, np.uint32(p["box_bytes"]), np.uint32(g["box"][0]), np.uint32(g["box"][1]),
+                np.uint32(g["col_boxes"]), np.uint32(g["row_boxes"]), np.uint32(p["loads"]), np.uint32(p["depth"]),
+                np.uint32(first), np.uint64(WATCHDOG_NS), np.uint64(b.err_ptr), out)
+
+    def read():
+        rec = _records(out)
+        return dict(cta_ns=float(np.median(rec[:, 3] - rec[:, 2])), span_ns=int(rec[:, 3].max() - rec[:, 2].min()),
+                    distinct_sms=int(len(np.unique(rec[:, 4]))))
+    return b.run(b.fn("micro_tma_load", smem), p["ctas"], 32, args, smem, repeats, read)
+
+
+MEASURE = {"rate": measure_rate, "cycles": measure_cycles, "tma_lat": measure_tma, "tma_bw": measure_tma}
+
+
+def _worker(a) -> None:
+    """Child: run measurements from --start, one res_<i>.json each; progress names the one running."""
+    work = Path(a.work)
+    items = json.loads((work / "items.json").read_text())
+    b = Bench(json.loads((work / "cubins.json").read_text()))
+    for i in range(a.start, len(items)):
+        (work / "progress").write_text(str(i))
+        t0 = time.time()
+        try:
+            raw = MEASURE[items[i]["kind"]](b, items[i], a.repeats)
+            res = dict(status="ok", raw=raw)
+        except Exception as exc:  # a CUDA fault poisons the context: record it and leave
+            code, where = b.err[0], b.err[1]
+            status = "timeout" if code == 1 else "fault"
+            (work / f"res_{i}.json").write_text(json.dumps(dict(
+                status=status, error=repr(exc)[-600:], watchdog=dict(code=code, where=where, cta=b.err[2]),
+                t0=t0, t1=time.time())))
+            sys.exit(3)
+        res.update(t0=t0, t1=time.time())
+        (work / f"res_{i}.json").write_text(json.dumps(res))
+
+
+# ----------------------------------------------------------------------------------------- parent --
+
+def run_watched(n_items: int, child: list[str], work: Path, log, item_timeout_s: float, deadline: float) -> None:
+    """Run the child from item 0; kill it when one item passes item_timeout_s, record that item, go on."""
+    start = 0
+    while start < n_items:
+        if time.time() > deadline:
+            break
+        (work / "progress").unlink(missing_ok=True)
+        with open(work / f"child_{start}.log", "w") as lf:
+            p = subprocess.Popen(child + ["--start", str(start)], stdout=lf, stderr=subprocess.STDOUT)
+            last, since = None, time.time()
+            while p.poll() is None:
+                time.sleep(0.05)
+                prog = (work / "progress").read_text() if (work / "progress").exists() else None
+                if prog != last:
+                    last, since = prog, time.time()
+                if time.time() - since > item_timeout_s or time.time() > deadline:
+                    p.kill()
+                    p.wait()
+        if p.returncode == 0:
+            return
+        tail = (work / f"child_{start}.log").read_text()[-600:]
+        if not last:
+            log(f"child died before its first item (rc {p.returncode}): {tail}")
+            for i in range(start, n_items):
+                (work / f"res_{i}.json").write_text(json.dumps(dict(status="fault", error=f"child: {tail}")))
+            return
+        k = int(last)
+        if not (work / f"res_{k}.json").exists():
+            status = "timeout" if p.returncode in (-9, 137) else "fault"
+            (work / f"res_{k}.json").write_text(json.dumps(dict(
+                status=status, error=f"rc {p.returncode} after {time.time() - since:.1f} s: {tail}")))
+        log(f"item {k} ended with rc {p.returncode}; going on from {k + 1}")
+        start = k + 1
+
+
+class Sampler:
+    """nvidia-smi samples (SM clock MHz, power W, ...) every 50 ms with their host times, in a thread."""
+
+    FIELDS = ("clocks.sm", "clocks.max.sm", "power.draw", "temperature.gpu", "clocks_event_reasons.active")
+    # nvidia-smi block-buffers a pipe: line buffering (stdbuf) where available, and each sample carries its own
+    # nvidia-smi timestamp (local time, like time.time()), so a late read does not move it
+    LINE_BUFFERED = ["stdbuf", "-oL"] if shutil.which("stdbuf") else []
+
+    def __init__(self):
+        self.samples, self.fields, self.proc = [], (), None
+        for fields in (self.FIELDS, self.FIELDS[:4]):
+            try:
+                p = subprocess.Popen(self.LINE_BUFFERED + ["nvidia-smi", "-i", "0",
+                                      "--query-gpu=timestamp," + ",".join(fields),
+                                      "--format=csv,noheader,nounits", "-lms", "50"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+            except OSError:
+                return
+            time.sleep(0.3)
+            if p.poll() is None:
+                self.proc, self.fields = p, fields
+                threading.Thread(target=self._read, daemon=True).start()
+                return
+
+    def _read(self):
+        for line in self.proc.stdout:
+            vals = [v.strip() for v in line.split(",")]
+            if len(vals) == len(self.fields) + 1:
+                try:
+                    t = datetime.datetime.strptime(vals[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                except ValueError:
+                    t = time.time()
+                self.samples.append((t, vals[1:]))
+
+    def window(self, t0: float, t1: float) -> dict:
+        """Samples in [t0 - 0.06, t1 + 0.06] s (at least the nearest one on each side), summarised."""
+        s = [x for x in self.samples if t0 - 0.06 <= x[0] <= t1 + 0.06]
+        if not s:
+            before = [x for x in self.samples if x[0] < t0][-1:]
+            after = [x for x in self.samples if x[0] > t1][:1]
+            s = before + after
+        out = dict(n_samples=len(s))
+        for name, idx in (("sm_clock_mhz", 0), ("power_w", 2), ("temperature_c", 3)):
+            v = [float(x[1][idx]) for x in s if _is_number(x[1][idx])]
+            if v:
+                out[name] = dict(min=min(v), median=float(np.median(v)), max=max(v))
+        if len(self.fields) > 4:
+            out["clock_event_reasons"] = sorted({x[1][4] for x in s})
+        return out
+
+    def stop(self):
+        if self.proc:
+            time.sleep(0.2)  # the last samples
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+def build(dest: Path) -> dict:
+    """nvcc every micro_*.cu in parallel; {source name: cubin path}."""
+    def one(name):
+        cubin = dest / f"{name}.cubin"
+        subprocess.run(NVCC + ["-o", str(cubin), str(KERNEL_DIR / f"{name}.cu")], check=True, timeout=300)
+        return name, str(cubin)
+    with ThreadPoolExecutor(len(SOURCES)) as pool:
+        return dict(pool.map(one, SOURCES))
+
+
+def device_attributes() -> dict:
+    import cupy as cp
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    keys = ("multiProcessorCount", "sharedMemPerBlockOptin", "sharedMemPerMultiprocessor", "regsPerMultiprocessor",
+            "maxThreadsPerMultiProcessor", "l2CacheSize", "totalGlobalMem", "clockRate", "memoryClockRate",
+            "memoryBusWidth")
+    return {k: int(props[k]) for k in keys if k in props}
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="lapis capture micro", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="output folder; gets micro/ (manifest.json, results.json)")
+    ap.add_argument("--provenance", help="JSON from `python -m lapis.provenance` (commit, dirty, blobs)")
+    ap.add_argument("--only", help="comma-separated name prefixes to run (default: all)")
+    ap.add_argument("--repeats", type=int, default=mc.REPEATS, help=f"timed launches each (default {mc.REPEATS})")
+    ap.add_argument("--item-timeout-s", type=float, default=30.0, help="kill a measurement after this (default 30)")
+    ap.add_argument("--budget-s", type=float, default=170.0, help="stop starting measurements after this")
+    a = ap.parse_args(argv)
+    t_start = time.time()
+    log = lambda msg: print(f"[{time.time() - t_start:6.1f}s] {msg}", flush=True)  # noqa: E731
+    from lapis.gpu.capture_tma import provenance
+    prov = provenance(a.provenance, argv, "lapis capture micro")
+    attrs = device_attributes()
+    log(f"{prov['gpu']}, driver {prov['driver']}, {attrs.get('multiProcessorCount')} SMs")
+    items = mc.items(attrs["multiProcessorCount"])
+    if a.only:
+        items = [m for m in items if m["name"].startswith(tuple(a.only.split(",")))]
+    dest = Path(a.out) / "micro"
+    dest.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="lapis-micro-"))
+    cubins = build(work)
+    log(f"built {', '.join(cubins)}")
+    (work / "items.json").write_text(json.dumps(items))
+    (work / "cubins.json").write_text(json.dumps(cubins))
+    sampler = Sampler()
+    child = [sys.executable, "-m", "lapis.gpu.capture_micro", "_worker", "--work", str(work),
+             "--repeats", str(a.repeats)]
+    try:
+        run_watched(len(items), child, work, log, a.item_timeout_s, t_start + a.budget_s)
+    finally:
+        sampler.stop()
+    for i, m in enumerate(items):
+        f = work / f"res_{i}.json"
+        res = json.loads(f.read_text()) if f.exists() else dict(status="skipped", error="time budget spent")
+        m.update(res)
+        if "t0" in res:
+            m["gpu_state"] = sampler.window(res["t0"], res["t1"])
+        if m["status"] == "ok":
+            m["value"] = dict(mc.stats(mc.derive(m)), unit=mc.UNITS[m["kind"]])
+    results = dict(device_attributes=attrs, repeats=a.repeats, sampler_fields=list(sampler.fields),
+                   units=mc.UNITS, measurements=items)
+    (dest / "results.json").write_text(json.dumps(results, indent=1))
+    (dest / "manifest.json").write_text(json.dumps(dict(
+        provenance=prov, kernels=[f"lapis/gpu/kernels/{s}.cu" for s in SOURCES],
+        campaign="lapis/gpu/micro_campaign.py", files=["results.json"],
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")), indent=1))
+    import collections
+    log("micro: " + str(dict(collections.Counter(m["status"] for m in items))))
+    for m in items:
+        v = m.get("value")
+        log(f"  {m['name']:<34} " + (f"{v['median']:12.4g} {v['unit']:<16} spread {v['spread_pct']:.2f}%"
+                                      if v else m["status"] + ": " + m.get("error", "")[:80]))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_worker":
+        wp = argparse.ArgumentParser()
+        wp.add_argument("_worker")
+        wp.add_argument("--work", required=True)
+        wp.add_argument("--start", type=int, default=0)
+        wp.add_argument("--repeats", type=int, default=mc.REPEATS)
+        _worker(wp.parse_args())
+    else:
+        sys.exit(main())

@@ -1,0 +1,171 @@
+"""Fit a hardware profile (lapis/model/profiles/<name>.json) from microbenchmark captures.
+
+`python -m lapis.model.fit --captures DIR --out lapis/model/profiles/h200.json` reads ONLY the capture files
+that lapis/model/fit_manifest.json lists for the profile (paths under DIR of the form micro/.../results.json,
+written by `lapis capture micro`), never a kernel capture (GEMM, attention): the profile that predicts a kernel
+must not be fitted on that kernel's timings. Each profile value gets value, unit, source (capture file and
+measurement name) and spread_pct (100 * IQR / median over the timed repeats). A key with no usable measurement
+keeps the manifest's datasheet entry. Output is deterministic: sorted keys, values rounded to 4 significant
+digits, spreads to 0.01 %, and the SHA-256 of every capture file read.
+
+Unit conversions: latencies measured in clock64 cycles become ns by dividing by the fitted clock_ghz (the
+clock under tensor load, cycles per ns); TMA bandwidths are bytes per %globaltimer ns, and 1 B/ns = 1e9 B/s =
+1e-3 TB/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from lapis.errors import LayoutError
+from lapis.gpu import micro_campaign as mc
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFEST = Path(__file__).parent / "fit_manifest.json"
+CAPTURES = ROOT / "lapis" / "captures"
+
+# key: (measurement, unit, how); how: "rate" (per-clk value), "clock" (cycles / ns), "ns" (cycles -> ns)
+DIRECT = {
+    "clock_ghz": ("wgmma.sustained", "GHz", "clock"),
+    "tensor_flop_per_clk_sm": ("wgmma.sustained", "FLOP/clk/SM (dense bf16 wgmma)", "rate"),
+    "mufu_ex2_per_clk_sm": ("ex2.rate", "ex2/clk/SM", "rate"),
+    "fma_per_clk_sm": ("fma.rate", "FP32 FMA/clk/SM", "rate"),
+    "smem_bytes_per_clk_sm": ("smem.read", "B/clk/SM (ld.shared.v4, no bank conflict)", "rate"),
+    "mma_sync_flop_per_clk_sm": ("mma_sync.rate", "FLOP/clk/SM (mma.sync m16n8k16 bf16)", "rate"),
+    "mbarrier_wake_ns": ("mbarrier.pingpong", "ns", "ns"),
+    "named_barrier_ns": ("named_barrier.t256", "ns", "ns"),
+    "wgmma_latency_ns": ("wgmma.latency.n256.ss", "ns", "ns"),
+    "globaltimer_read_ns": ("timer.globaltimer", "ns", "ns"),
+    "clock64_read_ns": ("timer.clock64", "ns", "ns"),
+}
+ATTRIBUTES = {  # key: (cudaDeviceProp field, unit)
+    "sm_count": ("multiProcessorCount", "SMs"),
+    "smem_bytes_per_block": ("sharedMemPerBlockOptin", "B"),
+    "registers_per_sm": ("regsPerMultiprocessor", "32-bit registers"),
+}
+BANDWIDTH = {"hbm_tb_s": "tma.hbm.all.", "l2_tb_s": "tma.l2.all."}  # best TMA bandwidth on every SM
+LATENCY = {"tma_latency_ns": "tma.l2.one.", "tma_latency_hbm_ns": "tma.hbm.one."}  # depth-1 latency intercept
+
+
+def _round(v: float) -> float:
+    return float(f"{v:.4g}")
+
+
+def _entry(value, unit: str, source: str, spread=None) -> dict:
+    e = dict(value=value if isinstance(value, int) else _round(value), unit=unit, source=source)
+    if spread is not None:
+        e["spread_pct"] = round(float(spread), 2)
+    return e
+
+
+def load_captures(captures: Path, files: list[str]) -> tuple[dict, dict, dict]:
+    """(measurements by name with their file, device attributes with their file, {file: sha256}).
+
+    Only files of the form micro/.../results.json are accepted (LayoutError otherwise); a later file's
+    measurement of the same name replaces an earlier one's."""
+    by_name, attrs, digests = {}, {}, {}
+    for rel in files:
+        parts = Path(rel).parts
+        if parts[0] != "micro" or parts[-2:] != ("micro", "results.json") or ".." in parts:
+            raise LayoutError("the fit reads microbenchmark captures only", repr(rel),
+                              "list micro/<capture>/micro/results.json files (never GEMM or attention captures)")
+        data = (captures / rel).read_bytes()
+        digests[rel] = "sha256:" + hashlib.sha256(data).hexdigest()
+        res = json.loads(data)
+        for m in res["measurements"]:
+            if m.get("status") == "ok":
+                by_name[m["name"]] = dict(m, file=rel)
+        attrs.update({k: (v, rel) for k, v in res.get("device_attributes", {}).items()})
+    return by_name, attrs, digests
+
+
+def _intercepts(ms: list[dict]) -> list[float]:
+    """Per repeat r, the intercept (ns) of a least-squares line through (box bytes, latency of repeat r)."""
+    ys = [mc.derive(m) for m in ms]
+    n = min(len(y) for y in ys)
+    x = np.array([m["params"]["box_bytes"] for m in ms], float)
+    return [float(np.polyfit(x, np.array([y[r] for y in ys]), 1)[1]) for r in range(n)]
+
+
+def fit_values(by_name: dict, attrs: dict) -> dict:
+    """The measured profile values (key -> entry); keys without a usable measurement are absent."""
+    out = {}
+    for key, (field, unit) in ATTRIBUTES.items():
+        if field in attrs:
+            v, rel = attrs[field]
+            out[key] = _entry(int(v), unit, f"{rel}: device_attributes.{field} (cudaGetDeviceProperties)")
+    clock = by_name.get(DIRECT["clock_ghz"][0])
+    clock_ghz = mc.stats(mc.clock_ghz(clock))["median"] if clock else None
+    for key, (name, unit, how) in DIRECT.items():
+        m = by_name.get(name)
+        if m is None or (how == "ns" and clock_ghz is None):
+            continue
+        if how == "clock":
+            s, note = mc.stats(mc.clock_ghz(m)), "clock64 cycles / %globaltimer ns under dense wgmma on every SM"
+        elif how == "rate":
+            s, note = mc.stats(mc.derive(m)), m["params"]["work"] + " per CTA / clock64 cycles, one CTA per SM"
+        else:
+            s = mc.stats([c / clock_ghz for c in mc.derive(m)])
+            note = f"{m['params']['what']} / clock_ghz"
+        out[key] = _entry(s["median"], unit, f"{m['file']}: {name} ({note}; median of {s['n']})", s["spread_pct"])
+    for key, prefix in BANDWIDTH.items():
+        cands = [m for n, m in by_name.items() if n.startswith(prefix)]
+        if cands:
+            best = max(cands, key=lambda m: mc.stats(mc.derive(m))["median"])
+            s = mc.stats([v / 1e3 for v in mc.derive(best)])  # B/ns -> TB/s
+            out[key] = _entry(s["median"], "TB/s", f"{best['file']}: {best['name']} (the best of {len(cands)} TMA "
+                              f"box/depth settings on every SM; bytes / %globaltimer ns; median of {s['n']})",
+                              s["spread_pct"])
+    for key, prefix in LATENCY.items():
+        ms = sorted((m for n, m in by_name.items() if n.startswith(prefix) and n.endswith(".d1")),
+                    key=lambda m: m["params"]["box_bytes"])
+        if len(ms) >= 2:
+            s = mc.stats(_intercepts(ms))
+            names = ", ".join(m["name"] for m in ms)
+            out[key] = _entry(s["median"], "ns", f"{ms[0]['file']}: {names} (intercept at 0 bytes of the one-box "
+                              f"TMA latency on one SM against box bytes; median of {s['n']} repeats)", s["spread_pct"])
+    return out
+
+
+def fit_profile(name: str, captures: Path, manifest: Path = MANIFEST) -> dict:
+    """The profile `name` from the captures its manifest entry lists, datasheet values for the rest."""
+    spec = json.loads(manifest.read_text())
+    if name not in spec:
+        raise LayoutError("no fit recipe for this profile", repr(name), "use one of " + ", ".join(sorted(spec)))
+    spec = spec[name]
+    by_name, attrs, digests = load_captures(captures, spec["captures"])
+    values = dict(spec["datasheet"])
+    values.update(fit_values(by_name, attrs))
+    return dict(name=name, arch=spec["arch"], note=spec["note"], fitted_from=digests,
+                fit="python -m lapis.model.fit (lapis/model/fit.py, lapis/model/fit_manifest.json)", values=values)
+
+
+def dumps(profile: dict) -> str:
+    return json.dumps(profile, sort_keys=True, indent=1) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lapis.model.fit", description=__doc__.splitlines()[0])
+    ap.add_argument("--captures", default=str(CAPTURES), help="captures root the manifest's paths are under")
+    ap.add_argument("--out", required=True, help="profile JSON to write, e.g. lapis/model/profiles/h200.json")
+    ap.add_argument("--profile", default="h200", help="manifest entry to fit (default h200)")
+    ap.add_argument("--manifest", default=str(MANIFEST), help="fit manifest (default lapis/model/fit_manifest.json)")
+    a = ap.parse_args(argv)
+    try:
+        text = dumps(fit_profile(a.profile, Path(a.captures), Path(a.manifest)))
+    except LayoutError as exc:
+        print(f"lapis fit: {exc}", file=sys.stderr)
+        return 2
+    Path(a.out).write_text(text)
+    print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

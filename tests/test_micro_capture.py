@@ -1,0 +1,126 @@
+"""CPU checks of the microbenchmark runner (lapis/gpu/capture_micro.py): constants against lapis, the
+campaign's statistics and sizes, and the watchdog that turns a hung measurement into a recorded timeout."""
+
+import json
+import sys
+import time
+
+import numpy as np
+
+from lapis.gpu import capture_micro, gen_micro_wgmma
+from lapis.gpu import micro_campaign as mc
+from lapis.layouts.canonical import canonical_layout
+from lapis.layouts.descriptor_sm90 import descriptor_for
+from lapis.layouts.tma_rules import check
+
+
+def test_wgmma_descriptors_are_lapis_descriptors():
+    a = descriptor_for(canonical_layout("K", "128B", "bf16", 64, 64), base=0).encode()
+    assert capture_micro.DESC_A == a
+    for n in mc.WGMMA_N:
+        b = descriptor_for(canonical_layout("K", "128B", "bf16", n, 64), base=capture_micro.WGMMA_B_OFFSET).encode()
+        assert capture_micro.DESC_B[n] == b, n
+    # A tile (64 rows x 128 B) ends where B starts
+    assert canonical_layout("K", "128B", "bf16", 64, 64).footprint_bytes == capture_micro.WGMMA_B_OFFSET
+
+
+def test_tma_tensor_maps_pass_lapis_encode_rules():
+    for source in ("l2", "hbm"):
+        for box in mc.TMA_BOX_BYTES:
+            case = capture_micro.tensor_map_case(source, box)
+            assert case["box"][0] * 2 == 128 and case["box"][0] * case["box"][1] * 2 == box
+            assert check(dict(case, addr_offset=0), 90) == [], (source, box)
+
+
+def test_generated_wgmma_kernels_are_the_committed_file():
+    assert gen_micro_wgmma.OUT.read_text() == gen_micro_wgmma.generate()
+
+
+def test_campaign_names_are_unique_and_sizes_fit():
+    items = mc.items(132)
+    names = [m["name"] for m in items]
+    assert len(names) == len(set(names))
+    tma = [m for m in items if m["kind"].startswith("tma")]
+    assert len(tma) == 2 * 2 * (4 * 4 - 1)  # source x SMs x (box x depth, less 32 KiB x 8 over the ring)
+    for m in tma:
+        p = m["params"]
+        assert p["depth"] * p["box_bytes"] + 1024 <= 227 * 1024
+        assert p["bytes"] == p["ctas"] * p["loads"] * p["box_bytes"]
+    hbm_all = [m["params"]["bytes"] for m in tma if m["name"].startswith("tma.hbm.all")]
+    assert min(hbm_all) > 4 * 50e6  # more than 4x the 50 MB L2 per launch
+    lat = [m for m in tma if m["kind"] == "tma_lat"]
+    assert {(m["params"]["ctas"], m["params"]["depth"]) for m in lat} == {(1, 1)}
+
+
+def test_stats_median_and_iqr_by_hand():
+    s = mc.stats([10.0, 12.0, 11.0, 13.0, 9.0])
+    # sorted 9..13: median 11, q1 10, q3 12 -> IQR 2 -> 18.18 %
+    assert s["median"] == 11.0 and abs(s["spread_pct"] - 100 * 2 / 11) < 1e-12 and s["n"] == 5
+
+
+def test_derive_units():
+    m = dict(kind="tma_bw", params=dict(bytes=2_000_000), raw=dict(span_ns=[1000.0]))
+    assert mc.derive(m) == [2000.0]  # B/ns
+    m = dict(kind="rate", params=dict(work_per_cta=8192), raw=dict(cycles=[64.0], ns=[32.0]))
+    assert mc.derive(m) == [128.0] and mc.clock_ghz(m) == [2.0]
+    m = dict(kind="tma_lat", params=dict(loads=4), raw=dict(cta_ns=[2400.0]))
+    assert mc.derive(m) == [600.0]
+    assert mc.wgmma_flop(256) == 524288
+
+
+CHILD = r'''
+import json, sys, time
+from pathlib import Path
+work, start = Path(sys.argv[1]), int(sys.argv[sys.argv.index("--start") + 1])
+for i in range(start, 4):
+    (work / "progress").write_text(str(i))
+    if i == 1:
+        time.sleep(60)  # a hung bar.sync
+    if i == 2:
+        (work / f"res_{i}.json").write_text(json.dumps(dict(status="fault", error="illegal instruction")))
+        sys.exit(3)
+    (work / f"res_{i}.json").write_text(json.dumps(dict(status="ok")))
+'''
+
+
+def test_a_hung_measurement_becomes_a_timeout_and_the_run_goes_on(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    t0 = time.time()
+    capture_micro.run_watched(4, [sys.executable, str(script), str(tmp_path)], tmp_path, lambda m: None,
+                              item_timeout_s=1.0, deadline=time.time() + 30)
+    assert time.time() - t0 < 15
+    status = [json.loads((tmp_path / f"res_{i}.json").read_text())["status"] for i in range(4)]
+    assert status == ["ok", "timeout", "fault", "ok"]
+
+
+def test_the_budget_stops_the_run(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    capture_micro.run_watched(4, [sys.executable, str(script), str(tmp_path)], tmp_path, lambda m: None,
+                              item_timeout_s=20.0, deadline=time.time() + 2)
+    assert json.loads((tmp_path / "res_1.json").read_text())["status"] == "timeout"
+    assert not (tmp_path / "res_2.json").exists() and not (tmp_path / "res_3.json").exists()
+
+
+def test_sampler_window_summarises_its_own_samples():
+    s = capture_micro.Sampler.__new__(capture_micro.Sampler)
+    s.fields = capture_micro.Sampler.FIELDS
+    s.samples = [(t, [str(1700 + t), "1980", str(300 + t), "40", "0x0"]) for t in np.arange(0.0, 2.0, 0.05)]
+    w = s.window(1.0, 1.2)
+    assert w["sm_clock_mhz"]["min"] == 1700 + 0.95 and w["sm_clock_mhz"]["max"] == 1700 + 1.25
+    assert w["clock_event_reasons"] == ["0x0"]
+
+
+def test_sampler_reads_nvidia_smi_timestamps():
+    import io
+    s = capture_micro.Sampler.__new__(capture_micro.Sampler)
+    s.fields, s.samples = capture_micro.Sampler.FIELDS, []
+    s.proc = type("P", (), {"stdout": io.StringIO("2026/11/29 12:00:00.250, 1755, 1980, 650.5, 55, 0x0000000000000004\n"
+                                                  "garbage\n")})()
+    s._read()
+    import datetime
+    t = datetime.datetime(2026, 11, 29, 12, 0, 0, 250000).timestamp()
+    assert s.samples == [(t, ["1755", "1980", "650.5", "55", "0x0000000000000004"])]
+    w = s.window(t - 0.01, t + 0.01)
+    assert w["power_w"]["median"] == 650.5 and w["clock_event_reasons"] == ["0x0000000000000004"]

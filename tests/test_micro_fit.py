@@ -1,0 +1,211 @@
+"""The fit of the h200 profile from microbenchmark captures (lapis/model/fit.py), on synthetic captures.
+
+The synthetic capture is built here from chosen hardware numbers (1.8 GHz, 4000 FLOP/clk, 90-cycle mbarrier
+hops, 500 ns + box/20 B/ns TMA latency, ...): every expected profile value below is worked out by hand from
+those numbers, never by the fit. Each repeat r scales its raw time by JITTER[r], so medians land on the chosen
+numbers exactly and spread_pct = 100 * (1/0.99 - 1/1.01) = 2.0002 % for rates (values ~ 1/time).
+"""
+
+import json
+import re
+
+import pytest
+
+from lapis.errors import LayoutError
+from lapis.gpu import micro_campaign as mc
+from lapis.model import fit
+
+JITTER = (0.98, 0.99, 1.0, 1.01, 1.02)
+CLOCK = 1.8  # GHz
+RATE = {"wgmma.sustained": 4000.0, "fma.rate": 128.0, "ex2.rate": 16.0, "smem.read": 128.0, "mma_sync.rate": 2048.0}
+CYCLES = {"mbarrier.pingpong": 90.0, "named_barrier.t256": 36.0, "wgmma.latency.n256.ss": 270.0,
+          "timer.globaltimer": 9.0, "timer.clock64": 1.8}
+ATTRS = dict(multiProcessorCount=132, sharedMemPerBlockOptin=232448, regsPerMultiprocessor=65536)
+
+
+def tma_latency_ns(source, box):
+    return (500.0 if source == "l2" else 800.0) + box / 20.0
+
+
+def tma_bw(source, box, depth):  # B/ns; best: l2 box 32768 depth 4 = 9000, hbm box 16384 depth 8 = 4000
+    best = {"l2": (32768, 4, 9000.0), "hbm": (16384, 8, 4000.0)}[source]
+    return best[2] if (box, depth) == best[:2] else best[2] * 0.5 * depth / 8
+
+
+def raw_for(m):
+    p, k = m["params"], m["kind"]
+    if k == "rate":
+        true = RATE.get(m["name"], 100.0)
+        cycles = [p["work_per_cta"] / true * j for j in JITTER]
+        return dict(cycles=cycles, ns=[c / CLOCK for c in cycles])
+    if k == "cycles":
+        return dict(cycles=[CYCLES.get(m["name"], 50.0) * p["count"] * j for j in JITTER])
+    if k == "tma_lat":
+        return dict(cta_ns=[tma_latency_ns(p["source"], p["box_bytes"]) * p["loads"] * j for j in JITTER])
+    return dict(span_ns=[p["bytes"] / tma_bw(p["source"], p["box_bytes"], p["depth"]) * j for j in JITTER])
+
+
+def synthetic_results():
+    ms = []
+    for m in mc.items(132):
+        ms.append(dict(m, status="ok", raw=raw_for(m)))
+    return dict(device_attributes=ATTRS, repeats=len(JITTER), measurements=ms)
+
+
+MICRO = "micro/h200-test/micro/results.json"
+
+
+@pytest.fixture
+def captures(tmp_path):
+    root = tmp_path / "captures"
+    (root / "micro/h200-test/micro").mkdir(parents=True)
+    (root / MICRO).write_text(json.dumps(synthetic_results()))
+    # kernel captures next to it: the fit must never read them
+    for kind in ("gemm", "attention"):
+        d = root / kind / "h200-test"
+        d.mkdir(parents=True)
+        (d / "manifest.json").write_text(json.dumps({"runs": [
+            {"variant": "v1", "shape": "4096x4096x4096", "measured_us": 812.5, "events": [[0, 1.5], [32, 97.0]]}]}))
+        (d / "results.json").write_text(json.dumps({"measured_ns": [1000.0, 1010.0], "spread_pct": 1.0}))
+    man = json.loads(fit.MANIFEST.read_text())
+    man["h200"]["captures"] = [MICRO]
+    (tmp_path / "fit_manifest.json").write_text(json.dumps(man))
+    return root, tmp_path / "fit_manifest.json"
+
+
+def profile_text(captures):
+    root, man = captures
+    return fit.dumps(fit.fit_profile("h200", root, man))
+
+
+def values(captures):
+    return json.loads(profile_text(captures))["values"]
+
+
+def test_fitted_values_equal_the_numbers_worked_out_by_hand(captures):
+    v = values(captures)
+    assert v["clock_ghz"]["value"] == 1.8
+    assert v["tensor_flop_per_clk_sm"]["value"] == 4000
+    assert v["fma_per_clk_sm"]["value"] == 128 and v["mufu_ex2_per_clk_sm"]["value"] == 16
+    assert v["smem_bytes_per_clk_sm"]["value"] == 128 and v["mma_sync_flop_per_clk_sm"]["value"] == 2048
+    assert v["sm_count"]["value"] == 132 and v["smem_bytes_per_block"]["value"] == 232448
+    # rates ~ 1/time: q1 = t/1.01, q3 = t/0.99
+    assert v["fma_per_clk_sm"]["spread_pct"] == 2.0
+
+
+def test_cycles_become_ns_through_the_fitted_clock(captures):
+    v = values(captures)
+    assert v["mbarrier_wake_ns"]["value"] == 50.0  # 90 cycles / 1.8 GHz
+    assert v["named_barrier_ns"]["value"] == 20.0  # 36 / 1.8
+    assert v["wgmma_latency_ns"]["value"] == 150.0  # 270 / 1.8
+    assert v["globaltimer_read_ns"]["value"] == 5.0 and v["clock64_read_ns"]["value"] == 1.0
+    # a latency ~ time: q1 = 0.99 t, q3 = 1.01 t -> 2 %
+    assert v["mbarrier_wake_ns"]["spread_pct"] == 2.0
+
+
+def test_tma_bandwidth_is_bytes_over_ns_in_tb_s_and_latency_is_the_zero_byte_intercept(captures):
+    v = values(captures)
+    assert v["l2_tb_s"]["value"] == 9.0  # 9000 B/ns = 9e12 B/s
+    assert v["hbm_tb_s"]["value"] == 4.0
+    assert "tma.hbm.all.box16384.d8" in v["hbm_tb_s"]["source"]
+    assert v["tma_latency_ns"]["value"] == 500.0  # 500 ns + box / 20 B/ns
+    assert v["tma_latency_hbm_ns"]["value"] == 800.0
+    assert v["tma_latency_ns"]["unit"] == "ns" and v["hbm_tb_s"]["unit"] == "TB/s"
+
+
+def test_every_simulator_key_keeps_its_unit_and_every_value_names_its_source(captures):
+    current = json.loads((fit.ROOT / "lapis/model/profiles/h200.json").read_text())["values"]
+    v = values(captures)
+    for key, entry in current.items():
+        assert v[key]["unit"] == entry["unit"], key
+    for key, entry in v.items():
+        assert {"value", "unit", "source"} <= set(entry)
+        if key in fit.DIRECT or key in fit.BANDWIDTH or key in fit.LATENCY:
+            assert entry["source"].startswith(MICRO) and "spread_pct" in entry
+
+
+def test_without_captures_the_datasheet_values_stay(tmp_path):
+    man = json.loads(fit.MANIFEST.read_text())
+    man["h200"]["captures"] = []
+    (tmp_path / "m.json").write_text(json.dumps(man))
+    prof = fit.fit_profile("h200", tmp_path, tmp_path / "m.json")
+    current = json.loads((fit.ROOT / "lapis/model/profiles/h200.json").read_text())["values"]
+    assert prof["values"] == current and prof["fitted_from"] == {}
+
+
+def test_doubling_every_kernel_capture_timing_leaves_the_profile_byte_identical(captures):
+    root, _ = captures
+    before = profile_text(captures)
+    n = 0
+    for kind in ("gemm", "attention"):
+        for f in (root / kind).rglob("*.json"):
+            text = f.read_text()
+            doubled = re.sub(r"\d+\.?\d*", lambda m: repr(2 * float(m.group())), text)
+            assert doubled != text
+            f.write_text(doubled)
+            n += 1
+    assert n == 4
+    assert profile_text(captures) == before
+
+
+def test_the_manifest_cannot_name_a_kernel_capture(captures, tmp_path):
+    root, man = captures
+    spec = json.loads(man.read_text())
+    for bad in ("gemm/h200-test/results.json", "attention/h200-test/results.json", "micro/../gemm/micro/results.json"):
+        spec["h200"]["captures"] = [bad]
+        man.write_text(json.dumps(spec))
+        with pytest.raises(LayoutError, match="microbenchmark captures only"):
+            fit.fit_profile("h200", root, man)
+
+
+def _used_measurements(prof):
+    return set(re.findall(r"(?:[a-z0-9_]+\.)+[a-z0-9_]+(?=[ ,)])", " ".join(
+        e["source"].split(": ", 1)[1] for e in prof["values"].values() if e["source"].startswith(MICRO))))
+
+
+def test_perturbing_any_single_measurement_the_fit_uses_changes_the_profile_values(captures):
+    root, _ = captures
+    base = json.loads(profile_text(captures))
+    used = _used_measurements(base) & {m["name"] for m in mc.items(132)}
+    assert len(used) >= 20  # the DIRECT keys, 2 best bandwidths, 8 one-box latencies
+    original = (root / MICRO).read_text()
+    for name in sorted(used):
+        res = json.loads(original)
+        m = next(x for x in res["measurements"] if x["name"] == name)
+        key = next(iter(m["raw"]))
+        m["raw"][key][2] *= 0.9  # one repeat of one measurement, the one at the median
+        (root / MICRO).write_text(json.dumps(res))
+        assert json.loads(profile_text(captures))["values"] != base["values"], name
+    (root / MICRO).write_text(original)
+
+
+def test_perturbing_any_byte_of_the_micro_capture_changes_the_profile(captures):
+    root, _ = captures
+    before = profile_text(captures)
+    res = json.loads((root / MICRO).read_text())
+    unused = next(m for m in res["measurements"] if m["name"] == "tma.l2.all.box4096.d1")
+    unused["raw"]["span_ns"][0] += 1.0
+    (root / MICRO).write_text(json.dumps(res))
+    after = profile_text(captures)
+    assert after != before and json.loads(after)["fitted_from"][MICRO].startswith("sha256:")
+
+
+def test_output_is_deterministic_and_sorted(captures, tmp_path):
+    root, man = captures
+    out1, out2 = tmp_path / "a.json", tmp_path / "b.json"
+    assert fit.main(["--captures", str(root), "--manifest", str(man), "--out", str(out1)]) == 0
+    assert fit.main(["--captures", str(root), "--manifest", str(man), "--out", str(out2)]) == 0
+    assert out1.read_bytes() == out2.read_bytes()
+    keys = list(json.loads(out1.read_text())["values"])
+    assert keys == sorted(keys)
+
+
+def test_a_failed_measurement_leaves_the_datasheet_value(captures):
+    root, _ = captures
+    res = json.loads((root / MICRO).read_text())
+    for m in res["measurements"]:
+        if m["name"] == "ex2.rate":
+            m.update(status="timeout", raw={})
+    (root / MICRO).write_text(json.dumps(res))
+    v = values(captures)
+    assert v["mufu_ex2_per_clk_sm"]["value"] == 16 and v["mufu_ex2_per_clk_sm"]["source"].startswith("FA4 talk")
