@@ -282,7 +282,8 @@ class Worker:
         est = 2.0 * m * n * k / 600e12 * 1e6  # us at 600 TFLOP/s: only sizes the timed block
         entry = dict(size=size, shape=f"{m}x{n}x{k}", input_sets=n_sets, input_set_bytes=set_bytes, variants={})
         self.progress(f"cuBLAS torch.mm bf16 at {size}^3")
-        entry["cublas"] = self.time(lambda i: torch.mm(sets[i][0], sets[i][1].T, out=c), n_sets, est)
+        entry["cublas"] = ({} if self.cfg.get("check_only") else
+                           self.time(lambda i: torch.mm(sets[i][0], sets[i][1].T, out=c), n_sets, est))
         c.fill_(float("nan"))
         torch.mm(sets[0][0], sets[0][1].T, out=c)
         entry["cublas"]["rel_err"] = _rel_err(torch, c, ref)
@@ -290,11 +291,12 @@ class Worker:
             v = VARIANTS[name]
             check_shape(v, m, n, k)
             ve = entry["variants"][name] = dict(params=v, kernel=kernel_name(v))
-            for build in ("plain", "timeline"):
+            for build in ("plain",) if self.cfg.get("check_only") else ("plain", "timeline"):
                 self.progress(f"{kernel_name(v)} ({build} build) at {size}^3, params {v}")
                 ve[build] = self.variant(name, v, build, sets, ref, c, size, est)
                 self.save(entry)
-            ve["timeline_overhead_pct"] = 100 * (ve["timeline"]["median_us"] / ve["plain"]["median_us"] - 1)
+            if "timeline" in ve:
+                ve["timeline_overhead_pct"] = 100 * (ve["timeline"]["median_us"] / ve["plain"]["median_us"] - 1)
         if size == self.cfg["sizes"][0]:  # fp32 output of the baseline variant, correctness only
             v = VARIANTS[DEFAULT_VARIANTS[0]]
             self.progress(f"{kernel_name(v, 'f32')} at {size}^3 (fp32 C, correctness)")
@@ -326,7 +328,8 @@ class Worker:
         c.fill_(float("nan"))
         once()
         harness.synchronize(self.status, what)
-        r = self.time(once, len(sets), est)
+        # --check-only: correctness without timing, so a prediction can be committed before the first timed run
+        r = {} if self.cfg.get("check_only") else self.time(once, len(sets), est)
         harness.check_status(self.status, what)
         c.fill_(float("nan"))  # the timed runs rotate sets: check one more launch on set 0
         once()
@@ -425,6 +428,10 @@ def table(results: list, demo: dict | None) -> str:
         rows += [(n, ve["plain"], ve.get("timeline_overhead_pct"), ve["plain"]["rel_err_set0"])
                  for n, ve in e["variants"].items() if "plain" in ve]
         for name, r, ovh, err in rows:
+            if "median_us" not in r:  # --check-only: correctness only
+                lines.append(f"{e['shape']:<16}{name:<16}{'-':>11}{'-':>10}{'-':>9}{'-':>10}{'':>9}"
+                             f"{'-' if err is None else f'{err:.1e}':>10}")
+                continue
             clk = r.get("clocks", {}).get("sm_clock_mhz", {}).get("median")
             lines.append(f"{e['shape']:<16}{name:<16}{r['median_us']:>11.1f}{r['spread_pct']:>10.2f}"
                          f"{flop / r['median_us'] / 1e6:>9.0f}{r['median_us'] / e['cublas']['median_us']:>10.3f}"
@@ -474,7 +481,7 @@ def run(a, argv: list[str]) -> int:
     work = Path(tempfile.mkdtemp(prefix="lapis-gemm-"))
     (work / "timelines").mkdir()
     (work / "worker.json").write_text(json.dumps(dict(
-        plan=plan, sizes=a.sizes, variants=a.variants, smi_gpu=smi_gpu_id(),
+        plan=plan, sizes=a.sizes, variants=a.variants, smi_gpu=smi_gpu_id(), check_only=a.check_only,
         cubins={b: builds[b]["cubin"] for b in ("plain", "timeline")})))
     child = [sys.executable, "-m", "lapis.gpu.bench_gemm", "_worker", "--work", str(work), "--runs", str(a.runs),
              "--warmup", str(a.warmup), "--min-seconds", str(a.min_seconds)]
@@ -531,6 +538,8 @@ def main(argv=None) -> int:
     ap.add_argument("--min-seconds", type=float, default=0.25, help="least timed GPU seconds per kernel")
     ap.add_argument("--timeout", type=float, default=200, help="seconds before the worker counts as hung")
     ap.add_argument("--no-demo", action="store_true", help="skip the watchdog demo")
+    ap.add_argument("--check-only", action="store_true",
+                    help="correctness and the watchdog demo only, no timing (run before predictions are committed)")
     ap.add_argument("--sources", action="store_true", help="print the sources to pass to lapis.provenance and exit")
     a = ap.parse_args(argv)
     if a.sources:

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# One device call on the H200 (lapis `run` tool): capture the microbenchmarks, then check (or time) the GEMM.
+# Usage on the device, from the repo root:  bash benchmarks/h200_session.sh check|time
+# Needs micro-provenance.json and gemm-provenance.json made here first (untracked, they travel with the tree):
+#   python -m lapis.provenance > micro-provenance.json
+#   python -m lapis.provenance $(python -m lapis.gpu.bench_gemm --sources) > gemm-provenance.json
+# `check` runs no timing of lapis kernels: predictions are committed between `check` and `time`.
+set -u
+mode=${1:-check}
+export PYTHONPATH=.
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
+if [ "$mode" = check ]; then
+  timeout 240 python3 -m lapis.gpu.capture_micro --out "$OUT/cap" --provenance micro-provenance.json \
+    > "$OUT/micro.log" 2>&1; echo "micro rc $?"; tail -40 "$OUT/micro.log"
+  timeout 280 python3 -m lapis.gpu.bench_gemm --out "$OUT/gemm" --provenance gemm-provenance.json --check-only \
+    > "$OUT/gemm.log" 2>&1; echo "gemm check rc $?"; tail -25 "$OUT/gemm.log"
+else
+  timeout 400 python3 -m lapis.gpu.bench_gemm --out "$OUT/gemm" --provenance gemm-provenance.json \
+    > "$OUT/gemm.log" 2>&1; echo "gemm time rc $?"; tail -30 "$OUT/gemm.log"
+fi
