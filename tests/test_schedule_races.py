@@ -78,7 +78,8 @@ def test_cli_races_flag_reports_and_sets_the_exit_status(monkeypatch, capsys):
        st.integers(1, 3), st.sampled_from(["h200-gemm-ws", "h200-s3-two-consumers", "h200-s5-intra-overlap"]))
 def test_well_formed_random_pipelines_never_hang_race_or_beat_the_roofline(stages, wgs, block_n, k, heads, name):
     if "gemm" in name:
-        shape, params = f"256x{block_n * 2}x{64 * k}", dict(stages=stages, consumer_wgs=wgs, block_n=block_n)
+        shape, params = f"256x{block_n * 2}x{64 * k}", dict(stages=stages, consumer_wgs=wgs, block_n=block_n,
+                                                            mma_in_flight=min(1, stages - 1))
     else:
         shape, params = f"1x{heads}x{128 * k}x128", dict(stages=min(stages, 3), block_n=128)
     r = simulate(name, "h200", shape, params, check_races=True)

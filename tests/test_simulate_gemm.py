@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from lapis.cli import main
+from lapis.errors import LayoutError
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim.simulate import simulate
 from lapis.pipeline_sim.trace import check_chrome, to_chrome
@@ -17,27 +18,44 @@ H200 = load_profile("h200")
 @given(st.sampled_from(["512x512x512", "2048x1024x4096", "4096x4096x1024", "1024x8192x2048"]),
        st.integers(1, 6), st.sampled_from([1, 2]))
 def test_never_beats_the_roofline(shape, stages, wgs):
-    r = simulate("h200-gemm-ws", "h200", shape, dict(stages=stages, consumer_wgs=wgs))
+    r = simulate("h200-gemm-ws", "h200", shape, dict(stages=stages, consumer_wgs=wgs, mma_in_flight=min(1, stages - 1)))
     assert r["tflops"] <= r["roofline_tflops"] * (1 + 1e-9)
 
 
 def test_one_stage_one_consumer_is_the_closed_form_sum():
-    # Nothing overlaps: per K block, load (bytes / L2 share) + TMA latency + MMA; per tile one epilogue.
-    r = simulate("h200-gemm-ws", "h200", "1024x1024x512", dict(stages=1, consumer_wgs=1))
+    # Nothing overlaps: per K block, load (bytes / L2 share) + TMA latency + MMA + wgmma tail; per tile one
+    # epilogue storing C at the HBM share (written once, not waited for).
+    r = simulate("h200-gemm-ws", "h200", "1024x1024x512", dict(stages=1, consumer_wgs=1, mma_in_flight=0))
     tiles, active, per_sm, kb = 64, 64, 1, 8
-    share = H200["l2_tb_s"] * 1e3 / active  # B/ns
+    rate = H200["tensor_flop_per_clk_sm"] * H200["clock_ghz"]  # FLOP/ns
+    share = H200["l2_tb_s"] * 1e3 / active  # B/ns; K-block reuse 8 x HBM exceeds L2 here
+    assert 8 * H200["hbm_tb_s"] > H200["l2_tb_s"]
     load = (128 + 128) * 64 * 2 / share
-    mma = 2 * 128 * 128 * 64 / (H200["tensor_flop_per_clk_sm"] * H200["clock_ghz"])
-    epilogue = 128 * 128 * 2 / share + H200["tma_latency_ns"]
-    expected = per_sm * (kb * (load + H200["tma_latency_ns"] + mma) + epilogue)
+    mma = 2 * 128 * 128 * 64 / rate
+    tail = H200["wgmma_latency_ns"] - 2 * 64 * 256 * 16 / rate
+    epilogue = 128 * 128 * 2 / (H200["hbm_tb_s"] * 1e3 / active)
+    expected = per_sm * (kb * (load + H200["tma_latency_ns"] + mma + tail) + epilogue)
     assert r["work"] == dict(tiles=tiles, active_sms=active, tiles_per_sm=per_sm, k_blocks=kb)
     assert r["predicted_us"] * 1e3 == pytest.approx(expected, rel=1e-9)
 
 
 def test_deeper_ring_is_never_slower_with_one_consumer():
-    t = [simulate("h200-gemm-ws", "h200", "2048x2048x4096", dict(stages=s, consumer_wgs=1))["predicted_us"]
-         for s in (1, 2, 3, 4, 6)]
-    assert t == sorted(t, reverse=True) and t[0] > t[-1]
+    for lag, depths in ((0, (1, 2, 3, 4, 6)), (1, (2, 3, 4, 6))):
+        t = [simulate("h200-gemm-ws", "h200", "2048x2048x4096", dict(stages=s, consumer_wgs=1, mma_in_flight=lag))
+             ["predicted_us"] for s in depths]
+        assert t == sorted(t, reverse=True) and t[0] > t[-1]
+
+
+def test_a_ring_too_shallow_for_the_wgmma_in_flight_is_refused_not_deadlocked():
+    with pytest.raises(LayoutError, match="mma_in_flight 1 with stages 1"):
+        simulate("h200-gemm-ws", "h200", "1024x1024x512", dict(stages=1))
+
+
+def test_keeping_one_k_block_in_flight_hides_the_wgmma_tail():
+    kw = dict(stages=4, consumer_wgs=1)
+    t0 = simulate("h200-gemm-ws", "h200", "4096x4096x4096", dict(kw, mma_in_flight=0))["predicted_us"]
+    t1 = simulate("h200-gemm-ws", "h200", "4096x4096x4096", kw)["predicted_us"]
+    assert t1 < t0
 
 
 def test_trace_passes_the_checker_and_broken_traces_do_not():
