@@ -1,0 +1,59 @@
+"""Blind predictions: the simulator's numbers for real kernels, committed before the kernels' first timed run.
+
+Each file lapis/blind/<name>.json holds one entry per (variant, shape): the schedule and parameters that mirror
+the kernel, the predicted time (µs) and TFLOP/s, and the profile and model hashes it came from. The git history
+shows the file landing before the capture it predicts; a CPU test keeps the file consistent with the code that
+wrote it (a re-run with the same profile and model must reproduce it), and `lapis compare` reads it.
+
+    python -m lapis.blind_predictions gemm_ws     # writes lapis/blind/gemm_ws.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import date
+from pathlib import Path
+
+import lapis
+
+BLIND = Path(__file__).parent / "blind"
+
+
+def gemm_ws_cases() -> list[dict]:
+    """The GEMM kernel's benchmark cases (lapis.gpu.bench_gemm defaults) on schedule h200-gemm-ws."""
+    from lapis.gpu.bench_gemm import DEFAULT_SIZES, DEFAULT_VARIANTS, VARIANTS
+    return [dict(variant=v, schedule="h200-gemm-ws", gpu="h200", shape=f"{n}x{n}x{n}", params=dict(VARIANTS[v]))
+            for v in DEFAULT_VARIANTS for n in DEFAULT_SIZES]
+
+
+SETS = {"gemm_ws": gemm_ws_cases}
+
+
+def predict(cases: list[dict]) -> list[dict]:
+    from lapis.pipeline_sim.predictions import model_hash, profile_hash
+    from lapis.pipeline_sim.simulate import simulate
+    out = []
+    for c in cases:
+        r = simulate(c["schedule"], c["gpu"], c["shape"], c["params"])
+        out.append(dict(c, predicted_us=round(r["predicted_us"], 3), tflops=round(r["tflops"], 1),
+                        bound_by=r["bound_by"], profile_hash=profile_hash(c["gpu"]), model_hash=model_hash()))
+    return out
+
+
+def write(name: str) -> Path:
+    """Predict set `name` and write lapis/blind/<name>.json. Raises KeyError for an unknown set."""
+    entries = predict(SETS[name]())
+    path = BLIND / f"{name}.json"
+    path.write_text(json.dumps(dict(name=name, lapis_version=lapis.__version__, date=date.today().isoformat(),
+                                    entries=entries), indent=1) + "\n")
+    return path
+
+
+def load(name: str) -> dict:
+    return json.loads((BLIND / f"{name}.json").read_text())
+
+
+if __name__ == "__main__":
+    for n in sys.argv[1:] or sorted(SETS):
+        print(f"wrote {write(n)}")

@@ -1,0 +1,15 @@
+"""The blind predictions file for the GEMM kernel mirrors the benchmark's cases and carries its hashes."""
+
+from lapis.blind_predictions import gemm_ws_cases, load
+from lapis.gpu.bench_gemm import VARIANTS
+
+
+def test_gemm_blind_file_covers_every_benchmarked_variant_and_size_with_the_kernel_parameters():
+    d = load("gemm_ws")
+    keys = ("variant", "schedule", "gpu", "shape", "params")
+    assert [{k: e[k] for k in keys} for e in d["entries"]] == gemm_ws_cases()
+    for e in d["entries"]:
+        assert e["params"] == VARIANTS[e["variant"]]
+        m = int(e["shape"].split("x")[0])
+        assert abs(e["tflops"] - 2 * m ** 3 / e["predicted_us"] / 1e6) < 0.1
+        assert len(e["profile_hash"]) == 16 and len(e["model_hash"]) == 16
