@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call on the H200 (lapis `run` tool): capture the microbenchmarks, then check (or time) the GEMM.
-# Usage on the device, from the repo root:  bash benchmarks/h200_session.sh check|time
+# Usage on the device, from the repo root:  bash benchmarks/h200_session.sh check|time|ablate
 # Needs micro-provenance.json and gemm-provenance.json made here first (untracked, they travel with the tree):
 #   python -m lapis.provenance > micro-provenance.json
 #   python -m lapis.provenance $(python -m lapis.gpu.bench_gemm --sources) > gemm-provenance.json
@@ -14,6 +14,12 @@ if [ "$mode" = check ]; then
     > "$OUT/micro.log" 2>&1; echo "micro rc $?"; tail -40 "$OUT/micro.log"
   timeout 280 python3 -m lapis.gpu.bench_gemm --out "$OUT/gemm" --provenance gemm-provenance.json --check-only \
     > "$OUT/gemm.log" 2>&1; echo "gemm check rc $?"; tail -25 "$OUT/gemm.log"
+elif [ "$mode" = ablate ]; then
+  timeout 280 python3 -m lapis.gpu.ablate_gemm --out "$OUT/ablate" --provenance gemm-provenance.json \
+    > "$OUT/ablate.log" 2>&1; echo "ablate rc $?"; tail -16 "$OUT/ablate.log"
+  timeout 250 python3 -m lapis.gpu.bench_gemm --out "$OUT/gemm256" --provenance gemm-provenance.json \
+    --variants ws_s4_c2_n256 --sizes 4096,8192 --no-demo > "$OUT/gemm256.log" 2>&1; echo "n256 rc $?"
+  tail -6 "$OUT/gemm256.log"
 else
   timeout 400 python3 -m lapis.gpu.bench_gemm --out "$OUT/gemm" --provenance gemm-provenance.json \
     > "$OUT/gemm.log" 2>&1; echo "gemm time rc $?"; tail -30 "$OUT/gemm.log"

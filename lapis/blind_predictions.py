@@ -27,7 +27,14 @@ def gemm_ws_cases() -> list[dict]:
             for v in DEFAULT_VARIANTS for n in DEFAULT_SIZES]
 
 
-SETS = {"gemm_ws": gemm_ws_cases}
+def gemm_ws_n256_cases() -> list[dict]:
+    """The opt-in block_n 256 GEMM variant at 4096^3 and 8192^3 (added after the first capture, before its own)."""
+    from lapis.gpu.bench_gemm import VARIANTS
+    return [dict(variant="ws_s4_c2_n256", schedule="h200-gemm-ws", gpu="h200", shape=f"{n}x{n}x{n}",
+                 params=dict(VARIANTS["ws_s4_c2_n256"])) for n in (4096, 8192)]
+
+
+SETS = {"gemm_ws": gemm_ws_cases, "gemm_ws_n256": gemm_ws_n256_cases}
 
 
 def predict(cases: list[dict]) -> list[dict]:

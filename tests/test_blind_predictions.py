@@ -13,3 +13,10 @@ def test_gemm_blind_file_covers_every_benchmarked_variant_and_size_with_the_kern
         m = int(e["shape"].split("x")[0])
         assert abs(e["tflops"] - 2 * m ** 3 / e["predicted_us"] / 1e6) < 0.1
         assert len(e["profile_hash"]) == 16 and len(e["model_hash"]) == 16
+
+
+def test_n256_blind_file_holds_the_opt_in_variant_at_4096_and_8192():
+    d = load("gemm_ws_n256")
+    assert [(e["variant"], e["shape"]) for e in d["entries"]] == [("ws_s4_c2_n256", "4096x4096x4096"),
+                                                                 ("ws_s4_c2_n256", "8192x8192x8192")]
+    assert all(e["params"] == VARIANTS["ws_s4_c2_n256"] for e in d["entries"])

@@ -38,7 +38,7 @@ KERNEL, HANG_KERNEL = HERE / "kernels" / "gemm_ws.cu", HERE / "kernels" / "hang_
 SOURCES = ("lapis/gpu/bench_gemm.py", "lapis/gpu/harness.py", "lapis/gpu/gemm_plan.py", "lapis/gpu/gen_wgmma_ss.py",
            "lapis/gpu/capture_tma.py", "lapis/gpu/kernels/gemm_ws.cu", "lapis/gpu/kernels/gemm_ws_plan.h",
            "lapis/gpu/kernels/gemm_ws_plan.json", "lapis/gpu/kernels/harness.cuh", "lapis/gpu/kernels/sm90.cuh",
-           "lapis/gpu/kernels/wgmma_bf16_ss.cuh", "lapis/gpu/kernels/hang_test.cu")
+           "lapis/gpu/kernels/wgmma_bf16_ss.cuh", "lapis/gpu/kernels/hang_test.cu", "lapis/gpu/ablate_gemm.py")
 # name -> simulator params (lapis/pipeline_sim/schedules/gemm_ws.py, schedule h200-gemm-ws)
 VARIANTS = {
     "ws_s4_c2_n128": dict(block_m=128, block_n=128, block_k=64, stages=4, consumer_wgs=2),
