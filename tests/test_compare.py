@@ -170,3 +170,18 @@ def test_calibration_figures_are_pngs(calibration):
     for name in ("calibration_gemm_tflops.png", "calibration_compare_gantt.png"):
         assert (out / name).read_bytes()[:8] == PNG_MAGIC and f"({name})" in md
 
+
+def test_readme_blind_table_is_the_capture_and_the_blind_file():
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| `ws_")]
+    assert len(rows) == 9
+    for line in rows:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        variant, size = cells[0].strip("`"), int(cells[1].rstrip("³"))
+        shape = f"{size}x{size}x{size}"
+        meas, b = plain(variant, shape)["median_us"], blind(variant, shape)["predicted_us"]
+        flop = 2.0 * size ** 3
+        assert cells[2] == f"{b:.1f} ({flop / b / 1e6:.0f})"
+        assert cells[3] == f"{meas:.1f} ({flop / meas / 1e6:.0f})"
+        assert cells[4] == f"{(b - meas) / meas * 100:+.1f}"
+        assert cells[5] == f"{plain(variant, shape)['spread_pct']:.2f}"
