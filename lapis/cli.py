@@ -130,6 +130,25 @@ def build_parser() -> argparse.ArgumentParser:
     cwg = cap.add_parser("wgmma", help="wgmma reads through matrix descriptors: `prepare --out DIR` (CPU), then "
                          "`run --inputs DIR --out OUT` (GPU only)")
     cwg.add_argument("wgmma_args", nargs=argparse.REMAINDER, help="prepare|run and their options")
+    # micro and gemm forward every option to their module's own parser ('+' prefix: argparse leaves '--out' alone)
+    for name, text in (("micro", "microbenchmarks for the h200 profile: --out DIR [--provenance FILE] (GPU only; "
+                                 "--help lists the rest)"),
+                       ("gemm", "time the warp-specialized GEMM against cuBLAS, with timelines: --out DIR "
+                                "[--provenance FILE] [--sizes ...] [--variants ...] (GPU only; --help lists the rest)")):
+        forward = cap.add_parser(name, help=text, prefix_chars="+", add_help=False)
+        forward.add_argument("forward_args", nargs=argparse.REMAINDER, help="the options of " + name)
+
+    cmp = sub.add_parser("compare", help="a GEMM schedule predicted against the committed H200 capture",
+                         description="Simulates the schedule with the captured variant's parameters and states the "
+                         "total-time, steady-state K-iteration and per-role busy errors against the measured kernel, "
+                         "beside the blind prediction committed before the capture.")
+    cmp.add_argument("--schedule", required=True, help="the captured kernel's schedule (h200-gemm-ws)")
+    cmp.add_argument("--shape", required=True, help="a captured MxNxK, e.g. 4096x4096x4096")
+    cmp.add_argument("--variant", help="a captured variant, e.g. ws_s3_c2_n128 (default: the capture's first with a "
+                     "saved timeline at this shape)")
+    cmp.add_argument("--captures", help="captures folder holding gemm/<capture>/ (default: the ones shipped)")
+    cmp.add_argument("--png", help="write predicted and measured Gantt rows per role, interleaved, to this PNG")
+    cmp.add_argument("--json", action="store_true", help="machine-readable output")
 
     sim = sub.add_parser("simulate", help="simulate a warp-specialized schedule on a GPU profile (in progress)")
     sim.add_argument("--list", action="store_true", help="list the schedules")
@@ -189,6 +208,9 @@ def _dispatch(args) -> int | None:
         return {"check": tma_commands.cli_check, "place": tma_commands.cli_place}[args.tma_cmd](args)
     if args.cmd == "capture":
         return _capture(args)
+    if args.cmd == "compare":
+        from lapis.compare import cli_compare
+        return cli_compare(args)
     if args.cmd == "validate" and args.validate_cmd == "mma":
         from lapis.validate_mma import cli_validate_mma
         return cli_validate_mma(args)
@@ -263,6 +285,9 @@ def _capture(args) -> int:
     if args.capture_cmd == "wgmma" and (args.wgmma_args[:1] == ["prepare"] or wants_help):
         from lapis.gpu import capture_wgmma
         return capture_wgmma.main(args.wgmma_args)
+    forwarded = getattr(args, "forward_args", None)
+    if forwarded is not None and {"-h", "--help", "--sources"} & set(forwarded):  # CPU-only answers
+        return _forward_capture(args.capture_cmd, forwarded)
     try:
         import cupy  # noqa: F401
         n = cupy.cuda.runtime.getDeviceCount()
@@ -275,12 +300,26 @@ def _capture(args) -> int:
     if args.capture_cmd == "wgmma":
         from lapis.gpu import capture_wgmma
         return capture_wgmma.main(args.wgmma_args)
+    if forwarded is not None:
+        return _forward_capture(args.capture_cmd, forwarded)
     from lapis.gpu import capture_tma
     argv = ["--out", args.out, "--what", args.what]
     argv += ["--provenance", args.provenance] if args.provenance else []
     argv += ["--tags", args.tags] if args.tags else []
     capture_tma.main(argv)
     return 0
+
+
+def _forward_capture(campaign: str, argv: list[str]) -> int:
+    """`lapis capture micro|gemm ARGS` is `python -m lapis.gpu.capture_micro|bench_gemm ARGS`."""
+    if campaign == "micro":
+        from lapis.gpu import capture_micro as module
+    else:
+        from lapis.gpu import bench_gemm as module
+    try:
+        return module.main(argv) or 0
+    except SystemExit as exc:  # argparse's --help and usage errors
+        return exc.code if isinstance(exc.code, int) else 2
 
 
 if __name__ == "__main__":

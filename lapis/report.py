@@ -100,6 +100,14 @@ def build_report(out: str = "lapis-report", captures: str | None = None, resimul
     sched_md, sched_numbers = schedules_section(out_dir, resimulate)
     md += "\n\n" + sched_md
     numbers.update(sched_numbers)
+    from lapis.gemm_capture import timed_captures
+    if timed_captures(root):
+        from lapis.report_calibration import calibration_section
+        cal_md, cal_numbers = calibration_section(out_dir, captures)
+        md += "\n\n" + cal_md
+        numbers.update(cal_numbers)
+    else:
+        md += "\n\n## Calibration\n\nSkipped: this captures folder has no timed gemm/ capture."
     numbers["wall_s"] = round(time.time() - t0, 2)
     (out_dir / "report.md").write_text("# lapis report\n\n```\n" + summary_table(numbers) + "\n```\n\n" + md + "\n")
     (out_dir / "report.json").write_text(json.dumps(numbers, indent=1))

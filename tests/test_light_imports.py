@@ -26,6 +26,13 @@ def test_capture_without_gpu_says_what_it_needs():
     assert r.returncode == 2 and "needs an NVIDIA GPU with compute capability 9.0+" in r.stderr
 
 
+def test_micro_and_gemm_captures_without_gpu_say_what_they_need():
+    for campaign in ("micro", "gemm"):
+        r = run(f"from lapis.cli import main; raise SystemExit(main(['capture', '{campaign}', '--out', '/tmp/none']))\n")
+        assert r.returncode == 2 and f"lapis capture {campaign}: needs an NVIDIA GPU with compute capability 9.0+" \
+            in r.stderr, r.stderr
+
+
 def test_micro_capture_imports_without_heavy_packages():
     r = run("import lapis.gpu.capture_micro, lapis.gpu.micro_campaign\n")
     assert r.returncode == 0, r.stderr

@@ -69,6 +69,12 @@ def test_validate_and_report(tmp_path, capsys):
     assert numbers["schedules"]["resimulated"] == 0 and numbers["schedules"]["predictions"] >= 25
     md = (tmp_path / "report.md").read_text()
     assert "| `h200-s3-two-consumers` |" in md and "`h200-gemm-ws` at 8192x8192x8192" in md
+    # the Calibration section: the fitted profile and one row per captured GEMM (variant, shape)
+    cal = numbers["calibration"]
+    assert set(cal["profile"]["values"]) >= {"clock_ghz", "tensor_flop_per_clk_sm", "tma_latency_ns"}
+    assert len(cal["gemm"]) == 9 and all({"variant", "shape", "predicted_us", "measured_us", "err_pct", "spread_pct",
+                                          "blind_predicted_us"} <= set(r) for r in cal["gemm"])
+    assert "## Calibration" in md and (tmp_path / "calibration_compare_gantt.png").stat().st_size > 1000
 
 
 def test_bad_inputs_get_named_errors_not_tracebacks(capsys, tmp_path):

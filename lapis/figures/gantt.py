@@ -122,11 +122,12 @@ def _pack(bars):
     return out, max(1, len(ends))
 
 
-def gantt(events, path=None, title: str = "", window_ns=None):
+def gantt(events, path=None, title: str = "", window_ns=None, lanes=None):
     """Draw `events` (times in ns) as a Gantt chart with one lane per role and save it as a PNG at `path`.
 
     window_ns: optional (t0_ns, t1_ns); events outside it are dropped and those crossing it are clipped
-    (see `steady_state_window`). The x axis is in µs (absolute time of the run). Colours are one per op
+    (see `steady_state_window`). lanes: the roles top to bottom (default `lane_order`); every event's role
+    must be one of them, else ValueError. The x axis is in µs (absolute time of the run). Colours are one per op
     name, assigned over all events so a window keeps the colours of the whole run; waits are light grey
     and hatched, behind the lane's ops (a role's overlapping waits merged into one span). Returns the
     Figure: its single Axes has one y tick per role and one `Rectangle` patch per bar, whose gid is
@@ -139,7 +140,9 @@ def gantt(events, path=None, title: str = "", window_ns=None):
     events = list(events)
     if not events:
         raise ValueError("no events to draw")
-    roles = lane_order(e.role for e in events)
+    roles = lane_order(e.role for e in events) if lanes is None else list(lanes)
+    if not {e.role for e in events} <= set(roles):
+        raise ValueError(f"roles without a lane: {sorted({e.role for e in events} - set(roles))}")
     op_names = list(dict.fromkeys(e.op for e in events if e.kind != "wait"))
     import matplotlib
     if len(op_names) <= 9:
