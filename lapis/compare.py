@@ -15,12 +15,14 @@ from pathlib import Path
 from lapis import gemm_capture
 from lapis.errors import LayoutError
 
-BLIND_SET = "gemm_ws"
+BLIND_SETS = ("gemm_ws", "gemm_ws_n256")  # lapis/blind/<name>.json, each committed before its capture
 
 
 def blind_entry(variant: str, shape: str) -> dict | None:
+    """The blind prediction of (variant, shape) from any of the GEMM's blind sets, or None."""
     from lapis.blind_predictions import load
-    return next((e for e in load(BLIND_SET)["entries"] if e["variant"] == variant and e["shape"] == shape), None)
+    return next((e for name in BLIND_SETS for e in load(name)["entries"]
+                 if e["variant"] == variant and e["shape"] == shape), None)
 
 
 def default_variant(folder: Path, man: dict, shape: str) -> str:
@@ -41,7 +43,7 @@ def compare_gemm(schedule: str, shape: str, variant: str | None = None, captures
     from lapis.pipeline_sim.simulate import default_gpu, simulate
     from lapis.timeline_compare import compare, err_pct
     from lapis.validate import captures_root
-    folder = gemm_capture.latest(captures_root(captures, kinds=("gemm",)))
+    folder = gemm_capture.find(captures_root(captures, kinds=("gemm",)), shape, variant)
     man = gemm_capture.manifest(folder)
     if schedule != man["schedule"]:
         raise LayoutError("no capture of this schedule's kernel", schedule, f"use --schedule {man['schedule']} "
@@ -99,7 +101,7 @@ def render(r: dict) -> str:
         same = "the same profile and model as now" if b["same_profile"] and b["same_model"] else \
             "an older " + " and ".join(w for w, s in (("profile", b["same_profile"]), ("model", b["same_model"]))
                                        if not s)
-        lines.append(f"blind prediction (lapis/blind/{BLIND_SET}.json, committed before the capture; {same}): "
+        lines.append(f"blind prediction (lapis/blind/, committed before the capture; {same}): "
                      f"{b['predicted_us']:.1f} µs ({b['tflops']:.0f} TFLOP/s), error {_pct(b['err_pct'])}")
     clock = "-" if r["sm_clock_mhz"] is None else f"{r['sm_clock_mhz']:.0f}"
     lines.append(f"SM clock during the run {clock} MHz (nvidia-smi median; the profile assumes "

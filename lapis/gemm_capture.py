@@ -19,11 +19,12 @@ from lapis.errors import LayoutError
 
 
 def timed_captures(root: Path) -> list[Path]:
-    """gemm/<name>/ folders whose manifest holds timed results (not --check-only runs), sorted by name."""
+    """gemm/<name>/ folders whose manifest holds timed bench_gemm results (not --check-only runs, not the
+    ablation diagnostics of lapis.gpu.ablate_gemm), sorted by name."""
     out = []
     for man in sorted((Path(root) / "gemm").glob("*/manifest.json")):
         results = json.loads(man.read_text()).get("results") or []
-        if any("median_us" in v.get("plain", {}) for e in results for v in e["variants"].values()):
+        if any("median_us" in v.get("plain", {}) for e in results for v in e.get("variants", {}).values()):
             out.append(man.parent)
     return out
 
@@ -35,6 +36,35 @@ def latest(root: Path) -> Path:
         raise LayoutError("no timed GEMM capture", f"{root}/gemm/*/manifest.json",
                           "run `lapis capture gemm --out DIR` on a GPU, or use the captures lapis ships")
     return found[-1]
+
+
+def find(root: Path, shape: str, variant: str | None = None) -> Path:
+    """The latest timed capture that measured `variant` (any variant if None) at `shape`. LayoutError listing the
+    captured shapes for an unknown shape, or the variants captured at `shape` for an unknown variant."""
+    shapes, variants = [], []
+    for folder in reversed(timed_captures(root)):
+        for e in manifest(folder)["results"]:
+            if e["shape"] == shape and (variant is None or variant in e["variants"]):
+                return folder
+            shapes.append(e["shape"])
+            variants += list(e["variants"]) if e["shape"] == shape else []
+    if shape not in shapes:
+        raise LayoutError("shape not in the GEMM captures", shape,
+                          "use one of " + ", ".join(sorted(set(shapes), key=lambda x: int(x.split("x")[0]))))
+    raise LayoutError("variant not in the GEMM captures at this shape", variant,
+                      "use one of " + ", ".join(sorted(set(variants))))
+
+
+def cases(root: Path) -> list[tuple[Path, str, str]]:
+    """(folder, shape, variant) of every timed (variant, shape) over all captures, in capture then run order;
+    a case measured again by a later capture is listed once, from the later one."""
+    seen: dict = {}
+    for folder in timed_captures(root):
+        for e in manifest(folder)["results"]:
+            for v in e["variants"]:
+                seen.pop((e["shape"], v), None)
+                seen[(e["shape"], v)] = folder
+    return [(f, shape, v) for (shape, v), f in seen.items()]
 
 
 def manifest(folder: Path) -> dict:

@@ -28,29 +28,28 @@ def profile_numbers(name: str = PROFILE) -> dict:
 
 
 def gemm_rows(captures: str | None = None) -> list[dict]:
-    """One row per captured (variant, shape), in the capture's order: times in µs, errors in percent."""
+    """One row per captured (variant, shape) over every timed capture (a later capture of a case wins);
+    times in µs, errors in percent."""
     from lapis import gemm_capture
     from lapis.compare import compare_gemm
     from lapis.validate import captures_root
-    man = gemm_capture.manifest(gemm_capture.latest(captures_root(captures, kinds=("gemm",))))
     rows = []
-    for e in man["results"]:
-        m, n, k = (int(x) for x in e["shape"].split("x"))
+    for _, shape, variant in gemm_capture.cases(captures_root(captures, kinds=("gemm",))):
+        m, n, k = (int(x) for x in shape.split("x"))
         flop = 2.0 * m * n * k
-        for variant in e["variants"]:
-            c = compare_gemm(SCHEDULE, e["shape"], variant, captures)
-            b, t = c["blind"], c["timeline"]
-            rows.append(dict(
-                variant=variant, shape=e["shape"], predicted_us=c["predicted_us"], measured_us=c["measured_us"],
-                err_pct=c["total_err_pct"], spread_pct=c["spread_pct"],
-                blind_predicted_us=None if b is None else b["predicted_us"],
-                blind_err_pct=None if b is None else b["err_pct"],
-                predicted_tflops=c["predicted_tflops"], measured_tflops=c["tflops"],
-                blind_tflops=None if b is None else flop / b["predicted_us"] / 1e6,
-                q1_tflops=flop / c["q1_us"] / 1e6, q3_tflops=flop / c["q3_us"] / 1e6,
-                cublas_tflops=c["cublas_tflops"], sm_clock_mhz=c["sm_clock_mhz"],
-                timeline_overhead_pct=c["timeline_overhead_pct"],
-                iteration_err_pct=None if t is None else t["iteration_ns"]["err_pct"]))
+        c = compare_gemm(SCHEDULE, shape, variant, captures)
+        b, t = c["blind"], c["timeline"]
+        rows.append(dict(
+            variant=variant, shape=shape, predicted_us=c["predicted_us"], measured_us=c["measured_us"],
+            err_pct=c["total_err_pct"], spread_pct=c["spread_pct"],
+            blind_predicted_us=None if b is None else b["predicted_us"],
+            blind_err_pct=None if b is None else b["err_pct"],
+            predicted_tflops=c["predicted_tflops"], measured_tflops=c["tflops"],
+            blind_tflops=None if b is None else flop / b["predicted_us"] / 1e6,
+            q1_tflops=flop / c["q1_us"] / 1e6, q3_tflops=flop / c["q3_us"] / 1e6,
+            cublas_tflops=c["cublas_tflops"], sm_clock_mhz=c["sm_clock_mhz"],
+            timeline_overhead_pct=c["timeline_overhead_pct"],
+            iteration_err_pct=None if t is None else t["iteration_ns"]["err_pct"]))
     return rows
 
 

@@ -72,7 +72,7 @@ def test_validate_and_report(tmp_path, capsys):
     # the Calibration section: the fitted profile and one row per captured GEMM (variant, shape)
     cal = numbers["calibration"]
     assert set(cal["profile"]["values"]) >= {"clock_ghz", "tensor_flop_per_clk_sm", "tma_latency_ns"}
-    assert len(cal["gemm"]) == 9 and all({"variant", "shape", "predicted_us", "measured_us", "err_pct", "spread_pct",
+    assert len(cal["gemm"]) == 11 and all({"variant", "shape", "predicted_us", "measured_us", "err_pct", "spread_pct",
                                           "blind_predicted_us"} <= set(r) for r in cal["gemm"])
     assert "## Calibration" in md and (tmp_path / "calibration_compare_gantt.png").stat().st_size > 1000
 
