@@ -124,3 +124,39 @@ def test_sampler_reads_nvidia_smi_timestamps():
     assert s.samples == [(t, ["1755", "1980", "650.5", "55", "0x0000000000000004"])]
     w = s.window(t - 0.01, t + 0.01)
     assert w["power_w"]["median"] == 650.5 and w["clock_event_reasons"] == ["0x0000000000000004"]
+
+
+def test_v2_campaign_names_sizes_and_spread_coverage():
+    v2 = mc.items_v2(132)
+    names = [m["name"] for m in mc.all_items(132)]
+    assert len(names) == len(set(names)) and len(v2) == 3 * 2 + 2 + 4
+    assert 25e6 < mc.TMA_TENSOR_BYTES["l2spread"] < 50e6  # more than half of the 50 MB L2, less than all of it
+    for m in v2:
+        p = m["params"]
+        tiles = mc.TMA_TENSOR_BYTES["l2spread"] // p["box_bytes"]
+        if m["kind"] == "tma_bw":
+            assert p["bytes"] == p["ctas"] * p["loads"] * p["box_bytes"]
+            starts = p["cta_stride"] * (np.arange(132) // p["group"])
+            covered = np.zeros(tiles, bool)  # the untimed warm-up launch reads every tile: all are resident
+            for s in starts:
+                covered[(s + np.arange(p["loads"])) % tiles] = True
+            assert covered.all() and starts.max() < tiles, m["name"]
+            assert len(set(starts)) == 132 // p["group"]
+        else:
+            assert capture_micro.MIX_OPERAND_BYTES + p["depth"] * p["box_bytes"] + 1024 <= 227 * 1024
+            assert p["work_per_cta"] == 2 * p["iters"] * 8 * 2 * 64 * p["n"] * 16
+    assert mc.MIX_REFERENCE in names
+
+
+def test_v2_tensor_maps_and_kernel_sources():
+    for box in mc.SPREAD_BOXES:
+        case = capture_micro.tensor_map_case("l2spread", box)
+        assert check(dict(case, addr_offset=0), 90) == [], box
+    for m in mc.all_items(132):
+        src = capture_micro.source_of(m["kernel"])
+        text = (capture_micro.KERNEL_DIR / f"{src}.cu").read_text()
+        kernel = m["kernel"].replace("micro_mix_wgmma_tma_n", "MIX_KERNEL(")
+        assert kernel in text, (m["kernel"], src)
+    # the mix kernel's TMA ring starts after A (8 KiB) and the largest B (256 x 64 bf16)
+    mix = (capture_micro.KERNEL_DIR / "micro_mix_v1.cu").read_text()
+    assert "OPERAND_BYTES = 64 * 64 * 2 + 256 * 128;" in mix and capture_micro.MIX_OPERAND_BYTES == 8192 + 32768

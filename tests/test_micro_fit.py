@@ -208,3 +208,94 @@ def test_a_failed_measurement_leaves_the_datasheet_value(captures):
     (root / MICRO).write_text(json.dumps(res))
     v = values(captures)
     assert v["mufu_ex2_per_clk_sm"]["value"] == 16 and v["mufu_ex2_per_clk_sm"]["source"].startswith("FA4 talk")
+
+
+# ------------------------------------------------------------------------------ campaign version 2 --
+# A second capture file with the v2 measurements (issue 6), chosen numbers: spread L2 7000 B/ns at box 16384
+# depth 4 (3000 elsewhere), shared-box groups 8000 (g2) and 6000 (g4) B/ns; the GEMM-like mix
+# (n128, box 16384, depth 4) at 1.5 GHz, 3200 FLOP/clk/SM and 60 B/ns of TMA per SM; the other mixes at
+# 1.6 GHz, 3500 FLOP/clk, 50 B/ns. The v2 file also re-measures fma.rate at 64/clk: the later file wins.
+
+MICRO2 = "micro/h200-test-v2/micro/results.json"
+
+
+def raw_v2(m):
+    p = m["params"]
+    if m["kind"] == "mix":
+        ref = m["name"] == mc.MIX_REFERENCE
+        clock, rate, bpn = (1.5, 3200.0, 60.0) if ref else (1.6, 3500.0, 50.0)
+        cycles = [p["work_per_cta"] / rate * j for j in JITTER]
+        return dict(cycles=cycles, ns=[c / clock for c in cycles], tma_bytes_per_ns=[bpn * j for j in JITTER])
+    if m["name"].startswith("tma.l2share."):
+        bw = 8000.0 if p["group"] == 2 else 6000.0
+    else:
+        bw = 7000.0 if (p["box_bytes"], p["depth"]) == (16384, 4) else 3000.0
+    return dict(span_ns=[p["bytes"] / bw * j for j in JITTER])
+
+
+@pytest.fixture
+def captures_v2(captures):
+    root, man = captures
+    ms = [dict(m, status="ok", raw=raw_v2(m)) for m in mc.items_v2(132)]
+    fma = next(m for m in mc.items(132) if m["name"] == "fma.rate")
+    ms.append(dict(fma, status="ok", raw=dict(cycles=[fma["params"]["work_per_cta"] / 64.0 * j for j in JITTER],
+                                                      ns=[1.0] * 5)))
+    (root / MICRO2).parent.mkdir(parents=True)
+    (root / MICRO2).write_text(json.dumps(dict(device_attributes=ATTRS, repeats=5, measurements=ms)))
+    spec = json.loads(man.read_text())
+    spec["h200"]["captures"] = [MICRO, MICRO2]
+    man.write_text(json.dumps(spec))
+    return root, man
+
+
+def test_v2_l2_is_the_spread_tensor_and_the_hot_spot_keeps_its_own_key(captures_v2):
+    v = values(captures_v2)
+    assert v["l2_tb_s"]["value"] == 7.0 and "tma.l2spread.all.box16384.d4" in v["l2_tb_s"]["source"]
+    assert v["l2_tb_s"]["source"].startswith(MICRO2) and "not a hot spot" not in v["l2_tb_s"]["source"]
+    assert v["l2_hotspot_tb_s"]["value"] == 9.0 and v["l2_hotspot_tb_s"]["source"].startswith(MICRO)
+    assert v["l2_shared_tb_s"]["value"] == 8.0 and "g2" in v["l2_shared_tb_s"]["source"]
+    assert v["hbm_tb_s"]["value"] == 4.0
+
+
+def test_v2_clock_is_the_combined_load_clock_and_latencies_use_it(captures_v2):
+    v = values(captures_v2)
+    assert v["clock_ghz"]["value"] == 1.5 and mc.MIX_REFERENCE in v["clock_ghz"]["source"]
+    assert v["clock_ghz_tensor_only"]["value"] == 1.8
+    assert v["mbarrier_wake_ns"]["value"] == 60.0  # 90 cycles / 1.5 GHz
+    assert v["wgmma_latency_ns"]["value"] == 180.0  # 270 / 1.5
+    assert v["tensor_flop_per_clk_sm"]["value"] == 4000  # the peak stays wgmma.sustained's
+
+
+def test_v2_mix_keys_have_units_sources_and_spreads(captures_v2):
+    v = values(captures_v2)
+    t, b = v["tensor_flop_per_clk_sm_under_tma"], v["tma_bytes_per_ns_sm_under_wgmma"]
+    assert t["value"] == 3200 and t["unit"].startswith("FLOP/clk/SM") and t["spread_pct"] == 2.0
+    assert b["value"] == 60 and b["unit"] == "B/ns per SM" and b["spread_pct"] == 2.0  # 60 * (1.01 - 0.99)
+    assert t["source"].startswith(MICRO2 + ": " + mc.MIX_REFERENCE)
+
+
+def test_the_later_capture_file_wins_per_measurement_name(captures_v2):
+    v = values(captures_v2)
+    assert v["fma_per_clk_sm"]["value"] == 64 and v["fma_per_clk_sm"]["source"].startswith(MICRO2 + ": fma.rate")
+    assert set(json.loads(profile_text(captures_v2))["fitted_from"]) == {MICRO, MICRO2}
+
+
+def test_v2_perturbing_any_used_measurement_of_either_file_changes_the_profile(captures_v2):
+    root, _ = captures_v2
+    base = json.loads(profile_text(captures_v2))["values"]
+    names = {m["name"] for m in mc.all_items(132)}
+    n = 0
+    for rel in (MICRO, MICRO2):
+        original = (root / rel).read_text()
+        text = " ".join(e["source"].split(": ", 1)[1] for e in base.values() if e["source"].startswith(rel + ": "))
+        used = set(re.findall(r"(?:[a-z0-9_]+\.)+[a-z0-9_]+(?=[ ,)])", text)) & names
+        for name in sorted(used):
+            res = json.loads(original)
+            m = next(x for x in res["measurements"] if x["name"] == name)
+            for series in m["raw"].values():
+                series[2] *= 0.9  # the repeat at the median
+            (root / rel).write_text(json.dumps(res))
+            assert json.loads(profile_text(captures_v2))["values"] != base, name
+            n += 1
+        (root / rel).write_text(original)
+    assert n == 9 + 2 + 8 + 4  # v1: 9 DIRECT names (fma.rate moved to v2), hbm, hot spot, 8 latencies; v2: 4

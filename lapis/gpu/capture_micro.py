@@ -34,7 +34,15 @@ import numpy as np
 from lapis.gpu import micro_campaign as mc
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
-SOURCES = ("micro_core", "micro_tma", "micro_wgmma")
+SOURCES = ("micro_core", "micro_tma", "micro_wgmma", "micro_tma_v2", "micro_mix_v1")
+# kernel name prefix -> source (first match wins: micro_tma_spread is v2, micro_tma_load v1)
+KERNEL_SOURCE = (("micro_tma_spread", "micro_tma_v2"), ("micro_mix_", "micro_mix_v1"), ("micro_tma", "micro_tma"),
+                 ("micro_wgmma", "micro_wgmma"), ("micro_", "micro_core"))
+
+
+def source_of(kernel: str) -> str:
+    """The kernels/<source>.cu that defines `kernel`."""
+    return next(src for prefix, src in KERNEL_SOURCE if kernel.startswith(prefix))
 NVCC = ["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin"]
 WATCHDOG_NS = 2_000_000_000  # in-kernel mbarrier deadline
 BF16_PAIR_ONE = 0x3F803F80  # two bf16 1.0 values: register operands of mma.sync and wgmma (A from registers)
@@ -46,6 +54,7 @@ BF16_PAIR_ONE = 0x3F803F80  # two bf16 1.0 values: register operands of mma.sync
 DESC_A = 0x4000004000010000
 DESC_B = {64: 0x4000004000010200, 128: 0x4000004000010200, 256: 0x4000004000010200}
 WGMMA_B_OFFSET = 8192
+MIX_OPERAND_BYTES = WGMMA_B_OFFSET + 256 * 128  # kernels/micro_mix_v1.cu OPERAND_BYTES: the TMA ring starts here
 
 # cuTensorMapEncodeTiled enums (cuda.h): BFLOAT16, INTERLEAVE_NONE, SWIZZLE_128B, L2_PROMOTION_L2_256B, FILL_NONE
 TMA_ENCODE = dict(dtype=9, rank=2, elem_strides=[1, 1], interleave=0, swizzle=3, l2=3, oob=0)
@@ -80,8 +89,7 @@ class Bench:
         self.tensors, self.maps, self.cursor = {}, {}, {"l2": 0, "hbm": 0}
 
     def fn(self, kernel: str, smem: int):
-        mod = "micro_tma" if kernel.startswith("micro_tma") else "micro_wgmma" if "wgmma" in kernel else "micro_core"
-        f = self.mods[mod].get_function(kernel)
+        f = self.mods[source_of(kernel)].get_function(kernel)
         f.max_dynamic_shared_size_bytes = smem
         return f
 
@@ -185,7 +193,54 @@ def measure_tma(b: Bench, m: dict, repeats: int) -> dict:
     return b.run(b.fn("micro_tma_load", smem), p["ctas"], 32, args, smem, repeats, read)
 
 
-MEASURE = {"rate": measure_rate, "cycles": measure_cycles, "tma_lat": measure_tma, "tma_bw": measure_tma}
+def _map_args(b: Bench, p: dict) -> tuple:
+    """The tensor map and its geometry arguments (box_bytes, box_cols, box_rows, col_boxes, row_boxes)."""
+    g = mc.tma_geometry(p["source"], p["box_bytes"])
+    return (b.tensor_map(p["source"], p["box_bytes"]), np.uint32(p["box_bytes"]), np.uint32(g["box"][0]),
+            np.uint32(g["box"][1]), np.uint32(g["col_boxes"]), np.uint32(g["row_boxes"]))
+
+
+def measure_spread(b: Bench, m: dict, repeats: int) -> dict:
+    """tma.l2spread / tma.l2share: micro_tma_spread, CTA c starting at tile (c / group) * cta_stride."""
+    cp, p = b.cp, m["params"]
+    out = cp.zeros(5 * p["ctas"], cp.uint64)
+    smem = max(p["depth"] * p["box_bytes"] + 1024, mc.FORCE_ONE_CTA_SMEM)
+    args = _map_args(b, p) + (np.uint32(p["loads"]), np.uint32(p["depth"]), np.uint32(0), np.uint32(p["cta_stride"]),
+                              np.uint32(p["group"]), np.uint64(WATCHDOG_NS), np.uint64(b.err_ptr), out)
+
+    def read():
+        rec = _records(out)
+        return dict(cta_ns=float(np.median(rec[:, 3] - rec[:, 2])), span_ns=int(rec[:, 3].max() - rec[:, 2].min()),
+                    distinct_sms=int(len(np.unique(rec[:, 4]))))
+    return b.run(b.fn(m["kernel"], smem), p["ctas"], 32, lambda r: args, smem, repeats, read)
+
+
+def measure_mix(b: Bench, m: dict, repeats: int) -> dict:
+    """mix.wgmma_tma: wgmma on 2 warpgroups while warp 8 streams TMA boxes (8 output words per CTA)."""
+    cp, p = b.cp, m["params"]
+    out = cp.zeros(8 * p["ctas"], cp.uint64)
+    sink = cp.zeros(p["ctas"] * 256, cp.float32)
+    smem = max(MIX_OPERAND_BYTES + p["depth"] * p["box_bytes"] + 1024, mc.FORCE_ONE_CTA_SMEM)  # one CTA per SM
+    args = _map_args(b, p) + (np.uint32(p["depth"]), np.uint32(0), np.uint32(p["cta_stride"]),
+                              np.uint32(p["max_loads"]), np.uint32(p["iters"]), np.uint64(DESC_A),
+                              np.uint64(DESC_B[p["n"]]), np.uint64(WATCHDOG_NS), np.uint64(b.err_ptr), out, sink)
+
+    def read():
+        rec = out.get().reshape(-1, 8).astype(np.int64)
+        bpn = rec[:, 5] * p["box_bytes"] / np.maximum(rec[:, 7] - rec[:, 6], 1)
+        return dict(cycles=float(np.median(rec[:, 1] - rec[:, 0])), ns=float(np.median(rec[:, 3] - rec[:, 2])),
+                    tma_bytes_per_ns=float(np.median(bpn)), tma_loads=float(np.median(rec[:, 5])),
+                    distinct_sms=int(len(np.unique(rec[:, 4]))))
+    return b.run(b.fn(m["kernel"], smem), p["ctas"], p["threads"], lambda r: args, smem, repeats, read)
+
+
+MEASURE = {"rate": measure_rate, "cycles": measure_cycles, "tma_lat": measure_tma, "tma_bw": measure_tma,
+           "mix": measure_mix}
+
+
+def measure(b: Bench, m: dict, repeats: int) -> dict:
+    f = measure_spread if m["kernel"] == "micro_tma_spread" else MEASURE[m["kind"]]
+    return f(b, m, repeats)
 
 
 def _worker(a) -> None:
@@ -197,7 +252,7 @@ def _worker(a) -> None:
         (work / "progress").write_text(str(i))
         t0 = time.time()
         try:
-            raw = MEASURE[items[i]["kind"]](b, items[i], a.repeats)
+            raw = measure(b, items[i], a.repeats)
             res = dict(status="ok", raw=raw)
         except Exception as exc:  # a CUDA fault poisons the context: record it and leave
             code, where = b.err[0], b.err[1]
@@ -312,14 +367,14 @@ def _is_number(s: str) -> bool:
         return False
 
 
-def build(dest: Path) -> dict:
-    """nvcc every micro_*.cu in parallel; {source name: cubin path}."""
+def build(dest: Path, sources=SOURCES) -> dict:
+    """nvcc the given micro_*.cu sources in parallel; {source name: cubin path}."""
     def one(name):
         cubin = dest / f"{name}.cubin"
         subprocess.run(NVCC + ["-o", str(cubin), str(KERNEL_DIR / f"{name}.cu")], check=True, timeout=300)
         return name, str(cubin)
-    with ThreadPoolExecutor(len(SOURCES)) as pool:
-        return dict(pool.map(one, SOURCES))
+    with ThreadPoolExecutor(max(len(sources), 1)) as pool:
+        return dict(pool.map(one, sources))
 
 
 def device_attributes() -> dict:
@@ -347,13 +402,14 @@ def main(argv=None) -> int:
     prov = provenance(a.provenance, argv, "lapis capture micro")
     attrs = device_attributes()
     log(f"{prov['gpu']}, driver {prov['driver']}, {attrs.get('multiProcessorCount')} SMs")
-    items = mc.items(attrs["multiProcessorCount"])
+    items = mc.all_items(attrs["multiProcessorCount"])
     if a.only:
         items = [m for m in items if m["name"].startswith(tuple(a.only.split(",")))]
     dest = Path(a.out) / "micro"
     dest.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="lapis-micro-"))
-    cubins = build(work)
+    sources = tuple(s for s in SOURCES if any(source_of(m["kernel"]) == s for m in items))
+    cubins = build(work, sources)
     log(f"built {', '.join(cubins)}")
     (work / "items.json").write_text(json.dumps(items))
     (work / "cubins.json").write_text(json.dumps(cubins))
@@ -376,7 +432,7 @@ def main(argv=None) -> int:
                    units=mc.UNITS, measurements=items)
     (dest / "results.json").write_text(json.dumps(results, indent=1))
     (dest / "manifest.json").write_text(json.dumps(dict(
-        provenance=prov, kernels=[f"lapis/gpu/kernels/{s}.cu" for s in SOURCES],
+        provenance=prov, kernels=[f"lapis/gpu/kernels/{s}.cu" for s in sources],
         campaign="lapis/gpu/micro_campaign.py", files=["results.json"],
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")), indent=1))
     import collections

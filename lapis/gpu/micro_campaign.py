@@ -11,6 +11,10 @@ Every measurement is one dict: name, kind, kernel, params and, once run, `raw` (
 | cycles   | cycles: clock64 cycles for `count` operations    | cycles / count                   |
 | tma_lat  | cta_ns: %globaltimer ns of the one CTA for `loads` loads | cta_ns / loads (ns per load) |
 | tma_bw   | span_ns: last CTA end - first CTA start (%globaltimer) | bytes / span_ns (B/ns)     |
+| mix      | cycles, ns as rate (consumer warpgroups); tma_bytes_per_ns: median over CTAs of the producer's bytes / its ns | work_per_cta / cycles (FLOP per clk per SM); `clock_ghz(m)`, `mix_tma_bytes_per_ns(m)` |
+
+`items` is campaign version 1 (the capture micro/h200-2026-11-29), `items_v2` version 2 (issue 6: L2 spread
+bandwidth, wgmma under concurrent TMA); `all_items` runs both.
 
 Statistics: median and spread_pct = 100 * IQR / median (numpy's linear percentiles) over the repeats.
 """
@@ -22,14 +26,14 @@ import numpy as np
 REPEATS = 11  # timed launches per measurement, after one untimed warm-up launch
 FORCE_ONE_CTA_SMEM = 120 * 1024  # dynamic smem per CTA: two cannot share an SM (228 KiB per SM on sm_90)
 
-UNITS = {"rate": "per clk per SM", "cycles": "cycles", "tma_lat": "ns", "tma_bw": "B/ns"}
+UNITS = {"rate": "per clk per SM", "cycles": "cycles", "tma_lat": "ns", "tma_bw": "B/ns", "mix": "per clk per SM"}
 
 # TMA tensors: bf16, rows of 4096 elements (8 KiB, like a GEMM operand with K = 4096); a box is 64 elements
 # (128 B, the 128B swizzle span) by box_rows rows. L2: 4 MiB, re-read by every launch after a warm-up (H200 L2
 # is 50 MB); HBM: 1 GiB (> 4 x L2), each launch continuing where the previous one stopped.
 TMA_ROW_ELEMS = 4096
 TMA_BOX_COLS = 64
-TMA_TENSOR_BYTES = {"l2": 4 << 20, "hbm": 1 << 30}
+TMA_TENSOR_BYTES = {"l2": 4 << 20, "hbm": 1 << 30, "l2spread": 32 << 20}
 TMA_BOX_BYTES = (4096, 8192, 16384, 32768)
 TMA_DEPTHS = (1, 2, 4, 8)
 TMA_MAX_RING = 192 * 1024
@@ -116,6 +120,55 @@ def items(sm_count: int) -> list[dict]:
     return out + _tma_items(s)
 
 
+# --------------------------------------------------------------------------------------- version 2 --
+# The v1 "l2" tensor (4 MiB) is a hot spot: every SM re-reads the same lines. A GEMM streams its operands
+# through most of the 50 MB L2 (two partitions), so v2 reads a 32 MiB tensor ("l2spread", 2/3 of the L2;
+# resident after the warm-up launch), CTA c starting 1/CTAs of the tensor after CTA c - 1
+# (kernels/micro_tma_v2.cu). "l2share": groups of SPREAD_GROUPS CTAs start on the same tile, so they read
+# the same box at about the same time (the CTAs of one row of GEMM tiles share the A box).
+SPREAD_BOXES = (8192, 16384, 32768)
+SPREAD_DEPTHS = (2, 4)
+SPREAD_BYTES_PER_CTA = 8 << 20  # 1 GiB per launch on 132 SMs: ~0.1 ms at 10 TB/s
+SHARE_GROUPS = (2, 4)
+# wgmma + TMA in one CTA (kernels/micro_mix_v1.cu): (N, box bytes, depth); n128 with 16 KiB boxes (128 rows x
+# 64 bf16, one K block of a 128-row operand tile) is the GEMM-like one the fit reads
+MIX_CASES = ((128, 16384, 4), (128, 32768, 4), (256, 16384, 4), (256, 32768, 4))
+MIX_REFERENCE = "mix.wgmma_tma.n128.box16384.d4"
+MIX_FLOP_PER_CTA = 2 * 40000 * WGMMA_BATCH * wgmma_flop(256)  # ~40 ms per launch at 4096 FLOP/clk, 1.6 GHz
+MIX_MAX_LOADS = 1 << 30
+
+
+def _spread_item(name: str, sm_count: int, box: int, depth: int, group: int) -> dict:
+    tiles = TMA_TENSOR_BYTES["l2spread"] // box
+    loads = SPREAD_BYTES_PER_CTA // box
+    return dict(name=name, kind="tma_bw", kernel="micro_tma_spread",
+                params=dict(source="l2spread", box_bytes=box, depth=depth, ctas=sm_count, loads=loads,
+                            bytes=sm_count * loads * box, group=group,
+                            cta_stride=tiles // max(sm_count // group, 1)))
+
+
+def items_v2(sm_count: int) -> list[dict]:
+    """Campaign version 2 (issue 6): tma.l2spread / tma.l2share bandwidth and mix.wgmma_tma, on every SM."""
+    s = sm_count
+    out = [_spread_item(f"tma.l2spread.all.box{box}.d{depth}", s, box, depth, 1)
+           for box in SPREAD_BOXES for depth in SPREAD_DEPTHS]
+    out += [_spread_item(f"tma.l2share.all.box16384.d4.g{g}", s, 16384, 4, g) for g in SHARE_GROUPS]
+    for n, box, depth in MIX_CASES:
+        iters = MIX_FLOP_PER_CTA // (2 * WGMMA_BATCH * wgmma_flop(n))
+        out.append(dict(name=f"mix.wgmma_tma.n{n}.box{box}.d{depth}", kind="mix", kernel=f"micro_mix_wgmma_tma_n{n}",
+                        params=dict(ctas=s, threads=288, iters=iters, n=n, src="ss", box_bytes=box, depth=depth,
+                                    source="l2spread", max_loads=MIX_MAX_LOADS,
+                                    cta_stride=TMA_TENSOR_BYTES["l2spread"] // box // s,
+                                    work_per_cta=2 * iters * WGMMA_BATCH * wgmma_flop(n),
+                                    work="FLOP (dense bf16 wgmma, 2 warpgroups, while a producer warp streams TMA)")))
+    return out
+
+
+def all_items(sm_count: int) -> list[dict]:
+    """Every measurement of both campaign versions, in run order."""
+    return items(sm_count) + items_v2(sm_count)
+
+
 # ----------------------------------------------------------------------------------------- values --
 
 def derive(m: dict) -> list[float]:
@@ -124,7 +177,7 @@ def derive(m: dict) -> list[float]:
     if not raw:
         return []
     kind = m["kind"]
-    if kind == "rate":
+    if kind in ("rate", "mix"):
         return [p["work_per_cta"] / c for c in raw["cycles"]]
     if kind == "cycles":
         return [c / p["count"] for c in raw["cycles"]]
@@ -139,6 +192,11 @@ def clock_ghz(m: dict) -> list[float]:
     """The SM clock during each repeat of a rate measurement: clock64 cycles / %globaltimer ns (GHz)."""
     raw = m.get("raw") or {}
     return [c / ns for c, ns in zip(raw.get("cycles", []), raw.get("ns", []))]
+
+
+def mix_tma_bytes_per_ns(m: dict) -> list[float]:
+    """The TMA bytes per %globaltimer ns per SM that a mix measurement's producer warp moved, per repeat."""
+    return list((m.get("raw") or {}).get("tma_bytes_per_ns", []))
 
 
 def stats(values) -> dict:

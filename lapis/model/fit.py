@@ -11,6 +11,12 @@ digits, spreads to 0.01 %, and the SHA-256 of every capture file read.
 Unit conversions: latencies measured in clock64 cycles become ns by dividing by the fitted clock_ghz (the
 clock under tensor load, cycles per ns); TMA bandwidths are bytes per %globaltimer ns, and 1 B/ns = 1e9 B/s =
 1e-3 TB/s.
+
+Issue 6 (campaign version 2, a second capture file): where the captures hold them, clock_ghz is the SM clock
+under wgmma and TMA together (mix.wgmma_tma, the load a warp-specialized GEMM puts on the SM) instead of
+wgmma alone (kept as clock_ghz_tensor_only), and l2_tb_s is the bandwidth of a 32 MiB L2-resident tensor that
+every SM streams through at its own offsets (tma.l2spread) instead of the re-read 4 MiB one, a hot spot
+(kept as l2_hotspot_tb_s).
 """
 
 from __future__ import annotations
@@ -49,7 +55,25 @@ ATTRIBUTES = {  # key: (cudaDeviceProp field, unit)
     "smem_bytes_per_block": ("sharedMemPerBlockOptin", "B"),
     "registers_per_sm": ("regsPerMultiprocessor", "32-bit registers"),
 }
-BANDWIDTH = {"hbm_tb_s": "tma.hbm.all.", "l2_tb_s": "tma.l2.all."}  # best TMA bandwidth on every SM
+# best TMA bandwidth on every SM: key -> ((measurement prefix, what it reads), ...); the first prefix with a
+# measurement in the captures wins
+SPREAD = "a 32 MiB L2-resident tensor, every SM at its own offsets: the L2 a kernel streams through"
+HOTSPOT = "every SM re-reading the same 4 MiB tensor: an L2 hot spot"
+BANDWIDTH = {
+    "hbm_tb_s": (("tma.hbm.all.", "a 1 GiB tensor streamed from HBM"),),
+    "l2_tb_s": (("tma.l2spread.all.", SPREAD), ("tma.l2.all.", HOTSPOT + ", kept until a tma.l2spread capture")),
+    "l2_hotspot_tb_s": (("tma.l2.all.", HOTSPOT),),
+    "l2_shared_tb_s": (("tma.l2share.all.", "the 32 MiB tensor with groups of CTAs reading the same box at about "
+                        "the same time"),),
+}
+# mix.wgmma_tma (micro_campaign.MIX_REFERENCE): key -> (unit, value per repeat, what)
+MIX = {
+    "tensor_flop_per_clk_sm_under_tma": ("FLOP/clk/SM (dense bf16 wgmma)", mc.derive,
+                                         "wgmma FLOP per CTA / clock64 cycles while a producer warp streams TMA"),
+    "tma_bytes_per_ns_sm_under_wgmma": ("B/ns per SM", mc.mix_tma_bytes_per_ns,
+                                        "TMA bytes per %globaltimer ns of the producer warp while 2 warpgroups "
+                                        "issue wgmma, median over SMs"),
+}
 LATENCY = {"tma_latency_ns": "tma.l2.one.", "tma_latency_hbm_ns": "tma.hbm.one."}  # depth-1 latency intercept
 
 
@@ -100,27 +124,39 @@ def fit_values(by_name: dict, attrs: dict) -> dict:
         if field in attrs:
             v, rel = attrs[field]
             out[key] = _entry(int(v), unit, f"{rel}: device_attributes.{field} (cudaGetDeviceProperties)")
-    clock = by_name.get(DIRECT["clock_ghz"][0])
+    mix = by_name.get(mc.MIX_REFERENCE)
+    clock = mix or by_name.get(DIRECT["clock_ghz"][0])
     clock_ghz = mc.stats(mc.clock_ghz(clock))["median"] if clock else None
-    for key, (name, unit, how) in DIRECT.items():
+    direct = dict(DIRECT, clock_ghz_tensor_only=DIRECT["clock_ghz"])
+    if mix:
+        direct["clock_ghz"] = (mc.MIX_REFERENCE, "GHz", "clock")
+    for key, (name, unit, how) in direct.items():
         m = by_name.get(name)
         if m is None or (how == "ns" and clock_ghz is None):
             continue
         if how == "clock":
             s, note = mc.stats(mc.clock_ghz(m)), "clock64 cycles / %globaltimer ns under dense wgmma on every SM"
+            if m["kind"] == "mix":
+                note += " while a producer warp per SM streams TMA loads from L2 (the load of a GEMM)"
         elif how == "rate":
             s, note = mc.stats(mc.derive(m)), m["params"]["work"] + " per CTA / clock64 cycles, one CTA per SM"
         else:
             s = mc.stats([c / clock_ghz for c in mc.derive(m)])
             note = f"{m['params']['what']} / clock_ghz"
         out[key] = _entry(s["median"], unit, f"{m['file']}: {name} ({note}; median of {s['n']})", s["spread_pct"])
-    for key, prefix in BANDWIDTH.items():
-        cands = [m for n, m in by_name.items() if n.startswith(prefix)]
+    for key, choices in BANDWIDTH.items():
+        cands, what = next(([[m for n, m in by_name.items() if n.startswith(p)], w] for p, w in choices
+                            if any(n.startswith(p) for n in by_name)), ([], ""))
         if cands:
             best = max(cands, key=lambda m: mc.stats(mc.derive(m))["median"])
             s = mc.stats([v / 1e3 for v in mc.derive(best)])  # B/ns -> TB/s
             out[key] = _entry(s["median"], "TB/s", f"{best['file']}: {best['name']} (the best of {len(cands)} TMA "
-                              f"box/depth settings on every SM; bytes / %globaltimer ns; median of {s['n']})",
+                              f"box/depth settings on every SM; {what}; bytes / %globaltimer ns; median of {s['n']})",
+                              s["spread_pct"])
+    if mix:
+        for key, (unit, values, what) in MIX.items():
+            s = mc.stats(values(mix))
+            out[key] = _entry(s["median"], unit, f"{mix['file']}: {mix['name']} ({what}; median of {s['n']})",
                               s["spread_pct"])
     for key, prefix in LATENCY.items():
         ms = sorted((m for n, m in by_name.items() if n.startswith(prefix) and n.endswith(".d1")),
