@@ -35,6 +35,8 @@ CAPTURE_SOURCES = (
     "lapis/gpu/kernels/micro_core.cu",
     "lapis/gpu/kernels/micro_tma.cu",
     "lapis/gpu/kernels/micro_wgmma.cu",
+    "lapis/gpu/kernels/micro_tma_v2.cu",
+    "lapis/gpu/kernels/micro_mix_v1.cu",
     "lapis/gpu/gen_micro_wgmma.py",
     "lapis/gpu/micro_campaign.py",
     "lapis/gpu/capture_micro.py",
