@@ -53,8 +53,9 @@ def test_a_ring_too_shallow_for_the_wgmma_in_flight_is_refused_not_deadlocked():
 
 def test_keeping_one_k_block_in_flight_hides_the_wgmma_tail():
     kw = dict(stages=4, consumer_wgs=1)
-    t0 = simulate("h200-gemm-ws", "h200", "4096x4096x4096", dict(kw, mma_in_flight=0))["predicted_us"]
-    t1 = simulate("h200-gemm-ws", "h200", "4096x4096x4096", kw)["predicted_us"]
+    # 64 tiles: each SM gets 1/64 of L2, so loads outrun the tensor pipe and the wgmma tail is exposed
+    t0 = simulate("h200-gemm-ws", "h200", "1024x1024x8192", dict(kw, mma_in_flight=0))["predicted_us"]
+    t1 = simulate("h200-gemm-ws", "h200", "1024x1024x8192", kw)["predicted_us"]
     assert t1 < t0
 
 

@@ -199,6 +199,14 @@ def mix_tma_bytes_per_ns(m: dict) -> list[float]:
     return list((m.get("raw") or {}).get("tma_bytes_per_ns", []))
 
 
+def mix_tma_round_trip_ns(m: dict) -> list[float]:
+    """Per repeat, the mean time a TMA box of a mix measurement spends in flight, in ns, by Little's law:
+    boxes kept in flight (depth) x box bytes / bytes per ns. The producer warp re-issues a box as soon as one
+    lands, so this is the issue-to-complete latency the wgmma load leaves the TMA path."""
+    depth, box = m["params"]["depth"], m["params"]["box_bytes"]
+    return [depth * box / b for b in mix_tma_bytes_per_ns(m) if b > 0]
+
+
 def stats(values) -> dict:
     """median and spread_pct = 100 * IQR / median of the per-repeat values."""
     v = np.asarray(values, dtype=float)

@@ -73,6 +73,9 @@ MIX = {
     "tma_bytes_per_ns_sm_under_wgmma": ("B/ns per SM", mc.mix_tma_bytes_per_ns,
                                         "TMA bytes per %globaltimer ns of the producer warp while 2 warpgroups "
                                         "issue wgmma, median over SMs"),
+    "tma_latency_under_wgmma_ns": ("ns", mc.mix_tma_round_trip_ns,
+                                   "TMA box issue-to-complete time while 2 warpgroups issue wgmma: depth x box "
+                                   "bytes / the producer's bytes per ns (Little's law)"),
 }
 LATENCY = {"tma_latency_ns": "tma.l2.one.", "tma_latency_hbm_ns": "tma.hbm.one."}  # depth-1 latency intercept
 
