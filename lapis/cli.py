@@ -161,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--png", help="write a Gantt chart of the run (one lane per role, a steady-state window of "
                      "~3 K iterations, µs) to this PNG")
     sim.add_argument("--causal", action="store_true", help="causal masking (the same as --param causal=1)")
+    sim.add_argument("--full", action="store_true", help="simulate every SM, not only the representative one "
+                     "(SMs with identical work lists are simulated once; the tail gets more bandwidth per SM)")
     sim.add_argument("--races", action="store_true", help="also run the happens-before race check over every "
                      "ring slot access (exit status 4 if a race is found; best at small shapes)")
     sim.add_argument("--json", action="store_true", help="machine-readable output")
@@ -248,7 +250,7 @@ def _simulate(args) -> int:
     try:
         params = {**parse_params(args.param), **({"causal": 1} if args.causal else {})}
         gpu = args.gpu or default_gpu(args.schedule)
-        r = simulate(args.schedule, gpu, args.shape, params, check_races=args.races)
+        r = simulate(args.schedule, gpu, args.shape, params, check_races=args.races, full=args.full)
     except Deadlock as dl:
         print(f"lapis simulate: {dl}", file=sys.stderr)
         return 3
@@ -266,6 +268,9 @@ def _simulate(args) -> int:
               f"(roofline {r['roofline_tflops']:.0f}, {r['roofline_bound_by']}-bound); busiest unit: {r['bound_by']} "
               f"({', '.join(f'{u} {v:.0%}' for u, v in r['utilization'].items())}); {r['events']} events in "
               f"{r['wall_s']:.2f} s")
+        g = r["grid"]
+        print(f"grid: {g['sms_simulated']} SMs simulated as {g['work_lists']} distinct work list(s); SM finish "
+              f"min/median/max {g['finish_us_min']:.1f}/{g['finish_us_median']:.1f}/{g['finish_us_max']:.1f} us")
     if args.png:
         from lapis.figures.gantt import gantt, steady_state_window
         gantt(events, args.png, title=f"{r['schedule']} on {r['gpu']} at {r['shape']}",

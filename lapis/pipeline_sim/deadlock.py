@@ -68,6 +68,11 @@ def find_deadlock(barriers, alive: set, finished: set) -> Deadlock | None:
 def run_checked(env, barriers, processes: dict) -> None:
     """env.run(); raise Deadlock if a role is left waiting when no event remains."""
     env.run()
+    check(barriers, processes)
+
+
+def check(barriers, processes: dict) -> None:
+    """After env.run(): raise Deadlock if one of `processes` (role -> simpy process) is left waiting."""
     alive = {name for name, p in processes.items() if p.is_alive}
     finished = {name for name, p in processes.items() if not p.is_alive}
     if alive:

@@ -13,6 +13,7 @@ Two modes (`lapis simulate` default and `--full`):
 
 from __future__ import annotations
 
+import gc
 import itertools
 from dataclasses import dataclass, field
 
@@ -85,9 +86,10 @@ def run_sms(env, p, per_sm: list, full: bool, build, cost=len) -> GridRun:
 
     per_sm: each SM's work list (any hashable items, in the order the SM runs them);
     build(rec, grid, group) -> (processes: dict role -> simpy process, barriers: list, busy: dict unit -> ns)
-    spawns one SM's roles; cost ranks work lists for the representative choice.
+    spawns one SM's roles; cost ranks work lists for the representative choice. The processes dict and the
+    barrier list are read again after the run, so a schedule may add roles and barriers as its CTAs start.
     Raises deadlock.Deadlock when a role is left waiting (roles are prefixed `smN/` in full mode)."""
-    from lapis.pipeline_sim.deadlock import run_checked
+    from lapis.pipeline_sim import deadlock
     from lapis.pipeline_sim.recorder import Recorder
 
     active = sum(1 for w in per_sm if w)
@@ -97,14 +99,21 @@ def run_sms(env, p, per_sm: list, full: bool, build, cost=len) -> GridRun:
         rep = fullest(per_sm, cost)
         groups = [SmGroup(tuple(rep), [next(i for i, w in enumerate(per_sm) if w == rep)])] if rep else []
     grid = Grid(p, active, static=not full)
-    procs, barriers, recs, busy, ids = {}, [], {}, {}, itertools.count()
+    built, recs, busy, ids = [], {}, {}, itertools.count()
     for g in groups:
         rec = recs[g.sm] = Recorder(env, sm=g.sm, ids=ids)
         pr, bars, busy[g.sm] = build(rec, grid, g)
-        barriers += bars
-        procs.update({(f"sm{g.sm}/{r}" if full else r): x for r, x in pr.items()})
+        built.append((g, pr, bars))
         env.all_of(list(pr.values())).callbacks.append(lambda _, g=g: grid.finish(g, env.now))
-    run_checked(env, barriers, procs)
+    gc_was_on = gc.isenabled()
+    gc.disable()  # a long run keeps millions of live events: collections would rescan them (a third of full mode)
+    try:
+        env.run()
+    finally:
+        if gc_was_on:
+            gc.enable()
+    deadlock.check([b for _, _, bars in built for b in bars],
+                   {(f"sm{g.sm}/{r}" if full else r): x for g, pr, _ in built for r, x in pr.items()})
     slowest = max(groups, key=lambda g: (grid.finish_ns.get(g.sm, env.now), -g.sm)) if groups else None
     return GridRun(groups, recs, busy, grid.finish_ns, slowest)
 

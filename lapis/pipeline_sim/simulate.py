@@ -160,8 +160,13 @@ def _example(key: str, defaults: dict):
     return defaults[key] if defaults[key] is not None else PARAM_RANGES.get(key, (1, None))[0]
 
 
-def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, check_races: bool = False) -> dict:
+def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, check_races: bool = False,
+             full: bool = False) -> dict:
     """Simulate `schedule` on profile `gpu` at `shape`; the JSON-able summary `lapis simulate --json` prints.
+
+    full: simulate every SM (`--full`; lapis.pipeline_sim.grid: SMs with identical work lists are simulated once,
+    exactly), not only the representative one (the most work, at an equal bandwidth share among the SMs that
+    start with work). `grid` gives the SMs simulated, the distinct work lists and the SM finish times in µs.
 
     check_races: also run the happens-before race check (lapis.pipeline_sim.races) over every K/V (or A+B)
     slot access; `races` is then a list of race descriptions (empty when clean), else None. It costs a graph
@@ -183,13 +188,13 @@ def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, ch
                           f"use --gpu {default_gpu(schedule)} or a schedule of the {p.arch} family")
     t0 = time.time()
     if kind == "attention":
-        r = mod.simulate(p, shape, params or {}, schedule, check_races)
+        r = mod.simulate(p, shape, params or {}, schedule, check_races, full)
         roof = roofline.attention(p, *mod.parse_shape(shape), causal=bool(r["params"].get("causal")))
     else:
-        r = mod.simulate(p, shape, params or {}, check_races)
+        r = mod.simulate(p, shape, params or {}, check_races, full)
         roof = roofline.gemm(p, *mod.parse_shape(shape))
     wall = time.time() - t0
-    # The representative SM's time is the kernel's time (the worst wave decides).
+    # The representative (or, full, the last) SM's finish is the kernel's time (the worst wave decides).
     ns = r["env_ns"]
     util = {u: busy / ns for u, busy in r["units"].items()}
     # The simulator must never beat the roofline; where it does, a bound is missing from the schedule's model
@@ -199,7 +204,7 @@ def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, ch
                 beats_roofline=beats,
                 tflops=r["flops"] / ns / 1e3, roofline_tflops=roof.tflops(), roofline_bound_by=roof.bound_by,
                 bound_by=max(util, key=util.get), utilization=util, roles=role_summary(r["events"], ns),
-                critical_path=critical_path(r["events"]), work=r["work"], fit=r["fit"],
+                critical_path=critical_path(r["events"]), work=r["work"], fit=r["fit"], grid=r["grid"],
                 races=None if r["races"] is None else [str(x) for x in r["races"]],
                 events=len(r["events"]), wall_s=wall, _events=r["events"])
 

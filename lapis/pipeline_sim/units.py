@@ -5,13 +5,16 @@ from __future__ import annotations
 
 def occupy(env, rec, unit, ns: float, busy: dict, name: str, role: str, op: str, **kw):
     """Hold `unit` (a simpy Resource) for `ns` ns on behalf of `role`: a "wait <name>" event while it queues
-    behind another role, then the op's event; `busy[name]` accumulates the unit's busy time."""
+    behind another role, then the op's event; `busy[name]` accumulates the unit's busy time. `ns` may be a
+    function called when the unit is granted (a load's time depends on the bandwidth share at that moment)."""
     t0 = env.now
     with unit.request() as req:
         yield req
         t1 = env.now
         if t1 > t0:  # recorded now, so the wait ends where the op starts
             rec.add(role, f"wait {name}", t0, kind="wait", **kw)
+        if callable(ns):
+            ns = ns()
         yield env.timeout(ns)
     busy[name] += ns
     rec.add(role, op, t1, **kw)

@@ -8,7 +8,8 @@ CTA; they share nothing but the launch (each tile loads its own Q and walks all 
 - `lpt` (longest processing time first): units sorted by K/V tiles, longest first (ties: lower index), each
   given to the SM with the least work so far (ties: lower SM). For causal masking this balances the SMs to
   within one unit's length of the mean (Graham's LPT bound); with equal lengths it is the grid stride.
-The representative SM is the one with the most K/V tiles (ties: the lowest SM index): it decides the time.
+kv_per_sm gives every SM's list (lapis.pipeline_sim.grid simulates one or all of them); the representative SM is
+the one with the most K/V tiles (ties: the lowest SM index): it decides the time.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import heapq
 import math
 
 from lapis.errors import LayoutError
+from lapis.pipeline_sim.grid import fullest
 
 ORDERS = ("grid_stride", "lpt")
 
@@ -49,12 +51,15 @@ def deal(lengths: list[int], sm_count: int, order: str) -> list[list[int]]:
     return per_sm
 
 
-def representative_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,
-                      per_cta: int = 1, order: str = "grid_stride") -> list[int]:
-    """K/V tile counts of the Q tiles the representative SM processes, in its order."""
+def kv_per_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,
+              per_cta: int = 1, order: str = "grid_stride") -> list[list[int]]:
+    """Per SM (those dealt work), the K/V tile counts of the Q tiles it processes, in its order."""
     units = work_units(heads, q_tiles, per_cta)
     kv = [[kv_tiles_per_item(q, kv_tiles, bm, bn, causal) for _, q in u] for u in units]
-    per_sm = deal([sum(k) for k in kv], sm_count, order)
-    loads = [sum(sum(kv[i]) for i in s) for s in per_sm]
-    best = loads.index(max(loads))
-    return [n for i in per_sm[best] for n in kv[i]]
+    return [[n for i in s for n in kv[i]] for s in deal([sum(k) for k in kv], sm_count, order)]
+
+
+def representative_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,
+                      per_cta: int = 1, order: str = "grid_stride") -> list[int]:
+    """K/V tile counts of the Q tiles the representative SM (the most K/V tiles) processes, in its order."""
+    return fullest(kv_per_sm(heads, q_tiles, kv_tiles, bm, bn, causal, sm_count, per_cta, order), cost=sum)

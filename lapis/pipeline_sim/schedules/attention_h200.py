@@ -5,7 +5,8 @@ Per work item (one Q tile of block_m rows of one (batch, head)) and K/V tile j:
   S_j = Q K_j^T (tensor pipe), P_j = softmax chunk (MUFU ex2 + FMA pipe), O += P_j V_j (tensor pipe),
   and an O rescale (FMA pipe) whenever the row maximum moved.
 Units are shared per SM: the tensor pipe, MUFU, the FMA pipe and the TMA load path (an equal share of L2
-across the active SMs). The representative SM runs the work items of the fullest wave.
+across the SMs running, lapis.pipeline_sim.grid). The representative SM runs the work items of the fullest wave;
+`full` simulates every SM.
 
 What each step changes (the one change of the canonical table):
   s1 serial: one warpgroup loads (and waits for) Q, K_j, V_j itself, then QK, softmax, PV, each waited for.
@@ -61,14 +62,13 @@ import simpy
 
 from lapis.errors import LayoutError
 from lapis.pipeline_sim.commit_groups import WgmmaGroups
-from lapis.pipeline_sim.deadlock import run_checked
+from lapis.pipeline_sim.grid import grid_summary, run_sms
 from lapis.pipeline_sim.named_barrier import NamedBarrier
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
 from lapis.pipeline_sim.races import HappensBefore
-from lapis.pipeline_sim.recorder import Recorder
 from lapis.pipeline_sim.setmaxnreg import WARPGROUP_THREADS, register_split
-from lapis.pipeline_sim.units import load_share, occupy
-from lapis.pipeline_sim.work_order import kv_tiles_per_item, representative_sm  # noqa: F401 (re-exported)
+from lapis.pipeline_sim.units import occupy
+from lapis.pipeline_sim.work_order import kv_per_sm, kv_tiles_per_item, representative_sm  # noqa: F401 (re-exported)
 
 S9_BLOCK_N, S9_STAGES, S9_WGS = 128, 3, 2  # picked by sweep_s9() (module docstring)
 DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0,
@@ -153,10 +153,11 @@ def resolve(p, params: dict, variant: str, d: int) -> dict:
     return prm
 
 
-def simulate(p, shape: str, params: dict, variant: str, check_races: bool = False) -> dict:
+def simulate(p, shape: str, params: dict, variant: str, check_races: bool = False, full: bool = False) -> dict:
     """check_races: log K/V slot accesses and barrier edges (races.HappensBefore) and return the races found.
     wgmma ops run as child processes under their warpgroup's role, so their program order merges with the
-    parent's: that can hide a race inside one warpgroup, never invent one."""
+    parent's: that can hide a race inside one warpgroup, never invent one.
+    full: simulate every SM (lapis.pipeline_sim.grid), not only the one with the most K/V tiles."""
     b, h, seq, d = parse_shape(shape)
     flags = VARIANTS[variant]
     prm = resolve(p, params, variant, d)
@@ -165,16 +166,10 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     q_tiles, kv_tiles = _tiles(seq, bm, bn, flags.get("masked_tail", False))
     per_cta = prm["q_tiles_per_cta"]
     items = b * h * math.ceil(q_tiles / per_cta)  # CTAs of a non-persistent grid (work units of a persistent one)
-    active = min(items, p["sm_count"])
-    my_kv = representative_sm(b * h, q_tiles, kv_tiles, bm, bn, prm["causal"], p["sm_count"], per_cta,
-                              prm["persistent_order"])
+    per_sm = kv_per_sm(b * h, q_tiles, kv_tiles, bm, bn, prm["causal"], p["sm_count"], per_cta,
+                       prm["persistent_order"])
     rows = bm // wgs
     env = simpy.Environment()
-    rec = Recorder(env)
-    hb = HappensBefore(env) if check_races else None
-    tensor, mufu, fma, load_path = (simpy.Resource(env, 1) for _ in range(4))
-    share = load_share(p, active, reuse=q_tiles)  # B/ns per SM; K/V serve every Q tile of a head
-    once = load_share(p, active, reuse=1)  # Q read and O written once: compulsory HBM traffic
     t_rate, m_rate, f_rate = (p.per_ns(k) for k in ("tensor_flop_per_clk_sm", "mufu_ex2_per_clk_sm",
                                                     "fma_per_clk_sm"))
     exp2 = flags.get("exp2", False)
@@ -185,190 +180,204 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     fma_ns = scores * (FMA_OPS_PER_SCORE[exp2] + CUBIC_FMA_OPS * emulate) / f_rate
     freq = rescale_frequency(bn, prm["threshold"]) if flags.get("cond_rescale") else 1.0
     rescale_ns = rows * d * freq / f_rate
-    busy = dict(tensor=0.0, mufu=0.0, fma=0.0, tma=0.0)
-
-    def use(unit, name, ns, role, op, **kw):
-        yield from occupy(env, rec, unit, ns, busy, name, role, op, **kw)
-
-    def load(nbytes, role, op, bw=None, **kw):
-        yield from use(load_path, "tma", nbytes / (bw or share), role, op, **kw)
-        yield env.timeout(p["tma_latency_ns"])
-
     tile_bytes = bn * d * 2  # one K or V tile
     consumers = tuple(f"consumer{i}" for i in range(wgs))
-    # Separate K and V rings, as FlashAttention-3 keeps them: QK needs only K, and K frees before V.
-    rings = {x: TmaPipeline(env, x, prm["stages"], "producer", consumers, tile_bytes) for x in ("K", "V")}
-    for ring in rings.values():
-        ring.attach(hb)
     pp = bool(flags.get("pingpong")) and wgs >= 2
-    # s4+: WG i's GEMM turn is named barrier 1 + i over 256 threads: WG i's bar.sync (128) and the bar.arrive
-    # (128) of the WG before it, which arrives once its own GEMMs are issued (FA3's warp-scheduler barriers).
-    turns = [NamedBarrier(env, f"gemm turn of {c}", PINGPONG_BAR0 + i, 2 * WARPGROUP_THREADS,
-                          {c: WARPGROUP_THREADS, consumers[i - 1]: WARPGROUP_THREADS})
-             for i, c in enumerate(consumers)] if pp else []
+    checked = []  # (HappensBefore or None, barriers) of each SM simulated
 
-    def producer():
-        st = {x: PipelineState.producer_start(prm["stages"]) for x in rings}
-        for item, n_kv in enumerate(my_kv):
-            yield from load(bm * d * 2, "producer", "TMA Q", once, work_item=item)
-            for x, j in load_order(n_kv):
-                ring = rings[x]
-                t0 = env.now
-                yield ring.producer_acquire(st[x])
-                if env.now > t0:
-                    rec.add("producer", f"wait {x} slot", t0, kind="wait", work_item=item, k_index=j)
-                ring.producer_expect(st[x])
-                issue = hb and hb.op("producer", f"issue TMA {x} {item}.{j}")
-                env.process(tile_load(ring, PipelineState(st[x].stages, st[x].index, st[x].phase), x, item, j,
-                                      issue))
-                st[x].advance()
-        for x, ring in rings.items():
-            yield ring.producer_tail(st[x])
+    def build(rec, grid, group):
+        """One SM's units, rings and roles, running the Q tiles of `group.work` (their K/V tile counts)."""
+        my_kv = group.work
+        hb = HappensBefore(env) if check_races else None
+        tensor, mufu, fma, load_path = (simpy.Resource(env, 1) for _ in range(4))
+        busy = dict(tensor=0.0, mufu=0.0, fma=0.0, tma=0.0)
 
-    def load_order(n_kv):
-        """The producer's TMA order: K_j, V_j; or, where PV_j joins the next GEMM turn (s4+), K_{j+1} before
-        V_j, the order the consumers free the slots in (FA3's producer lags V by one tile the same way)."""
-        if not pp and not flags.get("overlap"):
-            return [(x, j) for j in range(n_kv) for x in ("K", "V")]
-        order = [("K", 0)] if n_kv else []
-        for j in range(n_kv):
-            order += ([("K", j + 1)] if j + 1 < n_kv else []) + [("V", j)]
-        return order
+        def use(unit, name, ns, role, op, **kw):
+            yield from occupy(env, rec, unit, ns, busy, name, role, op, **kw)
 
-    def tile_load(ring, st, x, item, j, issue):
-        yield from load(tile_bytes, "tma", f"TMA {x}", work_item=item, k_index=j)
-        w = hb and hb.access(f"tma {x} {item}.{j}", x, st.index, (item, j), "write", after=issue)
-        ring.tma_complete(st, node=w)
+        def load(nbytes, role, op, reuse=q_tiles, **kw):
+            """At the SM's bandwidth share when the load path takes it: K/V serve every Q tile of a head
+            (reuse q_tiles); Q read and O written once are compulsory HBM traffic (reuse 1)."""
+            yield from use(load_path, "tma", lambda: nbytes / grid.share(reuse), role, op, **kw)
+            yield env.timeout(p["tma_latency_ns"])
 
-    def wgmma(groups, role, op, item, j, reads=None):
-        """wgmma.mma_async over a tile: the tensor pipe runs it while the warpgroup goes on; then commit_group.
-        `reads` = (ring name, slot) of the K or V tile it reads (logged at issue, in program order)."""
-        if hb and reads:
-            hb.access(role, reads[0], reads[1], (item, j), "read")
-        groups.issue(env.process(use(tensor, "tensor", gemm_ns, role, op, work_item=item, k_index=j)))
-        groups.commit()
+        # Separate K and V rings, as FlashAttention-3 keeps them: QK needs only K, and K frees before V.
+        rings = {x: TmaPipeline(env, x, prm["stages"], "producer", consumers, tile_bytes) for x in ("K", "V")}
+        for ring in rings.values():
+            ring.attach(hb)
+        # s4+: WG i's GEMM turn is named barrier 1 + i over 256 threads: WG i's bar.sync (128) and the bar.arrive
+        # (128) of the WG before it, which arrives once its own GEMMs are issued (FA3's warp-scheduler barriers).
+        turns = [NamedBarrier(env, f"gemm turn of {c}", PINGPONG_BAR0 + i, 2 * WARPGROUP_THREADS,
+                              {c: WARPGROUP_THREADS, consumers[i - 1]: WARPGROUP_THREADS})
+                 for i, c in enumerate(consumers)] if pp else []
 
-    def wait_group(groups, n, role, item, j):
-        t0 = env.now
-        yield groups.wait(n)
-        if env.now > t0:
-            rec.add(role, f"wait wgmma (wait_group {n})", t0, kind="wait", work_item=item, k_index=j)
+        def producer():
+            st = {x: PipelineState.producer_start(prm["stages"]) for x in rings}
+            for item, n_kv in enumerate(my_kv):
+                yield from load(bm * d * 2, "producer", "TMA Q", reuse=1, work_item=item)
+                for x, j in load_order(n_kv):
+                    ring = rings[x]
+                    t0 = env.now
+                    yield ring.producer_acquire(st[x])
+                    if env.now > t0:
+                        rec.add("producer", f"wait {x} slot", t0, kind="wait", work_item=item, k_index=j)
+                    ring.producer_expect(st[x])
+                    issue = hb and hb.op("producer", f"issue TMA {x} {item}.{j}")
+                    env.process(tile_load(ring, PipelineState(st[x].stages, st[x].index, st[x].phase), x, item, j,
+                                          issue))
+                    st[x].advance()
+            for x, ring in rings.items():
+                yield ring.producer_tail(st[x])
 
-    def wait_tile(x, st, role, item, j):
-        t0 = env.now
-        yield rings[x].consumer_wait(st, role)
-        if env.now > t0:
-            rec.add(role, f"wait {x}", t0, kind="wait", work_item=item, k_index=j)
-
-    def turn_sync(i, role, item, j):
-        t0 = env.now
-        yield turns[i].sync(role, WARPGROUP_THREADS)
-        if env.now > t0:
-            rec.add(role, f"wait GEMM turn (bar.sync {PINGPONG_BAR0 + i})", t0, kind="wait", work_item=item,
-                    k_index=j)
-
-    def softmax(role, item, j, with_rescale):
-        kw = dict(work_item=item, k_index=j)
-        yield from use(mufu, "mufu", mufu_ns, role, "softmax ex2", **kw)
-        if with_rescale:
-            yield from use(fma, "fma", fma_ns + rescale_ns, role, "softmax FMA + O rescale", **kw)
-        else:
-            yield from use(fma, "fma", fma_ns, role, "softmax FMA", **kw)
-
-    def consumer(i):
-        role = consumers[i]
-        st = {x: PipelineState(prm["stages"]) for x in rings}
-        g = WgmmaGroups(env, role)
-        if pp and i == wgs - 1:
-            turns[0].arrive(role, WARPGROUP_THREADS)  # the first GEMM turn goes to WG 0
-
-        def take(x):
-            s = PipelineState(st[x].stages, st[x].index, st[x].phase)
-            st[x].advance()
-            return s
-
-        def pv(item, j, vst):
-            yield from wait_tile("V", vst, role, item, j)
-            wgmma(g, role, "wgmma PV", item, j, ("V", vst.index))
-
-        for item, n_kv in enumerate(my_kv):
-            held = None  # (j, V slot) of the tile whose PV is still to issue (s4+: it joins the next GEMM turn)
+        def load_order(n_kv):
+            """The producer's TMA order: K_j, V_j; or, where PV_j joins the next GEMM turn (s4+), K_{j+1} before
+            V_j, the order the consumers free the slots in (FA3's producer lags V by one tile the same way)."""
+            if not pp and not flags.get("overlap"):
+                return [(x, j) for j in range(n_kv) for x in ("K", "V")]
+            order = [("K", 0)] if n_kv else []
             for j in range(n_kv):
-                kst, vst = take("K"), take("V")
-                yield from wait_tile("K", kst, role, item, j)
-                if pp:
-                    yield from turn_sync(i, role, item, j)
-                if flags.get("overlap"):  # s5+: QK_j, then PV_{j-1}; softmax_j runs while PV_{j-1} does
-                    wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
-                    if held:
-                        yield from pv(item, *held)
+                order += ([("K", j + 1)] if j + 1 < n_kv else []) + [("V", j)]
+            return order
+
+        def tile_load(ring, st, x, item, j, issue):
+            yield from load(tile_bytes, "tma", f"TMA {x}", work_item=item, k_index=j)
+            w = hb and hb.access(f"tma {x} {item}.{j}", x, st.index, (item, j), "write", after=issue)
+            ring.tma_complete(st, node=w)
+
+        def wgmma(groups, role, op, item, j, reads=None):
+            """wgmma.mma_async over a tile: the tensor pipe runs it while the warpgroup goes on; then commit_group.
+            `reads` = (ring name, slot) of the K or V tile it reads (logged at issue, in program order)."""
+            if hb and reads:
+                hb.access(role, reads[0], reads[1], (item, j), "read")
+            groups.issue(env.process(use(tensor, "tensor", gemm_ns, role, op, work_item=item, k_index=j)))
+            groups.commit()
+
+        def wait_group(groups, n, role, item, j):
+            t0 = env.now
+            yield groups.wait(n)
+            if env.now > t0:
+                rec.add(role, f"wait wgmma (wait_group {n})", t0, kind="wait", work_item=item, k_index=j)
+
+        def wait_tile(x, st, role, item, j):
+            t0 = env.now
+            yield rings[x].consumer_wait(st, role)
+            if env.now > t0:
+                rec.add(role, f"wait {x}", t0, kind="wait", work_item=item, k_index=j)
+
+        def turn_sync(i, role, item, j):
+            t0 = env.now
+            yield turns[i].sync(role, WARPGROUP_THREADS)
+            if env.now > t0:
+                rec.add(role, f"wait GEMM turn (bar.sync {PINGPONG_BAR0 + i})", t0, kind="wait", work_item=item,
+                        k_index=j)
+
+        def softmax(role, item, j, with_rescale):
+            kw = dict(work_item=item, k_index=j)
+            yield from use(mufu, "mufu", mufu_ns, role, "softmax ex2", **kw)
+            if with_rescale:
+                yield from use(fma, "fma", fma_ns + rescale_ns, role, "softmax FMA + O rescale", **kw)
+            else:
+                yield from use(fma, "fma", fma_ns, role, "softmax FMA", **kw)
+
+        def consumer(i):
+            role = consumers[i]
+            st = {x: PipelineState(prm["stages"]) for x in rings}
+            g = WgmmaGroups(env, role)
+            if pp and i == wgs - 1:
+                turns[0].arrive(role, WARPGROUP_THREADS)  # the first GEMM turn goes to WG 0
+
+            def take(x):
+                s = PipelineState(st[x].stages, st[x].index, st[x].phase)
+                st[x].advance()
+                return s
+
+            def pv(item, j, vst):
+                yield from wait_tile("V", vst, role, item, j)
+                wgmma(g, role, "wgmma PV", item, j, ("V", vst.index))
+
+            for item, n_kv in enumerate(my_kv):
+                held = None  # (j, V slot) of the tile whose PV is still to issue (s4+: it joins the next GEMM turn)
+                for j in range(n_kv):
+                    kst, vst = take("K"), take("V")
+                    yield from wait_tile("K", kst, role, item, j)
+                    if pp:
+                        yield from turn_sync(i, role, item, j)
+                    if flags.get("overlap"):  # s5+: QK_j, then PV_{j-1}; softmax_j runs while PV_{j-1} does
+                        wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
+                        if held:
+                            yield from pv(item, *held)
+                        if pp:
+                            turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
+                        yield from wait_group(g, 1 if held else 0, role, item, j)  # S_j ready; PV_{j-1} may run on
+                        rings["K"].consumer_release(kst, role)
+                        yield from softmax(role, item, j, with_rescale=False)
+                        if held:
+                            yield from wait_group(g, 0, role, item, j)
+                            rings["V"].consumer_release(held[1], role)
+                        yield from use(fma, "fma", rescale_ns, role, "O rescale", work_item=item, k_index=j)
+                        held = (j, vst)
+                    elif pp:  # s4: the turn holds PV_{j-1} then QK_j; softmax_j overlaps the other WG's turn
+                        if held:
+                            yield from pv(item, *held)
+                        wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
+                        turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
+                        yield from wait_group(g, 0, role, item, j)
+                        rings["K"].consumer_release(kst, role)
+                        if held:
+                            rings["V"].consumer_release(held[1], role)
+                        yield from softmax(role, item, j, with_rescale=True)
+                        held = (j, vst)
+                    else:  # s2, s3: each GEMM waited for before the next step
+                        wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
+                        yield from wait_group(g, 0, role, item, j)
+                        rings["K"].consumer_release(kst, role)
+                        yield from softmax(role, item, j, with_rescale=True)
+                        yield from pv(item, j, vst)
+                        yield from wait_group(g, 0, role, item, j)
+                        rings["V"].consumer_release(vst, role)
+                if held is not None:  # the last PV, in a turn of its own
+                    if pp:
+                        yield from turn_sync(i, role, item, held[0])
+                    yield from pv(item, *held)
                     if pp:
                         turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
-                    yield from wait_group(g, 1 if held else 0, role, item, j)  # S_j ready; PV_{j-1} may run on
-                    rings["K"].consumer_release(kst, role)
-                    yield from softmax(role, item, j, with_rescale=False)
-                    if held:
-                        yield from wait_group(g, 0, role, item, j)
-                        rings["V"].consumer_release(held[1], role)
-                    yield from use(fma, "fma", rescale_ns, role, "O rescale", work_item=item, k_index=j)
-                    held = (j, vst)
-                elif pp:  # s4: the turn holds PV_{j-1} then QK_j; softmax_j overlaps the other WG's turn
-                    if held:
-                        yield from pv(item, *held)
-                    wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
-                    turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
-                    yield from wait_group(g, 0, role, item, j)
-                    rings["K"].consumer_release(kst, role)
-                    if held:
-                        rings["V"].consumer_release(held[1], role)
-                    yield from softmax(role, item, j, with_rescale=True)
-                    held = (j, vst)
-                else:  # s2, s3: each GEMM waited for before the next step
-                    wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
-                    yield from wait_group(g, 0, role, item, j)
-                    rings["K"].consumer_release(kst, role)
-                    yield from softmax(role, item, j, with_rescale=True)
-                    yield from pv(item, j, vst)
-                    yield from wait_group(g, 0, role, item, j)
-                    rings["V"].consumer_release(vst, role)
-            if held is not None:  # the last PV, in a turn of its own
-                if pp:
-                    yield from turn_sync(i, role, item, held[0])
-                yield from pv(item, *held)
-                if pp:
-                    turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
-                yield from wait_group(g, 0, role, item, held[0])
-                rings["V"].consumer_release(held[1], role)
-            yield from load(rows * d * 2, role, "store O", once, work_item=item)
+                    yield from wait_group(g, 0, role, item, held[0])
+                    rings["V"].consumer_release(held[1], role)
+                yield from load(rows * d * 2, role, "store O", reuse=1, work_item=item)
 
-    def serial():
-        role = "consumer0"
-        g = WgmmaGroups(env, role)
-        for item, n_kv in enumerate(my_kv):
-            yield from load(bm * d * 2, role, "TMA Q (waited)", once, work_item=item)
-            for j in range(n_kv):
-                yield from load(2 * tile_bytes, role, "TMA K+V (waited)", work_item=item, k_index=j)
-                wgmma(g, role, "wgmma QK", item, j)
-                yield from wait_group(g, 0, role, item, j)
-                yield from softmax(role, item, j, with_rescale=True)
-                wgmma(g, role, "wgmma PV", item, j)
-                yield from wait_group(g, 0, role, item, j)
-            yield from load(bm * d * 2, role, "store O", once, work_item=item)
+        def serial():
+            role = "consumer0"
+            g = WgmmaGroups(env, role)
+            for item, n_kv in enumerate(my_kv):
+                yield from load(bm * d * 2, role, "TMA Q (waited)", reuse=1, work_item=item)
+                for j in range(n_kv):
+                    yield from load(2 * tile_bytes, role, "TMA K+V (waited)", work_item=item, k_index=j)
+                    wgmma(g, role, "wgmma QK", item, j)
+                    yield from wait_group(g, 0, role, item, j)
+                    yield from softmax(role, item, j, with_rescale=True)
+                    wgmma(g, role, "wgmma PV", item, j)
+                    yield from wait_group(g, 0, role, item, j)
+                yield from load(bm * d * 2, role, "store O", reuse=1, work_item=item)
 
-    barriers = rings["K"].barriers + rings["V"].barriers
-    if flags.get("ws"):
-        procs = {"producer": env.process(producer())}
-        procs.update({c: env.process(consumer(i)) for i, c in enumerate(consumers)})
-        run_checked(env, barriers + turns, procs)
-    else:
-        env.process(serial())
-        env.run()
+        barriers = rings["K"].barriers + rings["V"].barriers
+        if flags.get("ws"):
+            procs = {"producer": env.process(producer())}
+            procs.update({c: env.process(consumer(i)) for i, c in enumerate(consumers)})
+        else:
+            procs = {"consumer0": env.process(serial())}
+        checked.append((hb, barriers))  # the mbarriers log races; the named barriers (turns) do not
+        return procs, barriers + turns, busy
+
+    run = run_sms(env, p, per_sm, full, build, cost=sum)
+    rep = run.slowest
     flops = 4.0 * b * h * seq * seq * d / (2 if prm["causal"] else 1)  # the FA benchmarks' convention
-    return dict(env_ns=env.now, flops=flops, events=rec.events, params=prm,
-                races=None if hb is None else hb.races() + [r for b in barriers for r in b.races],
-                fit=dict(smem_bytes=smem, registers=registers), units=busy,
-                work=dict(work_items=items, active_sms=active, items_per_sm=len(my_kv), kv_tiles=kv_tiles,
-                          kv_tiles_on_this_sm=sum(my_kv), rescale_frequency=freq))
+    return dict(env_ns=env.now, flops=flops, events=run.recorders[rep.sm].events, params=prm,
+                races=None if not check_races else [r for hb, bars in checked
+                                                    for r in hb.races() + [y for x in bars for y in x.races]],
+                fit=dict(smem_bytes=smem, registers=registers), units=run.busy[rep.sm],
+                work=dict(work_items=items, active_sms=len(per_sm), items_per_sm=len(rep.work), kv_tiles=kv_tiles,
+                          kv_tiles_on_this_sm=sum(rep.work), rescale_frequency=freq),
+                grid=grid_summary(run, env.now))
 
 
 S9_SWEEP = dict(block_n=tuple(range(64, 177, 16)), stages=(2, 3), consumer_wgs=(2, 3))
