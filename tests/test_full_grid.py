@@ -9,7 +9,8 @@ from lapis.pipeline_sim import grid
 from lapis.pipeline_sim.simulate import default_gpu, simulate
 
 # The pre-refactor predictions (default mode, commit 56d4f41, before the attention schedules ran on grid.run_sms):
-# (schedule, shape, params, predicted µs, timeline events). Default mode must reproduce them exactly.
+# (schedule, shape, params, predicted µs, timeline events). Default mode must reproduce them exactly, on the
+# profiles of that commit (the h200 profile was re-fitted since: tests/data/h200_profile_56d4f41.json).
 PRE_REFACTOR = [
     ("h200-s8-persistent", "2x8x2048x128", {"causal": 1}, 38.753271102729585, 575),
     ("h200-s8-persistent", "2x8x2048x128", {}, 43.673391222849716, 655),
@@ -37,8 +38,20 @@ def run(schedule, shape, params, full):
     return simulate(schedule, default_gpu(schedule), shape, dict(params), full=full)
 
 
+@pytest.fixture
+def profiles_of_56d4f41(tmp_path, monkeypatch):
+    import shutil
+    from pathlib import Path
+
+    from lapis.model import profile
+    for f in profile.PROFILES.glob("*.json"):
+        shutil.copy(f, tmp_path / f.name)
+    shutil.copy(Path(__file__).parent / "data" / "h200_profile_56d4f41.json", tmp_path / "h200.json")
+    monkeypatch.setattr(profile, "PROFILES", tmp_path)
+
+
 @pytest.mark.parametrize("schedule,shape,params,us,events", PRE_REFACTOR)
-def test_default_mode_reproduces_the_pre_refactor_predictions(schedule, shape, params, us, events):
+def test_default_mode_reproduces_the_pre_refactor_predictions(schedule, shape, params, us, events, profiles_of_56d4f41):
     r = run(schedule, shape, params, False)
     assert r["predicted_us"] == pytest.approx(us, rel=1e-9) and r["events"] == events
     assert r["grid"]["sms_simulated"] == 1 and r["grid"]["work_lists"] == 1
