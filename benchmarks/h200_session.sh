@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call on the H200 (lapis `run` tool): capture the microbenchmarks, then check (or time) the GEMM.
-# Usage on the device, from the repo root:  bash benchmarks/h200_session.sh check|time|ablate
+# Usage on the device, from the repo root:  bash benchmarks/h200_session.sh check|time|ablate|attn-check|attn-time
 # Needs micro-provenance.json and gemm-provenance.json made here first (untracked, they travel with the tree):
 #   python -m lapis.provenance > micro-provenance.json
 #   python -m lapis.provenance $(python -m lapis.gpu.bench_gemm --sources) > gemm-provenance.json
@@ -20,7 +20,21 @@ elif [ "$mode" = ablate ]; then
   timeout 250 python3 -m lapis.gpu.bench_gemm --out "$OUT/gemm256" --provenance gemm-provenance.json \
     --variants ws_s4_c2_n256 --sizes 4096,8192 --no-demo > "$OUT/gemm256.log" 2>&1; echo "n256 rc $?"
   tail -6 "$OUT/gemm256.log"
-else
+elif [ "$mode" = time ]; then
   timeout 400 python3 -m lapis.gpu.bench_gemm --out "$OUT/gemm" --provenance gemm-provenance.json \
     > "$OUT/gemm.log" 2>&1; echo "gemm time rc $?"; tail -30 "$OUT/gemm.log"
+fi
+# Attention (issue 7): bash benchmarks/h200_session.sh attn-check|attn-time
+# Needs attn-provenance.json made here first:
+#   python -m lapis.provenance $(python -m lapis.gpu.bench_attention --sources) > attn-provenance.json
+# attn-check builds, checks correctness at the small shape and all five shapes (no timing) and runs the sanitizer;
+# the blind predictions (lapis/blind/attention_h200.json) are committed before attn-time.
+if [ "$mode" = attn-check ]; then
+  timeout 240 python3 -m lapis.gpu.bench_attention --out "$OUT/attn" --provenance attn-provenance.json --check-only \
+    > "$OUT/attn.log" 2>&1; echo "attn check rc $?"; tail -14 "$OUT/attn.log"
+  timeout 280 python3 -m lapis.gpu.sanitize_attention --out "$OUT/sanitize" > "$OUT/sanitize.log" 2>&1
+  echo "sanitize rc $?"; tail -12 "$OUT/sanitize.log"
+elif [ "$mode" = attn-time ]; then
+  timeout 280 python3 -m lapis.gpu.bench_attention --out "$OUT/attn" --provenance attn-provenance.json \
+    > "$OUT/attn.log" 2>&1; echo "attn time rc $?"; tail -32 "$OUT/attn.log"
 fi

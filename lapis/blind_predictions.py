@@ -6,6 +6,7 @@ shows the file landing before the capture it predicts; a CPU test keeps the file
 wrote it (a re-run with the same profile and model must reproduce it), and `lapis compare` reads it.
 
     python -m lapis.blind_predictions gemm_ws     # writes lapis/blind/gemm_ws.json
+    python -m lapis.blind_predictions attention_h200
 """
 
 from __future__ import annotations
@@ -34,7 +35,14 @@ def gemm_ws_n256_cases() -> list[dict]:
                  params=dict(VARIANTS["ws_s4_c2_n256"])) for n in (4096, 8192)]
 
 
-SETS = {"gemm_ws": gemm_ws_cases, "gemm_ws_n256": gemm_ws_n256_cases}
+def attention_h200_cases() -> list[dict]:
+    """The Hopper attention kernels s1, s2 (lapis.gpu.bench_attention) at its five shapes, non-causal."""
+    from lapis.gpu.bench_attention import DEFAULT_SHAPES, VARIANTS, sim_params
+    return [dict(variant=v, schedule=VARIANTS[v]["schedule"], gpu="h200", shape=s, params=sim_params(VARIANTS[v]))
+            for v in VARIANTS for s in DEFAULT_SHAPES]
+
+
+SETS = {"gemm_ws": gemm_ws_cases, "gemm_ws_n256": gemm_ws_n256_cases, "attention_h200": attention_h200_cases}
 
 
 def predict(cases: list[dict]) -> list[dict]:

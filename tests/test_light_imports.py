@@ -36,3 +36,10 @@ def test_micro_and_gemm_captures_without_gpu_say_what_they_need():
 def test_micro_capture_imports_without_heavy_packages():
     r = run("import lapis.gpu.capture_micro, lapis.gpu.micro_campaign\n")
     assert r.returncode == 0, r.stderr
+
+
+def test_attention_gpu_modules_import_without_heavy_packages():
+    r = run("import lapis.gpu.bench_attention, lapis.gpu.sanitize_attention, lapis.gpu.attention_plan as p\n"
+            "assert p.load()['head_dim'] == 128\n"
+            "assert lapis.gpu.bench_attention.main(['--sources']) == 0\n")
+    assert r.returncode == 0, r.stderr

@@ -1,0 +1,111 @@
+"""The attention benchmark's host side on a CPU: shape rules, FLOPs, smem and timeline sizes, the blind file,
+the sanitizer's log parsing and bf16 helpers, timeline decode with the plan's vocabulary
+(synthetic inputs only; no GPU results)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from lapis.errors import LayoutError
+from lapis.gpu import attention_plan, bench_attention as ba, harness, sanitize_attention as sa
+
+
+def test_shapes_must_tile_and_have_head_dim_128():
+    assert ba.check_shape(ba.VARIANTS["s2"], "8x16x4096x128") == (8, 16, 4096, 128)
+    with pytest.raises(LayoutError, match="multiple of the kernel's block_n"):
+        ba.check_shape(ba.VARIANTS["s1"], "1x2x576x128")  # 576 = 9 x 64: block_m fits, block_n 128 does not
+    with pytest.raises(LayoutError, match="head dim 128"):
+        ba.check_shape(ba.VARIANTS["s1"], "1x2x512x64")
+    with pytest.raises(LayoutError, match="BxHxLxD"):
+        ba.parse_shape("4096x128")
+    r = subprocess.run([sys.executable, "-m", "lapis.gpu.bench_attention", "--out", "/tmp/x", "--shapes",
+                        "1x1x100x128"], capture_output=True, text=True)
+    assert r.returncode != 0 and "pad L to a multiple of 128" in r.stderr
+
+
+def test_flops_smem_and_threads_by_hand():
+    assert ba.flops("8x16x4096x128") == 4 * 8 * 16 * 4096 ** 2 * 128
+    plan = attention_plan.load()
+    # Q 64 x 128 bf16 + stages x (K 128 x 128 + V 128 x 128) bf16 + 1 KiB alignment slack
+    assert ba.smem_bytes(ba.VARIANTS["s1"], plan) == 16384 + 1 * 65536 + 1024
+    assert ba.smem_bytes(ba.VARIANTS["s2"], plan) == 16384 + 2 * 65536 + 1024
+    assert ba.smem_bytes(ba.VARIANTS["s2"], plan) + 1024 <= 227 * 1024
+    assert (ba.threads(ba.VARIANTS["s1"]), ba.threads(ba.VARIANTS["s2"])) == (128, 256)
+    assert ba.kernel_name(ba.VARIANTS["s2"]) == "attn_s2_ws_ring_s2_n128_c1"
+    src = attention_plan.KERNELS.joinpath("attention_h200.cu").read_text()
+    assert "LAPIS_ATTENTION(s1_serial, 1, 128, 1, false)" in src and "LAPIS_ATTENTION(s2_ws_ring, 2, 128, 1, true)" in src
+
+
+def test_timeline_capacity_covers_the_kernels_records():
+    # L = 1024, block_n 128: 8 tiles. s1's consumer: start, wait Q, 9 per tile (wait empty, issue TMA + 7), end.
+    # s2: producer start, 2 per tile; consumer start, wait Q, 7 per tile, end.
+    assert ba.timeline_capacity(ba.VARIANTS["s1"], 1024) >= 2 + 9 * 8 + 1
+    assert ba.timeline_capacity(ba.VARIANTS["s2"], 1024) >= (1 + 2 * 8) + (2 + 7 * 8 + 1)
+
+
+def test_blind_file_mirrors_the_benchmark_cases():
+    from lapis.blind_predictions import attention_h200_cases, load
+    d = load("attention_h200")
+    keys = ("variant", "schedule", "gpu", "shape", "params")
+    assert [{k: e[k] for k in keys} for e in d["entries"]] == attention_h200_cases()
+    assert {(e["variant"], e["shape"]) for e in d["entries"]} == {(v, s) for v in ("s1", "s2")
+                                                                  for s in ba.DEFAULT_SHAPES}
+    for e in d["entries"]:
+        assert e["params"] == dict(block_m=64, block_n=128, stages=1 if e["variant"] == "s1" else 2, consumer_wgs=1)
+        b, h, seq, dd = (int(x) for x in e["shape"].split("x"))
+        assert abs(e["tflops"] - 4 * b * h * seq * seq * dd / e["predicted_us"] / 1e6) < 0.1
+
+
+def test_sanitizer_summary_parsing():
+    log = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 3 hazards displayed (3 errors, 0 warnings)\n"
+    assert sa.error_count(log) == 3
+    assert sa.error_count("========= ERROR SUMMARY: 0 errors\n") == 0
+    assert sa.error_count("child crashed before the summary") is None
+
+
+def test_bf16_round_trip_and_the_float64_reference():
+    x = np.array([1.0, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, -2.5], np.float32)
+    # 1 + 2^-8 is halfway between bf16 1.0 and 1 + 2^-7: ties to even -> 1.0; 1 + 3 x 2^-8 -> 1 + 2^-6
+    assert list(sa.bf16_bits(x)) == [0x3F80, 0x3F80, 0x3F82, 0xC020]
+    assert list(sa.bf16_float(sa.bf16_bits(x))) == [1.0, 1.0, 1.0 + 2 ** -6, -2.5]
+    q = np.zeros((1, 1, 4, 2))
+    v = np.arange(8.0).reshape(1, 1, 4, 2)
+    assert np.allclose(sa.reference_cpu(q, q, v)[0, 0], [[3.0, 4.0]] * 4)  # equal scores: the mean of v's rows
+    k = np.array([[[[0, 0], [0, 0], [0, 0], [100, 0]]]], float)
+    q1 = np.array([[[[1.0, 0]] * 4]])
+    assert np.allclose(sa.reference_cpu(q1, k, v)[0, 0], [[6.0, 7.0]] * 4)  # one dominant key: its v row
+
+
+def test_attention_timeline_decodes_with_the_plan_vocabulary():
+    p = attention_plan.load()
+    op = {o: i for i, o in enumerate(p["ops"])}
+    rec = np.zeros((1, 8), harness.RECORD_DTYPE)
+    rows = [(0, 1, "start", 0), (40, 1, "wait Q", 1), (100, 1, "wait K", 1), (130, 1, "issue QK", 0),
+            (400, 1, "wait QK", 1), (900, 1, "softmax", 0)]
+    for i, (t, role, o, done) in enumerate(rows):
+        rec[0, i] = (t, 0, 0, -1 if o in ("start", "wait Q") else 0, 3, role, op[o] | (0x80 * done))
+    ev = harness.decode_timeline(rec, np.array([6], np.uint32), p["roles"], p["ops"])["events"]
+    assert [(e["role"], e["op"], e["start_ns"], e["end_ns"], e["kind"]) for e in ev] == [
+        ("consumer0", "wait Q", 0, 40, "wait"), ("consumer0", "wait K", 40, 100, "wait"),
+        ("consumer0", "issue QK", 100, 130, "issue"), ("consumer0", "wait QK", 130, 400, "wait"),
+        ("consumer0", "softmax", 400, 900, "issue")]
+
+
+def test_table_and_manifest_on_synthetic_results(tmp_path):
+    r = dict(median_us=2000.0, spread_pct=1.0, runs=30, clocks=dict(sm_clock_mhz=dict(median=1980.0)))
+    errs = {f"{v}/{b}/{k}": 0.004 for v in ("s1", "s2") for b in ba.BUILDS for k in ba.INPUTS}
+    f = ba.flops("8x16x4096x128")
+    res = [dict(shape="8x16x4096x128", flops=f, rel_err=errs, correct=True, sdpa=dict(cudnn=dict(r, median_us=1000.0)),
+                variants=dict(s2=dict(plain=r, timeline=dict(r, median_us=2100.0), tflops=f / 2000 / 1e6,
+                                      ratio_to_cudnn=0.5, instrumentation_overhead_pct=5.0)))]
+    lines = ba.table(res).splitlines()
+    assert lines[1].split()[:5] == ["8x16x4096x128", "sdpa-cudnn", "1000.0", "1.00", f"{f / 1000 / 1e6:.0f}"]
+    assert lines[2].split()[1] == "s1" and lines[2].split()[2] == "-"  # checked, not timed
+    assert lines[3].split()[1:7] == ["s2", "2000.0", "1.00", f"{f / 2000 / 1e6:.0f}", "0.500", "5.0"]
+    ba.write_manifest(tmp_path, dict(gpu="(synthetic)"), {}, res, None, ["--out", "x"], 1.0)
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    assert set(man["variants"]) == {"s1", "s2"} and man["command"] == "python -m lapis.gpu.bench_attention --out x"
+
