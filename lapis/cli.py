@@ -138,6 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
         forward = cap.add_parser(name, help=text, prefix_chars="+", add_help=False)
         forward.add_argument("forward_args", nargs=argparse.REMAINDER, help="the options of " + name)
 
+    bench = sub.add_parser("bench", help="benchmark real kernels on the GPU").add_subparsers(
+        dest="bench_cmd", required=True, metavar="KERNEL")
+    att = bench.add_parser("attention", prefix_chars="+", add_help=False,
+                           help="check and time the Hopper attention kernels against torch SDPA, with timelines: "
+                           "[--variants s1,s2] [--shapes BxHxLxD,...] --out DIR [--provenance FILE] [--check-only] "
+                           "(GPU only; --help lists the rest)")
+    att.add_argument("forward_args", nargs=argparse.REMAINDER, help="the options of lapis.gpu.bench_attention")
+
     cmp = sub.add_parser("compare", help="a GEMM schedule predicted against the committed H200 capture",
                          description="Simulates the schedule with the captured variant's parameters and states the "
                          "total-time, steady-state K-iteration and per-role busy errors against the measured kernel, "
@@ -210,6 +218,8 @@ def _dispatch(args) -> int | None:
         return {"check": tma_commands.cli_check, "place": tma_commands.cli_place}[args.tma_cmd](args)
     if args.cmd == "capture":
         return _capture(args)
+    if args.cmd == "bench":
+        return _bench(args)
     if args.cmd == "compare":
         from lapis.compare import cli_compare
         return cli_compare(args)
@@ -285,6 +295,30 @@ def _simulate(args) -> int:
     return 0
 
 
+def _gpu_present() -> bool:
+    """An NVIDIA GPU of compute capability 9.0+ that cupy can see."""
+    try:
+        import cupy
+        n = cupy.cuda.runtime.getDeviceCount()
+        major = cupy.cuda.Device(0).compute_capability[0] if n else "0"
+    except Exception:  # no cupy, no driver or no device
+        n, major = 0, "0"
+    return bool(n) and int(major) >= 9
+
+
+def _bench(args) -> int:
+    """`lapis bench attention ARGS` is `python -m lapis.gpu.bench_attention ARGS` (exit 2 without a GPU)."""
+    from lapis.gpu import bench_attention
+    forwarded = list(args.forward_args)
+    if not {"-h", "--help", "--sources"} & set(forwarded) and not _gpu_present():
+        print(f"lapis bench {args.bench_cmd}: {GPU_NEEDED}, and torch for the SDPA references", file=sys.stderr)
+        return 2
+    try:
+        return bench_attention.main(forwarded) or 0
+    except SystemExit as exc:  # argparse's --help and usage errors
+        return exc.code if isinstance(exc.code, int) else 2
+
+
 def _capture(args) -> int:
     wants_help = args.capture_cmd == "wgmma" and ({"-h", "--help"} & set(args.wgmma_args))
     if args.capture_cmd == "wgmma" and (args.wgmma_args[:1] == ["prepare"] or wants_help):
@@ -293,13 +327,7 @@ def _capture(args) -> int:
     forwarded = getattr(args, "forward_args", None)
     if forwarded is not None and {"-h", "--help", "--sources"} & set(forwarded):  # CPU-only answers
         return _forward_capture(args.capture_cmd, forwarded)
-    try:
-        import cupy  # noqa: F401
-        n = cupy.cuda.runtime.getDeviceCount()
-        major = cupy.cuda.Device(0).compute_capability[0] if n else "0"
-    except Exception:  # no cupy, no driver or no device
-        n, major = 0, "0"
-    if not n or int(major) < 9:
+    if not _gpu_present():
         print(f"lapis capture {args.capture_cmd}: {GPU_NEEDED}", file=sys.stderr)
         return 2
     if args.capture_cmd == "wgmma":

@@ -108,6 +108,14 @@ def build_report(out: str = "lapis-report", captures: str | None = None, resimul
         numbers.update(cal_numbers)
     else:
         md += "\n\n## Calibration\n\nSkipped: this captures folder has no timed gemm/ capture."
+    from lapis import attention_capture
+    if attention_capture.has_timed(root):
+        from lapis.report_kernels import kernels_section
+        k_md, k_numbers = kernels_section(out_dir, captures)
+        md += "\n\n" + k_md
+        numbers.update(k_numbers)
+    else:
+        md += "\n\n## Kernels\n\nSkipped: this captures folder has no timed attention/ capture."
     numbers["wall_s"] = round(time.time() - t0, 2)
     (out_dir / "report.md").write_text("# lapis report\n\n```\n" + summary_table(numbers) + "\n```\n\n" + md + "\n")
     (out_dir / "report.json").write_text(json.dumps(numbers, indent=1))

@@ -1,0 +1,140 @@
+"""The committed attention captures (lapis.gpu.bench_attention, lapis.gpu.sanitize_attention): rows, timelines.
+
+Folders under <captures>/attention/: a timed run (manifest.json with plain-build medians, timelines.npz), and a
+sanitizer run (sanitizer.json). Times: the plain build's CUDA-event median per launch, µs; spread_pct = 100 *
+IQR / median; ratio_to_cudnn = cuDNN median / ours in the same run (= our TFLOP/s over cuDNN's; above 1 means
+faster than cuDNN). Timelines come from the instrumented build (-DLAPIS_TIMELINE=1, slower by
+instrumentation_overhead_pct): offsets and fractions, never total times. timelines.npz keeps the whole record
+sequence of the CTAs on SM 0 (and CTAs 0-3), and every CTA's SM and first/last record time (%globaltimer ns).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from lapis.errors import LayoutError
+
+KIND = "attention"
+
+
+def _folders(root: Path, file: str) -> list[Path]:
+    return sorted(p.parent for p in (Path(root) / KIND).glob(f"*/{file}"))
+
+
+def _timed(root: Path) -> list[Path]:
+    return [f for f in _folders(root, "manifest.json")
+            if any("plain" in v for e in _manifest(f)["results"] for v in e["variants"].values())]
+
+
+def has_timed(root: Path) -> bool:
+    return bool(_timed(root))
+
+
+def timed(root: Path) -> Path:
+    """The last attention capture folder holding timed results; LayoutError when there is none."""
+    found = _timed(root)
+    if not found:
+        raise LayoutError("no timed attention capture", f"{root}/{KIND}/*/manifest.json",
+                          "run `lapis bench attention --out DIR` on a GPU, or use the captures lapis ships")
+    return found[-1]
+
+
+def _manifest(folder: Path) -> dict:
+    return json.loads((Path(folder) / "manifest.json").read_text())
+
+
+def sanitizer_clean(root: Path) -> dict:
+    """variant -> True when memcheck, racecheck and synccheck all reported 0 errors (last sanitizer capture),
+    and the shape it ran at; {} without one."""
+    found = _folders(root, "sanitizer.json")
+    if not found:
+        return {}
+    s = json.loads((found[-1] / "sanitizer.json").read_text())["summary"]
+    by: dict = defaultdict(list)
+    for key, ok in s["clean"].items():
+        by[key.split("/")[1]].append(ok)
+    return {v: dict(clean=all(oks), tools=len(oks), shape=s["shape"], capture=found[-1].name) for v, oks in by.items()}
+
+
+def rows(root: Path) -> list[dict]:
+    """One row per timed (variant, shape) of the last timed capture, in run order; TFLOP/s = flops / median."""
+    folder = timed(root)
+    man, clean = _manifest(folder), sanitizer_clean(root)
+    out = []
+    for e in man["results"]:
+        for name, v in e["variants"].items():
+            cudnn = e["sdpa"].get("cudnn", {}).get("median_us")
+            out.append(dict(
+                variant=name, schedule=v["schedule"], params=v["params"], shape=e["shape"], causal=e["causal"],
+                median_us=v["plain"]["median_us"], tflops=e["flops"] / v["plain"]["median_us"] / 1e6,
+                q1_tflops=e["flops"] / v["plain"]["q1_us"] / 1e6, q3_tflops=e["flops"] / v["plain"]["q3_us"] / 1e6,
+                spread_pct=v["plain"]["spread_pct"], cudnn_tflops=None if cudnn is None else e["flops"] / cudnn / 1e6,
+                ratio_to_cudnn=v["ratio_to_cudnn"],
+                rel_err={k: e["rel_err"][f"{name}/plain/{k}"] for k in ("normal", "heavy")},
+                sanitizer_clean=clean.get(name, {}).get("clean"),
+                instrumentation_overhead_pct=v["instrumentation_overhead_pct"],
+                sm_clock_mhz=v["plain"].get("clocks", {}).get("sm_clock_mhz", {}).get("median"),
+                timeline_key=v.get("timeline_summary", {}).get("key"), capture=f"{KIND}/{folder.name}"))
+    return out
+
+
+def timeline(root: Path, key: str) -> dict:
+    """The arrays of one timeline of the last timed capture, without the '<key>/' prefix."""
+    with np.load(timed(root) / "timelines.npz", allow_pickle=False) as z:
+        got = {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(key + "/")}
+    if not got:
+        raise LayoutError("no such timeline in the attention capture", key, "use a row's timeline_key")
+    return got
+
+
+def concurrency(z: dict) -> dict:
+    """CTAs resident at once on each SM, from every CTA's first and last record: {max_per_sm: {max: SMs},
+    mean (time-averaged over each SM's busy span, median over SMs)}."""
+    sm, t0, t1 = z["cta_sm"], z["cta_t_first_ns"].astype(np.int64), z["cta_t_last_ns"].astype(np.int64)
+    peaks, means = [], []
+    for s in np.unique(sm):
+        a, b = t0[sm == s], t1[sm == s]
+        edges = sorted([(t, 1) for t in a] + [(t, -1) for t in b], key=lambda x: (x[0], x[1]))
+        live = np.cumsum([d for _, d in edges])
+        peaks.append(int(live.max()))
+        means.append(float((b - a).sum() / (b.max() - a.min())))
+    values, counts = np.unique(peaks, return_counts=True)
+    return dict(max_per_sm={int(v): int(c) for v, c in zip(values, counts)}, mean=float(np.median(means)))
+
+
+def sm_events(z: dict, sm: int, roles, ops) -> list:
+    """recorder.Event list of every saved CTA that ran on `sm`, ns from its first record. LayoutError when some
+    CTA of that SM was not saved."""
+    from lapis.gpu.harness import decode_timeline
+    from lapis.pipeline_sim.recorder import Event
+    on_sm = np.flatnonzero(z["cta_sm"] == sm)
+    if not set(on_sm.tolist()) <= set(z["ctas"].tolist()):
+        raise LayoutError("the timeline did not save every CTA of this SM", f"SM {sm}", "use SM 0")
+    mine = np.isin(z["ctas"], on_sm)
+    d = decode_timeline(z["records"][mine], z["counts"][mine], list(roles), list(ops),
+                        t0_ns=int(z["cta_t_first_ns"][on_sm].min()))
+    return [Event(**{**e, "role": str(e["role"]), "op": str(e["op"])}) for e in d["events"]]
+
+
+def role_breakdown(events, first_k: int = 0) -> dict:
+    """role -> {op: fraction of the role's recorded time}, over events with k_index >= first_k (first_k = 0
+    keeps Q and epilogue out too: they carry k_index -1)."""
+    total, by = defaultdict(float), defaultdict(lambda: defaultdict(float))
+    for e in events:
+        if e.k_index >= first_k:
+            total[e.role] += e.end_ns - e.start_ns
+            by[e.role][e.op] += e.end_ns - e.start_ns
+    return {r: {op: t / total[r] for op, t in sorted(ops.items(), key=lambda x: -x[1])} for r, ops in by.items()}
+
+
+def iteration_ns(events, first_k: int = 2) -> dict:
+    """Median ns per op per K/V tile of the consumer role(s), over tiles k >= first_k (past the ring's fill)."""
+    per: dict = defaultdict(lambda: defaultdict(float))
+    for e in events:
+        if e.k_index >= first_k and not e.role.startswith("producer"):
+            per[e.op][(e.cta, e.k_index)] += e.end_ns - e.start_ns
+    return {op: float(np.median(list(v.values()))) for op, v in per.items()}
