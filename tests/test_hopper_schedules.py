@@ -17,8 +17,11 @@ def test_derived_register_splits_and_what_they_use():
     assert register_split(3, None, None, 65536) == dict(regs_producer=32, regs_consumer=160, registers=65536)
     assert derived_split(1) == (56, 256)
     assert derived_split(4) == (24, 120)  # (512 - 24) / 4 = 122, down to a multiple of 8
-    assert simulate("h200-s3-two-consumers", "h200", "1x2x1024x128")["fit"] == dict(smem_bytes=163840,
-                                                                                   registers=64512)
+    # 384 threads at the split's mean 168 registers: 5376 per warp, 3 warps per sub-partition, 12 per SM: 1 CTA;
+    # shared memory 163840 + 2048 (alignment slack, static) + 1024 reserved = 166912 B of 233472: 1 CTA too
+    assert simulate("h200-s3-two-consumers", "h200", "1x2x1024x128")["fit"] == dict(
+        smem_bytes=163840, registers=64512, regs_per_thread=168, ctas_per_sm=1, resident_ctas=1,
+        limiter="registers", occupancy_limits=dict(blocks=32, threads=5, registers=1, smem=1))
 
 
 @pytest.mark.parametrize("params, message", [

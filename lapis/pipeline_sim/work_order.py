@@ -51,12 +51,19 @@ def deal(lengths: list[int], sm_count: int, order: str) -> list[list[int]]:
     return per_sm
 
 
+def kv_units_per_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,
+                    per_cta: int = 1, order: str = "grid_stride") -> list[list[tuple[int, ...]]]:
+    """Per SM (those dealt work), its units in its order, each the tuple of its Q tiles' K/V tile counts."""
+    units = work_units(heads, q_tiles, per_cta)
+    kv = [tuple(kv_tiles_per_item(q, kv_tiles, bm, bn, causal) for _, q in u) for u in units]
+    return [[kv[i] for i in s] for s in deal([sum(k) for k in kv], sm_count, order)]
+
+
 def kv_per_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,
               per_cta: int = 1, order: str = "grid_stride") -> list[list[int]]:
     """Per SM (those dealt work), the K/V tile counts of the Q tiles it processes, in its order."""
-    units = work_units(heads, q_tiles, per_cta)
-    kv = [[kv_tiles_per_item(q, kv_tiles, bm, bn, causal) for _, q in u] for u in units]
-    return [[n for i in s for n in kv[i]] for s in deal([sum(k) for k in kv], sm_count, order)]
+    return [[n for u in s for n in u]
+            for s in kv_units_per_sm(heads, q_tiles, kv_tiles, bm, bn, causal, sm_count, per_cta, order)]
 
 
 def representative_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,

@@ -8,6 +8,16 @@ Units are shared per SM: the tensor pipe, MUFU, the FMA pipe and the TMA load pa
 across the SMs running, lapis.pipeline_sim.grid). The representative SM runs the work items of the fullest wave;
 `full` simulates every SM.
 
+Resident CTAs: a non-persistent grid (s1..s7) runs as many CTA slots per SM as the SM keeps resident
+(lapis.model.occupancy: threads 128 x (consumer WGs + the producer WG if warp-specialized); registers per thread
+the launch count, for s1 its ptxas count S1_PTXAS_REGS (no setmaxnreg), for the others the mean of the setmaxnreg
+split; shared memory the tiles + KERNEL_SMEM_EXTRA). Each slot has its own rings, barriers and roles (prefixed
+`cta<s>/` when there are several) and shares the SM's units; the SM's CTAs form one queue in grid order and a
+slot takes the next when its first role gets there (the serial WG or the producer: a slot's roles run its CTAs
+back to back, the producer starting the next CTA's loads as its ring frees, as the one-slot model always did).
+s1 (80 KiB of tiles) keeps 2 resident, shared-memory-limited; s2..s7 at their defaults keep 1. The persistent
+s8, s9 run one CTA per SM by design. `ctas_per_sm` forces fewer slots (1..resident).
+
 What each step changes (the one change of the canonical table):
   s1 serial: one warpgroup loads (and waits for) Q, K_j, V_j itself, then QK, softmax, PV, each waited for.
   s2 ws-ring: a producer warp fills a K/V ring of `stages` slots; the consumer overlaps with the loads.
@@ -47,20 +57,24 @@ s4 matches s3), where the Resource predicted s4 = s3.
 
 Parameters (one key set; `--param k=v`): block_m, block_n, stages, consumer_wgs, emulate_frac, threshold,
 causal, regs_producer / regs_consumer (setmaxnreg.py: derived 56/256, 24/240, 32/160 for 1, 2, 3 consumer WGs;
-refused outside 24..256 step 8 or over registers_per_sm), q_tiles_per_cta (work_order.py), persistent_order
-(s8, s9). Registers are checked and reported (`fit`) but do not change the timing: spills are not modelled.
+refused outside 24..256 step 8 or over registers_per_sm), regs_per_thread (s1 only), ctas_per_sm,
+q_tiles_per_cta (work_order.py), persistent_order (s8, s9). Registers are checked and reported (`fit`, with the
+resident CTAs, the slots simulated and the limiting resource); they set the residency but spills are not
+modelled.
 FMA-pipe operation counts per score (4 before s6: scale, max, subtract, row sum; 3 after) are modelled
 assumptions, stated here; the rates come from the profile.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import lru_cache
 
 import simpy
 
 from lapis.errors import LayoutError
+from lapis.model.occupancy import resident_ctas
 from lapis.pipeline_sim.commit_groups import WgmmaGroups
 from lapis.pipeline_sim.grid import grid_summary, run_sms
 from lapis.pipeline_sim.named_barrier import NamedBarrier
@@ -68,14 +82,20 @@ from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
 from lapis.pipeline_sim.races import HappensBefore
 from lapis.pipeline_sim.setmaxnreg import WARPGROUP_THREADS, register_split
 from lapis.pipeline_sim.units import occupy
-from lapis.pipeline_sim.work_order import kv_per_sm, kv_tiles_per_item, representative_sm  # noqa: F401 (re-exported)
+from lapis.pipeline_sim.work_order import (kv_per_sm, kv_tiles_per_item, kv_units_per_sm,  # noqa: F401 (re-exported)
+                                           representative_sm)
 
 S9_BLOCK_N, S9_STAGES, S9_WGS = 128, 3, 2  # picked by sweep_s9() (module docstring)
+S1_PTXAS_REGS = 154  # ptxas's count for attn_s1_serial (capture attention/h200-2026-11-29, builds.plain.ptxas)
+# Shared memory the kernel holds beyond the schedule's tiles: 1 KiB of alignment slack in the dynamic allocation
+# (attention_h200.cu Config::SMEM_BYTES) and 1 KiB of static shared memory (ptxas smem_bytes, same capture).
+KERNEL_SMEM_EXTRA = 1024 + 1024
 DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0,
-                regs_producer=None, regs_consumer=None, q_tiles_per_cta=1, persistent_order="grid_stride")
+                regs_producer=None, regs_consumer=None, regs_per_thread=None, ctas_per_sm=None, q_tiles_per_cta=1,
+                persistent_order="grid_stride")
 _S8 = dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True, persistent=True)
 VARIANTS = {
-    "h200-s1-serial": dict(block_m=64, consumer_wgs=1, stages=1, ws=False),
+    "h200-s1-serial": dict(block_m=64, consumer_wgs=1, stages=1, ws=False, regs_per_thread=S1_PTXAS_REGS),
     "h200-s2-ws-ring": dict(block_m=64, consumer_wgs=1, ws=True),
     "h200-s3-two-consumers": dict(ws=True),
     "h200-s4-pingpong": dict(ws=True, pingpong=True),
@@ -145,12 +165,36 @@ def resolve(p, params: dict, variant: str, d: int) -> dict:
                           f"K+V {2 * bn * d * 2} B = {smem} B > {p['smem_bytes_per_block']} B",
                           "lower stages, block_n or block_m")
     if flags.get("ws"):
+        if "regs_per_thread" in params:
+            raise LayoutError(f"{variant} launches with its setmaxnreg split's mean register count",
+                              f"regs_per_thread {params['regs_per_thread']}", "set regs_producer/regs_consumer")
         prm.update(register_split(wgs, prm["regs_producer"], prm["regs_consumer"], p["registers_per_sm"]))
+        prm["regs_per_thread"] = -(-prm["registers"] // (WARPGROUP_THREADS * (wgs + 1)))
     elif prm["regs_producer"] is not None or prm["regs_consumer"] is not None:
         raise LayoutError(f"{variant} has no warp specialization, so no setmaxnreg split",
                           f"regs {prm['regs_producer']}/{prm['regs_consumer']}", "drop regs_producer/regs_consumer")
     prm["smem_bytes"] = smem
+    prm["occupancy"] = _slots(p, prm, flags, smem)
     return prm
+
+
+def _slots(p, prm: dict, flags: dict, smem: int):
+    """The CTAs resident per SM (lapis.model.occupancy) and the slots simulated: all of them for a
+    non-persistent grid, or `ctas_per_sm` when given (1..resident); 1 for a persistent one, by design."""
+    threads = WARPGROUP_THREADS * (prm["consumer_wgs"] + (1 if flags.get("ws") else 0))
+    occ = resident_ctas(p, threads, prm["regs_per_thread"], smem + KERNEL_SMEM_EXTRA)
+    asked, most = prm["ctas_per_sm"], 1 if flags.get("persistent") else occ.ctas_per_sm
+    if asked is not None and not 1 <= asked <= most:
+        raise LayoutError("ctas_per_sm is at most the CTAs the SM keeps resident (1 for a persistent schedule)",
+                          f"ctas_per_sm {asked}, resident {occ.ctas_per_sm} ({occ.limiter}-limited)",
+                          f"use 1..{most}")
+    prm["ctas_per_sm"] = most if asked is None else asked
+    return occ
+
+
+def _kv_total(ctas) -> int:
+    """K/V tiles of an SM's CTAs (each a tuple of its Q tiles' K/V tile counts): the representative's cost."""
+    return sum(map(sum, ctas))
 
 
 def simulate(p, shape: str, params: dict, variant: str, check_races: bool = False, full: bool = False) -> dict:
@@ -161,13 +205,14 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     b, h, seq, d = parse_shape(shape)
     flags = VARIANTS[variant]
     prm = resolve(p, params, variant, d)
-    smem, registers = prm.pop("smem_bytes"), prm.pop("registers", None)
+    smem, registers, occ = prm.pop("smem_bytes"), prm.pop("registers", None), prm.pop("occupancy")
+    slots = prm["ctas_per_sm"]
     bm, bn, wgs = prm["block_m"], prm["block_n"], prm["consumer_wgs"]
     q_tiles, kv_tiles = _tiles(seq, bm, bn, flags.get("masked_tail", False))
     per_cta = prm["q_tiles_per_cta"]
     items = b * h * math.ceil(q_tiles / per_cta)  # CTAs of a non-persistent grid (work units of a persistent one)
-    per_sm = kv_per_sm(b * h, q_tiles, kv_tiles, bm, bn, prm["causal"], p["sm_count"], per_cta,
-                       prm["persistent_order"])
+    per_sm = kv_units_per_sm(b * h, q_tiles, kv_tiles, bm, bn, prm["causal"], p["sm_count"], per_cta,
+                             prm["persistent_order"])
     rows = bm // wgs
     env = simpy.Environment()
     t_rate, m_rate, f_rate = (p.per_ns(k) for k in ("tensor_flop_per_clk_sm", "mufu_ex2_per_clk_sm",
@@ -181,14 +226,16 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     freq = rescale_frequency(bn, prm["threshold"]) if flags.get("cond_rescale") else 1.0
     rescale_ns = rows * d * freq / f_rate
     tile_bytes = bn * d * 2  # one K or V tile
-    consumers = tuple(f"consumer{i}" for i in range(wgs))
     pp = bool(flags.get("pingpong")) and wgs >= 2
     checked = []  # (HappensBefore or None, barriers) of each SM simulated
 
     def build(rec, grid, group):
-        """One SM's units, rings and roles, running the Q tiles of `group.work` (their K/V tile counts)."""
-        my_kv = group.work
-        hb = HappensBefore(env) if check_races else None
+        """One SM's units and its `slots` CTA slots, each with its own rings, barriers and roles, running the
+        CTAs of `group.work` (each the tuple of its Q tiles' K/V tile counts)."""
+        ctas = group.work
+        first = [0, *itertools.accumulate(len(u) for u in ctas)]  # each CTA's first work item
+        queue = iter(range(len(ctas)))  # the SM's CTAs in grid order; the slot that asks first gets the next
+        n_slots = min(slots, len(ctas))
         tensor, mufu, fma, load_path = (simpy.Resource(env, 1) for _ in range(4))
         busy = dict(tensor=0.0, mufu=0.0, fma=0.0, tma=0.0)
 
@@ -201,182 +248,212 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
             yield from use(load_path, "tma", lambda: nbytes / grid.share(reuse), role, op, **kw)
             yield env.timeout(p["tma_latency_ns"])
 
-        # Separate K and V rings, as FlashAttention-3 keeps them: QK needs only K, and K frees before V.
-        rings = {x: TmaPipeline(env, x, prm["stages"], "producer", consumers, tile_bytes) for x in ("K", "V")}
-        for ring in rings.values():
-            ring.attach(hb)
-        # s4+: WG i's GEMM turn is named barrier 1 + i over 256 threads: WG i's bar.sync (128) and the bar.arrive
-        # (128) of the WG before it, which arrives once its own GEMMs are issued (FA3's warp-scheduler barriers).
-        turns = [NamedBarrier(env, f"gemm turn of {c}", PINGPONG_BAR0 + i, 2 * WARPGROUP_THREADS,
-                              {c: WARPGROUP_THREADS, consumers[i - 1]: WARPGROUP_THREADS})
-                 for i, c in enumerate(consumers)] if pp else []
+        def cta_slot(s):
+            """Slot s: its roles (prefixed cta<s>/ when the SM runs several) run CTAs one after another, each taken
+            off the SM's queue by the first of the slot's roles to reach it (the producer, or the serial WG)."""
+            def R(role):
+                return f"cta{s}/{role}" if n_slots > 1 else role
 
-        def producer():
-            st = {x: PipelineState.producer_start(prm["stages"]) for x in rings}
-            for item, n_kv in enumerate(my_kv):
-                yield from load(bm * d * 2, "producer", "TMA Q", reuse=1, work_item=item)
-                for x, j in load_order(n_kv):
-                    ring = rings[x]
-                    t0 = env.now
-                    yield ring.producer_acquire(st[x])
-                    if env.now > t0:
-                        rec.add("producer", f"wait {x} slot", t0, kind="wait", work_item=item, k_index=j)
-                    ring.producer_expect(st[x])
-                    issue = hb and hb.op("producer", f"issue TMA {x} {item}.{j}")
-                    env.process(tile_load(ring, PipelineState(st[x].stages, st[x].index, st[x].phase), x, item, j,
-                                          issue))
-                    st[x].advance()
-            for x, ring in rings.items():
-                yield ring.producer_tail(st[x])
+            hb = HappensBefore(env) if check_races else None
+            consumers = tuple(R(f"consumer{i}") for i in range(wgs))
+            taken = []  # the CTAs of this slot, in order
 
-        def load_order(n_kv):
-            """The producer's TMA order: K_j, V_j; or, where PV_j joins the next GEMM turn (s4+), K_{j+1} before
-            V_j, the order the consumers free the slots in (FA3's producer lags V by one tile the same way)."""
-            if not pp and not flags.get("overlap"):
-                return [(x, j) for j in range(n_kv) for x in ("K", "V")]
-            order = [("K", 0)] if n_kv else []
-            for j in range(n_kv):
-                order += ([("K", j + 1)] if j + 1 < n_kv else []) + [("V", j)]
-            return order
+            def cta_items():
+                """(work item, K/V tiles) of this slot's Q tiles, taking the next CTA off the queue on demand."""
+                k = 0
+                while True:
+                    if k == len(taken):
+                        taken.append(next(queue, None))
+                    if taken[k] is None:
+                        return
+                    yield from ((first[taken[k]] + i, n) for i, n in enumerate(ctas[taken[k]]))
+                    k += 1
+            # Separate K and V rings, as FlashAttention-3 keeps them: QK needs only K, and K frees before V.
+            rings = {x: TmaPipeline(env, R(x), prm["stages"], R("producer"), consumers, tile_bytes) for x in ("K", "V")}
+            for ring in rings.values():
+                ring.attach(hb)
+            # s4+: WG i's GEMM turn is named barrier 1 + i over 256 threads: WG i's bar.sync (128) and the bar.arrive
+            # (128) of the WG before it, which arrives once its own GEMMs are issued (FA3's warp-scheduler barriers).
+            turns = [NamedBarrier(env, f"gemm turn of {c}", PINGPONG_BAR0 + i, 2 * WARPGROUP_THREADS,
+                                  {c: WARPGROUP_THREADS, consumers[i - 1]: WARPGROUP_THREADS})
+                     for i, c in enumerate(consumers)] if pp else []
 
-        def tile_load(ring, st, x, item, j, issue):
-            yield from load(tile_bytes, "tma", f"TMA {x}", work_item=item, k_index=j)
-            w = hb and hb.access(f"tma {x} {item}.{j}", x, st.index, (item, j), "write", after=issue)
-            ring.tma_complete(st, node=w)
+            def producer():
+                st = {x: PipelineState.producer_start(prm["stages"]) for x in rings}
+                for item, n_kv in cta_items():
+                    yield from load(bm * d * 2, R("producer"), "TMA Q", reuse=1, work_item=item)
+                    for x, j in load_order(n_kv):
+                        ring = rings[x]
+                        t0 = env.now
+                        yield ring.producer_acquire(st[x])
+                        if env.now > t0:
+                            rec.add(R("producer"), f"wait {x} slot", t0, kind="wait", work_item=item, k_index=j)
+                        ring.producer_expect(st[x])
+                        issue = hb and hb.op(R("producer"), f"issue TMA {x} {item}.{j}")
+                        env.process(tile_load(ring, PipelineState(st[x].stages, st[x].index, st[x].phase), x, item, j,
+                                              issue))
+                        st[x].advance()
+                for x, ring in rings.items():
+                    yield ring.producer_tail(st[x])
 
-        def wgmma(groups, role, op, item, j, reads=None):
-            """wgmma.mma_async over a tile: the tensor pipe runs it while the warpgroup goes on; then commit_group.
-            `reads` = (ring name, slot) of the K or V tile it reads (logged at issue, in program order)."""
-            if hb and reads:
-                hb.access(role, reads[0], reads[1], (item, j), "read")
-            groups.issue(env.process(use(tensor, "tensor", gemm_ns, role, op, work_item=item, k_index=j)))
-            groups.commit()
-
-        def wait_group(groups, n, role, item, j):
-            t0 = env.now
-            yield groups.wait(n)
-            if env.now > t0:
-                rec.add(role, f"wait wgmma (wait_group {n})", t0, kind="wait", work_item=item, k_index=j)
-
-        def wait_tile(x, st, role, item, j):
-            t0 = env.now
-            yield rings[x].consumer_wait(st, role)
-            if env.now > t0:
-                rec.add(role, f"wait {x}", t0, kind="wait", work_item=item, k_index=j)
-
-        def turn_sync(i, role, item, j):
-            t0 = env.now
-            yield turns[i].sync(role, WARPGROUP_THREADS)
-            if env.now > t0:
-                rec.add(role, f"wait GEMM turn (bar.sync {PINGPONG_BAR0 + i})", t0, kind="wait", work_item=item,
-                        k_index=j)
-
-        def softmax(role, item, j, with_rescale):
-            kw = dict(work_item=item, k_index=j)
-            yield from use(mufu, "mufu", mufu_ns, role, "softmax ex2", **kw)
-            if with_rescale:
-                yield from use(fma, "fma", fma_ns + rescale_ns, role, "softmax FMA + O rescale", **kw)
-            else:
-                yield from use(fma, "fma", fma_ns, role, "softmax FMA", **kw)
-
-        def consumer(i):
-            role = consumers[i]
-            st = {x: PipelineState(prm["stages"]) for x in rings}
-            g = WgmmaGroups(env, role)
-            if pp and i == wgs - 1:
-                turns[0].arrive(role, WARPGROUP_THREADS)  # the first GEMM turn goes to WG 0
-
-            def take(x):
-                s = PipelineState(st[x].stages, st[x].index, st[x].phase)
-                st[x].advance()
-                return s
-
-            def pv(item, j, vst):
-                yield from wait_tile("V", vst, role, item, j)
-                wgmma(g, role, "wgmma PV", item, j, ("V", vst.index))
-
-            for item, n_kv in enumerate(my_kv):
-                held = None  # (j, V slot) of the tile whose PV is still to issue (s4+: it joins the next GEMM turn)
+            def load_order(n_kv):
+                """The producer's TMA order: K_j, V_j; or, where PV_j joins the next GEMM turn (s4+), K_{j+1} before
+                V_j, the order the consumers free the slots in (FA3's producer lags V by one tile the same way)."""
+                if not pp and not flags.get("overlap"):
+                    return [(x, j) for j in range(n_kv) for x in ("K", "V")]
+                order = [("K", 0)] if n_kv else []
                 for j in range(n_kv):
-                    kst, vst = take("K"), take("V")
-                    yield from wait_tile("K", kst, role, item, j)
-                    if pp:
-                        yield from turn_sync(i, role, item, j)
-                    if flags.get("overlap"):  # s5+: QK_j, then PV_{j-1}; softmax_j runs while PV_{j-1} does
-                        wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
-                        if held:
-                            yield from pv(item, *held)
+                    order += ([("K", j + 1)] if j + 1 < n_kv else []) + [("V", j)]
+                return order
+
+            def tile_load(ring, st, x, item, j, issue):
+                yield from load(tile_bytes, R("tma"), f"TMA {x}", work_item=item, k_index=j)
+                w = hb and hb.access(R(f"tma {x} {item}.{j}"), x, st.index, (item, j), "write", after=issue)
+                ring.tma_complete(st, node=w)
+
+            def wgmma(groups, role, op, item, j, reads=None):
+                """wgmma.mma_async over a tile: the tensor pipe runs it while the warpgroup goes on; then commit_group.
+                `reads` = (ring name, slot) of the K or V tile it reads (logged at issue, in program order)."""
+                if hb and reads:
+                    hb.access(role, reads[0], reads[1], (item, j), "read")
+                groups.issue(env.process(use(tensor, "tensor", gemm_ns, role, op, work_item=item, k_index=j)))
+                groups.commit()
+
+            def wait_group(groups, n, role, item, j):
+                t0 = env.now
+                yield groups.wait(n)
+                if env.now > t0:
+                    rec.add(role, f"wait wgmma (wait_group {n})", t0, kind="wait", work_item=item, k_index=j)
+
+            def wait_tile(x, st, role, item, j):
+                t0 = env.now
+                yield rings[x].consumer_wait(st, role)
+                if env.now > t0:
+                    rec.add(role, f"wait {x}", t0, kind="wait", work_item=item, k_index=j)
+
+            def turn_sync(i, role, item, j):
+                t0 = env.now
+                yield turns[i].sync(role, WARPGROUP_THREADS)
+                if env.now > t0:
+                    rec.add(role, f"wait GEMM turn (bar.sync {PINGPONG_BAR0 + i})", t0, kind="wait", work_item=item,
+                            k_index=j)
+
+            def softmax(role, item, j, with_rescale):
+                kw = dict(work_item=item, k_index=j)
+                yield from use(mufu, "mufu", mufu_ns, role, "softmax ex2", **kw)
+                if with_rescale:
+                    yield from use(fma, "fma", fma_ns + rescale_ns, role, "softmax FMA + O rescale", **kw)
+                else:
+                    yield from use(fma, "fma", fma_ns, role, "softmax FMA", **kw)
+
+            def consumer(i):
+                role = consumers[i]
+                st = {x: PipelineState(prm["stages"]) for x in rings}
+                g = WgmmaGroups(env, role)
+                if pp and i == wgs - 1:
+                    turns[0].arrive(role, WARPGROUP_THREADS)  # the first GEMM turn goes to WG 0
+
+                def take(x):
+                    s = PipelineState(st[x].stages, st[x].index, st[x].phase)
+                    st[x].advance()
+                    return s
+
+                def pv(item, j, vst):
+                    yield from wait_tile("V", vst, role, item, j)
+                    wgmma(g, role, "wgmma PV", item, j, ("V", vst.index))
+
+                for item, n_kv in cta_items():
+                    held = None  # (j, V slot) of the tile whose PV is still to issue (s4+: it joins the next GEMM turn)
+                    for j in range(n_kv):
+                        kst, vst = take("K"), take("V")
+                        yield from wait_tile("K", kst, role, item, j)
+                        if pp:
+                            yield from turn_sync(i, role, item, j)
+                        if flags.get("overlap"):  # s5+: QK_j, then PV_{j-1}; softmax_j runs while PV_{j-1} does
+                            wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
+                            if held:
+                                yield from pv(item, *held)
+                            if pp:
+                                turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
+                            yield from wait_group(g, 1 if held else 0, role, item, j)  # S_j ready; PV_{j-1} may run on
+                            rings["K"].consumer_release(kst, role)
+                            yield from softmax(role, item, j, with_rescale=False)
+                            if held:
+                                yield from wait_group(g, 0, role, item, j)
+                                rings["V"].consumer_release(held[1], role)
+                            yield from use(fma, "fma", rescale_ns, role, "O rescale", work_item=item, k_index=j)
+                            held = (j, vst)
+                        elif pp:  # s4: the turn holds PV_{j-1} then QK_j; softmax_j overlaps the other WG's turn
+                            if held:
+                                yield from pv(item, *held)
+                            wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
+                            turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
+                            yield from wait_group(g, 0, role, item, j)
+                            rings["K"].consumer_release(kst, role)
+                            if held:
+                                rings["V"].consumer_release(held[1], role)
+                            yield from softmax(role, item, j, with_rescale=True)
+                            held = (j, vst)
+                        else:  # s2, s3: each GEMM waited for before the next step
+                            wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
+                            yield from wait_group(g, 0, role, item, j)
+                            rings["K"].consumer_release(kst, role)
+                            yield from softmax(role, item, j, with_rescale=True)
+                            yield from pv(item, j, vst)
+                            yield from wait_group(g, 0, role, item, j)
+                            rings["V"].consumer_release(vst, role)
+                    if held is not None:  # the last PV, in a turn of its own
+                        if pp:
+                            yield from turn_sync(i, role, item, held[0])
+                        yield from pv(item, *held)
                         if pp:
                             turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
-                        yield from wait_group(g, 1 if held else 0, role, item, j)  # S_j ready; PV_{j-1} may run on
-                        rings["K"].consumer_release(kst, role)
-                        yield from softmax(role, item, j, with_rescale=False)
-                        if held:
-                            yield from wait_group(g, 0, role, item, j)
-                            rings["V"].consumer_release(held[1], role)
-                        yield from use(fma, "fma", rescale_ns, role, "O rescale", work_item=item, k_index=j)
-                        held = (j, vst)
-                    elif pp:  # s4: the turn holds PV_{j-1} then QK_j; softmax_j overlaps the other WG's turn
-                        if held:
-                            yield from pv(item, *held)
-                        wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
-                        turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
+                        yield from wait_group(g, 0, role, item, held[0])
+                        rings["V"].consumer_release(held[1], role)
+                    yield from load(rows * d * 2, role, "store O", reuse=1, work_item=item)
+
+            def serial():
+                role = R("consumer0")
+                g = WgmmaGroups(env, role)
+                for item, n_kv in cta_items():
+                    yield from load(bm * d * 2, role, "TMA Q (waited)", reuse=1, work_item=item)
+                    for j in range(n_kv):
+                        yield from load(2 * tile_bytes, role, "TMA K+V (waited)", work_item=item, k_index=j)
+                        wgmma(g, role, "wgmma QK", item, j)
                         yield from wait_group(g, 0, role, item, j)
-                        rings["K"].consumer_release(kst, role)
-                        if held:
-                            rings["V"].consumer_release(held[1], role)
                         yield from softmax(role, item, j, with_rescale=True)
-                        held = (j, vst)
-                    else:  # s2, s3: each GEMM waited for before the next step
-                        wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
+                        wgmma(g, role, "wgmma PV", item, j)
                         yield from wait_group(g, 0, role, item, j)
-                        rings["K"].consumer_release(kst, role)
-                        yield from softmax(role, item, j, with_rescale=True)
-                        yield from pv(item, j, vst)
-                        yield from wait_group(g, 0, role, item, j)
-                        rings["V"].consumer_release(vst, role)
-                if held is not None:  # the last PV, in a turn of its own
-                    if pp:
-                        yield from turn_sync(i, role, item, held[0])
-                    yield from pv(item, *held)
-                    if pp:
-                        turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
-                    yield from wait_group(g, 0, role, item, held[0])
-                    rings["V"].consumer_release(held[1], role)
-                yield from load(rows * d * 2, role, "store O", reuse=1, work_item=item)
+                    yield from load(bm * d * 2, role, "store O", reuse=1, work_item=item)
 
-        def serial():
-            role = "consumer0"
-            g = WgmmaGroups(env, role)
-            for item, n_kv in enumerate(my_kv):
-                yield from load(bm * d * 2, role, "TMA Q (waited)", reuse=1, work_item=item)
-                for j in range(n_kv):
-                    yield from load(2 * tile_bytes, role, "TMA K+V (waited)", work_item=item, k_index=j)
-                    wgmma(g, role, "wgmma QK", item, j)
-                    yield from wait_group(g, 0, role, item, j)
-                    yield from softmax(role, item, j, with_rescale=True)
-                    wgmma(g, role, "wgmma PV", item, j)
-                    yield from wait_group(g, 0, role, item, j)
-                yield from load(bm * d * 2, role, "store O", reuse=1, work_item=item)
+            barriers = rings["K"].barriers + rings["V"].barriers
+            if flags.get("ws"):
+                procs = {R("producer"): env.process(producer())}
+                procs.update({c: env.process(consumer(i)) for i, c in enumerate(consumers)})
+            else:
+                procs = {R("consumer0"): env.process(serial())}
+            checked.append((hb, barriers))  # the mbarriers log races; the named barriers (turns) do not
+            return procs, barriers + turns
 
-        barriers = rings["K"].barriers + rings["V"].barriers
-        if flags.get("ws"):
-            procs = {"producer": env.process(producer())}
-            procs.update({c: env.process(consumer(i)) for i, c in enumerate(consumers)})
-        else:
-            procs = {"consumer0": env.process(serial())}
-        checked.append((hb, barriers))  # the mbarriers log races; the named barriers (turns) do not
-        return procs, barriers + turns, busy
+        procs, barriers = {}, []
+        for s in range(n_slots):
+            pr, bars = cta_slot(s)
+            procs.update(pr)
+            barriers += bars
+        return procs, barriers, busy
 
-    run = run_sms(env, p, per_sm, full, build, cost=sum)
+    run = run_sms(env, p, per_sm, full, build, cost=_kv_total)
     rep = run.slowest
     flops = 4.0 * b * h * seq * seq * d / (2 if prm["causal"] else 1)  # the FA benchmarks' convention
     return dict(env_ns=env.now, flops=flops, events=run.recorders[rep.sm].events, params=prm,
                 races=None if not check_races else [r for hb, bars in checked
                                                     for r in hb.races() + [y for x in bars for y in x.races]],
-                fit=dict(smem_bytes=smem, registers=registers), units=run.busy[rep.sm],
-                work=dict(work_items=items, active_sms=len(per_sm), items_per_sm=len(rep.work), kv_tiles=kv_tiles,
-                          kv_tiles_on_this_sm=sum(rep.work), rescale_frequency=freq),
+                fit=dict(smem_bytes=smem, registers=registers, regs_per_thread=prm["regs_per_thread"],
+                         ctas_per_sm=slots, resident_ctas=occ.ctas_per_sm, limiter=occ.limiter,
+                         occupancy_limits=occ.limits),
+                units=run.busy[rep.sm],
+                work=dict(work_items=items, active_sms=len(per_sm), items_per_sm=sum(map(len, rep.work)),
+                          kv_tiles=kv_tiles, kv_tiles_on_this_sm=_kv_total(rep.work), rescale_frequency=freq),
                 grid=grid_summary(run, env.now))
 
 
