@@ -49,13 +49,14 @@ def kernel_rows(captures: str | None = None) -> list[dict]:
 
 
 def occupancy(captures: str | None = None) -> dict:
-    """variant -> resident CTAs per SM (lapis.gpu.occupancy) from the capture's ptxas report (plain build:
-    registers, static smem) and the kernel's dynamic smem (bench_attention.smem_bytes)."""
+    """variant -> resident CTAs per SM (lapis.model.occupancy, the rule the simulator uses) from the capture's
+    ptxas report (plain build: registers, static smem) and the kernel's dynamic smem (bench_attention.smem_bytes)."""
     import json
 
     from lapis.gpu.attention_plan import load as load_plan
     from lapis.gpu.bench_attention import VARIANTS, kernel_name, smem_bytes, threads
-    from lapis.gpu.occupancy import resident_ctas
+    from lapis.model.occupancy import resident_ctas
+    from lapis.model.profile import load_profile
     from lapis.validate import captures_root
     man = json.loads((ac.timed(captures_root(captures, kinds=(ac.KIND,))) / "manifest.json").read_text())
     ptxas, plan, out = man["builds"]["plain"]["ptxas"], load_plan(), {}
@@ -63,8 +64,10 @@ def occupancy(captures: str | None = None) -> dict:
         v = VARIANTS[name]
         p = ptxas[kernel_name(v)]
         smem = smem_bytes(v, plan) + p["smem_bytes"]
-        out[name] = dict(threads=threads(v), registers=p["registers"], smem_bytes=smem,
-                         **resident_ctas(threads(v), p["registers"], smem))
+        o = resident_ctas(load_profile("h200"), threads(v), p["registers"], smem)
+        out[name] = dict(threads=threads(v), registers=p["registers"], smem_bytes=smem, ctas=o.ctas_per_sm,
+                         bound_by=o.limiter, limits=o.limits, registers_per_cta=o.registers_per_cta,
+                         smem_per_cta=o.smem_per_cta)
     return out
 
 
@@ -138,10 +141,10 @@ def _findings(occ: dict, lim: dict) -> list[str]:
     mma = sum(c.get(op, 0) for op in ("issue QK", "wait QK", "issue PV", "wait PV"))
     occ_txt = "; ".join(f"`{n}`: {o['threads']} threads x {o['registers']} registers, {o['smem_bytes']} B smem "
                         f"-> {o['ctas']} CTA(s) per SM (limits: {', '.join(f'{k} {v}' for k, v in o['limits'].items())};"
-                        f" bound by {' and '.join(o['bound_by'])})" for n, o in occ.items())
+                        f" bound by {o['bound_by']})" for n, o in occ.items())
     conc = {n: v["concurrency"] for n, v in lim["variants"].items()}
     return [
-        f"**Occupancy** (CUDA occupancy rules, `lapis.gpu.occupancy`): {occ_txt}. The measured CTA spans agree: "
+        f"**Occupancy** (CUDA occupancy rules, `lapis.model.occupancy`): {occ_txt}. The measured CTA spans agree: "
         + "; ".join(f"`{n}` had at most {max(cc['max_per_sm'])} CTA(s) on an SM at once (on "
                     f"{cc['max_per_sm'][max(cc['max_per_sm'])]} of {lim['sm_count']} SMs), "
                     f"{cc['mean']:.2f} on average" for n, cc in conc.items()) + f" at {lim['shape']}.",

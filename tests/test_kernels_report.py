@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from lapis.errors import LayoutError
-from lapis.gpu.occupancy import resident_ctas
+from lapis.model.occupancy import resident_ctas
 
 ROOT = Path(__file__).resolve().parents[1]
 CAP = ROOT / "lapis" / "captures" / "attention"
@@ -25,19 +25,21 @@ def timed(shape):
     return next(e for e in MAN["results"] if e["shape"] == shape)
 
 
-def test_occupancy_by_hand():
-    # s1: 154 regs x 32 = 4928 -> 5120 per warp (256-register unit); 65536 // 5120 = 12 warps = 3 CTAs of 4 warps.
-    # smem: 16384 Q + 65536 K/V + 1024 align + 1024 static + 1024 reserved = 84992 B; 233472 // 84992 = 2.
-    s1 = resident_ctas(128, 154, 16384 + 65536 + 1024 + 1024)
-    assert s1["limits"] == dict(threads=16, registers=3, smem=2, ctas=32)
-    assert s1["ctas"] == 2 and s1["bound_by"] == ["smem"] and s1["smem_per_cta"] == 84992
-    # s2: 232 x 32 = 7424 (a multiple of 256); 65536 // 7424 = 8 warps = 1 CTA of 8; smem 150528 B -> 1.
-    s2 = resident_ctas(256, 232, 16384 + 2 * 65536 + 1024 + 1024)
-    assert s2["ctas"] == 1 and s2["bound_by"] == ["registers", "smem"] and s2["registers_per_cta"] == 8 * 7424
-    assert resident_ctas(1024, 32, 0)["ctas"] == 2  # 64 warps // 32 by threads
+def test_occupancy_of_the_captured_kernels_is_the_simulators_rule():
+    from lapis.model.profile import load_profile
+    p = load_profile("h200")
+    # s1: 154 regs x 32 = 4928 -> 5120 per warp (256-register unit); a sub-partition's 16384 registers hold 3 such
+    # warps, 12 per SM = 3 CTAs of 4 warps; smem: 16384 Q + 65536 K/V + 1024 align + 1024 static + 1024 reserved
+    # = 84992 B -> 233472 // 84992 = 2 CTAs.
+    s1 = resident_ctas(p, 128, 154, 16384 + 65536 + 1024 + 1024)
+    assert (s1.ctas_per_sm, s1.limiter, s1.smem_per_cta) == (2, "smem", 84992)
+    assert s1.limits["smem"] == 2 and s1.limits["registers"] == 3 and s1.limits["threads"] == 16
+    # s2: 232 x 32 = 7424 per warp; 8 warps x 7424 = 59392 registers -> 1 CTA; smem 150528 B -> 1.
+    s2 = resident_ctas(p, 256, 232, 16384 + 2 * 65536 + 1024 + 1024)
+    assert s2.ctas_per_sm == 1 and s2.registers_per_cta == 8 * 7424 and s2.limits["smem"] == 1
     for bad in ((0, 32, 0), (128, 256, 0), (128, 32, 232449)):
         with pytest.raises(LayoutError):
-            resident_ctas(*bad)
+            resident_ctas(p, *bad)
 
 
 @pytest.fixture(scope="module")
