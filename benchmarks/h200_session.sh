@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call on the H200 (lapis `run` tool): capture the microbenchmarks, then check (or time) the GEMM.
-# Usage on the device, from the repo root:  bash benchmarks/h200_session.sh check|time|ablate|attn-check|attn-time
+# Usage on the device, from the repo root:
+#   bash benchmarks/h200_session.sh check|time|ablate|attn-check|attn-time|attn2-check|attn2-time
 # Needs micro-provenance.json and gemm-provenance.json made here first (untracked, they travel with the tree):
 #   python -m lapis.provenance > micro-provenance.json
 #   python -m lapis.provenance $(python -m lapis.gpu.bench_gemm --sources) > gemm-provenance.json
@@ -31,10 +32,28 @@ fi
 # the blind predictions (lapis/blind/attention_h200.json) are committed before attn-time.
 if [ "$mode" = attn-check ]; then
   timeout 240 python3 -m lapis.gpu.bench_attention --out "$OUT/attn" --provenance attn-provenance.json --check-only \
+    --variants s1,s2 \
     > "$OUT/attn.log" 2>&1; echo "attn check rc $?"; tail -14 "$OUT/attn.log"
-  timeout 280 python3 -m lapis.gpu.sanitize_attention --out "$OUT/sanitize" > "$OUT/sanitize.log" 2>&1
+  timeout 280 python3 -m lapis.gpu.sanitize_attention --out "$OUT/sanitize" --variants s1,s2 > "$OUT/sanitize.log" 2>&1
   echo "sanitize rc $?"; tail -12 "$OUT/sanitize.log"
 elif [ "$mode" = attn-time ]; then
-  timeout 280 python3 -m lapis.gpu.bench_attention --out "$OUT/attn" --provenance attn-provenance.json \
+  timeout 280 python3 -m lapis.gpu.bench_attention --out "$OUT/attn" --provenance attn-provenance.json --variants s1,s2 \
     > "$OUT/attn.log" 2>&1; echo "attn time rc $?"; tail -32 "$OUT/attn.log"
+fi
+# Attention part 2 (issue 8): bash benchmarks/h200_session.sh attn2-check|attn2-time runs only s3 and s4 (the
+# variants bench_attention has of them), with the same attn-provenance.json. attn2-check: correctness at the small
+# shape and the five shapes, no timing, and the sanitizer on them (planted race on s3); the blind predictions
+# (lapis/blind/attention_h200_s3s4.json) are committed before attn2-time.
+if [ "$mode" = attn2-check ] || [ "$mode" = attn2-time ]; then
+  v2=$(python3 -c "from lapis.gpu.bench_attention import VARIANTS; print(','.join(v for v in ('s3', 's4') if v in VARIANTS))")
+  echo "variants $v2"
+fi
+if [ "$mode" = attn2-check ]; then
+  timeout 240 python3 -m lapis.gpu.bench_attention --out "$OUT/attn2" --provenance attn-provenance.json \
+    --variants "$v2" --check-only > "$OUT/attn2.log" 2>&1; echo "attn2 check rc $?"; tail -14 "$OUT/attn2.log"
+  timeout 280 python3 -m lapis.gpu.sanitize_attention --out "$OUT/sanitize2" --variants "$v2" \
+    > "$OUT/sanitize2.log" 2>&1; echo "sanitize2 rc $?"; tail -12 "$OUT/sanitize2.log"
+elif [ "$mode" = attn2-time ]; then
+  timeout 280 python3 -m lapis.gpu.bench_attention --out "$OUT/attn2" --provenance attn-provenance.json \
+    --variants "$v2" > "$OUT/attn2.log" 2>&1; echo "attn2 time rc $?"; tail -32 "$OUT/attn2.log"
 fi

@@ -7,6 +7,7 @@ wrote it (a re-run with the same profile and model must reproduce it), and `lapi
 
     python -m lapis.blind_predictions gemm_ws     # writes lapis/blind/gemm_ws.json
     python -m lapis.blind_predictions attention_h200
+    python -m lapis.blind_predictions attention_h200_s3s4
 """
 
 from __future__ import annotations
@@ -35,14 +36,25 @@ def gemm_ws_n256_cases() -> list[dict]:
                  params=dict(VARIANTS["ws_s4_c2_n256"])) for n in (4096, 8192)]
 
 
-def attention_h200_cases() -> list[dict]:
-    """The Hopper attention kernels s1, s2 (lapis.gpu.bench_attention) at its five shapes, non-causal."""
+def _attention_cases(variants: tuple) -> list[dict]:
     from lapis.gpu.bench_attention import DEFAULT_SHAPES, VARIANTS, sim_params
     return [dict(variant=v, schedule=VARIANTS[v]["schedule"], gpu="h200", shape=s, params=sim_params(VARIANTS[v]))
-            for v in VARIANTS for s in DEFAULT_SHAPES]
+            for v in variants if v in VARIANTS for s in DEFAULT_SHAPES]
 
 
-SETS = {"gemm_ws": gemm_ws_cases, "gemm_ws_n256": gemm_ws_n256_cases, "attention_h200": attention_h200_cases}
+def attention_h200_cases() -> list[dict]:
+    """The Hopper attention kernels s1, s2 (lapis.gpu.bench_attention) at its five shapes, non-causal."""
+    return _attention_cases(("s1", "s2"))
+
+
+def attention_h200_s3s4_cases() -> list[dict]:
+    """s3 (two consumer warpgroups) and s4 (named-barrier ping-pong), each where the kernel has it, at the five
+    shapes: a set of its own, committed before their first timed run (attention_h200.json is s1/s2's history)."""
+    return _attention_cases(("s3", "s4"))
+
+
+SETS = {"gemm_ws": gemm_ws_cases, "gemm_ws_n256": gemm_ws_n256_cases, "attention_h200": attention_h200_cases,
+        "attention_h200_s3s4": attention_h200_s3s4_cases}
 
 
 def predict(cases: list[dict]) -> list[dict]:

@@ -34,9 +34,16 @@ def test_flops_smem_and_threads_by_hand():
     assert ba.smem_bytes(ba.VARIANTS["s2"], plan) == 16384 + 2 * 65536 + 1024
     assert ba.smem_bytes(ba.VARIANTS["s2"], plan) + 1024 <= 227 * 1024
     assert (ba.threads(ba.VARIANTS["s1"]), ba.threads(ba.VARIANTS["s2"])) == (128, 256)
+    # s3: Q 128 x 128 bf16 (two 64-row halves) + 2 x (K + V) + 1 KiB; a producer WG + 2 consumer WGs
+    assert ba.smem_bytes(ba.VARIANTS["s3"], plan) == 32768 + 2 * 65536 + 1024
+    assert ba.threads(ba.VARIANTS["s3"]) == 384 and ba.q_operand(ba.VARIANTS["s3"], plan)["box"] == [64, 128]
+    assert ba.kernel_name(ba.VARIANTS["s3"]) == "attn_s3_two_consumers_s2_n128_c2"
     assert ba.kernel_name(ba.VARIANTS["s2"]) == "attn_s2_ws_ring_s2_n128_c1"
     src = attention_plan.KERNELS.joinpath("attention_h200.cu").read_text()
     assert "LAPIS_ATTENTION(s1_serial, 1, 128, 1, false)" in src and "LAPIS_ATTENTION(s2_ws_ring, 2, 128, 1, true)" in src
+    assert "LAPIS_ATTENTION(s3_two_consumers, 2, 128, 2, true)" in src
+    with pytest.raises(LayoutError, match="multiple of the kernel's block_m"):
+        ba.check_shape(ba.VARIANTS["s3"], "1x2x576x128")  # 576 = 4.5 x 128
 
 
 def test_timeline_capacity_covers_the_kernels_records():
@@ -44,6 +51,8 @@ def test_timeline_capacity_covers_the_kernels_records():
     # s2: producer start, 2 per tile; consumer start, wait Q, 7 per tile, end.
     assert ba.timeline_capacity(ba.VARIANTS["s1"], 1024) >= 2 + 9 * 8 + 1
     assert ba.timeline_capacity(ba.VARIANTS["s2"], 1024) >= (1 + 2 * 8) + (2 + 7 * 8 + 1)
+    # s3: the producer's, and two consumer warpgroups' records each (start, wait Q, 7 per tile, epilogue)
+    assert ba.timeline_capacity(ba.VARIANTS["s3"], 1024) >= (1 + 2 * 8) + 2 * (2 + 7 * 8 + 1)
 
 
 def test_blind_file_mirrors_the_benchmark_cases():
@@ -57,6 +66,35 @@ def test_blind_file_mirrors_the_benchmark_cases():
         assert e["params"] == dict(block_m=64, block_n=128, stages=1 if e["variant"] == "s1" else 2, consumer_wgs=1)
         b, h, seq, dd = (int(x) for x in e["shape"].split("x"))
         assert abs(e["tflops"] - 4 * b * h * seq * seq * dd / e["predicted_us"] / 1e6) < 0.1
+
+
+def test_s3s4_blind_file_is_a_set_of_its_own_with_the_kernel_parameters():
+    from lapis.blind_predictions import attention_h200_s3s4_cases, load
+    d = load("attention_h200_s3s4")
+    keys = ("variant", "schedule", "gpu", "shape", "params")
+    assert [{k: e[k] for k in keys} for e in d["entries"]] == attention_h200_s3s4_cases()
+    names = {"s3": "h200-s3-two-consumers", "s4": "h200-s4-pingpong"}
+    assert {(e["variant"], e["shape"]) for e in d["entries"]} == {(v, s) for v in names if v in ba.VARIANTS
+                                                                  for s in ba.DEFAULT_SHAPES}
+    assert "s3" in {e["variant"] for e in d["entries"]}
+    for e in d["entries"]:
+        assert e["schedule"] == names[e["variant"]]
+        assert e["params"] == dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, regs_producer=24,
+                                   regs_consumer=240)
+        b, h, seq, dd = (int(x) for x in e["shape"].split("x"))
+        assert abs(e["tflops"] - 4 * b * h * seq * seq * dd / e["predicted_us"] / 1e6) < 0.1
+
+
+def test_bench_and_sanitizer_take_a_variant_subset():
+    r = subprocess.run([sys.executable, "-m", "lapis.gpu.bench_attention", "--out", "/tmp/x", "--variants", "s3,s9"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown variants ['s9']" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "lapis.gpu.sanitize_attention", "--out", "/tmp/x", "--variants", "s0"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown variants ['s0']" in r.stderr
+    assert sa.race_variant(["s1", "s2", "s3"], ba.VARIANTS) == "s2"
+    assert sa.race_variant(["s3"], ba.VARIANTS) == "s3"  # the planted race needs a producer: s1 has none
+    assert sa.race_variant(["s1"], ba.VARIANTS) == "s2"
 
 
 def test_sanitizer_summary_parsing():

@@ -38,15 +38,31 @@ def test_compiled_constants_equal_lapis_output_and_ptx_rules_by_hand(plan):
                                                                             128 * 128 * 2)
     assert (c["Q_BOX_BYTES"], c["K128_BOX_BYTES"], c["Q_BOXES"]) == (64 * 64 * 2, 128 * 64 * 2, 2)
     assert plan["tensor_map"]["swizzle_code"] == 3 and plan["tensor_map"]["dtype_code"] == 9  # cuda.h enums
-    assert c["OP_START"] == 0 and c["ROLE_CONSUMER0"] == 1
+    assert c["OP_START"] == 0 and c["ROLE_CONSUMER0"] == 1 and c["ROLE_CONSUMER1"] == 2
+
+
+def test_q128_halves_by_hand(plan):
+    c = attention_plan.parse_header(attention_plan.HEADER.read_text())
+    # Q128: K-major 128 x 128 as two {64, 128} boxes of 128 rows x 128 B = 16 KiB; the same K-major SW128 fields
+    assert (c["Q128_SLOT_BYTES"], c["Q128_BOX_BYTES"], c["Q128_BOXES"], c["Q128_BOX_ROWS"]) == (32768, 16384, 2, 128)
+    assert c["Q128_DESC"] == c["Q_DESC"] and c["Q128_KSTEP_START"] == [0, 32, 64, 96, 16384, 16416, 16448, 16480]
+    # row 64 starts 64 rows x 128 B = 8 swizzle atoms (1024 B each) into the first box
+    assert c["Q128_HALF_START"] == [0, 64 * 128]
 
 
 def test_every_wgmma_read_agrees_with_the_tma_boxes(plan):
     v = attention_plan.agreement(plan)
     assert [n for n, _ in v] == ["Q as A", "K64 as K-major B", "V64 as MN-major B", "K128 as K-major B",
-                                 "V128 as MN-major B"]
+                                 "V128 as MN-major B", "Q128 rows 0.. as A", "Q128 rows 64.. as A"]
     assert all(a.ok for _, a in v)
-    assert all(len(a.steps) == n for (_, a), n in zip(v, (8, 8, 4, 8, 8)))
+    assert all(len(a.steps) == n for (_, a), n in zip(v, (8, 8, 4, 8, 8, 8, 8)))
+
+
+@pytest.mark.parametrize("starts", [[0, 0], [0, 4096], [8192, 0]])
+def test_agreement_catches_a_consumer_reading_the_wrong_half(plan, starts):
+    bad = dict(plan, q128=dict(plan["q128"], half_starts=starts))
+    verdict = {n: a.ok for n, a in attention_plan.agreement(bad)}
+    assert verdict["Q128 rows 0.. as A"] == (starts[0] == 0) and not verdict["Q128 rows 64.. as A"]
 
 
 def test_agreement_catches_a_v_descriptor_with_lbo_and_sbo_swapped(plan):
@@ -81,3 +97,9 @@ def test_kernels_build_without_spills(tmp_path):
     # s2: ptxas sizes the kernel for the consumer's setmaxnreg budget; 256 threads x 232 fit the 64K file
     assert plain["attn_s2_ws_ring_s2_n128_c1"]["registers"] == 232
     assert plain["attn_s1_serial_s1_n128_c1"]["registers"] <= 255
+    # s3: __launch_bounds__(384, 1) caps the launch count at 65536 / 384 = 170, rounded down to 8 -> 168; the
+    # consumers then raise theirs to 240 with setmaxnreg.inc (the producer drops to 24)
+    assert plain["attn_s3_two_consumers_s2_n128_c2"]["registers"] == 168
+    for b, (cubin, _) in builds.items():  # ptxas says C7508 when it ignores setmaxnreg (e.g. no launch bound)
+        log = cubin.with_suffix(".ptxas.txt").read_text()
+        assert "C7508" not in log and "setmaxnreg" not in log.lower(), (b, log)

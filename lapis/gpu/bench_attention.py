@@ -45,8 +45,10 @@ VARIANTS = {
                consumer_wgs=1),
     "s2": dict(schedule="h200-s2-ws-ring", entry="s2_ws_ring", ws=True, block_m=64, block_n=128, stages=2,
                consumer_wgs=1),
+    "s3": dict(schedule="h200-s3-two-consumers", entry="s3_two_consumers", ws=True, block_m=128, block_n=128,
+               stages=2, consumer_wgs=2, regs_producer=24, regs_consumer=240),
 }
-SIM_PARAMS = ("block_m", "block_n", "stages", "consumer_wgs")
+SIM_PARAMS = ("block_m", "block_n", "stages", "consumer_wgs", "regs_producer", "regs_consumer")
 DEFAULT_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128", "16x16x2048x128", "32x16x1024x128")
 SMALL_SHAPE = "1x2x512x128"
 BUILDS = {"plain": {}, "timeline": {"LAPIS_TIMELINE": 1}}
@@ -63,7 +65,8 @@ def kernel_name(v: dict) -> str:
 
 
 def sim_params(v: dict) -> dict:
-    return {k: v[k] for k in SIM_PARAMS}
+    """The simulator parameters the kernel fixes (setmaxnreg budgets only where the kernel sets them: s3+)."""
+    return {k: v[k] for k in SIM_PARAMS if k in v}
 
 
 def parse_shape(shape: str) -> tuple[int, int, int, int]:
@@ -95,17 +98,24 @@ def flops(shape: str) -> float:
     return 4.0 * b * h * seq * seq * d
 
 
+def q_operand(v: dict, plan: dict) -> dict:
+    """The plan's Q tile for the variant's block_m: `q` (64 rows, one consumer WG) or `q128` (two m64 halves)."""
+    return plan["q"] if v["block_m"] == plan["block_m"] else plan["q128"]
+
+
 def smem_bytes(v: dict, plan: dict) -> int:
     """Dynamic shared memory: Q + the ring of K/V slots + 1 KiB to align (attention_h200.cu Config::SMEM_BYTES)."""
     n = str(v["block_n"])
-    return plan["q"]["slot_bytes"] + v["stages"] * (plan["k"][n]["slot_bytes"] + plan["v"][n]["slot_bytes"]) + 1024
+    q = q_operand(v, plan)["slot_bytes"]
+    return q + v["stages"] * (plan["k"][n]["slot_bytes"] + plan["v"][n]["slot_bytes"]) + 1024
 
 
 def timeline_capacity(v: dict, seq: int) -> int:
-    """Records per CTA the kernel writes: producer start + Q + 2 per tile; consumer start, wait Q, 7 per tile
-    (+ 2 when it loads itself: s1), epilogue; plus slack."""
+    """Records per CTA the kernel writes: producer start + Q + 2 per tile; per consumer warpgroup start, wait Q,
+    7 per tile (+ 2 when it loads itself: s1; + 1 GEMM-turn wait: s4) and the epilogue, with 1 more turn wait
+    (s4's last PV); plus slack."""
     n = seq // v["block_n"]
-    return 2 + 2 * n + 3 + 9 * n + 8
+    return 2 + 2 * n + v["consumer_wgs"] * (3 + 9 * n + 1) + 8
 
 
 def threads(v: dict) -> int:
@@ -139,7 +149,7 @@ class Attention:
 
     def maps(self, q: int, k: int, vv: int, rows: int) -> list:
         n = self.v["block_n"]
-        return [self.tensor_map(q, rows, self.plan["block_m"]), self.tensor_map(k, rows, n),
+        return [self.tensor_map(q, rows, q_operand(self.v, self.plan)["box"][1]), self.tensor_map(k, rows, n),
                 self.tensor_map(vv, rows, n)]
 
     def launch(self, maps, out_ptr: int, shape: str, hargs) -> None:

@@ -1,7 +1,8 @@
 """compute-sanitizer (memcheck, racecheck, synccheck) on the attention kernels, and a planted async-proxy race.
 
-`python -m lapis.gpu.sanitize_attention --out DIR [--shape 1x2x512x128]` (GPU machine: numpy, cupy, nvcc,
-compute-sanitizer) runs each tool on each variant's plain build, and on the planted-race build of s2
+`python -m lapis.gpu.sanitize_attention --out DIR [--shape 1x2x512x128] [--variants s3,s4]` (GPU machine: numpy,
+cupy, nvcc, compute-sanitizer) runs each tool on each chosen variant's plain build (default: all), and on the
+planted-race build of s2, or of the first chosen warp-specialized variant when s2 is not chosen
 (-DLAPIS_PLANT_RACE=1: the consumer warps arrive on empty[s] before PV's wgmma.wait_group, so the producer's
 next TMA may overwrite V_j while the tensor core reads it). Each run is a child process under the tool with a
 timeout; the child launches once on fresh inputs (output poisoned with NaN) and prints rel_err against a float64
@@ -112,6 +113,13 @@ def one(tool: str | None, variant: str, build: str, cubin: str, shape: str, logd
     return r
 
 
+def race_variant(chosen: list, variants: dict) -> str:
+    """The variant whose planted-race build runs: s2 if chosen, else the first chosen warp-specialized one, else s2
+    (the planted arrive needs a producer that refills the slot)."""
+    ws = [v for v in chosen if variants[v]["ws"]]
+    return "s2" if "s2" in chosen or not ws else ws[0]
+
+
 def run(a) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -122,14 +130,15 @@ def run(a) -> int:
     dest = Path(a.out)
     (dest / "logs").mkdir(parents=True, exist_ok=True)
     cubins = {"plain": str(harness.build(KERNEL, {})[0]), "planted_race": str(harness.build(KERNEL, RACE_BUILD)[0])}
-    jobs = [(t, v, "plain") for t in TOOLS for v in VARIANTS] + [(t, "s2", "planted_race") for t in TOOLS]
-    jobs.append((None, "s2", "planted_race"))
+    planted = race_variant(a.variants, VARIANTS)
+    jobs = [(t, v, "plain") for t in TOOLS for v in a.variants] + [(t, planted, "planted_race") for t in TOOLS]
+    jobs.append((None, planted, "planted_race"))
     with ThreadPoolExecutor(3) as ex:
         runs = list(ex.map(lambda j: one(j[0], j[1], j[2], cubins[j[2]], a.shape, dest / "logs"), jobs))
     clean = {f"{r['tool']}/{r['variant']}": r["errors"] == 0 and r.get("returncode") == 0 for r in runs
              if r["build"] == "plain"}
     race = [r for r in runs if r["build"] == "planted_race" and r["tool"]]
-    summary = dict(shape=a.shape, sanitizer=sanitizer(), version=_version(), clean=clean,
+    summary = dict(shape=a.shape, variants=a.variants, planted_race_variant=planted, sanitizer=sanitizer(), version=_version(), clean=clean,
                    planted_race_flagged={r["tool"]: bool(r["errors"]) for r in race},
                    planted_race_rel_err={r["tool"] or "no tool": (r.get("child") or {}).get("rel_err")
                                          for r in runs if r["build"] == "planted_race"})
@@ -161,7 +170,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lapis.gpu.sanitize_attention", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="output folder: sanitizer.json")
     ap.add_argument("--shape", default=SMALL_SHAPE, help=f"BxHxLxD (default {SMALL_SHAPE})")
-    return run(ap.parse_args(argv))
+    from lapis.gpu.bench_attention import VARIANTS
+    ap.add_argument("--variants", type=lambda s: s.split(","), default=list(VARIANTS),
+                    help=f"comma-separated, from {', '.join(VARIANTS)} (default: all)")
+    a = ap.parse_args(argv)
+    bad = [v for v in a.variants if v not in VARIANTS]
+    if bad:
+        ap.error(f"unknown variants {bad}; choose from {', '.join(VARIANTS)}")
+    return run(a)
 
 
 if __name__ == "__main__":

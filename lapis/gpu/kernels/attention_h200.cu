@@ -9,6 +9,11 @@
 // h200-s2-ws-ring (WS = true; + a producer warpgroup whose thread 0 issues the TMA into a K/V ring of STAGES
 //                 slots, full_k/full_v/empty mbarriers; setmaxnreg down for it, up for the consumer). The
 //                 consumer is s1's, without the loads.
+// h200-s3-two-consumers (WS = true, CONSUMER_WGS = 2; block_m 128). The producer loads a 128-row Q tile; consumer
+//                 warpgroup i (threads 128 (i + 1) ..) takes rows 64 i .. 64 i + 63 of it (its A descriptor starts
+//                 at Q128_HALF_START[i]) and runs s2's loop on the shared K/V ring; empty[s] counts the arrivals
+//                 of both warpgroups' warps (8). setmaxnreg: 24 for the producer, 240 for each consumer
+//                 (24 x 128 + 240 x 256 = 64512 of the SM's 65536; the launch count is 65536 / 384 -> 168).
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -42,8 +47,6 @@ namespace {
 using namespace lapis;
 namespace P = attention_plan;
 
-constexpr int PRODUCER_REGS = 40;
-constexpr int CONSUMER_REGS = 232;
 constexpr int D = P::HEAD_DIM;
 static_assert(D == 128 && P::BLOCK_M == 64, "the plan is for D = 128 and 64-row Q tiles (one wgmma m64)");
 
@@ -70,14 +73,30 @@ struct KV {
 static_assert(P::Q_KSTEPS == D / P::MMA_K && P::K128_KSTEPS == P::Q_KSTEPS, "QK^T has D / 16 K-steps");
 static_assert(P::Q_BOX_ROWS == P::BLOCK_M, "Q boxes are block_m rows");
 
+static_assert(P::Q128_BOX_ROWS == 2 * P::BLOCK_M && P::Q128_KSTEPS == P::Q_KSTEPS, "Q128: two m64 halves");
+
 template <int STAGES, int BN, int CONSUMER_WGS, bool WS>
 struct Config {
-  static_assert(CONSUMER_WGS == 1, "s1 and s2 have one consumer warpgroup (s3 adds the second)");
+  static_assert(CONSUMER_WGS == 1 || (CONSUMER_WGS == 2 && WS), "1 consumer WG (s1, s2) or 2 with a producer (s3+)");
   static_assert(WS || STAGES == 1, "the serial kernel has one slot");
+  static constexpr bool WIDE = CONSUMER_WGS == 2;  // a 128-row Q tile, one m64 half per consumer warpgroup
   static constexpr int THREADS = 128 * (CONSUMER_WGS + (WS ? 1 : 0));
+  static constexpr int BLOCK_M = 64 * CONSUMER_WGS;
+  // setmaxnreg budgets (issue 5's table): s2 40/232 (256 threads), s3+ 24/240 (384 threads); each split fits
+  // the 64K-register file: 40 x 128 + 232 x 128 = 34816, 24 x 128 + 240 x 256 = 64512.
+  static constexpr int PRODUCER_REGS = WIDE ? 24 : 40;
+  static constexpr int CONSUMER_REGS = WIDE ? 240 : 232;
+  static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * CONSUMER_WGS <= 65536, "the split fits 64K registers");
+  static constexpr uint32_t Q_SLOT = WIDE ? P::Q128_SLOT_BYTES : P::Q_SLOT_BYTES;
+  static constexpr uint32_t Q_TX = WIDE ? P::Q128_BOXES * P::Q128_BOX_BYTES : P::Q_BOXES * P::Q_BOX_BYTES;
+  static constexpr uint32_t Q_BOX_STRIDE = WIDE ? P::Q128_BOX_STRIDE : P::Q_BOX_STRIDE;
+  static constexpr uint64_t Q_DESC = WIDE ? P::Q128_DESC : P::Q_DESC;
+  __device__ static uint32_t q_step(int s) { return WIDE ? P::Q128_KSTEP_START[s] : P::Q_KSTEP_START[s]; }
+  __device__ static uint32_t q_half(int wg) { return WIDE ? P::Q128_HALF_START[wg] : 0u; }
+  static_assert(Q_TX == Q_SLOT && (WIDE ? P::Q128_BOX_ROWS : P::Q_BOX_ROWS) == BLOCK_M, "Q boxes fill the tile");
   static constexpr uint32_t STAGE_BYTES = KV<BN>::K_SLOT + KV<BN>::V_SLOT;
-  static constexpr uint32_t SMEM_BYTES = P::Q_SLOT_BYTES + STAGES * STAGE_BYTES + 1024;  // + 1 KiB to align
-  static_assert(P::Q_SLOT_BYTES % 1024 == 0 && STAGE_BYTES % 1024 == 0, "tiles start on a swizzle repeat");
+  static constexpr uint32_t SMEM_BYTES = Q_SLOT + STAGES * STAGE_BYTES + 1024;  // + 1 KiB to align
+  static_assert(Q_SLOT % 1024 == 0 && STAGE_BYTES % 1024 == 0, "tiles start on a swizzle repeat");
   static_assert(SMEM_BYTES + 1024 <= 227 * 1024, "Q + ring + static smem fit an sm_90 CTA's 227 KiB");
 };
 
@@ -113,9 +132,10 @@ __device__ __forceinline__ void load_kv(const Barriers& bar, uint32_t slot, int 
   tl.record(h, cursor, role, P::OP_ISSUE_TMA, ISSUE, work, j);
 }
 
+template <class Cfg>
 __device__ __forceinline__ void load_q(const Barriers& bar, uint32_t q, const TensorMap* tmap_q, int q_row0) {
-  mbar_arrive_expect_tx(bar.q, P::Q_BOXES * P::Q_BOX_BYTES);
-  tma_tile<P::Q_BOXES>(q, P::Q_BOX_STRIDE, tmap_q, q_row0, bar.q);
+  mbar_arrive_expect_tx(bar.q, Cfg::Q_TX);
+  tma_tile<P::Q_BOXES>(q, Cfg::Q_BOX_STRIDE, tmap_q, q_row0, bar.q);  // Q and Q128: 2 boxes of 64 columns
 }
 
 // Online softmax of one S tile in place (S -> P, fp32), O rescaled; m, l per row half (r0, r0 + 8).
@@ -167,8 +187,8 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
   __shared__ uint32_t cursor;
   KernelTimeline tl;
   const Barriers bar{&q_bar, full_k, full_v, empty};
-  const uint32_t q_smem = (smem_addr(smem_raw) + 1023u) & ~1023u, ring = q_smem + P::Q_SLOT_BYTES;
-  const int kv_tiles = seq_len / BN, kv_row0 = blockIdx.y * seq_len, q_row0 = kv_row0 + blockIdx.x * P::BLOCK_M;
+  const uint32_t q_smem = (smem_addr(smem_raw) + 1023u) & ~1023u, ring = q_smem + Cfg::Q_SLOT;
+  const int kv_tiles = seq_len / BN, kv_row0 = blockIdx.y * seq_len, q_row0 = kv_row0 + blockIdx.x * Cfg::BLOCK_M;
   const uint32_t work = cta_linear();
 
   if (threadIdx.x == 0) {
@@ -176,7 +196,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full_k[s], 1);
       mbar_init(&full_v[s], 1);
-      mbar_init(&empty[s], 4 * CONSUMER_WGS);
+      mbar_init(&empty[s], 4 * CONSUMER_WGS);  // every consumer warp of every consumer warpgroup
     }
     mbar_init_fence();
     tl.init(&cursor);
@@ -186,11 +206,11 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
   }
   __syncthreads();
 
-  if (WS && threadIdx.x < 128) {  // ------------------------------------------------------- producer (s2) --
-    setmaxnreg_dec<PRODUCER_REGS>();
+  if (WS && threadIdx.x < 128) {  // --------------------------------------------------- producer (s2, s3) --
+    setmaxnreg_dec<Cfg::PRODUCER_REGS>();
     if (threadIdx.x == 0) {
       tl.record(h, &cursor, P::ROLE_PRODUCER, P::OP_START, ISSUE, work, -1);
-      load_q(bar, q_smem, &tmap_q, q_row0);
+      load_q<Cfg>(bar, q_smem, &tmap_q, q_row0);
       int s = 0;
       uint32_t phase = 0;
       for (int j = 0; j < kv_tiles; ++j) {
@@ -201,9 +221,11 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
     }
     __syncwarp();
   } else {  // ------------------------------------------------------------------------------------- consumer --
-    if (WS) setmaxnreg_inc<CONSUMER_REGS>();
+    if (WS) setmaxnreg_inc<Cfg::CONSUMER_REGS>();
     const bool leader = threadIdx.x % 128 == 0, warp_leader = threadIdx.x % 32 == 0;
-    const uint8_t role = P::ROLE_CONSUMER0;
+    const int wg = WS ? threadIdx.x / 128 - 1 : 0;  // consumer warpgroup: rows 64 wg .. of the Q tile
+    const uint8_t role = P::ROLE_CONSUMER0 + wg;
+    const uint32_t q_a = q_smem + Cfg::q_half(wg);
     float o[D / 2], sacc[BN / 2], m[2] = {-CUDART_INF_F, -CUDART_INF_F}, l[2] = {0.f, 0.f};
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
@@ -211,7 +233,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
     for (int i = 0; i < BN / 2; ++i) sacc[i] = 0.f;
     if (leader) {
       tl.record(h, &cursor, role, P::OP_START, ISSUE, work, -1);
-      if (!WS) load_q(bar, q_smem, &tmap_q, q_row0);
+      if (!WS) load_q<Cfg>(bar, q_smem, &tmap_q, q_row0);
     }
     mbar_wait(&q_bar, 0, h, 0);
     if (leader) tl.record(h, &cursor, role, P::OP_WAIT_Q, COMPLETE, work, -1);
@@ -229,7 +251,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < P::Q_KSTEPS; ++ks)
-        wgmma_bf16_ss<BN>(sacc, desc(P::Q_DESC, q_smem + P::Q_KSTEP_START[ks]), desc(T::K_DESC, k_smem + T::k_step(ks)),
+        wgmma_bf16_ss<BN>(sacc, desc(Cfg::Q_DESC, q_a + Cfg::q_step(ks)), desc(T::K_DESC, k_smem + T::k_step(ks)),
                           ks > 0);
       wgmma_commit_group();
       if (leader) tl.record(h, &cursor, role, P::OP_ISSUE_QK, ISSUE, work, j);
@@ -261,7 +283,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       if (LAPIS_PLANT_RACE != 1 && warp_leader) mbar_arrive(&empty[s]);  // consumer_release: K_j and V_j are read
       if (++s == STAGES) s = 0, phase ^= 1u;
     }
-    store_o(o, l, out, q_row0);
+    store_o(o, l, out, q_row0 + 64 * wg);
     if (leader) tl.record(h, &cursor, role, P::OP_EPILOGUE, ISSUE, work, -1);
   }
   __syncthreads();  // every role's last record is in before the count is published
@@ -270,8 +292,8 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
 
 }  // namespace
 
-// One entry point per instantiation: attn_<s1_serial|s2_ws_ring>_s<STAGES>_n<BN>_c<CONSUMER_WGS>.
-// Grid (L / 64, B * H); block Config::THREADS; dynamic smem Config::SMEM_BYTES (host: bench_attention.smem_bytes).
+// One entry point per instantiation: attn_<s1_serial|s2_ws_ring|s3_two_consumers>_s<STAGES>_n<BN>_c<CONSUMER_WGS>.
+// Grid (L / block_m, B * H), block_m = 64 x CONSUMER_WGS; block Config::THREADS; dynamic smem Config::SMEM_BYTES (host: bench_attention.smem_bytes).
 // scale_log2 = log2(e) / sqrt(D). O is B*H*L x D bf16.
 #define LAPIS_ATTENTION(NAME, S, BN, C, WS)                                                                   \
   extern "C" __global__ void __launch_bounds__(Config<S, BN, C, WS>::THREADS, 1)                              \
@@ -284,3 +306,4 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
 
 LAPIS_ATTENTION(s1_serial, 1, 128, 1, false)
 LAPIS_ATTENTION(s2_ws_ring, 2, 128, 1, true)
+LAPIS_ATTENTION(s3_two_consumers, 2, 128, 2, true)
