@@ -48,23 +48,31 @@ def _manifest(folder: Path) -> dict:
 
 
 def sanitizer_clean(root: Path) -> dict:
-    """variant -> True when memcheck, racecheck and synccheck all reported 0 errors (last sanitizer capture),
-    and the shape it ran at; {} without one."""
-    found = _folders(root, "sanitizer.json")
-    if not found:
-        return {}
-    s = json.loads((found[-1] / "sanitizer.json").read_text())["summary"]
-    by: dict = defaultdict(list)
-    for key, ok in s["clean"].items():
-        by[key.split("/")[1]].append(ok)
-    return {v: dict(clean=all(oks), tools=len(oks), shape=s["shape"], capture=found[-1].name) for v, oks in by.items()}
+    """variant -> True when memcheck, racecheck and synccheck all reported 0 errors, and the shape it ran at,
+    over every sanitizer capture (a later folder wins for a variant it covers); {} without one."""
+    out = {}
+    for folder in _folders(root, "sanitizer.json"):
+        s = json.loads((folder / "sanitizer.json").read_text())["summary"]
+        by: dict = defaultdict(list)
+        for key, ok in s["clean"].items():
+            by[key.split("/")[1]].append(ok)
+        out.update({v: dict(clean=all(oks), tools=len(oks), shape=s["shape"], capture=folder.name)
+                    for v, oks in by.items()})
+    return out
 
 
 def rows(root: Path) -> list[dict]:
-    """One row per timed (variant, shape) of the last timed capture, in run order; TFLOP/s = flops / median."""
-    folder = timed(root)
-    man, clean = _manifest(folder), sanitizer_clean(root)
-    out = []
+    """One row per timed (variant, shape) over every timed capture (capture order, then run order; a variant
+    timed again by a later capture is kept from the later one); TFLOP/s = flops / median."""
+    clean, out = sanitizer_clean(root), []
+    for folder in _timed(root):
+        later = {n for e in _manifest(folder)["results"] for n in e["variants"]}
+        out = [r for r in out if r["variant"] not in later] + _rows(folder, clean)
+    return out
+
+
+def _rows(folder: Path, clean: dict) -> list[dict]:
+    man, out = _manifest(folder), []
     for e in man["results"]:
         for name, v in e["variants"].items():
             cudnn = e["sdpa"].get("cudnn", {}).get("median_us")
@@ -82,9 +90,11 @@ def rows(root: Path) -> list[dict]:
     return out
 
 
-def timeline(root: Path, key: str) -> dict:
-    """The arrays of one timeline of the last timed capture, without the '<key>/' prefix."""
-    with np.load(timed(root) / "timelines.npz", allow_pickle=False) as z:
+def timeline(root: Path, key: str, capture: str | None = None) -> dict:
+    """The arrays of one timeline, without the '<key>/' prefix, from `capture` (a row's "attention/<name>"; by
+    default the last timed capture)."""
+    folder = Path(root) / capture if capture else timed(root)
+    with np.load(folder / "timelines.npz", allow_pickle=False) as z:
         got = {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(key + "/")}
     if not got:
         raise LayoutError("no such timeline in the attention capture", key, "use a row's timeline_key")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lapis import attention_capture as ac
 
-BLIND = "attention_h200"
+BLINDS = ("attention_h200", "attention_h200_s3s4")  # lapis/blind/<name>.json, each committed before its capture
 GPU = "h200"
 JSON_KEYS = ("variant", "shape", "causal", "tflops", "spread_pct", "cudnn_tflops", "ratio_to_cudnn", "rel_err",
              "sanitizer_clean", "instrumentation_overhead_pct", "predicted_tflops", "blind_predicted_tflops",
@@ -37,7 +37,7 @@ def kernel_rows(captures: str | None = None) -> list[dict]:
     from lapis.pipeline_sim import predictions
     from lapis.validate import captures_root
     root = captures_root(captures, kinds=(ac.KIND,))
-    blind = {(e["variant"], e["shape"]): e["tflops"] for e in load(BLIND)["entries"]}
+    blind = {(e["variant"], e["shape"]): e["tflops"] for name in BLINDS for e in load(name)["entries"]}
     cache, out = predictions.load(), []
     for r in ac.rows(root):
         pred, _ = predictions.predict(r["schedule"], GPU, r["shape"], None, cache)
@@ -58,9 +58,10 @@ def occupancy(captures: str | None = None) -> dict:
     from lapis.model.occupancy import resident_ctas
     from lapis.model.profile import load_profile
     from lapis.validate import captures_root
-    man = json.loads((ac.timed(captures_root(captures, kinds=(ac.KIND,))) / "manifest.json").read_text())
-    ptxas, plan, out = man["builds"]["plain"]["ptxas"], load_plan(), {}
-    for name in man["variants"]:
+    root, plan, out = captures_root(captures, kinds=(ac.KIND,)), load_plan(), {}
+    for r in ac.rows(root):
+        man = json.loads((root / r["capture"] / "manifest.json").read_text())
+        ptxas, name = man["builds"]["plain"]["ptxas"], r["variant"]
         v = VARIANTS[name]
         p = ptxas[kernel_name(v)]
         smem = smem_bytes(v, plan) + p["smem_bytes"]
@@ -82,7 +83,7 @@ def limiter(captures: str | None, rows: list[dict]) -> dict:
     prof = load_profile(GPU)
     out = dict(shape=shape, sm=0, l2_shared_tb_s=prof["l2_shared_tb_s"], sm_count=prof["sm_count"], variants={})
     for r in (r for r in rows if r["shape"] == shape):
-        z = ac.timeline(root, r["timeline_key"])
+        z = ac.timeline(root, r["timeline_key"], r["capture"])
         events = ac.sm_events(z, 0, ROLES, OPS)
         b, h, seq, _ = (int(x) for x in shape.split("x"))
         p = r["params"]
@@ -107,7 +108,7 @@ def _gantt(out: Path, captures: str | None, row: dict) -> Path:
     from lapis.figures.gantt import gantt, lane_order, steady_state_window
     from lapis.gpu.attention_plan import OPS, ROLES
     from lapis.validate import captures_root
-    z = ac.timeline(captures_root(captures, kinds=(ac.KIND,)), row["timeline_key"])
+    z = ac.timeline(captures_root(captures, kinds=(ac.KIND,)), row["timeline_key"], row["capture"])
     events = ac.sm_events(z, 0, ROLES, OPS)
     ctas = sorted({e.cta for e in events}, key=lambda c: min(e.start_ns for e in events if e.cta == c))
     mid = ctas[len(ctas) // 2]
@@ -181,7 +182,7 @@ def kernels_section(out: Path, captures: str | None = None) -> tuple[str, dict]:
     rows = kernel_rows(captures)
     occ, lim = occupancy(captures), limiter(captures, rows)
     md = ["## Kernels: real Hopper attention on the H200", "",
-          f"Capture `{rows[0]['capture']}` (plain build, CUDA events, torch SDPA with each backend forced in the "
+          f"Captures {', '.join(f'`{c}`' for c in dict.fromkeys(r['capture'] for r in rows))} (plain build, CUDA events, torch SDPA with each backend forced in the "
           "same process). TFLOP/s = 4 B H L² D / median (non-causal); ratio to cuDNN = cuDNN's median time / ours "
           "(above 1: faster than cuDNN); rel err = ||O - ref|| / ||ref|| against float64 on normal and "
           "heavy-tailed scores; sanitizer clean = memcheck, racecheck and synccheck with 0 errors at "

@@ -16,13 +16,16 @@ from lapis.model.occupancy import resident_ctas
 ROOT = Path(__file__).resolve().parents[1]
 CAP = ROOT / "lapis" / "captures" / "attention"
 MAN = json.loads((CAP / "h200-2026-11-29" / "manifest.json").read_text())
+MAN_S3 = json.loads((CAP / "h200-2026-11-29-s3" / "manifest.json").read_text())  # s3, timed in a later run
+SAN_S3 = json.loads((CAP / "h200-2026-11-29-s3-sanitize" / "sanitizer.json").read_text())
 SAN = json.loads((CAP / "h200-2026-11-29-sanitize" / "sanitizer.json").read_text())
 BLIND = json.loads((ROOT / "lapis" / "blind" / "attention_h200.json").read_text())
+BLIND["entries"] += json.loads((ROOT / "lapis" / "blind" / "attention_h200_s3s4.json").read_text())["entries"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def timed(shape):
-    return next(e for e in MAN["results"] if e["shape"] == shape)
+def timed(shape, variant="s1"):
+    return next(e for m in (MAN, MAN_S3) for e in m["results"] if e["shape"] == shape and variant in e["variants"])
 
 
 def test_occupancy_of_the_captured_kernels_is_the_simulators_rule():
@@ -53,11 +56,12 @@ def section(tmp_path_factory):
 def test_rows_are_the_capture(section):
     _, md, numbers = section
     rows = {(r["variant"], r["shape"]): r for r in numbers["kernels"]}
-    assert len(rows) == 10
-    clean = {v: all(ok for k, ok in SAN["summary"]["clean"].items() if k.endswith("/" + v)) for v in ("s1", "s2")}
-    assert clean == {"s1": True, "s2": True}
+    assert len(rows) == 15  # s1, s2 and (a later capture) s3 at the five shapes
+    clean = {v: all(ok for k, ok in san["summary"]["clean"].items() if k.endswith("/" + v))
+             for san, vs in ((SAN, ("s1", "s2")), (SAN_S3, ("s3",))) for v in vs}
+    assert clean == {"s1": True, "s2": True, "s3": True}
     for (variant, shape), r in rows.items():
-        e = timed(shape)
+        e = timed(shape, variant)
         b, h, seq, d = (int(x) for x in shape.split("x"))
         flop = 4.0 * b * h * seq * seq * d
         v = e["variants"][variant]
@@ -107,7 +111,7 @@ def test_report_json_has_kernels(tmp_path):
     r = subprocess.run([sys.executable, "-m", "lapis.cli", "report", "--json", "--out", str(tmp_path)],
                        capture_output=True, text=True, cwd=ROOT)
     numbers = json.loads(r.stdout)
-    assert len(numbers["kernels"]) == 10
+    assert len(numbers["kernels"]) == 15
     assert set(numbers["kernels"][0]) >= {"variant", "shape", "causal", "tflops", "spread_pct", "cudnn_tflops",
                                           "ratio_to_cudnn", "rel_err", "sanitizer_clean",
                                           "instrumentation_overhead_pct", "predicted_tflops",
@@ -132,12 +136,12 @@ def test_bench_attention_without_gpu_says_what_it_needs():
 
 def test_readme_kernels_table_is_the_capture_and_the_blind_file():
     text = (ROOT / "README.md").read_text()
-    rows = [line for line in text.splitlines() if line.startswith(("| `s1` |", "| `s2` |"))]
-    assert len(rows) == 10
+    rows = [line for line in text.splitlines() if line.startswith(("| `s1` |", "| `s2` |", "| `s3` |"))]
+    assert len(rows) == 15
     for line in rows:
         variant, shape, tf, spread, ratio, bl, err = (c.strip() for c in line.strip("|").split("|"))
         variant = variant.strip("`")
-        e = timed(shape)
+        e = timed(shape, variant)
         v = e["variants"][variant]
         meas = e["flops"] / v["plain"]["median_us"] / 1e6
         b = next(x["tflops"] for x in BLIND["entries"] if x["variant"] == variant and x["shape"] == shape)
