@@ -5,9 +5,8 @@ the kernel, the predicted time (µs) and TFLOP/s, and the profile and model hash
 shows the file landing before the capture it predicts; a CPU test keeps the file consistent with the code that
 wrote it (a re-run with the same profile and model must reproduce it), and `lapis compare` reads it.
 
-    python -m lapis.blind_predictions gemm_ws     # writes lapis/blind/gemm_ws.json
-    python -m lapis.blind_predictions attention_h200
-    python -m lapis.blind_predictions attention_h200_s3s4
+    python -m lapis.blind_predictions attention_h200_s3s4   # writes lapis/blind/attention_h200_s3s4.json (a new set)
+    python -m lapis.blind_predictions --overwrite attention_h200   # re-made before its capture only
 """
 
 from __future__ import annotations
@@ -81,6 +80,24 @@ def load(name: str) -> dict:
     return json.loads((BLIND / f"{name}.json").read_text())
 
 
-if __name__ == "__main__":
-    for n in sys.argv[1:] or sorted(SETS):
+def main(argv: list[str]) -> int:
+    """`python -m lapis.blind_predictions [--overwrite] NAME...`: exit 2, writing nothing, for no name, an
+    unknown name, or a set whose file exists without --overwrite (a committed blind prediction is a record:
+    re-made after its capture it is no longer blind)."""
+    names = [a for a in argv if a != "--overwrite"]
+    bad = [n for n in names if n not in SETS]
+    exists = [n for n in names if (BLIND / f"{n}.json").exists()] if "--overwrite" not in argv else []
+    if not names or bad or exists:
+        why = (f"unknown prediction set(s) {bad}; use one of {', '.join(sorted(SETS))}" if bad else
+               f"{', '.join(f'lapis/blind/{n}.json' for n in exists)} exists: a blind prediction is a record; "
+               "add --overwrite only before the capture it predicts" if exists else
+               f"name the set(s) to predict: {', '.join(sorted(SETS))}")
+        print(f"python -m lapis.blind_predictions: {why}", file=sys.stderr)
+        return 2
+    for n in names:
         print(f"wrote {write(n)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 DTYPE_CHOICES = ("e4m3", "e5m2", "f16", "bf16", "tf32", "f32", "u8", "s8")
 SWIZZLE_CHOICES = ("none", "32B", "64B", "128B", "128B_base32B")
@@ -20,11 +21,12 @@ def integer(text: str) -> int:
     return int(text, 0)
 
 
-LIST_OPTIONS = ("--dims", "--strides", "--box", "--elem-strides", "--coords")
+LIST_OPTIONS = ("--dims", "--strides", "--box", "--elem-strides", "--coords", "--shape")
 
 
 def join_negative_lists(argv: list[str]) -> list[str]:
-    """`--coords -8,-3` -> `--coords=-8,-3`: argparse would read '-8,-3' as an option."""
+    """`--coords -8,-3` -> `--coords=-8,-3`: argparse would read '-8,-3' as an option (and `--shape -1x8x8`,
+    which the shape check then names)."""
     out, i = [], 0
     while i < len(argv):
         if argv[i] in LIST_OPTIONS and i + 1 < len(argv) and argv[i + 1][:1] == "-" and argv[i + 1][1:2].isdigit():
@@ -242,6 +244,16 @@ def _check_out_file(flag: str, path: str | None, suffix: str) -> None:
         raise LayoutError(f"{flag} must name a {suffix} file in a writable folder", path, f"e.g. {flag} out{suffix}")
 
 
+def write_output(flag: str, path: str, write) -> None:
+    """Call write() and turn an OS refusal (a /proc path, a full disk) into a LayoutError naming the flag."""
+    try:
+        write()
+    except OSError as exc:
+        from lapis.errors import LayoutError
+        raise LayoutError(f"{flag} could not be written ({exc.strerror})", path, f"e.g. {flag} out"
+                          + Path(path).suffix) from None
+
+
 def _simulate(args) -> int:
     import json
 
@@ -270,7 +282,7 @@ def _simulate(args) -> int:
               "the schedule's model misses a bound at this shape, so do not trust this prediction", file=sys.stderr)
     if args.trace:
         from lapis.pipeline_sim.trace import write_chrome
-        write_chrome(events, args.trace)
+        write_output("--trace", args.trace, lambda: write_chrome(events, args.trace))
     if args.json:
         print(json.dumps(r, indent=1))
     else:
@@ -283,8 +295,8 @@ def _simulate(args) -> int:
               f"min/median/max {g['finish_us_min']:.1f}/{g['finish_us_median']:.1f}/{g['finish_us_max']:.1f} us")
     if args.png:
         from lapis.figures.gantt import gantt, steady_state_window
-        gantt(events, args.png, title=f"{r['schedule']} on {r['gpu']} at {r['shape']}",
-              window_ns=steady_state_window(events))
+        write_output("--png", args.png, lambda: gantt(events, args.png, title=f"{r['schedule']} on {r['gpu']} at "
+                                                      f"{r['shape']}", window_ns=steady_state_window(events)))
         print(f"wrote {args.png}", file=sys.stderr if args.json else sys.stdout)  # --json output stays parseable
     if args.races:
         for race in r["races"]:

@@ -130,7 +130,7 @@ def cli_compare(args) -> int:
     """`lapis compare`: exit 0; 1 when --png was asked for but the variant has no measured timeline."""
     import json
 
-    from lapis.cli import _check_out_file
+    from lapis.cli import _check_out_file, write_output
     _check_out_file("--png", args.png, ".png")
     r = compare_gemm(args.schedule, args.shape, args.variant, args.captures, keep_events=bool(args.png))
     pred, meas = r.pop("_predicted_events", None), r.pop("_measured_events", None)
@@ -141,7 +141,8 @@ def cli_compare(args) -> int:
         print(f"lapis compare: --png not written: {r['timeline_missing']}", file=sys.stderr)
         return 1
     from lapis.figures.compare_gantt import compare_gantt
-    compare_gantt(pred, meas, Path(args.png), title=f"{r['variant']} at {r['shape']}: predicted vs measured "
-                  f"(SM {r['timeline']['sm']})")
+    write_output("--png", args.png, lambda: compare_gantt(
+        pred, meas, Path(args.png), title=f"{r['variant']} at {r['shape']}: predicted vs measured "
+        f"(SM {r['timeline']['sm']})"))
     print(f"wrote {args.png}", file=sys.stderr if args.json else sys.stdout)
     return 0

@@ -81,7 +81,7 @@ def build_report(out: str = "lapis-report", captures: str | None = None, resimul
     out_dir = Path(out)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError, PermissionError) as exc:
+    except OSError as exc:  # an existing file, a read-only or pseudo file system (/proc)
         from lapis.errors import LayoutError
         raise LayoutError("--out must be a folder lapis can write", out, "pass a new or existing folder") from exc
     captures_root(captures)  # fail early with a clear message

@@ -102,7 +102,11 @@ def load_captures(captures: Path, files: list[str]) -> tuple[dict, dict, dict]:
         if parts[0] != "micro" or parts[-2:] != ("micro", "results.json") or ".." in parts:
             raise LayoutError("the fit reads microbenchmark captures only", repr(rel),
                               "list micro/<capture>/micro/results.json files (never GEMM or attention captures)")
-        data = (captures / rel).read_bytes()
+        try:
+            data = (captures / rel).read_bytes()
+        except OSError as exc:
+            raise LayoutError(f"a capture the manifest lists cannot be read ({exc.strerror})", str(captures / rel),
+                              "fix the manifest's path or pass --captures, the folder its paths are under") from None
         digests[rel] = "sha256:" + hashlib.sha256(data).hexdigest()
         res = json.loads(data)
         for m in res["measurements"]:
@@ -174,10 +178,18 @@ def fit_values(by_name: dict, attrs: dict) -> dict:
 
 def fit_profile(name: str, captures: Path, manifest: Path = MANIFEST) -> dict:
     """The profile `name` from the captures its manifest entry lists, datasheet values for the rest."""
-    spec = json.loads(manifest.read_text())
+    try:
+        spec = json.loads(manifest.read_text())
+    except (OSError, ValueError) as exc:
+        raise LayoutError("the fit manifest cannot be read as JSON", f"{manifest} ({exc})",
+                          "pass --manifest lapis/model/fit_manifest.json or a copy of it") from None
     if name not in spec:
         raise LayoutError("no fit recipe for this profile", repr(name), "use one of " + ", ".join(sorted(spec)))
     spec = spec[name]
+    missing = [k for k in ("arch", "note", "captures", "datasheet") if k not in spec]
+    if missing:
+        raise LayoutError("a manifest entry needs arch, note, datasheet and captures", f"{name}: missing {missing}",
+                          "copy the entry's form from lapis/model/fit_manifest.json")
     by_name, attrs, digests = load_captures(captures, spec["captures"])
     values = dict(spec["datasheet"])
     values.update(fit_values(by_name, attrs))
@@ -201,7 +213,12 @@ def main(argv=None) -> int:
     except LayoutError as exc:
         print(f"lapis fit: {exc}", file=sys.stderr)
         return 2
-    Path(a.out).write_text(text)
+    try:
+        Path(a.out).write_text(text)
+    except OSError as exc:
+        print(f"lapis fit: --out could not be written ({exc.strerror}): got {a.out}; fix: pass a writable path, "
+              "e.g. lapis/model/profiles/h200.json", file=sys.stderr)
+        return 2
     print(f"wrote {a.out}")
     return 0
 

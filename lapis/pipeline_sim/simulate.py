@@ -155,6 +155,32 @@ def check_params(schedule: str, params: dict, defaults: dict) -> None:
             params[key] = int(v)
 
 
+def check_size(kind: str, dims: tuple, prm: dict, sm_count: int, q_rows: int = 0) -> None:
+    """Refuse a run whose busiest SM would record more than recorder.MAX_EVENTS events, before any work list
+    is built (a huge shape would otherwise take minutes or run out of memory before the in-run bound trips).
+
+    prm: the schedule's defaults, variant and parameters merged; q_rows: the most Q rows a work item can take
+    where no parameter says (b200: two 128-row tiles). The count is a lower bound: an item records at least
+    one event per K block (GEMM), or a QK and a PV MMA per K/V tile (attention, half the tiles when causal),
+    with Q tiles no smaller than block_m, 64 rows per consumer warpgroup or 32 rows per warp."""
+    from lapis.pipeline_sim import recorder
+    if kind == "gemm":
+        m, n, k = dims
+        items = math.ceil(m / prm["block_m"]) * math.ceil(n / prm["block_n"])
+        per_item = math.ceil(k / prm["block_k"])
+    else:
+        b, h, seq, _ = dims
+        rows = max(prm.get("block_m") or 0, 64 * (prm.get("consumer_wgs") or 0), 32 * (prm.get("warps") or 0),
+                   q_rows)
+        tiles = math.ceil(seq / prm["block_n"])
+        items, per_item = b * h * math.ceil(seq / rows), 2 * (max(1, tiles // 2) if prm.get("causal") else tiles)
+    least = math.ceil(items / sm_count) * per_item
+    if least > recorder.MAX_EVENTS:
+        raise LayoutError("the run exceeds the simulator's event bound", f"at least {least:,} tile-level events on "
+                          f"the busiest SM (bound {recorder.MAX_EVENTS:,})",
+                          "simulate a smaller shape: per-SM throughput settles within a few thousand tiles")
+
+
 def _example(key: str, defaults: dict):
     """A valid value to suggest: the default, or the range's low end where the default is derived (None)."""
     return defaults[key] if defaults[key] is not None else PARAM_RANGES.get(key, (1, None))[0]
@@ -179,9 +205,16 @@ def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, ch
     mod = importlib.import_module(module)
     params = dict(params or {})
     check_params(schedule, params, mod.DEFAULTS)
-    if min(mod.parse_shape(shape)) < 1:
+    dims = mod.parse_shape(shape)
+    if min(dims) < 1:
         raise LayoutError("shape extents must be positive", shape, "use extents >= 1")
+    if kind == "attention" and dims[3] % 16:
+        raise LayoutError("D is the K of the QK^T MMA and the N of PV, stepped 16 at a time for 16-bit types "
+                          "(wgmma .m64nNk16, tcgen05 kind::f16, mma.sync .m16n8k16)", f"D = {dims[3]}",
+                          "use a head dimension that is a multiple of 16, e.g. 64, 128")
     p = load_profile(gpu)
+    check_size(kind, dims, {**mod.DEFAULTS, **getattr(mod, "VARIANTS", {}).get(schedule, {}), **params},
+               p["sm_count"], 2 * getattr(mod, "BLOCK_M", 0))
     arch = ARCH_OF_PREFIX.get(schedule.split("-", 1)[0])
     if arch and p.arch != arch:
         raise LayoutError(f"{schedule} is written for {arch} hardware", f"profile {gpu} ({p.arch})",

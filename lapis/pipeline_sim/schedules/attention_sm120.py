@@ -88,9 +88,11 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     fm = 2 if f.get("reg_tile") else 1
     rows = 16 * fm  # per warp (m16 atoms)
     bm = warps * rows
-    if bn < 16 or bn % 16 or seq % bn or seq % bm or d % 16:
+    if d % 16:
+        raise LayoutError("D is mma.sync's K for QK^T (k16 steps)", f"D = {d}", "use a multiple of 16, e.g. 128")
+    if bn < 16 or bn % 16 or seq % bn or seq % bm:
         raise LayoutError("L must be a multiple of the tiles", f"L = {seq}, block_m {bm} ({warps} warps x {rows} "
-                          f"rows), block_n {bn}, D {d}", "pad L or pick warps/block_n (multiples of 16) dividing it")
+                          f"rows), block_n {bn}", "pad L or pick warps/block_n (multiples of 16) dividing it")
     if "tensor_flop_per_clk_sm" not in p.values or "smem_bytes_per_clk_sm" not in p.values:
         raise LayoutError("sm120 schedules need an sm120 profile", f"profile {p.name} ({p.arch})", "use --gpu rtx5090")
     staged = f.get("staging", False)

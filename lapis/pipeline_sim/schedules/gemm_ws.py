@@ -51,12 +51,29 @@ def check_fit(p, prm) -> dict:
         raise LayoutError("the schedule does not fit shared memory",
                           f"{prm['stages']} stages x {slot} B = {smem} B > {p['smem_bytes_per_block']} B",
                           "lower stages or the block sizes")
+    if prm["block_n"] % 8 or prm["block_n"] > 256:
+        raise LayoutError("block_n is wgmma's N: a multiple of 8 up to 256 (PTX ISA wgmma .m64nNk16)",
+                          prm["block_n"], "use a multiple of 8 in 8..256, e.g. 128")
+    if prm["block_k"] % 16:
+        raise LayoutError("block_k is stepped by wgmma's K, 16 for bf16 (PTX ISA wgmma .m64nNk16)", prm["block_k"],
+                          "use a multiple of 16, e.g. 64")
+    if 128 * (1 + prm["consumer_wgs"]) > 1024:
+        raise LayoutError("a CTA has at most 1024 threads: a producer warpgroup and the consumer warpgroups",
+                          f"128 x (1 + {prm['consumer_wgs']}) threads", "use consumer_wgs <= 7")
+    acc = prm["block_m"] // prm["consumer_wgs"] * prm["block_n"] // 128
+    if acc > 255:
+        raise LayoutError("each consumer thread holds its fp32 accumulators in registers (at most 255 per thread)",
+                          f"{prm['block_m']} / {prm['consumer_wgs']} rows x {prm['block_n']} / 128 threads = {acc}",
+                          "lower block_m or block_n, or add consumer warpgroups")
     n = prm["mma_in_flight"]
-    if n != int(n) or not 0 <= n < prm["stages"]:
+    if isinstance(n, bool) or n != int(n) or n < 0:
+        raise LayoutError("mma_in_flight is a count of K blocks of wgmma left in flight", n,
+                          "use a whole number >= 0, e.g. --param mma_in_flight=1")
+    if n >= prm["stages"]:
         raise LayoutError("a consumer releases a slot only after `mma_in_flight` newer K blocks are issued, so the "
                           "ring needs more slots than that (else the next consumer_wait deadlocks)",
                           f"mma_in_flight {n} with stages {prm['stages']}",
-                          f"use stages >= {int(n) + 1} or mma_in_flight <= {prm['stages'] - 1}")
+                          f"use stages >= {n + 1} or mma_in_flight <= {prm['stages'] - 1}")
     if prm["block_m"] % (64 * prm["consumer_wgs"]):
         raise LayoutError("each consumer warpgroup takes a multiple of 64 rows", prm["block_m"],
                           f"make block_m a multiple of {64 * prm['consumer_wgs']}")
