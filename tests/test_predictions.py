@@ -55,3 +55,21 @@ def test_seed_statements_are_scored_only_where_modelled():
     rows["b200-k08-hw-approx"] = rows["b200-k07-compute-pipeline"]  # no gain: the +10% statement fails
     rows["b200-m4-tma-l2-promotion"] = _rows({"x": 1500})["x"]  # 1500 / (0.944 * 1256) = 1.27: too fast
     assert [s["verdict"] for s in seed_statements(rows)][2:] == ["disagrees", "disagrees"]
+
+
+def test_the_cache_key_does_not_depend_on_where_the_checkout_lives(tmp_path):
+    """A clone in a folder named lapis (git clone's default) puts 'lapis/' twice in every path: the model hash
+    must still be the committed one."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from lapis.pipeline_sim.predictions import PACKAGE, model_hash, profile_hash
+    dest = tmp_path / "lapis" / "checkout" / "lapis"
+    shutil.copytree(PACKAGE, dest, ignore=shutil.ignore_patterns("captures", "__pycache__"))
+    code = "from lapis.pipeline_sim.predictions import model_hash, profile_hash; print(model_hash(), profile_hash('h200'))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=dest.parent, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(dest.parent), "PATH": "/usr/bin:/bin"})
+    assert out.stdout.split() == [model_hash(), profile_hash("h200")], out.stderr
+    assert (dest / "pipeline_sim").as_posix().count("lapis/") == 2  # the old key cut at the first one

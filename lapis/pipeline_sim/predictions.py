@@ -20,18 +20,29 @@ COMMITTED = Path(__file__).parent / "predictions.json"
 KEPT = ("predicted_us", "tflops", "roofline_tflops", "bound_by", "utilization", "events")
 
 
+PACKAGE = Path(lapis.__file__).resolve().parent
+
+
+def _name(p: Path) -> str:
+    """A file's name in the key: its path inside the lapis package (never where the checkout lives), else its
+    file name."""
+    try:
+        return p.resolve().relative_to(PACKAGE).as_posix()
+    except ValueError:
+        return p.name
+
+
 def _digest(paths) -> str:
     h = hashlib.sha256()
-    for p in sorted(paths):
-        h.update(p.as_posix().split("lapis/", 1)[-1].encode())
+    for p in sorted(paths, key=_name):
+        h.update(_name(p).encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
 
 @lru_cache(maxsize=None)
 def model_hash() -> str:
-    root = Path(lapis.__file__).parent
-    return _digest([*root.glob("pipeline_sim/**/*.py"), *root.glob("model/**/*.py")])
+    return _digest([*PACKAGE.glob("pipeline_sim/**/*.py"), *PACKAGE.glob("model/**/*.py")])
 
 
 def profile_hash(gpu: str) -> str:
