@@ -63,7 +63,6 @@ def test_the_cache_key_does_not_depend_on_where_the_checkout_lives(tmp_path):
     import shutil
     import subprocess
     import sys
-    from pathlib import Path
 
     from lapis.pipeline_sim.predictions import PACKAGE, model_hash, profile_hash
     dest = tmp_path / "lapis" / "checkout" / "lapis"
