@@ -160,12 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--png", help="write predicted and measured Gantt rows per role, interleaved, to this PNG")
     cmp.add_argument("--json", action="store_true", help="machine-readable output")
 
-    sim = sub.add_parser("simulate", help="simulate a warp-specialized schedule on a GPU profile (in progress)")
+    sim = sub.add_parser("simulate", help="simulate a warp-specialized schedule on a GPU profile")
     sim.add_argument("--list", action="store_true", help="list the schedules")
     sim.add_argument("--schedule", help="schedule name (see --list)")
     sim.add_argument("--gpu", help="profile in lapis/model/profiles (default: the schedule's own, from its name: "
                      "h200-* on h200, b200-* on b200, sm120-* on rtx5090)")
-    sim.add_argument("--shape", help="the schedule's own shape form: MxNxK for GEMM")
+    sim.add_argument("--shape", help="the schedule's own shape form: MxNxK for the GEMM, BxHxLxD for attention")
     sim.add_argument("--param", action="append", help="key=value schedule parameter (repeat)")
     sim.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON, µs) to this file")
     sim.add_argument("--png", help="write a Gantt chart of the run (one lane per role, a steady-state window of "

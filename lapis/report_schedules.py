@@ -125,8 +125,8 @@ def _h200_measured(rows: dict) -> list[str]:
     (lo, hi), (f_lo, f_hi) = H200_MEASURED["cudnn"], H200_MEASURED["flash2"]
     return [f"Measured on the H200 (torch SDPA at these shapes, 2026-11-29): cuDNN {lo}-{hi} TFLOP/s, "
             f"FlashAttention-2 {f_lo}-{f_hi}. The best predicted Hopper schedule reaches {max(h200):.0f}, "
-            f"{max(h200) / hi:.2f}x cuDNN's best. The h200 profile is fitted to microbenchmarks, but only s1, s2 and "
-            "the GEMM have been measured against it so far (sections Calibration and Kernels): the rows past s2 are "
+            f"{max(h200) / hi:.2f}x cuDNN's best. The h200 profile is fitted to microbenchmarks, but only s1-s3 and "
+            "the GEMM have been measured against it so far (sections Calibration and Kernels): the rows past s3 are "
             "not validated on hardware yet.", ""]
 
 
