@@ -34,7 +34,7 @@ if [ "$mode" = attn-check ]; then
   timeout 240 python3 -m lapis.gpu.bench_attention --out "$OUT/attn" --provenance attn-provenance.json --check-only \
     --variants s1,s2 \
     > "$OUT/attn.log" 2>&1; echo "attn check rc $?"; tail -14 "$OUT/attn.log"
-  timeout 280 python3 -m lapis.gpu.sanitize_attention --out "$OUT/sanitize" --variants s1,s2 > "$OUT/sanitize.log" 2>&1
+  timeout 280 python3 -m lapis.gpu.sanitize_attention --out "$OUT/sanitize" --variants s1,s2 --provenance attn-provenance.json > "$OUT/sanitize.log" 2>&1
   echo "sanitize rc $?"; tail -12 "$OUT/sanitize.log"
 elif [ "$mode" = attn-time ]; then
   timeout 280 python3 -m lapis.gpu.bench_attention --out "$OUT/attn" --provenance attn-provenance.json --variants s1,s2 \
@@ -51,7 +51,7 @@ fi
 if [ "$mode" = attn2-check ]; then
   timeout 240 python3 -m lapis.gpu.bench_attention --out "$OUT/attn2" --provenance attn-provenance.json \
     --variants "$v2" --check-only > "$OUT/attn2.log" 2>&1; echo "attn2 check rc $?"; tail -14 "$OUT/attn2.log"
-  timeout 280 python3 -m lapis.gpu.sanitize_attention --out "$OUT/sanitize2" --variants "$v2" \
+  timeout 280 python3 -m lapis.gpu.sanitize_attention --out "$OUT/sanitize2" --variants "$v2" --provenance attn-provenance.json \
     > "$OUT/sanitize2.log" 2>&1; echo "sanitize2 rc $?"; tail -12 "$OUT/sanitize2.log"
 elif [ "$mode" = attn2-time ]; then
   timeout 280 python3 -m lapis.gpu.bench_attention --out "$OUT/attn2" --provenance attn-provenance.json \

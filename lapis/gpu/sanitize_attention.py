@@ -142,7 +142,9 @@ def run(a) -> int:
                    planted_race_flagged={r["tool"]: bool(r["errors"]) for r in race},
                    planted_race_rel_err={r["tool"] or "no tool": (r.get("child") or {}).get("rel_err")
                                          for r in runs if r["build"] == "planted_race"})
-    (dest / "sanitizer.json").write_text(json.dumps(dict(summary=summary, runs=runs), indent=1))
+    from lapis.gpu.capture_tma import provenance
+    prov = provenance(a.provenance, a.argv, "python -m lapis.gpu.sanitize_attention")
+    (dest / "sanitizer.json").write_text(json.dumps(dict(provenance=prov, summary=summary, runs=runs), indent=1))
     shutil.rmtree(dest / "logs")  # their text is in sanitizer.json: the device returns few files
     for r in runs:
         err = (r.get("child") or {}).get("rel_err")
@@ -169,11 +171,13 @@ def main(argv=None) -> int:
         return 0
     ap = argparse.ArgumentParser(prog="python -m lapis.gpu.sanitize_attention", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="output folder: sanitizer.json")
+    ap.add_argument("--provenance", help="JSON from `python -m lapis.provenance $(... --sources)`, made where git is")
     ap.add_argument("--shape", default=SMALL_SHAPE, help=f"BxHxLxD (default {SMALL_SHAPE})")
     from lapis.gpu.bench_attention import VARIANTS
     ap.add_argument("--variants", type=lambda s: s.split(","), default=list(VARIANTS),
                     help=f"comma-separated, from {', '.join(VARIANTS)} (default: all)")
     a = ap.parse_args(argv)
+    a.argv = argv
     bad = [v for v in a.variants if v not in VARIANTS]
     if bad:
         ap.error(f"unknown variants {bad}; choose from {', '.join(VARIANTS)}")
