@@ -17,8 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CAP = ROOT / "lapis" / "captures" / "attention"
 MAN = json.loads((CAP / "h200-2026-11-29" / "manifest.json").read_text())
 MAN_S3 = json.loads((CAP / "h200-2026-11-29-s3" / "manifest.json").read_text())  # s3, timed in a later run
-SAN_S3 = json.loads((CAP / "h200-2026-11-29-s3-sanitize" / "sanitizer.json").read_text())
-SAN = json.loads((CAP / "h200-2026-11-29-sanitize" / "sanitizer.json").read_text())
+SAN = json.loads((CAP / "h200-2026-11-30-sanitize" / "sanitizer.json").read_text())  # s1, s2 and s3
 BLIND = json.loads((ROOT / "lapis" / "blind" / "attention_h200.json").read_text())
 BLIND["entries"] += json.loads((ROOT / "lapis" / "blind" / "attention_h200_s3s4.json").read_text())["entries"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -58,7 +57,8 @@ def test_rows_are_the_capture(section):
     rows = {(r["variant"], r["shape"]): r for r in numbers["kernels"]}
     assert len(rows) == 15  # s1, s2 and (a later capture) s3 at the five shapes
     clean = {v: all(ok for k, ok in san["summary"]["clean"].items() if k.endswith("/" + v))
-             for san, vs in ((SAN, ("s1", "s2")), (SAN_S3, ("s3",))) for v in vs}
+             for san, vs in ((SAN, ("s1", "s2", "s3")),) for v in vs}
+    assert SAN["provenance"]["gpu"] == "NVIDIA H200"
     assert clean == {"s1": True, "s2": True, "s3": True}
     for (variant, shape), r in rows.items():
         e = timed(shape, variant)
