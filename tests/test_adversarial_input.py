@@ -123,3 +123,18 @@ def test_blind_predictions_refuse_before_writing(argv, message, capsys, monkeypa
     monkeypatch.setattr(blind_predictions, "write", lambda n: pytest.fail(f"wrote {n}"))
     assert blind_predictions.main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("module, words", [("bench_gemm", "lapis capture gemm: needs an NVIDIA GPU"),
+                                           ("capture_micro", "lapis capture micro: needs an NVIDIA GPU")])
+def test_gpu_entry_points_without_a_gpu_exit_2_with_a_message_not_a_traceback(module, words, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    from lapis.gpu.bench_attention import gpu_present
+    if gpu_present():
+        pytest.skip("a GPU is present: this checks the machine without one")
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-m", f"lapis.gpu.{module}", "--out", str(tmp_path / "o"), "--provenance",
+                        str(tmp_path / "p.json")], capture_output=True, text=True, cwd=root)
+    assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
