@@ -43,7 +43,7 @@ fi
 # Attention part 2 (issue 8): bash benchmarks/h200_session.sh attn2-check|attn2-time runs only s3 and s4 (the
 # variants bench_attention has of them), with the same attn-provenance.json. attn2-check: correctness at the small
 # shape and the five shapes, no timing, and the sanitizer on them (planted race on s3); the blind predictions
-# (lapis/blind/attention_h200_s3s4.json) are committed before attn2-time.
+# (lapis/blind/attention_h200_s3s4.json: s3, attention_h200_s4.json: s4) are committed before attn2-time.
 if [ "$mode" = attn2-check ] || [ "$mode" = attn2-time ]; then
   v2=$(python3 -c "from lapis.gpu.bench_attention import VARIANTS; print(','.join(v for v in ('s3', 's4') if v in VARIANTS))")
   echo "variants $v2"

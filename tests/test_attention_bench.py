@@ -42,6 +42,11 @@ def test_flops_smem_and_threads_by_hand():
     src = attention_plan.KERNELS.joinpath("attention_h200.cu").read_text()
     assert "LAPIS_ATTENTION(s1_serial, 1, 128, 1, false)" in src and "LAPIS_ATTENTION(s2_ws_ring, 2, 128, 1, true)" in src
     assert "LAPIS_ATTENTION(s3_two_consumers, 2, 128, 2, true)" in src
+    # s4: s3's tiles, warpgroups and smem (K and V slots are freed apart, not sized apart)
+    assert ba.smem_bytes(ba.VARIANTS["s4"], plan) == 32768 + 2 * 65536 + 1024
+    assert ba.threads(ba.VARIANTS["s4"]) == 384 and ba.q_operand(ba.VARIANTS["s4"], plan)["box"] == [64, 128]
+    assert ba.kernel_name(ba.VARIANTS["s4"]) == "attn_s4_pingpong_s2_n128_c2"
+    assert "LAPIS_ATTENTION_PP(s4_pingpong, 2, 128, 2, true, true)" in src
     with pytest.raises(LayoutError, match="multiple of the kernel's block_m"):
         ba.check_shape(ba.VARIANTS["s3"], "1x2x576x128")  # 576 = 4.5 x 128
 
@@ -53,6 +58,9 @@ def test_timeline_capacity_covers_the_kernels_records():
     assert ba.timeline_capacity(ba.VARIANTS["s2"], 1024) >= (1 + 2 * 8) + (2 + 7 * 8 + 1)
     # s3: the producer's, and two consumer warpgroups' records each (start, wait Q, 7 per tile, epilogue)
     assert ba.timeline_capacity(ba.VARIANTS["s3"], 1024) >= (1 + 2 * 8) + 2 * (2 + 7 * 8 + 1)
+    # s4: the producer waits and issues K and V apart (4 per tile); a consumer's step j of 0..8: wait K (j < 8),
+    # turn, wait V + issue PV (j > 0), issue QK (j < 8), wait QK/PV, softmax (j < 8) -> 8 + 9 + 16 + 8 + 9 + 8
+    assert ba.timeline_capacity(ba.VARIANTS["s4"], 1024) >= (1 + 4 * 8) + 2 * (2 + 58 + 1)
 
 
 def test_blind_file_mirrors_the_benchmark_cases():
@@ -68,17 +76,16 @@ def test_blind_file_mirrors_the_benchmark_cases():
         assert abs(e["tflops"] - 4 * b * h * seq * seq * dd / e["predicted_us"] / 1e6) < 0.1
 
 
-def test_s3s4_blind_file_is_a_set_of_its_own_with_the_kernel_parameters():
-    from lapis.blind_predictions import attention_h200_s3s4_cases, load
-    d = load("attention_h200_s3s4")
+@pytest.mark.parametrize("name, variant, schedule", [("attention_h200_s3s4", "s3", "h200-s3-two-consumers"),
+                                                      ("attention_h200_s4", "s4", "h200-s4-pingpong")])
+def test_s3_and_s4_blind_files_are_sets_of_their_own_with_the_kernel_parameters(name, variant, schedule):
+    from lapis import blind_predictions
+    d = blind_predictions.load(name)
     keys = ("variant", "schedule", "gpu", "shape", "params")
-    assert [{k: e[k] for k in keys} for e in d["entries"]] == attention_h200_s3s4_cases()
-    names = {"s3": "h200-s3-two-consumers", "s4": "h200-s4-pingpong"}
-    assert {(e["variant"], e["shape"]) for e in d["entries"]} == {(v, s) for v in names if v in ba.VARIANTS
-                                                                  for s in ba.DEFAULT_SHAPES}
-    assert "s3" in {e["variant"] for e in d["entries"]}
+    assert [{k: e[k] for k in keys} for e in d["entries"]] == blind_predictions.SETS[name]()
+    assert [(e["variant"], e["shape"]) for e in d["entries"]] == [(variant, s) for s in ba.DEFAULT_SHAPES]
     for e in d["entries"]:
-        assert e["schedule"] == names[e["variant"]]
+        assert e["schedule"] == schedule
         assert e["params"] == dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, regs_producer=24,
                                    regs_consumer=240)
         b, h, seq, dd = (int(x) for x in e["shape"].split("x"))

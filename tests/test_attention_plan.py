@@ -100,6 +100,7 @@ def test_kernels_build_without_spills(tmp_path):
     # s3: __launch_bounds__(384, 1) caps the launch count at 65536 / 384 = 170, rounded down to 8 -> 168; the
     # consumers then raise theirs to 240 with setmaxnreg.inc (the producer drops to 24)
     assert plain["attn_s3_two_consumers_s2_n128_c2"]["registers"] == 168
+    assert plain["attn_s4_pingpong_s2_n128_c2"]["registers"] == 168  # s3's launch and split (24 / 240)
     for b, (cubin, _) in builds.items():  # ptxas says C7508 when it ignores setmaxnreg (e.g. no launch bound)
         log = cubin.with_suffix(".ptxas.txt").read_text()
         assert "C7508" not in log and "setmaxnreg" not in log.lower(), (b, log)

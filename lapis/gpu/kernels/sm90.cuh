@@ -53,4 +53,19 @@ __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(REGS));
 }
 
+// Named barriers (PTX ISA bar.sync / bar.arrive): `count` threads, a multiple of 32, take part in barrier `id`
+// (1..15; 0 is __syncthreads'). bar.arrive does not wait; bar.sync waits until count threads have arrived.
+// Immediate ids: ptxas then reserves only the barriers used (a register id makes it reserve all 16).
+template <int ID, int COUNT>
+__device__ __forceinline__ void named_bar_sync() {
+  static_assert(ID > 0 && ID < 16 && COUNT % 32 == 0, "named barrier 1..15, a multiple of 32 threads");
+  asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(COUNT) : "memory");
+}
+
+template <int ID, int COUNT>
+__device__ __forceinline__ void named_bar_arrive() {
+  static_assert(ID > 0 && ID < 16 && COUNT % 32 == 0, "named barrier 1..15, a multiple of 32 threads");
+  asm volatile("bar.arrive %0, %1;" ::"n"(ID), "n"(COUNT) : "memory");
+}
+
 }  // namespace lapis
