@@ -17,14 +17,19 @@ ROOT = Path(__file__).resolve().parents[1]
 CAP = ROOT / "lapis" / "captures" / "attention"
 MAN = json.loads((CAP / "h200-2026-11-29" / "manifest.json").read_text())
 MAN_S3 = json.loads((CAP / "h200-2026-11-29-s3" / "manifest.json").read_text())  # s3, timed in a later run
+MAN_S4 = json.loads((CAP / "h200-2026-11-30-s4" / "manifest.json").read_text())  # s3 again and s4, the last run
 SAN = json.loads((CAP / "h200-2026-11-30-sanitize" / "sanitizer.json").read_text())  # s1, s2 and s3
+SAN_S4 = json.loads((CAP / "h200-2026-11-30-s4-sanitize" / "sanitizer.json").read_text())  # s3 and s4
 BLIND = json.loads((ROOT / "lapis" / "blind" / "attention_h200.json").read_text())
-BLIND["entries"] += json.loads((ROOT / "lapis" / "blind" / "attention_h200_s3s4.json").read_text())["entries"]
+for extra in ("attention_h200_s3s4", "attention_h200_s4"):
+    BLIND["entries"] += json.loads((ROOT / "lapis" / "blind" / f"{extra}.json").read_text())["entries"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def timed(shape, variant="s1"):
-    return next(e for m in (MAN, MAN_S3) for e in m["results"] if e["shape"] == shape and variant in e["variants"])
+    """The latest capture's entry that timed `variant` at `shape` (a later capture of a variant wins)."""
+    return next(e for m in (MAN_S4, MAN_S3, MAN) for e in m["results"] if e["shape"] == shape
+                and "plain" in e["variants"].get(variant, {}))
 
 
 def test_occupancy_of_the_captured_kernels_is_the_simulators_rule():
@@ -55,11 +60,11 @@ def section(tmp_path_factory):
 def test_rows_are_the_capture(section):
     _, md, numbers = section
     rows = {(r["variant"], r["shape"]): r for r in numbers["kernels"]}
-    assert len(rows) == 15  # s1, s2 and (a later capture) s3 at the five shapes
+    assert len(rows) == 20  # s1, s2, s3 and s4 at the five shapes
     clean = {v: all(ok for k, ok in san["summary"]["clean"].items() if k.endswith("/" + v))
-             for san, vs in ((SAN, ("s1", "s2", "s3")),) for v in vs}
-    assert SAN["provenance"]["gpu"] == "NVIDIA H200"
-    assert clean == {"s1": True, "s2": True, "s3": True}
+             for san, vs in ((SAN, ("s1", "s2", "s3")), (SAN_S4, ("s4",))) for v in vs}
+    assert SAN["provenance"]["gpu"] == SAN_S4["provenance"]["gpu"] == "NVIDIA H200"
+    assert clean == {"s1": True, "s2": True, "s3": True, "s4": True}
     for (variant, shape), r in rows.items():
         e = timed(shape, variant)
         b, h, seq, d = (int(x) for x in shape.split("x"))
@@ -111,7 +116,7 @@ def test_report_json_has_kernels(tmp_path):
     r = subprocess.run([sys.executable, "-m", "lapis.cli", "report", "--json", "--out", str(tmp_path)],
                        capture_output=True, text=True, cwd=ROOT)
     numbers = json.loads(r.stdout)
-    assert len(numbers["kernels"]) == 15
+    assert len(numbers["kernels"]) == 20
     assert set(numbers["kernels"][0]) >= {"variant", "shape", "causal", "tflops", "spread_pct", "cudnn_tflops",
                                           "ratio_to_cudnn", "rel_err", "sanitizer_clean",
                                           "instrumentation_overhead_pct", "predicted_tflops",
@@ -136,8 +141,8 @@ def test_bench_attention_without_gpu_says_what_it_needs():
 
 def test_readme_kernels_table_is_the_capture_and_the_blind_file():
     text = (ROOT / "README.md").read_text()
-    rows = [line for line in text.splitlines() if line.startswith(("| `s1` |", "| `s2` |", "| `s3` |"))]
-    assert len(rows) == 15
+    rows = [line for line in text.splitlines() if line.startswith(("| `s1` |", "| `s2` |", "| `s3` |", "| `s4` |"))]
+    assert len(rows) == 20
     for line in rows:
         variant, shape, tf, spread, ratio, bl, err = (c.strip() for c in line.strip("|").split("|"))
         variant = variant.strip("`")
