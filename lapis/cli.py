@@ -307,22 +307,12 @@ def _simulate(args) -> int:
     return 0
 
 
-def _gpu_present() -> bool:
-    """An NVIDIA GPU of compute capability 9.0+ that cupy can see."""
-    try:
-        import cupy
-        n = cupy.cuda.runtime.getDeviceCount()
-        major = cupy.cuda.Device(0).compute_capability[0] if n else "0"
-    except Exception:  # no cupy, no driver or no device
-        n, major = 0, "0"
-    return bool(n) and int(major) >= 9
-
-
 def _bench(args) -> int:
     """`lapis bench attention ARGS` is `python -m lapis.gpu.bench_attention ARGS` (exit 2 without a GPU)."""
     from lapis.gpu import bench_attention
+    from lapis.gpu.harness import gpu_present
     forwarded = list(args.forward_args)
-    if not {"-h", "--help", "--sources"} & set(forwarded) and not _gpu_present():
+    if not {"-h", "--help", "--sources"} & set(forwarded) and not gpu_present():
         print(f"lapis bench {args.bench_cmd}: {GPU_NEEDED}, and torch for the SDPA references", file=sys.stderr)
         return 2
     try:
@@ -339,7 +329,8 @@ def _capture(args) -> int:
     forwarded = getattr(args, "forward_args", None)
     if forwarded is not None and {"-h", "--help", "--sources"} & set(forwarded):  # CPU-only answers
         return _forward_capture(args.capture_cmd, forwarded)
-    if not _gpu_present():
+    from lapis.gpu.harness import gpu_present
+    if not gpu_present():
         print(f"lapis capture {args.capture_cmd}: {GPU_NEEDED}", file=sys.stderr)
         return 2
     if args.capture_cmd == "wgmma":

@@ -131,7 +131,7 @@ def test_gpu_entry_points_without_a_gpu_exit_2_with_a_message_not_a_traceback(mo
     import subprocess
     import sys
     from pathlib import Path
-    from lapis.gpu.bench_attention import gpu_present
+    from lapis.gpu.harness import gpu_present
     if gpu_present():
         pytest.skip("a GPU is present: this checks the machine without one")
     root = Path(__file__).resolve().parents[1]

@@ -143,3 +143,20 @@ def test_gpu_side_modules_import_without_simpy_tensor_layouts_cupy_or_torch():
              "assert lapis.gpu.gemm_plan.load()['block_m'] == 128\n")
     r = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_gpu_present_reads_the_major_version_as_a_number(monkeypatch):
+    """sm_100 ("100") counts as 9.0+; a string compare with "90" would refuse it. sm_80 does not count."""
+    import sys
+    import types
+
+    from lapis.gpu.harness import gpu_present
+
+    def fake(cc, n=1):
+        dev = types.SimpleNamespace(compute_capability=cc)
+        cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: n), Device=lambda i: dev)
+        return types.SimpleNamespace(cuda=cuda)
+
+    for cc, n, want in (("90", 1, True), ("100", 1, True), ("80", 1, False), ("90", 0, False)):
+        monkeypatch.setitem(sys.modules, "cupy", fake(cc, n))
+        assert gpu_present() is want, (cc, n)

@@ -412,20 +412,12 @@ def write_manifest(dest: Path, prov: dict, builds: dict, results: list, error, a
     return man
 
 
-def gpu_present() -> bool:
-    try:
-        import cupy as cp
-        return cp.cuda.runtime.getDeviceCount() > 0 and cp.cuda.Device(0).compute_capability >= "90"
-    except Exception:
-        return False
-
-
 def run(a, argv: list[str]) -> int:
     import shutil
 
     from lapis.gpu.attention_plan import load
     from lapis.gpu.capture_tma import provenance
-    if not gpu_present():
+    if not harness.gpu_present():
         print("lapis bench attention: needs an NVIDIA GPU with compute capability 9.0+ (sm_90a), cupy and torch",
               file=sys.stderr)
         return 2

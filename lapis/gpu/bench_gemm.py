@@ -550,7 +550,7 @@ def main(argv=None) -> int:
     bad = [v for v in a.variants if v not in VARIANTS]
     if bad:
         ap.error(f"unknown variants {bad}; choose from {', '.join(VARIANTS)}")
-    from lapis.gpu.bench_attention import gpu_present
+    from lapis.gpu.harness import gpu_present
     if not gpu_present():
         print("lapis capture gemm: needs an NVIDIA GPU with compute capability 9.0+ (sm_90a), cupy and torch",
               file=sys.stderr)

@@ -396,7 +396,7 @@ def main(argv=None) -> int:
     ap.add_argument("--item-timeout-s", type=float, default=30.0, help="kill a measurement after this (default 30)")
     ap.add_argument("--budget-s", type=float, default=170.0, help="stop starting measurements after this")
     a = ap.parse_args(argv)
-    from lapis.gpu.bench_attention import gpu_present
+    from lapis.gpu.harness import gpu_present
     if not gpu_present():
         print("lapis capture micro: needs an NVIDIA GPU with compute capability 9.0+ (sm_90a) and cupy",
               file=sys.stderr)

@@ -109,6 +109,18 @@ def build(source, defines: dict | None = None, cache: Path | None = None) -> tup
 
 # ----------------------------------------------------------------------------------------- launch --
 
+def gpu_present() -> bool:
+    """An NVIDIA GPU of compute capability 9.0+ (sm_90a or later) that cupy can see; False without cupy,
+    driver or device. Compares the major version as a number, so sm_100 counts."""
+    try:
+        import cupy
+        n = cupy.cuda.runtime.getDeviceCount()
+        major = cupy.cuda.Device(0).compute_capability[0] if n else "0"
+    except Exception:  # no cupy, no driver or no device
+        n, major = 0, "0"
+    return bool(n) and int(major) >= 9
+
+
 def _libcuda():
     lib = ctypes.CDLL("libcuda.so.1")
     lib.cuMemHostAlloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_uint]
