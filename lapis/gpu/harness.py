@@ -111,14 +111,15 @@ def build(source, defines: dict | None = None, cache: Path | None = None) -> tup
 
 def gpu_present() -> bool:
     """An NVIDIA GPU of compute capability 9.0+ (sm_90a or later) that cupy can see; False without cupy,
-    driver or device. Compares the major version as a number, so sm_100 counts."""
+    driver or device. cupy gives the capability as major and minor digits ("90", "100"): compared as a number,
+    so sm_100 counts (its first character, "1", would not)."""
     try:
         import cupy
         n = cupy.cuda.runtime.getDeviceCount()
-        major = cupy.cuda.Device(0).compute_capability[0] if n else "0"
+        cc = int(cupy.cuda.Device(0).compute_capability) if n else 0
     except Exception:  # no cupy, no driver or no device
-        n, major = 0, "0"
-    return bool(n) and int(major) >= 9
+        n, cc = 0, 0
+    return bool(n) and cc >= 90
 
 
 def _libcuda():
