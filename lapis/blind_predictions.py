@@ -58,8 +58,14 @@ def attention_h200_s4_cases() -> list[dict]:
     return _attention_cases(("s4",))
 
 
+def attention_h200_s5_cases() -> list[dict]:
+    """s5 (s4 + QK_j issued ahead of softmax_j, overlapping PV_{j-1}) at the five shapes, before its first timed run."""
+    return _attention_cases(("s5",))
+
+
 SETS = {"gemm_ws": gemm_ws_cases, "gemm_ws_n256": gemm_ws_n256_cases, "attention_h200": attention_h200_cases,
-        "attention_h200_s3s4": attention_h200_s3s4_cases, "attention_h200_s4": attention_h200_s4_cases}
+        "attention_h200_s3s4": attention_h200_s3s4_cases, "attention_h200_s4": attention_h200_s4_cases,
+        "attention_h200_s5": attention_h200_s5_cases}
 
 
 def predict(cases: list[dict]) -> list[dict]:

@@ -46,7 +46,11 @@ def test_flops_smem_and_threads_by_hand():
     assert ba.smem_bytes(ba.VARIANTS["s4"], plan) == 32768 + 2 * 65536 + 1024
     assert ba.threads(ba.VARIANTS["s4"]) == 384 and ba.q_operand(ba.VARIANTS["s4"], plan)["box"] == [64, 128]
     assert ba.kernel_name(ba.VARIANTS["s4"]) == "attn_s4_pingpong_s2_n128_c2"
-    assert "LAPIS_ATTENTION_PP(s4_pingpong, 2, 128, 2, true, true)" in src
+    assert "LAPIS_ATTENTION_PP(s4_pingpong, 2, 128, 2, true, true, false)" in src
+    # s5: s4's tiles and turns, QK_j and PV_{j-1} issued back to back in a turn
+    assert ba.smem_bytes(ba.VARIANTS["s5"], plan) == 32768 + 2 * 65536 + 1024 and ba.threads(ba.VARIANTS["s5"]) == 384
+    assert ba.kernel_name(ba.VARIANTS["s5"]) == "attn_s5_intra_overlap_s2_n128_c2"
+    assert "LAPIS_ATTENTION_PP(s5_intra_overlap, 2, 128, 2, true, true, true)" in src
     with pytest.raises(LayoutError, match="multiple of the kernel's block_m"):
         ba.check_shape(ba.VARIANTS["s3"], "1x2x576x128")  # 576 = 4.5 x 128
 
@@ -61,6 +65,8 @@ def test_timeline_capacity_covers_the_kernels_records():
     # s4: the producer waits and issues K and V apart (4 per tile); a consumer's step j of 0..8: wait K (j < 8),
     # turn, wait V + issue PV (j > 0), issue QK (j < 8), wait QK/PV, softmax (j < 8) -> 8 + 9 + 16 + 8 + 9 + 8
     assert ba.timeline_capacity(ba.VARIANTS["s4"], 1024) >= (1 + 4 * 8) + 2 * (2 + 58 + 1)
+    # s5: s4's records plus, per tile, wait PV (j > 0) and O rescale: 58 + 7 + 8
+    assert ba.timeline_capacity(ba.VARIANTS["s5"], 1024) >= (1 + 4 * 8) + 2 * (2 + 73 + 1)
 
 
 def test_blind_file_mirrors_the_benchmark_cases():
@@ -77,8 +83,9 @@ def test_blind_file_mirrors_the_benchmark_cases():
 
 
 @pytest.mark.parametrize("name, variant, schedule", [("attention_h200_s3s4", "s3", "h200-s3-two-consumers"),
-                                                      ("attention_h200_s4", "s4", "h200-s4-pingpong")])
-def test_s3_and_s4_blind_files_are_sets_of_their_own_with_the_kernel_parameters(name, variant, schedule):
+                                                      ("attention_h200_s4", "s4", "h200-s4-pingpong"),
+                                                      ("attention_h200_s5", "s5", "h200-s5-intra-overlap")])
+def test_per_variant_blind_files_are_sets_of_their_own_with_the_kernel_parameters(name, variant, schedule):
     from lapis import blind_predictions
     d = blind_predictions.load(name)
     keys = ("variant", "schedule", "gpu", "shape", "params")

@@ -2,6 +2,7 @@
 boxes, and the kernels build without spills."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -101,6 +102,9 @@ def test_kernels_build_without_spills(tmp_path):
     # consumers then raise theirs to 240 with setmaxnreg.inc (the producer drops to 24)
     assert plain["attn_s3_two_consumers_s2_n128_c2"]["registers"] == 168
     assert plain["attn_s4_pingpong_s2_n128_c2"]["registers"] == 168  # s3's launch and split (24 / 240)
+    assert plain["attn_s5_intra_overlap_s2_n128_c2"]["registers"] == 168
     for b, (cubin, _) in builds.items():  # ptxas says C7508 when it ignores setmaxnreg (e.g. no launch bound)
         log = cubin.with_suffix(".ptxas.txt").read_text()
         assert "C7508" not in log and "setmaxnreg" not in log.lower(), (b, log)
+        # C7510..C7520: ptxas serialized wgmmas or added a wait/fence (s5's overlap would be lost silently)
+        assert re.search(r"C75(1\d|20)\b", log) is None, (b, log)

@@ -40,7 +40,7 @@ ANY_ROWS = 1 << 20  # tensor rows used to validate a map (B * H * L on the devic
 # Timeline vocabulary (harness.cuh records role/op codes; harness.decode_timeline names them).
 ROLES = ("producer", "consumer0", "consumer1")
 OPS = ("start", "wait empty", "issue TMA", "wait Q", "wait K", "issue QK", "wait QK", "softmax", "wait V",
-       "issue PV", "wait PV", "epilogue", "wait turn")
+       "issue PV", "wait PV", "epilogue", "wait turn", "O rescale")
 
 
 def _tmap(box_rows: int):

@@ -49,6 +49,8 @@ VARIANTS = {
                stages=2, consumer_wgs=2, regs_producer=24, regs_consumer=240),
     "s4": dict(schedule="h200-s4-pingpong", entry="s4_pingpong", ws=True, pp=True, block_m=128, block_n=128,
                stages=2, consumer_wgs=2, regs_producer=24, regs_consumer=240),
+    "s5": dict(schedule="h200-s5-intra-overlap", entry="s5_intra_overlap", ws=True, pp=True, overlap=True,
+               block_m=128, block_n=128, stages=2, consumer_wgs=2, regs_producer=24, regs_consumer=240),
 }
 SIM_PARAMS = ("block_m", "block_n", "stages", "consumer_wgs", "regs_producer", "regs_consumer")
 DEFAULT_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128", "16x16x2048x128", "32x16x1024x128")
@@ -114,10 +116,11 @@ def smem_bytes(v: dict, plan: dict) -> int:
 
 def timeline_capacity(v: dict, seq: int) -> int:
     """Records per CTA the kernel writes: producer start + Q + 2 per tile (s4: 2 per K tile and 2 per V tile);
-    per consumer warpgroup start, wait Q, 7 per tile (+ 2 when it loads itself: s1; + 1 GEMM-turn wait: s4) and
-    the epilogue, with 1 more turn wait (s4's last PV); plus slack."""
+    per consumer warpgroup start, wait Q, 7 per tile (+ 2 when it loads itself: s1; + 1 GEMM-turn wait: s4;
+    + 2 more, wait PV and O rescale: s5) and the epilogue, with 1 more turn wait (s4's last PV); plus slack."""
     n = seq // v["block_n"]
-    return 2 + 2 * n * (2 if v.get("pp") else 1) + v["consumer_wgs"] * (3 + 9 * n + 1) + 8
+    per_tile = 9 + 2 * bool(v.get("overlap"))
+    return 2 + 2 * n * (2 if v.get("pp") else 1) + v["consumer_wgs"] * (3 + per_tile * n + 1) + 8
 
 
 def threads(v: dict) -> int:

@@ -59,6 +59,10 @@ namespace P = attention_plan;
 
 constexpr int D = P::HEAD_DIM;
 constexpr int PP_BAR0 = 1;  // s4's GEMM-turn barriers PP_BAR0 + wg; 0 is __syncthreads'
+template <bool B>
+struct Bool {
+  static constexpr bool value = B;
+};
 constexpr int PP_THREADS = 256;  // a turn barrier: the owner's 128 bar.sync + the other WG's 128 bar.arrive
 static_assert(D == 128 && P::BLOCK_M == 64, "the plan is for D = 128 and 64-row Q tiles (one wgmma m64)");
 
@@ -164,14 +168,14 @@ __device__ __forceinline__ void load_q(const Barriers& bar, uint32_t q, const Te
   tma_tile<P::Q_BOXES>(q, Cfg::Q_BOX_STRIDE, tmap_q, q_row0, bar.q);  // Q and Q128: 2 boxes of 64 columns
 }
 
-// Online softmax of one S tile in place (S -> P, fp32), O rescaled; m, l per row half (r0, r0 + 8).
+// Online softmax of one S tile in place (S -> P, fp32); m, l per row half (r0, r0 + 8). corr: the factor O must be
+// rescaled by (rescale_o), kept apart so that s5 can rescale after the in-flight PV that writes O has completed.
 template <int BN>
-__device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], float (&o)[D / 2], float (&m)[2], float (&l)[2],
-                                             float scale_log2) {
+__device__ __forceinline__ void softmax_scores(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&corr)[2],
+                                               float scale_log2) {
   float mx[2] = {m[0], m[1]};
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
-  float corr[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     mx[r] = quad_max(mx[r]);
@@ -184,8 +188,19 @@ __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], float (&o)[D / 
     s[i] = exp2f((s[i] - mx[(i / 2) % 2]) * scale_log2);
     l[(i / 2) % 2] += s[i];  // this thread's columns only; the quad's partial sums are added in the epilogue
   }
+}
+
+__device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&corr)[2]) {
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i / 2) % 2];
+}
+
+template <int BN>
+__device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], float (&o)[D / 2], float (&m)[2], float (&l)[2],
+                                             float scale_log2) {
+  float corr[2];
+  softmax_scores<BN>(s, m, l, corr, scale_log2);
+  rescale_o(o, corr);
 }
 
 // O / l -> global bf16 rows [row0, row0 + 64) of the B*H*L x D output (accumulator fragment order).
@@ -203,13 +218,14 @@ __device__ __forceinline__ void store_o(const float (&o)[D / 2], const float (&l
   }
 }
 
-template <int STAGES, int BN, int CONSUMER_WGS, bool WS, bool PP>
+template <int STAGES, int BN, int CONSUMER_WGS, bool WS, bool PP, bool OVERLAP>
 __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorMap& tmap_k, const TensorMap& tmap_v,
                                           __nv_bfloat16* out, int seq_len, float scale_log2, const HarnessArgs& h) {
   using Cfg = Config<STAGES, BN, CONSUMER_WGS, WS>;
   using T = KV<BN>;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   static_assert(!PP || CONSUMER_WGS == 2, "ping-pong alternates two consumer warpgroups");
+  static_assert(!OVERLAP || PP, "s5 overlaps within s4's GEMM turns");
   __shared__ __align__(8) uint64_t q_bar, full_k[STAGES], full_v[STAGES], empty[STAGES], empty_v[STAGES];
   __shared__ uint32_t cursor;
   KernelTimeline tl;
@@ -281,20 +297,23 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
     int s = 0;
     uint32_t phase = 0;
     // P as wgmma's register A: k16 block kk = accumulator registers 8kk..8kk+7 (bf16 pairs)
-    auto pack_p = [&](uint32_t (&pa)[T::V_KSTEPS][4]) {
+    auto pack_p = [&](uint32_t (&pa)[T::V_KSTEPS][4], const float (&sacc)[BN / 2]) {
 #pragma unroll
       for (int kk = 0; kk < T::V_KSTEPS; ++kk)
 #pragma unroll
         for (int r = 0; r < 4; ++r) pa[kk][r] = pack_bf16x2(sacc[8 * kk + 2 * r], sacc[8 * kk + 2 * r + 1]);
     };
     // O += P V: BN / 16 K-steps over the keys, V read MN-major (D contiguous) from slot vs; P in registers.
-    // Issued and committed, not waited.
-    auto issue_pv = [&](int vs, uint32_t (&pa)[T::V_KSTEPS][4]) {
+    // Issued and committed, not waited. fenced: the caller already fenced O and P and issued wgmma.fence (s5 issues
+    // QK and PV back to back under one fence: a second fence with QK in flight is a runtime branch ptxas serializes).
+    auto issue_pv = [&](int vs, uint32_t (&pa)[T::V_KSTEPS][4], bool fenced = false) {
       const uint32_t v_smem = ring + vs * Cfg::STAGE_BYTES + T::K_SLOT;
-      fence_registers(o);
+      if (!fenced) {
+        fence_registers(o);
 #pragma unroll
-      for (int kk = 0; kk < T::V_KSTEPS; ++kk) fence_registers_u32(pa[kk]);
-      wgmma_fence();
+        for (int kk = 0; kk < T::V_KSTEPS; ++kk) fence_registers_u32(pa[kk]);
+        wgmma_fence();
+      }
 #pragma unroll
       for (int kk = 0; kk < T::V_KSTEPS; ++kk)
         wgmma_m64n128k16_bf16_rs_tb(o, pa[kk], desc(T::V_DESC, v_smem + T::v_step(kk)), 1);
@@ -305,8 +324,13 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       int hs = 0;                   // its V slot and phase
       uint32_t hphase = 0;
       if (wg == 1) named_bar_arrive<PP_BAR0, PP_THREADS>();  // the first turn is WG 0's
-      for (int j = 0; j <= kv_tiles; ++j) {
-        const bool last = j == kv_tiles;  // the last PV, in a turn of its own
+      // One GEMM turn. FIRST (tile 0: no PV yet) and last (the last PV's own turn) are compile-time arguments:
+      // ptxas serializes wgmmas (its C7513..C7520 reports) when a wgmma.wait_group or a wgmma.fence sits behind a
+      // runtime branch while a wgmma is in flight, or when S is a loop-carried register array that s5's softmax
+      // redefines while PV_{j-1} runs; hence S fresh per turn.
+      auto turn = [&](int j, auto first, auto final) {
+        constexpr bool FIRST = decltype(first)::value, last = decltype(final)::value;  // last: the last PV's own turn
+        float sacc[BN / 2];  // S_j: fresh each turn (zero-initialized by QK's first K-step, scale-d 0)
         __syncwarp();
         if (!last) {
           mbar_wait(&full_k[s], phase, h, 1 + s);
@@ -315,14 +339,13 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         if (wg == 0) named_bar_sync<PP_BAR0, PP_THREADS>();  // my turn
         else named_bar_sync<PP_BAR0 + 1, PP_THREADS>();
         if (leader) tl.record(h, &cursor, role, P::OP_WAIT_TURN, COMPLETE, work, j);
-        if (j > 0) {
-          mbar_wait(&full_v[hs], hphase, h, 1 + STAGES + hs);
-          if (leader) tl.record(h, &cursor, role, P::OP_WAIT_V, COMPLETE, work, j - 1);
-          issue_pv(hs, pa);
-          if (leader) tl.record(h, &cursor, role, P::OP_ISSUE_PV, ISSUE, work, j - 1);
-        }
-        if (!last) {
+        auto qk = [&] {  // S = Q K_j^T into sacc, issued and committed, not waited
           const uint32_t k_smem = ring + s * Cfg::STAGE_BYTES;
+          if (OVERLAP) {
+            fence_registers(o);
+#pragma unroll
+            for (int kk = 0; kk < T::V_KSTEPS; ++kk) fence_registers_u32(pa[kk]);
+          }
           fence_registers(sacc);
           wgmma_fence();
 #pragma unroll
@@ -330,25 +353,70 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
             wgmma_bf16_ss<BN>(sacc, desc(Cfg::Q_DESC, q_a + Cfg::q_step(ks)),
                               desc(T::K_DESC, k_smem + T::k_step(ks)), ks > 0);
           wgmma_commit_group();
-          if (leader) tl.record(h, &cursor, role, P::OP_ISSUE_QK, ISSUE, work, j);
+          if (!OVERLAP && leader) tl.record(h, &cursor, role, P::OP_ISSUE_QK, ISSUE, work, j);
+        };
+        auto pv = [&] {  // O += P_{j-1} V_{j-1}, issued and committed, not waited
+          mbar_wait(&full_v[hs], hphase, h, 1 + STAGES + hs);
+          if (leader) tl.record(h, &cursor, role, P::OP_WAIT_V, COMPLETE, work, j - 1);
+          issue_pv(hs, pa);
+          if (leader) tl.record(h, &cursor, role, P::OP_ISSUE_PV, ISSUE, work, j - 1);
+        };
+        if (OVERLAP) {  // s5: QK_j first, so that wait_group 1 returns with S_j while PV_{j-1} still runs
+          if (!FIRST) {
+            mbar_wait(&full_v[hs], hphase, h, 1 + STAGES + hs);
+            if (leader) tl.record(h, &cursor, role, P::OP_WAIT_V, COMPLETE, work, j - 1);
+          }
+          if (!last) qk();
+          if (!FIRST) issue_pv(hs, pa, !last);
+          // recorded after both issues: a record between them is a branch that makes ptxas add a wgmma.fence
+          if (!last && leader) tl.record(h, &cursor, role, P::OP_ISSUE_QK, ISSUE, work, j);
+          if (!FIRST && leader) tl.record(h, &cursor, role, P::OP_ISSUE_PV, ISSUE, work, j - 1);
+        } else {  // s4: PV_{j-1}, then QK_j
+          if (!FIRST) pv();
+          if (!last) qk();
         }
         if (wg == 0) named_bar_arrive<PP_BAR0 + 1, PP_THREADS>();  // the other WG's turn
         else if (!last) named_bar_arrive<PP_BAR0, PP_THREADS>();  // after WG 1's last turn WG 0 has none left
-        wgmma_wait_group<0>();  // PV_{j-1} and QK_j
-        fence_registers(sacc);
-        fence_registers(o);
-        if (leader) tl.record(h, &cursor, role, last ? P::OP_WAIT_PV : P::OP_WAIT_QK, COMPLETE, work, j);
-        if (warp_leader) {
-          if (!last) mbar_arrive(&empty[s]);  // K_j read
-          if (j > 0) mbar_arrive(&empty_v[hs]);  // V_{j-1} read
+        if (OVERLAP && !last) {
+          if (!FIRST) wgmma_wait_group<1>();  // QK_j (committed first) is done; PV_{j-1} may still run
+          else wgmma_wait_group<0>();
+          fence_registers(sacc);
+          if (leader) tl.record(h, &cursor, role, P::OP_WAIT_QK, COMPLETE, work, j);
+          if (warp_leader) mbar_arrive(&empty[s]);  // K_j read
+          float corr[2];
+          softmax_scores<BN>(sacc, m, l, corr, scale_log2);  // overlaps PV_{j-1} (and the other WG's turn)
+          if (leader) tl.record(h, &cursor, role, P::OP_SOFTMAX, ISSUE, work, j);
+          if (!FIRST) {
+            wgmma_wait_group<0>();  // PV_{j-1}: O written, P_{j-1}'s registers free
+            fence_registers(o);
+            if (leader) tl.record(h, &cursor, role, P::OP_WAIT_PV, COMPLETE, work, j);
+            if (warp_leader) mbar_arrive(&empty_v[hs]);  // V_{j-1} read
+          }
+          rescale_o(o, corr);
+          pack_p(pa, sacc);
+          if (leader) tl.record(h, &cursor, role, P::OP_O_RESCALE, ISSUE, work, j);
+        } else {
+          wgmma_wait_group<0>();  // s4: PV_{j-1} and QK_j; s5's last turn: PV_{n-1}
+          if (!last) fence_registers(sacc);
+          fence_registers(o);
+          if (leader)
+            tl.record(h, &cursor, role, last ? P::OP_WAIT_PV : P::OP_WAIT_QK, COMPLETE, work, OVERLAP ? j - 1 : j);
+          if (warp_leader) {
+            if (!last) mbar_arrive(&empty[s]);  // K_j read
+            if (!FIRST) mbar_arrive(&empty_v[hs]);  // V_{j-1} read
+          }
+          if (last) return;
+          softmax_tile<BN>(sacc, o, m, l, scale_log2);  // overlaps the other WG's turn
+          pack_p(pa, sacc);
+          if (leader) tl.record(h, &cursor, role, P::OP_SOFTMAX, ISSUE, work, j);
         }
-        if (last) break;
-        softmax_tile<BN>(sacc, o, m, l, scale_log2);  // overlaps the other WG's turn
-        pack_p(pa);
-        if (leader) tl.record(h, &cursor, role, P::OP_SOFTMAX, ISSUE, work, j);
+        if (last) return;
         hs = s, hphase = phase;
         if (++s == STAGES) s = 0, phase ^= 1u;
-      }
+      };
+      turn(0, Bool<true>{}, Bool<false>{});
+      for (int j = 1; j < kv_tiles; ++j) turn(j, Bool<false>{}, Bool<false>{});
+      turn(kv_tiles, Bool<false>{}, Bool<true>{});
     }
     for (int j = 0; j < (PP ? 0 : kv_tiles); ++j) {  // ------------------------------------- s1, s2, s3 --
       const uint32_t k_smem = ring + s * Cfg::STAGE_BYTES;
@@ -371,7 +439,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       if (leader) tl.record(h, &cursor, role, P::OP_WAIT_QK, COMPLETE, work, j);
       softmax_tile<BN>(sacc, o, m, l, scale_log2);
       uint32_t pa[T::V_KSTEPS][4];
-      pack_p(pa);
+      pack_p(pa, sacc);
       if (leader) tl.record(h, &cursor, role, P::OP_SOFTMAX, ISSUE, work, j);
       mbar_wait(&full_v[s], phase, h, 1 + STAGES + s);
       if (leader) tl.record(h, &cursor, role, P::OP_WAIT_V, COMPLETE, work, j);
@@ -397,17 +465,18 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
 //   attn_<s1_serial|s2_ws_ring|s3_two_consumers|s4_pingpong>_s<STAGES>_n<BN>_c<CONSUMER_WGS>.
 // Grid (L / block_m, B * H), block_m = 64 x CONSUMER_WGS; block Config::THREADS; dynamic smem Config::SMEM_BYTES (host: bench_attention.smem_bytes).
 // scale_log2 = log2(e) / sqrt(D). O is B*H*L x D bf16.
-#define LAPIS_ATTENTION(NAME, S, BN, C, WS) LAPIS_ATTENTION_PP(NAME, S, BN, C, WS, false)
-#define LAPIS_ATTENTION_PP(NAME, S, BN, C, WS, PP)                                                            \
+#define LAPIS_ATTENTION(NAME, S, BN, C, WS) LAPIS_ATTENTION_PP(NAME, S, BN, C, WS, false, false)
+#define LAPIS_ATTENTION_PP(NAME, S, BN, C, WS, PP, OVERLAP)                                                   \
   extern "C" __global__ void __launch_bounds__(Config<S, BN, C, WS>::THREADS, 1)                              \
       attn_##NAME##_s##S##_n##BN##_c##C(const __grid_constant__ TensorMap tmap_q,                             \
                                         const __grid_constant__ TensorMap tmap_k,                             \
                                         const __grid_constant__ TensorMap tmap_v, __nv_bfloat16* out,         \
                                         int seq_len, float scale_log2, const __grid_constant__ HarnessArgs h) { \
-    attention<S, BN, C, WS, PP>(tmap_q, tmap_k, tmap_v, out, seq_len, scale_log2, h);                         \
+    attention<S, BN, C, WS, PP, OVERLAP>(tmap_q, tmap_k, tmap_v, out, seq_len, scale_log2, h);                \
   }
 
 LAPIS_ATTENTION(s1_serial, 1, 128, 1, false)
 LAPIS_ATTENTION(s2_ws_ring, 2, 128, 1, true)
 LAPIS_ATTENTION(s3_two_consumers, 2, 128, 2, true)
-LAPIS_ATTENTION_PP(s4_pingpong, 2, 128, 2, true, true)
+LAPIS_ATTENTION_PP(s4_pingpong, 2, 128, 2, true, true, false)
+LAPIS_ATTENTION_PP(s5_intra_overlap, 2, 128, 2, true, true, true)

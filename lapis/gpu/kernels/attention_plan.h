@@ -77,4 +77,5 @@ constexpr uint8_t OP_ISSUE_PV = 9;
 constexpr uint8_t OP_WAIT_PV = 10;
 constexpr uint8_t OP_EPILOGUE = 11;
 constexpr uint8_t OP_WAIT_TURN = 12;
+constexpr uint8_t OP_O_RESCALE = 13;
 }  // namespace attention_plan

@@ -27,7 +27,9 @@ What each step changes (the one change of the canonical table):
      PV_{j-1} then QK_j, and `bar.arrive`s the next WG's barrier; the last WG pre-arrives WG 0's barrier, so
      turns go round strictly in WG order. One WG's softmax overlaps the other's GEMMs. The producer issues
      K_{j+1} before V_j, the order the slots are freed in, as FA3's producer does.
-  s5 intra-overlap: in a turn, QK_j is issued and committed, then PV_{j-1}; `wgmma.wait_group 1` returns when
+  s5 intra-overlap: in a turn, V_{j-1} is waited for, then QK_j is issued and committed, then PV_{j-1}, back to
+     back (the kernel waits for V first: with the mbarrier wait between the two issues ptxas injects a
+     warpgroup.arrive, its C7519 report); `wgmma.wait_group 1` returns when
      S_j is ready, so the softmax of tile j runs while PV_{j-1} is still on the tensor pipe; `wait_group 0`
      then precedes the O rescale (PV_{j-1} writes O).
   s6 exp2: the scale is folded into log2 units (one FMA-pipe op less per element); `emulate_frac` of the
@@ -370,9 +372,11 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                         if pp:
                             yield from turn_sync(i, role, item, j)
                         if flags.get("overlap"):  # s5+: QK_j, then PV_{j-1}; softmax_j runs while PV_{j-1} does
+                            if held:  # V_{j-1} waited before QK_j: the two issue back to back (attention_h200.cu turn)
+                                yield from wait_tile("V", held[1], role, item, held[0])
                             wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
                             if held:
-                                yield from pv(item, *held)
+                                wgmma(g, role, "wgmma PV", item, held[0], ("V", held[1].index))
                             if pp:
                                 turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
                             yield from wait_group(g, 1 if held else 0, role, item, j)  # S_j ready; PV_{j-1} may run on
