@@ -109,6 +109,8 @@ def test_bench_and_sanitizer_take_a_variant_subset():
     assert sa.race_variant(["s1", "s2", "s3"], ba.VARIANTS) == "s2"
     assert sa.race_variant(["s3"], ba.VARIANTS) == "s3"  # the planted race needs a producer: s1 has none
     assert sa.race_variant(["s1"], ba.VARIANTS) == "s2"
+    assert sa.race_variant(["s4", "s5"], ba.VARIANTS) == "s2"  # the plant is in the s1..s3 loop, not the GEMM turns
+    assert sa.race_variant(["s5", "s3"], ba.VARIANTS) == "s3"
 
 
 def test_sanitizer_summary_parsing():

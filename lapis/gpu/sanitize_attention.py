@@ -114,9 +114,9 @@ def one(tool: str | None, variant: str, build: str, cubin: str, shape: str, logd
 
 
 def race_variant(chosen: list, variants: dict) -> str:
-    """The variant whose planted-race build runs: s2 if chosen, else the first chosen warp-specialized one, else s2
-    (the planted arrive needs a producer that refills the slot)."""
-    ws = [v for v in chosen if variants[v]["ws"]]
+    """The variant whose planted-race build runs: s2 if chosen, else the first chosen warp-specialized one without
+    GEMM turns, else s2 (the planted arrive needs a producer that refills the slot, and lives in the s1..s3 loop)."""
+    ws = [v for v in chosen if variants[v]["ws"] and not variants[v].get("pp")]
     return "s2" if "s2" in chosen or not ws else ws[0]
 
 
