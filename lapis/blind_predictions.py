@@ -63,9 +63,15 @@ def attention_h200_s5_cases() -> list[dict]:
     return _attention_cases(("s5",))
 
 
+def attention_h200_s6s7_cases() -> list[dict]:
+    """s6 (exp2 in log2 units, ex2.approx.ftz) at emulate_frac 0, 1/8, 1/4, and s7 (conditional O rescale,
+    threshold 8) at the five shapes, committed before their first timed run."""
+    return _attention_cases(("s6", "s6_emu8", "s6_emu4", "s7"))
+
+
 SETS = {"gemm_ws": gemm_ws_cases, "gemm_ws_n256": gemm_ws_n256_cases, "attention_h200": attention_h200_cases,
         "attention_h200_s3s4": attention_h200_s3s4_cases, "attention_h200_s4": attention_h200_s4_cases,
-        "attention_h200_s5": attention_h200_s5_cases}
+        "attention_h200_s5": attention_h200_s5_cases, "attention_h200_s6s7": attention_h200_s6s7_cases}
 
 
 def predict(cases: list[dict]) -> list[dict]:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from lapis import attention_capture as ac
 
-BLINDS = ("attention_h200", "attention_h200_s3s4", "attention_h200_s4")  # lapis/blind/<name>.json, each committed before its capture
+# lapis/blind/attention_h200*.json, each committed before its capture (sets never overlap in (variant, shape))
+BLINDS = tuple(sorted(p.stem for p in (Path(__file__).parent / "blind").glob("attention_h200*.json")))
 GPU = "h200"
 JSON_KEYS = ("variant", "shape", "causal", "tflops", "spread_pct", "cudnn_tflops", "ratio_to_cudnn", "rel_err",
              "sanitizer_clean", "instrumentation_overhead_pct", "predicted_tflops", "blind_predicted_tflops",

@@ -40,19 +40,35 @@ def test_flops_smem_and_threads_by_hand():
     assert ba.kernel_name(ba.VARIANTS["s3"]) == "attn_s3_two_consumers_s2_n128_c2"
     assert ba.kernel_name(ba.VARIANTS["s2"]) == "attn_s2_ws_ring_s2_n128_c1"
     src = attention_plan.KERNELS.joinpath("attention_h200.cu").read_text()
-    assert "LAPIS_ATTENTION(s1_serial, 1, 128, 1, false)" in src and "LAPIS_ATTENTION(s2_ws_ring, 2, 128, 1, true)" in src
-    assert "LAPIS_ATTENTION(s3_two_consumers, 2, 128, 2, true)" in src
+    assert "LAPIS_ATTENTION(s1_serial, 1, 128, 1, false, false)" in src
+    assert "LAPIS_ATTENTION(s2_ws_ring, 2, 128, 1, true, false)" in src
+    assert "LAPIS_ATTENTION(s3_two_consumers, 2, 128, 2, true, false)" in src
     # s4: s3's tiles, warpgroups and smem (K and V slots are freed apart, not sized apart)
     assert ba.smem_bytes(ba.VARIANTS["s4"], plan) == 32768 + 2 * 65536 + 1024
     assert ba.threads(ba.VARIANTS["s4"]) == 384 and ba.q_operand(ba.VARIANTS["s4"], plan)["box"] == [64, 128]
     assert ba.kernel_name(ba.VARIANTS["s4"]) == "attn_s4_pingpong_s2_n128_c2"
-    assert "LAPIS_ATTENTION_PP(s4_pingpong, 2, 128, 2, true, true, false)" in src
+    assert "LAPIS_ATTENTION(s4_pingpong, 2, 128, 2, true, true)" in src
     # s5: s4's tiles and turns, QK_j and PV_{j-1} issued back to back in a turn
     assert ba.smem_bytes(ba.VARIANTS["s5"], plan) == 32768 + 2 * 65536 + 1024 and ba.threads(ba.VARIANTS["s5"]) == 384
     assert ba.kernel_name(ba.VARIANTS["s5"]) == "attn_s5_intra_overlap_s2_n128_c2"
-    assert "LAPIS_ATTENTION_PP(s5_intra_overlap, 2, 128, 2, true, true, true)" in src
+    assert "LAPIS_ATTENTION(s5_intra_overlap, 2, 128, 2, true, true, true)" in src
+    # s6 at emulate_frac 0, 1/8 (EMU 4), 1/4 (EMU 2); s7 adds the conditional rescale, threshold 8 in log2 units
+    assert "LAPIS_ATTENTION(s6_exp2, 2, 128, 2, true, true, true, true)" in src
+    assert "LAPIS_ATTENTION(s6_exp2_emu8, 2, 128, 2, true, true, true, true, 4)" in src
+    assert "LAPIS_ATTENTION(s6_exp2_emu4, 2, 128, 2, true, true, true, true, 2)" in src
+    assert "LAPIS_ATTENTION(s7_cond_rescale, 2, 128, 2, true, true, true, true, 0, true)" in src
+    assert "constexpr float RESCALE_THRESHOLD = 8.f;" in src
+    assert [ba.sim_params(ba.VARIANTS[v]).get("emulate_frac") for v in ("s6", "s6_emu8", "s6_emu4", "s7")] == [
+        0.0, 0.125, 0.25, 0.0]
+    assert ba.sim_params(ba.VARIANTS["s7"])["threshold"] == 8.0 and "threshold" not in ba.sim_params(ba.VARIANTS["s6"])
+    assert ba.kernel_name(ba.VARIANTS["s6_emu8"]) == "attn_s6_exp2_emu8_s2_n128_c2"
     with pytest.raises(LayoutError, match="multiple of the kernel's block_m"):
         ba.check_shape(ba.VARIANTS["s3"], "1x2x576x128")  # 576 = 4.5 x 128
+
+
+def test_rescale_stats_divides_by_the_row_tiles_past_the_first():
+    # 1x2x512x128 at block_n 128: 2 x 512 rows, 4 tiles -> 3 tiles after the first: 3072 row-tiles
+    assert ba.rescale_stats(768, "1x2x512x128", 128) == dict(rescales=768, row_tiles=3072, frequency=0.25)
 
 
 def test_timeline_capacity_covers_the_kernels_records():
@@ -163,3 +179,15 @@ def test_table_and_manifest_on_synthetic_results(tmp_path):
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert set(man["variants"]) == {"s1", "s2"} and man["command"] == "python -m lapis.gpu.bench_attention --out x"
 
+
+
+def test_s6s7_blind_file_holds_the_emulate_frac_sweep_and_s7():
+    from lapis import blind_predictions
+    d = blind_predictions.load("attention_h200_s6s7")
+    keys = ("variant", "schedule", "gpu", "shape", "params")
+    assert [{k: e[k] for k in keys} for e in d["entries"]] == blind_predictions.SETS["attention_h200_s6s7"]()
+    got = {(e["variant"], e["schedule"], e["params"].get("emulate_frac"), e["params"].get("threshold"))
+           for e in d["entries"]}
+    assert got == {("s6", "h200-s6-exp2", 0.0, None), ("s6_emu8", "h200-s6-exp2", 0.125, None),
+                   ("s6_emu4", "h200-s6-exp2", 0.25, None), ("s7", "h200-s7-cond-rescale", 0.0, 8.0)}
+    assert len(d["entries"]) == 4 * len(ba.DEFAULT_SHAPES)

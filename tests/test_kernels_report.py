@@ -18,17 +18,19 @@ CAP = ROOT / "lapis" / "captures" / "attention"
 MAN = json.loads((CAP / "h200-2026-11-29" / "manifest.json").read_text())
 MAN_S3 = json.loads((CAP / "h200-2026-11-29-s3" / "manifest.json").read_text())  # s3, timed in a later run
 MAN_S4 = json.loads((CAP / "h200-2026-11-30-s4" / "manifest.json").read_text())  # s3 again and s4, the last run
+MAN_S5 = json.loads((CAP / "h200-2026-11-30-s5" / "manifest.json").read_text())  # s3, s4 again and s5
+SAN_S5 = json.loads((CAP / "h200-2026-11-30-s5-sanitize" / "sanitizer.json").read_text())  # s5
 SAN = json.loads((CAP / "h200-2026-11-30-sanitize" / "sanitizer.json").read_text())  # s1, s2 and s3
 SAN_S4 = json.loads((CAP / "h200-2026-11-30-s4-sanitize" / "sanitizer.json").read_text())  # s3 and s4
 BLIND = json.loads((ROOT / "lapis" / "blind" / "attention_h200.json").read_text())
-for extra in ("attention_h200_s3s4", "attention_h200_s4"):
+for extra in ("attention_h200_s3s4", "attention_h200_s4", "attention_h200_s5"):
     BLIND["entries"] += json.loads((ROOT / "lapis" / "blind" / f"{extra}.json").read_text())["entries"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def timed(shape, variant="s1"):
     """The latest capture's entry that timed `variant` at `shape` (a later capture of a variant wins)."""
-    return next(e for m in (MAN_S4, MAN_S3, MAN) for e in m["results"] if e["shape"] == shape
+    return next(e for m in (MAN_S5, MAN_S4, MAN_S3, MAN) for e in m["results"] if e["shape"] == shape
                 and "plain" in e["variants"].get(variant, {}))
 
 
@@ -60,11 +62,11 @@ def section(tmp_path_factory):
 def test_rows_are_the_capture(section):
     _, md, numbers = section
     rows = {(r["variant"], r["shape"]): r for r in numbers["kernels"]}
-    assert len(rows) == 20  # s1, s2, s3 and s4 at the five shapes
+    assert len(rows) == 25  # s1..s5 at the five shapes
     clean = {v: all(ok for k, ok in san["summary"]["clean"].items() if k.endswith("/" + v))
-             for san, vs in ((SAN, ("s1", "s2", "s3")), (SAN_S4, ("s4",))) for v in vs}
-    assert SAN["provenance"]["gpu"] == SAN_S4["provenance"]["gpu"] == "NVIDIA H200"
-    assert clean == {"s1": True, "s2": True, "s3": True, "s4": True}
+             for san, vs in ((SAN, ("s1", "s2", "s3")), (SAN_S4, ("s4",)), (SAN_S5, ("s5",))) for v in vs}
+    assert SAN["provenance"]["gpu"] == SAN_S4["provenance"]["gpu"] == SAN_S5["provenance"]["gpu"] == "NVIDIA H200"
+    assert clean == {"s1": True, "s2": True, "s3": True, "s4": True, "s5": True}
     for (variant, shape), r in rows.items():
         e = timed(shape, variant)
         b, h, seq, d = (int(x) for x in shape.split("x"))

@@ -52,7 +52,16 @@ VARIANTS = {
     "s5": dict(schedule="h200-s5-intra-overlap", entry="s5_intra_overlap", ws=True, pp=True, overlap=True,
                block_m=128, block_n=128, stages=2, consumer_wgs=2, regs_producer=24, regs_consumer=240),
 }
-SIM_PARAMS = ("block_m", "block_n", "stages", "consumer_wgs", "regs_producer", "regs_consumer")
+_S6 = dict(schedule="h200-s6-exp2", entry="s6_exp2", ws=True, pp=True, overlap=True, block_m=128, block_n=128,
+           stages=2, consumer_wgs=2, regs_producer=24, regs_consumer=240, emulate_frac=0.0)
+VARIANTS.update({
+    "s6": _S6,  # emulate_frac: the kernel's EMU registers (1/8: i % 2 == 0 and (i / 4) % 4 == 0; 1/4: ... % 2)
+    "s6_emu8": dict(_S6, entry="s6_exp2_emu8", emulate_frac=0.125),
+    "s6_emu4": dict(_S6, entry="s6_exp2_emu4", emulate_frac=0.25),
+    "s7": dict(_S6, schedule="h200-s7-cond-rescale", entry="s7_cond_rescale", threshold=8.0, counts_rescales=True),
+})
+SIM_PARAMS = ("block_m", "block_n", "stages", "consumer_wgs", "regs_producer", "regs_consumer", "emulate_frac",
+              "threshold")
 DEFAULT_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128", "16x16x2048x128", "32x16x1024x128")
 SMALL_SHAPE = "1x2x512x128"
 BUILDS = {"plain": {}, "timeline": {"LAPIS_TIMELINE": 1}}
@@ -123,6 +132,14 @@ def timeline_capacity(v: dict, seq: int) -> int:
     return 2 + 2 * n * (2 if v.get("pp") else 1) + v["consumer_wgs"] * (3 + per_tile * n + 1) + 8
 
 
+def rescale_stats(count: int, shape: str, block_n: int) -> dict:
+    """s7's measured rescales: `count` row-tile moves of the max (tile 0 excluded) over B*H*L rows x (L / block_n - 1)
+    tiles, as lapis.model.numerics.flash_forward counts them."""
+    b, h, seq, _ = parse_shape(shape)
+    pairs = b * h * seq * max(seq // block_n - 1, 1)
+    return dict(rescales=count, row_tiles=pairs, frequency=count / pairs)
+
+
 def threads(v: dict) -> int:
     """Block size: the consumer warpgroups, plus the producer warpgroup of a warp-specialized variant."""
     return 128 * (v["consumer_wgs"] + v["ws"])
@@ -157,12 +174,13 @@ class Attention:
         return [self.tensor_map(q, rows, q_operand(self.v, self.plan)["box"][1]), self.tensor_map(k, rows, n),
                 self.tensor_map(vv, rows, n)]
 
-    def launch(self, maps, out_ptr: int, shape: str, hargs) -> None:
+    def launch(self, maps, out_ptr: int, shape: str, hargs, stats_ptr: int = 0) -> None:
+        """stats_ptr: 0, or one uint32 the instrumented s7 build adds its row-tile rescale count to."""
         b, h, seq, d = parse_shape(shape)
         scale_log2 = math.log2(math.e) / math.sqrt(d)
         self.fn((seq // self.v["block_m"], b * h), (threads(self.v),),
                 (maps[0][()], maps[1][()], maps[2][()], np.uint64(out_ptr), np.int32(seq), np.float32(scale_log2),
-                 hargs[()]), shared_mem=self.smem)
+                 np.uint64(stats_ptr), hargs[()]), shared_mem=self.smem)
 
 
 def make_inputs(torch, shape: str, kind: str, seed: int):
@@ -226,6 +244,7 @@ class Worker:
         cp.zeros(1)
         self.mods = {b: harness.load(p) for b, p in self.cfg["cubins"].items()}
         self.status = harness.Status()
+        self.stats = cp.zeros(1, cp.uint32)  # s7's rescale counter (instrumented build)
         self.smi = SmiSampler(self.cfg["smi_gpu"])
         self.results, self.timelines = [], {}
         (self.work / "versions.json").write_text(json.dumps(dict(
@@ -261,7 +280,9 @@ class Worker:
         counts = cp.zeros(ctas, cp.uint32) if cap else None
         hargs = harness.harness_args(self.status, rec.data.ptr if cap else 0, counts.data.ptr if cap else 0, cap,
                                      WATCHDOG_NS)
-        return (lambda i=0: att.launch(maps[i], o.data_ptr(), shape, hargs)), rec, counts
+        stats = self.stats if cap and v.get("counts_rescales") else None
+        return (lambda i=0: att.launch(maps[i], o.data_ptr(), shape, hargs, stats.data.ptr if stats is not None
+                                       else 0)), rec, counts
 
     def checked(self, launch, o, ref, what: str) -> float:
         o.fill_(float("nan"))
@@ -285,7 +306,11 @@ class Worker:
                     launch, _, _ = self.launcher(build, name, sets, o, shape,
                                                  timeline_capacity(VARIANTS[name], seq) if build == "timeline" else 0)
                     what = f"{kernel_name(VARIANTS[name])} ({build}) at {shape}, {kind} inputs"
+                    self.stats.fill(0)
                     entry["rel_err"][f"{name}/{build}/{kind}"] = self.checked(launch, o, ref, what)
+                    if build == "timeline" and VARIANTS[name].get("counts_rescales"):
+                        entry.setdefault("rescales", {})[f"{name}/{kind}"] = rescale_stats(
+                            int(self.stats.get()[0]), shape, VARIANTS[name]["block_n"])
             for be in SDPA_BACKENDS:
                 entry["rel_err"][f"sdpa-{be}/{kind}"] = self.sdpa_err(be, sets[0], ref, o)
             del ref, sets

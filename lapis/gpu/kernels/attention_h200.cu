@@ -63,6 +63,19 @@ template <bool B>
 struct Bool {
   static constexpr bool value = B;
 };
+
+// What a variant adds past s3 (each row of the table changes one thing): PP s4's GEMM turns, OVERLAP s5's
+// intra-warpgroup overlap, EXP2 s6's ex2.approx.ftz with the scale folded into one FFMA, EMU s6's software exp2 on
+// registers i with i % 2 == 0 and (i / 4) % EMU == 0 (EMU 4: 1/8 of the scores, 2: 1/4; 0: none), COND s7's
+// conditional O rescale.
+template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false>
+struct Features {
+  static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_;
+  static constexpr int EMU = EMU_;
+  static_assert(EMU == 0 || EMU == 2 || EMU == 4, "EMU 4 (1/8 of the exponentials), 2 (1/4) or 0");
+  static_assert((!EMU && !COND) || EXP2, "the software exp2 and the conditional rescale build on s6's exp2 path");
+};
+constexpr float RESCALE_THRESHOLD = 8.f;  // s7: log2 units (a factor 256), the simulator's `threshold` default
 constexpr int PP_THREADS = 256;  // a turn barrier: the owner's 128 bar.sync + the other WG's 128 bar.arrive
 static_assert(D == 128 && P::BLOCK_M == 64, "the plan is for D = 128 and 64-row Q tiles (one wgmma m64)");
 
@@ -168,26 +181,68 @@ __device__ __forceinline__ void load_q(const Barriers& bar, uint32_t q, const Te
   tma_tile<P::Q_BOXES>(q, Cfg::Q_BOX_STRIDE, tmap_q, q_row0, bar.q);  // Q and Q128: 2 boxes of 64 columns
 }
 
+// 2^x on the FMA pipe (s6's emulated exponentials): 2^floor(x) from the exponent bits, 2^frac(x) from the cubic
+// 1 + f (c1 + f (c2 + f c3)), the coefficients of lapis.model.numerics (the B200 write-up's ch. 9). floor(x) comes
+// from adding 1.5 x 2^23 rounding down (no conversion instruction: those run at 16/clk/SM); its integer bits,
+// shifted into the exponent field, add floor(x) because 0x4B400000 << 23 wraps to 0. x >= -127 (clamped).
+__device__ __forceinline__ float exp2_cubic(float x) {
+  x = fmaxf(x, -127.f);
+  const float t = __fadd_rd(x, 12582912.f), f = x - (t - 12582912.f);
+  const float p = fmaf(fmaf(fmaf(0.077f, f, 0.227f), f, 0.695f), f, 1.f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+
+__device__ __forceinline__ float ex2_approx_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Online softmax of one S tile in place (S -> P, fp32); m, l per row half (r0, r0 + 8). corr: the factor O must be
 // rescaled by (rescale_o), kept apart so that s5 can rescale after the in-flight PV that writes O has completed.
-template <int BN>
-__device__ __forceinline__ void softmax_scores(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&corr)[2],
-                                               float scale_log2) {
+// s1..s5: p = exp2f((s - m) * scale_log2). s6 (F::EXP2): p = ex2.approx.ftz(s * scale_log2 - m * scale_log2), one
+// FFMA and one MUFU op per score, or the cubic on the EMU registers. s7 (F::COND): m moves (and O is rescaled) only
+// when the tile's max exceeds it by more than RESCALE_THRESHOLD in log2 units; `rescales` counts row moves past
+// tile 0 (this thread's rows; the instrumented build reports them). Returns whether any row of the warp moved.
+template <int BN, class F>
+__device__ __forceinline__ bool softmax_scores(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&corr)[2],
+                                               float scale_log2, uint32_t& rescales) {
   float mx[2] = {m[0], m[1]};
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
+  bool moved = false;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     mx[r] = quad_max(mx[r]);
-    corr[r] = exp2f((m[r] - mx[r]) * scale_log2);  // m = -inf on the first tile: corr = 0, O and l are 0 anyway
+    if (!F::EXP2) {
+      corr[r] = exp2f((m[r] - mx[r]) * scale_log2);  // m = -inf on the first tile: corr = 0, O and l are 0 anyway
+    } else {
+      const bool first = m[r] == -CUDART_INF_F;
+      const bool move = !F::COND || first || (mx[r] - m[r]) * scale_log2 > RESCALE_THRESHOLD;
+      if (!move) mx[r] = m[r];  // keep the stale max: p <= 2^threshold, fine in fp32 and bf16
+      rescales += move && !first;
+      moved |= move;
+      corr[r] = first ? 0.f : ex2_approx_ftz((m[r] - mx[r]) * scale_log2);
+    }
     m[r] = mx[r];
     l[r] *= corr[r];
   }
+  if (!F::EXP2) {
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) {
+      s[i] = exp2f((s[i] - mx[(i / 2) % 2]) * scale_log2);
+      l[(i / 2) % 2] += s[i];  // this thread's columns only; the quad's partial sums are added in the epilogue
+    }
+    return true;
+  }
+  const float neg[2] = {-mx[0] * scale_log2, -mx[1] * scale_log2};
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) {
-    s[i] = exp2f((s[i] - mx[(i / 2) % 2]) * scale_log2);
-    l[(i / 2) % 2] += s[i];  // this thread's columns only; the quad's partial sums are added in the epilogue
+    const float x = fmaf(s[i], scale_log2, neg[(i / 2) % 2]);
+    s[i] = (F::EMU && i % 2 == 0 && (i / 4) % (F::EMU ? F::EMU : 1) == 0) ? exp2_cubic(x) : ex2_approx_ftz(x);
+    l[(i / 2) % 2] += s[i];
   }
+  return __any_sync(0xffffffffu, moved);
 }
 
 __device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&corr)[2]) {
@@ -195,12 +250,11 @@ __device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&corr)
   for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i / 2) % 2];
 }
 
-template <int BN>
+template <int BN, class F>
 __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], float (&o)[D / 2], float (&m)[2], float (&l)[2],
-                                             float scale_log2) {
+                                             float scale_log2, uint32_t& rescales) {
   float corr[2];
-  softmax_scores<BN>(s, m, l, corr, scale_log2);
-  rescale_o(o, corr);
+  if (softmax_scores<BN, F>(s, m, l, corr, scale_log2, rescales)) rescale_o(o, corr);
 }
 
 // O / l -> global bf16 rows [row0, row0 + 64) of the B*H*L x D output (accumulator fragment order).
@@ -218,9 +272,11 @@ __device__ __forceinline__ void store_o(const float (&o)[D / 2], const float (&l
   }
 }
 
-template <int STAGES, int BN, int CONSUMER_WGS, bool WS, bool PP, bool OVERLAP>
+template <int STAGES, int BN, int CONSUMER_WGS, bool WS, class F>
 __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorMap& tmap_k, const TensorMap& tmap_v,
-                                          __nv_bfloat16* out, int seq_len, float scale_log2, const HarnessArgs& h) {
+                                          __nv_bfloat16* out, int seq_len, float scale_log2, uint32_t* stats,
+                                          const HarnessArgs& h) {
+  constexpr bool PP = F::PP, OVERLAP = F::OVERLAP;
   using Cfg = Config<STAGES, BN, CONSUMER_WGS, WS>;
   using T = KV<BN>;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
@@ -284,6 +340,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
     const uint8_t role = P::ROLE_CONSUMER0 + wg;
     const uint32_t q_a = q_smem + Cfg::q_half(wg);
     float o[D / 2], sacc[BN / 2], m[2] = {-CUDART_INF_F, -CUDART_INF_F}, l[2] = {0.f, 0.f};
+    uint32_t rescales = 0;  // s7: row moves of the max past tile 0 (this thread's two rows)
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
 #pragma unroll
@@ -384,7 +441,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           if (leader) tl.record(h, &cursor, role, P::OP_WAIT_QK, COMPLETE, work, j);
           if (warp_leader) mbar_arrive(&empty[s]);  // K_j read
           float corr[2];
-          softmax_scores<BN>(sacc, m, l, corr, scale_log2);  // overlaps PV_{j-1} (and the other WG's turn)
+          const bool moved = softmax_scores<BN, F>(sacc, m, l, corr, scale_log2, rescales);  // overlaps PV_{j-1}
           if (leader) tl.record(h, &cursor, role, P::OP_SOFTMAX, ISSUE, work, j);
           if (!FIRST) {
             wgmma_wait_group<0>();  // PV_{j-1}: O written, P_{j-1}'s registers free
@@ -392,7 +449,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
             if (leader) tl.record(h, &cursor, role, P::OP_WAIT_PV, COMPLETE, work, j);
             if (warp_leader) mbar_arrive(&empty_v[hs]);  // V_{j-1} read
           }
-          rescale_o(o, corr);
+          if (moved) rescale_o(o, corr);
           pack_p(pa, sacc);
           if (leader) tl.record(h, &cursor, role, P::OP_O_RESCALE, ISSUE, work, j);
         } else {
@@ -406,7 +463,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
             if (!FIRST) mbar_arrive(&empty_v[hs]);  // V_{j-1} read
           }
           if (last) return;
-          softmax_tile<BN>(sacc, o, m, l, scale_log2);  // overlaps the other WG's turn
+          softmax_tile<BN, F>(sacc, o, m, l, scale_log2, rescales);  // overlaps the other WG's turn
           pack_p(pa, sacc);
           if (leader) tl.record(h, &cursor, role, P::OP_SOFTMAX, ISSUE, work, j);
         }
@@ -437,7 +494,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       wgmma_wait_group<0>();
       fence_registers(sacc);
       if (leader) tl.record(h, &cursor, role, P::OP_WAIT_QK, COMPLETE, work, j);
-      softmax_tile<BN>(sacc, o, m, l, scale_log2);
+      softmax_tile<BN, F>(sacc, o, m, l, scale_log2, rescales);
       uint32_t pa[T::V_KSTEPS][4];
       pack_p(pa, sacc);
       if (leader) tl.record(h, &cursor, role, P::OP_SOFTMAX, ISSUE, work, j);
@@ -454,6 +511,10 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
     }
     store_o(o, l, out, q_row0 + 64 * wg);
     if (leader) tl.record(h, &cursor, role, P::OP_EPILOGUE, ISSUE, work, -1);
+    if (LAPIS_TIMELINE && F::COND && stats != nullptr) {  // stats[0] += row-tile rescales (a quad shares its rows)
+      const uint32_t warp_sum = __reduce_add_sync(0xffffffffu, threadIdx.x % 4 == 0 ? rescales : 0u);
+      if (warp_leader) atomicAdd(stats, warp_sum);
+    }
   }
   __syncthreads();  // every role's last record is in before the count is published
   if (threadIdx.x == 0) tl.finish(h, &cursor);
@@ -462,21 +523,27 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
 }  // namespace
 
 // One entry point per instantiation:
-//   attn_<s1_serial|s2_ws_ring|s3_two_consumers|s4_pingpong>_s<STAGES>_n<BN>_c<CONSUMER_WGS>.
-// Grid (L / block_m, B * H), block_m = 64 x CONSUMER_WGS; block Config::THREADS; dynamic smem Config::SMEM_BYTES (host: bench_attention.smem_bytes).
-// scale_log2 = log2(e) / sqrt(D). O is B*H*L x D bf16.
-#define LAPIS_ATTENTION(NAME, S, BN, C, WS) LAPIS_ATTENTION_PP(NAME, S, BN, C, WS, false, false)
-#define LAPIS_ATTENTION_PP(NAME, S, BN, C, WS, PP, OVERLAP)                                                   \
+//   attn_<s1_serial|s2_ws_ring|s3_two_consumers|s4_pingpong|s5_intra_overlap|s6_exp2[_emu8|_emu4]|s7_cond_rescale>
+//   _s<STAGES>_n<BN>_c<CONSUMER_WGS>.
+// Grid (L / block_m, B * H), block_m = 64 x CONSUMER_WGS; block Config::THREADS; dynamic smem Config::SMEM_BYTES
+// (host: bench_attention.smem_bytes). scale_log2 = log2(e) / sqrt(D). O is B*H*L x D bf16. stats: null, or (s7's
+// instrumented build) one uint32 the kernel adds its row-tile rescale count to.
+#define LAPIS_ATTENTION(NAME, S, BN, C, WS, ...)                                                              \
   extern "C" __global__ void __launch_bounds__(Config<S, BN, C, WS>::THREADS, 1)                              \
       attn_##NAME##_s##S##_n##BN##_c##C(const __grid_constant__ TensorMap tmap_q,                             \
                                         const __grid_constant__ TensorMap tmap_k,                             \
                                         const __grid_constant__ TensorMap tmap_v, __nv_bfloat16* out,         \
-                                        int seq_len, float scale_log2, const __grid_constant__ HarnessArgs h) { \
-    attention<S, BN, C, WS, PP, OVERLAP>(tmap_q, tmap_k, tmap_v, out, seq_len, scale_log2, h);                \
+                                        int seq_len, float scale_log2, uint32_t* stats,                       \
+                                        const __grid_constant__ HarnessArgs h) {                              \
+    attention<S, BN, C, WS, Features<__VA_ARGS__>>(tmap_q, tmap_k, tmap_v, out, seq_len, scale_log2, stats, h); \
   }
 
-LAPIS_ATTENTION(s1_serial, 1, 128, 1, false)
-LAPIS_ATTENTION(s2_ws_ring, 2, 128, 1, true)
-LAPIS_ATTENTION(s3_two_consumers, 2, 128, 2, true)
-LAPIS_ATTENTION_PP(s4_pingpong, 2, 128, 2, true, true, false)
-LAPIS_ATTENTION_PP(s5_intra_overlap, 2, 128, 2, true, true, true)
+LAPIS_ATTENTION(s1_serial, 1, 128, 1, false, false)
+LAPIS_ATTENTION(s2_ws_ring, 2, 128, 1, true, false)
+LAPIS_ATTENTION(s3_two_consumers, 2, 128, 2, true, false)
+LAPIS_ATTENTION(s4_pingpong, 2, 128, 2, true, true)
+LAPIS_ATTENTION(s5_intra_overlap, 2, 128, 2, true, true, true)
+LAPIS_ATTENTION(s6_exp2, 2, 128, 2, true, true, true, true)
+LAPIS_ATTENTION(s6_exp2_emu8, 2, 128, 2, true, true, true, true, 4)
+LAPIS_ATTENTION(s6_exp2_emu4, 2, 128, 2, true, true, true, true, 2)
+LAPIS_ATTENTION(s7_cond_rescale, 2, 128, 2, true, true, true, true, 0, true)
