@@ -146,5 +146,5 @@ def iteration_ns(events, first_k: int = 2) -> dict:
     per: dict = defaultdict(lambda: defaultdict(float))
     for e in events:
         if e.k_index >= first_k and not e.role.startswith("producer"):
-            per[e.op][(e.cta, e.k_index)] += e.end_ns - e.start_ns
+            per[e.op][(e.cta, e.work_item, e.k_index)] += e.end_ns - e.start_ns  # s8: many items per CTA
     return {op: float(np.median(list(v.values()))) for op, v in per.items()}

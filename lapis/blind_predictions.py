@@ -69,9 +69,15 @@ def attention_h200_s6s7_cases() -> list[dict]:
     return _attention_cases(("s6", "s6_emu8", "s6_emu4", "s7"))
 
 
+def attention_h200_s8_cases() -> list[dict]:
+    """s8 (s7 on a persistent grid: 132 CTAs, grid-stride work items) at the five shapes, before its first timed run."""
+    return _attention_cases(("s8",))
+
+
 SETS = {"gemm_ws": gemm_ws_cases, "gemm_ws_n256": gemm_ws_n256_cases, "attention_h200": attention_h200_cases,
         "attention_h200_s3s4": attention_h200_s3s4_cases, "attention_h200_s4": attention_h200_s4_cases,
-        "attention_h200_s5": attention_h200_s5_cases, "attention_h200_s6s7": attention_h200_s6s7_cases}
+        "attention_h200_s5": attention_h200_s5_cases, "attention_h200_s6s7": attention_h200_s6s7_cases,
+        "attention_h200_s8": attention_h200_s8_cases}
 
 
 def predict(cases: list[dict]) -> list[dict]:

@@ -62,6 +62,13 @@ def test_flops_smem_and_threads_by_hand():
         0.0, 0.125, 0.25, 0.0]
     assert ba.sim_params(ba.VARIANTS["s7"])["threshold"] == 8.0 and "threshold" not in ba.sim_params(ba.VARIANTS["s6"])
     assert ba.kernel_name(ba.VARIANTS["s6_emu8"]) == "attn_s6_exp2_emu8_s2_n128_c2"
+    # s8: s7 on a persistent grid of one CTA per SM, with a second Q slot (32 KiB more shared memory)
+    assert "LAPIS_ATTENTION(s8_persistent, 2, 128, 2, true, true, true, true, 0, true, true)" in src
+    assert ba.smem_bytes(ba.VARIANTS["s8"], plan) == 2 * 32768 + 2 * 65536 + 1024
+    assert ba.grid(ba.VARIANTS["s8"], "8x16x4096x128") == (132, 1) and ba.grid(ba.VARIANTS["s8"], "1x1x256x128") == (2, 1)
+    assert ba.grid(ba.VARIANTS["s7"], "8x16x4096x128") == (32, 128)
+    assert ba.items_per_cta(ba.VARIANTS["s8"], "8x16x4096x128") == 32  # 4096 items over 132 CTAs: 31.03 -> 32
+    assert ba.items_per_cta(ba.VARIANTS["s7"], "8x16x4096x128") == 1
     with pytest.raises(LayoutError, match="multiple of the kernel's block_m"):
         ba.check_shape(ba.VARIANTS["s3"], "1x2x576x128")  # 576 = 4.5 x 128
 
@@ -98,7 +105,8 @@ def test_blind_file_mirrors_the_benchmark_cases():
         assert abs(e["tflops"] - 4 * b * h * seq * seq * dd / e["predicted_us"] / 1e6) < 0.1
 
 
-@pytest.mark.parametrize("name, variant, schedule", [("attention_h200_s3s4", "s3", "h200-s3-two-consumers"),
+@pytest.mark.parametrize("name, variant, schedule", [("attention_h200_s8", "s8", "h200-s8-persistent"),
+                                                      ("attention_h200_s3s4", "s3", "h200-s3-two-consumers"),
                                                       ("attention_h200_s4", "s4", "h200-s4-pingpong"),
                                                       ("attention_h200_s5", "s5", "h200-s5-intra-overlap")])
 def test_per_variant_blind_files_are_sets_of_their_own_with_the_kernel_parameters(name, variant, schedule):
@@ -109,8 +117,10 @@ def test_per_variant_blind_files_are_sets_of_their_own_with_the_kernel_parameter
     assert [(e["variant"], e["shape"]) for e in d["entries"]] == [(variant, s) for s in ba.DEFAULT_SHAPES]
     for e in d["entries"]:
         assert e["schedule"] == schedule
-        assert e["params"] == dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, regs_producer=24,
-                                   regs_consumer=240)
+        extra = dict(emulate_frac=0.0, threshold=8.0) if variant == "s8" else {}
+        regs = dict(regs_producer=40, regs_consumer=232) if variant == "s8" else dict(regs_producer=24,
+                                                                                        regs_consumer=240)
+        assert e["params"] == dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, **regs, **extra)
         b, h, seq, dd = (int(x) for x in e["shape"].split("x"))
         assert abs(e["tflops"] - 4 * b * h * seq * seq * dd / e["predicted_us"] / 1e6) < 0.1
 

@@ -60,6 +60,11 @@ VARIANTS.update({
     "s6_emu4": dict(_S6, entry="s6_exp2_emu4", emulate_frac=0.25),
     "s7": dict(_S6, schedule="h200-s7-cond-rescale", entry="s7_cond_rescale", threshold=8.0, counts_rescales=True),
 })
+# s8: s7 on a persistent grid (one CTA per SM, grid-stride work items, two Q slots)
+# (setmaxnreg 40/232, s2's split: at 24 the producer's item loop spills; 40 x 128 + 232 x 256 = the 168 x 384 launch)
+VARIANTS["s8"] = dict(VARIANTS["s7"], schedule="h200-s8-persistent", entry="s8_persistent", persistent=True,
+                      regs_producer=40, regs_consumer=232)
+H200_SMS = 132
 SIM_PARAMS = ("block_m", "block_n", "stages", "consumer_wgs", "regs_producer", "regs_consumer", "emulate_frac",
               "threshold")
 DEFAULT_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128", "16x16x2048x128", "32x16x1024x128")
@@ -119,12 +124,12 @@ def q_operand(v: dict, plan: dict) -> dict:
 def smem_bytes(v: dict, plan: dict) -> int:
     """Dynamic shared memory: Q + the ring of K/V slots + 1 KiB to align (attention_h200.cu Config::SMEM_BYTES)."""
     n = str(v["block_n"])
-    q = q_operand(v, plan)["slot_bytes"]
+    q = q_operand(v, plan)["slot_bytes"] * (2 if v.get("persistent") else 1)  # s8: two Q slots
     return q + v["stages"] * (plan["k"][n]["slot_bytes"] + plan["v"][n]["slot_bytes"]) + 1024
 
 
 def timeline_capacity(v: dict, seq: int) -> int:
-    """Records per CTA the kernel writes: producer start + Q + 2 per tile (s4: 2 per K tile and 2 per V tile);
+    """Records per CTA and work item (s8: times items_per_cta) the kernel writes: producer start + Q + 2 per tile (s4: 2 per K tile and 2 per V tile);
     per consumer warpgroup start, wait Q, 7 per tile (+ 2 when it loads itself: s1; + 1 GEMM-turn wait: s4;
     + 2 more, wait PV and O rescale: s5) and the epilogue, with 1 more turn wait (s4's last PV); plus slack."""
     n = seq // v["block_n"]
@@ -138,6 +143,20 @@ def rescale_stats(count: int, shape: str, block_n: int) -> dict:
     b, h, seq, _ = parse_shape(shape)
     pairs = b * h * seq * max(seq // block_n - 1, 1)
     return dict(rescales=count, row_tiles=pairs, frequency=count / pairs)
+
+
+def grid(v: dict, shape: str, sm_count: int = H200_SMS) -> tuple[int, int]:
+    """Launch grid: (L / block_m, B * H), or for the persistent s8 (min(SMs, work items), 1)."""
+    b, h, seq, _ = parse_shape(shape)
+    if v.get("persistent"):
+        return min(sm_count, seq // v["block_m"] * b * h), 1
+    return seq // v["block_m"], b * h
+
+
+def items_per_cta(v: dict, shape: str, sm_count: int = H200_SMS) -> int:
+    b, h, seq, _ = parse_shape(shape)
+    x, y = grid(v, shape, sm_count)
+    return -(-(seq // v["block_m"] * b * h) // (x * y))
 
 
 def threads(v: dict) -> int:
@@ -178,9 +197,9 @@ class Attention:
         """stats_ptr: 0, or one uint32 the instrumented s7 build adds its row-tile rescale count to."""
         b, h, seq, d = parse_shape(shape)
         scale_log2 = math.log2(math.e) / math.sqrt(d)
-        self.fn((seq // self.v["block_m"], b * h), (threads(self.v),),
-                (maps[0][()], maps[1][()], maps[2][()], np.uint64(out_ptr), np.int32(seq), np.float32(scale_log2),
-                 np.uint64(stats_ptr), hargs[()]), shared_mem=self.smem)
+        self.fn(grid(self.v, shape), (threads(self.v),),
+                (maps[0][()], maps[1][()], maps[2][()], np.uint64(out_ptr), np.int32(seq), np.int32(b * h),
+                 np.float32(scale_log2), np.uint64(stats_ptr), hargs[()]), shared_mem=self.smem)
 
 
 def make_inputs(torch, shape: str, kind: str, seed: int):
@@ -275,7 +294,8 @@ class Worker:
         att = Attention(self.mods[build], v, self.plan, self.lib)
         b, h, seq, d = parse_shape(shape)
         maps = [att.maps(q.data_ptr(), k.data_ptr(), vv.data_ptr(), b * h * seq) for q, k, vv in sets]
-        ctas = (seq // v["block_m"]) * b * h
+        gx, gy = grid(v, shape)
+        ctas = gx * gy
         rec = cp.zeros(ctas * cap * harness.RECORD_DTYPE.itemsize, cp.uint8) if cap else None
         counts = cp.zeros(ctas, cp.uint32) if cap else None
         hargs = harness.harness_args(self.status, rec.data.ptr if cap else 0, counts.data.ptr if cap else 0, cap,
@@ -303,8 +323,9 @@ class Worker:
             ref = reference(torch, *sets[0])
             for name in self.cfg["variants"]:
                 for build in BUILDS:
-                    launch, _, _ = self.launcher(build, name, sets, o, shape,
-                                                 timeline_capacity(VARIANTS[name], seq) if build == "timeline" else 0)
+                    v = VARIANTS[name]
+                    cap = timeline_capacity(v, seq) * items_per_cta(v, shape) if build == "timeline" else 0
+                    launch, _, _ = self.launcher(build, name, sets, o, shape, cap)
                     what = f"{kernel_name(VARIANTS[name])} ({build}) at {shape}, {kind} inputs"
                     self.stats.fill(0)
                     entry["rel_err"][f"{name}/{build}/{kind}"] = self.checked(launch, o, ref, what)
@@ -356,7 +377,7 @@ class Worker:
             ve = entry["variants"][name] = dict(params=sim_params(v), schedule=v["schedule"], kernel=kernel_name(v))
             for build in BUILDS:
                 self.progress(f"{kernel_name(v)} ({build}) timed at {shape}")
-                cap = timeline_capacity(v, seq) if build == "timeline" else 0
+                cap = timeline_capacity(v, seq) * items_per_cta(v, shape) if build == "timeline" else 0
                 launch, rec, counts = self.launcher(build, name, sets, o, shape, cap)
                 ve[build] = self.time(launch, n_sets, est)
                 harness.check_status(self.status, f"{kernel_name(v)} ({build}) at {shape}")

@@ -23,6 +23,14 @@
 //                 turn left), so every bar.sync meets exactly 128 arrivals and none are left over at exit.
 //                 K and V slots are freed separately (empty[s] for K, empty_v[s] for V: V_{j-1} is read one turn
 //                 later than K_j), and the producer issues K_{j+1} before V_j, the order they are freed in.
+// h200-s5-intra-overlap (s4 + OVERLAP): in a turn, V_{j-1} is waited for, QK_j and PV_{j-1} are issued back to
+//                 back; wgmma.wait_group 1 returns S_j, whose softmax runs while PV_{j-1} is on the tensor core;
+//                 wait_group 0, then O is rescaled and P_j packed.
+// h200-s6-exp2    (s5 + EXP2): the scale folded into one FFMA per score and ex2.approx.ftz; builds _emu8 and _emu4
+//                 send 1/8 and 1/4 of the exponentials through the cubic on the FMA pipe (exp2_cubic).
+// h200-s7-cond-rescale (s6 + COND): m moves, and O is rescaled, only when a row's max grows by > 8 (log2 units).
+// h200-s8-persistent (s7 + PERSIST): min(132, items) CTAs walk the work items in grid-stride order; two Q slots
+//                 (q_full/q_empty), the K/V ring and the GEMM turns carry on across items; setmaxnreg 40/232.
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -67,10 +75,13 @@ struct Bool {
 // What a variant adds past s3 (each row of the table changes one thing): PP s4's GEMM turns, OVERLAP s5's
 // intra-warpgroup overlap, EXP2 s6's ex2.approx.ftz with the scale folded into one FFMA, EMU s6's software exp2 on
 // registers i with i % 2 == 0 and (i / 4) % EMU == 0 (EMU 4: 1/8 of the scores, 2: 1/4; 0: none), COND s7's
-// conditional O rescale.
-template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false>
+// conditional O rescale, PERSIST s8's persistent grid (gridDim.x CTAs walk the work items w = blockIdx.x + k
+// gridDim.x, w = q tile + (L / block_m) x (b h), with two Q slots).
+template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false>
 struct Features {
-  static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_;
+  static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_;
+  static constexpr int Q_SLOTS = PERSIST ? 2 : 1;  // s8: Q of the next work item loads while this one runs
+  static_assert(!PERSIST || PP, "the persistent loop is written for the GEMM-turn path (s4+)");
   static constexpr int EMU = EMU_;
   static_assert(EMU == 0 || EMU == 2 || EMU == 4, "EMU 4 (1/8 of the exponentials), 2 (1/4) or 0");
   static_assert((!EMU && !COND) || EXP2, "the software exp2 and the conditional rescale build on s6's exp2 path");
@@ -274,24 +285,31 @@ __device__ __forceinline__ void store_o(const float (&o)[D / 2], const float (&l
 
 template <int STAGES, int BN, int CONSUMER_WGS, bool WS, class F>
 __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorMap& tmap_k, const TensorMap& tmap_v,
-                                          __nv_bfloat16* out, int seq_len, float scale_log2, uint32_t* stats,
-                                          const HarnessArgs& h) {
+                                          __nv_bfloat16* out, int seq_len, int bh_count, float scale_log2,
+                                          uint32_t* stats, const HarnessArgs& h) {
   constexpr bool PP = F::PP, OVERLAP = F::OVERLAP;
   using Cfg = Config<STAGES, BN, CONSUMER_WGS, WS>;
   using T = KV<BN>;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   static_assert(!PP || CONSUMER_WGS == 2, "ping-pong alternates two consumer warpgroups");
   static_assert(!OVERLAP || PP, "s5 overlaps within s4's GEMM turns");
-  __shared__ __align__(8) uint64_t q_bar, full_k[STAGES], full_v[STAGES], empty[STAGES], empty_v[STAGES];
+  __shared__ __align__(8) uint64_t q_full[F::Q_SLOTS], q_empty[F::Q_SLOTS], full_k[STAGES], full_v[STAGES],
+      empty[STAGES], empty_v[STAGES];
   __shared__ uint32_t cursor;
   KernelTimeline tl;
-  const Barriers bar{&q_bar, full_k, full_v, empty, empty_v};
-  const uint32_t q_smem = (smem_addr(smem_raw) + 1023u) & ~1023u, ring = q_smem + Cfg::Q_SLOT;
+  const Barriers bar{&q_full[0], full_k, full_v, empty, empty_v};
+  const uint32_t q_smem = (smem_addr(smem_raw) + 1023u) & ~1023u, ring = q_smem + F::Q_SLOTS * Cfg::Q_SLOT;
   const int kv_tiles = seq_len / BN, kv_row0 = blockIdx.y * seq_len, q_row0 = kv_row0 + blockIdx.x * Cfg::BLOCK_M;
-  const uint32_t work = cta_linear();
+  uint32_t work = cta_linear();
+  // Work items of this CTA (the GEMM-turn path): w0, w0 + stride, ... < w_end; one (this CTA's) unless PERSIST.
+  const int q_tiles = seq_len / Cfg::BLOCK_M, w0 = F::PERSIST ? blockIdx.x : cta_linear();
+  const int stride = F::PERSIST ? gridDim.x : 1, w_end = F::PERSIST ? q_tiles * bh_count : w0 + 1;
 
   if (threadIdx.x == 0) {
-    mbar_init(&q_bar, 1);
+    for (int i = 0; i < F::Q_SLOTS; ++i) {
+      mbar_init(&q_full[i], 1);
+      mbar_init(&q_empty[i], 4 * CONSUMER_WGS);  // s8: every consumer warp, after the item's last PV
+    }
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full_k[s], 1);
       mbar_init(&full_v[s], 1);
@@ -307,22 +325,41 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
   __syncthreads();
 
   if (WS && threadIdx.x < 128) {  // ----------------------------------------------- producer (s2, s3, s4) --
-    setmaxnreg_dec<Cfg::PRODUCER_REGS>();
+    setmaxnreg_dec<F::PERSIST ? 40 : Cfg::PRODUCER_REGS>();  // s8: 24 spill the item loop; 40/232 (as s2)
     if (threadIdx.x == 0) {
       tl.record(h, &cursor, P::ROLE_PRODUCER, P::OP_START, ISSUE, work, -1);
-      load_q<Cfg>(bar, q_smem, &tmap_q, q_row0);
+      if (!PP) load_q<Cfg>(bar, q_smem, &tmap_q, q_row0);
       int s = 0;
       uint32_t phase = 0;
-      if (PP) {  // K_0, K_1, V_0, K_2, V_1, ..., K_{n-1}, V_{n-2}, V_{n-1}: one tile (one wait) a step
+      if (PP) {  // per item: Q, then K_0, K_1, V_0, K_2, V_1, ..., K_{n-1}, V_{n-2}, V_{n-1}: one tile (one wait) a step
         static_assert(P::K128_BOXES == P::V128_BOXES, "one TMA box count for K and V");
+        auto load_item = [&](int kv0, int g0) {  // g0: the item's first tile in ring order (tiles continue round it)
 #pragma unroll 1
-        for (int t = 0; t < 2 * kv_tiles; ++t) {  // few live values: the producer has 24 registers
-          const bool v = (t > 0 && t % 2 == 0) || t == 2 * kv_tiles - 1;
-          const int i = !v ? (t + 1) / 2 : (t == 2 * kv_tiles - 1 ? kv_tiles - 1 : t / 2 - 1), st = i % STAGES;
-          load_one<P::K128_BOXES>(v ? &empty_v[st] : &empty[st], v ? &full_v[st] : &full_k[st],
-                                  1 + (v ? 3 : 2) * STAGES + st, ring + st * Cfg::STAGE_BYTES + (v ? T::K_SLOT : 0u),
-                                  v ? T::V_BOX_STRIDE : T::K_BOX_STRIDE, v ? T::V_TX : T::K_TX, v ? &tmap_v : &tmap_k,
-                                  kv_row0 + i * BN, (i / STAGES) & 1u, h, tl, &cursor, work, i);
+          for (int t = 0; t < 2 * kv_tiles; ++t) {  // few live values: the producer has 24 registers (s8: 32)
+            const bool v = (t > 0 && t % 2 == 0) || t == 2 * kv_tiles - 1;
+            const int i = !v ? (t + 1) / 2 : (t == 2 * kv_tiles - 1 ? kv_tiles - 1 : t / 2 - 1);
+            const int g = g0 + i, st = g % STAGES;
+            load_one<P::K128_BOXES>(v ? &empty_v[st] : &empty[st], v ? &full_v[st] : &full_k[st],
+                                    1 + (v ? 3 : 2) * STAGES + st, ring + st * Cfg::STAGE_BYTES + (v ? T::K_SLOT : 0u),
+                                    v ? T::V_BOX_STRIDE : T::K_BOX_STRIDE, v ? T::V_TX : T::K_TX,
+                                    v ? &tmap_v : &tmap_k, kv0 + i * BN, (g / STAGES) & 1u, h, tl, &cursor, work, i);
+          }
+        };
+        if (!F::PERSIST) {
+          load_q<Cfg>(bar, q_smem, &tmap_q, q_row0);
+          load_item(kv_row0, 0);
+        }
+        int it = 0;
+#pragma unroll 1
+        for (int w = w0; F::PERSIST && w < w_end; w += stride, ++it) {  // s8
+          const int kv0 = (w / q_tiles) * seq_len, qs = it % F::Q_SLOTS;
+          work = w;
+          if (it >= F::Q_SLOTS)  // the slot's previous item is done with its Q
+            mbar_wait(&q_empty[qs], ((it / F::Q_SLOTS) - 1) & 1u, h, 1 + 4 * STAGES + qs);
+          mbar_arrive_expect_tx(&q_full[qs], Cfg::Q_TX);
+          tma_tile<P::Q_BOXES>(q_smem + qs * Cfg::Q_SLOT, Cfg::Q_BOX_STRIDE, &tmap_q,
+                               kv0 + (w % q_tiles) * Cfg::BLOCK_M, &q_full[qs]);
+          load_item(kv0, it * kv_tiles);
         }
       } else {
         for (int j = 0; j < kv_tiles; ++j) {
@@ -334,11 +371,11 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
     }
     __syncwarp();
   } else {  // ------------------------------------------------------------------------------------- consumer --
-    if (WS) setmaxnreg_inc<Cfg::CONSUMER_REGS>();
+    if (WS) setmaxnreg_inc<F::PERSIST ? 232 : Cfg::CONSUMER_REGS>();  // 40 x 128 + 232 x 256 = 168 x 384
     const bool leader = threadIdx.x % 128 == 0, warp_leader = threadIdx.x % 32 == 0;
     const int wg = WS ? threadIdx.x / 128 - 1 : 0;  // consumer warpgroup: rows 64 wg .. of the Q tile
     const uint8_t role = P::ROLE_CONSUMER0 + wg;
-    const uint32_t q_a = q_smem + Cfg::q_half(wg);
+    uint32_t q_a = q_smem + Cfg::q_half(wg);
     float o[D / 2], sacc[BN / 2], m[2] = {-CUDART_INF_F, -CUDART_INF_F}, l[2] = {0.f, 0.f};
     uint32_t rescales = 0;  // s7: row moves of the max past tile 0 (this thread's two rows)
 #pragma unroll
@@ -349,8 +386,10 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       tl.record(h, &cursor, role, P::OP_START, ISSUE, work, -1);
       if (!WS) load_q<Cfg>(bar, q_smem, &tmap_q, q_row0);
     }
-    mbar_wait(&q_bar, 0, h, 0);
-    if (leader) tl.record(h, &cursor, role, P::OP_WAIT_Q, COMPLETE, work, -1);
+    if (!PP) {
+      mbar_wait(&q_full[0], 0, h, 0);
+      if (leader) tl.record(h, &cursor, role, P::OP_WAIT_Q, COMPLETE, work, -1);
+    }
     int s = 0;
     uint32_t phase = 0;
     // P as wgmma's register A: k16 block kk = accumulator registers 8kk..8kk+7 (bf16 pairs)
@@ -380,6 +419,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       uint32_t pa[T::V_KSTEPS][4];  // P_{j-1}, held for the next turn's PV
       int hs = 0;                   // its V slot and phase
       uint32_t hphase = 0;
+      bool final_item = true;  // the CTA's last work item: WG 1's last turn hands no turn on
       if (wg == 1) named_bar_arrive<PP_BAR0, PP_THREADS>();  // the first turn is WG 0's
       // One GEMM turn. FIRST (tile 0: no PV yet) and last (the last PV's own turn) are compile-time arguments:
       // ptxas serializes wgmmas (its C7513..C7520 reports) when a wgmma.wait_group or a wgmma.fence sits behind a
@@ -434,6 +474,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         }
         if (wg == 0) named_bar_arrive<PP_BAR0 + 1, PP_THREADS>();  // the other WG's turn
         else if (!last) named_bar_arrive<PP_BAR0, PP_THREADS>();  // after WG 1's last turn WG 0 has none left
+        else if (F::PERSIST) named_bar_arrive_if<PP_BAR0, PP_THREADS>(!final_item);  // ... unless an item follows
         if (OVERLAP && !last) {
           if (!FIRST) wgmma_wait_group<1>();  // QK_j (committed first) is done; PV_{j-1} may still run
           else wgmma_wait_group<0>();
@@ -471,9 +512,29 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         hs = s, hphase = phase;
         if (++s == STAGES) s = 0, phase ^= 1u;
       };
-      turn(0, Bool<true>{}, Bool<false>{});
-      for (int j = 1; j < kv_tiles; ++j) turn(j, Bool<false>{}, Bool<false>{});
-      turn(kv_tiles, Bool<false>{}, Bool<true>{});
+      int it = 0;
+#pragma unroll 1
+      for (int w = w0; w < w_end; w += stride, ++it) {  // one work item (s4..s7), or this CTA's share (s8)
+        const int qs = it % F::Q_SLOTS;
+        final_item = w + stride >= w_end;
+        work = w;
+        q_a = q_smem + qs * Cfg::Q_SLOT + Cfg::q_half(wg);
+        mbar_wait(&q_full[qs], (it / F::Q_SLOTS) & 1u, h, 0);
+        if (leader) tl.record(h, &cursor, role, P::OP_WAIT_Q, COMPLETE, work, -1);
+        if (F::PERSIST) {  // a fresh row state per item
+#pragma unroll
+          for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+          m[0] = m[1] = -CUDART_INF_F;
+          l[0] = l[1] = 0.f;
+        }
+        turn(0, Bool<true>{}, Bool<false>{});
+        for (int j = 1; j < kv_tiles; ++j) turn(j, Bool<false>{}, Bool<false>{});
+        turn(kv_tiles, Bool<false>{}, Bool<true>{});
+        if (F::PERSIST && warp_leader) mbar_arrive(&q_empty[qs]);  // Q read: every QK of the item completed
+        const int kv0 = (w / q_tiles) * seq_len;
+        store_o(o, l, out, kv0 + (w % q_tiles) * Cfg::BLOCK_M + 64 * wg);
+        if (leader) tl.record(h, &cursor, role, P::OP_EPILOGUE, ISSUE, work, -1);
+      }
     }
     for (int j = 0; j < (PP ? 0 : kv_tiles); ++j) {  // ------------------------------------- s1, s2, s3 --
       const uint32_t k_smem = ring + s * Cfg::STAGE_BYTES;
@@ -509,8 +570,10 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       if (LAPIS_PLANT_RACE != 1 && warp_leader) mbar_arrive(&empty[s]);  // consumer_release: K_j and V_j are read
       if (++s == STAGES) s = 0, phase ^= 1u;
     }
-    store_o(o, l, out, q_row0 + 64 * wg);
-    if (leader) tl.record(h, &cursor, role, P::OP_EPILOGUE, ISSUE, work, -1);
+    if (!PP) {
+      store_o(o, l, out, q_row0 + 64 * wg);
+      if (leader) tl.record(h, &cursor, role, P::OP_EPILOGUE, ISSUE, work, -1);
+    }
     if (LAPIS_TIMELINE && F::COND && stats != nullptr) {  // stats[0] += row-tile rescales (a quad shares its rows)
       const uint32_t warp_sum = __reduce_add_sync(0xffffffffu, threadIdx.x % 4 == 0 ? rescales : 0u);
       if (warp_leader) atomicAdd(stats, warp_sum);
@@ -523,9 +586,10 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
 }  // namespace
 
 // One entry point per instantiation:
-//   attn_<s1_serial|s2_ws_ring|s3_two_consumers|s4_pingpong|s5_intra_overlap|s6_exp2[_emu8|_emu4]|s7_cond_rescale>
+//   attn_<s1_serial|s2_ws_ring|s3_two_consumers|s4_pingpong|s5_intra_overlap|s6_exp2[_emu8|_emu4]|s7_cond_rescale|
+//   s8_persistent>
 //   _s<STAGES>_n<BN>_c<CONSUMER_WGS>.
-// Grid (L / block_m, B * H), block_m = 64 x CONSUMER_WGS; block Config::THREADS; dynamic smem Config::SMEM_BYTES
+// Grid (L / block_m, B * H) (s8: (CTAs, 1), each CTA walking work items), block_m = 64 x CONSUMER_WGS; block Config::THREADS; dynamic smem Config::SMEM_BYTES
 // (host: bench_attention.smem_bytes). scale_log2 = log2(e) / sqrt(D). O is B*H*L x D bf16. stats: null, or (s7's
 // instrumented build) one uint32 the kernel adds its row-tile rescale count to.
 #define LAPIS_ATTENTION(NAME, S, BN, C, WS, ...)                                                              \
@@ -533,9 +597,10 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       attn_##NAME##_s##S##_n##BN##_c##C(const __grid_constant__ TensorMap tmap_q,                             \
                                         const __grid_constant__ TensorMap tmap_k,                             \
                                         const __grid_constant__ TensorMap tmap_v, __nv_bfloat16* out,         \
-                                        int seq_len, float scale_log2, uint32_t* stats,                       \
+                                        int seq_len, int bh_count, float scale_log2, uint32_t* stats,         \
                                         const __grid_constant__ HarnessArgs h) {                              \
-    attention<S, BN, C, WS, Features<__VA_ARGS__>>(tmap_q, tmap_k, tmap_v, out, seq_len, scale_log2, stats, h); \
+    attention<S, BN, C, WS, Features<__VA_ARGS__>>(tmap_q, tmap_k, tmap_v, out, seq_len, bh_count, scale_log2, \
+                                                   stats, h);                                                 \
   }
 
 LAPIS_ATTENTION(s1_serial, 1, 128, 1, false, false)
@@ -547,3 +612,4 @@ LAPIS_ATTENTION(s6_exp2, 2, 128, 2, true, true, true, true)
 LAPIS_ATTENTION(s6_exp2_emu8, 2, 128, 2, true, true, true, true, 4)
 LAPIS_ATTENTION(s6_exp2_emu4, 2, 128, 2, true, true, true, true, 2)
 LAPIS_ATTENTION(s7_cond_rescale, 2, 128, 2, true, true, true, true, 0, true)
+LAPIS_ATTENTION(s8_persistent, 2, 128, 2, true, true, true, true, 0, true, true)

@@ -68,4 +68,13 @@ __device__ __forceinline__ void named_bar_arrive() {
   asm volatile("bar.arrive %0, %1;" ::"n"(ID), "n"(COUNT) : "memory");
 }
 
+// bar.arrive when `pred`, predicated rather than behind a branch (a branch there, with a wgmma in flight, makes
+// ptxas serialize wgmmas).
+template <int ID, int COUNT>
+__device__ __forceinline__ void named_bar_arrive_if(bool pred) {
+  static_assert(ID > 0 && ID < 16 && COUNT % 32 == 0, "named barrier 1..15, a multiple of 32 threads");
+  asm volatile("{ .reg .pred p; setp.ne.u32 p, %2, 0; @p bar.arrive %0, %1; }" ::"n"(ID), "n"(COUNT),
+               "r"(static_cast<uint32_t>(pred)) : "memory");
+}
+
 }  // namespace lapis
