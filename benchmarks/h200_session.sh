@@ -57,16 +57,21 @@ elif [ "$mode" = attn2-time ]; then
   timeout 280 python3 -m lapis.gpu.bench_attention --out "$OUT/attn2" --provenance attn-provenance.json \
     --variants "$v2" > "$OUT/attn2.log" 2>&1; echo "attn2 time rc $?"; tail -32 "$OUT/attn2.log"
 fi
-# Any attention variants (issue 8 on): bash benchmarks/h200_session.sh vcheck|vtime VARIANTS, e.g. vcheck s5 then
-# vtime s3,s4,s5 (earlier variants timed again in the same run, for same-run ratios). vcheck: correctness at the
-# small shape and all five, timelines, and the sanitizer; no timing. The variants' blind predictions
-# (lapis/blind/*.json) are committed between vcheck and vtime. Needs attn-provenance.json as above.
+# Any attention variants (issue 8 on): bash benchmarks/h200_session.sh vcheck|vtime VARIANTS [causal], e.g. vcheck s5
+# then vtime s3,s4,s5 (earlier variants timed again in the same run, for same-run ratios); `causal` runs the causal
+# builds (bench --causal, sanitizer NAME:causal). vcheck: correctness at the small shape and all five, timelines,
+# and the sanitizer; no timing. The variants' blind predictions (lapis/blind/*.json) are committed between vcheck
+# and vtime. Needs attn-provenance.json as above.
+if [ "$mode" = vcheck ] || [ "$mode" = vtime ]; then
+  causal=(); svar="$2"
+  if [ "${3:-}" = causal ]; then causal=(--causal); svar=$(echo "$2" | sed 's/\([^,]*\)/\1:causal/g'); fi
+fi
 if [ "$mode" = vcheck ]; then
   timeout 250 python3 -m lapis.gpu.bench_attention --out "$OUT/attn" --provenance attn-provenance.json \
-    --variants "$2" --check-only > "$OUT/attn.log" 2>&1; echo "check rc $?"; tail -14 "$OUT/attn.log"
-  timeout 280 python3 -m lapis.gpu.sanitize_attention --out "$OUT/sanitize" --variants "$2" \
+    --variants "$2" "${causal[@]}" --check-only > "$OUT/attn.log" 2>&1; echo "check rc $?"; tail -14 "$OUT/attn.log"
+  timeout 280 python3 -m lapis.gpu.sanitize_attention --out "$OUT/sanitize" --variants "$svar" \
     --provenance attn-provenance.json > "$OUT/sanitize.log" 2>&1; echo "sanitize rc $?"; tail -8 "$OUT/sanitize.log"
 elif [ "$mode" = vtime ]; then
   timeout 560 python3 -m lapis.gpu.bench_attention --out "$OUT/attn" --provenance attn-provenance.json \
-    --variants "$2" > "$OUT/attn.log" 2>&1; echo "time rc $?"; tail -40 "$OUT/attn.log"
+    --variants "$2" "${causal[@]}" > "$OUT/attn.log" 2>&1; echo "time rc $?"; tail -40 "$OUT/attn.log"
 fi

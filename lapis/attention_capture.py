@@ -22,7 +22,10 @@ KIND = "attention"
 
 
 def _folders(root: Path, file: str) -> list[Path]:
-    return sorted(p.parent for p in (Path(root) / KIND).glob(f"*/{file}"))
+    """Capture folders holding `file`, oldest first by their provenance date (folder names do not sort by time)."""
+    def when(folder: Path) -> tuple:
+        return json.loads((folder / file).read_text()).get("provenance", {}).get("date", ""), folder.name
+    return sorted((p.parent for p in (Path(root) / KIND).glob(f"*/{file}")), key=when)
 
 
 def _timed(root: Path) -> list[Path]:
@@ -62,12 +65,12 @@ def sanitizer_clean(root: Path) -> dict:
 
 
 def rows(root: Path) -> list[dict]:
-    """One row per timed (variant, shape) over every timed capture (capture order, then run order; a variant
-    timed again by a later capture is kept from the later one); TFLOP/s = flops / median."""
+    """One row per timed (variant, shape, causal) over every timed capture (capture order, then run order; a
+    variant timed again, causal or not, by a later capture is kept from the later one); TFLOP/s = flops / median."""
     clean, out = sanitizer_clean(root), []
     for folder in _timed(root):
-        later = {n for e in _manifest(folder)["results"] for n in e["variants"]}
-        out = [r for r in out if r["variant"] not in later] + _rows(folder, clean)
+        later = {(n, e["causal"]) for e in _manifest(folder)["results"] for n in e["variants"]}
+        out = [r for r in out if (r["variant"], r["causal"]) not in later] + _rows(folder, clean)
     return out
 
 
@@ -83,7 +86,7 @@ def _rows(folder: Path, clean: dict) -> list[dict]:
                 spread_pct=v["plain"]["spread_pct"], cudnn_tflops=None if cudnn is None else e["flops"] / cudnn / 1e6,
                 ratio_to_cudnn=v["ratio_to_cudnn"],
                 rel_err={k: e["rel_err"][f"{name}/plain/{k}"] for k in ("normal", "heavy")},
-                sanitizer_clean=clean.get(name, {}).get("clean"),
+                sanitizer_clean=clean.get(f"{name}:causal" if e["causal"] else name, {}).get("clean"),
                 instrumentation_overhead_pct=v["instrumentation_overhead_pct"],
                 sm_clock_mhz=v["plain"].get("clocks", {}).get("sm_clock_mhz", {}).get("median"),
                 timeline_key=v.get("timeline_summary", {}).get("key"), capture=f"{KIND}/{folder.name}"))

@@ -74,10 +74,24 @@ def attention_h200_s8_cases() -> list[dict]:
     return _attention_cases(("s8",))
 
 
+def attention_h200_s9_cases() -> list[dict]:
+    """s9 (s8 at the tuned defaults: 3 stages, one Q slot) at the five shapes, before its first timed run."""
+    return _attention_cases(("s9",))
+
+
+def attention_h200_s9_causal_cases() -> list[dict]:
+    """s9's causal build (causal = 1, heaviest Q tiles first) at the five shapes, before its first timed run."""
+    from lapis.gpu.bench_attention import DEFAULT_SHAPES, VARIANTS, sim_params
+    v = VARIANTS["s9"]
+    return [dict(variant="s9", causal=True, schedule=v["schedule"], gpu="h200", shape=s, params=sim_params(v, True))
+            for s in DEFAULT_SHAPES]
+
+
 SETS = {"gemm_ws": gemm_ws_cases, "gemm_ws_n256": gemm_ws_n256_cases, "attention_h200": attention_h200_cases,
         "attention_h200_s3s4": attention_h200_s3s4_cases, "attention_h200_s4": attention_h200_s4_cases,
         "attention_h200_s5": attention_h200_s5_cases, "attention_h200_s6s7": attention_h200_s6s7_cases,
-        "attention_h200_s8": attention_h200_s8_cases}
+        "attention_h200_s8": attention_h200_s8_cases, "attention_h200_s9": attention_h200_s9_cases,
+        "attention_h200_s9_causal": attention_h200_s9_causal_cases}
 
 
 def predict(cases: list[dict]) -> list[dict]:

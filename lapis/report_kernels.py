@@ -33,20 +33,27 @@ def _err(pred, meas):
 
 
 def kernel_rows(captures: str | None = None) -> list[dict]:
-    """Every timed (variant, shape) with its blind and current predicted TFLOP/s (see the module doc)."""
+    """Every timed (variant, shape, causal) with its blind and current predicted TFLOP/s (see the module doc)."""
     from lapis.blind_predictions import load
     from lapis.pipeline_sim import predictions
     from lapis.validate import captures_root
     root = captures_root(captures, kinds=(ac.KIND,))
-    blind = {(e["variant"], e["shape"]): e["tflops"] for name in BLINDS for e in load(name)["entries"]}
+    blind = {(e["variant"], e["shape"], e.get("causal", False)): e["tflops"] for name in BLINDS
+             for e in load(name)["entries"]}
     cache, out = predictions.load(), []
-    for r in ac.rows(root):
-        pred, _ = predictions.predict(r["schedule"], GPU, r["shape"], None, cache)
-        b = blind.get((r["variant"], r["shape"]))
+    for r in ac.rows(root):  # current predictions with the kernel's parameters (the capture records them)
+        pred, _ = predictions.predict(r["schedule"], GPU, r["shape"], r["params"], cache)
+        b = blind.get((r["variant"], r["shape"], r["causal"]))
         out.append({**r, "measured_tflops": r["tflops"], "predicted_tflops": pred["tflops"],
                     "predicted_bound_by": pred["bound_by"], "blind_predicted_tflops": b,
                     "err_pct": _err(pred["tflops"], r["tflops"]), "blind_err_pct": _err(b, r["tflops"])})
     return out
+
+
+def kernel_cases(captures: str | None = None) -> list[tuple]:
+    """(schedule, gpu, shape, params) of every timed kernel row: lapis.pipeline_sim.predictions caches them."""
+    from lapis.validate import captures_root
+    return [(r["schedule"], GPU, r["shape"], r["params"]) for r in ac.rows(captures_root(captures, kinds=(ac.KIND,)))]
 
 
 def occupancy(captures: str | None = None) -> dict:

@@ -69,6 +69,9 @@ def test_flops_smem_and_threads_by_hand():
     assert ba.grid(ba.VARIANTS["s7"], "8x16x4096x128") == (32, 128)
     assert ba.items_per_cta(ba.VARIANTS["s8"], "8x16x4096x128") == 32  # 4096 items over 132 CTAs: 31.03 -> 32
     assert ba.items_per_cta(ba.VARIANTS["s7"], "8x16x4096x128") == 1
+    # s9: s8 with 3 stages and one Q slot: 32 KiB + 3 x 64 KiB + 1 KiB align
+    assert "LAPIS_ATTENTION(s9_tuned, 3, 128, 2, true, true, true, true, 0, true, true, 1)" in src
+    assert ba.smem_bytes(ba.VARIANTS["s9"], plan) == 32768 + 3 * 65536 + 1024 <= 227 * 1024 - 1024
     with pytest.raises(LayoutError, match="multiple of the kernel's block_m"):
         ba.check_shape(ba.VARIANTS["s3"], "1x2x576x128")  # 576 = 4.5 x 128
 

@@ -80,13 +80,22 @@ def test_lpt_order_balances_causal_work_within_one_item_of_the_mean():
     assert lpt["predicted_us"] < grid["predicted_us"]
 
 
+def test_heavy_first_deals_the_sorted_causal_items_round_robin():
+    # causal 8x16x4096x128: Q tile q of each of 128 heads visits q + 1 K/V tiles. Sorted heaviest first, rank r has
+    # 32 - r // 128 tiles; SM k takes ranks k, k + 132, ...: the fullest SM, by hand.
+    per_sm = [sum(32 - r // 128 for r in range(k, 4096, 132)) for k in range(132)]
+    r = simulate("h200-s8-persistent", "h200", "8x16x4096x128", dict(causal=1, persistent_order="heavy_first"))
+    assert r["work"]["kv_tiles_on_this_sm"] == max(per_sm) < 576  # below the grid stride's 576
+    assert max(per_sm) - min(per_sm) <= 32
+
+
 def test_persistent_order_is_named_and_only_for_persistent_schedules(capsys):
     assert main(["simulate", "--schedule", "h200-s7-cond-rescale", "--shape", "1x2x1024x128", "--param",
                  "persistent_order=lpt"]) == 2
     assert "persistent_order applies to the persistent schedules" in capsys.readouterr().err
     assert main(["simulate", "--schedule", "h200-s8-persistent", "--shape", "1x2x1024x128", "--param",
                  "persistent_order=random"]) == 2
-    assert "persistent_order is one of grid_stride, lpt" in capsys.readouterr().err
+    assert "persistent_order is one of grid_stride, lpt, heavy_first" in capsys.readouterr().err
 
 
 def test_fa2_sync_is_slower_than_s3_because_mma_sync_runs_below_the_wgmma_rate():

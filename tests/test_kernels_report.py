@@ -19,18 +19,22 @@ MAN = json.loads((CAP / "h200-2026-11-29" / "manifest.json").read_text())
 MAN_S3 = json.loads((CAP / "h200-2026-11-29-s3" / "manifest.json").read_text())  # s3, timed in a later run
 MAN_S4 = json.loads((CAP / "h200-2026-11-30-s4" / "manifest.json").read_text())  # s3 again and s4, the last run
 MAN_S5 = json.loads((CAP / "h200-2026-11-30-s5" / "manifest.json").read_text())  # s3, s4 again and s5
+MAN_ALL = json.loads((CAP / "h200-2026-11-30-all" / "manifest.json").read_text())  # s1..s8 in one run, the last
 SAN_S5 = json.loads((CAP / "h200-2026-11-30-s5-sanitize" / "sanitizer.json").read_text())  # s5
+SAN_S6S7 = json.loads((CAP / "h200-2026-11-30-s6s7-sanitize" / "sanitizer.json").read_text())  # s6 (3 builds), s7
+SAN_S8 = json.loads((CAP / "h200-2026-11-30-s8-sanitize" / "sanitizer.json").read_text())  # s8
 SAN = json.loads((CAP / "h200-2026-11-30-sanitize" / "sanitizer.json").read_text())  # s1, s2 and s3
 SAN_S4 = json.loads((CAP / "h200-2026-11-30-s4-sanitize" / "sanitizer.json").read_text())  # s3 and s4
 BLIND = json.loads((ROOT / "lapis" / "blind" / "attention_h200.json").read_text())
-for extra in ("attention_h200_s3s4", "attention_h200_s4", "attention_h200_s5"):
+for extra in ("attention_h200_s3s4", "attention_h200_s4", "attention_h200_s5", "attention_h200_s6s7",
+              "attention_h200_s8"):
     BLIND["entries"] += json.loads((ROOT / "lapis" / "blind" / f"{extra}.json").read_text())["entries"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def timed(shape, variant="s1"):
     """The latest capture's entry that timed `variant` at `shape` (a later capture of a variant wins)."""
-    return next(e for m in (MAN_S5, MAN_S4, MAN_S3, MAN) for e in m["results"] if e["shape"] == shape
+    return next(e for m in (MAN_ALL, MAN_S5, MAN_S4, MAN_S3, MAN) for e in m["results"] if e["shape"] == shape
                 and "plain" in e["variants"].get(variant, {}))
 
 
@@ -62,11 +66,14 @@ def section(tmp_path_factory):
 def test_rows_are_the_capture(section):
     _, md, numbers = section
     rows = {(r["variant"], r["shape"]): r for r in numbers["kernels"]}
-    assert len(rows) == 25  # s1..s5 at the five shapes
-    clean = {v: all(ok for k, ok in san["summary"]["clean"].items() if k.endswith("/" + v))
-             for san, vs in ((SAN, ("s1", "s2", "s3")), (SAN_S4, ("s4",)), (SAN_S5, ("s5",))) for v in vs}
-    assert SAN["provenance"]["gpu"] == SAN_S4["provenance"]["gpu"] == SAN_S5["provenance"]["gpu"] == "NVIDIA H200"
-    assert clean == {"s1": True, "s2": True, "s3": True, "s4": True, "s5": True}
+    variants = ("s1", "s2", "s3", "s4", "s5", "s6", "s6_emu8", "s6_emu4", "s7", "s8")
+    assert len(rows) == 5 * len(variants) and {v for v, _ in rows} == set(variants)
+    sans = ((SAN, ("s1", "s2", "s3")), (SAN_S4, ("s4",)), (SAN_S5, ("s5",)),
+            (SAN_S6S7, ("s6", "s6_emu8", "s6_emu4", "s7")), (SAN_S8, ("s8",)))
+    clean = {v: all(ok for k, ok in san["summary"]["clean"].items() if k.endswith("/" + v)) for san, vs in sans
+             for v in vs}
+    assert {san["provenance"]["gpu"] for san, _ in sans} == {"NVIDIA H200"}
+    assert clean == dict.fromkeys(variants, True)
     for (variant, shape), r in rows.items():
         e = timed(shape, variant)
         b, h, seq, d = (int(x) for x in shape.split("x"))
@@ -118,7 +125,7 @@ def test_report_json_has_kernels(tmp_path):
     r = subprocess.run([sys.executable, "-m", "lapis.cli", "report", "--json", "--out", str(tmp_path)],
                        capture_output=True, text=True, cwd=ROOT)
     numbers = json.loads(r.stdout)
-    assert len(numbers["kernels"]) == 20
+    assert len(numbers["kernels"]) == 50
     assert set(numbers["kernels"][0]) >= {"variant", "shape", "causal", "tflops", "spread_pct", "cudnn_tflops",
                                           "ratio_to_cudnn", "rel_err", "sanitizer_clean",
                                           "instrumentation_overhead_pct", "predicted_tflops",
@@ -143,8 +150,8 @@ def test_bench_attention_without_gpu_says_what_it_needs():
 
 def test_readme_kernels_table_is_the_capture_and_the_blind_file():
     text = (ROOT / "README.md").read_text()
-    rows = [line for line in text.splitlines() if line.startswith(("| `s1` |", "| `s2` |", "| `s3` |", "| `s4` |"))]
-    assert len(rows) == 20
+    rows = [line for line in text.splitlines() if line.startswith("| `s")]
+    assert len(rows) == 50
     for line in rows:
         variant, shape, tf, spread, ratio, bl, err = (c.strip() for c in line.strip("|").split("|"))
         variant = variant.strip("`")

@@ -64,6 +64,10 @@ VARIANTS.update({
 # (setmaxnreg 40/232, s2's split: at 24 the producer's item loop spills; 40 x 128 + 232 x 256 = the 168 x 384 launch)
 VARIANTS["s8"] = dict(VARIANTS["s7"], schedule="h200-s8-persistent", entry="s8_persistent", persistent=True,
                       regs_producer=40, regs_consumer=232)
+# s9: s8 with the simulator's tuned defaults (schedule h200-s9-tuned: block_n 128, 3 stages, 2 consumer WGs); 3 stages
+# leave room for one Q slot (the next item's Q loads once both warpgroups' last QK of this one completed)
+VARIANTS["s9"] = dict(VARIANTS["s8"], schedule="h200-s9-tuned", entry="s9_tuned", stages=3, q_slots=1,
+                      causal_entry="s9_tuned_causal")  # --causal: Q tile t visits K/V tiles 0..t, heaviest first
 H200_SMS = 132
 SIM_PARAMS = ("block_m", "block_n", "stages", "consumer_wgs", "regs_producer", "regs_consumer", "emulate_frac",
               "threshold")
@@ -78,13 +82,15 @@ WATCHDOG_NS = 2_000_000_000
 SAVED_SMS, SAVED_FIRST_CTAS = (0,), 4
 
 
-def kernel_name(v: dict) -> str:
-    return f"attn_{v['entry']}_s{v['stages']}_n{v['block_n']}_c{v['consumer_wgs']}"
+def kernel_name(v: dict, causal: bool = False) -> str:
+    return f"attn_{v['causal_entry'] if causal else v['entry']}_s{v['stages']}_n{v['block_n']}_c{v['consumer_wgs']}"
 
 
-def sim_params(v: dict) -> dict:
-    """The simulator parameters the kernel fixes (setmaxnreg budgets only where the kernel sets them: s3+)."""
-    return {k: v[k] for k in SIM_PARAMS if k in v}
+def sim_params(v: dict, causal: bool = False) -> dict:
+    """The simulator parameters the kernel fixes (setmaxnreg budgets only where the kernel sets them: s3+); the
+    causal build adds causal = 1 and its work order (heaviest Q tiles first, dealt grid-stride)."""
+    out = {k: v[k] for k in SIM_PARAMS if k in v}
+    return dict(out, causal=1, persistent_order="heavy_first") if causal else out
 
 
 def parse_shape(shape: str) -> tuple[int, int, int, int]:
@@ -97,10 +103,13 @@ def parse_shape(shape: str) -> tuple[int, int, int, int]:
     return tuple(int(p) for p in parts)
 
 
-def check_shape(v: dict, shape: str) -> tuple[int, int, int, int]:
+def check_shape(v: dict, shape: str, causal: bool = False) -> tuple[int, int, int, int]:
     """(B, H, L, D) if the kernel can run it, else LayoutError naming the rule: D = 128 and L a multiple of
-    block_m and block_n (the kernels have no masked tail)."""
+    block_m and block_n (the kernels have no masked tail); causal: the variant has a causal build."""
     from lapis.errors import LayoutError
+    if causal and "causal_entry" not in v:
+        causal_ones = ", ".join(n for n, x in VARIANTS.items() if "causal_entry" in x)
+        raise LayoutError("--causal needs a variant with a causal build", v["entry"], f"use {causal_ones}")
     b, h, seq, d = parse_shape(shape)
     if d != 128:
         raise LayoutError("attention_h200.cu is built for head dim 128", f"D = {d}", "use D = 128")
@@ -111,9 +120,10 @@ def check_shape(v: dict, shape: str) -> tuple[int, int, int, int]:
     return b, h, seq, d
 
 
-def flops(shape: str) -> float:
+def flops(shape: str, causal: bool = False) -> float:
+    """4 B H L^2 D; causal: half of it (the convention FlashAttention and cuDNN benchmarks use)."""
     b, h, seq, d = parse_shape(shape)
-    return 4.0 * b * h * seq * seq * d
+    return 4.0 * b * h * seq * seq * d / (2 if causal else 1)
 
 
 def q_operand(v: dict, plan: dict) -> dict:
@@ -124,7 +134,7 @@ def q_operand(v: dict, plan: dict) -> dict:
 def smem_bytes(v: dict, plan: dict) -> int:
     """Dynamic shared memory: Q + the ring of K/V slots + 1 KiB to align (attention_h200.cu Config::SMEM_BYTES)."""
     n = str(v["block_n"])
-    q = q_operand(v, plan)["slot_bytes"] * (2 if v.get("persistent") else 1)  # s8: two Q slots
+    q = q_operand(v, plan)["slot_bytes"] * v.get("q_slots", 2 if v.get("persistent") else 1)  # s8: two Q slots
     return q + v["stages"] * (plan["k"][n]["slot_bytes"] + plan["v"][n]["slot_bytes"]) + 1024
 
 
@@ -169,9 +179,9 @@ def threads(v: dict) -> int:
 class Attention:
     """One variant in one build, launchable on (q, k, v, o) tensors of B x H x L x D bf16."""
 
-    def __init__(self, module, v: dict, plan: dict, lib):
+    def __init__(self, module, v: dict, plan: dict, lib, causal: bool = False):
         self.v, self.plan, self.lib = v, plan, lib
-        self.fn = module.get_function(kernel_name(v))
+        self.fn = module.get_function(kernel_name(v, causal))
         self.smem = smem_bytes(v, plan)
         self.fn.max_dynamic_shared_size_bytes = self.smem
 
@@ -214,14 +224,18 @@ def make_inputs(torch, shape: str, kind: str, seed: int):
     return tuple(x.to(torch.bfloat16) for x in n)
 
 
-def reference(torch, q, k, v, chunk_bytes: int = 2 << 30):
-    """float64 softmax(q k^T / sqrt(D)) v of the bf16 inputs on the GPU, in (b, h) chunks of <= chunk_bytes."""
+def reference(torch, q, k, v, chunk_bytes: int = 2 << 30, causal: bool = False):
+    """float64 softmax(q k^T / sqrt(D)) v of the bf16 inputs on the GPU, in (b, h) chunks of <= chunk_bytes;
+    causal: key > query masked."""
     b, h, seq, d = q.shape
     qf, kf, vf = (x.reshape(b * h, seq, d) for x in (q, k, v))
     out = torch.empty(b * h, seq, d, device=q.device, dtype=torch.float64)
     step = max(1, chunk_bytes // (seq * seq * 8))
+    above = torch.ones(seq, seq, dtype=torch.bool, device=q.device).triu(1) if causal else None
     for i in range(0, b * h, step):
         s = qf[i:i + step].double() @ kf[i:i + step].double().transpose(1, 2) / math.sqrt(d)
+        if causal:
+            s.masked_fill_(above, float("-inf"))
         out[i:i + step] = torch.softmax(s, dim=-1) @ vf[i:i + step].double()
     return out.reshape(b, h, seq, d)
 
@@ -264,6 +278,7 @@ class Worker:
         self.mods = {b: harness.load(p) for b, p in self.cfg["cubins"].items()}
         self.status = harness.Status()
         self.stats = cp.zeros(1, cp.uint32)  # s7's rescale counter (instrumented build)
+        self.causal = bool(self.cfg.get("causal"))
         self.smi = SmiSampler(self.cfg["smi_gpu"])
         self.results, self.timelines = [], {}
         (self.work / "versions.json").write_text(json.dumps(dict(
@@ -291,7 +306,7 @@ class Worker:
     def launcher(self, build: str, name: str, sets, o, shape: str, cap: int = 0):
         """(launch(i), records buffer, counts buffer) of a variant on input set i, writing into o."""
         cp, v = self.cp, VARIANTS[name]
-        att = Attention(self.mods[build], v, self.plan, self.lib)
+        att = Attention(self.mods[build], v, self.plan, self.lib, self.causal)
         b, h, seq, d = parse_shape(shape)
         maps = [att.maps(q.data_ptr(), k.data_ptr(), vv.data_ptr(), b * h * seq) for q, k, vv in sets]
         gx, gy = grid(v, shape)
@@ -313,14 +328,15 @@ class Worker:
     def shape(self, shape: str, timed: bool) -> dict:
         torch = self.torch
         b, h, seq, d = parse_shape(shape)
-        entry = dict(shape=shape, flops=flops(shape), causal=False, variants={}, sdpa={}, rel_err={})
+        entry = dict(shape=shape, flops=flops(shape, self.causal), causal=self.causal, variants={}, sdpa={},
+                     rel_err={})
         for name in self.cfg["variants"]:
             check_shape(VARIANTS[name], shape)
         o = torch.empty(b, h, seq, d, device="cuda", dtype=torch.bfloat16)
         for kind in INPUTS:  # correctness on fresh inputs: plain and timeline builds of every variant
             self.progress(f"correctness {kind} at {shape}")
             sets = [make_inputs(torch, shape, kind, seed=zlib.crc32(f"{shape}/{kind}".encode()))]
-            ref = reference(torch, *sets[0])
+            ref = reference(torch, *sets[0], causal=self.causal)
             for name in self.cfg["variants"]:
                 for build in BUILDS:
                     v = VARIANTS[name]
@@ -347,7 +363,7 @@ class Worker:
         try:
             with sdpa_backend(self.torch, be):
                 o.fill_(float("nan"))
-                o.copy_(f(*qkv))
+                o.copy_(f(*qkv, is_causal=self.causal))
             return rel_err(self.torch, o, ref)
         except RuntimeError:  # the backend refuses the inputs: recorded as None, the timing says why
             return None
@@ -365,8 +381,8 @@ class Worker:
             self.progress(f"SDPA {be} at {shape}")
             try:
                 with sdpa_backend(torch, be):
-                    r = self.time(lambda i: f(*sets[i]), n_sets, est)
-                    r["kernels"] = kernels_launched(torch, lambda: f(*sets[0]))
+                    r = self.time(lambda i: f(*sets[i], is_causal=self.causal), n_sets, est)
+                    r["kernels"] = kernels_launched(torch, lambda: f(*sets[0], is_causal=self.causal))
             except RuntimeError as exc:
                 r = dict(error=str(exc)[:300])
             entry["sdpa"][be] = r
@@ -374,7 +390,8 @@ class Worker:
         cudnn_us = entry["sdpa"]["cudnn"].get("median_us")
         for name in self.cfg["variants"]:
             v = VARIANTS[name]
-            ve = entry["variants"][name] = dict(params=sim_params(v), schedule=v["schedule"], kernel=kernel_name(v))
+            ve = entry["variants"][name] = dict(params=sim_params(v, self.causal), schedule=v["schedule"],
+                                                kernel=kernel_name(v, self.causal))
             for build in BUILDS:
                 self.progress(f"{kernel_name(v)} ({build}) timed at {shape}")
                 cap = timeline_capacity(v, seq) * items_per_cta(v, shape) if build == "timeline" else 0
@@ -385,7 +402,8 @@ class Worker:
                     counts.fill(0)
                     launch(0)
                     harness.synchronize(self.status, f"{kernel_name(v)} timeline launch at {shape}")
-                    ve["timeline_summary"] = self.keep_timeline(rec, counts, f"{name}_{shape}", cap)
+                    tag = f"{name}_{shape}" + ("_causal" if self.causal else "")
+                    ve["timeline_summary"] = self.keep_timeline(rec, counts, tag, cap)
                 self.save(entry)
             ve["tflops"] = entry["flops"] / ve["plain"]["median_us"] / 1e6
             ve["ratio_to_cudnn"] = cudnn_us / ve["plain"]["median_us"] if cudnn_us else None
@@ -480,6 +498,7 @@ def run(a, argv: list[str]) -> int:
     work = Path(tempfile.mkdtemp(prefix="lapis-attn-"))
     (work / "worker.json").write_text(json.dumps(dict(
         plan=load(), shapes=a.shapes, variants=a.variants, smi_gpu=smi_gpu_id(), check_only=a.check_only,
+        causal=a.causal,
         cubins={b: builds[b]["cubin"] for b in BUILDS})))
     child = [sys.executable, "-m", "lapis.gpu.bench_attention", "_worker", "--work", str(work), "--runs",
              str(a.runs), "--warmup", str(a.warmup), "--min-seconds", str(a.min_seconds)]
@@ -525,6 +544,8 @@ def main(argv=None) -> int:
     ap.add_argument("--min-seconds", type=float, default=0.3, help="least timed GPU seconds per kernel")
     ap.add_argument("--timeout", type=float, default=230, help="seconds before the worker counts as hung")
     ap.add_argument("--check-only", action="store_true", help="correctness only, no timing")
+    ap.add_argument("--causal", action="store_true", help="causal masking (variants with a causal build: s9); "
+                    "FLOPs are counted as half, SDPA runs with is_causal=True")
     ap.add_argument("--sources", action="store_true", help="print the sources to pass to lapis.provenance and exit")
     a = ap.parse_args(argv)
     if a.sources:
@@ -537,7 +558,7 @@ def main(argv=None) -> int:
         ap.error(f"unknown variants {bad}; choose from {', '.join(VARIANTS)}")
     for s in a.shapes:
         for v in a.variants:
-            check_shape(VARIANTS[v], s)  # LayoutError before anything runs
+            check_shape(VARIANTS[v], s, a.causal)  # LayoutError before anything runs
     return run(a, argv)
 
 

@@ -43,11 +43,19 @@ def bf16_float(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
-def reference_cpu(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """float64 softmax(q k^T / sqrt(D)) v over the last two axes (B x H x L x D)."""
+def reference_cpu(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = False) -> np.ndarray:
+    """float64 softmax(q k^T / sqrt(D)) v over the last two axes (B x H x L x D); causal: key > query masked."""
     s = np.einsum("bhld,bhmd->bhlm", q, k) / np.sqrt(q.shape[-1])
+    if causal:
+        s = np.where(np.triu(np.ones(s.shape[-2:], bool), 1), -np.inf, s)
     p = np.exp(s - s.max(-1, keepdims=True))
     return np.einsum("bhlm,bhmd->bhld", p / p.sum(-1, keepdims=True), v)
+
+
+def split_variant(v: str) -> tuple[str, bool]:
+    """'s9:causal' -> ('s9', True) (the variant's causal build); 's5' -> ('s5', False)."""
+    name, _, mode = v.partition(":")
+    return name, mode == "causal"
 
 
 def error_count(log: str) -> int | None:
@@ -70,7 +78,8 @@ def _child(a) -> None:
     host = [bf16_bits(rng.standard_normal(shape, dtype=np.float32)) for _ in range(3)]
     q, k, v = (cp.asarray(x) for x in host)
     o = cp.full(shape, 0x7FC0, cp.uint16)  # bf16 NaN: an unwritten element fails the check
-    att = Attention(harness.load(a.cubin), VARIANTS[a.variant], load(), _libcuda())
+    name, causal = split_variant(a.variant)
+    att = Attention(harness.load(a.cubin), VARIANTS[name], load(), _libcuda(), causal)
     status = harness.Status()
     rows = shape[0] * shape[1] * shape[2]
     err = None
@@ -81,7 +90,7 @@ def _child(a) -> None:
     except Exception as exc:  # recorded: the parent decides what it means
         err = f"{type(exc).__name__}: {exc}"
     out = bf16_float(o.get()).astype(np.float64)
-    ref = reference_cpu(*(bf16_float(x).astype(np.float64) for x in host))
+    ref = reference_cpu(*(bf16_float(x).astype(np.float64) for x in host), causal=causal)
     rel = float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
     print(json.dumps(dict(rel_err=rel, error=err, status=status.read())), flush=True)
 
@@ -116,7 +125,7 @@ def one(tool: str | None, variant: str, build: str, cubin: str, shape: str, logd
 def race_variant(chosen: list, variants: dict) -> str:
     """The variant whose planted-race build runs: s2 if chosen, else the first chosen warp-specialized one without
     GEMM turns, else s2 (the planted arrive needs a producer that refills the slot, and lives in the s1..s3 loop)."""
-    ws = [v for v in chosen if variants[v]["ws"] and not variants[v].get("pp")]
+    ws = [v for v in chosen if variants[split_variant(v)[0]]["ws"] and not variants[split_variant(v)[0]].get("pp")]
     return "s2" if "s2" in chosen or not ws else ws[0]
 
 
@@ -178,9 +187,10 @@ def main(argv=None) -> int:
                     help=f"comma-separated, from {', '.join(VARIANTS)} (default: all)")
     a = ap.parse_args(argv)
     a.argv = argv
-    bad = [v for v in a.variants if v not in VARIANTS]
+    bad = [v for v in a.variants if split_variant(v)[0] not in VARIANTS or (
+        split_variant(v)[1] and "causal_entry" not in VARIANTS[split_variant(v)[0]])]
     if bad:
-        ap.error(f"unknown variants {bad}; choose from {', '.join(VARIANTS)}")
+        ap.error(f"unknown variants {bad}; choose from {', '.join(VARIANTS)} (NAME:causal for a causal build)")
     return run(a)
 
 

@@ -84,5 +84,6 @@ def refresh(cases, path: Path = COMMITTED) -> int:
 
 
 if __name__ == "__main__":
+    from lapis.report_kernels import kernel_cases
     from lapis.report_schedules import report_cases
-    print(f"wrote {refresh(report_cases())} predictions to {COMMITTED}")
+    print(f"wrote {refresh(report_cases() + kernel_cases())} predictions to {COMMITTED}")

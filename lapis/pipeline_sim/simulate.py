@@ -14,6 +14,7 @@ from lapis.errors import LayoutError
 from lapis.model import roofline
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim.recorder import union_spans as _union
+from lapis.pipeline_sim.work_order import ORDERS
 
 SCHEDULES = {
     "h200-gemm-ws": ("warp-specialized GEMM: TMA producer warp, wgmma consumer warpgroups, K ring of full/empty "
@@ -107,7 +108,7 @@ PARAM_RANGES = {"emulate_frac": (0, 1), "threshold": (0, None), "causal": (0, 1)
                 "regs_producer": (24, 256), "regs_consumer": (24, 256)}  # setmaxnreg's range (PTX ISA)
 COUNTS = ("stages", "kv_stages", "block_m", "block_n", "block_k", "consumer_wgs", "warps", "regs_per_thread",
           "regs_producer", "regs_consumer", "q_tiles_per_cta", "ctas_per_sm")
-CHOICES = {"persistent_order": ("grid_stride", "lpt")}  # parameters that take a name (work_order.ORDERS)
+CHOICES = {"persistent_order": ORDERS}  # parameters that take a name (work_order.ORDERS)
 
 
 def parse_params(items: list[str]) -> dict:

@@ -8,6 +8,9 @@ CTA; they share nothing but the launch (each tile loads its own Q and walks all 
 - `lpt` (longest processing time first): units sorted by K/V tiles, longest first (ties: lower index), each
   given to the SM with the least work so far (ties: lower SM). For causal masking this balances the SMs to
   within one unit's length of the mean (Graham's LPT bound); with equal lengths it is the grid stride.
+- `heavy_first`: units sorted by K/V tiles, longest first (ties: lower index), dealt grid-stride (the i-th to SM
+  i % sm_count): a static order a kernel can compute from its index alone, as attention_h200.cu's causal s9 does
+  (Q tile L / block_m - 1 - w / (B H) of head w % (B H)); with equal lengths it is the grid stride.
 kv_per_sm gives every SM's list (lapis.pipeline_sim.grid simulates one or all of them); the representative SM is
 the one with the most K/V tiles (ties: the lowest SM index): it decides the time.
 """
@@ -20,7 +23,7 @@ import math
 from lapis.errors import LayoutError
 from lapis.pipeline_sim.grid import fullest
 
-ORDERS = ("grid_stride", "lpt")
+ORDERS = ("grid_stride", "lpt", "heavy_first")
 
 
 def kv_tiles_per_item(q_tile: int, kv_tiles: int, bm: int, bn: int, causal: bool) -> int:
@@ -39,9 +42,11 @@ def deal(lengths: list[int], sm_count: int, order: str) -> list[list[int]]:
     if order not in ORDERS:
         raise LayoutError("unknown persistent_order", repr(order), f"use one of {', '.join(ORDERS)}")
     per_sm = [[] for _ in range(min(sm_count, len(lengths)))]
-    if order == "grid_stride":
-        for i in range(len(lengths)):
-            per_sm[i % sm_count].append(i)
+    if order in ("grid_stride", "heavy_first"):
+        ranked = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)) if order == "heavy_first" else \
+            range(len(lengths))
+        for k, i in enumerate(ranked):
+            per_sm[k % sm_count].append(i)
         return per_sm
     heap = [(0, s) for s in range(len(per_sm))]
     for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):

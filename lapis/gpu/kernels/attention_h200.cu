@@ -76,11 +76,17 @@ struct Bool {
 // intra-warpgroup overlap, EXP2 s6's ex2.approx.ftz with the scale folded into one FFMA, EMU s6's software exp2 on
 // registers i with i % 2 == 0 and (i / 4) % EMU == 0 (EMU 4: 1/8 of the scores, 2: 1/4; 0: none), COND s7's
 // conditional O rescale, PERSIST s8's persistent grid (gridDim.x CTAs walk the work items w = blockIdx.x + k
-// gridDim.x, w = q tile + (L / block_m) x (b h), with two Q slots).
-template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false>
+// gridDim.x, w = q tile + (L / block_m) x (b h)) with Q_SLOTS Q slots (2 by default; s9 has 1), CAUSAL the causal
+// mask (Q tile t visits K/V tiles 0..t and masks key > query in tile t; items go heaviest first: t = L / block_m - 1
+// - w / (b h), b h = w % (b h), dealt grid-stride).
+template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
+          int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false>
 struct Features {
-  static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_;
-  static constexpr int Q_SLOTS = PERSIST ? 2 : 1;  // s8: Q of the next work item loads while this one runs
+  static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
+  static_assert(!CAUSAL || (PERSIST && OVERLAP), "the causal build is of the persistent overlap kernel (s9)");
+  // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
+  static constexpr int Q_SLOTS = Q_SLOTS_;
+  static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");
   static_assert(!PERSIST || PP, "the persistent loop is written for the GEMM-turn path (s4+)");
   static constexpr int EMU = EMU_;
   static_assert(EMU == 0 || EMU == 2 || EMU == 4, "EMU 4 (1/8 of the exponentials), 2 (1/4) or 0");
@@ -261,6 +267,18 @@ __device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&corr)
   for (int i = 0; i < D / 2; ++i) o[i] *= corr[(i / 2) % 2];
 }
 
+// Causal mask of the diagonal tile (block_m = block_n, the Q tile's own keys): key column > query row -> -inf, by
+// select, not branch (PV_{j-1} is in flight). Rows of warpgroup wg: 64 wg + the accumulator fragment's row.
+template <int BN>
+__device__ __forceinline__ void mask_diagonal(float (&s)[BN / 2], bool diagonal, int wg) {
+  const int t = threadIdx.x % 128, row = 64 * wg + 16 * (t / 32) + (t % 32) / 4;
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) {
+    const int col = 8 * (i / 4) + 2 * (t % 4) + i % 2;
+    s[i] = diagonal && col > row + 8 * ((i / 2) % 2) ? -CUDART_INF_F : s[i];
+  }
+}
+
 template <int BN, class F>
 __device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], float (&o)[D / 2], float (&m)[2], float (&l)[2],
                                              float scale_log2, uint32_t& rescales) {
@@ -293,17 +311,28 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   static_assert(!PP || CONSUMER_WGS == 2, "ping-pong alternates two consumer warpgroups");
   static_assert(!OVERLAP || PP, "s5 overlaps within s4's GEMM turns");
+  static_assert(F::Q_SLOTS * Cfg::Q_SLOT + STAGES * Cfg::STAGE_BYTES + 2048 <= 227 * 1024,
+                "Q slots + ring + alignment + static smem fit an sm_90 CTA's 227 KiB");
   __shared__ __align__(8) uint64_t q_full[F::Q_SLOTS], q_empty[F::Q_SLOTS], full_k[STAGES], full_v[STAGES],
       empty[STAGES], empty_v[STAGES];
   __shared__ uint32_t cursor;
   KernelTimeline tl;
   const Barriers bar{&q_full[0], full_k, full_v, empty, empty_v};
   const uint32_t q_smem = (smem_addr(smem_raw) + 1023u) & ~1023u, ring = q_smem + F::Q_SLOTS * Cfg::Q_SLOT;
-  const int kv_tiles = seq_len / BN, kv_row0 = blockIdx.y * seq_len, q_row0 = kv_row0 + blockIdx.x * Cfg::BLOCK_M;
+  const int kv_row0 = blockIdx.y * seq_len, q_row0 = kv_row0 + blockIdx.x * Cfg::BLOCK_M;
+  int kv_tiles = seq_len / BN;  // K/V tiles of the current work item (causal: its Q tile + 1)
   uint32_t work = cta_linear();
   // Work items of this CTA (the GEMM-turn path): w0, w0 + stride, ... < w_end; one (this CTA's) unless PERSIST.
   const int q_tiles = seq_len / Cfg::BLOCK_M, w0 = F::PERSIST ? blockIdx.x : cta_linear();
   const int stride = F::PERSIST ? gridDim.x : 1, w_end = F::PERSIST ? q_tiles * bh_count : w0 + 1;
+  static_assert(!F::CAUSAL || Cfg::BLOCK_M == BN, "the causal diagonal is one K/V tile: block_m = block_n");
+  // Work item w -> (first K/V row, first Q row); sets kv_tiles.
+  auto item = [&](int w, int& kv0, int& q0) {
+    const int qt = F::CAUSAL ? q_tiles - 1 - w / bh_count : w % q_tiles, bh = F::CAUSAL ? w % bh_count : w / q_tiles;
+    kv0 = bh * seq_len;
+    q0 = kv0 + qt * Cfg::BLOCK_M;
+    kv_tiles = F::CAUSAL ? qt + 1 : seq_len / BN;
+  };
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < F::Q_SLOTS; ++i) {
@@ -349,17 +378,19 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           load_q<Cfg>(bar, q_smem, &tmap_q, q_row0);
           load_item(kv_row0, 0);
         }
-        int it = 0;
+        int it = 0, g0 = 0;  // g0: tiles loaded for earlier items
 #pragma unroll 1
         for (int w = w0; F::PERSIST && w < w_end; w += stride, ++it) {  // s8
-          const int kv0 = (w / q_tiles) * seq_len, qs = it % F::Q_SLOTS;
+          const int qs = it % F::Q_SLOTS;
+          int kv0, q0;
+          item(w, kv0, q0);
           work = w;
           if (it >= F::Q_SLOTS)  // the slot's previous item is done with its Q
             mbar_wait(&q_empty[qs], ((it / F::Q_SLOTS) - 1) & 1u, h, 1 + 4 * STAGES + qs);
           mbar_arrive_expect_tx(&q_full[qs], Cfg::Q_TX);
-          tma_tile<P::Q_BOXES>(q_smem + qs * Cfg::Q_SLOT, Cfg::Q_BOX_STRIDE, &tmap_q,
-                               kv0 + (w % q_tiles) * Cfg::BLOCK_M, &q_full[qs]);
-          load_item(kv0, it * kv_tiles);
+          tma_tile<P::Q_BOXES>(q_smem + qs * Cfg::Q_SLOT, Cfg::Q_BOX_STRIDE, &tmap_q, q0, &q_full[qs]);
+          load_item(kv0, g0);
+          g0 += kv_tiles;
         }
       } else {
         for (int j = 0; j < kv_tiles; ++j) {
@@ -420,6 +451,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       int hs = 0;                   // its V slot and phase
       uint32_t hphase = 0;
       bool final_item = true;  // the CTA's last work item: WG 1's last turn hands no turn on
+      int q_slot = 0;          // the item's Q slot
       if (wg == 1) named_bar_arrive<PP_BAR0, PP_THREADS>();  // the first turn is WG 0's
       // One GEMM turn. FIRST (tile 0: no PV yet) and last (the last PV's own turn) are compile-time arguments:
       // ptxas serializes wgmmas (its C7513..C7520 reports) when a wgmma.wait_group or a wgmma.fence sits behind a
@@ -481,7 +513,10 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           fence_registers(sacc);
           if (leader) tl.record(h, &cursor, role, P::OP_WAIT_QK, COMPLETE, work, j);
           if (warp_leader) mbar_arrive(&empty[s]);  // K_j read
+          // s8+: the item's last QK is done, so its Q slot is free (predicated: PV_{j-1} is in flight)
+          if (F::PERSIST) mbar_arrive_if(&q_empty[q_slot], warp_leader && j == kv_tiles - 1);
           float corr[2];
+          if (F::CAUSAL) mask_diagonal<BN>(sacc, j == kv_tiles - 1, wg);
           const bool moved = softmax_scores<BN, F>(sacc, m, l, corr, scale_log2, rescales);  // overlaps PV_{j-1}
           if (leader) tl.record(h, &cursor, role, P::OP_SOFTMAX, ISSUE, work, j);
           if (!FIRST) {
@@ -516,6 +551,9 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
 #pragma unroll 1
       for (int w = w0; w < w_end; w += stride, ++it) {  // one work item (s4..s7), or this CTA's share (s8)
         const int qs = it % F::Q_SLOTS;
+        int kv0, q0;
+        if (F::PERSIST) item(w, kv0, q0);
+        q_slot = qs;
         final_item = w + stride >= w_end;
         work = w;
         q_a = q_smem + qs * Cfg::Q_SLOT + Cfg::q_half(wg);
@@ -530,9 +568,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         turn(0, Bool<true>{}, Bool<false>{});
         for (int j = 1; j < kv_tiles; ++j) turn(j, Bool<false>{}, Bool<false>{});
         turn(kv_tiles, Bool<false>{}, Bool<true>{});
-        if (F::PERSIST && warp_leader) mbar_arrive(&q_empty[qs]);  // Q read: every QK of the item completed
-        const int kv0 = (w / q_tiles) * seq_len;
-        store_o(o, l, out, kv0 + (w % q_tiles) * Cfg::BLOCK_M + 64 * wg);
+        store_o(o, l, out, (F::PERSIST ? q0 : q_row0) + 64 * wg);
         if (leader) tl.record(h, &cursor, role, P::OP_EPILOGUE, ISSUE, work, -1);
       }
     }
@@ -613,3 +649,5 @@ LAPIS_ATTENTION(s6_exp2_emu8, 2, 128, 2, true, true, true, true, 4)
 LAPIS_ATTENTION(s6_exp2_emu4, 2, 128, 2, true, true, true, true, 2)
 LAPIS_ATTENTION(s7_cond_rescale, 2, 128, 2, true, true, true, true, 0, true)
 LAPIS_ATTENTION(s8_persistent, 2, 128, 2, true, true, true, true, 0, true, true)
+LAPIS_ATTENTION(s9_tuned, 3, 128, 2, true, true, true, true, 0, true, true, 1)
+LAPIS_ATTENTION(s9_tuned_causal, 3, 128, 2, true, true, true, true, 0, true, true, 1, true)

@@ -33,4 +33,11 @@ __device__ __forceinline__ void fence_registers_u32(uint32_t (&a)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 
+// One mbarrier arrive when `pred`, as a predicated instruction rather than a branch: ptxas serializes wgmmas
+// around a divergent branch taken while a wgmma is in flight.
+__device__ __forceinline__ void mbar_arrive_if(uint64_t* bar, bool pred) {
+  asm volatile("{ .reg .pred p; setp.ne.u32 p, %1, 0; @p mbarrier.arrive.shared::cta.b64 _, [%0]; }"
+               ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(bar))), "r"(static_cast<uint32_t>(pred)) : "memory");
+}
+
 }  // namespace lapis
