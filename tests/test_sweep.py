@@ -92,6 +92,8 @@ def test_fast_mode_against_the_full_simulation(schedule, shape, params):
     fast, full = simulate_fast(schedule, gpu, shape, params), simulate(schedule, gpu, shape, params)
     assert fast["fast"] in ("items+tiles", "units")  # extrapolated, not the full run
     assert abs(fast["predicted_us"] / full["predicted_us"] - 1) < 5e-3
+    assert fast["bound_by"] == full["bound_by"]  # busy times are extrapolated alike
+    assert all(abs(fast["utilization"][u] - v) < 5e-3 for u, v in full["utilization"].items())
 
 
 def test_fast_sweep_reports_its_measured_error(tmp_path):

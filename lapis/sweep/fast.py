@@ -5,8 +5,9 @@ bandwidth share of the SMs that start with work (lapis.pipeline_sim.grid). Its t
 work item (a Q tile: load Q, store O, drain the ring), plus a cost per K/V tile (or GEMM K block) in the
 steady state. Fast mode runs that same SM on truncated work lists, at the same bandwidth share, and fits
     T = a + b x items + c x tiles
-to three runs: (K1 units, tiles capped at C1), (K2, C1), (K2, C2). T for the full list follows. Schedules whose
-work items are not tile counts (b200, sm120: spans) are truncated by units only: T = a + u x units.
+to three runs: (K1 units, tiles capped at C1), (K2, C1), (K2, C2). T for the full list follows; so does each
+unit's busy time (the same fit), hence `utilization` and `bound_by`. Schedules whose work items are not tile
+counts (b200, sm120: spans) are truncated by units only: T = a + u x units.
 
 The schedule module's own `run_sms` is replaced for the duration of one call, under a lock (one call at a
 time per process), by a wrapper that deals every active SM the truncated list: the active SM count, hence the
@@ -103,24 +104,25 @@ def simulate_fast(schedule: str, gpu: str, shape: str, params: dict | None = Non
         from lapis.sweep.evaluate import simulate_full
         return dict(simulate_full(schedule, gpu, shape, params), fast="exact")
     flops = b["tflops"] * b["predicted_us"] * 1e6  # simulate(): tflops = flops / ns / 1e3
-    if shrinkable:
-        runs = [(b, first), *((r, pl) for pl in plans for r in [_short_run(schedule, gpu, shape, params, pl)])]
-        rows = [(1.0, *_counts(pl.short)) for _, pl in runs]
-        coef = _solve(rows, [r["predicted_us"] for r, _ in runs])
-        us = float(coef @ np.array([1.0, *_counts(first.full)]))
-        how = "items+tiles"
-    else:
-        a = _short_run(schedule, gpu, shape, params, plans[0])
-        per_unit = (b["predicted_us"] - a["predicted_us"]) / (k2 - k1)
-        us = b["predicted_us"] + per_unit * (len(first.full) - k2)
-        how = "units"
-    out = dict(b, predicted_us=us, tflops=flops / (us * 1e6), fast=how)
+    runs = [(b, first), *((r, pl) for pl in plans for r in [_short_run(schedule, gpu, shape, params, pl)])]
+    units = list(b["utilization"])
+    # The time and every unit's busy time (µs) are extrapolated alike, so bound_by is the full run's busiest unit.
+    y = [[r["predicted_us"], *(r["utilization"][u] * r["predicted_us"] for u in units)] for r, _ in runs]
+    at = _design(first.full, shrinkable)
+    us, *busy = (float(v) for v in np.array(at) @ _solve([_design(pl.short, shrinkable) for _, pl in runs], y))
+    util = {u: x / us for u, x in zip(units, busy)}
+    out = dict(b, predicted_us=us, tflops=flops / (us * 1e6), utilization=util, bound_by=max(util, key=util.get),
+               fast="items+tiles" if shrinkable else "units")
     out["beats_roofline"] = out["tflops"] > out["roofline_tflops"] * (1 + 1e-9)
     return out
 
 
-def _solve(rows: list, times: list) -> np.ndarray:
-    """(a, b, c) of T = a + b items + c tiles through three runs; least squares where the runs are degenerate
-    (e.g. a causal list whose items are all shorter than the caps)."""
-    m = np.array(rows, dtype=float)
-    return np.linalg.lstsq(m, np.array(times, dtype=float), rcond=None)[0]
+def _design(work: list, shrinkable: bool) -> list:
+    """The fit's regressors of a work list: (1, items, tiles), or (1, units) where items are not tile counts."""
+    return [1.0, *_counts(work)] if shrinkable else [1.0, float(len(work))]
+
+
+def _solve(rows: list, values: list) -> np.ndarray:
+    """Coefficients (one column per value) of value = a + b items + c tiles (or a + u units) through the short
+    runs; least squares where they are degenerate (e.g. items all shorter than the caps)."""
+    return np.linalg.lstsq(np.array(rows, dtype=float), np.array(values, dtype=float), rcond=None)[0]
