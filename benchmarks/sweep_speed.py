@@ -53,8 +53,9 @@ def measure(grid: list, fast: bool, executor: str, workers: int) -> dict:
         r = run_sweep(SCHEDULE, SHAPES, grid, fast=fast, executor=executor, workers=workers, out=out, check=0,
                       figure=False)
     c = r["counts"]
-    walls = sorted(row["wall_s"] for row in r["rows"])
-    return dict(rows=c["computed"], configs=r["configurations"], wall_s=c["wall_s"], median_row_s=walls[len(walls) // 2],
+    walls = sorted(row["wall_s"] for row in r["rows"])  # per row, in its worker
+    return dict(rows=c["computed"], configs=r["configurations"], wall_s=c["wall_s"],
+                median_row_s=walls[len(walls) // 2], walls=walls, cpu_s=sum(row["cpu_s"] for row in r["rows"]),
                 rows_per_s=c["computed"] / c["wall_s"], configs_per_s=r["configurations"] / c["wall_s"],
                 us={row["key"].split("|", 2)[2].split("|", 1)[1]: row["predicted_us"] for row in r["rows"]})
 
@@ -62,8 +63,9 @@ def measure(grid: list, fast: bool, executor: str, workers: int) -> dict:
 def main() -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, python "
           f"{platform.python_version()}")
-    print(f"load average {os.getloadavg()[0]:.1f}; a bare 2-process pure-Python loop scales at {machine_scaling():.2f} "
-          "here now (the most the sweep can get)")
+    base = machine_scaling()
+    print(f"load average {os.getloadavg()[0]:.1f}; a bare 2-process pure-Python loop scales at {base:.2f} here now "
+          "(the most the sweep can get on this machine at this moment)")
     print(f"{SCHEDULE} at {', '.join(SHAPES)}")
     res = {}
     for mode, grid in (("fast", FAST_GRID), ("full", FULL_GRID)):
@@ -71,22 +73,28 @@ def main() -> None:
             m = res[mode, workers] = measure(grid, mode == "fast", executor, workers)
             print(f"{mode:4s} {executor:6s} x{workers}: {m['configs']} configurations, {m['rows']} rows in "
                   f"{m['wall_s']:6.1f} s: {m['rows_per_s']:6.2f} rows/s, {m['configs_per_s']:6.2f} configurations/s "
-                  f"({1e3 / m['rows_per_s']:.0f} ms per row; median row {1e3 * m['median_row_s']:.0f} ms in its worker)")
+                  f"({1e3 / m['rows_per_s']:.0f} ms per row; median row {1e3 * m['median_row_s']:.0f} ms "
+                  f"in its worker; {1e3 * m['cpu_s'] / m['rows']:.0f} ms of CPU per row)")
         eff = res[mode, 2]["rows_per_s"] / (2 * res[mode, 1]["rows_per_s"])
-        print(f"{mode:4s} scaling efficiency with 2 workers: {eff:.2f}")
+        print(f"{mode:4s} scaling efficiency with 2 workers: {eff:.2f} ({eff / base:.2f} of the bare loop's)")
     fast, full = res["fast", 1]["us"], res["full", 1]["us"]
     errs = [abs(fast[k] / full[k] - 1) for k in full if k in fast and full[k] and fast[k]]
     if errs:
         print(f"fast-mode error on the {len(errs)} rows both modes computed: max {100 * max(errs):.3f}%, "
               f"mean {100 * sum(errs) / len(errs):.3f}% (predicted time)")
     for mode in ("fast", "full"):
-        per_row = 1 / res[mode, 1]["rows_per_s"]  # one worker's seconds per row
-        eff = min(1.0, res[mode, 2]["rows_per_s"] / (2 * res[mode, 1]["rows_per_s"]))
+        # a worker's core-seconds per row: the CPU time the rows took (another job's load on a shared machine
+        # stretches the wall clock, less the CPU time), plus the serial run's wall time outside the rows
+        m = res[mode, 1]
+        per_row = (m["cpu_s"] + max(0.0, m["wall_s"] - sum(m["walls"]))) / m["rows"]
+        # workers on machines of their own: the efficiency relative to the bare loop's (this machine's load aside)
+        eff = min(1.0, res[mode, 2]["rows_per_s"] / (2 * res[mode, 1]["rows_per_s"]) / base)
         cpu_s = BIG_SWEEP * len(SHAPES) * per_row
         workers = -(-cpu_s // (TARGET_S * eff))
         print(f"cluster, {mode}: {BIG_SWEEP} configurations x {len(SHAPES)} shapes = {cpu_s / 3600:.1f} core-hours at "
               f"{per_row * 1e3:.0f} ms per row; within {TARGET_S} s: about {workers:.0f} single-threaded Dask workers "
-              f"(at this scaling efficiency); each needs lapis importable and about 0.1 GB of memory (peak RSS 85 MB: full mode at 2x16x16384x128)")
+              f"(at {eff:.2f} scaling efficiency); each needs lapis importable and about 0.1 GB of memory "
+              "(peak RSS 85 MB: full mode at 2x16x16384x128)")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ def pareto_figure(configs: list[dict], front: list[dict], path: str, title: str,
     ax.set_xlabel("shared memory per CTA (KiB, the schedule's tiles)")
     ax.set_ylabel("predicted TFLOP/s (geometric mean over shapes)")
     ax.set_title(title, fontsize=9)
+    ax.margins(x=0.25, y=0.12)  # room for the labels of the points at the edges
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()

@@ -3,9 +3,10 @@
 A Task is plain data (picklable: a process pool or a Dask worker runs `evaluate(task)`). The row holds the
 predicted time (µs) and TFLOP/s, the busiest unit (`bound_by`), the resources the configuration takes (shared
 memory in bytes, registers per CTA, TMEM columns on sm100) and whether a kernel can run it
-(lapis.sweep.runnable: `kernel` names it, or says "not runnable: why"). A configuration the simulator refuses (a LayoutError: shared memory over the CTA's
-limit, a register split over the file, tiles that do not divide L, a block_n wgmma cannot take, ...) or that
-deadlocks is a row with fits = False and the simulator's message as its reason: never dropped.
+(lapis.sweep.runnable: `kernel` names it, or says "not runnable: why"). A configuration the simulator refuses
+(a LayoutError: shared memory over the CTA's limit, a register split over the file, tiles that do not divide L,
+a block_n wgmma cannot take, ...) or that deadlocks is a row with fits = False and the simulator's message as
+its reason: never dropped.
 """
 
 from __future__ import annotations
@@ -47,13 +48,14 @@ def simulate_row(task: Task) -> dict:
 
 
 def evaluate(task: Task) -> dict:
-    """The task's row (a JSON-able dict: key, shape, config, mode, fits, reason, numbers, runnable, wall_s)."""
+    """The task's row (a JSON-able dict: key, shape, config, mode, fits, reason, numbers, runnable; wall_s and
+    cpu_s, the seconds it took in its worker, wall clock and CPU)."""
     from lapis.pipeline_sim.deadlock import Deadlock
     from lapis.sweep.runnable import runnable
     row = dict(key=task.key(), shape=task.shape, config=[list(kv) for kv in task.config], mode=task.mode,
                fits=False, reason="", predicted_us=None, tflops=None, bound_by="", smem_bytes=None,
                registers=None, tmem_columns=None, runnable=False, kernel="", fast_method="")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         r = simulate_row(task)
     except LayoutError as exc:
@@ -69,5 +71,5 @@ def evaluate(task: Task) -> dict:
         row.update(runnable=ok, kernel=why if ok else f"not runnable: {why}")
     if not row["fits"]:
         row["kernel"] = "not runnable: does not fit"
-    row["wall_s"] = time.perf_counter() - t0
+    row["wall_s"], row["cpu_s"] = time.perf_counter() - t0, time.process_time() - c0  # kept out of the CSV
     return row
