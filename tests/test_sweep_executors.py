@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from lapis.errors import LayoutError
 from lapis.sweep.run import run_sweep
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,3 +70,23 @@ def test_cli_refuses_an_unknown_key_and_executor(tmp_path):
     assert r.returncode == 2 and "h200-s8-persistent has no parameter blockn" in r.stderr
     r = cli(["--schedule", "h200-s8-persistent", "--shapes", "1x2x512x128", "--executor", "ray"], tmp_path, 0)
     assert r.returncode == 2 and "unknown executor" in r.stderr
+
+
+def test_a_running_dask_scheduler_by_address(tmp_path):
+    """dask://HOST:PORT connects a Client to a scheduler already running (here a threaded LocalCluster with two
+    threads in one worker: the sweep's lock keeps fast mode's short runs apart from full ones)."""
+    distributed = pytest.importorskip("distributed")
+    args = ("h200-s8-persistent", ["1x2x1024x128", "4x16x4096x128"], ["stages=2,3"])
+    serial = run_sweep(*args, fast=True, check=2, executor="serial", out=tmp_path / "serial", figure=False)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp",
+                                  dashboard_address=None) as cluster:
+        address = cluster.scheduler_address.replace("tcp://", "dask://")
+        remote = run_sweep(*args, fast=True, check=2, executor=address, out=tmp_path / "remote", figure=False)
+    def checked(r):
+        return [(x["config"], x["shape"], x["fast_us"], x["full_us"]) for x in r["fast_check"]["rows"]]
+    assert remote["csv"] == serial["csv"] and checked(remote) == checked(serial)
+
+
+def test_a_schedule_on_another_architecture_is_refused_once(tmp_path):
+    with pytest.raises(LayoutError, match="written for sm90 hardware"):
+        run_sweep("h200-s8-persistent", ["1x2x512x128"], ["stages=2"], gpu="b200", executor="serial", out=tmp_path)

@@ -34,7 +34,9 @@ class Task:
 def simulate_full(schedule: str, gpu: str, shape: str, params: dict) -> dict:
     """simulate()'s summary without its event list (a sweep keeps thousands of rows, not their events)."""
     from lapis.pipeline_sim.simulate import simulate
-    r = simulate(schedule, gpu, shape, params)
+    from lapis.sweep.fast import SIMULATE_LOCK
+    with SIMULATE_LOCK:
+        r = simulate(schedule, gpu, shape, params)
     r.pop("_events", None)
     return r
 

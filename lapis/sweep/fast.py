@@ -9,8 +9,8 @@ to three runs: (K1 units, tiles capped at C1), (K2, C1), (K2, C2). T for the ful
 unit's busy time (the same fit), hence `utilization` and `bound_by`. Schedules whose work items are not tile
 counts (b200, sm120: spans) are truncated by units only: T = a + u x units.
 
-The schedule module's own `run_sms` is replaced for the duration of one call, under a lock (one call at a
-time per process), by a wrapper that deals every active SM the truncated list: the active SM count, hence the
+The schedule module's own `run_sms` is replaced for the duration of one call, under SIMULATE_LOCK (one
+simulation at a time per process), by a wrapper that deals every active SM the truncated list: the active SM count, hence the
 bandwidth share, is unchanged. Nothing in the simulator changes. The error against a full simulation is
 measured by the sweep on a sample (lapis.sweep.run) and reported with the table.
 """
@@ -26,7 +26,9 @@ from lapis.pipeline_sim import grid
 
 UNITS = (2, 4)  # K1, K2: work units simulated (multiples of 2: a non-persistent SM may keep 2 CTA slots)
 TILE_CAPS = (8, 16)  # C1, C2: K/V tiles (GEMM K blocks) per item in the short runs
-_LOCK = threading.Lock()
+# Held around every simulation a sweep runs in a process (evaluate.simulate_full takes it too): a Dask worker
+# with several threads must not run a full simulation while another thread has the schedule's run_sms replaced.
+SIMULATE_LOCK = threading.RLock()
 
 
 # Schedules whose work unit is a tuple of per-Q-tile K/V tile counts (work_order.kv_units_per_sm); elsewhere a
@@ -70,13 +72,13 @@ class _Plan:
 def _short_run(schedule: str, gpu: str, shape: str, params: dict, plan: _Plan) -> dict:
     from lapis.pipeline_sim.simulate import SCHEDULES, simulate
     mod = importlib.import_module(SCHEDULES[schedule][1])
-    real = mod.run_sms
     plan.tuples = mod.__name__ in TUPLE_UNITS
 
     def run_sms(env, p, per_sm, full, build, cost=len):
-        return real(env, p, plan.cut(per_sm, cost), full, build, cost)
+        return grid.run_sms(env, p, plan.cut(per_sm, cost), full, build, cost)
 
-    with _LOCK:
+    with SIMULATE_LOCK:  # real is read under the lock: another thread's replacement is never taken for it
+        real = mod.run_sms
         mod.run_sms = run_sms
         try:
             r = simulate(schedule, gpu, shape, params)

@@ -67,12 +67,17 @@ def run_sweep(schedule: str, shapes: list, grid: list | None = None, gpu: str | 
     Raises LayoutError for an unknown schedule, GPU, key, executor or an empty shape list."""
     import importlib
 
-    from lapis.pipeline_sim.simulate import SCHEDULES, default_gpu
+    from lapis.model.profile import load_profile
+    from lapis.pipeline_sim.simulate import ARCH_OF_PREFIX, SCHEDULES, default_gpu
     if schedule not in SCHEDULES:
         raise LayoutError("unknown schedule", repr(schedule), "see lapis simulate --list")
     gpu = gpu or default_gpu(schedule)
     if gpu not in GPUS:
         raise LayoutError("unknown GPU profile", repr(gpu), "use " + ", ".join(GPUS))
+    arch = ARCH_OF_PREFIX.get(schedule.split("-", 1)[0])
+    if arch and load_profile(gpu).arch != arch:  # simulate() would refuse every row for it: say so once
+        raise LayoutError(f"{schedule} is written for {arch} hardware", f"--gpu {gpu} ({load_profile(gpu).arch})",
+                          f"use --gpu {default_gpu(schedule)}")
     if not shapes:
         raise LayoutError("a sweep needs at least one shape", shapes, "e.g. --shapes 8x16x4096x128")
     check_executor(executor)
