@@ -125,3 +125,33 @@ def test_resume_after_a_kill_recomputes_nothing_finished(tmp_path, monkeypatch):
     calls.clear()
     run_sweep(*args, executor="serial", out=tmp_path, figure=False)
     assert calls == []
+
+
+def test_validate_top_adds_measured_columns_for_runnable_rows_only(tmp_path, monkeypatch):
+    """The GPU path's plumbing, with bench_attention replaced by a stand-in that writes the manifest a GPU run
+    writes (results[].variants[name].plain.median_us); the real run needs the H200."""
+    import csv
+
+    from lapis.gpu import bench_attention, harness
+    from lapis.sweep.validate import validate_top
+    shapes = [TINY, "1x2x1024x128"]
+    r = run_sweep(S8, shapes, ["stages=2,3"], executor="serial", out=tmp_path, figure=False)
+    seen = []
+
+    def fake_main(argv):
+        seen.append(argv)
+        out = tmp_path / "validate"
+        out.mkdir()
+        res = [dict(shape=s, variants={"s4": dict(plain=dict(median_us=us))}) for s, us in zip(shapes, (10.0, 40.0))]
+        (out / "manifest.json").write_text(json.dumps(dict(results=res)))
+        return 0
+
+    monkeypatch.setattr(harness, "gpu_present", lambda: True)
+    monkeypatch.setattr(bench_attention, "main", fake_main)
+    path = validate_top(r, 2, tmp_path)
+    assert seen == [["--out", str(tmp_path / "validate"), "--variants", "s4", "--shapes", ",".join(shapes)]]
+    rows = list(csv.DictReader(path.open()))
+    got = {(x["stages"], x["shape"]): (x["measured_us"], x["measured_tflops"]) for x in rows}
+    # 4 B H L^2 D FLOPs over the measured time: 4*1*2*512^2*128 / 10 us = 26.84 TFLOP/s; 4*2*1024^2*128 / 40 us
+    assert got[("2", TINY)] == ("10.000", "26.84") and got[("2", "1x2x1024x128")] == ("40.000", "26.84")
+    assert got[("3", TINY)] == ("", "")  # stages 3 has no instantiated kernel
