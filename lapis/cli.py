@@ -177,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "ring slot access (exit status 4 if a race is found; best at small shapes)")
     sim.add_argument("--json", action="store_true", help="machine-readable output")
 
+    from lapis.sweep.cli import add_parser as add_sweep
+    add_sweep(sub)
+
     val = sub.add_parser("validate", help="check the model against captures").add_subparsers(
         dest="validate_cmd", required=True, metavar="WHAT")
     vl = val.add_parser("layouts", help="TMA placement and encode rules against H200 captures")
@@ -215,6 +218,9 @@ def _dispatch(args) -> int | None:
         return {"show": show.cli_show, "desc": show.cli_desc, "decode": show.cli_decode}[args.layout_cmd](args)
     if args.cmd == "simulate":
         return _simulate(args)
+    if args.cmd == "sweep":
+        from lapis.sweep.cli import cli_sweep
+        return cli_sweep(args)
     if args.cmd == "tma":
         from lapis.layouts import tma_commands
         return {"check": tma_commands.cli_check, "place": tma_commands.cli_place}[args.tma_cmd](args)

@@ -1,0 +1,77 @@
+"""One sweep row: a configuration simulated at one shape, or the reason it does not fit.
+
+A Task is plain data (picklable: a process pool or a Dask worker runs `evaluate(task)`). The row holds the
+predicted time (µs) and TFLOP/s, the busiest unit (`bound_by`), the resources the configuration takes (shared
+memory in bytes, registers per CTA, TMEM columns on sm100) and whether a kernel can run it
+(lapis.sweep.runnable: `kernel` names it, or says "not runnable: why"). A configuration the simulator refuses
+(a LayoutError: shared memory over the CTA's limit, a register split over the file, tiles that do not divide L,
+a block_n wgmma cannot take, ...) or that deadlocks is a row with fits = False and the simulator's message as
+its reason: never dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from lapis.errors import LayoutError
+
+
+@dataclass(frozen=True)
+class Task:
+    schedule: str
+    gpu: str
+    shape: str
+    config: tuple  # ((key, value), ...) sorted by key (lapis.sweep.space)
+    mode: str  # "full": simulate(); "fast": lapis.sweep.fast.simulate_fast()
+
+    def key(self) -> str:
+        """The row's identity in the resume store: everything that decides its numbers."""
+        from lapis.sweep.space import config_text
+        return f"{self.schedule}|{self.gpu}|{self.mode}|{self.shape}|{config_text(self.config)}"
+
+
+def simulate_full(schedule: str, gpu: str, shape: str, params: dict) -> dict:
+    """simulate()'s summary without its event list (a sweep keeps thousands of rows, not their events)."""
+    from lapis.pipeline_sim.simulate import simulate
+    from lapis.sweep.fast import SIMULATE_LOCK
+    with SIMULATE_LOCK:
+        r = simulate(schedule, gpu, shape, params)
+    r.pop("_events", None)
+    return r
+
+
+def simulate_row(task: Task) -> dict:
+    """The simulator's summary for the task. Raises what simulate() raises."""
+    from lapis.sweep.fast import simulate_fast
+    if task.mode == "fast":
+        return simulate_fast(task.schedule, task.gpu, task.shape, dict(task.config))
+    return simulate_full(task.schedule, task.gpu, task.shape, dict(task.config))
+
+
+def evaluate(task: Task) -> dict:
+    """The task's row (a JSON-able dict: key, shape, config, mode, fits, reason, numbers, runnable; wall_s and
+    cpu_s, the seconds it took in its worker, wall clock and CPU)."""
+    from lapis.pipeline_sim.deadlock import Deadlock
+    from lapis.sweep.runnable import runnable
+    row = dict(key=task.key(), shape=task.shape, config=[list(kv) for kv in task.config], mode=task.mode,
+               fits=False, reason="", predicted_us=None, tflops=None, bound_by="", smem_bytes=None,
+               registers=None, tmem_columns=None, runnable=False, kernel="", fast_method="")
+    t0, c0 = time.perf_counter(), time.process_time()
+    try:
+        r = simulate_row(task)
+    except LayoutError as exc:
+        row["reason"] = str(exc)
+    except Deadlock as exc:
+        row["reason"] = f"deadlock: {exc}"
+    else:
+        fit = r["fit"]
+        row.update(fits=True, predicted_us=r["predicted_us"], tflops=r["tflops"], bound_by=r["bound_by"],
+                   smem_bytes=fit.get("smem_bytes"), registers=fit.get("registers"),
+                   tmem_columns=fit.get("tmem_columns"), fast_method=r.get("fast", ""))
+        ok, why = runnable(task.schedule, r["params"], task.shape)
+        row.update(runnable=ok, kernel=why if ok else f"not runnable: {why}")
+    if not row["fits"]:
+        row["kernel"] = "not runnable: does not fit"
+    row["wall_s"], row["cpu_s"] = time.perf_counter() - t0, time.process_time() - c0  # kept out of the CSV
+    return row

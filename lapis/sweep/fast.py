@@ -1,0 +1,130 @@
+"""Fast mode: a steady-state estimate of `simulate()`'s time from three short runs of the representative SM.
+
+In its default (representative) mode the simulator runs one SM: the one dealt the most work, at the load
+bandwidth share of the SMs that start with work (lapis.pipeline_sim.grid). Its time is a start-up, plus a cost per
+work item (a Q tile: load Q, store O, drain the ring), plus a cost per K/V tile (or GEMM K block) in the
+steady state. Fast mode runs that same SM on truncated work lists, at the same bandwidth share, and fits
+    T = a + b x items + c x tiles
+to three runs: (K1 units, tiles capped at C1), (K2, C1), (K2, C2). T for the full list follows; so does each
+unit's busy time (the same fit), hence `utilization` and `bound_by`. Schedules whose work items are not tile
+counts (b200, sm120: spans) are truncated by units only: T = a + u x units.
+
+The schedule module's own `run_sms` is replaced for the duration of one call, under SIMULATE_LOCK (one
+simulation at a time per process), by a wrapper that deals every active SM the truncated list: the active SM count, hence the
+bandwidth share, is unchanged. Nothing in the simulator changes. The error against a full simulation is
+measured by the sweep on a sample (lapis.sweep.run) and reported with the table.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+
+import numpy as np
+
+from lapis.pipeline_sim import grid
+
+UNITS = (2, 4)  # K1, K2: work units simulated (multiples of 2: a non-persistent SM may keep 2 CTA slots)
+TILE_CAPS = (8, 16)  # C1, C2: K/V tiles (GEMM K blocks) per item in the short runs
+# Held around every simulation a sweep runs in a process (evaluate.simulate_full takes it too): a Dask worker
+# with several threads must not run a full simulation while another thread has the schedule's run_sms replaced.
+SIMULATE_LOCK = threading.RLock()
+
+
+# Schedules whose work unit is a tuple of per-Q-tile K/V tile counts (work_order.kv_units_per_sm); elsewhere a
+# tuple holds other fields (b200, sm120: (tiles visited, first masked tile)) and is not capped.
+TUPLE_UNITS = ("lapis.pipeline_sim.schedules.attention_h200",)
+
+
+def _shrink(item, cap: int, tuples: bool):
+    """An item's tile counts capped at `cap`: an int (fa2, GEMM), a tuple of ints where `tuples`; else None."""
+    if isinstance(item, (int, np.integer)):
+        return min(int(item), cap)
+    if tuples and isinstance(item, tuple) and item and all(isinstance(x, int) for x in item):
+        return tuple(min(x, cap) for x in item)
+    return None
+
+
+def _counts(work) -> tuple[int, int]:
+    """(items, tiles) of a work list of ints or tuples of ints."""
+    flat = [x for u in work for x in (u if isinstance(u, tuple) else (u,))]
+    return len(flat), sum(flat)
+
+
+class _Plan:
+    """The truncated work list of one short run, and what the full representative list holds."""
+
+    def __init__(self, units: int, cap: int | None):
+        self.units, self.cap, self.tuples = units, cap, False
+        self.full = self.short = None
+
+    def cut(self, per_sm: list, cost) -> list:
+        rep = list(grid.fullest(per_sm, cost))
+        short = rep[:self.units]
+        if self.cap is not None and all(_shrink(u, self.cap, self.tuples) is not None for u in rep):
+            short = [_shrink(u, self.cap, self.tuples) for u in short]
+        else:
+            self.cap = None
+        self.full, self.short = rep, short
+        return [short for w in per_sm if w]
+
+
+def _short_run(schedule: str, gpu: str, shape: str, params: dict, plan: _Plan) -> dict:
+    from lapis.pipeline_sim.simulate import SCHEDULES, simulate
+    mod = importlib.import_module(SCHEDULES[schedule][1])
+    plan.tuples = mod.__name__ in TUPLE_UNITS
+
+    def run_sms(env, p, per_sm, full, build, cost=len):
+        return grid.run_sms(env, p, plan.cut(per_sm, cost), full, build, cost)
+
+    with SIMULATE_LOCK:  # real is read under the lock: another thread's replacement is never taken for it
+        real = mod.run_sms
+        mod.run_sms = run_sms
+        try:
+            r = simulate(schedule, gpu, shape, params)
+        finally:
+            mod.run_sms = real
+    r.pop("_events", None)
+    return r
+
+
+def simulate_fast(schedule: str, gpu: str, shape: str, params: dict | None = None) -> dict:
+    """simulate()'s summary with `predicted_us` and `tflops` extrapolated from short runs (module docstring);
+    `fast` says how: 'exact' when the full list is no longer than the short runs together (then it is the
+    full simulation), 'items+tiles' or 'units'. Raises what simulate() raises (LayoutError, deadlock.Deadlock)."""
+    params = dict(params or {})
+    k1, k2 = UNITS
+    c1, c2 = TILE_CAPS
+    first = _Plan(k2, c1)
+    b = _short_run(schedule, gpu, shape, params, first)
+    shrinkable = first.cap is not None
+    if first.short == first.full:  # nothing was cut: this is the full simulation
+        return dict(b, fast="exact")
+    plans = [_Plan(k1, c1), _Plan(k2, c2)] if shrinkable else [_Plan(k1, None)]
+    if shrinkable and _counts(first.full)[1] <= _counts(first.short)[1] * 3:
+        # the full list is no longer than the short runs would be: simulate it (exact, and no slower)
+        from lapis.sweep.evaluate import simulate_full
+        return dict(simulate_full(schedule, gpu, shape, params), fast="exact")
+    flops = b["tflops"] * b["predicted_us"] * 1e6  # simulate(): tflops = flops / ns / 1e3
+    runs = [(b, first), *((r, pl) for pl in plans for r in [_short_run(schedule, gpu, shape, params, pl)])]
+    units = list(b["utilization"])
+    # The time and every unit's busy time (µs) are extrapolated alike, so bound_by is the full run's busiest unit.
+    y = [[r["predicted_us"], *(r["utilization"][u] * r["predicted_us"] for u in units)] for r, _ in runs]
+    at = _design(first.full, shrinkable)
+    us, *busy = (float(v) for v in np.array(at) @ _solve([_design(pl.short, shrinkable) for _, pl in runs], y))
+    util = {u: x / us for u, x in zip(units, busy)}
+    out = dict(b, predicted_us=us, tflops=flops / (us * 1e6), utilization=util, bound_by=max(util, key=util.get),
+               fast="items+tiles" if shrinkable else "units")
+    out["beats_roofline"] = out["tflops"] > out["roofline_tflops"] * (1 + 1e-9)
+    return out
+
+
+def _design(work: list, shrinkable: bool) -> list:
+    """The fit's regressors of a work list: (1, items, tiles), or (1, units) where items are not tile counts."""
+    return [1.0, *_counts(work)] if shrinkable else [1.0, float(len(work))]
+
+
+def _solve(rows: list, values: list) -> np.ndarray:
+    """Coefficients (one column per value) of value = a + b items + c tiles (or a + u units) through the short
+    runs; least squares where they are degenerate (e.g. items all shorter than the caps)."""
+    return np.linalg.lstsq(np.array(rows, dtype=float), np.array(values, dtype=float), rcond=None)[0]
