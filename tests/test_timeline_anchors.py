@@ -1,8 +1,10 @@
 """Timeline clock anchors (harness.cuh ANCHOR, harness.anchored_to_ns) on a CPU: device rows in %clock64 cycles
 with hand-built anchors -> records in %globaltimer ns, anchors dropped, counts and overflow as before; both
-benchmarks save the converted rows; the device and host constants agree. Inputs are synthetic (no GPU results)."""
+benchmarks save the converted rows; the device and host constants agree; the cost microbenchmark builds and
+its runner's arithmetic holds on a fake device. Inputs are synthetic (no GPU results)."""
 
 import re
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 
 from lapis.errors import LayoutError
-from lapis.gpu import attention_plan, gemm_plan, harness
+from lapis.gpu import attention_plan, gemm_plan, harness, timeline_cost
 
 KERNELS = Path(harness.__file__).parent / "kernels"
 C = 0x80  # completion bit
@@ -119,6 +121,8 @@ def test_slots_and_codes_agree_with_harness_cuh_and_the_plans():
     assert harness.timeline_slots(77) == 79
     for plan in (attention_plan.load(), gemm_plan.load()):  # no kernel op or role collides with the anchor's
         assert len(plan["ops"]) <= 0x7F and len(plan["roles"]) < 0xFF
+    src = (KERNELS / "timeline_cost.cu").read_text()
+    assert int(re.search(r"constexpr int FMA_CHAIN = (\d+);", src)[1]) == timeline_cost.FMA_CHAIN
 
 
 def test_committed_captures_hold_no_anchor_records():
@@ -130,6 +134,21 @@ def test_committed_captures_hold_no_anchor_records():
         with np.load(f) as z:
             ops = [z[k]["op"] for k in z.files if k == "records" or k.endswith("/records")]
         assert ops and all(((o & 0x7F) != harness.ANCHOR_OP).all() for o in ops), f
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+def test_timeline_cost_kernels_build_without_spills(tmp_path):
+    _, report = harness.build(timeline_cost.KERNEL, {}, tmp_path)
+    assert {f"timeline_cost_{m}" for m in timeline_cost.MODES} <= set(report)
+    for name, r in report.items():
+        assert r["spill_stores"] == r["spill_loads"] == 0 == r["stack_bytes"], (name, r)
+
+
+def test_timeline_cost_without_a_gpu_says_what_it_needs(tmp_path, monkeypatch):
+    monkeypatch.setattr(harness, "gpu_present", lambda: False)
+    assert timeline_cost.main(["--out", str(tmp_path)]) == 2
+    with pytest.raises(SystemExit):
+        timeline_cost.main(["--out", str(tmp_path), "--warps", "33"])
 
 
 class _Device:
@@ -166,3 +185,55 @@ def test_bench_gemm_saves_ns_records_and_each_ctas_clock(tmp_path):
         assert z["cta_clock_mhz"].tolist() == [1980.0, 1000.0]
         assert z["records"]["t_ns"][1].tolist() == [(7 << 32) + t for t in (0, 2_500, 4_999, 5_000)]
     assert summary["cta_span_us_median"] == pytest.approx((9_999 + 5_000) / 2 / 1e3)
+
+
+class _FakeCupy:
+    """Just enough of cupy for timeline_cost.measure: arrays by device pointer, and kernels that write the
+    loop times (per mode: 40 ns per iteration + the mode's record cost, 2 cycles per ns) and, for clock64,
+    one anchored row of records."""
+
+    uint8, uint32, uint64, float32 = np.uint8, np.uint32, np.uint64, np.float32
+    EXTRA_NS = dict(none=0, globaltimer=90, clock64=30, clock64_register=10)
+
+    def __init__(self):
+        self.arrays = {}
+        self.cuda = SimpleNamespace(Device=lambda: SimpleNamespace(synchronize=lambda: None),
+                                    runtime=SimpleNamespace(getDeviceProperties=lambda i: {"name": b"Fake H200"}))
+
+    def zeros(self, n, dtype):
+        a = _Device(np.zeros(n, dtype))
+        a.data = SimpleNamespace(ptr=id(a))
+        self.arrays[id(a)] = a
+        return a
+
+    def kernel(self, mode):
+        def launch(grid, block, args):
+            h, elapsed, iters = args[0], args[2], int(args[3])
+            warps = block[0] // 32
+            ns = iters * (40 + self.EXTRA_NS[mode])
+            elapsed.a[:] = np.array([[ns, 2 * ns]] * warps, np.uint64).ravel()
+            if mode == "clock64":
+                n = warps * iters
+                rows = device_rows([((1000, 7_000), (1000 + 2 * (n + 1), 7_000 + n + 1),
+                                     [(1000 + 2 * (i + 1), 0, 1, i) for i in range(n)])], int(h["capacity"]))
+                self.arrays[int(h["timeline"])].a[:] = rows.view(np.uint8).ravel()
+                self.arrays[int(h["counts"])].a[:] = n
+        return launch
+
+
+def test_timeline_cost_reports_per_record_costs_against_the_baseline(monkeypatch):
+    import sys
+    cp = _FakeCupy()
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(harness, "build", lambda src: ("cubin", {"timeline_cost_none": {}}))
+    monkeypatch.setattr(harness, "load", lambda cubin: SimpleNamespace(
+        get_function=lambda name: cp.kernel(name.removeprefix("timeline_cost_"))))
+    r = timeline_cost.measure(iterations=50, warps_list=[1, 3], repeats=3)
+    for w in ("1", "3"):
+        rows = r["warps"][w]
+        assert {m: rows[m]["ns_per_record"] for m in timeline_cost.MODES[1:]} == dict(
+            globaltimer=90, clock64=30, clock64_register=10)
+        assert rows["clock64"]["cycles_per_record"] == 60
+        a = rows["clock64"]["anchors"]
+        assert a["clock_mhz"] == 2000.0 and a["records"] == 50 * int(w) and a["converted_span_ns"] == 50 * int(w) - 1
+    assert r["device"] == "Fake H200" and r["fma_chain"] == 16
