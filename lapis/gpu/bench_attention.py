@@ -311,9 +311,10 @@ class Worker:
         maps = [att.maps(q.data_ptr(), k.data_ptr(), vv.data_ptr(), b * h * seq) for q, k, vv in sets]
         gx, gy = grid(v, shape)
         ctas = gx * gy
-        rec = cp.zeros(ctas * cap * harness.RECORD_DTYPE.itemsize, cp.uint8) if cap else None
+        slots = harness.timeline_slots(cap) if cap else 0  # cap records + the two clock anchors
+        rec = cp.zeros(ctas * slots * harness.RECORD_DTYPE.itemsize, cp.uint8) if cap else None
         counts = cp.zeros(ctas, cp.uint32) if cap else None
-        hargs = harness.harness_args(self.status, rec.data.ptr if cap else 0, counts.data.ptr if cap else 0, cap,
+        hargs = harness.harness_args(self.status, rec.data.ptr if cap else 0, counts.data.ptr if cap else 0, slots,
                                      WATCHDOG_NS)
         stats = self.stats if cap and v.get("counts_rescales") else None
         return (lambda i=0: att.launch(maps[i], o.data_ptr(), shape, hargs, stats.data.ptr if stats is not None
@@ -415,10 +416,12 @@ class Worker:
                      self.smi)
 
     def keep_timeline(self, rec, counts, tag: str, cap: int) -> dict:
-        """Keep the records of the CTAs on SAVED_SMS and the first CTAs, and every CTA's span, for timelines.npz."""
+        """Keep the records of the CTAs on SAVED_SMS and the first CTAs, every CTA's span and mean SM clock, for
+        timelines.npz (records in ns: the clock anchors are converted and dropped here, before saving)."""
         cnt = counts.get()
-        records = rec.get().view(harness.RECORD_DTYPE).reshape(cnt.size, cap)
-        table = cta_table(records, cnt)
+        raw = rec.get().view(harness.RECORD_DTYPE).reshape(cnt.size, harness.timeline_slots(cap))
+        records, clock_mhz = harness.anchored_to_ns(raw, cnt)
+        table = dict(cta_table(records, cnt), clock_mhz=clock_mhz)
         keep = select_ctas(table["sm"], SAVED_SMS, SAVED_FIRST_CTAS)
         self.timelines.update({f"{tag}/records": records[keep], f"{tag}/counts": cnt[keep], f"{tag}/ctas": keep,
                                **{f"{tag}/cta_{k}": val for k, val in table.items()}})
@@ -470,7 +473,9 @@ def write_manifest(dest: Path, prov: dict, builds: dict, results: list, error, a
                    rel_err="||O - ref||_2 / ||ref||_2, ref = float64 attention of the bf16 inputs (torch, GPU); "
                            "key variant/build/inputs",
                    timeline="timelines.npz keys '<variant>_<shape>/records' (harness.RECORD_DTYPE [ctas, capacity], "
-                            "t_ns absolute %globaltimer), '/counts', '/ctas', '/cta_*' (every CTA's SM and span); "
+                            "t_ns absolute %globaltimer ns, interpolated from %clock64 between each CTA's two "
+                            "clock anchors: harness.anchored_to_ns), '/counts', '/ctas', '/cta_*' (every CTA's SM, "
+                            "span and mean SM clock in MHz); "
                             "decode with harness.decode_timeline(records, counts, plan roles, plan ops)"),
         tolerance=TOLERANCE, builds=builds, results=results, error=error,
         command=" ".join(["python -m lapis.gpu.bench_attention"] + argv), wall_s=round(wall_s, 1))

@@ -315,9 +315,10 @@ class Worker:
         maps = [g.tensor_maps(self.lib, s[0].data_ptr(), s[1].data_ptr(), m, n, k) for s in sets]
         cap = timeline_capacity(v, k) if build == "timeline" else 0
         tiles = (m // v["block_m"]) * (n // v["block_n"])
-        rec = cp.zeros(tiles * cap * harness.RECORD_DTYPE.itemsize, cp.uint8) if cap else None
+        slots = harness.timeline_slots(cap) if cap else 0  # cap records + the two clock anchors
+        rec = cp.zeros(tiles * slots * harness.RECORD_DTYPE.itemsize, cp.uint8) if cap else None
         counts = cp.zeros(tiles, cp.uint32) if cap else None
-        hargs = harness.harness_args(self.status, rec.data.ptr if cap else 0, counts.data.ptr if cap else 0, cap,
+        hargs = harness.harness_args(self.status, rec.data.ptr if cap else 0, counts.data.ptr if cap else 0, slots,
                                      WATCHDOG_NS)
         c_cp = cp.from_dlpack(c)
 
@@ -340,14 +341,17 @@ class Worker:
             counts.fill(0)
             once()
             harness.synchronize(self.status, what)
-            records = rec.get().view(harness.RECORD_DTYPE).reshape(tiles, cap)
-            r.update(_timeline(records, counts.get(), self.plan, self.work, f"{name}_{size}"))
+            cnt = counts.get()
+            raw = rec.get().view(harness.RECORD_DTYPE).reshape(tiles, slots)
+            records, clock_mhz = harness.anchored_to_ns(raw, cnt)  # ns, anchors dropped, before saving
+            r.update(_timeline(records, cnt, self.plan, self.work, f"{name}_{size}", clock_mhz))
         return r
 
 
-def _timeline(records: np.ndarray, cnt: np.ndarray, plan: dict, work: Path, tag: str) -> dict:
-    """Save the selected CTAs' raw records and every CTA's span; summarise the recorded launch."""
-    table = cta_table(records, cnt)
+def _timeline(records: np.ndarray, cnt: np.ndarray, plan: dict, work: Path, tag: str, clock_mhz: np.ndarray) -> dict:
+    """Save the selected CTAs' records (ns) and every CTA's span and mean SM clock (MHz); summarise the
+    recorded launch."""
+    table = dict(cta_table(records, cnt), clock_mhz=clock_mhz)
     keep = select_ctas(table["sm"])
     np.savez_compressed(work / "timelines" / f"{tag}.npz", records=records[keep], counts=cnt[keep], ctas=keep,
                         roles=np.array(plan["roles"]), ops=np.array(plan["ops"]),
@@ -448,7 +452,9 @@ def write_manifest(dest: Path, prov: dict, builds: dict, results: list, demo, er
         schedule="h200-gemm-ws", variants={n: VARIANTS[n] for e in results for n in e["variants"]},
         units=dict(time="us (CUDA events per launch)", spread_pct="100 * IQR / median over the timed runs",
                    rel_err="||C - ref||_2 / ||ref||_2, ref = fp32 matmul of the bf16 inputs",
-                   timeline="records: harness.RECORD_DTYPE [ctas, capacity], t_ns absolute %globaltimer ns; "
+                   timeline="records: harness.RECORD_DTYPE [ctas, capacity], t_ns absolute %globaltimer ns "
+                            "(interpolated from %clock64 between each CTA's clock anchors: harness.anchored_to_ns); "
+                            "cta_clock_mhz: each CTA's mean SM clock; "
                             "decode with lapis.gpu.harness.decode_timeline(records, counts, roles, ops)"),
         tolerance=TOLERANCE, builds=builds, results=results, watchdog_demo=demo, error=error,
         plan_summary=dict(block_m=plan["block_m"], block_k=plan["block_k"], group_m=plan["group_m"]),

@@ -8,6 +8,9 @@
   `harness_args` packs the kernel's `HarnessArgs` parameter.
 - `run_guarded(argv, timeout_s, what)`: runs a kernel's process with a timeout, so a blocking hang (bar.sync,
   wgmma.wait_group: no watchdog can see them) becomes `KernelHang` naming the kernel and its parameters.
+- `timeline_slots(capacity)`: the row length (HarnessArgs.capacity) for `capacity` records plus the two clock
+  anchors; `anchored_to_ns(raw, counts)`: the rows read back from the device (t_ns in %clock64 cycles) ->
+  records in %globaltimer ns without the anchors, the format that is saved and decoded.
 - `decode_timeline(...)`: per-CTA timeline records -> events in the simulator's schema
   (`lapis.pipeline_sim.recorder.Event` fields, as plain dicts; `Event(**d)` rebuilds them).
 
@@ -39,6 +42,9 @@ HARNESS_DTYPE = np.dtype([("status", "<u8"), ("timeline", "<u8"), ("counts", "<u
                           ("pad", "<u4"), ("timeout_ns", "<u8")], align=True)
 STATUS_CODES = {0: "ok", 1: "mbarrier timeout"}
 KIND_COMPLETE = 0x80  # bit 7 of Record.op: the record is an observed completion (a wait returned)
+# Clock anchors (harness.cuh ANCHOR): slot 0 and slot capacity-1 of each CTA's row pair %globaltimer ns
+# (work_item low, k_index high 32 bits) with %clock64 cycles (t_ns). Kernels' op codes stay below ANCHOR_OP.
+ANCHOR_OP, ANCHOR_ROLE, ANCHOR_SLOTS = 0x7F, 0xFF, 2
 
 
 class KernelHang(RuntimeError):
@@ -207,6 +213,60 @@ def run_guarded(argv: list[str], timeout_s: float, what: str, env=None) -> subpr
 
 
 # --------------------------------------------------------------------------------------- timeline --
+
+def timeline_slots(capacity: int) -> int:
+    """Slots per CTA row to allocate and pass as HarnessArgs.capacity: `capacity` records + ANCHOR_SLOTS."""
+    return int(capacity) + ANCHOR_SLOTS
+
+
+def anchored_to_ns(raw: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Device rows -> saved records: each CTA's %clock64 cycles mapped to %globaltimer ns; anchors dropped.
+
+    raw: RECORD_DTYPE [ctas, slots] as the kernel wrote it (slot 0 and slot slots-1: the CTA's opening and
+    closing anchors; records in slots 1.. in cursor order, t_ns in SM cycles). counts: uint32 [ctas], records
+    attempted (anchors excluded), unchanged by the conversion. Each written record gets
+    t_ns = g0 + round((c - c0) * (g1 - g0) / (c1 - c0)) from its CTA's anchors (c: cycles, g: ns; integer
+    arithmetic, halves rounded up). Linear in between: assumes the SM clock constant over the CTA's life;
+    %clock64 is per SM, hence per-CTA anchors (PTX ISA special registers %clock64, %globaltimer).
+    Returns (records RECORD_DTYPE [ctas, slots - 2], t_ns absolute ns, slots past a CTA's count untouched;
+    clock_mhz float64 [ctas], the CTA's mean SM clock, NaN when its anchors share one globaltimer tick).
+    Raises LayoutError when a row lacks its anchors, or its clock did not advance between them.
+    """
+    from lapis.errors import LayoutError
+    raw, counts = np.asarray(raw), np.asarray(counts)
+    if raw.ndim != 2 or raw.shape[1] < ANCHOR_SLOTS:
+        raise LayoutError("timeline rows hold two anchor slots", f"shape {raw.shape}",
+                          "allocate timeline_slots(capacity) records per CTA")
+    a0, a1 = raw[:, 0], raw[:, -1]
+    bad = np.flatnonzero((a0["op"] != ANCHOR_OP) | (a1["op"] != ANCHOR_OP))
+    if bad.size:
+        k = int(bad[0])
+        raise LayoutError("each CTA row opens and closes with a clock anchor (op 0x7F)",
+                          f"CTA {k}: first op {int(a0['op'][k]):#x}, last op {int(a1['op'][k]):#x}",
+                          "pass timeline_slots(capacity) as HarnessArgs.capacity and read back after the kernel "
+                          "ran Timeline::finish (a trapped launch writes no anchors)")
+
+    def ns(a):
+        return (a["work_item"].astype(np.int64) | (a["k_index"].astype(np.int64) << 32))
+
+    c0, g0 = a0["t_ns"].astype(np.int64), ns(a0)
+    dc, dg = a1["t_ns"].astype(np.int64) - c0, ns(a1) - g0
+    # cycles x ns below 2^62 keeps the products in int64 (a CTA of ~2 s at 1.98 GHz reaches it)
+    bad = np.flatnonzero((dc <= 0) | (dg < 0) | (dc.astype(np.float64) * dg >= 2.0 ** 62))
+    if bad.size:
+        k = int(bad[0])
+        raise LayoutError("a CTA's closing anchor comes after its opening one (clock and globaltimer both "
+                          "advance) and within ~1 s", f"CTA {k}: {int(dc[k])} cycles, {int(dg[k])} ns apart",
+                          "call Timeline::init before the CTA's records and Timeline::finish after them")
+    records = raw[:, 1:-1].copy()
+    valid = np.arange(records.shape[1])[None, :] < np.minimum(counts, records.shape[1])[:, None]
+    c = records["t_ns"].astype(np.int64) - c0[:, None]
+    t = g0[:, None] + (c * dg[:, None] + dc[:, None] // 2) // dc[:, None]
+    records["t_ns"] = np.where(valid, t, records["t_ns"].astype(np.int64)).astype(np.uint64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mhz = np.where(dg > 0, 1e3 * dc / np.maximum(dg, 1), np.nan)
+    return records, mhz
+
 
 def decode_timeline(records: np.ndarray, counts: np.ndarray, roles, ops, t0_ns: int | None = None) -> dict:
     """Records -> simulator-schema events.

@@ -13,8 +13,15 @@
 //    an instant: "op `op` of role `role` ended now", either an issue (the role issued work: a TMA, a
 //    wgmma batch, stores) or a completion (a wait returned, which is when hardware completion is seen).
 //    A role's activity spans from its previous record to this one; each role starts with a START record.
-//    Records go to a per-CTA slice of a global buffer through a per-CTA shared-memory cursor; records
-//    past the slice's capacity are counted, never written. The CTA's count lands in counts[cta] at exit.
+//    Records go to a per-CTA row of a global buffer through a per-CTA shared-memory cursor; records
+//    past the row's room are counted, never written. The CTA's count lands in counts[cta] at exit.
+//    A record's time is %clock64 (SM cycles, the cheapest clock to read; kernels/timeline_cost.cu measures
+//    what a record costs with it and with %globaltimer, which records read before). Each row opens and closes with an ANCHOR record pairing %globaltimer with %clock64 (at
+//    init and at finish, in fixed slots 0 and capacity-1, so an overflow never loses them); the host
+//    (harness.anchored_to_ns) maps each CTA's cycles to %globaltimer ns by linear interpolation between
+//    its two anchors and drops them, before anything is saved. %clock64 is per SM and a CTA never leaves
+//    its SM, so per-CTA anchors suffice; the interpolation assumes the SM clock is constant over the CTA's
+//    life (tens of µs).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -42,9 +49,13 @@ struct Status {
 
 enum Kind : uint8_t { ISSUE = 0, COMPLETE = 1 };
 constexpr uint8_t START = 0;  // op 0 of every kernel: a role begins (seeds its first span)
+// Reserved op (kind ISSUE, role 0xFF): a clock anchor. t_ns holds %clock64 (cycles), work_item the low and
+// k_index the high 32 bits of %globaltimer (ns). Kernels' own op codes stay below it (harness.ANCHOR_OP).
+constexpr uint8_t ANCHOR = 0x7F;
+constexpr uint32_t ANCHOR_SLOTS = 2;  // slot 0: at init; slot capacity-1: at finish; records in between
 
 // 24 bytes, little-endian, no padding (numpy: t_ns u8, cta u4, work_item u4, k_index i4, sm u2, role u1,
-// op u1; op's bit 7 is the kind).
+// op u1; op's bit 7 is the kind). On the device t_ns is %clock64 cycles; the host turns it into ns.
 struct Record {
   uint64_t t_ns;
   uint32_t cta;
@@ -59,9 +70,9 @@ static_assert(sizeof(Record) == 24 && offsetof(Record, sm) == 20, "Record layout
 // Kernel parameter, passed by value (a numpy structured scalar, align=True, on the host).
 struct HarnessArgs {
   Status* status;        // device view of the mapped pinned Status
-  Record* timeline;      // capacity records per CTA (null when not recording)
-  uint32_t* counts;      // records attempted per CTA (count - capacity = overflow)
-  uint32_t capacity;     // records per CTA
+  Record* timeline;      // capacity slots per CTA: 2 anchors + capacity - 2 records (null when not recording)
+  uint32_t* counts;      // records attempted per CTA, anchors excluded (count - (capacity - 2) = overflow)
+  uint32_t capacity;     // slots per CTA (harness.timeline_slots: records + ANCHOR_SLOTS)
   uint32_t pad;
   uint64_t timeout_ns;   // watchdog deadline of each mbarrier wait
 };
@@ -75,6 +86,13 @@ __device__ __forceinline__ uint64_t globaltimer_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
+}
+
+// SM cycle counter (PTX ISA special registers, %clock64): per SM, not synchronized across SMs.
+__device__ __forceinline__ uint64_t clock64_cycles() {
+  uint64_t c;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
+  return c;
 }
 
 __device__ __forceinline__ uint32_t smid() {
@@ -151,30 +169,75 @@ struct Timeline {
   __device__ __forceinline__ void finish(const HarnessArgs&, uint32_t*) {}
 };
 
+// One (%globaltimer, %clock64) pair. The globaltimer read sits between two clock reads and is paired with
+// their mean: its own latency then biases both anchors of a CTA alike (an offset, not a slope).
+struct ClockPair {
+  uint64_t cycles, ns;
+};
+
+__device__ __forceinline__ ClockPair clock_pair() {
+  const uint64_t c0 = clock64_cycles();
+  const uint64_t ns = globaltimer_ns();
+  const uint64_t c1 = clock64_cycles();
+  return ClockPair{c0 + (c1 - c0) / 2, ns};
+}
+
+// The CTA's opening pair, taken at init and written out at finish (init has no HarnessArgs): 16 bytes of
+// static shared memory in kernels built with the timeline only.
+__device__ __forceinline__ ClockPair* opening_pair() {
+  __shared__ ClockPair pair;
+  return &pair;
+}
+
+__device__ __forceinline__ Record anchor_record(ClockPair p) {
+  Record r;
+  r.t_ns = p.cycles;
+  r.cta = cta_linear();
+  r.work_item = static_cast<uint32_t>(p.ns);
+  r.k_index = static_cast<int32_t>(static_cast<uint32_t>(p.ns >> 32));
+  r.sm = static_cast<uint16_t>(smid());
+  r.role = 0xFF;
+  r.op = ANCHOR;
+  return r;
+}
+
 template <>
 struct Timeline<true> {
-  // cursor: one uint32 in shared memory, zeroed by one thread before the CTA's first __syncthreads.
-  __device__ __forceinline__ void init(uint32_t* cursor) { *cursor = 0; }
+  // By one thread before the CTA's first __syncthreads: zeroes the cursor (one uint32 in shared memory) and
+  // takes the opening anchor.
+  __device__ __forceinline__ void init(uint32_t* cursor) {
+    *cursor = 0;
+    *opening_pair() = clock_pair();
+  }
 
+  // Cursor value i goes to slot 1 + i while a slot is left before the closing anchor's. The shared-memory
+  // atomicAdd stays: one cursor keeps the row in record order and counts[] as the records attempted; a
+  // register cursor per role would need per-role rows and capacities.
   __device__ __forceinline__ void record(const HarnessArgs& h, uint32_t* cursor, uint8_t role, uint8_t op, Kind kind,
                                          uint32_t work_item, int32_t k_index) {
-    const uint64_t t = globaltimer_ns();
+    const uint64_t t = clock64_cycles();
     const uint32_t i = atomicAdd(cursor, 1u);
-    if (i >= h.capacity || h.timeline == nullptr) return;  // counted (cursor), not written
+    if (h.timeline == nullptr || i + ANCHOR_SLOTS >= h.capacity) return;  // counted (cursor), not written
     Record r;
-    r.t_ns = t;
+    r.t_ns = t;  // cycles until the host converts
     r.cta = cta_linear();
     r.work_item = work_item;
     r.k_index = k_index;
     r.sm = static_cast<uint16_t>(smid());
     r.role = role;
     r.op = static_cast<uint8_t>(op | (kind << 7));
-    h.timeline[static_cast<uint64_t>(r.cta) * h.capacity + i] = r;
+    h.timeline[static_cast<uint64_t>(r.cta) * h.capacity + 1 + i] = r;
   }
 
-  // After the CTA's last record (behind a CTA-wide barrier), one thread publishes the count.
+  // After the CTA's last record (behind a CTA-wide barrier), by one thread: publishes the count and writes
+  // the two anchors (the opening pair is in shared memory, visible since the first __syncthreads).
   __device__ __forceinline__ void finish(const HarnessArgs& h, uint32_t* cursor) {
+    const ClockPair closing = clock_pair();
     if (h.counts != nullptr) h.counts[cta_linear()] = *cursor;
+    if (h.timeline == nullptr || h.capacity < ANCHOR_SLOTS) return;
+    Record* row = h.timeline + static_cast<uint64_t>(cta_linear()) * h.capacity;
+    row[0] = anchor_record(*opening_pair());
+    row[h.capacity - 1] = anchor_record(closing);
   }
 };
 
