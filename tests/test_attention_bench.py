@@ -129,9 +129,18 @@ def test_per_variant_blind_files_are_sets_of_their_own_with_the_kernel_parameter
 
 
 def test_bench_and_sanitizer_take_a_variant_subset():
-    r = subprocess.run([sys.executable, "-m", "lapis.gpu.bench_attention", "--out", "/tmp/x", "--variants", "s3,s9"],
+    r = subprocess.run([sys.executable, "-m", "lapis.gpu.bench_attention", "--out", "/tmp/x", "--variants", "s3,s10"],
                        capture_output=True, text=True)
-    assert r.returncode == 2 and "unknown variants ['s9']" in r.stderr
+    assert r.returncode == 2 and "unknown variants ['s10']" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "lapis.gpu.sanitize_attention", "--out", "/tmp/x", "--variants",
+                        "s9:causal,s3:causal"], capture_output=True, text=True)  # s3 has no causal build
+    assert r.returncode == 2 and "unknown variants ['s3:causal']" in r.stderr
+    with pytest.raises(LayoutError, match="--causal needs a variant with a causal build"):
+        ba.check_shape(ba.VARIANTS["s8"], "8x16x4096x128", causal=True)
+    assert ba.check_shape(ba.VARIANTS["s9"], "8x16x4096x128", causal=True) == (8, 16, 4096, 128)
+    assert sa.split_variant("s9:causal") == ("s9", True) and sa.split_variant("s5") == ("s5", False)
+    assert ba.kernel_name(ba.VARIANTS["s9"], causal=True) == "attn_s9_tuned_causal_s3_n128_c2"
+    assert ba.flops("1x1x1024x128", causal=True) == 2.0 * 1024 * 1024 * 128
     r = subprocess.run([sys.executable, "-m", "lapis.gpu.sanitize_attention", "--out", "/tmp/x", "--variants", "s0"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "unknown variants ['s0']" in r.stderr
@@ -204,3 +213,16 @@ def test_s6s7_blind_file_holds_the_emulate_frac_sweep_and_s7():
     assert got == {("s6", "h200-s6-exp2", 0.0, None), ("s6_emu8", "h200-s6-exp2", 0.125, None),
                    ("s6_emu4", "h200-s6-exp2", 0.25, None), ("s7", "h200-s7-cond-rescale", 0.0, 8.0)}
     assert len(d["entries"]) == 4 * len(ba.DEFAULT_SHAPES)
+
+
+def test_s9_blind_sets_hold_the_kernel_parameters_causal_and_not():
+    from lapis import blind_predictions
+    plain, causal = (blind_predictions.load(n)["entries"] for n in ("attention_h200_s9", "attention_h200_s9_causal"))
+    base = dict(block_m=128, block_n=128, stages=3, consumer_wgs=2, regs_producer=40, regs_consumer=232,
+                emulate_frac=0.0, threshold=8.0)
+    assert [e["params"] for e in plain] == [base] * len(ba.DEFAULT_SHAPES)
+    assert [e["params"] for e in causal] == [dict(base, causal=1, persistent_order="heavy_first")] * 5
+    assert all(e["causal"] is True and e["schedule"] == "h200-s9-tuned" for e in causal)
+    for e in causal:  # causal FLOPs: half of 4 B H L^2 D
+        b, h, seq, dd = (int(x) for x in e["shape"].split("x"))
+        assert abs(e["tflops"] - 2 * b * h * seq * seq * dd / e["predicted_us"] / 1e6) < 0.1
