@@ -268,14 +268,14 @@ __device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&corr)
 }
 
 // Causal mask of the diagonal tile (block_m = block_n, the Q tile's own keys): key column > query row -> -inf, by
-// select, not branch (PV_{j-1} is in flight). Rows of warpgroup wg: 64 wg + the accumulator fragment's row.
+// select (PV_{j-1} is in flight); only the diagonal turn runs it. Rows of warpgroup wg: 64 wg + the fragment's row.
 template <int BN>
-__device__ __forceinline__ void mask_diagonal(float (&s)[BN / 2], bool diagonal, int wg) {
+__device__ __forceinline__ void mask_diagonal(float (&s)[BN / 2], int wg) {
   const int t = threadIdx.x % 128, row = 64 * wg + 16 * (t / 32) + (t % 32) / 4;
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) {
     const int col = 8 * (i / 4) + 2 * (t % 4) + i % 2;
-    s[i] = diagonal && col > row + 8 * ((i / 2) % 2) ? -CUDART_INF_F : s[i];
+    s[i] = col > row + 8 * ((i / 2) % 2) ? -CUDART_INF_F : s[i];
   }
 }
 
@@ -457,8 +457,10 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       // ptxas serializes wgmmas (its C7513..C7520 reports) when a wgmma.wait_group or a wgmma.fence sits behind a
       // runtime branch while a wgmma is in flight, or when S is a loop-carried register array that s5's softmax
       // redefines while PV_{j-1} runs; hence S fresh per turn.
-      auto turn = [&](int j, auto first, auto final) {
+      // DIAG (causal only): the item's diagonal K/V tile, masked; compile-time too, so other tiles pay nothing.
+      auto turn = [&](int j, auto first, auto final, auto diagonal) {
         constexpr bool FIRST = decltype(first)::value, last = decltype(final)::value;  // last: the last PV's own turn
+        constexpr bool DIAG = decltype(diagonal)::value;
         float sacc[BN / 2];  // S_j: fresh each turn (zero-initialized by QK's first K-step, scale-d 0)
         __syncwarp();
         if (!last) {
@@ -516,7 +518,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           // s8+: the item's last QK is done, so its Q slot is free (predicated: PV_{j-1} is in flight)
           if (F::PERSIST) mbar_arrive_if(&q_empty[q_slot], warp_leader && j == kv_tiles - 1);
           float corr[2];
-          if (F::CAUSAL) mask_diagonal<BN>(sacc, j == kv_tiles - 1, wg);
+          if (DIAG) mask_diagonal<BN>(sacc, wg);
           const bool moved = softmax_scores<BN, F>(sacc, m, l, corr, scale_log2, rescales);  // overlaps PV_{j-1}
           if (leader) tl.record(h, &cursor, role, P::OP_SOFTMAX, ISSUE, work, j);
           if (!FIRST) {
@@ -565,9 +567,14 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           m[0] = m[1] = -CUDART_INF_F;
           l[0] = l[1] = 0.f;
         }
-        turn(0, Bool<true>{}, Bool<false>{});
-        for (int j = 1; j < kv_tiles; ++j) turn(j, Bool<false>{}, Bool<false>{});
-        turn(kv_tiles, Bool<false>{}, Bool<true>{});
+        if (F::CAUSAL && kv_tiles == 1) {  // tile 0 is the diagonal
+          turn(0, Bool<true>{}, Bool<false>{}, Bool<F::CAUSAL>{});
+        } else {
+          turn(0, Bool<true>{}, Bool<false>{}, Bool<false>{});
+          for (int j = 1; j < kv_tiles - (F::CAUSAL ? 1 : 0); ++j) turn(j, Bool<false>{}, Bool<false>{}, Bool<false>{});
+          if (F::CAUSAL) turn(kv_tiles - 1, Bool<false>{}, Bool<false>{}, Bool<F::CAUSAL>{});
+        }
+        turn(kv_tiles, Bool<false>{}, Bool<true>{}, Bool<false>{});
         store_o(o, l, out, (F::PERSIST ? q0 : q_row0) + 64 * wg);
         if (leader) tl.record(h, &cursor, role, P::OP_EPILOGUE, ISSUE, work, -1);
       }

@@ -227,6 +227,8 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     fma_ns = scores * (FMA_OPS_PER_SCORE[exp2] + CUBIC_FMA_OPS * emulate) / f_rate
     freq = rescale_frequency(bn, prm["threshold"]) if flags.get("cond_rescale") else 1.0
     rescale_ns = rows * d * freq / f_rate
+    from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE  # here: causal.py imports this module
+    mask_ns = scores * MASK_OPS_PER_SCORE / f_rate  # s9 causal (attention_h200.cu mask_diagonal), diagonal tile only
     tile_bytes = bn * d * 2  # one K or V tile
     pp = bool(flags.get("pingpong")) and wgs >= 2
     checked = []  # (HappensBefore or None, barriers) of each SM simulated
@@ -340,13 +342,14 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                     rec.add(role, f"wait GEMM turn (bar.sync {PINGPONG_BAR0 + i})", t0, kind="wait", work_item=item,
                             k_index=j)
 
-            def softmax(role, item, j, with_rescale):
+            def softmax(role, item, j, with_rescale, diagonal=False):
                 kw = dict(work_item=item, k_index=j)
                 yield from use(mufu, "mufu", mufu_ns, role, "softmax ex2", **kw)
+                mask = mask_ns if diagonal else 0.0  # causal: the diagonal tile's compare + select per score
                 if with_rescale:
-                    yield from use(fma, "fma", fma_ns + rescale_ns, role, "softmax FMA + O rescale", **kw)
+                    yield from use(fma, "fma", fma_ns + mask + rescale_ns, role, "softmax FMA + O rescale", **kw)
                 else:
-                    yield from use(fma, "fma", fma_ns, role, "softmax FMA", **kw)
+                    yield from use(fma, "fma", fma_ns + mask, role, "softmax FMA", **kw)
 
             def consumer(i):
                 role = consumers[i]
@@ -381,7 +384,8 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                                 turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
                             yield from wait_group(g, 1 if held else 0, role, item, j)  # S_j ready; PV_{j-1} may run on
                             rings["K"].consumer_release(kst, role)
-                            yield from softmax(role, item, j, with_rescale=False)
+                            yield from softmax(role, item, j, with_rescale=False,
+                                               diagonal=bool(prm["causal"]) and j == n_kv - 1)
                             if held:
                                 yield from wait_group(g, 0, role, item, j)
                                 rings["V"].consumer_release(held[1], role)
