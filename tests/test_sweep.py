@@ -64,9 +64,10 @@ def test_configurations_that_do_not_fit_are_kept_with_the_simulators_reason(tmp_
 def test_runnable_marks_the_instantiated_kernel_only(tmp_path):
     r = run_sweep(S8, [TINY], ["stages=2,3", "block_n=64,128"], executor="serial", out=tmp_path, figure=False)
     by = {tuple(v for _, v in row["config"]): row for row in r["rows"]}
-    assert by[(128, 2)]["runnable"] and by[(128, 2)]["kernel"] == "attn_s4_pingpong_s2_n128_c2"
-    assert not by[(128, 3)]["runnable"] and "attn_s4_pingpong_s3_n128_c2 is not instantiated" in by[(128, 3)]["kernel"]
+    assert by[(128, 2)]["runnable"] and by[(128, 2)]["kernel"] == "attn_s8_persistent_s2_n128_c2"
+    assert by[(128, 3)]["runnable"] and by[(128, 3)]["kernel"] == "attn_s9_tuned_s3_n128_c2"  # s8's loop, 3 stages
     assert not by[(64, 2)]["runnable"] and by[(64, 2)]["fits"]
+    assert "attn_s8_persistent_s2_n64_c2 is not instantiated" in by[(64, 2)]["kernel"]
     gemm = ev.evaluate(ev.Task("h200-gemm-ws", "h200", "256x256x256", (), "full"))
     assert gemm["fits"] and not gemm["runnable"] and "no kernel for h200-gemm-ws" in gemm["kernel"]
 
@@ -142,16 +143,17 @@ def test_validate_top_adds_measured_columns_for_runnable_rows_only(tmp_path, mon
         seen.append(argv)
         out = tmp_path / "validate"
         out.mkdir()
-        res = [dict(shape=s, variants={"s4": dict(plain=dict(median_us=us))}) for s, us in zip(shapes, (10.0, 40.0))]
+        res = [dict(shape=s, variants={"s8": dict(plain=dict(median_us=us)), "s9": dict(plain=dict(median_us=2 * us))})
+               for s, us in zip(shapes, (10.0, 40.0))]
         (out / "manifest.json").write_text(json.dumps(dict(results=res)))
         return 0
 
     monkeypatch.setattr(harness, "gpu_present", lambda: True)
     monkeypatch.setattr(bench_attention, "main", fake_main)
     path = validate_top(r, 2, tmp_path)
-    assert seen == [["--out", str(tmp_path / "validate"), "--variants", "s4", "--shapes", ",".join(shapes)]]
+    assert seen == [["--out", str(tmp_path / "validate"), "--variants", "s8,s9", "--shapes", ",".join(shapes)]]
     rows = list(csv.DictReader(path.open()))
     got = {(x["stages"], x["shape"]): (x["measured_us"], x["measured_tflops"]) for x in rows}
     # 4 B H L^2 D FLOPs over the measured time: 4*1*2*512^2*128 / 10 us = 26.84 TFLOP/s; 4*2*1024^2*128 / 40 us
     assert got[("2", TINY)] == ("10.000", "26.84") and got[("2", "1x2x1024x128")] == ("40.000", "26.84")
-    assert got[("3", TINY)] == ("", "")  # stages 3 has no instantiated kernel
+    assert got[("3", TINY)] == ("20.000", "13.42")  # stages 3: the s9 build (s8's loop at 3 stages), 20 us

@@ -33,6 +33,8 @@ def add_parser(sub) -> None:
     sw.add_argument("--top", type=int, default=5, help="configurations printed (default 5)")
     sw.add_argument("--validate-top", type=int, metavar="K", help="GPU only: build and time the K best runnable "
                     "configurations with lapis.gpu.bench_attention; adds measured columns (validated.csv)")
+    sw.add_argument("--provenance", help="with --validate-top: JSON from `python -m lapis.provenance $(lapis bench "
+                    "attention --sources)`, made where git is, for the kernels' manifest")
     sw.add_argument("--json", action="store_true", help="machine-readable output (summary and rows)")
 
 
@@ -48,7 +50,7 @@ def cli_sweep(args) -> int:
         print(top_text(r["ranked"], r["shapes"], args.top))
     if args.validate_top:
         from lapis.sweep.validate import validate_top
-        path = validate_top(r, args.validate_top, args.out)  # LayoutError without a GPU: exit 2, table kept
+        path = validate_top(r, args.validate_top, args.out, args.provenance)  # LayoutError without a GPU: exit 2, table kept
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
 

@@ -23,7 +23,7 @@ def require_gpu() -> None:
                           "(the predicted table is written and left as it is)")
 
 
-def validate_top(result: dict, k: int, out: Path) -> Path:
+def validate_top(result: dict, k: int, out: Path, provenance: str | None = None) -> Path:
     """Time the kernels of the k best runnable configurations at the sweep's shapes; write validated.csv."""
     from lapis.gpu import bench_attention as bench
     require_gpu()
@@ -33,7 +33,8 @@ def validate_top(result: dict, k: int, out: Path) -> Path:
         raise LayoutError("no runnable configuration to validate", f"top {k}", "sweep parameters a kernel takes "
                           "(lapis.sweep.runnable)")
     dest = Path(out) / "validate"
-    rc = bench.main(["--out", str(dest), "--variants", ",".join(names), "--shapes", ",".join(result["shapes"])])
+    prov = ["--provenance", str(provenance)] if provenance else []
+    rc = bench.main(["--out", str(dest), "--variants", ",".join(names), "--shapes", ",".join(result["shapes"]), *prov])
     man = json.loads((dest / "manifest.json").read_text())
     measured = {(bench.kernel_name(bench.VARIANTS[n]), e["shape"]): ve["plain"]["median_us"]
                 for e in man["results"] for n, ve in e.get("variants", {}).items() if "plain" in ve}
