@@ -183,6 +183,40 @@ def _findings(occ: dict, lim: dict) -> list[str]:
     ]
 
 
+def rescale_rows(captures: str | None = None, variant: str = "s7") -> list[dict]:
+    """s7's conditional rescale: per shape and input kind, the frequency the instrumented build counted (the latest
+    capture that counted it) beside lapis.model.numerics.rescale_frequency_of on inputs drawn the same way."""
+    import json
+
+    from lapis.model.numerics import rescale_frequency_of
+    from lapis.validate import captures_root
+    root, found = captures_root(captures, kinds=(ac.KIND,)), {}
+    for folder in ac._folders(root, "manifest.json"):  # oldest first: a later capture wins
+        for e in json.loads((folder / "manifest.json").read_text())["results"]:
+            for key, r in e.get("rescales", {}).items():
+                if key.split("/")[0] == variant:
+                    found[(e["shape"], key.split("/")[1])] = dict(r, capture=f"{ac.KIND}/{folder.name}")
+    out = []
+    for (shape, kind), r in found.items():
+        seq = int(shape.split("x")[2])
+        if seq < 1024:
+            continue  # the small correctness shape: too few tiles to say much
+        out.append(dict(variant=variant, shape=shape, inputs=kind, measured=r["frequency"], capture=r["capture"],
+                        predicted=rescale_frequency_of(kind, seq, rows=64, seeds=2)))
+    return out
+
+
+def _rescale_table(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    md = ["### Conditional rescale (s7): how often O is rescaled, predicted against counted", "",
+          "Per row and K/V tile past the first, threshold 8 (log2 units): counted by the instrumented s7 build over "
+          "every row of the shape; predicted by lapis.model.numerics on 64 rows x 2 draws of the same inputs.", "",
+          "| shape | inputs | counted | predicted |", "|---|---|---:|---:|"]
+    md += [f"| {r['shape']} | {r['inputs']} | {r['measured']:.4f} | {r['predicted']:.4f} |" for r in rows]
+    return md + [""]
+
+
 def kernels_section(out: Path, captures: str | None = None) -> tuple[str, dict]:
     """(markdown, {"kernels": [row], "kernels_analysis": {...}}); writes the bar chart and one Gantt per variant."""
     from lapis.figures.predicted_measured import predicted_measured_bars
@@ -191,12 +225,13 @@ def kernels_section(out: Path, captures: str | None = None) -> tuple[str, dict]:
     occ, lim = occupancy(captures), limiter(captures, rows)
     md = ["## Kernels: real Hopper attention on the H200", "",
           f"Captures {', '.join(f'`{c}`' for c in dict.fromkeys(r['capture'] for r in rows))} (plain build, CUDA events, torch SDPA with each backend forced in the "
-          "same process). TFLOP/s = 4 B H L² D / median (non-causal); ratio to cuDNN = cuDNN's median time / ours "
+          "same process). TFLOP/s = 4 B H L² D / median (causal rows: half the FLOPs, SDPA with is_causal); "
+          "ratio to cuDNN = cuDNN's median time / ours "
           "(above 1: faster than cuDNN); rel err = ||O - ref|| / ||ref|| against float64 on normal and "
           "heavy-tailed scores; sanitizer clean = memcheck, racecheck and synccheck with 0 errors at "
           "1x2x512x128; timeline overhead = how much slower the instrumented build is. err % = (predicted - "
           "measured) / measured TFLOP/s (positive: the model is too fast); blind = committed before the timed "
-          "run, now = the current profile and model at the schedule's default parameters.", ""]
+          "run, now = the current profile and model at the kernel's parameters.", ""]
     md += _table(rows)
     bars = out / "kernels_tflops.png"
     predicted_measured_bars(rows, bars, title="Hopper attention: predicted against measured on the H200",
@@ -204,10 +239,12 @@ def kernels_section(out: Path, captures: str | None = None) -> tuple[str, dict]:
                             ylabel="TFLOP/s (bf16, 4·B·H·L²·D / time)")
     md += ["", f"![attention predicted against measured]({bars.name})", ""]
     md += _findings(occ, lim) + [""]
+    resc = rescale_rows(captures)
+    md += _rescale_table(resc)
     for name in occ:
         row = next(r for r in rows if r["variant"] == name)
         path = _gantt(out, captures, row)
         md += [f"### Measured: `{row['schedule']}` at {row['shape']}, SM 0", "", f"![{name} measured]({path.name})", ""]
     numbers = dict(kernels=[{k: r[k] for k in JSON_KEYS} for r in rows],
-                   kernels_analysis=dict(occupancy=occ, limiter=lim, wall_s=round(time.time() - t0, 2)))
+                   kernels_analysis=dict(occupancy=occ, limiter=lim, rescales=resc, wall_s=round(time.time() - t0, 2)))
     return "\n".join(md), numbers

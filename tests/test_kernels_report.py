@@ -19,7 +19,11 @@ MAN = json.loads((CAP / "h200-2026-11-29" / "manifest.json").read_text())
 MAN_S3 = json.loads((CAP / "h200-2026-11-29-s3" / "manifest.json").read_text())  # s3, timed in a later run
 MAN_S4 = json.loads((CAP / "h200-2026-11-30-s4" / "manifest.json").read_text())  # s3 again and s4, the last run
 MAN_S5 = json.loads((CAP / "h200-2026-11-30-s5" / "manifest.json").read_text())  # s3, s4 again and s5
-MAN_ALL = json.loads((CAP / "h200-2026-11-30-all" / "manifest.json").read_text())  # s1..s8 in one run, the last
+MAN_ALL = json.loads((CAP / "h200-2026-11-30-all" / "manifest.json").read_text())  # s1..s8 in one run
+MAN_S8S9 = json.loads((CAP / "h200-2026-11-30-s8s9" / "manifest.json").read_text())  # s8 again and s9, later
+MAN_CAUSAL = json.loads((CAP / "h200-2026-11-30-s9causal-v2" / "manifest.json").read_text())  # s9 causal, the last
+SAN_S9 = json.loads((CAP / "h200-2026-11-30-s9-sanitize" / "sanitizer.json").read_text())  # s9
+SAN_S9C = json.loads((CAP / "h200-2026-11-30-s9causal-v2-sanitize" / "sanitizer.json").read_text())  # s9:causal
 SAN_S5 = json.loads((CAP / "h200-2026-11-30-s5-sanitize" / "sanitizer.json").read_text())  # s5
 SAN_S6S7 = json.loads((CAP / "h200-2026-11-30-s6s7-sanitize" / "sanitizer.json").read_text())  # s6 (3 builds), s7
 SAN_S8 = json.loads((CAP / "h200-2026-11-30-s8-sanitize" / "sanitizer.json").read_text())  # s8
@@ -27,15 +31,15 @@ SAN = json.loads((CAP / "h200-2026-11-30-sanitize" / "sanitizer.json").read_text
 SAN_S4 = json.loads((CAP / "h200-2026-11-30-s4-sanitize" / "sanitizer.json").read_text())  # s3 and s4
 BLIND = json.loads((ROOT / "lapis" / "blind" / "attention_h200.json").read_text())
 for extra in ("attention_h200_s3s4", "attention_h200_s4", "attention_h200_s5", "attention_h200_s6s7",
-              "attention_h200_s8"):
+              "attention_h200_s8", "attention_h200_s9", "attention_h200_s9_causal"):
     BLIND["entries"] += json.loads((ROOT / "lapis" / "blind" / f"{extra}.json").read_text())["entries"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def timed(shape, variant="s1"):
+def timed(shape, variant="s1", causal=False):
     """The latest capture's entry that timed `variant` at `shape` (a later capture of a variant wins)."""
-    return next(e for m in (MAN_ALL, MAN_S5, MAN_S4, MAN_S3, MAN) for e in m["results"] if e["shape"] == shape
-                and "plain" in e["variants"].get(variant, {}))
+    return next(e for m in (MAN_CAUSAL, MAN_S8S9, MAN_ALL, MAN_S5, MAN_S4, MAN_S3, MAN) for e in m["results"]
+                if e["shape"] == shape and e["causal"] == causal and "plain" in e["variants"].get(variant, {}))
 
 
 def test_occupancy_of_the_captured_kernels_is_the_simulators_rule():
@@ -65,36 +69,39 @@ def section(tmp_path_factory):
 
 def test_rows_are_the_capture(section):
     _, md, numbers = section
-    rows = {(r["variant"], r["shape"]): r for r in numbers["kernels"]}
-    variants = ("s1", "s2", "s3", "s4", "s5", "s6", "s6_emu8", "s6_emu4", "s7", "s8")
+    rows = {(r["variant"] + (":causal" if r["causal"] else ""), r["shape"]): r for r in numbers["kernels"]}
+    variants = ("s1", "s2", "s3", "s4", "s5", "s6", "s6_emu8", "s6_emu4", "s7", "s8", "s9", "s9:causal")
     assert len(rows) == 5 * len(variants) and {v for v, _ in rows} == set(variants)
     sans = ((SAN, ("s1", "s2", "s3")), (SAN_S4, ("s4",)), (SAN_S5, ("s5",)),
-            (SAN_S6S7, ("s6", "s6_emu8", "s6_emu4", "s7")), (SAN_S8, ("s8",)))
+            (SAN_S6S7, ("s6", "s6_emu8", "s6_emu4", "s7")), (SAN_S8, ("s8",)), (SAN_S9, ("s9",)),
+            (SAN_S9C, ("s9:causal",)))
     clean = {v: all(ok for k, ok in san["summary"]["clean"].items() if k.endswith("/" + v)) for san, vs in sans
              for v in vs}
     assert {san["provenance"]["gpu"] for san, _ in sans} == {"NVIDIA H200"}
     assert clean == dict.fromkeys(variants, True)
-    for (variant, shape), r in rows.items():
-        e = timed(shape, variant)
+    for (key, shape), r in rows.items():
+        variant, causal = key.split(":")[0], key.endswith(":causal")
+        e = timed(shape, variant, causal)
         b, h, seq, d = (int(x) for x in shape.split("x"))
-        flop = 4.0 * b * h * seq * seq * d
+        flop = 4.0 * b * h * seq * seq * d / (2 if causal else 1)
         v = e["variants"][variant]
         assert r["tflops"] == pytest.approx(flop / v["plain"]["median_us"] / 1e6)
         assert r["cudnn_tflops"] == pytest.approx(flop / e["sdpa"]["cudnn"]["median_us"] / 1e6)
         assert r["ratio_to_cudnn"] == pytest.approx(e["sdpa"]["cudnn"]["median_us"] / v["plain"]["median_us"])
-        assert r["spread_pct"] == v["plain"]["spread_pct"] and r["causal"] is False
+        assert r["spread_pct"] == v["plain"]["spread_pct"] and r["causal"] is causal
         assert r["rel_err"]["heavy"] == e["rel_err"][f"{variant}/plain/heavy"] < 1e-2
-        assert r["sanitizer_clean"] is clean[variant]
+        assert r["sanitizer_clean"] is clean[key]
         assert r["instrumentation_overhead_pct"] == pytest.approx(
             100 * (v["timeline"]["median_us"] / v["plain"]["median_us"] - 1))
-        bl = next(x for x in BLIND["entries"] if x["variant"] == variant and x["shape"] == shape)
+        bl = next(x for x in BLIND["entries"] if x["variant"] == variant and x["shape"] == shape
+                  and x.get("causal", False) == causal)
         assert r["blind_predicted_tflops"] == bl["tflops"]
         assert r["blind_err_pct"] == pytest.approx(100 * (bl["tflops"] - r["tflops"]) / r["tflops"])
     # the README's statement: blind missed s1 by about -50%, s2 by +3..+23%
     s1 = [r["blind_err_pct"] for (v, _), r in rows.items() if v == "s1"]
     s2 = [r["blind_err_pct"] for (v, _), r in rows.items() if v == "s2"]
     assert -50 < min(s1) and max(s1) < -45 and 3 < min(s2) and max(s2) < 24
-    assert "| `s1` | 8x16x4096x128 | 440 | 1.45 | 591 | 0.744 |" in md
+    assert "| `s1` | 8x16x4096x128 | 444 | 1.78 | 639 | 0.695 |" in md
 
 
 def test_cta_overlap_and_occupancy_agree_with_the_spans(section):
@@ -125,7 +132,7 @@ def test_report_json_has_kernels(tmp_path):
     r = subprocess.run([sys.executable, "-m", "lapis.cli", "report", "--json", "--out", str(tmp_path)],
                        capture_output=True, text=True, cwd=ROOT)
     numbers = json.loads(r.stdout)
-    assert len(numbers["kernels"]) == 50
+    assert len(numbers["kernels"]) == 60
     assert set(numbers["kernels"][0]) >= {"variant", "shape", "causal", "tflops", "spread_pct", "cudnn_tflops",
                                           "ratio_to_cudnn", "rel_err", "sanitizer_clean",
                                           "instrumentation_overhead_pct", "predicted_tflops",
@@ -151,14 +158,16 @@ def test_bench_attention_without_gpu_says_what_it_needs():
 def test_readme_kernels_table_is_the_capture_and_the_blind_file():
     text = (ROOT / "README.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| `s")]
-    assert len(rows) == 50
+    assert len(rows) == 60  # 11 variants x 5 shapes, and s9's causal build at the 5 shapes
     for line in rows:
         variant, shape, tf, spread, ratio, bl, err = (c.strip() for c in line.strip("|").split("|"))
-        variant = variant.strip("`")
-        e = timed(shape, variant)
+        causal = variant.endswith(" causal")
+        variant = variant.removesuffix(" causal").strip("`")
+        e = timed(shape, variant, causal)
         v = e["variants"][variant]
         meas = e["flops"] / v["plain"]["median_us"] / 1e6
-        b = next(x["tflops"] for x in BLIND["entries"] if x["variant"] == variant and x["shape"] == shape)
+        b = next(x["tflops"] for x in BLIND["entries"] if x["variant"] == variant and x["shape"] == shape
+                 and x.get("causal", False) == causal)
         assert tf == f"{meas:.0f}" and spread == f"{v['plain']['spread_pct']:.2f}"
         assert ratio == f"{e['sdpa']['cudnn']['median_us'] / v['plain']['median_us']:.3f}"
         assert bl == f"{b:.0f}" and err == f"{100 * (b - meas) / meas:+.0f}"

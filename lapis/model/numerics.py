@@ -100,3 +100,26 @@ def flash_forward(q, k, v, *, block_n: int = 128, scale: float | None = None, ft
 
 def relative_error(out, ref) -> float:
     return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+
+
+def attention_inputs(kind: str, rows: int, cols: int, d: int = 128, seed: int = 0):
+    """(q (rows, d), k (cols, d), v (cols, d)) float64 drawn as lapis.gpu.bench_attention.make_inputs draws them on
+    the GPU: `normal` N(0, 1); `heavy` q, k = 3 x Student-t(3) (z / sqrt(chi2_3 / 3)), v N(0, 1). Raises ValueError
+    for another kind."""
+    if kind not in ("normal", "heavy"):
+        raise ValueError(f"inputs are 'normal' or 'heavy', got {kind!r}")
+    rng = np.random.default_rng(seed)
+    q, k, v = rng.standard_normal((rows, d)), rng.standard_normal((cols, d)), rng.standard_normal((cols, d))
+    if kind == "heavy":
+        q, k = (3 * x / np.sqrt((rng.standard_normal(x.shape + (3,)) ** 2).sum(-1) / 3) for x in (q, k))
+    return q, k, v
+
+
+def rescale_frequency_of(kind: str, seq: int, *, block_n: int = 128, threshold: float = 8.0, rows: int = 128,
+                         seeds: int = 2) -> float:
+    """How often a row's max moves by more than `threshold` (log2 units) past the first K/V tile, per row and tile,
+    for `rows` query rows against `seq` keys of `kind` inputs (mean over `seeds` draws): the frequency the s7 kernel
+    counts in its instrumented build (bench_attention's `rescales`)."""
+    runs = [flash_forward(*attention_inputs(kind, rows, seq, seed=s), block_n=block_n, threshold=threshold)[1]
+            for s in range(seeds)]
+    return float(np.mean([r["rescale_frequency"] for r in runs]))

@@ -1,0 +1,37 @@
+"""s7's conditional rescale: the numerics model's frequency against the count the H200 kernel made."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lapis.model.numerics import attention_inputs, rescale_frequency_of
+
+CAP = Path(__file__).resolve().parents[1] / "lapis" / "captures" / "attention" / "h200-2026-11-30-s6s7-check"
+MAN = json.loads((CAP / "manifest.json").read_text())
+
+
+def counted(shape: str, kind: str) -> dict:
+    return next(e["rescales"][f"s7/{kind}"] for e in MAN["results"] if e["shape"] == shape)
+
+
+@pytest.mark.parametrize("shape", ["32x16x1024x128", "16x16x2048x128"])
+def test_heavy_tailed_rescale_frequency_matches_the_kernels_count(shape):
+    seq = int(shape.split("x")[2])
+    got = counted(shape, "heavy")
+    b, h = (int(x) for x in shape.split("x")[:2])
+    assert got["row_tiles"] == b * h * seq * (seq // 128 - 1)  # every row, every tile past the first
+    assert 0.1 < got["frequency"] < 0.25  # heavy tails: the max moves by > 2^8 often at these lengths
+    assert rescale_frequency_of("heavy", seq, rows=128, seeds=2) == pytest.approx(got["frequency"], rel=0.15)
+
+
+def test_normal_scores_never_move_the_max_past_the_threshold():
+    assert counted("8x16x4096x128", "normal")["rescales"] == 0
+    assert rescale_frequency_of("normal", 1024, rows=64, seeds=1) == 0.0
+
+
+def test_inputs_are_named():
+    q, k, v = attention_inputs("heavy", 4, 8, d=16)
+    assert q.shape == (4, 16) and k.shape == v.shape == (8, 16)
+    with pytest.raises(ValueError, match="'normal' or 'heavy'"):
+        attention_inputs("cauchy", 4, 8)
