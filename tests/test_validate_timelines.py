@@ -145,3 +145,29 @@ def test_b200_progression_is_the_committed_prediction_and_says_unvalidated(tmp_p
     assert k07["tflops"] == want and k07["measured_us"] is None
     assert "not validated on hardware" in "\n".join(md).lower()
     assert (tmp_path / "validation_b200_progression.png").stat().st_size > 0
+
+
+def test_causal_rows_are_cases_of_their_own(tmp_path):
+    # a synthetic capture (made here, never committed): the s4 row at 32x16x1024x128 twice, once marked causal
+    # with half the time; discovered as two cases, simulated with causal=1, and never ranked against each other
+    import copy
+    from lapis.pipeline_sim.simulate import simulate
+    man = json.loads((ROOT / "captures/attention/h200-2026-11-30-s4/manifest.json").read_text())
+    row = next(e for e in man["results"] if e["shape"] == "32x16x1024x128")
+    row["variants"] = {"s4": row["variants"]["s4"]}
+    row["variants"]["s4"].pop("timeline_summary")  # no timeline: total times only
+    causal = copy.deepcopy(row)
+    causal["causal"] = True
+    causal["variants"]["s4"]["plain"]["median_us"] /= 2
+    man["results"] = [row, causal]
+    (tmp_path / "attention/synthetic").mkdir(parents=True)
+    (tmp_path / "attention/synthetic/manifest.json").write_text(json.dumps(man))
+    r = validate_timelines(str(tmp_path))
+    assert r["cases"] == 2 and [c["causal"] for c in r["per_case"]] == [False, True]
+    assert r["rank_pairs"] == 0  # a 2x gap, but between a causal and a non-causal row
+    params = dict(row["variants"]["s4"]["params"], causal=1)
+    assert r["per_case"][1]["predicted_us"] == simulate("h200-s4-pingpong", "h200", "32x16x1024x128",
+                                                         params)["predicted_us"]
+    assert r["per_case"][1]["predicted_us"] < r["per_case"][0]["predicted_us"]
+    assert r["per_case"][1]["measured_us"] == row["variants"]["s4"]["plain"]["median_us"] / 2
+    assert not r["per_case"][1]["blind"] and r["per_case"][0]["blind"]  # the blind set has no causal entries
