@@ -4,7 +4,8 @@ The simulator and the real kernels name their ops differently (the simulator cos
 FMA + O rescale"; the kernel records one "softmax" span). `canonical` renames both into one vocabulary (CANONICAL
 below, per kernel family) and drops what has no counterpart: the simulator's "tma" role is a hardware unit, not
 a warp, and its waits on a unit are modelling artefacts. A role "ctaN/consumer0" (the simulator's name when it
-runs N co-resident CTAs) becomes "consumer0"; the CTA stays in the event's cta and work_item fields.
+runs N co-resident CTAs) becomes "consumer0"; the CTA stays in the event's cta and work_item fields. A simulator
+wait for a busy unit right before an op joins that op (`canonical`).
 
 A milestone is "role R begins op X of K/V (or K-block) index k of its n-th work item": the earliest start of a
 non-wait event of that canonical op, keyed by (n, k, role, op). n is the work item's ordinal on the SM (work items
@@ -39,18 +40,26 @@ CANONICAL = {
     },
 }
 UNIT_ROLES = ("tma",)  # simulator roles that model a hardware unit, not a warp
+UNIT_WAITS = ("wait tensor", "wait mufu", "wait fma")  # simulator waits for a unit busy with another warp's work
 _CTA_PREFIX = re.compile(r"^cta\d+/")
 
 
 def canonical(events, family: str) -> list:
-    """Events renamed to the family's canonical ops and warp roles (module docstring); waits kept as they are.
-    Raises KeyError for an unknown family."""
+    """Events renamed to the family's canonical ops and warp roles (module docstring); waits kept as they are,
+    except a simulator wait for a busy unit (UNIT_WAITS) that ends where its role's next op starts: that is
+    part of the op, as on hardware, where the warp issues at once and the unit queues the work (the kernel's
+    "issue QK" span includes the stall). Raises KeyError for an unknown family."""
     names, out = CANONICAL[family], []
+    starts = {(e.role, e.start_ns): e for e in events if e.kind != "wait" and e.op in names}
     for e in events:
         role = _CTA_PREFIX.sub("", e.role)
         if role in UNIT_ROLES:
             continue
-        if e.op in names or e.kind == "wait":  # positional: dataclasses.replace is 10x slower on 30k events
+        nxt = starts.get((e.role, e.end_ns)) if e.kind == "wait" and e.op in UNIT_WAITS else None
+        if nxt is not None:
+            out.append(Event(role, names[nxt.op], e.start_ns, e.end_ns, e.sm, e.cta, nxt.work_item, nxt.k_index,
+                             nxt.kind, e.flow_from, e.id))
+        elif e.op in names or e.kind == "wait":  # positional: dataclasses.replace is 10x slower on 30k events
             out.append(Event(role, names.get(e.op, e.op), e.start_ns, e.end_ns, e.sm, e.cta, e.work_item, e.k_index,
                              e.kind, e.flow_from, e.id))
     return out

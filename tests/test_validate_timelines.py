@@ -171,3 +171,15 @@ def test_causal_rows_are_cases_of_their_own(tmp_path):
     assert r["per_case"][1]["predicted_us"] < r["per_case"][0]["predicted_us"]
     assert r["per_case"][1]["measured_us"] == row["variants"]["s4"]["plain"]["median_us"] / 2
     assert not r["per_case"][1]["blind"] and r["per_case"][0]["blind"]  # the blind set has no causal entries
+
+
+def test_a_wait_for_a_busy_unit_joins_the_op_it_precedes():
+    # the simulator's consumer1 waits 313 ns for the tensor pipe, then runs its QK: on hardware the warp issues at
+    # once and the stall is inside its "issue QK" span, so the QK begins at 0 on both sides
+    from lapis.timeline_align import milestones
+    sim = [Event("consumer1", "wait tensor", 0.0, 313.0, k_index=4, kind="wait"),
+           Event("consumer1", "wgmma QK", 313.0, 626.0, k_index=4),
+           Event("consumer1", "wait K", 626.0, 700.0, k_index=5, kind="wait")]  # not a unit: stays a wait
+    c = canonical(sim, "attention")
+    assert [(e.op, e.kind, e.k_index) for e in c] == [("QK", "issue", 4), ("QK", "issue", 4), ("wait K", "wait", 5)]
+    assert milestones(c) == {(0, 4, "consumer1", "QK"): 0.0}
