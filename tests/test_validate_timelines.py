@@ -183,3 +183,11 @@ def test_a_wait_for_a_busy_unit_joins_the_op_it_precedes():
     c = canonical(sim, "attention")
     assert [(e.op, e.kind, e.k_index) for e in c] == [("QK", "issue", 4), ("QK", "issue", 4), ("wait K", "wait", 5)]
     assert milestones(c) == {(0, 4, "consumer1", "QK"): 0.0}
+
+
+def test_wait_fraction_is_the_time_spent_only_waiting():
+    from lapis.timeline_compare import busy_fractions
+    ev = [Event("c", "wgmma QK", 0.0, 100.0), Event("c", "wait wgmma", 0.0, 100.0, kind="wait"),  # waits on its op
+          Event("c", "wait K", 100.0, 300.0, kind="wait"), Event("c", "softmax", 300.0, 400.0)]
+    assert busy_fractions(ev) == {"c": pytest.approx(0.5)}
+    assert busy_fractions(ev, waits=True) == {"c": pytest.approx(0.5)}
