@@ -74,6 +74,13 @@ def rows(root: Path) -> list[dict]:
     return out
 
 
+def measurements(root: Path) -> list[dict]:
+    """Every timed (variant, shape) row of every timed capture, repeats included (capture order, then run
+    order): the run-to-run spread of a case measured in two captures comes from here."""
+    clean = sanitizer_clean(root)
+    return [r for folder in _timed(root) for r in _rows(folder, clean)]
+
+
 def _rows(folder: Path, clean: dict) -> list[dict]:
     man, out = _manifest(folder), []
     for e in man["results"]:
@@ -145,7 +152,8 @@ def role_breakdown(events, first_k: int = 0) -> dict:
 
 
 def iteration_ns(events, first_k: int = 2) -> dict:
-    """Median ns per op per K/V tile of the consumer role(s), over tiles k >= first_k (past the ring's fill)."""
+    """Median ns per op per K/V tile of the consumer role(s), over tiles k >= first_k (past the ring's fill); a
+    tile is one K/V index of one work item of one CTA (a simulated SM runs many work items in one CTA)."""
     per: dict = defaultdict(lambda: defaultdict(float))
     for e in events:
         if e.k_index >= first_k and not e.role.startswith("producer"):

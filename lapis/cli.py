@@ -188,6 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     vm = val.add_parser("mma", help="what wgmma reads through matrix descriptors, against H200 captures")
     vm.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
     vm.add_argument("--json", action="store_true", help="machine-readable output")
+    vt = val.add_parser("timelines", help="every timed kernel capture against the simulator: total-time error, "
+                        "rank agreement, first divergence of the timelines")
+    vt.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
+    vt.add_argument("--figures", metavar="DIR", help="write a Gantt per case, the scatter and the progression chart")
+    vt.add_argument("--json", action="store_true", help="machine-readable output")
     return ap
 
 
@@ -231,6 +236,9 @@ def _dispatch(args) -> int | None:
     if args.cmd == "compare":
         from lapis.compare import cli_compare
         return cli_compare(args)
+    if args.cmd == "validate" and args.validate_cmd == "timelines":
+        from lapis.validate_timelines import cli_validate_timelines
+        return cli_validate_timelines(args)
     if args.cmd == "validate" and args.validate_cmd == "mma":
         from lapis.validate_mma import cli_validate_mma
         return cli_validate_mma(args)

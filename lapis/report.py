@@ -116,6 +116,13 @@ def build_report(out: str = "lapis-report", captures: str | None = None, resimul
         numbers.update(k_numbers)
     else:
         md += "\n\n## Kernels\n\nSkipped: this captures folder has no timed attention/ capture."
+    if attention_capture.has_timed(root) or timed_captures(root):
+        from lapis.report_validation import validation_section
+        v_md, v_numbers = validation_section(out_dir, captures)
+        md += "\n\n" + v_md
+        numbers.update(v_numbers)
+    else:
+        md += "\n\n## Predicted vs measured (Hopper progression)\n\nSkipped: no timed attention/ or gemm/ capture."
     numbers["wall_s"] = round(time.time() - t0, 2)
     (out_dir / "report.md").write_text("# lapis report\n\n```\n" + summary_table(numbers) + "\n```\n\n" + md + "\n")
     (out_dir / "report.json").write_text(json.dumps(numbers, indent=1))

@@ -53,16 +53,17 @@ def gemm_rows(captures: str | None = None) -> list[dict]:
     return rows
 
 
-def ordering(rows: list[dict]) -> dict:
-    """Pairs of variants at one shape whose measured gap exceeds twice the larger spread, and how many of them
-    the current model orders the same way (a predicted tie counts as wrong: it names no faster variant)."""
+def ordering(rows: list[dict], spread_pct: float | None = None, group=lambda r: r["shape"]) -> dict:
+    """Pairs of variants in one group (default: one shape) whose measured gap, 100 |a - b| / min(a, b), exceeds
+    twice the spread (spread_pct when given, else the larger of the pair's own spread_pct), and how many of
+    them the current model orders the same way (a predicted tie counts as wrong: it names no faster variant)."""
     pairs, right = [], 0
     for i, a in enumerate(rows):
         for b in rows[i + 1:]:
-            if a["shape"] != b["shape"]:
+            if group(a) != group(b):
                 continue
             gap = abs(a["measured_us"] - b["measured_us"]) / min(a["measured_us"], b["measured_us"]) * 100
-            if gap <= 2 * max(a["spread_pct"], b["spread_pct"]):
+            if gap <= 2 * (spread_pct if spread_pct is not None else max(a["spread_pct"], b["spread_pct"])):
                 continue
             faster = a if a["measured_us"] < b["measured_us"] else b
             slower = b if faster is a else a

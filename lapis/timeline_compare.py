@@ -7,7 +7,8 @@ computed the same way on both sides, from role, op, work item and K index, never
 - steady-state iteration time: per work item, the start of each K iteration is the earliest start of a
   consumer-role event with that K index; the iteration time is the median difference between successive
   iterations in the middle half of the K range, taken over the work items (median again);
-- per-role busy fraction: the union of a role's non-wait event spans over the timeline's span.
+- per-role busy fraction: the union of a role's non-wait event spans over the timeline's span (the wait
+  fraction: the time covered by its wait spans only).
 """
 
 from __future__ import annotations
@@ -41,17 +42,26 @@ def iteration_ns(events) -> float | None:
     return median(per_item) if per_item else None
 
 
-def busy_fractions(events) -> dict:
-    """Role -> fraction of the timeline's span in which the role has a non-wait event in flight."""
+def busy_fractions(events, waits: bool = False) -> dict:
+    """Role -> fraction of the timeline's span in which the role has a non-wait event in flight (waits=True:
+    in which it only waits: a wait event in flight and no non-wait one, so busy + wait <= 1 even where a
+    simulator records a wait over its own op)."""
     events = list(events)
     if not events:
         return {}
     t0, t1 = min(e.start_ns for e in events), max(e.end_ns for e in events)
-    spans = defaultdict(list)
+    busy, every = defaultdict(list), defaultdict(list)
     for e in events:
+        every[e.role].append((e.start_ns, e.end_ns))
         if e.kind != "wait":
-            spans[e.role].append((e.start_ns, e.end_ns))
-    return {r: sum(hi - lo for lo, hi in union_spans(s)) / (t1 - t0) for r, s in sorted(spans.items())}
+            busy[e.role].append((e.start_ns, e.end_ns))
+    if waits:
+        return {r: (_length(s) - _length(busy[r])) / (t1 - t0) for r, s in sorted(every.items())}
+    return {r: _length(s) / (t1 - t0) for r, s in sorted(busy.items())}
+
+
+def _length(spans) -> float:
+    return sum(hi - lo for lo, hi in union_spans(spans))
 
 
 def err_pct(predicted: float, measured: float) -> float:

@@ -27,13 +27,14 @@ def compare_gantt(predicted, measured, path=None, title: str = "", iterations: i
     sides = dict(zip(SIDES, (list(predicted), list(measured))))
     if not all(sides.values()):
         raise ValueError("both timelines need events")
-    rows, length = [], 0.0
+    rows, length, present = [], 0.0, set()
     for side, events in sides.items():
         t0, t1 = steady_state_window(events, iterations)
         length = max(length, t1 - t0)
-        rows += [replace(e, role=f"{e.role} ({side})", start_ns=e.start_ns - t0, end_ns=e.end_ns - t0)
-                 for e in events]
-    present = {e.role for e in rows}
+        present |= {f"{e.role} ({side})" for e in events}
+        rows += [(side, t0, e) for e in events if e.end_ns >= t0]  # gantt drops what ends before the window
+    rows = [replace(e, role=f"{e.role} ({side})", start_ns=e.start_ns - t0, end_ns=e.end_ns - t0)
+            for side, t0, e in rows if e.start_ns - t0 <= length]
     lanes = [f"{r} ({s})" for r in lane_order(e.role for v in sides.values() for e in v) for s in SIDES
              if f"{r} ({s})" in present]
     fig = gantt(rows, None, title=title, window_ns=(0.0, length), lanes=lanes)

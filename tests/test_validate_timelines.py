@@ -1,0 +1,193 @@
+"""`lapis validate timelines`: the total-time error, rank agreement and first divergence, against values computed
+here from the committed files and from hand-made timelines."""
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lapis.pipeline_sim.recorder import Event
+from lapis.timeline_align import canonical, first_divergence, steady_divergence
+from lapis.validate_timelines import summarize, validate_timelines
+
+ROOT = Path(__file__).resolve().parents[1] / "lapis"
+
+
+def _committed_prediction(schedule: str, shape: str) -> float:
+    """predicted_us of the cache entry with default parameters, read from predictions.json directly."""
+    cache = json.loads((ROOT / "pipeline_sim" / "predictions.json").read_text())
+    hits = [v["predicted_us"] for k, v in cache.items() if json.loads(k)[:4] == [schedule, "h200", shape, []]]
+    assert len(hits) == 1
+    return hits[0]
+
+
+def test_err_pct_of_one_case_from_the_files():
+    # s2 at 8x16x4096x128: the capture's plain median, and the committed prediction (the kernel's parameters
+    # are the schedule's own, so the default-parameter entry is the one)
+    man = json.loads((ROOT / "captures/attention/h200-2026-11-29/manifest.json").read_text())
+    entry = next(e for e in man["results"] if e["shape"] == "8x16x4096x128")
+    measured = entry["variants"]["s2"]["plain"]["median_us"]
+    predicted = _committed_prediction("h200-s2-ws-ring", "8x16x4096x128")
+    r = validate_timelines(select=lambda c: c["variant"] == "s2" and c["shape"] == "8x16x4096x128")
+    (row,) = r["per_case"]
+    assert row["measured_us"] == measured
+    assert row["predicted_us"] == predicted and row["predicted_source"] == "cache"
+    assert row["err_pct"] == pytest.approx((predicted - measured) / measured * 100, rel=1e-12)
+    assert r["mape_pct"] == pytest.approx(abs(row["err_pct"]))
+    blind = json.loads((ROOT / "blind/attention_h200.json").read_text())
+    b = next(e for e in blind["entries"] if e["variant"] == "s2" and e["shape"] == "8x16x4096x128")
+    assert row["blind"] and row["blind_err_pct"] == pytest.approx((b["predicted_us"] - measured) / measured * 100)
+    assert row["timeline"]["iteration_ns"]["measured"] > 0 and row["first_divergence"]["matched"] > 100
+
+
+def _row(variant, shape, pred, meas, runs=None):
+    return dict(family="attention", variant=variant, shape=shape, causal=False, predicted_us=pred, measured_us=meas,
+                err_pct=(pred - meas) / meas * 100, blind_err_pct=None, runs_us=runs or [meas],
+                within_run_spread_pct=1.0)
+
+
+def test_rank_agreement_on_a_hand_made_table():
+    rows = [_row("a", "S", 90, 100, runs=[100, 104]),  # run-to-run spread 4%: pairs need a gap above 8%
+            _row("b", "S", 80, 120),    # 20% slower than a, predicted faster: wrong
+            _row("c", "S", 95, 105),    # 5% from a: not resolved; 14.3% faster than b, predicted slower: wrong
+            _row("d", "S", 200, 150),   # slower than a, b, c by more than 8%, predicted slower: 3 right
+            _row("a", "T", 10, 10), _row("b", "T", 30, 20)]  # another shape: 1 pair, right
+    r = summarize(rows)
+    assert r["spread_pct"] == pytest.approx(4.0)
+    assert r["rank_pairs"] == 6
+    assert r["rank_agreement"] == pytest.approx(4 / 6)
+    assert r["mape_pct"] == pytest.approx((10 + 100 / 3 + 100 * 10 / 105 + 100 / 3 + 0 + 50) / 6)
+    assert r["max_abs_err_pct"] == pytest.approx(50)
+    assert summarize([_row("a", "S", 1, 100), _row("b", "T", 1, 200)])["rank_agreement"] is None
+
+
+def _timeline(ctas, delay_at=None, delay=0.0, prefix=""):
+    """Two work items of 6 K/V tiles each (QK 100 ns, softmax 200, PV 100 per tile) on one consumer role."""
+    out, t = [], 0.0
+    for n, cta in enumerate(ctas):
+        for k in range(6):
+            for op, ns in (("QK", 100.0), ("softmax", 200.0), ("PV", 100.0)):
+                if (n, k, op) == delay_at:
+                    t += delay
+                out.append(Event(prefix + "consumer0", op, t, t + ns, cta=cta, work_item=cta, k_index=k))
+                t += ns
+    return out
+
+
+def _kernel_names(events):
+    """The kernel's record names (lapis/gpu/kernels/attention_plan.json) for QK and PV."""
+    return [Event(e.role, {"QK": "issue QK", "PV": "issue PV"}.get(e.op, e.op), e.start_ns, e.end_ns, cta=e.cta,
+                  work_item=e.work_item, k_index=e.k_index) for e in events]
+
+
+def test_first_divergence_aligns_by_logical_ids():
+    names = {"QK": "wgmma QK", "softmax": "softmax ex2", "PV": "wgmma PV"}
+    pred = [Event(e.role, names[e.op], e.start_ns, e.end_ns, cta=e.cta, work_item=e.work_item, k_index=e.k_index)
+            for e in _timeline((0, 1), prefix="cta0/")]
+    pred.append(Event("tma", "TMA K", 0.0, 50.0))  # a hardware unit: no counterpart, dropped
+    # the hardware numbers its CTAs 26 and 40, records in another order, and item 1's softmax of tile 2 starts
+    # 500 ns late: everything after it is 500 ns late too
+    meas = _kernel_names(_timeline((26, 40), delay_at=(1, 2, "softmax"), delay=500.0))
+    random.Random(0).shuffle(meas)
+    p, m = canonical(pred, "attention"), canonical(meas, "attention")
+    assert {e.role for e in p} == {"consumer0"} and {e.op for e in p} == {"QK", "softmax", "PV"}
+    d = first_divergence(p, m, iteration_ns=400.0, tolerance_pct=10.0)
+    assert (d["role"], d["op"], d["work_item"], d["k_index"]) == ("consumer0", "softmax", 1, 2)
+    assert d["offset_ns"] == pytest.approx(500.0) and d["offset_pct"] == pytest.approx(125.0)
+    assert d["measured_ns"] - d["predicted_ns"] == pytest.approx(500.0)
+    assert d["span"]["from_op"] == "QK" and d["span"]["measured_ns"] - d["span"]["predicted_ns"] == pytest.approx(500)
+    assert d["matched"] == 2 * 6 * 3 and d["diverged"]
+    # inside the steady state of the middle item (ordinal 1 of 0, 1), anchored at its tile 2: the same point
+    st = steady_divergence(p, m, iteration_ns=400.0)
+    assert (st["op"], st["work_item"], st["k_index"], st["offset_ns"]) == ("softmax", 1, 2, pytest.approx(500.0))
+    assert st["matched"] == 4 * 3
+    same = first_divergence(p, canonical(_kernel_names(_timeline((26, 40))), "attention"), iteration_ns=400.0)
+    assert not same["diverged"] and same["offset_ns"] == 0.0
+
+
+def test_cli_json_smoke(tmp_path, capsys):
+    from lapis.cli import main
+    shutil.copytree(ROOT / "captures/gemm/h200-2026-11-29-n256", tmp_path / "gemm/h200-2026-11-29-n256")
+    assert main(["validate", "timelines", "--json", "--captures", str(tmp_path), "--figures",
+                 str(tmp_path / "fig")]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert {"cases", "mape_pct", "mape_pct_blind", "max_abs_err_pct", "rank_pairs", "rank_agreement", "spread_pct",
+            "per_case"} <= set(r)
+    assert r["cases"] == 2 and r["rank_pairs"] == 0 and r["rank_agreement"] is None
+    assert {c["shape"] for c in r["per_case"]} == {"4096x4096x4096", "8192x8192x8192"}
+    for c in r["per_case"]:
+        assert {"variant", "shape", "causal", "predicted_us", "measured_us", "err_pct", "blind",
+                "first_divergence"} <= set(c)
+    assert (tmp_path / "fig" / "validation_scatter.png").stat().st_size > 0
+    assert len(list((tmp_path / "fig").glob("validation_gantt_*.png"))) == 2
+
+
+def test_figures_must_be_a_folder(tmp_path, capsys):
+    from lapis.cli import main
+    (tmp_path / "f.txt").write_text("")
+    assert main(["validate", "timelines", "--figures", str(tmp_path / "f.txt")]) == 2
+    assert "--figures must be a folder" in capsys.readouterr().err
+
+
+def test_b200_progression_is_the_committed_prediction_and_says_unvalidated(tmp_path):
+    from lapis.report_validation import b200_progression
+    md, rows = b200_progression(tmp_path)
+    assert len(rows) == 14 * 3 and {r["schedule"] for r in rows} == {f"b200-k{i:02d}-" + n for i, n in enumerate((
+        "baseline", "p-in-tmem", "swizzle", "warp-specialization", "two-q-tiles", "load-pipeline",
+        "compute-pipeline", "hw-approx", "sw-exp2", "register-caching", "skip-rescale", "split-correction",
+        "early-pv", "persistent"), start=1)}
+    cache = json.loads((ROOT / "pipeline_sim" / "predictions.json").read_text())
+    k07 = next(r for r in rows if r["schedule"] == "b200-k07-compute-pipeline" and r["shape"] == "8x16x4096x128")
+    (want,) = [v["tflops"] for k, v in cache.items()
+               if json.loads(k)[:4] == ["b200-k07-compute-pipeline", "b200", "8x16x4096x128", []]]
+    assert k07["tflops"] == want and k07["measured_us"] is None
+    assert "not validated on hardware" in "\n".join(md).lower()
+    assert (tmp_path / "validation_b200_progression.png").stat().st_size > 0
+
+
+def test_causal_rows_are_cases_of_their_own(tmp_path):
+    # a synthetic capture (made here, never committed): the s4 row at 32x16x1024x128 twice, once marked causal
+    # with half the time; discovered as two cases, simulated with causal=1, and never ranked against each other
+    import copy
+    from lapis.pipeline_sim.simulate import simulate
+    man = json.loads((ROOT / "captures/attention/h200-2026-11-30-s4/manifest.json").read_text())
+    row = next(e for e in man["results"] if e["shape"] == "32x16x1024x128")
+    row["variants"] = {"s4": row["variants"]["s4"]}
+    row["variants"]["s4"].pop("timeline_summary")  # no timeline: total times only
+    causal = copy.deepcopy(row)
+    causal["causal"] = True
+    causal["variants"]["s4"]["plain"]["median_us"] /= 2
+    man["results"] = [row, causal]
+    (tmp_path / "attention/synthetic").mkdir(parents=True)
+    (tmp_path / "attention/synthetic/manifest.json").write_text(json.dumps(man))
+    r = validate_timelines(str(tmp_path))
+    assert r["cases"] == 2 and [c["causal"] for c in r["per_case"]] == [False, True]
+    assert r["rank_pairs"] == 0  # a 2x gap, but between a causal and a non-causal row
+    params = dict(row["variants"]["s4"]["params"], causal=1)
+    assert r["per_case"][1]["predicted_us"] == simulate("h200-s4-pingpong", "h200", "32x16x1024x128",
+                                                         params)["predicted_us"]
+    assert r["per_case"][1]["predicted_us"] < r["per_case"][0]["predicted_us"]
+    assert r["per_case"][1]["measured_us"] == row["variants"]["s4"]["plain"]["median_us"] / 2
+    assert not r["per_case"][1]["blind"] and r["per_case"][0]["blind"]  # the blind set has no causal entries
+
+
+def test_a_wait_for_a_busy_unit_joins_the_op_it_precedes():
+    # the simulator's consumer1 waits 313 ns for the tensor pipe, then runs its QK: on hardware the warp issues at
+    # once and the stall is inside its "issue QK" span, so the QK begins at 0 on both sides
+    from lapis.timeline_align import milestones
+    sim = [Event("consumer1", "wait tensor", 0.0, 313.0, k_index=4, kind="wait"),
+           Event("consumer1", "wgmma QK", 313.0, 626.0, k_index=4),
+           Event("consumer1", "wait K", 626.0, 700.0, k_index=5, kind="wait")]  # not a unit: stays a wait
+    c = canonical(sim, "attention")
+    assert [(e.op, e.kind, e.k_index) for e in c] == [("QK", "issue", 4), ("QK", "issue", 4), ("wait K", "wait", 5)]
+    assert milestones(c) == {(0, 4, "consumer1", "QK"): 0.0}
+
+
+def test_wait_fraction_is_the_time_spent_only_waiting():
+    from lapis.timeline_compare import busy_fractions
+    ev = [Event("c", "wgmma QK", 0.0, 100.0), Event("c", "wait wgmma", 0.0, 100.0, kind="wait"),  # waits on its op
+          Event("c", "wait K", 100.0, 300.0, kind="wait"), Event("c", "softmax", 300.0, 400.0)]
+    assert busy_fractions(ev) == {"c": pytest.approx(0.5)}
+    assert busy_fractions(ev, waits=True) == {"c": pytest.approx(0.5)}
