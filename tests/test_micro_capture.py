@@ -148,6 +148,18 @@ def test_v2_campaign_names_sizes_and_spread_coverage():
     assert mc.MIX_REFERENCE in names
 
 
+def test_v3_softmax_items_cover_every_flavour_at_one_and_two_warpgroups():
+    v3 = mc.items_v3(132)
+    assert {(m["params"]["flavour"], m["params"]["warpgroups"]) for m in v3} == {
+        (f, w) for f in ("exp2f", "ex2", "ex2_cond", "emu8", "emu4") for w in (1, 2)}
+    for m in v3:  # one 64 x 128 tile per warpgroup per iteration; 128 threads per warpgroup
+        p = m["params"]
+        assert m["kind"] == "rate" and p["threads"] == 128 * p["warpgroups"]
+        assert p["work_per_cta"] == p["warpgroups"] * p["iters"] and p["ctas"] == 132
+        assert capture_micro.source_of(m["kernel"]) == "micro_softmax_v1"
+    assert abs(mc.SOFTMAX_SCALE_LOG2 - np.log2(np.e) / np.sqrt(128)) < 1e-15
+
+
 def test_v2_tensor_maps_and_kernel_sources():
     for box in mc.SPREAD_BOXES:
         case = capture_micro.tensor_map_case("l2spread", box)
@@ -156,6 +168,8 @@ def test_v2_tensor_maps_and_kernel_sources():
         src = capture_micro.source_of(m["kernel"])
         text = (capture_micro.KERNEL_DIR / f"{src}.cu").read_text()
         kernel = m["kernel"].replace("micro_mix_wgmma_tma_n", "MIX_KERNEL(")
+        if kernel.startswith("micro_softmax_"):  # MICRO_SOFTMAX(flavour, ...) defines both warpgroup counts
+            kernel = f"MICRO_SOFTMAX({m['params']['flavour']}, "
         assert kernel in text, (m["kernel"], src)
     # the mix kernel's TMA ring starts after A (8 KiB) and the largest B (256 x 64 bf16)
     mix = (capture_micro.KERNEL_DIR / "micro_mix_v1.cu").read_text()

@@ -164,9 +164,26 @@ def items_v2(sm_count: int) -> list[dict]:
     return out
 
 
+# --------------------------------------------------------------------------------------- version 3 --
+# The attention kernels' softmax per K/V tile (kernels/micro_softmax_v1.cu: the kernels' own code from
+# attention_softmax.cuh on a 64 x 128 score tile per warpgroup, no wgmma), one CTA per SM with 1 or 2 consumer
+# warpgroups: the work a consumer warpgroup does between its GEMMs, which the schedules cost.
+SOFTMAX_FLAVOURS = ("exp2f", "ex2", "ex2_cond", "emu8", "emu4")  # s1..s5, s6, s7..s9, s6_emu8, s6_emu4
+SOFTMAX_ITERS = 4096
+SOFTMAX_SCALE_LOG2 = 0.12751743082459868  # log2(e) / sqrt(128), the kernels' scale_log2 at head dim 128
+
+
+def items_v3(sm_count: int) -> list[dict]:
+    """Campaign version 3: softmax.<flavour>.wg<1|2>, score tiles (64 x 128, one per warpgroup per iteration) per
+    clk per SM through softmax_scores + O rescale + pack_p."""
+    return [_rate(f"softmax.{f}.wg{w}", f"micro_softmax_{f}_wg{w}", sm_count, 128 * w, SOFTMAX_ITERS,
+                  w * SOFTMAX_ITERS, "score tiles 64 x 128 (softmax, O rescale, P pack)", flavour=f, warpgroups=w)
+            for f in SOFTMAX_FLAVOURS for w in (1, 2)]
+
+
 def all_items(sm_count: int) -> list[dict]:
-    """Every measurement of both campaign versions, in run order."""
-    return items(sm_count) + items_v2(sm_count)
+    """Every measurement of the three campaign versions, in run order."""
+    return items(sm_count) + items_v2(sm_count) + items_v3(sm_count)
 
 
 # ----------------------------------------------------------------------------------------- values --

@@ -49,6 +49,10 @@ DIRECT = {
     "wgmma_latency_ns": ("wgmma.latency.n256.ss", "ns", "ns"),
     "globaltimer_read_ns": ("timer.globaltimer", "ns", "ns"),
     "clock64_read_ns": ("timer.clock64", "ns", "ns"),
+    # campaign v3: the attention kernels' softmax per 64 x 128 score tile (softmax + O rescale + P pack), one CTA per
+    # SM with 1 or 2 consumer warpgroups (micro_softmax_v1.cu)
+    **{f"softmax_tiles_per_clk_sm_{f}_wg{w}": (f"softmax.{f}.wg{w}", "score tiles (64 x 128) per clk per SM", "rate")
+       for f in mc.SOFTMAX_FLAVOURS for w in (1, 2)},
 }
 ATTRIBUTES = {  # key: (cudaDeviceProp field, unit)
     "sm_count": ("multiProcessorCount", "SMs"),
