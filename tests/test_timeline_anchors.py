@@ -265,3 +265,23 @@ def test_timeline_cost_reports_per_record_costs_against_the_baseline(monkeypatch
         assert bad["records"] == bad["counts"] == n - 1 and not bad["roles_in_order"]
         assert "rows" not in rows["clock64_atomic"]
     assert r["device"] == "Fake H200" and r["fma_chain"] == 16
+
+
+def test_timeline_cost_lists_its_sources_and_writes_the_provenance(tmp_path, monkeypatch, capsys):
+    import json
+
+    from lapis.gpu import capture_tma
+    assert timeline_cost.main(["--sources"]) == 0
+    listed = capsys.readouterr().out.split()
+    root = Path(harness.__file__).parents[2]
+    assert "lapis/gpu/kernels/harness.cuh" in listed and all((root / p).exists() for p in listed)
+    prov = tmp_path / "prov.json"
+    prov.write_text(json.dumps(dict(commit="abc123", dirty=False)))
+    monkeypatch.setattr(harness, "gpu_present", lambda: True)
+    monkeypatch.setattr(timeline_cost, "measure", lambda iterations, warps, repeats: dict(warps={}, iterations=iterations))
+    monkeypatch.setattr(capture_tma, "provenance", lambda git_file, argv, program: dict(
+        json.loads(Path(git_file).read_text()), gpu="Fake H200", command=" ".join([program] + argv)))
+    assert timeline_cost.main(["--out", str(tmp_path / "tc"), "--provenance", str(prov), "--iterations", "9"]) == 0
+    r = json.loads((tmp_path / "tc" / "timeline_cost.json").read_text())
+    assert r["provenance"]["commit"] == "abc123" and r["provenance"]["gpu"] == "Fake H200" and r["iterations"] == 9
+    assert r["provenance"]["command"].startswith("python -m lapis.gpu.timeline_cost --out ")
