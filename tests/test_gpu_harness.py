@@ -67,8 +67,10 @@ def test_wire_formats_match_the_c_structs():
     assert harness.STATUS_DTYPE.itemsize == 32 and harness.STATUS_DTYPE.fields["t_ns"][1] == 24
     h = harness.HARNESS_DTYPE
     assert h.itemsize == 40 and (h.fields["capacity"][1], h.fields["timeout_ns"][1]) == (24, 32)
-    a = harness.harness_args(None, 0x1000, 0x2000, 77, 5)
+    assert h.fields["roles"][1] == 28  # HarnessArgs.roles, between capacity and timeout_ns
+    a = harness.harness_args(None, 0x1000, 0x2000, 77, 5, roles=3)
     assert (int(a["timeline"]), int(a["counts"]), int(a["capacity"]), int(a["timeout_ns"])) == (0x1000, 0x2000, 77, 5)
+    assert int(a["roles"]) == 3
 
 
 def test_steady_period_cta_spans_and_saved_ctas():

@@ -36,6 +36,23 @@ def device_rows(ctas, slots):
     return raw
 
 
+def interleaved_rows(ctas, slots, roles):
+    """RECORD_DTYPE [len(ctas), slots] and counts as the interleaving kernel leaves them. ctas: [(open, close,
+    {role: [(cycles, op, k)]})]; record k of role r lands in slot 1 + r + roles * k while that is before the
+    closing anchor's slot, else it is only counted; unreached slots stay zero (holes)."""
+    raw = np.zeros((len(ctas), slots), harness.RECORD_DTYPE)
+    counts = np.zeros(len(ctas), np.uint32)
+    for cta, (opening, closing, per_role) in enumerate(ctas):
+        raw[cta, 0] = anchor(*opening, cta, 10 + cta)
+        raw[cta, -1] = anchor(*closing, cta, 10 + cta)
+        for role, recs in per_role.items():
+            counts[cta] += len(recs)
+            for k, (c, op, kk) in enumerate(recs):
+                if 1 + role + roles * k < slots - 1:
+                    raw[cta, 1 + role + roles * k] = (c, cta, 7, kk, 10 + cta, role, op)
+    return raw, counts
+
+
 G0 = 5_000_000_123_456  # > 2^32 ns: the anchor's high word matters
 C0 = 9_000_000
 # CTA 0: 19800 cycles over 10000 ns (1980 MHz); CTA 1: 5000 cycles over 5000 ns (1000 MHz); 4 records each
@@ -189,11 +206,12 @@ def test_bench_gemm_saves_ns_records_and_each_ctas_clock(tmp_path):
 
 class _FakeCupy:
     """Just enough of cupy for timeline_cost.measure: arrays by device pointer, and kernels that write the
-    loop times (per mode: 40 ns per iteration + the mode's record cost, 2 cycles per ns) and, for clock64,
-    one anchored row of records."""
+    loop times (per mode: 40 ns per iteration + the mode's record cost, 2 cycles per ns) and, for the record
+    modes, one anchored row with the warps' records interleaved (record_register_pair loses warp 0's last)."""
 
     uint8, uint32, uint64, float32 = np.uint8, np.uint32, np.uint64, np.float32
-    EXTRA_NS = dict(none=0, globaltimer=90, clock64=30, clock64_register=10)
+    EXTRA_NS = dict(none=0, globaltimer=90, clock64_atomic=80, clock64_register=30, record=12, record_pair=11,
+                    record_register=10, record_register_pair=9)
 
     def __init__(self):
         self.arrays = {}
@@ -210,14 +228,18 @@ class _FakeCupy:
         def launch(grid, block, args):
             h, elapsed, iters = args[0], args[2], int(args[3])
             warps = block[0] // 32
+            assert int(h["roles"]) == warps
             ns = iters * (40 + self.EXTRA_NS[mode])
             elapsed.a[:] = np.array([[ns, 2 * ns]] * warps, np.uint64).ravel()
-            if mode == "clock64":
-                n = warps * iters
-                rows = device_rows([((1000, 7_000), (1000 + 2 * (n + 1), 7_000 + n + 1),
-                                     [(1000 + 2 * (i + 1), 0, 1, i) for i in range(n)])], int(h["capacity"]))
+            if mode.startswith("record"):
+                n = warps * iters  # record k of warp w is the (k * warps + w)-th, 2 cycles apart
+                per_role = {w: [(1000 + 2 * (k * warps + w + 1), 1, k) for k in range(iters)] for w in range(warps)}
+                if mode == "record_register_pair":
+                    per_role[0].pop()
+                rows, counts = interleaved_rows([((1000, 7_000), (1000 + 2 * (n + 1), 7_000 + n + 1), per_role)],
+                                                int(h["capacity"]), warps)
                 self.arrays[int(h["timeline"])].a[:] = rows.view(np.uint8).ravel()
-                self.arrays[int(h["counts"])].a[:] = n
+                self.arrays[int(h["counts"])].a[:] = counts
         return launch
 
 
@@ -232,8 +254,34 @@ def test_timeline_cost_reports_per_record_costs_against_the_baseline(monkeypatch
     for w in ("1", "3"):
         rows = r["warps"][w]
         assert {m: rows[m]["ns_per_record"] for m in timeline_cost.MODES[1:]} == dict(
-            globaltimer=90, clock64=30, clock64_register=10)
-        assert rows["clock64"]["cycles_per_record"] == 60
-        a = rows["clock64"]["anchors"]
-        assert a["clock_mhz"] == 2000.0 and a["records"] == 50 * int(w) and a["converted_span_ns"] == 50 * int(w) - 1
+            globaltimer=90, clock64_atomic=80, clock64_register=30, record=12, record_pair=11, record_register=10,
+            record_register_pair=9)
+        assert rows["record"]["cycles_per_record"] == 24
+        a = rows["record"]["rows"]
+        n = 50 * int(w)
+        assert a["clock_mhz"] == 2000.0 and a["records"] == a["counts"] == a["expected"] == n
+        assert a["converted_span_ns"] == n - 1 and a["roles_in_order"]
+        bad = rows["record_register_pair"]["rows"]  # warp 0 lost its last record
+        assert bad["records"] == bad["counts"] == n - 1 and not bad["roles_in_order"]
+        assert "rows" not in rows["clock64_atomic"]
     assert r["device"] == "Fake H200" and r["fma_chain"] == 16
+
+
+def test_timeline_cost_lists_its_sources_and_writes_the_provenance(tmp_path, monkeypatch, capsys):
+    import json
+
+    from lapis.gpu import capture_tma
+    assert timeline_cost.main(["--sources"]) == 0
+    listed = capsys.readouterr().out.split()
+    root = Path(harness.__file__).parents[2]
+    assert "lapis/gpu/kernels/harness.cuh" in listed and all((root / p).exists() for p in listed)
+    prov = tmp_path / "prov.json"
+    prov.write_text(json.dumps(dict(commit="abc123", dirty=False)))
+    monkeypatch.setattr(harness, "gpu_present", lambda: True)
+    monkeypatch.setattr(timeline_cost, "measure", lambda iterations, warps, repeats: dict(warps={}, iterations=iterations))
+    monkeypatch.setattr(capture_tma, "provenance", lambda git_file, argv, program: dict(
+        json.loads(Path(git_file).read_text()), gpu="Fake H200", command=" ".join([program] + argv)))
+    assert timeline_cost.main(["--out", str(tmp_path / "tc"), "--provenance", str(prov), "--iterations", "9"]) == 0
+    r = json.loads((tmp_path / "tc" / "timeline_cost.json").read_text())
+    assert r["provenance"]["commit"] == "abc123" and r["provenance"]["gpu"] == "Fake H200" and r["iterations"] == 9
+    assert r["provenance"]["command"].startswith("python -m lapis.gpu.timeline_cost --out ")

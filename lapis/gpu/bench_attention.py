@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from lapis.gpu import harness
+from lapis.gpu.attention_plan import ROLES
 from lapis.gpu.bench_gemm import SmiSampler, _json_default, _read, _time, cta_table, select_ctas, smi_gpu_id
 
 HERE = Path(__file__).parent
@@ -139,12 +140,14 @@ def smem_bytes(v: dict, plan: dict) -> int:
 
 
 def timeline_capacity(v: dict, seq: int) -> int:
-    """Records per CTA and work item (s8: times items_per_cta) the kernel writes: producer start + Q + 2 per tile (s4: 2 per K tile and 2 per V tile);
-    per consumer warpgroup start, wait Q, 7 per tile (+ 2 when it loads itself: s1; + 1 GEMM-turn wait: s4;
-    + 2 more, wait PV and O rescale: s5) and the epilogue, with 1 more turn wait (s4's last PV); plus slack."""
+    """Record slots per CTA and work item (s8: times items_per_cta): the row interleaves len(attention_plan.ROLES)
+    roles (harness.role_slots), each with room for the most records one role writes: the producer start + Q +
+    2 per tile (s4: 2 per K tile and 2 per V tile); a consumer warpgroup start, wait Q, 7 per tile (+ 2 when it
+    loads itself: s1; + 1 GEMM-turn wait: s4; + 2 more, wait PV and O rescale: s5) and the epilogue, with 1
+    more turn wait (s4's last PV); plus 4 of slack per role."""
     n = seq // v["block_n"]
     per_tile = 9 + 2 * bool(v.get("overlap"))
-    return 2 + 2 * n * (2 if v.get("pp") else 1) + v["consumer_wgs"] * (3 + per_tile * n + 1) + 8
+    return harness.role_slots(max(2 + 2 * n * (2 if v.get("pp") else 1), 3 + per_tile * n + 1) + 4, len(ROLES))
 
 
 def rescale_stats(count: int, shape: str, block_n: int) -> dict:
@@ -315,7 +318,7 @@ class Worker:
         rec = cp.zeros(ctas * slots * harness.RECORD_DTYPE.itemsize, cp.uint8) if cap else None
         counts = cp.zeros(ctas, cp.uint32) if cap else None
         hargs = harness.harness_args(self.status, rec.data.ptr if cap else 0, counts.data.ptr if cap else 0, slots,
-                                     WATCHDOG_NS)
+                                     WATCHDOG_NS, roles=len(ROLES))
         stats = self.stats if cap and v.get("counts_rescales") else None
         return (lambda i=0: att.launch(maps[i], o.data_ptr(), shape, hargs, stats.data.ptr if stats is not None
                                        else 0)), rec, counts
@@ -426,7 +429,7 @@ class Worker:
         self.timelines.update({f"{tag}/records": records[keep], f"{tag}/counts": cnt[keep], f"{tag}/ctas": keep,
                                **{f"{tag}/cta_{k}": val for k, val in table.items()}})
         return dict(key=tag, capacity=cap, ctas_saved=int(keep.size),
-                    overflow=int(np.maximum(cnt.astype(np.int64) - cap, 0).sum()),
+                    overflow=int(cnt.astype(np.int64).sum() - harness.written(records, cnt).sum()),
                     kernel_span_us=float((table["t_last_ns"].max() - table["t_first_ns"].min()) / 1e3),
                     cta_span_us_median=float(np.median(table["t_last_ns"] - table["t_first_ns"]) / 1e3))
 

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from lapis.gpu import harness
+from lapis.gpu.gemm_plan import ROLES
 
 HERE = Path(__file__).parent
 KERNEL, HANG_KERNEL = HERE / "kernels" / "gemm_ws.cu", HERE / "kernels" / "hang_test.cu"
@@ -65,9 +66,11 @@ def smem_bytes(v: dict, plan: dict) -> int:
 
 
 def timeline_capacity(v: dict, k: int) -> int:
-    """Records per CTA the kernel can write: producer 1 + 2 per K block; each consumer 1 + 3 per K block + 1."""
+    """Record slots per CTA: the row interleaves len(gemm_plan.ROLES) roles (harness.role_slots), each with room
+    for the most records one role writes: producer 1 + 2 per K block; each consumer 1 + 3 per K block + 1;
+    plus 4 of slack per role."""
     kb = k // v["block_k"]
-    return 1 + 2 * kb + v["consumer_wgs"] * (2 + 3 * kb) + 8
+    return harness.role_slots(max(1 + 2 * kb, 2 + 3 * kb) + 4, len(ROLES))
 
 
 def check_shape(v: dict, m: int, n: int, k: int) -> None:
@@ -209,9 +212,8 @@ def select_ctas(cta_sm: np.ndarray, sms=SAVED_SMS, first=SAVED_FIRST_CTAS) -> np
 
 def cta_table(records: np.ndarray, counts: np.ndarray) -> dict:
     """Per CTA: SM, first and last record time (ns, absolute %globaltimer), records attempted."""
-    kept = np.minimum(counts, records.shape[1])
     t = records["t_ns"].astype(np.int64)
-    valid = np.arange(records.shape[1])[None, :] < kept[:, None]
+    valid = harness.written(records, counts)
     big = np.iinfo(np.int64).max
     first = np.where(valid, t, big).min(axis=1)
     last = np.where(valid, t, -1).max(axis=1)
@@ -220,9 +222,7 @@ def cta_table(records: np.ndarray, counts: np.ndarray) -> dict:
 
 def interval_median_ns(records: np.ndarray, counts: np.ndarray, role: int, op: int) -> float | None:
     """Median gap between consecutive (role, op) records of the same CTA: the steady K-block period."""
-    kept = np.minimum(counts, records.shape[1])
-    valid = np.arange(records.shape[1])[None, :] < kept[:, None]
-    sel = valid & (records["role"] == role) & ((records["op"] & 0x7F) == op)
+    sel = harness.written(records, counts) & (records["role"] == role) & ((records["op"] & 0x7F) == op)
     gaps = []
     for row, mask in zip(records, sel):
         t = row["t_ns"][mask].astype(np.int64)
@@ -319,7 +319,7 @@ class Worker:
         rec = cp.zeros(tiles * slots * harness.RECORD_DTYPE.itemsize, cp.uint8) if cap else None
         counts = cp.zeros(tiles, cp.uint32) if cap else None
         hargs = harness.harness_args(self.status, rec.data.ptr if cap else 0, counts.data.ptr if cap else 0, slots,
-                                     WATCHDOG_NS)
+                                     WATCHDOG_NS, roles=len(ROLES))
         c_cp = cp.from_dlpack(c)
 
         def once(i: int = 0):
@@ -358,8 +358,8 @@ def _timeline(records: np.ndarray, cnt: np.ndarray, plan: dict, work: Path, tag:
                         **{f"cta_{key}": val for key, val in table.items()})
     ops = {o: i for i, o in enumerate(plan["ops"])}
     return dict(file=f"timelines/{tag}.npz", capacity=int(records.shape[1]), ctas_saved=int(keep.size),
-                records=int(np.minimum(cnt, records.shape[1]).sum()),
-                overflow=int(np.maximum(cnt.astype(np.int64) - records.shape[1], 0).sum()),
+                records=int(harness.written(records, cnt).sum()),
+                overflow=int(cnt.astype(np.int64).sum() - harness.written(records, cnt).sum()),
                 kernel_span_us=float((table["t_last_ns"].max() - table["t_first_ns"].min()) / 1e3),
                 cta_span_us_median=float(np.median(table["t_last_ns"] - table["t_first_ns"]) / 1e3),
                 kblock_period_ns_median=interval_median_ns(records, cnt, 1, ops["wait full"]))

@@ -8,9 +8,11 @@
   `harness_args` packs the kernel's `HarnessArgs` parameter.
 - `run_guarded(argv, timeout_s, what)`: runs a kernel's process with a timeout, so a blocking hang (bar.sync,
   wgmma.wait_group: no watchdog can see them) becomes `KernelHang` naming the kernel and its parameters.
-- `timeline_slots(capacity)`: the row length (HarnessArgs.capacity) for `capacity` records plus the two clock
-  anchors; `anchored_to_ns(raw, counts)`: the rows read back from the device (t_ns in %clock64 cycles) ->
-  records in %globaltimer ns without the anchors, the format that is saved and decoded.
+- `timeline_slots(capacity)`: the row length (HarnessArgs.capacity) for `capacity` record slots plus the two
+  clock anchors; `role_slots(per_role, roles)`: record slots for `per_role` records of each of `roles`
+  interleaved roles; `anchored_to_ns(raw, counts)`: the rows read back from the device (roles interleaved,
+  t_ns in %clock64 cycles) -> records in %globaltimer ns, holes and anchors dropped, the format that is saved
+  and decoded; `written(records, counts)`: which saved slots hold records.
 - `decode_timeline(...)`: per-CTA timeline records -> events in the simulator's schema
   (`lapis.pipeline_sim.recorder.Event` fields, as plain dicts; `Event(**d)` rebuilds them).
 
@@ -39,12 +41,14 @@ STATUS_DTYPE = np.dtype([("code", "<u4"), ("barrier", "<u4"), ("parity", "<u4"),
 RECORD_DTYPE = np.dtype([("t_ns", "<u8"), ("cta", "<u4"), ("work_item", "<u4"), ("k_index", "<i4"),
                          ("sm", "<u2"), ("role", "u1"), ("op", "u1")])
 HARNESS_DTYPE = np.dtype([("status", "<u8"), ("timeline", "<u8"), ("counts", "<u8"), ("capacity", "<u4"),
-                          ("pad", "<u4"), ("timeout_ns", "<u8")], align=True)
+                          ("roles", "<u4"), ("timeout_ns", "<u8")], align=True)
 STATUS_CODES = {0: "ok", 1: "mbarrier timeout"}
 KIND_COMPLETE = 0x80  # bit 7 of Record.op: the record is an observed completion (a wait returned)
 # Clock anchors (harness.cuh ANCHOR): slot 0 and slot capacity-1 of each CTA's row pair %globaltimer ns
 # (work_item low, k_index high 32 bits) with %clock64 cycles (t_ns). Kernels' op codes stay below ANCHOR_OP.
 ANCHOR_OP, ANCHOR_ROLE, ANCHOR_SLOTS = 0x7F, 0xFF, 2
+# Role codes a row interleaves (harness.cuh MAX_ROLES): record n of role r in slot 1 + r + roles * n.
+MAX_ROLES = 8
 
 
 class KernelHang(RuntimeError):
@@ -194,11 +198,19 @@ def synchronize(status: Status, what: str) -> None:
 
 
 def harness_args(status: Status | None, timeline_ptr: int = 0, counts_ptr: int = 0, capacity: int = 0,
-                 timeout_ns: int = 1_000_000_000) -> np.ndarray:
-    """The kernel's HarnessArgs, as a numpy scalar the CUDA driver copies by value (cupy passes its bytes)."""
+                 timeout_ns: int = 1_000_000_000, roles: int = 0) -> np.ndarray:
+    """The kernel's HarnessArgs, as a numpy scalar the CUDA driver copies by value (cupy passes its bytes).
+
+    capacity: slots per CTA row (timeline_slots); roles: the kernel's role count (its plan's ROLES; every
+    role code it records must be below it), which interleaves the row. Raises LayoutError when a timeline is
+    given without 1 <= roles <= MAX_ROLES (records of a role code >= roles are counted, never written)."""
+    from lapis.errors import LayoutError
+    if timeline_ptr and not 1 <= roles <= MAX_ROLES:
+        raise LayoutError(f"a timeline interleaves 1..{MAX_ROLES} roles (harness.cuh MAX_ROLES)", f"roles = {roles}",
+                          "pass roles=len(plan['roles']) to harness_args")
     a = np.zeros((), HARNESS_DTYPE)
     a["status"], a["timeline"], a["counts"] = status.device_ptr if status else 0, timeline_ptr, counts_ptr
-    a["capacity"], a["timeout_ns"] = capacity, timeout_ns
+    a["capacity"], a["timeout_ns"], a["roles"] = capacity, timeout_ns, roles
     return a
 
 
@@ -215,20 +227,47 @@ def run_guarded(argv: list[str], timeout_s: float, what: str, env=None) -> subpr
 # --------------------------------------------------------------------------------------- timeline --
 
 def timeline_slots(capacity: int) -> int:
-    """Slots per CTA row to allocate and pass as HarnessArgs.capacity: `capacity` records + ANCHOR_SLOTS."""
+    """Slots per CTA row to allocate and pass as HarnessArgs.capacity: `capacity` record slots + ANCHOR_SLOTS."""
     return int(capacity) + ANCHOR_SLOTS
+
+
+def role_slots(per_role: int, roles: int) -> int:
+    """Record slots (timeline_slots' `capacity`) that hold `per_role` records of each of `roles` roles. Record n
+    of role r goes to record slot r + roles * n (harness.cuh Timeline::record), so every role's share is
+    `per_role` records only when the row has roles * per_role slots, whatever the other roles record."""
+    return int(per_role) * int(roles)
+
+
+def _holes(records: np.ndarray) -> np.ndarray:
+    """bool, records' shape: all-zero records (slots no record reached: the host zeroed the rows)."""
+    return ((records["t_ns"] == 0) & (records["cta"] == 0) & (records["work_item"] == 0) & (records["k_index"] == 0)
+            & (records["sm"] == 0) & (records["role"] == 0) & (records["op"] == 0))
+
+
+def written(records: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """bool [ctas, capacity]: the saved slots that hold records: within each CTA's count and not a hole.
+
+    records: RECORD_DTYPE [ctas, capacity] as saved (anchored_to_ns: each row's records first); counts: uint32
+    [ctas], records attempted. A CTA lost counts - written.sum(1) records to overflow. Rows saved before the
+    roles were interleaved have no holes within their count, so this is the prefix min(counts, capacity)."""
+    records, counts = np.asarray(records), np.asarray(counts)
+    kept = np.minimum(counts, records.shape[1])
+    return (np.arange(records.shape[1])[None, :] < kept[:, None]) & ~_holes(records)
 
 
 def anchored_to_ns(raw: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Device rows -> saved records: each CTA's %clock64 cycles mapped to %globaltimer ns; anchors dropped.
 
     raw: RECORD_DTYPE [ctas, slots] as the kernel wrote it (slot 0 and slot slots-1: the CTA's opening and
-    closing anchors; records in slots 1.. in cursor order, t_ns in SM cycles). counts: uint32 [ctas], records
-    attempted (anchors excluded), unchanged by the conversion. Each written record gets
+    closing anchors; records in slots 1.., the roles interleaved, holes all-zero; t_ns in SM cycles). counts:
+    uint32 [ctas], records attempted (anchors excluded), unchanged by the conversion. Each row is compacted:
+    its records move to the front in slot order (which keeps each role's records in their order), the holes
+    to the back. Each record within the CTA's count then gets
     t_ns = g0 + round((c - c0) * (g1 - g0) / (c1 - c0)) from its CTA's anchors (c: cycles, g: ns; integer
     arithmetic, halves rounded up). Linear in between: assumes the SM clock constant over the CTA's life;
     %clock64 is per SM, hence per-CTA anchors (PTX ISA special registers %clock64, %globaltimer).
-    Returns (records RECORD_DTYPE [ctas, slots - 2], t_ns absolute ns, slots past a CTA's count untouched;
+    Returns (records RECORD_DTYPE [ctas, slots - 2], t_ns absolute ns, slots past a CTA's count untouched,
+    holes all-zero at the back;
     clock_mhz float64 [ctas], the CTA's mean SM clock, NaN when its anchors share one globaltimer tick).
     Raises LayoutError when a row lacks its anchors, or its clock did not advance between them.
     """
@@ -258,8 +297,9 @@ def anchored_to_ns(raw: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.
         raise LayoutError("a CTA's closing anchor comes after its opening one (clock and globaltimer both "
                           "advance) and within ~1 s", f"CTA {k}: {int(dc[k])} cycles, {int(dg[k])} ns apart",
                           "call Timeline::init before the CTA's records and Timeline::finish after them")
-    records = raw[:, 1:-1].copy()
-    valid = np.arange(records.shape[1])[None, :] < np.minimum(counts, records.shape[1])[:, None]
+    records = raw[:, 1:-1]
+    records = np.take_along_axis(records, np.argsort(_holes(records), axis=1, kind="stable"), axis=1)
+    valid = written(records, counts)
     c = records["t_ns"].astype(np.int64) - c0[:, None]
     t = g0[:, None] + (c * dg[:, None] + dc[:, None] // 2) // dc[:, None]
     records["t_ns"] = np.where(valid, t, records["t_ns"].astype(np.int64)).astype(np.uint64)
@@ -271,18 +311,19 @@ def anchored_to_ns(raw: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.
 def decode_timeline(records: np.ndarray, counts: np.ndarray, roles, ops, t0_ns: int | None = None) -> dict:
     """Records -> simulator-schema events.
 
-    records: RECORD_DTYPE array [ctas, capacity] as the kernel wrote it; counts: uint32 [ctas], records each CTA
-    attempted (more than capacity: the rest overflowed, counted but not written). roles/ops: names by code.
+    records: RECORD_DTYPE array [ctas, capacity] as saved (anchored_to_ns; only each (CTA, role)'s order
+    matters); counts: uint32 [ctas], records each CTA attempted (those not written overflowed: counted, not
+    written). Slots past a CTA's count and holes (all-zero records) are skipped. roles/ops: names by code.
     Each record ends an activity of its role that began at the role's previous record (the first record of
     each role, op "start", only opens it). Its kind bit decides the span's kind: an issue record closes an
     "issue" span (the role was issuing: TMA, wgmma, stores); a completion record closes a "wait" span, whose
     end is when the completion (TMA bytes landed, wgmma done, slot released) was observed.
-    Times: ns from t0_ns (default: the earliest record). Returns {events: [dict], overflow: {cta: lost}}.
+    Times: ns from t0_ns (default: the earliest record). Returns {events: [dict], overflow: {cta: lost}},
+    lost = counts - records written (> 0 only).
     """
     records, counts = np.asarray(records), np.asarray(counts)
-    kept = np.minimum(counts, records.shape[1])
-    valid = np.arange(records.shape[1])[None, :] < kept[:, None]
-    flat = records[valid]  # row-major: CTA by CTA, each in cursor order
+    valid = written(records, counts)
+    flat = records[valid]  # row-major: CTA by CTA, each in slot order
     if t0_ns is None:
         t0_ns = int(flat["t_ns"].min()) if flat.size else 0
     events, last = [], {}
@@ -295,5 +336,6 @@ def decode_timeline(records: np.ndarray, counts: np.ndarray, roles, ops, t0_ns: 
                                k_index=int(r["k_index"]), kind="wait" if int(r["op"]) & KIND_COMPLETE else "issue",
                                flow_from=None, id=len(events)))
         last[key] = t
-    overflow = {int(c): int(n - records.shape[1]) for c, n in enumerate(counts) if n > records.shape[1]}
+    lost = counts.astype(np.int64) - valid.sum(axis=1)
+    overflow = {int(c): int(n) for c, n in enumerate(lost) if n > 0}
     return dict(events=events, overflow=overflow, t0_ns=t0_ns)

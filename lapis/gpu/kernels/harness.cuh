@@ -13,8 +13,10 @@
 //    an instant: "op `op` of role `role` ended now", either an issue (the role issued work: a TMA, a
 //    wgmma batch, stores) or a completion (a wait returned, which is when hardware completion is seen).
 //    A role's activity spans from its previous record to this one; each role starts with a START record.
-//    Records go to a per-CTA row of a global buffer through a per-CTA shared-memory cursor; records
-//    past the row's room are counted, never written. The CTA's count lands in counts[cta] at exit.
+//    Records go to a per-CTA row of a global buffer, the roles interleaved: record n of role r in slot
+//    1 + r + R * n (R = HarnessArgs.roles), n counted in a register by the role's one recording thread (no
+//    atomic); records past a role's share of the row are counted, never written. The CTA's records
+//    attempted land in counts[cta] at exit. Slots a role never reached stay zero: the host drops them.
 //    A record's time is %clock64 (SM cycles, the cheapest clock to read; kernels/timeline_cost.cu measures
 //    what a record costs with it and with %globaltimer, which records read before). Each row opens and closes with an ANCHOR record pairing %globaltimer with %clock64 (at
 //    init and at finish, in fixed slots 0 and capacity-1, so an overflow never loses them); the host
@@ -71,9 +73,9 @@ static_assert(sizeof(Record) == 24 && offsetof(Record, sm) == 20, "Record layout
 struct HarnessArgs {
   Status* status;        // device view of the mapped pinned Status
   Record* timeline;      // capacity slots per CTA: 2 anchors + capacity - 2 records (null when not recording)
-  uint32_t* counts;      // records attempted per CTA, anchors excluded (count - (capacity - 2) = overflow)
+  uint32_t* counts;      // records attempted per CTA, anchors excluded (attempted - written = overflow)
   uint32_t capacity;     // slots per CTA (harness.timeline_slots: records + ANCHOR_SLOTS)
-  uint32_t pad;
+  uint32_t roles;        // R: role codes interleaved in a row, 1..MAX_ROLES (harness.harness_args `roles`)
   uint64_t timeout_ns;   // watchdog deadline of each mbarrier wait
 };
 static_assert(sizeof(Status) == 32 && offsetof(Status, t_ns) == 24, "Status layout (harness.STATUS_DTYPE)");
@@ -201,44 +203,111 @@ __device__ __forceinline__ Record anchor_record(ClockPair p) {
   return r;
 }
 
+// The number of role codes a CTA's row can interleave (HarnessArgs.roles <= MAX_ROLES; harness.MAX_ROLES).
+constexpr uint32_t MAX_ROLES = 8;
+
+// Per role code of the CTA, in static shared memory (64 bytes, timeline builds only), written by init:
+// x = records the role attempted (its cursor), y = sm | role << 16, the constant half of the record's last
+// word (%smid read once per CTA, at init: a CTA stays on its SM).
+__device__ __forceinline__ uint2* role_state() {
+  __shared__ uint2 state[MAX_ROLES];
+  return state;
+}
+
+// One 24-byte Record as three 64-bit words (w0 = t_ns; w1 = cta | work_item << 32; w2 = k_index | sm << 32 |
+// role << 48 | op << 56). A slot is 8-byte aligned only (24-byte stride), so a 16-byte store (st.v2.u64
+// needs 16-byte alignment, PTX ISA "Vectors" / ld, st alignment) fits on the half of the slot that is
+// 16-byte aligned. STORES = 3: three 8-byte stores, no branch (the default: the two-store form needs an
+// aligned register quad, which spills attention s3 at its 168-register limit); 2: a 16-byte and an
+// 8-byte store, their order chosen by the address. Plain stores: the host reads the rows after the kernel.
+template <int STORES>
+__device__ __forceinline__ void store_record(Record* slot, uint64_t w0, uint64_t w1, uint64_t w2) {
+  static_assert(STORES == 2 || STORES == 3, "a Record goes out in 2 (16 + 8 byte) or 3 (8-byte) stores");
+  uint64_t* p = reinterpret_cast<uint64_t*>(slot);
+  if constexpr (STORES == 3) {
+    asm volatile("st.global.u64 [%0], %1;" ::"l"(p), "l"(w0) : "memory");
+    asm volatile("st.global.u64 [%0], %1;" ::"l"(p + 1), "l"(w1) : "memory");
+    asm volatile("st.global.u64 [%0], %1;" ::"l"(p + 2), "l"(w2) : "memory");
+  } else if ((reinterpret_cast<uintptr_t>(p) & 8u) == 0) {
+    asm volatile("st.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(w0), "l"(w1) : "memory");
+    asm volatile("st.global.u64 [%0], %1;" ::"l"(p + 2), "l"(w2) : "memory");
+  } else {
+    asm volatile("st.global.u64 [%0], %1;" ::"l"(p), "l"(w0) : "memory");
+    asm volatile("st.global.v2.u64 [%0], {%1, %2};" ::"l"(p + 1), "l"(w1), "l"(w2) : "memory");
+  }
+}
+
+#ifndef LAPIS_TIMELINE_STORES
+#define LAPIS_TIMELINE_STORES 3
+#endif
+
 template <>
 struct Timeline<true> {
-  // By one thread before the CTA's first __syncthreads: zeroes the cursor (one uint32 in shared memory) and
-  // takes the opening anchor.
+  // By one thread before the CTA's first __syncthreads: zeroes the cursor (now the count of records whose
+  // role has no slots) and the role cursors, reads %smid, and takes the opening anchor.
   __device__ __forceinline__ void init(uint32_t* cursor) {
     *cursor = 0;
+    const uint32_t sm = smid() & 0xFFFFu;
+#pragma unroll
+    for (uint32_t r = 0; r < MAX_ROLES; ++r) role_state()[r] = make_uint2(0, sm | r << 16);
     *opening_pair() = clock_pair();
   }
 
-  // Cursor value i goes to slot 1 + i while a slot is left before the closing anchor's. The shared-memory
-  // atomicAdd stays: one cursor keeps the row in record order and counts[] as the records attempted; a
-  // register cursor per role would need per-role rows and capacities.
+  // Record n of role r goes to record index i = r + R * n (slot 1 + i), R = h.roles, while a slot is left
+  // before the closing anchor's; later ones are counted, not written (role r's share of a row of C record
+  // slots: ceil((C - r) / R) records). Rule: each role is recorded by one thread, so the role's cursor n is
+  // read and bumped by plain shared loads and stores, with no atomic (whose returned value a record waited
+  // for). A register cursor in this per-thread object would be cheaper still, but one more register live
+  // through the consumer loops spills attention s3 (timeline build, 168 registers; timeline_cost.cu
+  // measures both). The row interleaves the roles; slots a role never reached stay zero and the host drops
+  // them (harness.anchored_to_ns). A role code >= R has no slots: counted on the shared cursor, never
+  // written. The cursor argument is otherwise unused, kept for source compatibility.
   __device__ __forceinline__ void record(const HarnessArgs& h, uint32_t* cursor, uint8_t role, uint8_t op, Kind kind,
                                          uint32_t work_item, int32_t k_index) {
-    const uint64_t t = clock64_cycles();
-    const uint32_t i = atomicAdd(cursor, 1u);
-    if (h.timeline == nullptr || i + ANCHOR_SLOTS >= h.capacity) return;  // counted (cursor), not written
-    Record r;
-    r.t_ns = t;  // cycles until the host converts
-    r.cta = cta_linear();
-    r.work_item = work_item;
-    r.k_index = k_index;
-    r.sm = static_cast<uint16_t>(smid());
-    r.role = role;
-    r.op = static_cast<uint8_t>(op | (kind << 7));
-    h.timeline[static_cast<uint64_t>(r.cta) * h.capacity + 1 + i] = r;
+    record_with<LAPIS_TIMELINE_STORES, false>(h, cursor, role, op, kind, work_item, k_index);
   }
 
-  // After the CTA's last record (behind a CTA-wide barrier), by one thread: publishes the count and writes
-  // the two anchors (the opening pair is in shared memory, visible since the first __syncthreads).
+  // record(), with the store form (store_record) and the cursor's home (REGISTER: n_, one recording thread
+  // per object and role) as parameters: timeline_cost.cu times each.
+  template <int STORES, bool REGISTER>
+  __device__ __forceinline__ void record_with(const HarnessArgs& h, uint32_t* cursor, uint8_t role, uint8_t op,
+                                              Kind kind, uint32_t work_item, int32_t k_index) {
+    const uint64_t t = clock64_cycles();
+    if (role >= h.roles || role >= MAX_ROLES) {
+      atomicAdd(cursor, 1u);
+      return;
+    }
+    const uint2 state = role_state()[role];
+    const uint32_t n = REGISTER ? n_++ : state.x;
+    role_state()[role].x = n + 1;  // finish sums these (REGISTER too: one store, nothing waits on it)
+    const uint32_t i = role + h.roles * n;
+    if (h.timeline == nullptr || i + ANCHOR_SLOTS >= h.capacity) return;  // counted (role_state), not written
+    const uint32_t cta = cta_linear();
+    const uint32_t tail = state.y | static_cast<uint32_t>(op | kind << 7) << 24;
+    store_record<STORES>(h.timeline + (static_cast<uint64_t>(cta) * h.capacity + 1 + i), t,
+                         cta | static_cast<uint64_t>(work_item) << 32,
+                         static_cast<uint32_t>(k_index) | static_cast<uint64_t>(tail) << 32);
+  }
+
+  // After the CTA's last record (behind a CTA-wide barrier, which also makes the recording threads'
+  // role_state stores visible), by one thread: counts[cta] = records attempted (every role's, plus those of
+  // a role code without slots), and the two anchors (the opening pair is in shared memory since the first
+  // __syncthreads).
   __device__ __forceinline__ void finish(const HarnessArgs& h, uint32_t* cursor) {
     const ClockPair closing = clock_pair();
-    if (h.counts != nullptr) h.counts[cta_linear()] = *cursor;
+    if (h.counts != nullptr) {
+      uint32_t attempted = *cursor;
+#pragma unroll
+      for (uint32_t r = 0; r < MAX_ROLES; ++r) attempted += role_state()[r].x;
+      h.counts[cta_linear()] = attempted;
+    }
     if (h.timeline == nullptr || h.capacity < ANCHOR_SLOTS) return;
     Record* row = h.timeline + static_cast<uint64_t>(cta_linear()) * h.capacity;
     row[0] = anchor_record(*opening_pair());
     row[h.capacity - 1] = anchor_record(closing);
   }
+
+  uint32_t n_ = 0;  // record_with<..., true>'s cursor (dead, so no register, in record())
 };
 
 using KernelTimeline = Timeline<LAPIS_TIMELINE != 0>;

@@ -1,13 +1,21 @@
 // Cost of one timeline record (harness.cuh) on the device. One CTA of `warps` warps runs a loop of FMA_CHAIN
 // dependent FMAs per iteration; lane 0 of every warp (its leader, as in the kernels) records once per
-// iteration into the CTA's shared cursor. Each warp's leader reports the loop's %globaltimer ns and %clock64
-// cycles; the host (lapis/gpu/timeline_cost.py) takes (loop - the no-record loop) / iterations.
-//   timeline_cost_none:              no record (baseline)
-//   timeline_cost_globaltimer:       %globaltimer + shared atomicAdd + 24 B store (the record before anchors)
-//   timeline_cost_clock64:           harness.cuh's record: %clock64 + shared atomicAdd + 24 B store, with the
-//                                    two clock anchors of Timeline::init / finish
-//   timeline_cost_clock64_register:  %clock64 + a register cursor per warp (no atomic): what the atomic costs
-// Buffer: HarnessArgs.timeline with capacity >= warps * iterations + 2 slots; counts[0] gets the cursor.
+// iteration, warp w as role w. Each warp's leader reports the loop's %globaltimer ns and %clock64 cycles; the
+// host (lapis/gpu/timeline_cost.py) takes (loop - the no-record loop) / iterations.
+//   timeline_cost_none:             no record (baseline)
+//   The records before the interleaved rows (one shared atomicAdd cursor, rows in cursor order, %smid and
+//   the 24 B Record stored field by field, every record):
+//   timeline_cost_globaltimer:      %globaltimer + atomicAdd
+//   timeline_cost_clock64_atomic:   %clock64 + atomicAdd (harness.cuh's record until the interleaved rows)
+//   timeline_cost_clock64_register: %clock64 + a register cursor per warp (no atomic), own contiguous slots
+//   harness.cuh's record (Timeline<true>::record_with; interleaved rows, %smid read once at init, the
+//   role's count in shared memory), with the two clock anchors of Timeline::init / finish:
+//   timeline_cost_record:           record(): shared per-role cursor, three 8 B stores (the default)
+//   timeline_cost_record_pair:      shared per-role cursor, a 16 B + an 8 B store
+//   timeline_cost_record_register:  register cursor, three 8 B stores
+//   timeline_cost_record_register_pair: register cursor, a 16 B + an 8 B store
+// Buffer: HarnessArgs.timeline with capacity >= warps * iterations + 2 slots, roles = warps (<= MAX_ROLES);
+// counts[0] gets the records attempted.
 #include <stdint.h>
 
 #include "harness.cuh"
@@ -16,9 +24,12 @@ using namespace lapis;
 
 constexpr int FMA_CHAIN = 16;  // dependent FMAs between two records (~4 cycles each)
 
-enum Mode { NONE, GLOBALTIMER, CLOCK64, CLOCK64_REGISTER };
+enum Mode { NONE, GLOBALTIMER, CLOCK64_ATOMIC, CLOCK64_REGISTER, RECORD, RECORD_PAIR, RECORD_REGISTER,
+            RECORD_REGISTER_PAIR };
 
-__device__ __forceinline__ Record make_record(uint64_t t, uint8_t role, uint32_t iteration) {
+// The record as it was written before the interleaved rows: field by field, %smid read each time.
+__device__ __forceinline__ void write_fields(const HarnessArgs& h, uint64_t t, uint8_t role, uint32_t iteration,
+                                             uint32_t slot) {
   Record r;
   r.t_ns = t;
   r.cta = cta_linear();
@@ -27,11 +38,6 @@ __device__ __forceinline__ Record make_record(uint64_t t, uint8_t role, uint32_t
   r.sm = static_cast<uint16_t>(smid());
   r.role = role;
   r.op = 1;
-  return r;
-}
-
-// Into the CTA's row, as Timeline::record indexes it.
-__device__ __forceinline__ void write(const HarnessArgs& h, const Record& r, uint32_t slot) {
   h.timeline[static_cast<uint64_t>(r.cta) * h.capacity + slot] = r;
 }
 
@@ -41,6 +47,7 @@ __device__ __forceinline__ void cost_loop(const HarnessArgs& h, float* out, uint
   __shared__ uint32_t cursor;
   Timeline<true> tl;
   const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const uint8_t role = static_cast<uint8_t>(warp);
   if (threadIdx.x == 0) tl.init(&cursor);
   __syncthreads();
   float x = a * static_cast<float>(threadIdx.x);
@@ -51,16 +58,20 @@ __device__ __forceinline__ void cost_loop(const HarnessArgs& h, float* out, uint
 #pragma unroll
     for (int f = 0; f < FMA_CHAIN; ++f) x = fmaf(x, a, b);
     if (lane == 0) {
-      if constexpr (MODE == GLOBALTIMER) {
-        const uint64_t t = globaltimer_ns();
+      if constexpr (MODE == GLOBALTIMER || MODE == CLOCK64_ATOMIC) {
+        const uint64_t t = MODE == GLOBALTIMER ? globaltimer_ns() : clock64_cycles();
         const uint32_t i = atomicAdd(&cursor, 1u);
-        if (h.timeline != nullptr && i + ANCHOR_SLOTS < h.capacity) write(h, make_record(t, warp, it), 1 + i);
-      } else if constexpr (MODE == CLOCK64) {
-        tl.record(h, &cursor, static_cast<uint8_t>(warp), 1, ISSUE, 0, it);
+        if (h.timeline != nullptr && i + ANCHOR_SLOTS < h.capacity) write_fields(h, t, role, it, 1 + i);
       } else if constexpr (MODE == CLOCK64_REGISTER) {
         const uint64_t t = clock64_cycles();
-        if (h.timeline != nullptr && mine + 1 < h.capacity) write(h, make_record(t, warp, it), mine);
+        if (h.timeline != nullptr && mine + 1 < h.capacity) write_fields(h, t, role, it, mine);
         ++mine;
+      } else if constexpr (MODE == RECORD) {
+        tl.record(h, &cursor, role, 1, ISSUE, 0, it);
+      } else if constexpr (MODE != NONE) {
+        constexpr int STORES = MODE == RECORD_PAIR || MODE == RECORD_REGISTER_PAIR ? 2 : 3;
+        tl.record_with<STORES, MODE == RECORD_REGISTER || MODE == RECORD_REGISTER_PAIR>(h, &cursor, role, 1, ISSUE,
+                                                                                         0, it);
       }
     }
   }
@@ -82,5 +93,9 @@ __device__ __forceinline__ void cost_loop(const HarnessArgs& h, float* out, uint
 
 COST_KERNEL(timeline_cost_none, NONE)
 COST_KERNEL(timeline_cost_globaltimer, GLOBALTIMER)
-COST_KERNEL(timeline_cost_clock64, CLOCK64)
+COST_KERNEL(timeline_cost_clock64_atomic, CLOCK64_ATOMIC)
 COST_KERNEL(timeline_cost_clock64_register, CLOCK64_REGISTER)
+COST_KERNEL(timeline_cost_record, RECORD)
+COST_KERNEL(timeline_cost_record_pair, RECORD_PAIR)
+COST_KERNEL(timeline_cost_record_register, RECORD_REGISTER)
+COST_KERNEL(timeline_cost_record_register_pair, RECORD_REGISTER_PAIR)
