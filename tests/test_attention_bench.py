@@ -57,7 +57,7 @@ def test_flops_smem_and_threads_by_hand():
     assert "LAPIS_ATTENTION(s6_exp2_emu8, 2, 128, 2, true, true, true, true, 4)" in src
     assert "LAPIS_ATTENTION(s6_exp2_emu4, 2, 128, 2, true, true, true, true, 2)" in src
     assert "LAPIS_ATTENTION(s7_cond_rescale, 2, 128, 2, true, true, true, true, 0, true)" in src
-    assert "constexpr float RESCALE_THRESHOLD = 8.f;" in src
+    assert "constexpr float RESCALE_THRESHOLD = 8.f;" in attention_plan.KERNELS.joinpath("attention_softmax.cuh").read_text()
     assert [ba.sim_params(ba.VARIANTS[v]).get("emulate_frac") for v in ("s6", "s6_emu8", "s6_emu4", "s7")] == [
         0.0, 0.125, 0.25, 0.0]
     assert ba.sim_params(ba.VARIANTS["s7"])["threshold"] == 8.0 and "threshold" not in ba.sim_params(ba.VARIANTS["s6"])
