@@ -160,6 +160,16 @@ def test_v3_softmax_items_cover_every_flavour_at_one_and_two_warpgroups():
     assert abs(mc.SOFTMAX_SCALE_LOG2 - np.log2(np.e) / np.sqrt(128)) < 1e-15
 
 
+def test_overlap_is_the_hidden_share_of_the_shorter_run():
+    def rate(cycles):  # a rate measurement of one job per CTA taking `cycles`
+        return dict(kind="rate", params=dict(work_per_cta=1), raw=dict(cycles=[cycles], ns=[cycles], distinct_sms=[1]))
+    assert mc.overlap(rate(1000.0), rate(800.0), rate(1800.0)) == [0.0]  # serialized: the sum
+    assert mc.overlap(rate(1000.0), rate(800.0), rate(1000.0)) == [1.0]  # the shorter one fully hidden
+    assert mc.overlap(rate(1000.0), rate(800.0), rate(1400.0)) == [0.5]
+    names = {m["name"] for m in mc.items_v3_mix(132)}
+    assert names == {f"mixsm.{f}.{p}" for f in ("exp2f", "ex2_cond") for p in ("tensor", "softmax", "both")}
+
+
 def test_v2_tensor_maps_and_kernel_sources():
     for box in mc.SPREAD_BOXES:
         case = capture_micro.tensor_map_case("l2spread", box)
@@ -170,6 +180,8 @@ def test_v2_tensor_maps_and_kernel_sources():
         kernel = m["kernel"].replace("micro_mix_wgmma_tma_n", "MIX_KERNEL(")
         if kernel.startswith("micro_softmax_"):  # MICRO_SOFTMAX(flavour, ...) defines both warpgroup counts
             kernel = f"MICRO_SOFTMAX({m['params']['flavour']}, "
+        if kernel.startswith("micro_mixsm_"):
+            kernel = f"MICRO_MIXSM({m['params']['flavour']}, "
         assert kernel in text, (m["kernel"], src)
     # the mix kernel's TMA ring starts after A (8 KiB) and the largest B (256 x 64 bf16)
     mix = (capture_micro.KERNEL_DIR / "micro_mix_v1.cu").read_text()

@@ -181,9 +181,33 @@ def items_v3(sm_count: int) -> list[dict]:
             for f in SOFTMAX_FLAVOURS for w in (1, 2)]
 
 
+# Overlap (kernels/micro_mix_softmax_v1.cu): warpgroup 0's wgmma batches against warpgroup 1's softmax tiles on one
+# SM; counts picked so each alone takes ~1.2M cycles (a batch ~600 cycles waited, a softmax tile ~800-900 alone)
+MIXSM_FLAVOURS = ("exp2f", "ex2_cond")
+MIXSM_TENSOR_ITERS, MIXSM_SOFTMAX_ITERS = 2048, 1536
+MIXSM_PARTS = {"tensor": (MIXSM_TENSOR_ITERS, 0), "softmax": (0, MIXSM_SOFTMAX_ITERS),
+               "both": (MIXSM_TENSOR_ITERS, MIXSM_SOFTMAX_ITERS)}
+
+
+def items_v3_mix(sm_count: int) -> list[dict]:
+    """mixsm.<flavour>.<tensor|softmax|both>: one job per CTA (its wgmma batches and/or softmax tiles); value = jobs
+    per clk, so 1 / value is the job's cycles."""
+    return [_rate(f"mixsm.{f}.{part}", f"micro_mixsm_{f}", sm_count, 256, 1, 1,
+                  "one job (wgmma batches on warpgroup 0, softmax tiles on warpgroup 1)", flavour=f,
+                  tensor_iters=tn, softmax_iters=sn)
+            for f in MIXSM_FLAVOURS for part, (tn, sn) in MIXSM_PARTS.items()]
+
+
+def overlap(tensor: dict, softmax: dict, both: dict) -> list[float]:
+    """Per repeat, how much of the shorter of the two runs the both-run hid: (T_tensor + T_softmax - T_both) /
+    min(T_tensor, T_softmax); 1: they overlap fully, 0: they serialize (T_both = the sum)."""
+    t, s, b = ([1.0 / v for v in derive(m)] for m in (tensor, softmax, both))
+    return [(x + y - z) / min(x, y) for x, y, z in zip(t, s, b)]
+
+
 def all_items(sm_count: int) -> list[dict]:
     """Every measurement of the three campaign versions, in run order."""
-    return items(sm_count) + items_v2(sm_count) + items_v3(sm_count)
+    return items(sm_count) + items_v2(sm_count) + items_v3(sm_count) + items_v3_mix(sm_count)
 
 
 # ----------------------------------------------------------------------------------------- values --
