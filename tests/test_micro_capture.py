@@ -182,6 +182,8 @@ def test_v2_tensor_maps_and_kernel_sources():
             kernel = f"MICRO_SOFTMAX({m['params']['flavour']}, "
         if kernel.startswith("micro_mixsm_"):
             kernel = f"MICRO_MIXSM({m['params']['flavour']}, "
+        if kernel.startswith("micro_mixsm2_"):
+            kernel = f"MICRO_MIXSM2({m['params']['flavour']}, "
         assert kernel in text, (m["kernel"], src)
     # the mix kernel's TMA ring starts after A (8 KiB) and the largest B (256 x 64 bf16)
     mix = (capture_micro.KERNEL_DIR / "micro_mix_v1.cu").read_text()

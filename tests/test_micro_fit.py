@@ -119,7 +119,7 @@ def test_every_simulator_key_keeps_its_unit_and_every_value_names_its_source(cap
     # the synthetic capture is v1 only: the keys only v2's l2share and mix measurements and v3's softmax ones give
     # are absent
     v3 = {f"softmax_tiles_per_clk_sm_{f}_wg{w}" for f in mc.SOFTMAX_FLAVOURS for w in (1, 2)}
-    v3 |= {f"softmax_wgmma_overlap_{f}" for f in mc.MIXSM_FLAVOURS} & set(current)
+    v3 |= {f"softmax_wgmma{k}_overlap_{f}" for f in mc.MIXSM_FLAVOURS for k in ("", "_pair")} & set(current)
     assert set(current) - set(v) == {"l2_shared_tb_s", "tensor_flop_per_clk_sm_under_tma",
                                      "tma_bytes_per_ns_sm_under_wgmma", "tma_latency_under_wgmma_ns"} | v3
     for key, entry in current.items():

@@ -35,10 +35,11 @@ from lapis.gpu import micro_campaign as mc
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
 SOURCES = ("micro_core", "micro_tma", "micro_wgmma", "micro_tma_v2", "micro_mix_v1", "micro_softmax_v1",
-           "micro_mix_softmax_v1")
+           "micro_mix_softmax_v1", "micro_mix_softmax_v2")
 # kernel name prefix -> source (first match wins: micro_tma_spread is v2, micro_tma_load v1)
 KERNEL_SOURCE = (("micro_tma_spread", "micro_tma_v2"), ("micro_mix_", "micro_mix_v1"),
-                 ("micro_softmax_", "micro_softmax_v1"), ("micro_mixsm_", "micro_mix_softmax_v1"), ("micro_tma", "micro_tma"),
+                 ("micro_softmax_", "micro_softmax_v1"), ("micro_mixsm_", "micro_mix_softmax_v1"),
+                 ("micro_mixsm2_", "micro_mix_softmax_v2"), ("micro_tma", "micro_tma"),
                  ("micro_wgmma", "micro_wgmma"), ("micro_", "micro_core"))
 
 
@@ -139,7 +140,7 @@ def measure_rate(b: Bench, m: dict, repeats: int) -> dict:
         "micro_smem_read": (it, z, out, sink),
     }.get(k) or ((it, np.float32(mc.SOFTMAX_SCALE_LOG2), z, out, sink) if k.startswith("micro_softmax_") else None) \
         or ((np.uint32(p["tensor_iters"]), np.uint32(p["softmax_iters"]), np.float32(mc.SOFTMAX_SCALE_LOG2), z, out,
-             sink) if k.startswith("micro_mixsm_") else None) \
+             sink) if k.startswith("micro_mixsm") else None) \
         or (it, np.uint64(DESC_A), np.uint64(DESC_B.get(p.get("n"), 0)), np.uint32(BF16_PAIR_ONE),
                  np.uint32(1), z, out, sink)
 

@@ -198,6 +198,21 @@ def items_v3_mix(sm_count: int) -> list[dict]:
             for f in MIXSM_FLAVOURS for part, (tn, sn) in MIXSM_PARTS.items()]
 
 
+# Version 2 (kernels/micro_mix_softmax_v2.cu): warpgroup 0 runs the kernels' GEMM pair per iteration (QK from shared
+# memory, PV with P from registers), so half the tensor iterations of v1 for the same FLOP
+MIXSM2_TENSOR_ITERS = MIXSM_TENSOR_ITERS // 2
+MIXSM2_PARTS = {"tensor": (MIXSM2_TENSOR_ITERS, 0), "softmax": (0, MIXSM_SOFTMAX_ITERS),
+                "both": (MIXSM2_TENSOR_ITERS, MIXSM_SOFTMAX_ITERS)}
+
+
+def items_v3_mix2(sm_count: int) -> list[dict]:
+    """mixsm2.<flavour>.<tensor|softmax|both>: as items_v3_mix with the QK + PV GEMM pair (PV's A in registers)."""
+    return [_rate(f"mixsm2.{f}.{part}", f"micro_mixsm2_{f}", sm_count, 256, 1, 1,
+                  "one job (QK + PV wgmma pairs on warpgroup 0, softmax tiles on warpgroup 1)", flavour=f,
+                  tensor_iters=tn, softmax_iters=sn)
+            for f in MIXSM_FLAVOURS for part, (tn, sn) in MIXSM2_PARTS.items()]
+
+
 def overlap(tensor: dict, softmax: dict, both: dict) -> list[float]:
     """Per repeat, how much of the shorter of the two runs the both-run hid: (T_tensor + T_softmax - T_both) /
     min(T_tensor, T_softmax); 1: they overlap fully, 0: they serialize (T_both = the sum)."""
@@ -207,7 +222,7 @@ def overlap(tensor: dict, softmax: dict, both: dict) -> list[float]:
 
 def all_items(sm_count: int) -> list[dict]:
     """Every measurement of the three campaign versions, in run order."""
-    return items(sm_count) + items_v2(sm_count) + items_v3(sm_count) + items_v3_mix(sm_count)
+    return items(sm_count) + items_v2(sm_count) + items_v3(sm_count) + items_v3_mix(sm_count) + items_v3_mix2(sm_count)
 
 
 # ----------------------------------------------------------------------------------------- values --

@@ -169,15 +169,19 @@ def fit_values(by_name: dict, attrs: dict) -> dict:
             s = mc.stats(values(mix))
             out[key] = _entry(s["median"], unit, f"{mix['file']}: {mix['name']} ({what}; median of {s['n']})",
                               s["spread_pct"])
-    for f in mc.MIXSM_FLAVOURS:  # campaign v3: does one warpgroup's softmax overlap another's wgmma on the SM?
-        ms = [by_name.get(f"mixsm.{f}.{part}") for part in mc.MIXSM_PARTS]
-        if all(ms):
-            s = mc.stats(mc.overlap(*ms))
-            out[f"softmax_wgmma_overlap_{f}"] = _entry(
-                s["median"], "fraction (1: full overlap, 0: serialized)",
-                f"{ms[0]['file']}: mixsm.{f}.tensor/softmax/both ((T_tensor + T_softmax - T_both) / min of the two, "
-                f"wgmma batches on warpgroup 0, softmax tiles on warpgroup 1 of one CTA per SM; median of {s['n']})",
-                s["spread_pct"])
+    # campaign v3: does one warpgroup's softmax overlap another's wgmma on the SM? (mixsm: QK-like wgmma from shared
+    # memory; mixsm2: the kernels' QK + PV pair, PV's A from registers)
+    for prefix, key, what in (("mixsm", "softmax_wgmma_overlap", "wgmma batches (shared-memory operands)"),
+                              ("mixsm2", "softmax_wgmma_pair_overlap", "QK + PV wgmma pairs (PV's A in registers)")):
+        for f in mc.MIXSM_FLAVOURS:
+            ms = [by_name.get(f"{prefix}.{f}.{part}") for part in mc.MIXSM_PARTS]
+            if all(ms):
+                s = mc.stats(mc.overlap(*ms))
+                out[f"{key}_{f}"] = _entry(
+                    s["median"], "fraction (1: full overlap, 0: serialized)",
+                    f"{ms[0]['file']}: {prefix}.{f}.tensor/softmax/both ((T_tensor + T_softmax - T_both) / min of the "
+                    f"two; {what} on warpgroup 0, softmax tiles on warpgroup 1 of one CTA per SM; median of {s['n']})",
+                    s["spread_pct"])
     for key, prefix in LATENCY.items():
         ms = sorted((m for n, m in by_name.items() if n.startswith(prefix) and n.endswith(".d1")),
                     key=lambda m: m["params"]["box_bytes"])
