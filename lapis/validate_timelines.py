@@ -73,8 +73,15 @@ def measured_cases(root: Path) -> list[dict]:
     """One dict per (family, variant, shape, causal), from the last capture that timed it; runs_us lists the
     medians of every capture that timed it, in capture order. Capture dates (YYYY-MM-DD) from provenance."""
     cases, dates = {}, {}
-    rows = (_attention(root) if ac.has_timed(root) else []) + _gemm(root)
+    try:
+        rows = (_attention(root) if ac.has_timed(root) else []) + _gemm(root)
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
+        raise LayoutError("a timed capture's manifest is unreadable or incomplete", f"{type(exc).__name__}: {exc}",
+                          "restore the capture from git, or point --captures at a folder of whole captures") from None
     for r in rows:
+        if not (isinstance(r["measured_us"], (int, float)) and r["measured_us"] > 0):
+            raise LayoutError("a measured time is a positive number of µs", f"{r['capture']}: {r['variant']} at "
+                              f"{r['shape']}: {r['measured_us']!r}", "restore the capture from git")
         key = (r["family"], r["variant"], r["shape"], r["causal"])
         runs = cases[key]["runs_us"] if key in cases else []
         cases[key] = dict(r, runs_us=runs + [r["measured_us"]], capture_date=_capture_date(root, r["capture"], dates))
@@ -287,7 +294,7 @@ def divergence_text(d: dict | None) -> str:
 
 
 def render(r: dict) -> str:
-    lines = [f"{r['cases']} cases: mape {_f(r['mape_pct'], '.1f')}% (blind: {_f(r['mape_pct_blind'], '.1f')}% over "
+    lines = [f"{r['cases']} cases ({r['scored']} scored): mape {_f(r['mape_pct'], '.1f')}% (blind: {_f(r['mape_pct_blind'], '.1f')}% over "
              f"{r['blind_cases']}), max |err| {_f(r['max_abs_err_pct'], '.1f')}%; rank pairs {r['rank_pairs']} "
              f"(gap > 2 x spread {_f(r['spread_pct'], '.2f')}%: {r['spread_source']}), rank agreement "
              f"{_f(r['rank_agreement'], '.0%')}", "",

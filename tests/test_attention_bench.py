@@ -134,11 +134,21 @@ def test_bench_and_sanitizer_take_a_variant_subset():
     assert r.returncode == 2 and "unknown variants ['s10']" in r.stderr
     r = subprocess.run([sys.executable, "-m", "lapis.gpu.sanitize_attention", "--out", "/tmp/x", "--variants",
                         "s9:causal,s3:causal"], capture_output=True, text=True)  # s3 has no causal build
-    assert r.returncode == 2 and "unknown variants ['s3:causal']" in r.stderr
+    assert r.returncode == 2 and "s3 has no causal build: got 's3:causal'; fix: use s9:causal" in r.stderr
+    for bad, says in (("s9:bogus", "a variant is NAME or NAME:causal"), ("s9", "L must be a multiple")):
+        r = subprocess.run([sys.executable, "-m", "lapis.gpu.sanitize_attention", "--out", "/tmp/x", "--variants",
+                            bad, "--shape", "1x2x500x128"], capture_output=True, text=True)
+        assert r.returncode == 2 and says in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-m", "lapis.gpu.bench_attention", "--out", "/tmp/x", "--variants", "s9",
+                        "--causal", "--shapes", "1x2x500x128"], capture_output=True, text=True)
+    assert r.returncode == 2 and "error: L must be a multiple of the kernel's block_m" in r.stderr
+    assert "Traceback" not in r.stderr
     with pytest.raises(LayoutError, match="--causal needs a variant with a causal build"):
         ba.check_shape(ba.VARIANTS["s8"], "8x16x4096x128", causal=True)
     assert ba.check_shape(ba.VARIANTS["s9"], "8x16x4096x128", causal=True) == (8, 16, 4096, 128)
     assert sa.split_variant("s9:causal") == ("s9", True) and sa.split_variant("s5") == ("s5", False)
+    with pytest.raises(ValueError, match="NAME or NAME:causal"):
+        sa.split_variant("s9:Causal")
     assert ba.kernel_name(ba.VARIANTS["s9"], causal=True) == "attn_s9_tuned_causal_s3_n128_c2"
     assert ba.flops("1x1x1024x128", causal=True) == 2.0 * 1024 * 1024 * 128
     r = subprocess.run([sys.executable, "-m", "lapis.gpu.sanitize_attention", "--out", "/tmp/x", "--variants", "s0"],

@@ -35,3 +35,21 @@ def test_inputs_are_named():
     assert q.shape == (4, 16) and k.shape == v.shape == (8, 16)
     with pytest.raises(ValueError, match="'normal' or 'heavy'"):
         attention_inputs("cauchy", 4, 8)
+
+
+@pytest.mark.parametrize("kwargs, rule", [
+    (dict(seq=200), "whole K/V tiles"), (dict(seq=100), "whole K/V tiles"), (dict(block_n=0), "whole K/V tiles"),
+    (dict(threshold=-1.0), "threshold"), (dict(threshold=float("nan")), "threshold"), (dict(threshold=200.0), "threshold"),
+    (dict(seeds=0), "seeds"), (dict(rows=0), "at least 1")])
+def test_bad_numerics_arguments_are_refused_by_rule(kwargs, rule):
+    args = dict(kind="heavy", seq=256, rows=8, seeds=1) | kwargs
+    with pytest.raises(ValueError, match=rule):
+        rescale_frequency_of(args.pop("kind"), args.pop("seq"), **args)
+
+
+def test_emulate_frac_is_zero_or_one_over_n():
+    from lapis.model.numerics import flash_forward
+    q, k, v = attention_inputs("normal", 8, 256, d=16)
+    assert flash_forward(q, k, v, emulate_frac=0.25)[1]["tiles"] == 2
+    with pytest.raises(ValueError, match="emulate_frac is 0 or 1/n"):
+        flash_forward(q, k, v, emulate_frac=0.3)

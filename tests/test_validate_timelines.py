@@ -191,3 +191,21 @@ def test_wait_fraction_is_the_time_spent_only_waiting():
           Event("c", "wait K", 100.0, 300.0, kind="wait"), Event("c", "softmax", 300.0, 400.0)]
     assert busy_fractions(ev) == {"c": pytest.approx(0.5)}
     assert busy_fractions(ev, waits=True) == {"c": pytest.approx(0.5)}
+
+
+def test_a_broken_or_negative_capture_is_refused_by_name(tmp_path):
+    import shutil
+
+    from lapis.errors import LayoutError
+    from lapis.validate_timelines import measured_cases
+    src = ROOT / "captures/attention/h200-2026-11-30-s5"
+    dst = tmp_path / "attention" / "h200-2026-11-30-s5"
+    shutil.copytree(src, dst)
+    man = json.loads((dst / "manifest.json").read_text())
+    man["results"][1]["variants"]["s5"]["plain"]["median_us"] = -5.0
+    (dst / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(LayoutError, match="a measured time is a positive number"):
+        measured_cases(tmp_path)
+    (dst / "manifest.json").write_text("{not json")
+    with pytest.raises(LayoutError, match="unreadable or incomplete"):
+        measured_cases(tmp_path)

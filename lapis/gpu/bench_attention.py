@@ -564,9 +564,17 @@ def main(argv=None) -> int:
     bad = [v for v in a.variants if v not in VARIANTS]
     if bad:
         ap.error(f"unknown variants {bad}; choose from {', '.join(VARIANTS)}")
-    for s in a.shapes:
-        for v in a.variants:
-            check_shape(VARIANTS[v], s, a.causal)  # LayoutError before anything runs
+    from lapis.errors import LayoutError
+    try:
+        for s in a.shapes:
+            for v in a.variants:
+                check_shape(VARIANTS[v], s, a.causal)  # before anything runs
+    except LayoutError as exc:
+        print(f"lapis bench attention: error: {exc}", file=sys.stderr)
+        return 2
+    if a.runs < 1 or a.warmup < 0 or a.min_seconds < 0 or a.timeout <= 0:
+        ap.error(f"--runs >= 1, --warmup >= 0, --min-seconds >= 0 and --timeout > 0: got {a.runs}, {a.warmup}, "
+                 f"{a.min_seconds}, {a.timeout}")
     return run(a, argv)
 
 

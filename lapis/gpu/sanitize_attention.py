@@ -53,9 +53,12 @@ def reference_cpu(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = Fa
 
 
 def split_variant(v: str) -> tuple[str, bool]:
-    """'s9:causal' -> ('s9', True) (the variant's causal build); 's5' -> ('s5', False)."""
-    name, _, mode = v.partition(":")
-    return name, mode == "causal"
+    """'s9:causal' -> ('s9', True) (the variant's causal build); 's5' -> ('s5', False). ValueError for any other
+    ':' suffix."""
+    name, sep, mode = v.partition(":")
+    if sep and mode != "causal":
+        raise ValueError(f"a variant is NAME or NAME:causal: got {v!r}; fix: write {name}:causal or {name}")
+    return name, bool(sep)
 
 
 def error_count(log: str) -> int | None:
@@ -187,10 +190,27 @@ def main(argv=None) -> int:
                     help=f"comma-separated, from {', '.join(VARIANTS)} (default: all)")
     a = ap.parse_args(argv)
     a.argv = argv
-    bad = [v for v in a.variants if split_variant(v)[0] not in VARIANTS or (
-        split_variant(v)[1] and "causal_entry" not in VARIANTS[split_variant(v)[0]])]
-    if bad:
-        ap.error(f"unknown variants {bad}; choose from {', '.join(VARIANTS)} (NAME:causal for a causal build)")
+    from lapis.errors import LayoutError
+    from lapis.gpu.bench_attention import check_shape
+    causal_ok = [n for n, v in VARIANTS.items() if "causal_entry" in v]
+    for v in a.variants:
+        try:
+            name, causal = split_variant(v)
+        except ValueError as exc:
+            ap.error(str(exc))
+        if name not in VARIANTS:
+            ap.error(f"unknown variants ['{v}']; choose from {', '.join(VARIANTS)} (NAME:causal for a causal build)")
+        if causal and name not in causal_ok:
+            ap.error(f"{name} has no causal build: got '{v}'; fix: use {', '.join(n + ':causal' for n in causal_ok)}")
+        try:
+            check_shape(VARIANTS[name], a.shape, causal)
+        except LayoutError as exc:
+            ap.error(str(exc))
+    from lapis.gpu.harness import gpu_present
+    if not gpu_present():
+        print("python -m lapis.gpu.sanitize_attention: needs an NVIDIA GPU with compute capability 9.0+ (sm_90a) "
+              "and cupy", file=sys.stderr)
+        return 2
     return run(a)
 
 

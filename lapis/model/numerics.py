@@ -57,6 +57,23 @@ def _exp2(x: np.ndarray, emulate_cols: np.ndarray, ftz: bool) -> np.ndarray:
     return out
 
 
+def _check_flash_args(q_shape, k_shape, block_n, emulate_frac, threshold) -> None:
+    """ValueError naming the rule, the value and the fix (flash_forward's inputs)."""
+    if len(q_shape) != 2 or len(k_shape) != 2 or q_shape[0] < 1 or q_shape[1] < 1 or q_shape[1] != k_shape[1]:
+        raise ValueError(f"q is (rows >= 1, d >= 1) and k (cols, d): got q {q_shape}, k {k_shape}; fix: pass 2-D arrays "
+                         "with the same head dim")
+    if not isinstance(block_n, int) or block_n < 1 or k_shape[0] < block_n or k_shape[0] % block_n:
+        raise ValueError(f"the keys are whole K/V tiles (cols a positive multiple of block_n, as the kernels need): "
+                         f"got cols = {k_shape[0]}, block_n = {block_n!r}; fix: pad the keys or pick a block_n "
+                         "that divides them")
+    if not (emulate_frac == 0 or (0 < emulate_frac <= 1 and abs(1 / emulate_frac - round(1 / emulate_frac)) < 1e-9)):
+        raise ValueError(f"emulate_frac is 0 or 1/n (every n-th column in software): got {emulate_frac!r}; "
+                         "fix: use 0, 1/8, 1/4, 1/2 or 1")
+    if threshold is not None and not (isinstance(threshold, (int, float)) and 0 <= threshold < 64):
+        raise ValueError(f"threshold is None or a number of log2 units in [0, 64) (past ~127 fp32 exp2 overflows): "
+                         f"got {threshold!r}; fix: use 8, the kernels' default")
+
+
 def flash_forward(q, k, v, *, block_n: int = 128, scale: float | None = None, ftz: bool = True,
                   emulate_frac: float = 0.0, threshold: float | None = None, p_bf16: bool = True):
     """Online-softmax attention as the kernels compute it. Returns (out, stats).
@@ -64,6 +81,7 @@ def flash_forward(q, k, v, *, block_n: int = 128, scale: float | None = None, ft
     q (rows, d), k and v (cols, d), any float; cols a multiple of block_n. stats: rescales (row-tile pairs
     where O was rescaled, first tile excluded), rescale_frequency, tiles.
     """
+    _check_flash_args(np.shape(q), np.shape(k), block_n, emulate_frac, threshold)
     q, k, v = (to_bf16(np.asarray(a, np.float32)) for a in (q, k, v))
     rows, d = q.shape
     scale = 1 / np.sqrt(d) if scale is None else scale
@@ -108,6 +126,8 @@ def attention_inputs(kind: str, rows: int, cols: int, d: int = 128, seed: int = 
     for another kind."""
     if kind not in ("normal", "heavy"):
         raise ValueError(f"inputs are 'normal' or 'heavy', got {kind!r}")
+    if min(rows, cols, d) < 1:
+        raise ValueError(f"rows, cols and d are at least 1: got {rows}, {cols}, {d}; fix: pass positive sizes")
     rng = np.random.default_rng(seed)
     q, k, v = rng.standard_normal((rows, d)), rng.standard_normal((cols, d)), rng.standard_normal((cols, d))
     if kind == "heavy":
@@ -120,6 +140,8 @@ def rescale_frequency_of(kind: str, seq: int, *, block_n: int = 128, threshold: 
     """How often a row's max moves by more than `threshold` (log2 units) past the first K/V tile, per row and tile,
     for `rows` query rows against `seq` keys of `kind` inputs (mean over `seeds` draws): the frequency the s7 kernel
     counts in its instrumented build (bench_attention's `rescales`)."""
+    if seeds < 1:
+        raise ValueError(f"seeds is the number of draws, at least 1: got {seeds!r}; fix: seeds=2")
     runs = [flash_forward(*attention_inputs(kind, rows, seq, seed=s), block_n=block_n, threshold=threshold)[1]
             for s in range(seeds)]
     return float(np.mean([r["rescale_frequency"] for r in runs]))
