@@ -12,8 +12,8 @@ from pathlib import Path
 
 DTYPE_CHOICES = ("e4m3", "e5m2", "f16", "bf16", "tf32", "f32", "u8", "s8")
 SWIZZLE_CHOICES = ("none", "32B", "64B", "128B", "128B_base32B")
-GPU_NEEDED = ('needs an NVIDIA GPU with compute capability 9.0+ and `pip install lapis[gpu]` '
-              '(from a lapis checkout: pip install ".[gpu]")')
+GPU_NEEDED = ('needs an NVIDIA GPU with compute capability 9.0+ and the gpu extra (from a lapis checkout: '
+              'pip install ".[gpu]")')
 
 
 def integer(text: str) -> int:
@@ -279,7 +279,8 @@ def _simulate(args) -> int:
         return 0
     if not args.schedule or not args.shape:
         from lapis.errors import LayoutError
-        raise LayoutError("simulate needs --schedule and --shape", "missing", "e.g. --schedule h200-gemm-ws "
+        missing = " and ".join(f for f, v in (("--schedule", args.schedule), ("--shape", args.shape)) if not v)
+        raise LayoutError("simulate needs --schedule and --shape", f"{missing} missing", "e.g. --schedule h200-gemm-ws "
                           "--shape 8192x8192x8192 (lapis simulate --list)")
     _check_out_file("--png", args.png, ".png")
     _check_out_file("--trace", args.trace, ".json")

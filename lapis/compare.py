@@ -43,6 +43,10 @@ def compare_gemm(schedule: str, shape: str, variant: str | None = None, captures
     from lapis.pipeline_sim.simulate import default_gpu, simulate
     from lapis.timeline_compare import compare, err_pct
     from lapis.validate import captures_root
+    if not schedule.endswith("-gemm-ws"):  # before looking the shape up: the attention ones are validated elsewhere
+        raise LayoutError("lapis compare covers the GEMM schedule h200-gemm-ws", schedule,
+                          "for the attention schedules use `lapis validate timelines` (every variant, shape and "
+                          "causal flag the captures hold)")
     folder = gemm_capture.find(captures_root(captures, kinds=("gemm",)), shape, variant)
     man = gemm_capture.manifest(folder)
     if schedule != man["schedule"]:

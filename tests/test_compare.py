@@ -108,7 +108,7 @@ def test_compare_png_interleaves_predicted_and_measured_lanes_with_shared_colour
 
 
 def test_compare_names_what_is_wrong(capsys):
-    cases = [(["compare", "--schedule", "h200-s3-two-consumers", "--shape", SHAPE], "no capture of this schedule"),
+    cases = [(["compare", "--schedule", "h200-s3-two-consumers", "--shape", SHAPE], "use `lapis validate timelines`"),
              (["compare", "--schedule", "h200-gemm-ws", "--shape", "1024x1024x1024"], "2048x2048x2048, 4096x4096"),
              (["compare", "--schedule", "h200-gemm-ws", "--shape", SHAPE, "--variant", "ws_s9"], "ws_s4_c1_n128")]
     for argv, words in cases:
