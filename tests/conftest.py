@@ -20,3 +20,18 @@ def profiles_of_56d4f41(tmp_path, monkeypatch):
         shutil.copy(f, tmp_path / f.name)
     shutil.copy(Path(__file__).parent / "data" / "h200_profile_56d4f41.json", tmp_path / "h200.json")
     monkeypatch.setattr(profile, "PROFILES", tmp_path)
+
+
+@pytest.fixture(scope="session")
+def report_run(tmp_path_factory):
+    """(out folder, --json numbers) of one `lapis report` over the shipped captures, shared by the tests that read
+    it: the report takes minutes, so the suite runs it once."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    out = tmp_path_factory.mktemp("report")
+    r = subprocess.run([sys.executable, "-m", "lapis.cli", "report", "--json", "--out", str(out)],
+                       capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out, json.loads(r.stdout)

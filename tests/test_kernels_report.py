@@ -128,10 +128,8 @@ def test_figures_are_pngs(section):
         assert (out / name).read_bytes()[:8] == PNG_MAGIC and f"({name})" in md
 
 
-def test_report_json_has_kernels(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "lapis.cli", "report", "--json", "--out", str(tmp_path)],
-                       capture_output=True, text=True, cwd=ROOT)
-    numbers = json.loads(r.stdout)
+def test_report_json_has_kernels(report_run):
+    tmp_path, numbers = report_run
     assert len(numbers["kernels"]) == 60
     assert set(numbers["kernels"][0]) >= {"variant", "shape", "causal", "tflops", "spread_pct", "cudnn_tflops",
                                           "ratio_to_cudnn", "rel_err", "sanitizer_clean",
