@@ -64,8 +64,10 @@ def test_configurations_that_do_not_fit_are_kept_with_the_simulators_reason(tmp_
 def test_runnable_marks_the_instantiated_kernel_only(tmp_path):
     r = run_sweep(S8, [TINY], ["stages=2,3", "block_n=64,128"], executor="serial", out=tmp_path, figure=False)
     by = {tuple(v for _, v in row["config"]): row for row in r["rows"]}
-    assert by[(128, 2)]["runnable"] and by[(128, 2)]["kernel"] == "attn_s8_persistent_s2_n128_c2"
-    assert by[(128, 3)]["runnable"] and by[(128, 3)]["kernel"] == "attn_s9_tuned_s3_n128_c2"  # s8's loop, 3 stages
+    # the simulator's s8 resolves setmaxnreg 24/240; the kernels set 40/232 (bench_attention.VARIANTS["s8"])
+    split = " (kernel's setmaxnreg split 40/232)"
+    assert by[(128, 2)]["runnable"] and by[(128, 2)]["kernel"] == "attn_s8_persistent_s2_n128_c2" + split
+    assert by[(128, 3)]["runnable"] and by[(128, 3)]["kernel"] == "attn_s9_tuned_s3_n128_c2" + split  # s8's loop
     assert not by[(64, 2)]["runnable"] and by[(64, 2)]["fits"]
     assert "attn_s8_persistent_s2_n64_c2 is not instantiated" in by[(64, 2)]["kernel"]
     gemm = ev.evaluate(ev.Task("h200-gemm-ws", "h200", "256x256x256", (), "full"))
@@ -157,3 +159,31 @@ def test_validate_top_adds_measured_columns_for_runnable_rows_only(tmp_path, mon
     # 4 B H L^2 D FLOPs over the measured time: 4*1*2*512^2*128 / 10 us = 26.84 TFLOP/s; 4*2*1024^2*128 / 40 us
     assert got[("2", TINY)] == ("10.000", "26.84") and got[("2", "1x2x1024x128")] == ("40.000", "26.84")
     assert got[("3", TINY)] == ("20.000", "13.42")  # stages 3: the s9 build (s8's loop at 3 stages), 20 us
+
+
+def test_runnable_needs_the_kernels_work_order_and_names_a_different_split(tmp_path):
+    r = run_sweep(S8, [TINY], ["persistent_order=grid_stride,lpt", "q_tiles_per_cta=1,2", "regs_producer=40",
+                               "regs_consumer=232,200"], executor="serial", out=tmp_path, figure=False)
+    by = {tuple(v for _, v in row["config"]): row for row in r["rows"]}
+    assert all(row["fits"] for row in r["rows"]) and len(r["rows"]) == 8
+    # keys sorted: persistent_order, q_tiles_per_cta, regs_consumer, regs_producer
+    assert by[("grid_stride", 1, 232, 40)]["kernel"] == "attn_s8_persistent_s2_n128_c2"  # the kernel's own split
+    assert by[("grid_stride", 1, 200, 40)]["runnable"]
+    split = " (kernel's setmaxnreg split 40/232)"  # bench_attention.VARIANTS["s8"]: 40/232, not the row's 40/200
+    assert by[("grid_stride", 1, 200, 40)]["kernel"] == "attn_s8_persistent_s2_n128_c2" + split
+    assert not by[("lpt", 1, 232, 40)]["runnable"]
+    assert by[("lpt", 1, 232, 40)]["kernel"] == "not runnable: the kernels fix persistent_order grid_stride (got lpt)"
+    assert not by[("grid_stride", 2, 232, 40)]["runnable"]
+    assert by[("grid_stride", 2, 232, 40)]["kernel"] == "not runnable: the kernels fix q_tiles_per_cta 1 (got 2)"
+
+
+def test_a_shape_over_the_event_bound_is_a_simulator_limit_not_a_fit_failure(tmp_path):
+    # s8 at 132x16x65536x128: 132*16*512 Q tiles / 132 SMs = 8192 per SM, x 2 MMAs x 512 K/V tiles = 8,388,608
+    # events > 1,000,000 (recorder.MAX_EVENTS)
+    r = run_sweep(S8, [TINY, "132x16x65536x128"], ["stages=2"], fast=True, check=0, executor="serial",
+                  out=tmp_path, figure=False)
+    big = [row for row in r["rows"] if row["shape"] == "132x16x65536x128"][0]
+    assert not big["fits"] and big["reason"].startswith("simulator limit: the run exceeds the simulator's event bound")
+    assert "8,388,608" in big["reason"]
+    assert big["kernel"] == "not runnable: not simulated (simulator limit)"
+    assert r["simulator_limit"] == 1

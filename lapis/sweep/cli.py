@@ -38,8 +38,20 @@ def add_parser(sub) -> None:
     sw.add_argument("--json", action="store_true", help="machine-readable output (summary and rows)")
 
 
+def check_validate_args(args) -> None:
+    """--validate-top K needs K >= 1; --provenance only goes with it. Raises LayoutError before anything runs."""
+    from lapis.errors import LayoutError
+    if args.validate_top is not None and args.validate_top < 1:
+        raise LayoutError("--validate-top times a count of configurations >= 1", args.validate_top,
+                          "e.g. --validate-top 2, or leave it out")
+    if args.provenance is not None and args.validate_top is None:
+        raise LayoutError("--provenance goes with --validate-top (it describes the kernels timed)",
+                          repr(args.provenance), "add --validate-top K, or drop --provenance")
+
+
 def cli_sweep(args) -> int:
     from lapis.sweep.run import run_sweep
+    check_validate_args(args)
     from lapis.sweep.table import top_text
     r = run_sweep(args.schedule, args.shapes, args.grid, args.gpu, args.random, args.seed, args.fast,
                   args.executor, args.workers, args.out, args.check, args.top)
@@ -48,7 +60,7 @@ def cli_sweep(args) -> int:
     else:
         print(summary_text(r))
         print(top_text(r["ranked"], r["shapes"], args.top))
-    if args.validate_top:
+    if args.validate_top is not None:
         from lapis.sweep.validate import validate_top
         path = validate_top(r, args.validate_top, args.out, args.provenance)  # LayoutError without a GPU: exit 2, table kept
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
@@ -60,6 +72,13 @@ def summary_text(r: dict) -> str:
     lines = [f"{r['schedule']} on {r['gpu']} ({r['mode']}): {r['configurations']} configurations x "
              f"{len(r['shapes'])} shapes = {c['rows']} rows ({c['computed']} computed in {c['wall_s']:.1f} s, "
              f"{c['resumed']} resumed); {r['fits']} fit, {r['runnable']} runnable"]
+    if c["stale"] or r["dropped_partial_lines"]:
+        lines.append(f"resume store: {c['stale']} stored rows recomputed as stale (another profile, model or lapis "
+                     f"version), {r['dropped_partial_lines']} invalid or cut-short lines dropped (their rows "
+                     "recomputed where swept)")
+    if r["simulator_limit"]:
+        lines.append(f"{r['simulator_limit']} rows over the simulator's event bound (not simulated; not a "
+                     "hardware limit)")
     fc = r["fast_check"]
     if fc:
         lines.append(f"fast-mode error against full simulation on {fc['sample']} sampled rows: max "

@@ -6,7 +6,11 @@ memory in bytes, registers per CTA, TMEM columns on sm100) and whether a kernel 
 (lapis.sweep.runnable: `kernel` names it, or says "not runnable: why"). A configuration the simulator refuses
 (a LayoutError: shared memory over the CTA's limit, a register split over the file, tiles that do not divide L,
 a block_n wgmma cannot take, ...) or that deadlocks is a row with fits = False and the simulator's message as
-its reason: never dropped.
+its reason: never dropped. A shape over the simulator's event bound (simulate.check_size) is not a hardware
+limit: its reason starts with "simulator limit:" and its kernel column says so.
+
+Each row carries `stamp` (stamp(): the GPU profile's hash, the simulator's model hash and the lapis version,
+lapis.pipeline_sim.predictions), so a resumed sweep recomputes rows made under another profile or model.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ import time
 from dataclasses import dataclass
 
 from lapis.errors import LayoutError
+
+EVENT_BOUND_RULE = "the run exceeds the simulator's event bound"  # simulate.check_size's rule
+SIMULATOR_LIMIT = "simulator limit: "
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,13 @@ class Task:
         """The row's identity in the resume store: everything that decides its numbers."""
         from lapis.sweep.space import config_text
         return f"{self.schedule}|{self.gpu}|{self.mode}|{self.shape}|{config_text(self.config)}"
+
+
+def stamp(gpu: str) -> dict:
+    """What a row's numbers depend on besides its key: profile hash, model hash, lapis version."""
+    import lapis
+    from lapis.pipeline_sim import predictions
+    return dict(profile=predictions.profile_hash(gpu), model=predictions.model_hash(), version=lapis.__version__)
 
 
 def simulate_full(schedule: str, gpu: str, shape: str, params: dict) -> dict:
@@ -56,12 +70,13 @@ def evaluate(task: Task) -> dict:
     from lapis.sweep.runnable import runnable
     row = dict(key=task.key(), shape=task.shape, config=[list(kv) for kv in task.config], mode=task.mode,
                fits=False, reason="", predicted_us=None, tflops=None, bound_by="", smem_bytes=None,
-               registers=None, tmem_columns=None, runnable=False, kernel="", fast_method="")
+               registers=None, tmem_columns=None, runnable=False, kernel="", fast_method="", stamp=stamp(task.gpu))
     t0, c0 = time.perf_counter(), time.process_time()
     try:
         r = simulate_row(task)
     except LayoutError as exc:
-        row["reason"] = str(exc)
+        limit = exc.rule == EVENT_BOUND_RULE  # the simulator's own bound, not the GPU's
+        row["reason"] = (SIMULATOR_LIMIT if limit else "") + str(exc)
     except Deadlock as exc:
         row["reason"] = f"deadlock: {exc}"
     else:
@@ -72,6 +87,7 @@ def evaluate(task: Task) -> dict:
         ok, why = runnable(task.schedule, r["params"], task.shape)
         row.update(runnable=ok, kernel=why if ok else f"not runnable: {why}")
     if not row["fits"]:
-        row["kernel"] = "not runnable: does not fit"
+        limited = row["reason"].startswith(SIMULATOR_LIMIT)
+        row["kernel"] = "not runnable: " + ("not simulated (simulator limit)" if limited else "does not fit")
     row["wall_s"], row["cpu_s"] = time.perf_counter() - t0, time.process_time() - c0  # kept out of the CSV
     return row

@@ -16,10 +16,10 @@ import random
 import time
 from pathlib import Path
 
-from lapis.errors import LayoutError
+from lapis.errors import LayoutError, as_int
 from lapis.sweep import evaluate as ev
 from lapis.sweep import table
-from lapis.sweep.executors import Progress, check_executor, run_tasks
+from lapis.sweep.executors import Progress, check_executor, check_workers, run_tasks
 from lapis.sweep.space import configurations, parse_grid
 from lapis.sweep.store import RowStore
 
@@ -31,12 +31,53 @@ def tasks_for(schedule: str, gpu: str, shapes: list, configs: list, mode: str) -
 
 
 def compute(tasks: list, store: RowStore, executor: str, workers, label: str) -> dict:
-    """Run the tasks not yet in the store; return counts and the wall time of what ran."""
-    todo = [t for t in tasks if t.key() not in store]
+    """Run the tasks not yet in the store, or stored under another profile, model or lapis version (stale);
+    return counts and the wall time of what ran."""
+    stamps = {g: ev.stamp(g) for g in {t.gpu for t in tasks}}
+    todo = [t for t in tasks if not store.current(t.key(), stamps[t.gpu])]
+    stale = sum(t.key() in store for t in todo)
     t0 = time.perf_counter()
     run_tasks(todo, ev.evaluate, executor, workers, on_row=store.add, progress=Progress(len(todo), label))
-    return dict(rows=len(tasks), computed=len(todo), resumed=len(tasks) - len(todo),
+    return dict(rows=len(tasks), computed=len(todo), resumed=len(tasks) - len(todo), stale=stale,
                 wall_s=time.perf_counter() - t0)
+
+
+def parse_shapes(shapes: list, parse) -> list[str]:
+    """The shapes in canonical form ('8x16x4096x128': spaces stripped, extents as ints), each parsed by the
+    schedule module's parse_shape with positive extents. Raises LayoutError for none, a malformed or
+    non-positive shape, or one given twice."""
+    if not shapes:
+        raise LayoutError("a sweep needs at least one shape", shapes, "e.g. --shapes 8x16x4096x128")
+    out = []
+    for s in shapes:
+        dims = parse(str(s).replace(" ", ""))
+        if min(dims) < 1:
+            raise LayoutError("shape extents must be positive", repr(s), "use extents >= 1, e.g. 8x16x4096x128")
+        text = "x".join(map(str, dims))
+        if text in out:
+            raise LayoutError("each sweep shape is given once", repr(s), f"drop the repeated {text} from --shapes")
+        out.append(text)
+    return out
+
+
+def output_folder(out) -> Path:
+    """OUT as a folder, made if missing. Raises LayoutError for an empty path, a file, or a path under a file."""
+    if not str(out).strip():
+        raise LayoutError("--out names the sweep's output folder", repr(str(out)), "e.g. --out lapis-sweep")
+    folder = Path(out)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise LayoutError("--out must be a folder (it holds rows.jsonl, sweep.csv, summary.json)", str(folder),
+                          "pick a path that is not a file nor under one") from None
+    return folder
+
+
+def check_counts(top: int, check: int) -> None:
+    if as_int(top, "--top") < 1:
+        raise LayoutError("--top prints a count of configurations >= 1", top, "e.g. --top 5")
+    if as_int(check, "--check") < 0:
+        raise LayoutError("--check samples a count of rows >= 0", check, "e.g. --check 3 (0: no fast-mode check)")
 
 
 def fast_check(rows: list, schedule: str, gpu: str, store: RowStore, executor: str, workers, sample: int,
@@ -64,7 +105,9 @@ def run_sweep(schedule: str, shapes: list, grid: list | None = None, gpu: str | 
               figure: bool = True) -> dict:
     """Sweep `schedule` over the --grid axes at `shapes`; see the module docstring for what is written.
     Returns summary.json's content plus `rows` (the sorted table) and `csv` (its text).
-    Raises LayoutError for an unknown schedule, GPU, key, executor or an empty shape list."""
+    Raises LayoutError, before anything runs, for an unknown schedule, GPU, key or executor, a grid value the
+    simulator refuses, a bad shape list (parse_shapes), a worker count < 1, top < 1, check < 0 or an --out that
+    is not a folder (output_folder)."""
     import importlib
 
     from lapis.model.profile import load_profile
@@ -78,13 +121,14 @@ def run_sweep(schedule: str, shapes: list, grid: list | None = None, gpu: str | 
     if arch and load_profile(gpu).arch != arch:  # simulate() would refuse every row for it: say so once
         raise LayoutError(f"{schedule} is written for {arch} hardware", f"--gpu {gpu} ({load_profile(gpu).arch})",
                           f"use --gpu {default_gpu(schedule)}")
-    if not shapes:
-        raise LayoutError("a sweep needs at least one shape", shapes, "e.g. --shapes 8x16x4096x128")
+    mod = importlib.import_module(SCHEDULES[schedule][1])
+    shapes = parse_shapes(shapes, mod.parse_shape)
     check_executor(executor)
-    axes = parse_grid(grid, importlib.import_module(SCHEDULES[schedule][1]).DEFAULTS, schedule)
+    check_workers(workers)
+    check_counts(top, check)
+    axes = parse_grid(grid, mod.DEFAULTS, schedule)
     configs = configurations(axes, sample, seed)
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = output_folder(out)
     store = RowStore(folder)
     mode = "fast" if fast else "full"
     tasks = tasks_for(schedule, gpu, shapes, configs, mode)
@@ -104,6 +148,7 @@ def run_sweep(schedule: str, shapes: list, grid: list | None = None, gpu: str | 
     summary = dict(schedule=schedule, gpu=gpu, shapes=list(shapes), axes={k: list(v) for k, v in axes.items()},
                    mode=mode, configurations=len(configs), counts=counts, fits=sum(r["fits"] for r in rows),
                    runnable=sum(bool(r["runnable"]) for r in rows), top=ranked[:top], pareto=front,
-                   fast_check=checked, files=files, dropped_partial_lines=store.dropped)
+                   fast_check=checked, files=files, dropped_partial_lines=store.dropped,
+                   simulator_limit=sum(r["reason"].startswith(ev.SIMULATOR_LIMIT) for r in rows))
     (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return dict(summary, rows=rows, csv=csv_text, ranked=ranked)

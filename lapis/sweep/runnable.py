@@ -4,8 +4,11 @@ The kernel is one template, attention<STAGES, BN, CONSUMER_WGS, WS, Features<...
 only where an entry point is instantiated and lapis.gpu.bench_attention can launch it (its VARIANTS). Each schedule
 maps to the variants that implement its mechanism (KERNELS_OF_SCHEDULE; s8's persistent loop at 3 stages is the s9
 build); a row is runnable when one of them has the row's stages, block_n, consumer_wgs and block_m (and, where the
-variant fixes them, emulate_frac and threshold). The kernel's setmaxnreg split is its own (s8, s9: 40/232): a row
-whose split differs is still run, and the kernel's split is named. The template's own limits (its static_asserts)
+variant fixes them, emulate_frac and threshold) and the work order the kernels take: one Q tile per CTA
+(q_tiles_per_cta 1) and items dealt grid-stride (persistent_order grid_stride; the non-causal s8/s9 loop). The
+kernel's setmaxnreg split is its own (s3-s7: 24/240, s8, s9: 40/232): a row whose split differs is still run, and
+its kernel column says "NAME (kernel's setmaxnreg split P/C)" so a measured time is never read as the row's split
+(kernel_of gives NAME back). The template's own limits (its static_asserts)
 are named when they are what stands in the way:
 - BN is 64 or 128 (attention_plan.h plans K/V tiles for those two);
 - CONSUMER_WGS is 1, or 2 with a producer warpgroup; block_m = 64 x CONSUMER_WGS (one wgmma m64 per warpgroup);
@@ -23,6 +26,13 @@ TEMPLATE_BLOCK_N = (64, 128)  # attention_h200.cu KV<BN>: static_assert(BN == 64
 TEMPLATE_CONSUMER_WGS = (1, 2)  # Config: static_assert(CONSUMER_WGS == 1 || (CONSUMER_WGS == 2 && WS))
 GEOMETRY = ("stages", "block_n", "consumer_wgs", "block_m")
 FIXED = ("emulate_frac", "threshold")  # compared only where the variant fixes them
+WORK_ORDER = dict(persistent_order="grid_stride", q_tiles_per_cta=1)  # what every kernel's loop does
+SPLIT = ("regs_producer", "regs_consumer")  # setmaxnreg budgets, where the kernel sets them
+
+
+def kernel_of(text: str) -> str:
+    """A runnable row's kernel column without the split note: the kernel's name."""
+    return text.split(" (", 1)[0]
 
 
 def runnable(schedule: str, params: dict, shape: str) -> tuple[bool, str]:
@@ -34,6 +44,9 @@ def runnable(schedule: str, params: dict, shape: str) -> tuple[bool, str]:
         return False, f"no kernel for {schedule} (lapis/gpu/kernels/attention_h200.cu: the h200 s1..s9 schedules)"
     if params.get("causal"):
         return False, "causal rows are not validated here (lapis bench attention --causal times s9's causal build)"
+    for k, fixed in WORK_ORDER.items():
+        if params.get(k, fixed) != fixed:
+            return False, f"the kernels fix {k} {fixed} (got {params[k]})"
     want = {k: params.get(k) for k in GEOMETRY}
     if want["block_n"] not in TEMPLATE_BLOCK_N:
         return False, f"block_n {want['block_n']}: attention_plan.h plans K/V tiles for block_n 64 and 128 only"
@@ -46,7 +59,10 @@ def runnable(schedule: str, params: dict, shape: str) -> tuple[bool, str]:
                 bench.check_shape(v, shape)
             except ValueError as exc:  # LayoutError: D or L the kernel cannot take
                 return False, str(exc)
-            return True, bench.kernel_name(v)
+            split = [v.get(k) for k in SPLIT]
+            note = (f" (kernel's setmaxnreg split {split[0]}/{split[1]})"
+                    if None not in split and split != [params.get(k) for k in SPLIT] else "")
+            return True, bench.kernel_name(v) + note
     have = ", ".join(bench.kernel_name(bench.VARIANTS[n]) for n in names)
     return False, (f"{bench.kernel_name(dict(bench.VARIANTS[names[0]], **want))} is not instantiated "
                    f"(attention_h200.cu instantiates {have} for {schedule})")

@@ -16,20 +16,30 @@ from lapis.errors import LayoutError
 
 
 def parse_grid(items: list[str] | None, defaults: dict, schedule: str) -> dict[str, tuple]:
-    """['stages=2,3', 'block_n=64,128'] -> {'block_n': (64, 128), 'stages': (2, 3)} (values deduplicated, sorted).
-    Raises LayoutError for a malformed item, a key given twice or one `schedule` does not have (its keys are
-    the schedule module's DEFAULTS, as `lapis simulate --param` checks them)."""
-    from lapis.pipeline_sim.simulate import parse_params
+    """['stages=2,3', 'block_n=64,128'] -> {'block_n': (64, 128), 'stages': (2, 3)} (values deduplicated, sorted;
+    spaces around keys and values stripped). Each value passes the simulator's own check (simulate.parse_params
+    and check_params: counts whole and >= 1, finite numbers in range, names of CHOICES), as `lapis simulate
+    --param` checks it. Raises LayoutError for a malformed item, an axis without values, a key given twice or
+    one `schedule` does not have (its keys are the schedule module's DEFAULTS), or a value the simulator refuses."""
+    from lapis.pipeline_sim.simulate import check_params, parse_params
     axes: dict[str, tuple] = {}
     for item in items or []:
         key, sep, values = item.partition("=")
-        if not sep or not values:
+        key = key.strip()
+        if not sep or not key:
             raise LayoutError("a sweep axis is key=v1,v2,...", repr(item), "e.g. --grid stages=2,3")
         if key in axes:
             raise LayoutError("each sweep key is given once", key, f"put every value in one --grid {key}=...")
         if key not in defaults:
             raise LayoutError(f"{schedule} has no parameter {key}", key, "use " + ", ".join(sorted(defaults)))
-        vals = [parse_params([f"{key}={v}"])[key] for v in values.split(",") if v != ""]
+        vals = []
+        for v in (x.strip() for x in values.split(",")):
+            if v:
+                p = parse_params([f"{key}={v}"])
+                check_params(schedule, p, defaults)  # converts whole floats of counts to int
+                vals.append(p[key])
+        if not vals:
+            raise LayoutError("a sweep axis needs at least one value", repr(item), f"e.g. --grid {key}=2,3")
         axes[key] = tuple(sorted(set(vals), key=value_order))
     return dict(sorted(axes.items()))
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lapis.errors import LayoutError
 from lapis.sweep import table
+from lapis.sweep.runnable import kernel_of
 
 
 def require_gpu() -> None:
@@ -28,7 +29,8 @@ def validate_top(result: dict, k: int, out: Path, provenance: str | None = None)
     from lapis.gpu import bench_attention as bench
     require_gpu()
     picked = [c for c in result["ranked"] if c["runnable"]][:k]
-    names = sorted({n for c in picked for n, v in bench.VARIANTS.items() if bench.kernel_name(v) == c["kernel"]})
+    names = sorted({n for c in picked for n, v in bench.VARIANTS.items()
+                    if bench.kernel_name(v) == kernel_of(c["kernel"])})
     if not names:
         raise LayoutError("no runnable configuration to validate", f"top {k}", "sweep parameters a kernel takes "
                           "(lapis.sweep.runnable)")
@@ -41,7 +43,7 @@ def validate_top(result: dict, k: int, out: Path, provenance: str | None = None)
     wanted = {c["config"] for c in picked}
     rows = []
     for r in result["rows"]:
-        us = measured.get((r["kernel"], r["shape"])) if r["key"].split("|", 4)[4] in wanted else None
+        us = measured.get((kernel_of(r["kernel"]), r["shape"])) if r["key"].split("|", 4)[4] in wanted else None
         flops = r["tflops"] * r["predicted_us"] * 1e6 if r["fits"] else None
         rows.append(dict(r, measured_us=us, measured_tflops=flops / (us * 1e6) if us and flops else None))
     text = table.to_csv(rows, list(result["axes"]), extra=("measured_us", "measured_tflops"))
