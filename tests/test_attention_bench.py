@@ -236,3 +236,15 @@ def test_s9_blind_sets_hold_the_kernel_parameters_causal_and_not():
     for e in causal:  # causal FLOPs: half of 4 B H L^2 D
         b, h, seq, dd = (int(x) for x in e["shape"].split("x"))
         assert abs(e["tflops"] - 2 * b * h * seq * seq * dd / e["predicted_us"] / 1e6) < 0.1
+
+
+def test_the_load_free_diagnostic_is_s5_without_loads_and_never_a_default_or_a_table_row():
+    src = attention_plan.KERNELS.joinpath("attention_h200.cu").read_text()
+    assert "LAPIS_ATTENTION(s5_noload, 2, 128, 2, true, true, true, false, 0, false, false, 1, false, true)" in src
+    v = ba.VARIANTS["s5_noload"]
+    assert {k: x for k, x in v.items() if k not in ("entry", "diagnostic")} == {
+        k: x for k, x in ba.VARIANTS["s5"].items() if k != "entry"}
+    assert ba.kernel_name(v) == "attn_s5_noload_s2_n128_c2"
+    r = subprocess.run([sys.executable, "-m", "lapis.gpu.bench_attention", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0
+    assert "s5_noload" not in [n for n, x in ba.VARIANTS.items() if "diagnostic" not in x]

@@ -186,7 +186,8 @@ def main(argv=None) -> int:
     ap.add_argument("--provenance", help="JSON from `python -m lapis.provenance $(... --sources)`, made where git is")
     ap.add_argument("--shape", default=SMALL_SHAPE, help=f"BxHxLxD (default {SMALL_SHAPE})")
     from lapis.gpu.bench_attention import VARIANTS
-    ap.add_argument("--variants", type=lambda s: s.split(","), default=list(VARIANTS),
+    ap.add_argument("--variants", type=lambda s: s.split(","),
+                    default=[n for n, v in VARIANTS.items() if "diagnostic" not in v],
                     help=f"comma-separated, from {', '.join(VARIANTS)} (default: all)")
     a = ap.parse_args(argv)
     a.argv = argv

@@ -81,9 +81,13 @@ struct Bool {
 // mask (Q tile t visits K/V tiles 0..t and masks key > query in tile t; items go heaviest first: t = L / block_m - 1
 // - w / (b h), b h = w % (b h), dealt grid-stride).
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
-          int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false>
+          int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
+  // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
+  // barriers without loading, so the kernel computes on stale K/V: its time is the compute structure alone
+  static constexpr bool NOLOAD = NOLOAD_;
+  static_assert(!NOLOAD || (PP && !PERSIST), "the load-free diagnostic is of the GEMM-turn kernels, one item a CTA");
   static_assert(!CAUSAL || (PERSIST && OVERLAP), "the causal build is of the persistent overlap kernel (s9)");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
@@ -184,9 +188,13 @@ template <int BOXES>
 __device__ __forceinline__ void load_one(uint64_t* empty, uint64_t* full, int empty_id, uint32_t dst, uint32_t stride,
                                          uint32_t tx, const TensorMap* map, int row, uint32_t phase,
                                          const HarnessArgs& h, KernelTimeline& tl, uint32_t* cursor, uint32_t work,
-                                         int j) {
+                                         int j, bool load = true) {
   mbar_wait(empty, phase ^ 1u, h, empty_id);
   tl.record(h, cursor, P::ROLE_PRODUCER, P::OP_WAIT_EMPTY, COMPLETE, work, j);
+  if (!load) {  // NOLOAD diagnostic: the slot's full phase completes with no bytes
+    mbar_arrive(full);
+    return;
+  }
   mbar_arrive_expect_tx(full, tx);
   tma_tile<BOXES>(dst, stride, map, row, full);
   tl.record(h, cursor, P::ROLE_PRODUCER, P::OP_ISSUE_TMA, ISSUE, work, j);
@@ -283,7 +291,8 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
             load_one<P::K128_BOXES>(v ? &empty_v[st] : &empty[st], v ? &full_v[st] : &full_k[st],
                                     1 + (v ? 3 : 2) * STAGES + st, ring + st * Cfg::STAGE_BYTES + (v ? T::K_SLOT : 0u),
                                     v ? T::V_BOX_STRIDE : T::K_BOX_STRIDE, v ? T::V_TX : T::K_TX,
-                                    v ? &tmap_v : &tmap_k, kv0 + i * BN, (g / STAGES) & 1u, h, tl, &cursor, work, i);
+                                    v ? &tmap_v : &tmap_k, kv0 + i * BN, (g / STAGES) & 1u, h, tl, &cursor, work, i,
+                                    !F::NOLOAD || g < STAGES);
           }
         };
         if (!F::PERSIST) {
@@ -556,6 +565,7 @@ LAPIS_ATTENTION(s2_ws_ring, 2, 128, 1, true, false)
 LAPIS_ATTENTION(s3_two_consumers, 2, 128, 2, true, false)
 LAPIS_ATTENTION(s4_pingpong, 2, 128, 2, true, true)
 LAPIS_ATTENTION(s5_intra_overlap, 2, 128, 2, true, true, true)
+LAPIS_ATTENTION(s5_noload, 2, 128, 2, true, true, true, false, 0, false, false, 1, false, true)  // diagnostic
 LAPIS_ATTENTION(s6_exp2, 2, 128, 2, true, true, true, true)
 LAPIS_ATTENTION(s6_exp2_emu8, 2, 128, 2, true, true, true, true, 4)
 LAPIS_ATTENTION(s6_exp2_emu4, 2, 128, 2, true, true, true, true, 2)
