@@ -285,7 +285,12 @@ def _simulate(args) -> int:
     _check_out_file("--png", args.png, ".png")
     _check_out_file("--trace", args.trace, ".json")
     try:
-        params = {**parse_params(args.param), **({"causal": 1} if args.causal else {})}
+        params = parse_params(args.param)
+        from lapis.errors import LayoutError
+        if args.causal and params.get("causal", 1) != 1:
+            raise LayoutError("--causal and --param causal disagree", f"--causal with causal={params['causal']}",
+                              "give one of them")
+        params = {**params, **({"causal": 1} if args.causal else {})}
         gpu = args.gpu or default_gpu(args.schedule)
         r = simulate(args.schedule, gpu, args.shape, params, check_races=args.races, full=args.full)
     except Deadlock as dl:

@@ -138,3 +138,10 @@ def test_gpu_entry_points_without_a_gpu_exit_2_with_a_message_not_a_traceback(mo
     r = subprocess.run([sys.executable, "-m", f"lapis.gpu.{module}", "--out", str(tmp_path / "o"), "--provenance",
                         str(tmp_path / "p.json")], capture_output=True, text=True, cwd=root)
     assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_causal_flag_and_param_must_agree(capsys):
+    from lapis.cli import main
+    assert main(["simulate", "--schedule", "h200-s9-tuned", "--shape", "1x2x1024x128", "--param", "causal=0",
+                 "--causal"]) == 2
+    assert "--causal and --param causal disagree" in capsys.readouterr().err
