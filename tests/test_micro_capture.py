@@ -184,7 +184,22 @@ def test_v2_tensor_maps_and_kernel_sources():
             kernel = f"MICRO_MIXSM({m['params']['flavour']}, "
         if kernel.startswith("micro_mixsm2_"):
             kernel = f"MICRO_MIXSM2({m['params']['flavour']}, "
+        if kernel.startswith("micro_contend_"):
+            kernel = f"MICRO_CONTEND({m['params']['flavour']}, "
         assert kernel in text, (m["kernel"], src)
     # the mix kernel's TMA ring starts after A (8 KiB) and the largest B (256 x 64 bf16)
     mix = (capture_micro.KERNEL_DIR / "micro_mix_v1.cu").read_text()
     assert "OPERAND_BYTES = 64 * 64 * 2 + 256 * 128;" in mix and capture_micro.MIX_OPERAND_BYTES == 8192 + 32768
+
+
+def test_contend_items_pair_every_role_and_outlast_the_leader():
+    items = mc.items_v3_contend(132)
+    names = {m["name"] for m in items}
+    # GEMM-only pairs once; the four pairs with a softmax per flavour
+    assert names == ({"contend.exp2f.t", "contend.exp2f.tt"}
+                     | {f"contend.{f}.{p}" for f in mc.SOFTMAX_FLAVOURS for p in ("s", "ss", "ts", "st")})
+    ts = next(m for m in items if m["name"] == "contend.ex2_cond.ts")
+    assert ts["kind"] == "contend" and ts["params"]["roles"] == 1 | (2 << 2)  # WG0 GEMM pair, WG1 softmax
+    assert ts["params"]["threads"] == 256 and ts["params"]["follow_iters"] == 3072 and ts["params"]["iters"] == 1024
+    m = dict(ts, raw=dict(cycles=[2048000.0], follower_rate=[0.001]))
+    assert mc.derive(m) == [0.0005] and mc.follower_rate(m) == [0.001]

@@ -35,11 +35,12 @@ from lapis.gpu import micro_campaign as mc
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
 SOURCES = ("micro_core", "micro_tma", "micro_wgmma", "micro_tma_v2", "micro_mix_v1", "micro_softmax_v1",
-           "micro_mix_softmax_v1", "micro_mix_softmax_v2")
+           "micro_mix_softmax_v1", "micro_mix_softmax_v2", "micro_mix_softmax_v3")
 # kernel name prefix -> source (first match wins: micro_tma_spread is v2, micro_tma_load v1)
 KERNEL_SOURCE = (("micro_tma_spread", "micro_tma_v2"), ("micro_mix_", "micro_mix_v1"),
                  ("micro_softmax_", "micro_softmax_v1"), ("micro_mixsm_", "micro_mix_softmax_v1"),
-                 ("micro_mixsm2_", "micro_mix_softmax_v2"), ("micro_tma", "micro_tma"),
+                 ("micro_mixsm2_", "micro_mix_softmax_v2"), ("micro_contend_", "micro_mix_softmax_v3"),
+                 ("micro_tma", "micro_tma"),
                  ("micro_wgmma", "micro_wgmma"), ("micro_", "micro_core"))
 
 
@@ -240,8 +241,33 @@ def measure_mix(b: Bench, m: dict, repeats: int) -> dict:
     return b.run(b.fn(m["kernel"], smem), p["ctas"], p["threads"], lambda r: args, smem, repeats, read)
 
 
+CONTEND_WORDS = 7  # kernels/micro_mix_softmax_v3.cu RECORD_WORDS_V3
+
+
+def measure_contend(b: Bench, m: dict, repeats: int) -> dict:
+    """contend.*: the leader's window (cycles, ns) and the follower's units per clk to the flag, medians over CTAs.
+    A follower that never saw the flag (it finished first: follow_iters too small) fails the measurement."""
+    cp, p = b.cp, m["params"]
+    out = cp.zeros(CONTEND_WORDS * p["ctas"], cp.uint64)
+    sink = cp.zeros(p["ctas"] * p["threads"], cp.float32)
+    args = (np.uint32(p["roles"]), np.uint32(p["iters"]), np.uint32(p["follow_iters"]),
+            np.float32(mc.SOFTMAX_SCALE_LOG2), np.uint32(0), out, sink)
+
+    def read():
+        rec = out.get().reshape(-1, CONTEND_WORDS).astype(np.int64)
+        res = dict(cycles=float(np.median(rec[:, 1] - rec[:, 0])), ns=float(np.median(rec[:, 3] - rec[:, 2])),
+                   distinct_sms=int(len(np.unique(rec[:, 4]))))
+        if p["follow"]:
+            if (rec[:, 5] == 0).any():
+                raise RuntimeError(f"a follower never saw the leader's flag: raise follow_iters ({p['follow_iters']})")
+            res["follower_rate"] = float(np.median(rec[:, 5] / (rec[:, 6] - rec[:, 0])))
+        return res
+    return b.run(b.fn(m["kernel"], mc.FORCE_ONE_CTA_SMEM), p["ctas"], p["threads"], lambda r: args,
+                 mc.FORCE_ONE_CTA_SMEM, repeats, read)
+
+
 MEASURE = {"rate": measure_rate, "cycles": measure_cycles, "tma_lat": measure_tma, "tma_bw": measure_tma,
-           "mix": measure_mix}
+           "mix": measure_mix, "contend": measure_contend}
 
 
 def measure(b: Bench, m: dict, repeats: int) -> dict:

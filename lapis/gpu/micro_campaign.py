@@ -12,6 +12,7 @@ Every measurement is one dict: name, kind, kernel, params and, once run, `raw` (
 | tma_lat  | cta_ns: %globaltimer ns of the one CTA for `loads` loads | cta_ns / loads (ns per load) |
 | tma_bw   | span_ns: last CTA end - first CTA start (%globaltimer) | bytes / span_ns (B/ns)     |
 | mix      | cycles, ns as rate (consumer warpgroups); tma_bytes_per_ns: median over CTAs of the producer's bytes / its ns | work_per_cta / cycles (FLOP per clk per SM); `clock_ghz(m)`, `mix_tma_bytes_per_ns(m)` |
+| contend  | cycles, ns as rate (the leader warpgroup's window); follower_rate: median over CTAs of the follower's units / its cycles to the flag | leader units per clk (work_per_cta / cycles); `follower_rate(m)`: the follower's units per clk |
 
 `items` is campaign version 1 (the capture micro/h200-2026-11-29), `items_v2` version 2 (issue 6: L2 spread
 bandwidth, wgmma under concurrent TMA); `all_items` runs both.
@@ -26,7 +27,8 @@ import numpy as np
 REPEATS = 11  # timed launches per measurement, after one untimed warm-up launch
 FORCE_ONE_CTA_SMEM = 120 * 1024  # dynamic smem per CTA: two cannot share an SM (228 KiB per SM on sm_90)
 
-UNITS = {"rate": "per clk per SM", "cycles": "cycles", "tma_lat": "ns", "tma_bw": "B/ns", "mix": "per clk per SM"}
+UNITS = {"rate": "per clk per SM", "cycles": "cycles", "tma_lat": "ns", "tma_bw": "B/ns", "mix": "per clk per SM",
+         "contend": "per clk per SM"}
 
 # TMA tensors: bf16, rows of 4096 elements (8 KiB, like a GEMM operand with K = 4096); a box is 64 elements
 # (128 B, the 128B swizzle span) by box_rows rows. L2: 4 MiB, re-read by every launch after a warm-up (H200 L2
@@ -213,6 +215,38 @@ def items_v3_mix2(sm_count: int) -> list[dict]:
             for f in MIXSM_FLAVOURS for part, (tn, sn) in MIXSM2_PARTS.items()]
 
 
+# Version 3 (kernels/micro_mix_softmax_v3.cu, issue 10): each side's own rate while the other runs. Warpgroup 0 leads
+# (`lead` units, then a flag); warpgroup 1 follows (its role until well past the flag, noting its units at the flag).
+# Units: the GEMM pair (QK + PV, waited) or one softmax tile. Configurations (leader, follower): alone, and every
+# pairing the attention kernels' two consumer warpgroups can be in. The GEMM-only ones do not depend on the flavour.
+CONTEND_ROLES = {"gemm": 1, "softmax": 2}
+CONTEND_LEAD = {"gemm": MIXSM2_TENSOR_ITERS, "softmax": MIXSM_SOFTMAX_ITERS}
+CONTEND_FOLLOW = {"gemm": 2 * MIXSM2_TENSOR_ITERS, "softmax": 2 * MIXSM_SOFTMAX_ITERS}  # outlast the leader
+CONTEND_PAIRS = {"t": ("gemm", None), "tt": ("gemm", "gemm"), "s": ("softmax", None),
+                 "ss": ("softmax", "softmax"), "ts": ("gemm", "softmax"), "st": ("softmax", "gemm")}
+
+
+def items_v3_contend(sm_count: int) -> list[dict]:
+    """contend.<flavour>.<pair>: the leader's units per clk per SM (value) and the follower's (follower_rate)."""
+    out = []
+    for f in SOFTMAX_FLAVOURS:
+        for pair, (lead, follow) in CONTEND_PAIRS.items():
+            if "softmax" not in (lead, follow) and f != SOFTMAX_FLAVOURS[0]:
+                continue  # GEMM only: measured once, with the first flavour's kernel
+            roles = CONTEND_ROLES[lead] | (CONTEND_ROLES[follow] << 2 if follow else 0)
+            m = _rate(f"contend.{f}.{pair}", f"micro_contend_{f}", sm_count, 256, CONTEND_LEAD[lead],
+                      CONTEND_LEAD[lead], f"{lead} units of warpgroup 0 (the leader)", flavour=f, lead=lead,
+                      follow=follow, roles=roles, follow_iters=CONTEND_FOLLOW[follow] if follow else 0)
+            m["kind"] = "contend"
+            out.append(m)
+    return out
+
+
+def follower_rate(m: dict) -> list[float]:
+    """A contend measurement's follower units per clk per SM, per repeat ([] without a follower)."""
+    return list((m.get("raw") or {}).get("follower_rate", []))
+
+
 def overlap(tensor: dict, softmax: dict, both: dict) -> list[float]:
     """Per repeat, how much of the shorter of the two runs the both-run hid: (T_tensor + T_softmax - T_both) /
     min(T_tensor, T_softmax); 1: they overlap fully, 0: they serialize (T_both = the sum)."""
@@ -222,7 +256,8 @@ def overlap(tensor: dict, softmax: dict, both: dict) -> list[float]:
 
 def all_items(sm_count: int) -> list[dict]:
     """Every measurement of the three campaign versions, in run order."""
-    return items(sm_count) + items_v2(sm_count) + items_v3(sm_count) + items_v3_mix(sm_count) + items_v3_mix2(sm_count)
+    return (items(sm_count) + items_v2(sm_count) + items_v3(sm_count) + items_v3_mix(sm_count)
+            + items_v3_mix2(sm_count) + items_v3_contend(sm_count))
 
 
 # ----------------------------------------------------------------------------------------- values --
@@ -233,7 +268,7 @@ def derive(m: dict) -> list[float]:
     if not raw:
         return []
     kind = m["kind"]
-    if kind in ("rate", "mix"):
+    if kind in ("rate", "mix", "contend"):
         return [p["work_per_cta"] / c for c in raw["cycles"]]
     if kind == "cycles":
         return [c / p["count"] for c in raw["cycles"]]
