@@ -11,14 +11,10 @@ from lapis.pipeline_sim.simulate import default_gpu, simulate
 # The pre-refactor predictions (default mode, commit 56d4f41, before the attention schedules ran on grid.run_sms):
 # (schedule, shape, params, predicted µs, timeline events). Default mode must reproduce them exactly, on the
 # profiles of that commit (the h200 profile was re-fitted since: tests/data/h200_profile_56d4f41.json).
+# FA2 (mma.sync) is still costed per unit (MUFU, FMA pipe) as then.
 PRE_REFACTOR = [
-    # 576 events, 575 before the causal diagonal's mask was costed (2 FMA-pipe ops per score on the diagonal tile
-    # of each Q tile: one more unit wait on the critical SM, the same time)
-    ("h200-s8-persistent", "2x8x2048x128", {"causal": 1}, 38.753271102729585, 576),
-    ("h200-s8-persistent", "2x8x2048x128", {}, 43.673391222849716, 655),
-    ("h200-s4-pingpong", "2x8x2048x128", {"causal": 1}, 38.7221166304114, 513),
-    # s1 now keeps 2 CTAs resident per SM (lapis.model.occupancy); the pre-refactor model ran 1, so pin it
-    ("h200-s1-serial", "2x8x2048x128", {"ctas_per_sm": 1}, 131.9111708240838, 456),
+    # the h200-s* rows left when the Hopper schedules began costing softmax and GEMMs by the contention measured on
+    # the H200 (issue 10, lapis.pipeline_sim.contention): a new cost model, not the grid refactor this pins
     ("h200-fa2-sync", "2x8x2048x128", {"causal": 1}, 67.00240978643046, 2485),
     ("b200-m4-tma-l2-promotion", "2x16x2048x128", {}, 57.597265655172336, 1388),
     ("b200-k13-early-pv", "2x16x2048x128", {"causal": 1}, 49.58277958620685, 1094),

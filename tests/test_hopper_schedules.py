@@ -104,8 +104,9 @@ def test_fa2_sync_is_slower_than_s3_because_mma_sync_runs_below_the_wgmma_rate()
     p = load_profile("h200")  # the H200 micro capture: mma.sync 2714, wgmma 4096 FLOP/clk/SM
     assert p["mma_sync_flop_per_clk_sm"] < p["tensor_flop_per_clk_sm"]
     mma_sync_peak = p["sm_count"] * p["mma_sync_flop_per_clk_sm"] * p["clock_ghz"] / 1e3  # TFLOP/s
-    assert fa2["bound_by"] == "tensor" and s3["bound_by"] == "tensor"
-    assert fa2["tflops"] <= mma_sync_peak < s3["tflops"]
+    assert fa2["bound_by"] == "tensor" and fa2["tflops"] <= mma_sync_peak and fa2["tflops"] < s3["tflops"]
+    # s3's two consumer warpgroups are bound by their softmax, which the GEMMs beside it slow (contention.py)
+    assert s3["bound_by"] == "softmax"
     # 96 KB of smem (Q 32 KB + 2 x K/V 32 KB) and 4 x 32 x 255 registers per CTA: two CTAs per SM
     assert fa2["fit"] == dict(smem_bytes=98304, registers=2 * 32640, ctas_per_sm=2)
 

@@ -120,6 +120,9 @@ def test_every_simulator_key_keeps_its_unit_and_every_value_names_its_source(cap
     # are absent
     v3 = {f"softmax_tiles_per_clk_sm_{f}_wg{w}" for f in mc.SOFTMAX_FLAVOURS for w in (1, 2)}
     v3 |= {f"softmax_wgmma{k}_overlap_{f}" for f in mc.MIXSM_FLAVOURS for k in ("", "_pair")} & set(current)
+    v3 |= {"gemm_pair_cycles", "gemm_pair_cycles_two_wgs"} | {f"gemm_pair_cycles_under_softmax_{f}"
+                                                              for f in mc.SOFTMAX_FLAVOURS}
+    v3 |= {f"softmax_cycles_{f}{st}" for f in mc.SOFTMAX_FLAVOURS for st in ("", "_pair", "_under_gemm")}
     assert set(current) - set(v) == {"l2_shared_tb_s", "tensor_flop_per_clk_sm_under_tma",
                                      "tma_bytes_per_ns_sm_under_wgmma", "tma_latency_under_wgmma_ns"} | v3
     for key, entry in current.items():

@@ -182,6 +182,7 @@ def fit_values(by_name: dict, attrs: dict) -> dict:
                     f"{ms[0]['file']}: {prefix}.{f}.tensor/softmax/both ((T_tensor + T_softmax - T_both) / min of the "
                     f"two; {what} on warpgroup 0, softmax tiles on warpgroup 1 of one CTA per SM; median of {s['n']})",
                     s["spread_pct"])
+    out.update(contend_values(by_name))
     for key, prefix in LATENCY.items():
         ms = sorted((m for n, m in by_name.items() if n.startswith(prefix) and n.endswith(".d1")),
                     key=lambda m: m["params"]["box_bytes"])
@@ -190,6 +191,45 @@ def fit_values(by_name: dict, attrs: dict) -> dict:
             names = ", ".join(m["name"] for m in ms)
             out[key] = _entry(s["median"], "ns", f"{ms[0]['file']}: {names} (intercept at 0 bytes of the one-box "
                               f"TMA latency on one SM against box bytes; median of {s['n']} repeats)", s["spread_pct"])
+    return out
+
+
+def _cycles(m: dict, side: str) -> list[float]:
+    """Cycles per unit of a contend measurement's leader or follower, per repeat."""
+    return [1.0 / r for r in (mc.derive(m) if side == "lead" else mc.follower_rate(m))]
+
+
+CONTEND_NOTE = ("kernels/micro_mix_softmax_v3.cu: warpgroup 0 leads for a fixed count, warpgroup 1 runs until its "
+                "flag, each side's clock64 cycles per unit, one CTA per SM")
+
+
+def contend_values(by_name: dict) -> dict:
+    """Campaign v3 contend (issue 10): cycles per unit of the GEMM pair (QK + PV, waited) and of a 64 x 128 softmax
+    tile, alone and while the other warpgroup of the CTA runs the other (or the same) role. A state measured from
+    both sides (ts: GEMM leads, st: softmax leads) takes the mean of the two per repeat."""
+    out = {}
+
+    def put(key, what, parts):
+        ms = [by_name.get(n) for n, _ in parts]
+        if not all(ms):
+            return
+        per_part = [_cycles(m, side) for m, (_, side) in zip(ms, parts)]
+        s = mc.stats([float(np.mean(v)) for v in zip(*per_part)])
+        names = " and ".join(f"{n} ({side}er)" for n, side in parts)
+        out[key] = _entry(s["median"], "cycles", f"{ms[0]['file']}: {names} ({what}; {CONTEND_NOTE}; median of "
+                          f"{s['n']})", s["spread_pct"])
+    f0 = mc.SOFTMAX_FLAVOURS[0]
+    put("gemm_pair_cycles", "one warpgroup's QK + PV wgmma pair, waited, alone", [(f"contend.{f0}.t", "lead")])
+    put("gemm_pair_cycles_two_wgs", "each of two warpgroups' QK + PV pairs on one tensor pipe",
+        [(f"contend.{f0}.tt", "lead"), (f"contend.{f0}.tt", "follow")])
+    for f in mc.SOFTMAX_FLAVOURS:
+        put(f"softmax_cycles_{f}", f"a {f} softmax tile, alone", [(f"contend.{f}.s", "lead")])
+        put(f"softmax_cycles_{f}_pair", f"each of two warpgroups' {f} softmax tiles at once",
+            [(f"contend.{f}.ss", "lead"), (f"contend.{f}.ss", "follow")])
+        put(f"softmax_cycles_{f}_under_gemm", f"a {f} softmax tile while the other warpgroup issues GEMM pairs",
+            [(f"contend.{f}.ts", "follow"), (f"contend.{f}.st", "lead")])
+        put(f"gemm_pair_cycles_under_softmax_{f}", f"a GEMM pair while the other warpgroup runs {f} softmax tiles",
+            [(f"contend.{f}.ts", "lead"), (f"contend.{f}.st", "follow")])
     return out
 
 

@@ -1,12 +1,18 @@
 """Hopper attention forward (bf16, fp32 accumulation), the canonical progression s1..s8, as simpy processes.
 
-One event per tile-level operation: a TMA box, one wgmma over a tile, a softmax chunk, an O rescale.
+One event per tile-level operation: a TMA box, one wgmma over a tile, a softmax tile, an O rescale.
 Per work item (one Q tile of block_m rows of one (batch, head)) and K/V tile j:
-  S_j = Q K_j^T (tensor pipe), P_j = softmax chunk (MUFU ex2 + FMA pipe), O += P_j V_j (tensor pipe),
-  and an O rescale (FMA pipe) whenever the row maximum moved.
-Units are shared per SM: the tensor pipe, MUFU, the FMA pipe and the TMA load path (an equal share of L2
-across the SMs running, lapis.pipeline_sim.grid). The representative SM runs the work items of the fullest wave;
-`full` simulates every SM.
+  S_j = Q K_j^T (tensor pipe), P_j = the softmax tile (the warpgroup's own instructions), O += P_j V_j (tensor
+  pipe), and an O rescale whenever the row maximum moved.
+Costs (issue 10; softmax_costs, lapis.pipeline_sim.contention): a softmax tile costs what the H200 measured for the
+kernels' own softmax code (kernels/micro_mix_softmax_v3.cu, 64 x 128 tiles, per flavour) and runs slower while
+the other consumer warpgroup runs softmax too or any wgmma group is in flight on the SM; a wgmma's tensor-pipe
+time is its FLOP at tensor_flop_per_clk_sm, slower while a softmax runs, and its result lands the pipe's latency
+(the measured GEMM pair's time beyond the pipe at peak) after the pipe is done. Before this the softmax was
+costed as MUFU and FMA-pipe throughput, which overlapped it fully with the GEMMs: s3..s9 came out tensor-bound
+and 30-40 % faster than measured. Units are shared per SM: the tensor pipe (FIFO), the contention state and the
+TMA load path (an equal share of L2 across the SMs running, lapis.pipeline_sim.grid). The representative SM runs
+the work items of the fullest wave; `full` simulates every SM.
 
 Resident CTAs: a non-persistent grid (s1..s7) runs as many CTA slots per SM as the SM keeps resident
 (lapis.model.occupancy: threads 128 x (consumer WGs + the producer WG if warp-specialized); registers per thread
@@ -32,8 +38,8 @@ What each step changes (the one change of the canonical table):
      warpgroup.arrive, its C7519 report); `wgmma.wait_group 1` returns when
      S_j is ready, so the softmax of tile j runs while PV_{j-1} is still on the tensor pipe; `wait_group 0`
      then precedes the O rescale (PV_{j-1} writes O).
-  s6 exp2: the scale is folded into log2 units (one FMA-pipe op less per element); `emulate_frac` of the
-     exponentials go to the FMA pipe as the cubic (6 FMA-pipe ops each) instead of MUFU.
+  s6 exp2: the scale is folded into log2 units (the ex2 flavour's measured tile instead of exp2f's);
+     `emulate_frac` of the exponentials go to the FMA pipe as the cubic (the emu8 / emu4 flavours, EMULATED).
   s7 cond-rescale: O is rescaled only when the row maximum moves by more than `threshold` (log2 units), with
      the frequency lapis.model.numerics measures on normal inputs at the shape's tile sizes.
   s8 persistent: one CTA per SM walks the work items dealt by `persistent_order` (work_order.py: `grid_stride`,
@@ -63,8 +69,8 @@ refused outside 24..256 step 8 or over registers_per_sm), regs_per_thread (s1 on
 q_tiles_per_cta (work_order.py), persistent_order (s8, s9). Registers are checked and reported (`fit`, with the
 resident CTAs, the slots simulated and the limiting resource); they set the residency but spills are not
 modelled.
-FMA-pipe operation counts per score (4 before s6: scale, max, subtract, row sum; 3 after) are modelled
-assumptions, stated here; the rates come from the profile.
+FMA_OPS_PER_SCORE (4 before s6: scale, max, subtract, row sum; 3 after) is the FMA-pipe count the FA2, sm120 and
+B200 schedules still cost their softmax by; this schedule costs it from the contend measurements instead.
 """
 
 from __future__ import annotations
@@ -78,6 +84,7 @@ import simpy
 from lapis.errors import LayoutError
 from lapis.model.occupancy import resident_ctas
 from lapis.pipeline_sim.commit_groups import WgmmaGroups
+from lapis.pipeline_sim.contention import Contention
 from lapis.pipeline_sim.grid import grid_summary, run_sms
 from lapis.pipeline_sim.named_barrier import NamedBarrier
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
@@ -131,6 +138,44 @@ def rescale_frequency(block_n: int, threshold: float | None) -> float:
     rng = np.random.default_rng(0)
     q, k, v = (rng.normal(size=(n, 128)) for n in (64, 8 * block_n, 8 * block_n))
     return flash_forward(q, k, v, block_n=block_n, threshold=threshold)[1]["rescale_frequency"]
+
+
+EMULATED = ((0.0, "ex2"), (0.125, "emu8"), (0.25, "emu4"))  # emulate_frac of the measured software-exp2 flavours
+PAIR_FLOP = 2 * (2 * 64 * 128 * 128)  # the contend microbenchmark's GEMM pair: QK and PV, m64 n128 k128 each
+STATES = ("", "_pair", "_under_gemm")  # softmax tile alone, beside another softmax, beside wgmma in flight
+
+
+def _flavour_cycles(p, key: str, base: str, emulate: float) -> float:
+    """Cycles of profile entry `key` (with {} for the flavour) for flavour `base` with `emulate` of the exponentials
+    in software: the measured ex2 -> emu8 -> emu4 change, interpolated linearly in emulate_frac, added to `base`;
+    past 1/4 (not measured) the cubic's FMA-pipe ops (CUBIC_FMA_OPS per score at fma_per_clk_sm) on top of emu4."""
+    v = p[key.format(base)]
+    if not emulate:
+        return v
+    pts = [(e, p[key.format(f)]) for e, f in EMULATED]
+    (e0, c0), (e1, c1) = next(((a, b) for a, b in zip(pts, pts[1:]) if emulate <= b[0]), (pts[-2], pts[-1]))
+    extra = max(0.0, emulate - e1) * 64 * 128 * CUBIC_FMA_OPS / p["fma_per_clk_sm"]
+    return v + c0 + (c1 - c0) * (min(emulate, e1) - e0) / (e1 - e0) + extra - pts[0][1]
+
+
+def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict:
+    """What a consumer warpgroup's softmax and GEMMs cost, from the contend microbenchmark (profile keys
+    softmax_cycles_<flavour>[_pair|_under_gemm], gemm_pair_cycles[_under_softmax_<flavour>]; lapis.pipeline_sim
+    .contention). Flavour: exp2f (s1..s5), ex2 (s6), ex2_cond (s7..s9), emulate_frac on top (EMULATED).
+    tile_ns: a rows x bn tile alone, scaled from the measured 64 x 128 (always-rescale flavours include the O
+    rescale); rescale_ns: one O rescale (rows x d FMA-pipe multiplies alone); wgmma_latency_ns: the pair's time
+    beyond the pipe at peak (PAIR_FLOP / tensor_flop_per_clk_sm); factors: Contention's rates."""
+    base = "exp2f" if not flags.get("exp2") else "ex2_cond" if flags.get("cond_rescale") else "ex2"
+    emulate = prm["emulate_frac"] if flags.get("exp2") else 0.0
+    tile = {st: _flavour_cycles(p, "softmax_cycles_{}" + st, base, emulate) for st in STATES}
+    pipe_alone = p["gemm_pair_cycles"]
+    latency = pipe_alone - PAIR_FLOP / p["tensor_flop_per_clk_sm"]
+    pipe_softmax = _flavour_cycles(p, "gemm_pair_cycles_under_softmax_{}", base, emulate)
+    ghz = p["clock_ghz"]
+    return dict(tile_ns=tile[""] * (rows / 64) * (bn / 128) / ghz, rescale_ns=rows * d / p.per_ns("fma_per_clk_sm"),
+                wgmma_latency_ns=max(latency, 0.0) / ghz,
+                factors=dict(softmax_pair=tile[""] / tile["_pair"], softmax_under_gemm=tile[""] / tile["_under_gemm"],
+                             pipe_under_softmax=(pipe_alone - latency) / (pipe_softmax - latency)))
 
 
 def _tiles(seq: int, bm: int, bn: int, masked: bool) -> tuple[int, int]:
@@ -217,18 +262,14 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                              prm["persistent_order"])
     rows = bm // wgs
     env = simpy.Environment()
-    t_rate, m_rate, f_rate = (p.per_ns(k) for k in ("tensor_flop_per_clk_sm", "mufu_ex2_per_clk_sm",
-                                                    "fma_per_clk_sm"))
-    exp2 = flags.get("exp2", False)
-    emulate = prm["emulate_frac"] if exp2 else 0
+    t_rate, f_rate = p.per_ns("tensor_flop_per_clk_sm"), p.per_ns("fma_per_clk_sm")
     gemm_ns = 2 * rows * bn * d / t_rate
-    scores = rows * bn
-    mufu_ns = scores * (1 - emulate) / m_rate
-    fma_ns = scores * (FMA_OPS_PER_SCORE[exp2] + CUBIC_FMA_OPS * emulate) / f_rate
+    cost = softmax_costs(p, flags, prm, rows, bn, d)
     freq = rescale_frequency(bn, prm["threshold"]) if flags.get("cond_rescale") else 1.0
-    rescale_ns = rows * d * freq / f_rate
+    rescale_ns = cost["rescale_ns"] * freq  # O rescale (in the measured tile for the always-rescale flavours)
+    softmax_ns = cost["tile_ns"] - cost["rescale_ns"]  # the tile without its O rescale
     from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE  # here: causal.py imports this module
-    mask_ns = scores * MASK_OPS_PER_SCORE / f_rate  # s9 causal (attention_h200.cu mask_diagonal), diagonal tile only
+    mask_ns = rows * bn * MASK_OPS_PER_SCORE / f_rate  # s9 causal (attention_h200.cu mask_diagonal), diagonal only
     tile_bytes = bn * d * 2  # one K or V tile
     pp = bool(flags.get("pingpong")) and wgs >= 2
     checked = []  # (HappensBefore or None, barriers) of each SM simulated
@@ -240,11 +281,34 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
         first = [0, *itertools.accumulate(len(u) for u in ctas)]  # each CTA's first work item
         queue = iter(range(len(ctas)))  # the SM's CTAs in grid order; the slot that asks first gets the next
         n_slots = min(slots, len(ctas))
-        tensor, mufu, fma, load_path = (simpy.Resource(env, 1) for _ in range(4))
-        busy = dict(tensor=0.0, mufu=0.0, fma=0.0, tma=0.0)
+        tensor, load_path = simpy.Resource(env, 1), simpy.Resource(env, 1)
+        busy = dict(tensor=0.0, softmax=0.0, tma=0.0)
+        share = Contention(env, **cost["factors"], busy=busy)
 
         def use(unit, name, ns, role, op, **kw):
             yield from occupy(env, rec, unit, ns, busy, name, role, op, **kw)
+
+        def on_pipe(role, op, **kw):
+            """One wgmma over a tile: queued on the tensor pipe (FIFO), served at the contended rate; its result is
+            visible the pipe's latency after the service ends (the pipe is free by then)."""
+            t0 = env.now
+            with tensor.request() as req:
+                yield req
+                t1 = env.now
+                if t1 > t0:
+                    rec.add(role, "wait tensor", t0, kind="wait", **kw)
+                yield from share.run("pipe", gemm_ns)
+            busy["tensor"] += env.now - t1
+            rec.add(role, op, t1, **kw)
+            yield env.timeout(cost["wgmma_latency_ns"])
+            share.gemm_done()
+
+        def sm_work(role, op, ns, **kw):
+            """Softmax-side work of a warpgroup (alone-speed ns), at the SM's contended rate."""
+            t0 = env.now
+            yield from share.run("softmax", ns)
+            if env.now > t0:
+                rec.add(role, op, t0, **kw)
 
         def load(nbytes, role, op, reuse=q_tiles, **kw):
             """At the SM's bandwidth share when the load path takes it: K/V serve every Q tile of a head
@@ -320,7 +384,8 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                 `reads` = (ring name, slot) of the K or V tile it reads (logged at issue, in program order)."""
                 if hb and reads:
                     hb.access(role, reads[0], reads[1], (item, j), "read")
-                groups.issue(env.process(use(tensor, "tensor", gemm_ns, role, op, work_item=item, k_index=j)))
+                share.gemm_issued()
+                groups.issue(env.process(on_pipe(role, op, work_item=item, k_index=j)))
                 groups.commit()
 
             def wait_group(groups, n, role, item, j):
@@ -343,13 +408,9 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                             k_index=j)
 
             def softmax(role, item, j, with_rescale, diagonal=False):
-                kw = dict(work_item=item, k_index=j)
-                yield from use(mufu, "mufu", mufu_ns, role, "softmax ex2", **kw)
                 mask = mask_ns if diagonal else 0.0  # causal: the diagonal tile's compare + select per score
-                if with_rescale:
-                    yield from use(fma, "fma", fma_ns + mask + rescale_ns, role, "softmax FMA + O rescale", **kw)
-                else:
-                    yield from use(fma, "fma", fma_ns + mask, role, "softmax FMA", **kw)
+                yield from sm_work(role, "softmax", softmax_ns + mask + (rescale_ns if with_rescale else 0.0),
+                                   work_item=item, k_index=j)
 
             def consumer(i):
                 role = consumers[i]
@@ -389,7 +450,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                             if held:
                                 yield from wait_group(g, 0, role, item, j)
                                 rings["V"].consumer_release(held[1], role)
-                            yield from use(fma, "fma", rescale_ns, role, "O rescale", work_item=item, k_index=j)
+                            yield from sm_work(role, "O rescale", rescale_ns, work_item=item, k_index=j)
                             held = (j, vst)
                         elif pp:  # s4: the turn holds PV_{j-1} then QK_j; softmax_j overlaps the other WG's turn
                             if held:

@@ -1,0 +1,123 @@
+"""Warpgroups contending for one SM: a fluid (processor-sharing) model in simulated time (simpy).
+
+A consumer warpgroup's softmax is issued instruction by instruction (FFMA, MUFU.EX2, shuffles, conversions) from
+the same SM sub-partitions whose issue slots and register-file ports the other warpgroups' softmax and the tensor
+pipe's wgmma (PV reads P from registers) also use. Measured on the H200 (kernels/micro_mix_softmax_v3.cu, capture
+micro/h200-2026-11-30-contend; profile keys softmax_cycles_<flavour>[_pair|_under_gemm],
+gemm_pair_cycles[_under_softmax_<flavour>]): a 64 x 128 softmax tile takes about 1.0-1.1k cycles alone, 1.3-1.7k
+while the other warpgroup runs softmax too or has wgmma groups in flight, and a GEMM pair's tensor-pipe time grows
+4-33 % while a softmax runs beside it. No single unit explains that, so the model works at the level it was
+measured at: each job holds `work` ns at its alone speed and progresses at a rate (alone ns per ns) set by what
+else runs on the SM:
+
+    softmax job:  x `softmax_under_gemm` while any wgmma group on the SM is in flight (issued, not complete),
+                  x `softmax_pair` for each other softmax job running;
+    pipe job:     x `pipe_under_softmax` while any softmax job runs.
+
+The rates change only when a job starts or ends or a wgmma group is issued or completes; in between every rate is
+constant, so at each change the engine advances every job and schedules the next completion (exact for piecewise
+constant rates). A softmax beside both another softmax and a wgmma group in flight is not measured (a third
+warpgroup does not fit the microbenchmark CTA: micro_mix_softmax_v3.cu), so the factors multiply there: an
+assumption.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lapis.errors import LayoutError
+
+KINDS = ("softmax", "pipe")
+
+
+@dataclass(eq=False)  # identity: two jobs with equal fields are still two jobs
+class _Job:
+    kind: str
+    left: float  # alone-speed ns still to do
+    done: object  # simpy event
+    rate: float = 1.0
+
+
+@dataclass
+class Contention:
+    """One SM's contention state. Factors are rates relative to alone (0 < factor <= 1 slows; measured values
+    may exceed 1 by noise). `busy["softmax"]` accumulates the ns with at least one softmax job running (pass the
+    schedule's unit-busy dict to have it there)."""
+
+    env: object
+    softmax_under_gemm: float
+    softmax_pair: float
+    pipe_under_softmax: float
+    in_flight: int = 0
+    busy: dict = field(default_factory=dict)
+    _jobs: list = field(default_factory=list)
+    _t: float = 0.0
+    _gen: int = 0
+
+    def __post_init__(self):
+        for name in ("softmax_under_gemm", "softmax_pair", "pipe_under_softmax"):
+            v = getattr(self, name)
+            if not v > 0:
+                raise LayoutError("a contention factor is a rate relative to alone, > 0", f"{name} = {v!r}",
+                                  "refit the profile from the contend microbenchmark")
+        self._t = self.env.now
+        self.busy.setdefault("softmax", 0.0)
+
+    def run(self, kind: str, work_ns: float):
+        """Process body: `work_ns` of work (alone speed) of `kind` ("softmax" or "pipe"); returns when done."""
+        if kind not in KINDS:
+            raise LayoutError("a contention job is a softmax or a tensor-pipe job", repr(kind), f"use one of {KINDS}")
+        if work_ns <= 0:
+            return
+        self._advance()
+        job = _Job(kind, float(work_ns), self.env.event())
+        self._jobs.append(job)
+        self._replan()
+        yield job.done
+
+    def gemm_issued(self) -> None:
+        """A wgmma group was issued on the SM (in flight until gemm_done)."""
+        self._advance()
+        self.in_flight += 1
+        self._replan()
+
+    def gemm_done(self) -> None:
+        self._advance()
+        self.in_flight -= 1
+        self._replan()
+
+    def _rate(self, kind: str, softmax_jobs: int) -> float:
+        if kind == "pipe":
+            return self.pipe_under_softmax if softmax_jobs else 1.0
+        r = self.softmax_pair ** (softmax_jobs - 1)
+        return r * self.softmax_under_gemm if self.in_flight else r
+
+    def _advance(self) -> None:
+        dt = self.env.now - self._t
+        if dt > 0:
+            for j in self._jobs:
+                j.left -= dt * j.rate
+            if any(j.kind == "softmax" for j in self._jobs):
+                self.busy["softmax"] += dt
+        self._t = self.env.now
+
+    def _replan(self) -> None:
+        n = sum(j.kind == "softmax" for j in self._jobs)
+        for j in self._jobs:
+            j.rate = self._rate(j.kind, n)
+        if not self._jobs:
+            return
+        self._gen += 1
+        gen = self._gen
+        dt = max(0.0, min(j.left / j.rate for j in self._jobs))
+        self.env.timeout(dt).callbacks.append(lambda _ev: self._tick(gen))
+
+    def _tick(self, gen: int) -> None:
+        if gen != self._gen:  # a later change replanned: this completion time is stale
+            return
+        self._advance()
+        done = [j for j in self._jobs if j.left / j.rate <= 1e-6]
+        self._jobs = [j for j in self._jobs if j not in done]
+        for j in done:
+            j.done.succeed()
+        self._replan()

@@ -1,0 +1,122 @@
+"""The SM contention model (lapis.pipeline_sim.contention) and the costs the Hopper schedules take from it."""
+
+import json
+from pathlib import Path
+
+import pytest
+import simpy
+
+from lapis.errors import LayoutError
+from lapis.model.profile import load_profile
+from lapis.pipeline_sim.contention import Contention
+from lapis.pipeline_sim.schedules import attention_h200 as ah
+
+CONTEND = Path(__file__).resolve().parents[1] / "lapis/captures/micro/h200-2026-11-30-contend/micro/results.json"
+
+
+def run(jobs, **factors):
+    """jobs: (start ns, kind, work ns); returns each job's end time."""
+    env = simpy.Environment()
+    c = Contention(env, **{**dict(softmax_under_gemm=1.0, softmax_pair=1.0, pipe_under_softmax=1.0), **factors})
+    ends = {}
+
+    def job(i, start, kind, work):
+        yield env.timeout(start)
+        yield from c.run(kind, work)
+        ends[i] = env.now
+    for i, j in enumerate(jobs):
+        env.process(job(i, *j))
+    env.run()
+    return ends, c
+
+
+def test_a_job_alone_takes_its_work():
+    ends, c = run([(5, "softmax", 100.0)], softmax_pair=0.5)
+    assert ends[0] == pytest.approx(105.0) and c.busy["softmax"] == pytest.approx(100.0)
+
+
+def test_two_softmax_jobs_share_and_the_survivor_speeds_up():
+    # both at 0.5 while together: job 0 (work 100) ends at 200 having done 100, job 1 (work 150) has 50 left
+    # and does it alone by 250
+    ends, c = run([(0, "softmax", 100.0), (0, "softmax", 150.0)], softmax_pair=0.5)
+    assert ends == {0: pytest.approx(200.0), 1: pytest.approx(250.0)}
+    assert c.busy["softmax"] == pytest.approx(250.0)
+
+
+def test_a_late_second_job_slows_the_first_from_its_start():
+    # job 0 alone for 40 (60 left), then at 0.5 with job 1 until job 0 ends at 160; job 1 (work 100) did 60 by
+    # then and finishes its 40 alone at 200
+    ends, _ = run([(0, "softmax", 100.0), (40, "softmax", 100.0)], softmax_pair=0.5)
+    assert ends == {0: pytest.approx(160.0), 1: pytest.approx(200.0)}
+
+
+def test_the_pipe_slows_beside_a_softmax_and_the_softmax_beside_wgmma_in_flight():
+    env = simpy.Environment()
+    c = Contention(env, softmax_under_gemm=0.5, softmax_pair=1.0, pipe_under_softmax=0.8)
+    ends = {}
+
+    def gemm():
+        c.gemm_issued()
+        yield from c.run("pipe", 80.0)  # 0.8 while the softmax runs: 100 ns
+        ends["pipe"] = env.now
+        c.gemm_done()
+
+    def softmax():
+        yield from c.run("softmax", 100.0)  # 0.5 for 100 ns (50 done), then alone: 150
+        ends["softmax"] = env.now
+    env.process(gemm())
+    env.process(softmax())
+    env.run()
+    assert ends == {"pipe": pytest.approx(100.0), "softmax": pytest.approx(150.0)}
+
+
+def test_bad_factors_and_kinds_are_named():
+    env = simpy.Environment()
+    with pytest.raises(LayoutError, match="rate relative to alone"):
+        Contention(env, softmax_under_gemm=0.0, softmax_pair=1.0, pipe_under_softmax=1.0)
+    c = Contention(env, softmax_under_gemm=1.0, softmax_pair=1.0, pipe_under_softmax=1.0)
+    with pytest.raises(LayoutError, match="softmax or a tensor-pipe job"):
+        next(c.run("mufu", 1.0))
+
+
+def _cycles(name, side):
+    m = next(m for m in json.loads(CONTEND.read_text())["measurements"] if m["name"] == name)
+    vals = [m["params"]["iters"] / c for c in m["raw"]["cycles"]] if side == "lead" else m["raw"]["follower_rate"]
+    return 1.0 / sorted(vals)[len(vals) // 2]
+
+
+def test_the_profile_holds_the_contend_capture_in_cycles():
+    p = load_profile("h200")
+    assert p["softmax_cycles_ex2"] == pytest.approx(_cycles("contend.ex2.s", "lead"), rel=1e-3)
+    # a state measured from both sides: the mean of the GEMM-leads and softmax-leads runs
+    both = (_cycles("contend.ex2.ts", "follow") + _cycles("contend.ex2.st", "lead")) / 2
+    assert p["softmax_cycles_ex2_under_gemm"] == pytest.approx(both, rel=2e-3)
+    assert p["gemm_pair_cycles"] == pytest.approx(_cycles("contend.exp2f.t", "lead"), rel=1e-3)
+    # two warpgroups keep the tensor pipe at its peak: 2 x 2 x 64 x 128 x 128 FLOP per pair at 4096 FLOP/clk
+    assert p["gemm_pair_cycles_two_wgs"] == pytest.approx(2 * ah.PAIR_FLOP / p["tensor_flop_per_clk_sm"], rel=0.01)
+
+
+def test_schedule_costs_follow_the_flavour_and_the_emulated_fraction():
+    p = load_profile("h200")
+    s6 = ah.VARIANTS["h200-s6-exp2"]
+
+    def cost(flags, emulate=0.0, rows=64, bn=128):
+        return ah.softmax_costs(p, flags, dict(emulate_frac=emulate), rows, bn, 128)
+    ghz = p["clock_ghz"]
+    assert cost(ah.VARIANTS["h200-s5-intra-overlap"])["tile_ns"] == pytest.approx(p["softmax_cycles_exp2f"] / ghz)
+    assert cost(s6)["tile_ns"] == pytest.approx(p["softmax_cycles_ex2"] / ghz)
+    assert cost(ah.VARIANTS["h200-s7-cond-rescale"])["tile_ns"] == pytest.approx(p["softmax_cycles_ex2_cond"] / ghz)
+    assert cost(s6, 0.125)["tile_ns"] == pytest.approx(p["softmax_cycles_emu8"] / ghz)
+    mid = (p["softmax_cycles_ex2"] + p["softmax_cycles_emu8"]) / 2
+    assert cost(s6, 0.0625)["tile_ns"] == pytest.approx(mid / ghz)
+    # past 1/4 (not measured): emu4 plus the cubic's 6 FMA-pipe ops per extra emulated score
+    extra = 0.25 * 64 * 128 * 6 / p["fma_per_clk_sm"]
+    assert cost(s6, 0.5)["tile_ns"] == pytest.approx((p["softmax_cycles_emu4"] + extra) / ghz)
+    # a 64 x 64 tile costs half the measured 64 x 128 one; the factors are ratios of the measured states
+    assert cost(s6, bn=64)["tile_ns"] == pytest.approx(cost(s6)["tile_ns"] / 2)
+    f = cost(s6)["factors"]
+    assert f["softmax_pair"] == pytest.approx(p["softmax_cycles_ex2"] / p["softmax_cycles_ex2_pair"])
+    lat = p["gemm_pair_cycles"] - ah.PAIR_FLOP / p["tensor_flop_per_clk_sm"]
+    assert cost(s6)["wgmma_latency_ns"] == pytest.approx(lat / ghz) and 150 < lat < 250  # cycles
+    assert f["pipe_under_softmax"] == pytest.approx((p["gemm_pair_cycles"] - lat)
+                                                    / (p["gemm_pair_cycles_under_softmax_ex2"] - lat))
