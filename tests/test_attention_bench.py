@@ -248,3 +248,11 @@ def test_the_load_free_diagnostic_is_s5_without_loads_and_never_a_default_or_a_t
     r = subprocess.run([sys.executable, "-m", "lapis.gpu.bench_attention", "--help"], capture_output=True, text=True)
     assert r.returncode == 0
     assert "s5_noload" not in [n for n, x in ba.VARIANTS.items() if "diagnostic" not in x]
+
+
+def test_the_clock_probe_reads_cycles_over_ns_per_cta():
+    # two CTAs: 1800 cycles in 1000 ns and 3400 in 2000 ns; a third never wrote (zeros) and is left out
+    words = [5, 1805, 100, 1100, 0, 3400, 50, 2050, 0, 0, 0, 0]
+    r = ba.probe_clock(words)
+    assert r["ctas"] == 2 and r["mhz"] == pytest.approx(1e3 * 5200 / 3000) and r["mhz_median"] == pytest.approx(1750)
+    assert r["cta_us_median"] == pytest.approx(1.5) and ba.probe_clock([0] * 8) == dict(ctas=0)

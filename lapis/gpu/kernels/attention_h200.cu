@@ -236,6 +236,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
   __shared__ __align__(8) uint64_t q_full[F::Q_SLOTS], q_empty[F::Q_SLOTS], full_k[STAGES], full_v[STAGES],
       empty[STAGES], empty_v[STAGES];
   __shared__ uint32_t cursor;
+  __shared__ uint64_t probe[2];  // plain build: %clock64 and %globaltimer at the CTA's start (the clock probe)
   KernelTimeline tl;
   const Barriers bar{&q_full[0], full_k, full_v, empty, empty_v};
   const uint32_t q_smem = (smem_addr(smem_raw) + 1023u) & ~1023u, ring = q_smem + F::Q_SLOTS * Cfg::Q_SLOT;
@@ -255,6 +256,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
   };
 
   if (threadIdx.x == 0) {
+    if (!LAPIS_TIMELINE) probe[0] = clock64_cycles(), probe[1] = globaltimer_ns();
     for (int i = 0; i < F::Q_SLOTS; ++i) {
       mbar_init(&q_full[i], 1);
       mbar_init(&q_empty[i], 4 * CONSUMER_WGS);  // s8: every consumer warp, after the item's last PV
@@ -538,6 +540,10 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
   }
   __syncthreads();  // every role's last record is in before the count is published
   if (threadIdx.x == 0) tl.finish(h, &cursor);
+  if (!LAPIS_TIMELINE && threadIdx.x == 0 && stats != nullptr) {  // the clock probe: the CTA's cycles and ns
+    uint64_t* o = reinterpret_cast<uint64_t*>(stats) + 4 * cta_linear();
+    o[0] = probe[0], o[1] = clock64_cycles(), o[2] = probe[1], o[3] = globaltimer_ns();
+  }
 }
 
 }  // namespace
@@ -548,7 +554,9 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
 //   _s<STAGES>_n<BN>_c<CONSUMER_WGS>.
 // Grid (L / block_m, B * H) (s8: (CTAs, 1), each CTA walking work items), block_m = 64 x CONSUMER_WGS; block Config::THREADS; dynamic smem Config::SMEM_BYTES
 // (host: bench_attention.smem_bytes). scale_log2 = log2(e) / sqrt(D). O is B*H*L x D bf16. stats: null, or (s7's
-// instrumented build) one uint32 the kernel adds its row-tile rescale count to.
+// instrumented build) one uint32 the kernel adds its row-tile rescale count to, or (plain build) 4 uint64 per CTA
+// (linear CTA index): %clock64 at start and end, %globaltimer at start and end, so the host knows the SM clock
+// the timed run had (two special-register reads and four stores per CTA: no cost the timing can see).
 #define LAPIS_ATTENTION(NAME, S, BN, C, WS, ...)                                                              \
   extern "C" __global__ void __launch_bounds__(Config<S, BN, C, WS>::THREADS, 1)                              \
       attn_##NAME##_s##S##_n##BN##_c##C(const __grid_constant__ TensorMap tmap_q,                             \
