@@ -203,3 +203,14 @@ def test_contend_items_pair_every_role_and_outlast_the_leader():
     assert ts["params"]["threads"] == 256 and ts["params"]["follow_iters"] == 3072 and ts["params"]["iters"] == 1024
     m = dict(ts, raw=dict(cycles=[2048000.0], follower_rate=[0.001]))
     assert mc.derive(m) == [0.0005] and mc.follower_rate(m) == [0.001]
+
+
+def test_turnover_gap_is_next_entry_minus_previous_exit_per_sm():
+    # SM 0: CTAs [100, 1100] and [1300, 2300] (gap 200); SM 1: [0, 1000], [1150, 2150], [2250, 3250] (150, 100);
+    # rows out of order
+    rec = [[0, 0, 1300, 2300, 0], [0, 0, 0, 1000, 1], [0, 0, 100, 1100, 0], [0, 0, 2250, 3250, 1],
+           [0, 0, 1150, 2150, 1]]
+    got = capture_micro.turnover_gaps(rec)
+    assert got["gap_ns"] == 150 and got["pairs"] == 3 and got["cta_ns"] == 1000 and got["distinct_sms"] == 2
+    m = next(m for m in mc.all_items(132) if m["name"] == "launch.turnover")
+    assert m["params"]["ctas"] == 16 * 132 and mc.derive(dict(m, raw=dict(gap_ns=[150.0]))) == [150.0]

@@ -35,11 +35,13 @@ from lapis.gpu import micro_campaign as mc
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
 SOURCES = ("micro_core", "micro_tma", "micro_wgmma", "micro_tma_v2", "micro_mix_v1", "micro_softmax_v1",
-           "micro_mix_softmax_v1", "micro_mix_softmax_v2", "micro_mix_softmax_v3")
+           "micro_mix_softmax_v1", "micro_mix_softmax_v2", "micro_mix_softmax_v3",
+           "micro_launch_v1")
 # kernel name prefix -> source (first match wins: micro_tma_spread is v2, micro_tma_load v1)
 KERNEL_SOURCE = (("micro_tma_spread", "micro_tma_v2"), ("micro_mix_", "micro_mix_v1"),
                  ("micro_softmax_", "micro_softmax_v1"), ("micro_mixsm_", "micro_mix_softmax_v1"),
                  ("micro_mixsm2_", "micro_mix_softmax_v2"), ("micro_contend_", "micro_mix_softmax_v3"),
+                 ("micro_cta_turnover", "micro_launch_v1"),
                  ("micro_tma", "micro_tma"),
                  ("micro_wgmma", "micro_wgmma"), ("micro_", "micro_core"))
 
@@ -266,8 +268,30 @@ def measure_contend(b: Bench, m: dict, repeats: int) -> dict:
                  mc.FORCE_ONE_CTA_SMEM, repeats, read)
 
 
+def turnover_gaps(rec) -> dict:
+    """From per-CTA records (clk0, clk1, ns0, ns1, smid): the median over SMs' consecutive CTAs of the next one's
+    entry minus the previous one's exit (ns), and the median CTA span."""
+    rec = np.asarray(rec, dtype=np.int64)
+    gaps = []
+    for sm in np.unique(rec[:, 4]):
+        r = rec[rec[:, 4] == sm]
+        r = r[np.argsort(r[:, 2])]
+        gaps += list(r[1:, 2] - r[:-1, 3])
+    return dict(gap_ns=float(np.median(gaps)) if gaps else float("nan"), pairs=len(gaps),
+                cta_ns=float(np.median(rec[:, 3] - rec[:, 2])), distinct_sms=int(len(np.unique(rec[:, 4]))))
+
+
+def measure_turnover(b: Bench, m: dict, repeats: int) -> dict:
+    """launch.turnover: kernels/micro_launch_v1.cu, one CTA per SM (FORCE_ONE_CTA_SMEM)."""
+    cp, p = b.cp, m["params"]
+    out = cp.zeros(5 * p["ctas"], cp.uint64)
+    args = (np.uint32(p["spin_ns"]), out)
+    return b.run(b.fn(m["kernel"], mc.FORCE_ONE_CTA_SMEM), p["ctas"], p["threads"], lambda r: args,
+                 mc.FORCE_ONE_CTA_SMEM, repeats, lambda: turnover_gaps(_records(out)))
+
+
 MEASURE = {"rate": measure_rate, "cycles": measure_cycles, "tma_lat": measure_tma, "tma_bw": measure_tma,
-           "mix": measure_mix, "contend": measure_contend}
+           "mix": measure_mix, "contend": measure_contend, "turnover": measure_turnover}
 
 
 def measure(b: Bench, m: dict, repeats: int) -> dict:

@@ -12,6 +12,7 @@ Every measurement is one dict: name, kind, kernel, params and, once run, `raw` (
 | tma_lat  | cta_ns: %globaltimer ns of the one CTA for `loads` loads | cta_ns / loads (ns per load) |
 | tma_bw   | span_ns: last CTA end - first CTA start (%globaltimer) | bytes / span_ns (B/ns)     |
 | mix      | cycles, ns as rate (consumer warpgroups); tma_bytes_per_ns: median over CTAs of the producer's bytes / its ns | work_per_cta / cycles (FLOP per clk per SM); `clock_ghz(m)`, `mix_tma_bytes_per_ns(m)` |
+| turnover | gap_ns: median over SMs' consecutive CTA pairs of next entry - previous exit (%globaltimer) | gap_ns (ns) |
 | contend  | cycles, ns as rate (the leader warpgroup's window); follower_rate: median over CTAs of the follower's units / its cycles to the flag | leader units per clk (work_per_cta / cycles); `follower_rate(m)`: the follower's units per clk |
 
 `items` is campaign version 1 (the capture micro/h200-2026-11-29), `items_v2` version 2 (issue 6: L2 spread
@@ -28,7 +29,7 @@ REPEATS = 11  # timed launches per measurement, after one untimed warm-up launch
 FORCE_ONE_CTA_SMEM = 120 * 1024  # dynamic smem per CTA: two cannot share an SM (228 KiB per SM on sm_90)
 
 UNITS = {"rate": "per clk per SM", "cycles": "cycles", "tma_lat": "ns", "tma_bw": "B/ns", "mix": "per clk per SM",
-         "contend": "per clk per SM"}
+         "contend": "per clk per SM", "turnover": "ns"}
 
 # TMA tensors: bf16, rows of 4096 elements (8 KiB, like a GEMM operand with K = 4096); a box is 64 elements
 # (128 B, the 128B swizzle span) by box_rows rows. L2: 4 MiB, re-read by every launch after a warm-up (H200 L2
@@ -242,6 +243,18 @@ def items_v3_contend(sm_count: int) -> list[dict]:
     return out
 
 
+# Launch (kernels/micro_launch_v1.cu, issue 10): an SM's retire-and-launch gap between back-to-back CTAs when one fits
+TURNOVER_WAVES, TURNOVER_SPIN_NS = 16, 20_000
+
+
+def items_v3_launch(sm_count: int) -> list[dict]:
+    """launch.turnover: ns from a CTA's exit record to the next CTA's entry record on the same SM (384 threads,
+    one CTA per SM, 16 waves of 20 µs CTAs)."""
+    return [dict(name="launch.turnover", kind="turnover", kernel="micro_cta_turnover",
+                 params=dict(ctas=TURNOVER_WAVES * sm_count, threads=384, spin_ns=TURNOVER_SPIN_NS,
+                             what="ns from one CTA's exit to the next CTA's entry on an SM"))]
+
+
 def follower_rate(m: dict) -> list[float]:
     """A contend measurement's follower units per clk per SM, per repeat ([] without a follower)."""
     return list((m.get("raw") or {}).get("follower_rate", []))
@@ -257,7 +270,7 @@ def overlap(tensor: dict, softmax: dict, both: dict) -> list[float]:
 def all_items(sm_count: int) -> list[dict]:
     """Every measurement of the three campaign versions, in run order."""
     return (items(sm_count) + items_v2(sm_count) + items_v3(sm_count) + items_v3_mix(sm_count)
-            + items_v3_mix2(sm_count) + items_v3_contend(sm_count))
+            + items_v3_mix2(sm_count) + items_v3_contend(sm_count) + items_v3_launch(sm_count))
 
 
 # ----------------------------------------------------------------------------------------- values --
@@ -272,6 +285,8 @@ def derive(m: dict) -> list[float]:
         return [p["work_per_cta"] / c for c in raw["cycles"]]
     if kind == "cycles":
         return [c / p["count"] for c in raw["cycles"]]
+    if kind == "turnover":
+        return list(raw["gap_ns"])
     if kind == "tma_lat":
         return [ns / p["loads"] for ns in raw["cta_ns"]]
     if kind == "tma_bw":
