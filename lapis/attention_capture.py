@@ -67,10 +67,13 @@ def sanitizer_clean(root: Path) -> dict:
 def rows(root: Path) -> list[dict]:
     """One row per timed (variant, shape, causal) over every timed capture (capture order, then run order; a
     variant timed again, causal or not, by a later capture is kept from the later one); TFLOP/s = flops / median."""
-    clean, out = sanitizer_clean(root), []
+    clean, out, seen = sanitizer_clean(root), [], []
     for folder in _timed(root):
         later = {(n, e["causal"]) for e in _manifest(folder)["results"] for n in e["variants"]}
-        out = [r for r in out if (r["variant"], r["causal"]) not in later] + _rows(folder, clean)
+        new = _rows(folder, clean)
+        seen += new
+        out = [r for r in out if (r["variant"], r["causal"]) not in later] + new
+    _inherit_timelines(seen)
     return out
 
 
@@ -78,11 +81,24 @@ def measurements(root: Path) -> list[dict]:
     """Every timed (variant, shape) row of every timed capture, repeats included (capture order, then run
     order): the run-to-run spread of a case measured in two captures comes from here."""
     clean = sanitizer_clean(root)
-    return [r for folder in _timed(root) for r in _rows(folder, clean)]
+    return _inherit_timelines([r for folder in _timed(root) for r in _rows(folder, clean)])
+
+
+def _inherit_timelines(rows: list[dict]) -> list[dict]:
+    """A capture that kept no timelines.npz (too large to bring back; its instrumented build unchanged) takes
+    each case's timeline from the latest earlier capture that has it: timeline_capture names where it is."""
+    last = {}
+    for r in rows:  # capture order
+        case = (r["variant"], r["shape"], r["causal"])
+        if r["timeline_capture"]:
+            last[case] = (r["timeline_key"], r["timeline_capture"])
+        elif case in last:
+            r["timeline_key"], r["timeline_capture"] = last[case]
+    return rows
 
 
 def _rows(folder: Path, clean: dict) -> list[dict]:
-    man, out = _manifest(folder), []
+    man, out, has_tl = _manifest(folder), [], (folder / "timelines.npz").exists()
     for e in man["results"]:
         for name, v in e["variants"].items():
             cudnn = e["sdpa"].get("cudnn", {}).get("median_us")
@@ -96,7 +112,10 @@ def _rows(folder: Path, clean: dict) -> list[dict]:
                 sanitizer_clean=clean.get(f"{name}:causal" if e["causal"] else name, {}).get("clean"),
                 instrumentation_overhead_pct=v["instrumentation_overhead_pct"],
                 sm_clock_mhz=v["plain"].get("clocks", {}).get("sm_clock_mhz", {}).get("median"),
-                timeline_key=v.get("timeline_summary", {}).get("key"), capture=f"{KIND}/{folder.name}"))
+                clock_probe_mhz=v["plain"].get("clock_probe", {}).get("mhz"),
+                timeline_key=v.get("timeline_summary", {}).get("key") if has_tl else None,
+                timeline_capture=f"{KIND}/{folder.name}" if has_tl and "timeline_summary" in v else None,
+                capture=f"{KIND}/{folder.name}"))
     return out
 
 

@@ -91,7 +91,7 @@ def limiter(captures: str | None, rows: list[dict]) -> dict:
     prof = load_profile(GPU)
     out = dict(shape=shape, sm=0, l2_shared_tb_s=prof["l2_shared_tb_s"], sm_count=prof["sm_count"], variants={})
     for r in (r for r in rows if r["shape"] == shape):
-        z = ac.timeline(root, r["timeline_key"], r["capture"])
+        z = ac.timeline(root, r["timeline_key"], r["timeline_capture"])
         events = ac.sm_events(z, 0, ROLES, OPS)
         b, h, seq, _ = (int(x) for x in shape.split("x"))
         p = r["params"]
@@ -116,7 +116,7 @@ def _gantt(out: Path, captures: str | None, row: dict) -> Path:
     from lapis.figures.gantt import gantt, lane_order, steady_state_window
     from lapis.gpu.attention_plan import OPS, ROLES
     from lapis.validate import captures_root
-    z = ac.timeline(captures_root(captures, kinds=(ac.KIND,)), row["timeline_key"], row["capture"])
+    z = ac.timeline(captures_root(captures, kinds=(ac.KIND,)), row["timeline_key"], row["timeline_capture"])
     events = ac.sm_events(z, 0, ROLES, OPS)
     ctas = sorted({e.cta for e in events}, key=lambda c: min(e.start_ns for e in events if e.cta == c))
     mid = ctas[len(ctas) // 2]

@@ -27,6 +27,10 @@ def _headline(r: dict) -> list[str]:
             f"| mape_pct_blind | {_f(r['mape_pct_blind'], '.1f')} ({r['blind_cases']} blind cases) | |",
             f"| max_abs_err_pct | {_f(r['max_abs_err_pct'], '.1f')} | <= {GOALS['max_abs_err_pct']:.0f} "
             f"({ok(r['max_abs_err_pct'], 10.0)}) |",
+            f"| mape_cycles_pct | {_f(r.get('mape_cycles_pct'), '.1f')} ({r.get('cycles_cases', 0)} cases with a clock "
+            f"probe) | SM cycles: the prediction at the profile clock against the measurement at the clock the run "
+            f"had (plain build's probe); the time error adds that clock, which the model does not predict |",
+            f"| max_abs_cycles_err_pct | {_f(r.get('max_abs_cycles_err_pct'), '.1f')} | |",
             f"| spread_pct | {_f(r['spread_pct'], '.2f')} | {r['spread_source']} |",
             f"| rank_pairs | {r['rank_pairs']} | pairs whose measured gap exceeds 2 x spread_pct |",
             f"| rank_agreement | {_f(r['rank_agreement'], '.0%')} | 100% "
@@ -35,12 +39,14 @@ def _headline(r: dict) -> list[str]:
 
 def _cases(r: dict) -> list[str]:
     from lapis.validate_timelines import divergence_text
-    md = ["| variant | shape | causal | predicted µs | measured µs | err % | blind err % | iteration ns pred / meas "
-          "| first divergence (measured - predicted) | steady-state divergence |", "|---|---|---|---:|---:|---:|---:|---:|---|---|"]
+    md = ["| variant | shape | causal | predicted µs | measured µs | err % | blind err % | run MHz | cycles err % "
+          "| iteration ns pred / meas | first divergence (measured - predicted) | steady-state divergence |",
+          "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for c in r["per_case"]:
         it = (c.get("timeline") or {}).get("iteration_ns") or {}
         md.append(f"| `{c['variant']}` | {c['shape']} | {c['causal']} | {_f(c['predicted_us'], '.1f')} | "
                   f"{c['measured_us']:.1f} | {_f(c['err_pct'], '+.1f')} | {_f(c['blind_err_pct'], '+.1f')} | "
+                  f"{_f(c.get('clock_mhz'), '.0f')} | {_f(c.get('cycles_err_pct'), '+.1f')} | "
                   f"{_f(it.get('predicted'), '.0f')} / {_f(it.get('measured'), '.0f')} | "
                   f"{c.get('error') or divergence_text(c['first_divergence'])} | {divergence_text(c['steady_divergence'])} |")
     return md

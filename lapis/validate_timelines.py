@@ -52,7 +52,8 @@ def _capture_date(root: Path, capture: str, memo: dict) -> str:
 def _attention(root: Path) -> list[dict]:
     return [dict(family="attention", variant=r["variant"], schedule=r["schedule"], shape=r["shape"],
                  causal=bool(r["causal"]), params=dict(r["params"]), measured_us=r["median_us"],
-                 spread_pct=r["spread_pct"], capture=r["capture"], timeline=r["timeline_key"])
+                 spread_pct=r["spread_pct"], capture=r["capture"], timeline=r["timeline_key"],
+                 timeline_capture=r["timeline_capture"], clock_mhz=r["clock_probe_mhz"])
             for r in ac.measurements(root)]
 
 
@@ -65,7 +66,8 @@ def _gemm(root: Path) -> list[dict]:
                 m = gc.measured(man, v, e["shape"])
                 out.append(dict(family="gemm", variant=v, schedule=man["schedule"], shape=e["shape"], causal=False,
                                 params=dict(man["variants"][v]), measured_us=m["measured_us"],
-                                spread_pct=m["spread_pct"], capture=f"gemm/{folder.name}", timeline=m["timeline_file"]))
+                                spread_pct=m["spread_pct"], capture=f"gemm/{folder.name}", timeline=m["timeline_file"],
+                                timeline_capture=f"gemm/{folder.name}", clock_mhz=None))
     return out
 
 
@@ -140,7 +142,7 @@ def measured_events(root: Path, case: dict) -> list | None:
         return None
     if case["family"] == "attention":
         from lapis.gpu.attention_plan import OPS, ROLES
-        return ac.sm_events(ac.timeline(root, case["timeline"], case["capture"]), 0, ROLES, OPS)
+        return ac.sm_events(ac.timeline(root, case["timeline"], case["timeline_capture"]), 0, ROLES, OPS)
     got = gc.measured_events(root / case["capture"], case["timeline"])
     return None if got is None else got[0]
 
@@ -225,6 +227,7 @@ def _case_row(root: Path, case: dict, cache: dict, blind: dict | None, fig_dir: 
                     blind_err_pct=None, first_divergence=None, steady_divergence=None, error=str(exc))
     row.update(predicted_us=pred_us, predicted_source=source, measured_us=case["measured_us"],
                err_pct=err_pct(pred_us, case["measured_us"]), within_run_spread_pct=case["spread_pct"],
+               **cycles(pred_us, case),
                blind=blind is not None, blind_set=blind and blind["set"],
                blind_predicted_us=blind and blind["predicted_us"],
                blind_err_pct=blind and err_pct(blind["predicted_us"], case["measured_us"]))
@@ -236,6 +239,19 @@ def _case_row(root: Path, case: dict, cache: dict, blind: dict | None, fig_dir: 
     if fig_dir:
         row["gantt"] = _gantt(fig_dir, row, pc, mc)
     return row
+
+
+def cycles(pred_us: float, case: dict) -> dict:
+    """The error in SM cycles where the capture measured the run's clock (the plain build's clock probe): the
+    prediction at the profile's clock_ghz against the measurement at the probe's. The time error mixes this with
+    the clock the run had, which the model does not predict (one profile clock for every kernel)."""
+    from lapis.model.profile import load_profile
+    from lapis.timeline_compare import err_pct
+    if not case.get("clock_mhz"):
+        return dict(clock_mhz=None, cycles_err_pct=None)
+    ghz = load_profile(GPU)["clock_ghz"]
+    return dict(clock_mhz=case["clock_mhz"], cycles_err_pct=err_pct(pred_us * ghz, case["measured_us"] *
+                                                                    case["clock_mhz"] / 1e3))
 
 
 def _gantt(folder: Path, row: dict, pred, meas) -> str:
@@ -270,7 +286,10 @@ def summarize(per_case: list[dict], tolerance_pct: float = TOLERANCE_PCT) -> dic
     blind = [abs(r["blind_err_pct"]) for r in scored if r.get("blind_err_pct") is not None]
     spread, how = run_to_run_spread(per_case)
     order = ordering(scored, spread_pct=spread, group=lambda r: (r["family"], r["shape"], r["causal"]))
+    cyc = [abs(r["cycles_err_pct"]) for r in scored if r.get("cycles_err_pct") is not None]
     return dict(cases=len(per_case), scored=len(scored), mape_pct=sum(errs) / len(errs) if errs else None,
+                mape_cycles_pct=sum(cyc) / len(cyc) if cyc else None, cycles_cases=len(cyc),
+                max_abs_cycles_err_pct=max(cyc) if cyc else None,
                 mape_pct_blind=sum(blind) / len(blind) if blind else None, blind_cases=len(blind),
                 max_abs_err_pct=max(errs) if errs else None, rank_pairs=order["resolved"],
                 rank_agreement=order["predicted_right"] / order["resolved"] if order["resolved"] else None,
@@ -297,11 +316,14 @@ def render(r: dict) -> str:
     lines = [f"{r['cases']} cases ({r['scored']} scored): mape {_f(r['mape_pct'], '.1f')}% (blind: {_f(r['mape_pct_blind'], '.1f')}% over "
              f"{r['blind_cases']}), max |err| {_f(r['max_abs_err_pct'], '.1f')}%; rank pairs {r['rank_pairs']} "
              f"(gap > 2 x spread {_f(r['spread_pct'], '.2f')}%: {r['spread_source']}), rank agreement "
-             f"{_f(r['rank_agreement'], '.0%')}", "",
+             f"{_f(r['rank_agreement'], '.0%')}",
+             f"in SM cycles (the {r.get('cycles_cases', 0)} cases whose capture probed the clock): mape "
+             f"{_f(r.get('mape_cycles_pct'), '.1f')}%, max |err| {_f(r.get('max_abs_cycles_err_pct'), '.1f')}%", "",
              f"{'variant':<14} {'shape':<16} {'causal':<6} {'pred µs':>9} {'meas µs':>9} {'err %':>7} "
-             f"{'blind %':>8}  first divergence | steady-state divergence (offset: measured - predicted)"]
+             f"{'blind %':>8} {'MHz':>5} {'cyc %':>6}  first divergence | steady-state divergence (offset: measured - predicted)"]
     lines += [f"{c['variant']:<14} {c['shape']:<16} {str(c['causal']):<6} {_f(c['predicted_us'], '9.1f')} "
-              f"{c['measured_us']:9.1f} {_f(c['err_pct'], '+7.1f')} {_f(c['blind_err_pct'], '+8.1f')}  "
+              f"{c['measured_us']:9.1f} {_f(c['err_pct'], '+7.1f')} {_f(c['blind_err_pct'], '+8.1f')} "
+              f"{_f(c.get('clock_mhz'), '.0f'):>5} {_f(c.get('cycles_err_pct'), '+.1f'):>6}  "
               f"{c.get('error') or divergence_text(c['first_divergence'])} | {divergence_text(c['steady_divergence'])}"
               for c in r["per_case"]]
     return "\n".join(lines)

@@ -26,9 +26,10 @@ def _committed_prediction(schedule: str, shape: str) -> float:
 def test_err_pct_of_one_case_from_the_files():
     # s2 at 8x16x4096x128: the capture's plain median, and the committed prediction (the kernel's parameters
     # are the schedule's own, so the default-parameter entry is the one)
-    man = json.loads((ROOT / "captures/attention/h200-2026-11-30-all/manifest.json").read_text())  # s2's latest
+    man = json.loads((ROOT / "captures/attention/h200-2026-11-30-probe/manifest.json").read_text())  # s2's latest
     entry = next(e for e in man["results"] if e["shape"] == "8x16x4096x128")
     measured = entry["variants"]["s2"]["plain"]["median_us"]
+    mhz = entry["variants"]["s2"]["plain"]["clock_probe"]["mhz"]
     predicted = _committed_prediction("h200-s2-ws-ring", "8x16x4096x128")
     r = validate_timelines(select=lambda c: c["variant"] == "s2" and c["shape"] == "8x16x4096x128")
     (row,) = r["per_case"]
@@ -40,6 +41,13 @@ def test_err_pct_of_one_case_from_the_files():
     b = next(e for e in blind["entries"] if e["variant"] == "s2" and e["shape"] == "8x16x4096x128")
     assert row["blind"] and row["blind_err_pct"] == pytest.approx((b["predicted_us"] - measured) / measured * 100)
     assert row["timeline"]["iteration_ns"]["measured"] > 0 and row["first_divergence"]["matched"] > 100
+    # the probe capture kept no timelines.npz: the timeline is the one of the latest capture holding it
+    assert not (ROOT / "captures/attention/h200-2026-11-30-probe/timelines.npz").exists()
+    # in SM cycles: the prediction at the profile clock, the measurement at the clock the probe read
+    ghz = json.loads((ROOT / "model/profiles/h200.json").read_text())["values"]["clock_ghz"]["value"]
+    assert 1400 < mhz < 2000 and row["clock_mhz"] == mhz
+    assert row["cycles_err_pct"] == pytest.approx((predicted * ghz - measured * mhz / 1e3) / (measured * mhz / 1e3)
+                                                  * 100, rel=1e-12)
 
 
 def _row(variant, shape, pred, meas, runs=None):
@@ -209,3 +217,13 @@ def test_a_broken_or_negative_capture_is_refused_by_name(tmp_path):
     (dst / "manifest.json").write_text("{not json")
     with pytest.raises(LayoutError, match="unreadable or incomplete"):
         measured_cases(tmp_path)
+
+
+def test_a_capture_without_timelines_takes_each_cases_from_the_latest_that_has_it():
+    from lapis import attention_capture as ac
+    rows = [r for r in ac.measurements(ROOT / "captures") if r["variant"] == "s6" and r["shape"] == "4x16x8192x128"]
+    assert [r["capture"] for r in rows] == ["attention/h200-2026-11-30-s6s7", "attention/h200-2026-11-30-all",
+                                            "attention/h200-2026-11-30-probe"]
+    assert rows[-1]["timeline_capture"] == "attention/h200-2026-11-30-all"
+    assert rows[-1]["timeline_key"] == rows[1]["timeline_key"] == "s6_4x16x8192x128"
+    assert rows[-1]["clock_probe_mhz"] > 1400 and rows[0]["clock_probe_mhz"] is None  # older builds had no probe
