@@ -120,3 +120,44 @@ def test_schedule_costs_follow_the_flavour_and_the_emulated_fraction():
     assert cost(s6)["wgmma_latency_ns"] == pytest.approx(lat / ghz) and 150 < lat < 250  # cycles
     assert f["pipe_under_softmax"] == pytest.approx((p["gemm_pair_cycles"] - lat)
                                                     / (p["gemm_pair_cycles_under_softmax_ex2"] - lat))
+
+
+def _first_start(events, role_suffix, item):
+    return min(e.start_ns for e in events if e.role.endswith(role_suffix) and e.work_item == item
+               and e.kind != "wait")
+
+
+def _last_end(events, item):
+    return max(e.end_ns for e in events if e.work_item == item and e.role != "tma")
+
+
+def test_a_slot_runs_one_cta_at_a_time_with_the_measured_turnover():
+    from lapis.pipeline_sim.simulate import simulate
+    p = load_profile("h200")
+    # s4 keeps one CTA per SM: the SM's second CTA starts no role, not even the producer's Q load, before every
+    # role of the first is done (its last op, the O store, completes one HBM latency after its bytes) and the SM
+    # has turned over
+    ev = simulate("h200-s4-pingpong", "h200", "4x16x1024x128", {})["_events"]  # 512 CTAs: 4 per SM
+    items = sorted({e.work_item for e in ev if e.work_item is not None})
+    first, second = items[0], items[1]
+    start = min(_first_start(ev, r, second) for r in ("producer", "consumer0", "consumer1"))
+    done = _last_end(ev, first) + p["tma_latency_hbm_ns"]
+    assert start == pytest.approx(done + p["cta_turnover_ns"], abs=1e-6)
+    # the persistent s8 is one CTA: its producer loads the next work item's Q before the consumers finish this one
+    ev8 = simulate("h200-s8-persistent", "h200", "4x16x1024x128", {})["_events"]
+    items8 = sorted({e.work_item for e in ev8 if e.work_item is not None})
+    assert _first_start(ev8, "producer", items8[1]) < _last_end(ev8, items8[0])
+
+
+def test_q_loads_see_the_hbm_latency_and_kv_loads_the_l2_one():
+    from lapis.pipeline_sim.simulate import simulate
+    p = load_profile("h200")
+    assert p["tma_latency_hbm_ns"] > p["tma_latency_ns"]
+    ev = sorted(simulate("h200-s1-serial", "h200", "1x1x1024x128", {})["_events"], key=lambda e: e.start_ns)
+    ops = [e for e in ev if e.kind != "wait" and e.role != "tma"]
+    # s1 waits for each load: the next op starts one latency after the load's bytes are in (nothing queues on
+    # one SM): Q comes from HBM, the K and V tiles from L2
+    q = next(i for i, e in enumerate(ops) if e.op == "TMA Q (waited)")
+    assert ops[q + 1].start_ns - ops[q].end_ns == pytest.approx(p["tma_latency_hbm_ns"], rel=1e-9)
+    kv = next(i for i, e in enumerate(ops) if e.op == "TMA K+V (waited)")
+    assert ops[kv + 1].start_ns - ops[kv].end_ns == pytest.approx(p["tma_latency_ns"], rel=1e-9)

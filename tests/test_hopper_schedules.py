@@ -1,6 +1,9 @@
 """The Hopper table's mechanisms and parameters: ping-pong order, register splits, work distribution,
 h200-fa2-sync and h200-s9-tuned."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from lapis.cli import main
@@ -98,15 +101,19 @@ def test_persistent_order_is_named_and_only_for_persistent_schedules(capsys):
     assert "persistent_order is one of grid_stride, lpt, heavy_first" in capsys.readouterr().err
 
 
-def test_fa2_sync_is_slower_than_s3_because_mma_sync_runs_below_the_wgmma_rate():
+def test_fa2_sync_is_an_upper_bound_held_to_the_mma_sync_rate():
     fa2 = simulate("h200-fa2-sync", "h200", "8x16x4096x128")
-    s3 = simulate("h200-s3-two-consumers", "h200", "8x16x4096x128")
     p = load_profile("h200")  # the H200 micro capture: mma.sync 2714, wgmma 4096 FLOP/clk/SM
     assert p["mma_sync_flop_per_clk_sm"] < p["tensor_flop_per_clk_sm"]
     mma_sync_peak = p["sm_count"] * p["mma_sync_flop_per_clk_sm"] * p["clock_ghz"] / 1e3  # TFLOP/s
-    assert fa2["bound_by"] == "tensor" and fa2["tflops"] <= mma_sync_peak and fa2["tflops"] < s3["tflops"]
-    # s3's two consumer warpgroups are bound by their softmax, which the GEMMs beside it slow (contention.py)
-    assert s3["bound_by"] == "softmax"
+    assert fa2["bound_by"] == "tensor" and fa2["tflops"] <= mma_sync_peak
+    # an upper bound (its softmax is MUFU and FMA throughput only): above the FA2 kernel the H200 ran, torch's
+    # flash backend, in the same capture as s3 (s3 is costed by the measured contention since issue 10, so it is
+    # no longer a bound to compare with)
+    man = json.loads((Path(__file__).resolve().parents[1] / "lapis/captures/attention/h200-2026-11-30-all/"
+                      "manifest.json").read_text())
+    e = next(e for e in man["results"] if e["shape"] == "8x16x4096x128")
+    assert fa2["tflops"] > e["flops"] / e["sdpa"]["flash"]["median_us"] / 1e6
     # 96 KB of smem (Q 32 KB + 2 x K/V 32 KB) and 4 x 32 x 255 registers per CTA: two CTAs per SM
     assert fa2["fit"] == dict(smem_bytes=98304, registers=2 * 32640, ctas_per_sm=2)
 

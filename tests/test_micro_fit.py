@@ -123,6 +123,7 @@ def test_every_simulator_key_keeps_its_unit_and_every_value_names_its_source(cap
     v3 |= {"gemm_pair_cycles", "gemm_pair_cycles_two_wgs"} | {f"gemm_pair_cycles_under_softmax_{f}"
                                                               for f in mc.SOFTMAX_FLAVOURS}
     v3 |= {f"softmax_cycles_{f}{st}" for f in mc.SOFTMAX_FLAVOURS for st in ("", "_pair", "_under_gemm")}
+    v3 |= {"cta_turnover_ns"}
     assert set(current) - set(v) == {"l2_shared_tb_s", "tensor_flop_per_clk_sm_under_tma",
                                      "tma_bytes_per_ns_sm_under_wgmma", "tma_latency_under_wgmma_ns"} | v3
     for key, entry in current.items():

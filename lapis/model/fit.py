@@ -183,6 +183,12 @@ def fit_values(by_name: dict, attrs: dict) -> dict:
                     f"two; {what} on warpgroup 0, softmax tiles on warpgroup 1 of one CTA per SM; median of {s['n']})",
                     s["spread_pct"])
     out.update(contend_values(by_name))
+    m = by_name.get("launch.turnover")
+    if m:
+        s = mc.stats(mc.derive(m))
+        out["cta_turnover_ns"] = _entry(s["median"], "ns", f"{m['file']}: launch.turnover ({m['params']['what']}; "
+                                        f"kernels/micro_launch_v1.cu, 384 threads, one CTA per SM; median of "
+                                        f"{s['n']})", s["spread_pct"])
     for key, prefix in LATENCY.items():
         ms = sorted((m for n, m in by_name.items() if n.startswith(prefix) and n.endswith(".d1")),
                     key=lambda m: m["params"]["box_bytes"])

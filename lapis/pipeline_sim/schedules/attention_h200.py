@@ -19,8 +19,10 @@ Resident CTAs: a non-persistent grid (s1..s7) runs as many CTA slots per SM as t
 the launch count, for s1 its ptxas count S1_PTXAS_REGS (no setmaxnreg), for the others the mean of the setmaxnreg
 split; shared memory the tiles + KERNEL_SMEM_EXTRA). Each slot has its own rings, barriers and roles (prefixed
 `cta<s>/` when there are several) and shares the SM's units; the SM's CTAs form one queue in grid order and a
-slot takes the next when its first role gets there (the serial WG or the producer: a slot's roles run its CTAs
-back to back, the producer starting the next CTA's loads as its ring frees, as the one-slot model always did).
+slot takes the next when its first role gets there. A slot runs one CTA at a time, as the SM does: the next CTA's
+roles start once every role of the previous one is done, plus the SM's retire-and-launch gap (cta_turnover_ns,
+kernels/micro_launch_v1.cu); until issue 10 the producer ran ahead into the next CTA's loads as its ring freed,
+which hid each CTA's Q load and pipeline fill. A persistent CTA's producer does run ahead (s8's second Q slot).
 s1 (80 KiB of tiles) keeps 2 resident, shared-memory-limited; s2..s7 at their defaults keep 1. The persistent
 s8, s9 run one CTA per SM by design. `ctas_per_sm` forces fewer slots (1..resident).
 
@@ -312,9 +314,10 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
 
         def load(nbytes, role, op, reuse=q_tiles, **kw):
             """At the SM's bandwidth share when the load path takes it: K/V serve every Q tile of a head
-            (reuse q_tiles); Q read and O written once are compulsory HBM traffic (reuse 1)."""
+            (reuse q_tiles); Q read and O written once are compulsory HBM traffic (reuse 1), so they also see
+            the HBM latency (tma_latency_hbm_ns) where the K/V tiles, mostly L2 hits, see L2's."""
             yield from use(load_path, "tma", lambda: nbytes / grid.share(reuse), role, op, **kw)
-            yield env.timeout(p["tma_latency_ns"])
+            yield env.timeout(p["tma_latency_hbm_ns"] if reuse == 1 else p["tma_latency_ns"])
 
         def cta_slot(s):
             """Slot s: its roles (prefixed cta<s>/ when the SM runs several) run CTAs one after another, each taken
@@ -327,15 +330,31 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
             taken = []  # the CTAs of this slot, in order
 
             def cta_items():
-                """(work item, K/V tiles) of this slot's Q tiles, taking the next CTA off the queue on demand."""
+                """(work item, K/V tiles, the CTA's ordinal in the slot) of this slot's Q tiles, taking the next CTA
+                off the queue on demand."""
                 k = 0
                 while True:
                     if k == len(taken):
                         taken.append(next(queue, None))
                     if taken[k] is None:
                         return
-                    yield from ((first[taken[k]] + i, n) for i, n in enumerate(ctas[taken[k]]))
+                    yield from ((first[taken[k]] + i, n, k) for i, n in enumerate(ctas[taken[k]]))
                     k += 1
+
+            slot_roles = 1 + wgs if flags.get("ws") else 1
+            retired = {}  # CTA ordinal -> [roles done with it, event: the slot's next CTA may start]
+
+            def next_cta(k):
+                """A slot runs one CTA at a time, as the SM does: a role starts the slot's CTA k once every role of
+                CTA k - 1 is done and the SM has retired it and started the next (cta_turnover_ns). A persistent
+                CTA's work units are not CTAs: its producer runs ahead into the next one (s8's second Q slot)."""
+                if k == 0 or flags.get("persistent"):
+                    return
+                done = retired.setdefault(k - 1, [0, env.event()])
+                done[0] += 1
+                if done[0] == slot_roles:
+                    env.timeout(p["cta_turnover_ns"]).callbacks.append(lambda _ev, e=done[1]: e.succeed())
+                yield done[1]
             # Separate K and V rings, as FlashAttention-3 keeps them: QK needs only K, and K frees before V.
             rings = {x: TmaPipeline(env, R(x), prm["stages"], R("producer"), consumers, tile_bytes) for x in ("K", "V")}
             for ring in rings.values():
@@ -348,7 +367,11 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
 
             def producer():
                 st = {x: PipelineState.producer_start(prm["stages"]) for x in rings}
-                for item, n_kv in cta_items():
+                cur = 0
+                for item, n_kv, k in cta_items():
+                    if k != cur:
+                        yield from next_cta(k)
+                        cur = k
                     yield from load(bm * d * 2, R("producer"), "TMA Q", reuse=1, work_item=item)
                     for x, j in load_order(n_kv):
                         ring = rings[x]
@@ -428,7 +451,11 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                     yield from wait_tile("V", vst, role, item, j)
                     wgmma(g, role, "wgmma PV", item, j, ("V", vst.index))
 
-                for item, n_kv in cta_items():
+                cur = 0
+                for item, n_kv, k in cta_items():
+                    if k != cur:
+                        yield from next_cta(k)
+                        cur = k
                     held = None  # (j, V slot) of the tile whose PV is still to issue (s4+: it joins the next GEMM turn)
                     for j in range(n_kv):
                         kst, vst = take("K"), take("V")
@@ -484,7 +511,11 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
             def serial():
                 role = R("consumer0")
                 g = WgmmaGroups(env, role)
-                for item, n_kv in cta_items():
+                cur = 0
+                for item, n_kv, k in cta_items():
+                    if k != cur:
+                        yield from next_cta(k)
+                        cur = k
                     yield from load(bm * d * 2, role, "TMA Q (waited)", reuse=1, work_item=item)
                     for j in range(n_kv):
                         yield from load(2 * tile_bytes, role, "TMA K+V (waited)", work_item=item, k_index=j)

@@ -18,8 +18,11 @@ CTAs resident per SM: the least of the shared-memory (Q + 2 K/V slots) and regis
 REGS_PER_THREAD) limits. Not modelled: mma.sync and ldmatrix issue latency and dependency stalls, bank
 conflicts, register spills. So the prediction is an upper bound on what such a kernel reaches.
 
-Why it is slower than s3 at 8x16x4096x128: both are tensor-bound, and mma.sync runs at the assumed half of
-the wgmma rate; the ldmatrix traffic (every warp reads all of K_j and V_j from smem) shares the LSU path.
+It is tensor-bound: mma.sync runs below the wgmma rate (the micro capture's 2714 against 4096 FLOP/clk/SM) and the
+ldmatrix traffic (every warp reads all of K_j and V_j from smem) shares the LSU path. The Hopper schedules s1..s9
+cost their softmax by the contention measured on the H200 since issue 10 (lapis.pipeline_sim.contention); this one
+still costs it as MUFU and FMA throughput, so it stays an upper bound (above torch's flash backend, an FA2 kernel,
+measured in the attention captures), not an estimate to rank against s3.
 """
 
 from __future__ import annotations
