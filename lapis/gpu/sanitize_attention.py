@@ -86,9 +86,12 @@ def _child(a) -> None:
     status = harness.Status()
     rows = shape[0] * shape[1] * shape[2]
     err = None
+    from lapis.gpu.bench_attention import grid
+    gx, gy = grid(VARIANTS[name], a.shape)
+    probe = cp.zeros(4 * gx * gy, cp.uint64)  # the plain build's clock probe writes here (timeline: s7's counter)
     try:
         att.launch(att.maps(q.data.ptr, k.data.ptr, v.data.ptr, rows), o.data.ptr, a.shape,
-                   harness.harness_args(status, timeout_ns=2_000_000_000))
+                   harness.harness_args(status, timeout_ns=2_000_000_000), probe.data.ptr)
         harness.synchronize(status, f"{a.variant} at {a.shape}")
     except Exception as exc:  # recorded: the parent decides what it means
         err = f"{type(exc).__name__}: {exc}"
