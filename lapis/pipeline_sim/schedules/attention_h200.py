@@ -45,8 +45,9 @@ What each step changes (the one change of the canonical table):
   s7 cond-rescale: O is rescaled only when the row maximum moves by more than `threshold` (log2 units), with
      the frequency lapis.model.numerics measures on normal inputs at the shape's tile sizes.
   s8 persistent: one CTA per SM walks the work items dealt by `persistent_order` (work_order.py: `grid_stride`,
-     the default, or `lpt` for causal balance). Launch overheads are not modelled, so with grid_stride s8
-     predicts the same time as s7; the simulator says so rather than inventing a gain.
+     the default, or `lpt` for causal balance). What it saves over s7 is each CTA's turnover
+     (cta_turnover_ns) and the Q load and pipeline refill a new CTA cannot start before the last one is gone;
+     the kernel launch itself is not modelled. With one CTA per SM (a grid within one wave) s8 = s7.
   s9 tuned: s8 with defaults picked by sweep_s9(): block_n 64..176 step 16, stages 2-3, consumer WGs 2-3
      (block_m = 64 x WGs), at the FA4 shapes 8x16x4096x128, 4x16x8192x128, 2x16x16384x128. The rule: the
      highest geometric-mean TFLOP/s among the combinations no slower than s8 at any of the three shapes. It
