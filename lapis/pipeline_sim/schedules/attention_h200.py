@@ -347,8 +347,9 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
 
             def next_cta(k):
                 """A slot runs one CTA at a time, as the SM does: a role starts the slot's CTA k once every role of
-                CTA k - 1 is done and the SM has retired it and started the next (cta_turnover_ns). A persistent
-                CTA's work units are not CTAs: its producer runs ahead into the next one (s8's second Q slot)."""
+                CTA k - 1 is done (attention_h200.cu: all roles meet at the kernel's last __syncthreads before the
+                CTA exits) and the SM has retired it and started the next (cta_turnover_ns). A persistent CTA's
+                work units are not CTAs: its producer runs ahead into the next one (s8's second Q slot)."""
                 if k == 0 or flags.get("persistent"):
                     return
                 done = retired.setdefault(k - 1, [0, env.event()])
