@@ -227,3 +227,16 @@ def test_a_capture_without_timelines_takes_each_cases_from_the_latest_that_has_i
     assert rows[-1]["timeline_capture"] == "attention/h200-2026-11-30-all"
     assert rows[-1]["timeline_key"] == rows[1]["timeline_key"] == "s6_4x16x8192x128"
     assert rows[-1]["clock_probe_mhz"] > 1400 and rows[0]["clock_probe_mhz"] is None  # older builds had no probe
+
+
+def test_the_scatter_gives_every_variant_its_own_colour_and_marker():
+    from lapis.figures.validation import scatter
+    rows = [dict(variant=f"v{i}", causal=False, predicted_us=10.0 + i, measured_us=11.0 + i) for i in range(14)]
+    fig = scatter(rows)
+    styles = set()
+    for coll in fig.axes[0].collections:
+        if (coll.get_gid() or "").startswith("points:"):
+            face = tuple(coll.get_facecolor()[0])
+            path = coll.get_paths()[0]
+            styles.add((face, len(path.vertices)))  # the marker's outline: circle, square, triangle, diamond differ
+    assert len(styles) == 14

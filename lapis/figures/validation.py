@@ -10,6 +10,7 @@ __all__ = ["scatter", "progression"]
 
 BAND = 0.10  # the ±10% band the issue's max-error goal draws
 COLOURS = ("#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#d6616b", "#8c6d31", "#17becf", "#bcbd22")
+MARKERS = ("o", "s", "^", "D")  # past the colours, the next marker: every variant keeps its own (colour, marker)
 
 
 def _figure(size):
@@ -21,7 +22,7 @@ def _figure(size):
 
 
 def scatter(rows: list[dict], path=None, title: str = "Predicted against measured kernel time (H200)"):
-    """Log-log scatter of predicted_us against measured_us, one colour per variant (hollow: causal), with
+    """Log-log scatter of predicted_us against measured_us, one colour and marker per variant (hollow: causal), with
     y = x and a ±10% band. Saves a PNG at `path` if given; returns the Figure. ValueError without rows."""
     rows = [r for r in rows if r.get("predicted_us") is not None]
     if not rows:
@@ -39,8 +40,8 @@ def scatter(rows: list[dict], path=None, title: str = "Predicted against measure
         for causal in (False, True):
             pts = [r for r in mine if bool(r.get("causal")) == causal]
             if pts:
-                c = COLOURS[i % len(COLOURS)]
-                ax.scatter([r["measured_us"] for r in pts], [r["predicted_us"] for r in pts], s=28,
+                c, m = COLOURS[i % len(COLOURS)], MARKERS[i // len(COLOURS) % len(MARKERS)]
+                ax.scatter([r["measured_us"] for r in pts], [r["predicted_us"] for r in pts], s=28, marker=m,
                            facecolors="none" if causal else c, edgecolors=c,
                            label=f"{v}{' causal' if causal else ''}", gid=f"points:{v}:{int(causal)}")
     ax.set_xscale("log")

@@ -51,8 +51,9 @@ What each step changes (the one change of the canonical table):
   s9 tuned: s8 with defaults picked by sweep_s9(): block_n 64..176 step 16, stages 2-3, consumer WGs 2-3
      (block_m = 64 x WGs), at the FA4 shapes 8x16x4096x128, 4x16x8192x128, 2x16x16384x128. The rule: the
      highest geometric-mean TFLOP/s among the combinations no slower than s8 at any of the three shapes. It
-     picked block_n 128, stages 3, 2 WGs (on the profile of the day it picked them; the TFLOP/s it quotes move with
-     every refit: `lapis sweep` reprints them). Three WGs (block_m 192) were faster at the two longer shapes but
+     picked block_n 128, stages 3, 2 WGs on the model before issue 10 (softmax as MUFU and FMA throughput); on the
+     contention model the sweep ranks them 15th of 25, the 3-WG rows first. The kernel keeps them (they are what
+     was built and measured); `lapis sweep` reprints the ranking. Three WGs (block_m 192) were faster at the two longer shapes but
      slower at 8x16x4096x128, where 4096 / 192 leaves a masked third of a Q tile per head; block_n 176 (FA3's choice)
      loses here because its masked last K/V tile costs a full tile and the per-tile overheads it amortizes on
      hardware are not modelled. s9 masks ragged last tiles (a full TMA box and wgmma); s1..s8 need tiles that
