@@ -84,12 +84,26 @@ def measurements(root: Path) -> list[dict]:
     return _inherit_timelines([r for folder in _timed(root) for r in _rows(folder, clean)])
 
 
+def _probe_mhz(plain: dict, where: str) -> float | None:
+    """The plain build's clock probe (bench_attention.probe_clock) in MHz, None where the build had none.
+    LayoutError for a probe that is not a plausible SM clock (100-3000 MHz)."""
+    probe = plain.get("clock_probe")
+    if probe is None:
+        return None
+    mhz = probe.get("mhz") if isinstance(probe, dict) else probe
+    if isinstance(mhz, bool) or not isinstance(mhz, (int, float)) or not 100 <= mhz <= 3000:
+        raise LayoutError("a clock probe reads an SM clock between 100 and 3000 MHz", f"{where}: {probe!r}",
+                          "restore the capture from git")
+    return float(mhz)
+
+
 def _inherit_timelines(rows: list[dict]) -> list[dict]:
     """A capture that kept no timelines.npz (too large to bring back; its instrumented build unchanged) takes
-    each case's timeline from the latest earlier capture that has it: timeline_capture names where it is."""
+    each case's timeline from the latest earlier capture that has it at the same kernel parameters:
+    timeline_capture names where it is."""
     last = {}
     for r in rows:  # capture order
-        case = (r["variant"], r["shape"], r["causal"])
+        case = (r["variant"], r["shape"], r["causal"], json.dumps(r["params"], sort_keys=True))
         if r["timeline_capture"]:
             last[case] = (r["timeline_key"], r["timeline_capture"])
         elif case in last:
@@ -112,7 +126,7 @@ def _rows(folder: Path, clean: dict) -> list[dict]:
                 sanitizer_clean=clean.get(f"{name}:causal" if e["causal"] else name, {}).get("clean"),
                 instrumentation_overhead_pct=v["instrumentation_overhead_pct"],
                 sm_clock_mhz=v["plain"].get("clocks", {}).get("sm_clock_mhz", {}).get("median"),
-                clock_probe_mhz=v["plain"].get("clock_probe", {}).get("mhz"),
+                clock_probe_mhz=_probe_mhz(v["plain"], f"{folder.name}: {name} at {e['shape']}"),
                 timeline_key=v.get("timeline_summary", {}).get("key") if has_tl else None,
                 timeline_capture=f"{KIND}/{folder.name}" if has_tl and "timeline_summary" in v else None,
                 capture=f"{KIND}/{folder.name}"))

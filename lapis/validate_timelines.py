@@ -28,6 +28,7 @@ import importlib
 import json
 import os
 import sys
+import zipfile
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
@@ -77,7 +78,9 @@ def measured_cases(root: Path) -> list[dict]:
     cases, dates = {}, {}
     try:
         rows = (_attention(root) if ac.has_timed(root) else []) + _gemm(root)
-    except (OSError, ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
+        for r in rows:
+            _capture_date(root, r["capture"], dates)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
         raise LayoutError("a timed capture's manifest is unreadable or incomplete", f"{type(exc).__name__}: {exc}",
                           "restore the capture from git, or point --captures at a folder of whole captures") from None
     for r in rows:
@@ -140,10 +143,14 @@ def measured_events(root: Path, case: dict) -> list | None:
     """The measured events of the case's timeline (attention: SM 0; GEMM: gemm_capture.pick_sm), or None."""
     if not case["timeline"]:
         return None
-    if case["family"] == "attention":
-        from lapis.gpu.attention_plan import OPS, ROLES
-        return ac.sm_events(ac.timeline(root, case["timeline"], case["timeline_capture"]), 0, ROLES, OPS)
-    got = gc.measured_events(root / case["capture"], case["timeline"])
+    try:
+        if case["family"] == "attention":
+            from lapis.gpu.attention_plan import OPS, ROLES
+            return ac.sm_events(ac.timeline(root, case["timeline"], case["timeline_capture"]), 0, ROLES, OPS)
+        got = gc.measured_events(root / case["capture"], case["timeline"])
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        raise LayoutError("a capture's timelines.npz is unreadable", f"{case['timeline_capture']}: "
+                          f"{type(exc).__name__}: {exc}", "restore the capture from git") from None
     return None if got is None else got[0]
 
 

@@ -161,3 +161,43 @@ def test_q_loads_see_the_hbm_latency_and_kv_loads_the_l2_one():
     assert ops[q + 1].start_ns - ops[q].end_ns == pytest.approx(p["tma_latency_hbm_ns"], rel=1e-9)
     kv = next(i for i, e in enumerate(ops) if e.op == "TMA K+V (waited)")
     assert ops[kv + 1].start_ns - ops[kv].end_ns == pytest.approx(p["tma_latency_ns"], rel=1e-9)
+
+
+def test_bad_work_factors_and_unmatched_completions_are_refused():
+    env = simpy.Environment()
+    for bad in (float("nan"), float("inf"), "1", None):
+        with pytest.raises(LayoutError, match="finite rate relative to alone"):
+            Contention(env, softmax_under_gemm=1.0, softmax_pair=bad, pipe_under_softmax=1.0)
+    c = Contention(env, softmax_under_gemm=0.5, softmax_pair=1.0, pipe_under_softmax=1.0)
+    for bad in (float("nan"), float("inf"), "5"):
+        with pytest.raises(LayoutError, match="finite number of ns"):
+            next(c.run("softmax", bad))
+    with pytest.raises(LayoutError, match="needs a wgmma group in flight"):
+        c.gemm_done()
+
+
+def test_a_profile_without_the_contend_measurements_is_named():
+    from lapis.model.profile import Profile
+    p = load_profile("h200")
+    lacking = Profile(p.name, p.arch, {k: v for k, v in p.values.items() if k != "softmax_cycles_ex2_cond_pair"})
+    with pytest.raises(LayoutError, match="contend and launch microbenchmarks") as e:
+        ah.softmax_costs(lacking, ah.VARIANTS["h200-s7-cond-rescale"], dict(emulate_frac=0), 64, 128, 128)
+    assert "softmax_cycles_ex2_cond_pair" in str(e.value)
+
+
+def test_emulating_past_a_quarter_costs_the_softmax_not_the_pipe():
+    p = load_profile("h200")
+    s6 = ah.VARIANTS["h200-s6-exp2"]
+    quarter, half = (ah.softmax_costs(p, s6, dict(emulate_frac=e), 64, 128, 128) for e in (0.25, 0.5))
+    assert half["factors"]["pipe_under_softmax"] == quarter["factors"]["pipe_under_softmax"]
+    assert half["tile_ns"] > quarter["tile_ns"]
+
+
+def test_every_causal_schedule_costs_the_diagonal_mask():
+    from lapis.pipeline_sim.simulate import simulate
+    for name in ("h200-s1-serial", "h200-s3-two-consumers", "h200-s4-pingpong", "h200-s5-intra-overlap"):
+        # one Q tile and one K/V tile: the only tile is the diagonal, the same work but for the mask
+        r, c = (simulate(name, "h200", "1x1x128x128", dict(block_m=128 if "s1" not in name else 64, causal=k))
+                for k in (0, 1))
+        busy = [x["utilization"]["softmax"] * x["predicted_us"] for x in (r, c)]
+        assert busy[1] > busy[0], name

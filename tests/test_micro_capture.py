@@ -214,3 +214,11 @@ def test_turnover_gap_is_next_entry_minus_previous_exit_per_sm():
     assert got["gap_ns"] == 150 and got["pairs"] == 3 and got["cta_ns"] == 1000 and got["distinct_sms"] == 2
     m = next(m for m in mc.all_items(132) if m["name"] == "launch.turnover")
     assert m["params"]["ctas"] == 16 * 132 and mc.derive(dict(m, raw=dict(gap_ns=[150.0]))) == [150.0]
+
+
+def test_turnover_gaps_skip_ctas_that_never_wrote_and_empty_input():
+    rec = [[0, 0, 0, 1000, 0], [0, 0, 1200, 2200, 0], [0, 0, 0, 0, 0]]  # the last never ran: all zeros
+    got = capture_micro.turnover_gaps(rec)
+    assert got["gap_ns"] == 200 and got["pairs"] == 1 and got["distinct_sms"] == 1
+    empty = capture_micro.turnover_gaps([])
+    assert empty["pairs"] == 0 and empty["gap_ns"] != empty["gap_ns"]  # NaN: the fit refuses it

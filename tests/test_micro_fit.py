@@ -313,3 +313,21 @@ def test_v2_perturbing_any_used_measurement_of_either_file_changes_the_profile(c
             n += 1
         (root / rel).write_text(original)
     assert n == 9 + 2 + 8 + 4  # v1: 9 DIRECT names (fma.rate moved to v2), hbm, hot spot, 8 latencies; v2: 4
+
+
+def test_bad_contend_and_launch_data_are_refused_by_name():
+    from lapis.errors import LayoutError
+    lead = dict(name="contend.exp2f.t", kind="contend", file="micro/x/micro/results.json",
+                params=dict(iters=1024, work_per_cta=1024, lead="gemm", follow=None), raw=dict(cycles=[1.2e6] * 3))
+    assert fit.contend_values({"contend.exp2f.t": lead})["gemm_pair_cycles"]["value"] == pytest.approx(1171.9, rel=1e-3)
+    pair = dict(lead, name="contend.exp2f.tt", raw=dict(cycles=[2.1e6] * 3, follower_rate=[]))
+    with pytest.raises(LayoutError, match="positive finite rates on both sides") as e:
+        fit.contend_values({"contend.exp2f.tt": pair})
+    assert "contend.exp2f.tt (follower)" in str(e.value)
+    zero = dict(pair, raw=dict(cycles=[2.1e6] * 3, follower_rate=[0.0] * 3))
+    with pytest.raises(LayoutError, match="positive finite rates"):
+        fit.contend_values({"contend.exp2f.tt": zero})
+    turn = dict(name="launch.turnover", kind="turnover", file="micro/x/micro/results.json",
+                params=dict(what="gap"), raw=dict(gap_ns=[float("nan")] * 3))
+    with pytest.raises(LayoutError, match="launch.turnover needs a gap"):
+        fit.fit_values({"launch.turnover": turn}, {})

@@ -240,3 +240,32 @@ def test_the_scatter_gives_every_variant_its_own_colour_and_marker():
             path = coll.get_paths()[0]
             styles.add((face, len(path.vertices)))  # the marker's outline: circle, square, triangle, diamond differ
     assert len(styles) == 14
+
+
+def test_a_corrupt_clock_probe_and_a_changed_kernel_are_not_taken_silently():
+    from lapis import attention_capture as ac
+    from lapis.errors import LayoutError
+    assert ac._probe_mhz({"clock_probe": {"mhz": 1650.0}}, "x") == 1650.0 and ac._probe_mhz({}, "x") is None
+    for bad in ({"mhz": -1500.0}, {"mhz": 1e-3}, {"mhz": 1e9}, {"mhz": float("nan")}, {"mhz": "1500"}, [1, 2]):
+        with pytest.raises(LayoutError, match="between 100 and 3000 MHz"):
+            ac._probe_mhz({"clock_probe": bad}, "x")
+    # a timeline is inherited only at the same kernel parameters
+    old = dict(variant="s9", shape="s", causal=False, params=dict(block_n=128), timeline_key="k",
+               timeline_capture="attention/old")
+    new = dict(old, params=dict(block_n=64), timeline_key=None, timeline_capture=None)
+    same = dict(old, timeline_key=None, timeline_capture=None)
+    ac._inherit_timelines([old, new, same])
+    assert new["timeline_capture"] is None and same["timeline_capture"] == "attention/old"
+
+
+def test_a_truncated_timelines_file_is_named(tmp_path):
+    from lapis.cli import main
+    cap = tmp_path / "captures"
+    shutil.copytree(ROOT / "captures" / "attention", cap / "attention")
+    npz = cap / "attention/h200-2026-11-30-s8s9/timelines.npz"
+    with open(npz, "r+b") as f:
+        f.truncate(1000)
+    from lapis.errors import LayoutError
+    with pytest.raises(LayoutError, match="timelines.npz is unreadable"):
+        validate_timelines(str(cap), select=lambda c: c["variant"] == "s9" and not c["causal"] and c["shape"] == "8x16x4096x128")
+    assert main(["validate", "timelines", "--captures", str(cap)]) == 2

@@ -448,7 +448,10 @@ class Worker:
 def probe_clock(words) -> dict:
     """The SM clock of the last timed launch from the plain build's clock probe (4 uint64 per CTA: %clock64 and
     %globaltimer at the CTA's start and end): MHz over all CTAs (total cycles / total ns) and the CTAs' median."""
-    w = np.asarray(words, dtype=np.int64).reshape(-1, 4)
+    w = np.asarray(words, dtype=np.int64)
+    if w.size % 4:
+        raise ValueError(f"the clock probe holds 4 words per CTA: got {w.size} words")
+    w = w.reshape(-1, 4)
     cyc, ns = w[:, 1] - w[:, 0], w[:, 3] - w[:, 2]
     ok = (cyc > 0) & (ns > 0)
     if not ok.any():

@@ -262,6 +262,8 @@ def measure_contend(b: Bench, m: dict, repeats: int) -> dict:
         if p["follow"]:
             if (rec[:, 5] == 0).any():
                 raise RuntimeError(f"a follower never saw the leader's flag: raise follow_iters ({p['follow_iters']})")
+            if (rec[:, 6] <= rec[:, 0]).any():
+                raise RuntimeError("a follower's clock at the flag is not after the start: the record is corrupt")
             res["follower_rate"] = float(np.median(rec[:, 5] / (rec[:, 6] - rec[:, 0])))
         return res
     return b.run(b.fn(m["kernel"], mc.FORCE_ONE_CTA_SMEM), p["ctas"], p["threads"], lambda r: args,
@@ -271,14 +273,16 @@ def measure_contend(b: Bench, m: dict, repeats: int) -> dict:
 def turnover_gaps(rec) -> dict:
     """From per-CTA records (clk0, clk1, ns0, ns1, smid): the median over SMs' consecutive CTAs of the next one's
     entry minus the previous one's exit (ns), and the median CTA span."""
-    rec = np.asarray(rec, dtype=np.int64)
+    rec = np.asarray(rec, dtype=np.int64).reshape(-1, 5)
+    rec = rec[rec[:, 3] > rec[:, 2]]  # a CTA that never wrote its record (zeros) is not a CTA that ran
     gaps = []
     for sm in np.unique(rec[:, 4]):
         r = rec[rec[:, 4] == sm]
         r = r[np.argsort(r[:, 2])]
         gaps += list(r[1:, 2] - r[:-1, 3])
     return dict(gap_ns=float(np.median(gaps)) if gaps else float("nan"), pairs=len(gaps),
-                cta_ns=float(np.median(rec[:, 3] - rec[:, 2])), distinct_sms=int(len(np.unique(rec[:, 4]))))
+                cta_ns=float(np.median(rec[:, 3] - rec[:, 2])) if len(rec) else float("nan"),
+                distinct_sms=int(len(np.unique(rec[:, 4]))))
 
 
 def measure_turnover(b: Bench, m: dict, repeats: int) -> dict:

@@ -89,6 +89,9 @@ def _round(v: float) -> float:
 
 
 def _entry(value, unit: str, source: str, spread=None) -> dict:
+    if not np.isfinite(value):
+        raise LayoutError("a fitted profile value is a finite number", f"{value!r} from {source}",
+                          "capture the measurement again")
     e = dict(value=value if isinstance(value, int) else _round(value), unit=unit, source=source)
     if spread is not None:
         e["spread_pct"] = round(float(spread), 2)
@@ -185,7 +188,11 @@ def fit_values(by_name: dict, attrs: dict) -> dict:
     out.update(contend_values(by_name))
     m = by_name.get("launch.turnover")
     if m:
-        s = mc.stats(mc.derive(m))
+        gaps = mc.derive(m)
+        if not gaps or not all(0 <= g < float("inf") for g in gaps):
+            raise LayoutError("launch.turnover needs a gap >= 0 ns in every repeat (an SM that ran two CTAs)",
+                              f"{m['file']}: gap_ns {gaps[:4]}", "capture it again with more waves")
+        s = mc.stats(gaps)
         out["cta_turnover_ns"] = _entry(s["median"], "ns", f"{m['file']}: launch.turnover ({m['params']['what']}; "
                                         f"kernels/micro_launch_v1.cu, 384 threads, one CTA per SM; median of "
                                         f"{s['n']})", s["spread_pct"])
@@ -201,8 +208,18 @@ def fit_values(by_name: dict, attrs: dict) -> dict:
 
 
 def _cycles(m: dict, side: str) -> list[float]:
-    """Cycles per unit of a contend measurement's leader or follower, per repeat."""
-    return [1.0 / r for r in (mc.derive(m) if side == "lead" else mc.follower_rate(m))]
+    """Cycles per unit of a contend measurement's leader or follower, per repeat. LayoutError for a side with no
+    repeats or a rate that is not a positive finite number."""
+    try:
+        rates = [float(r) for r in (mc.derive(m) if side == "lead" else mc.follower_rate(m))]
+    except (TypeError, ValueError, KeyError) as exc:
+        rates, why = [], f"{type(exc).__name__}: {exc}"
+    else:
+        why = f"rates {rates[:4]}"
+    if not rates or not all(0 < r < float("inf") for r in rates):
+        raise LayoutError("a contend measurement needs positive finite rates on both sides, every repeat",
+                          f"{m['name']} ({side}er): {why}", "capture it again (lapis capture micro --only contend)")
+    return [1.0 / r for r in rates]
 
 
 CONTEND_NOTE = ("kernels/micro_mix_softmax_v3.cu: warpgroup 0 leads for a fixed count, warpgroup 1 runs until its "
@@ -220,6 +237,9 @@ def contend_values(by_name: dict) -> dict:
         if not all(ms):
             return
         per_part = [_cycles(m, side) for m, (_, side) in zip(ms, parts)]
+        if len({len(v) for v in per_part}) > 1:
+            raise LayoutError("both sides of a contend state need the same repeats", f"{key}: "
+                              f"{[len(v) for v in per_part]} repeats", "capture it again")
         s = mc.stats([float(np.mean(v)) for v in zip(*per_part)])
         names = " and ".join(f"{n} ({side}er)" for n, side in parts)
         out[key] = _entry(s["median"], "cycles", f"{ms[0]['file']}: {names} ({what}; {CONTEND_NOTE}; median of "

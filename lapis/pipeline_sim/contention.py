@@ -23,6 +23,7 @@ assumption.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from lapis.errors import LayoutError
@@ -57,8 +58,8 @@ class Contention:
     def __post_init__(self):
         for name in ("softmax_under_gemm", "softmax_pair", "pipe_under_softmax"):
             v = getattr(self, name)
-            if not v > 0:
-                raise LayoutError("a contention factor is a rate relative to alone, > 0", f"{name} = {v!r}",
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < math.inf):
+                raise LayoutError("a contention factor is a finite rate relative to alone, > 0", f"{name} = {v!r}",
                                   "refit the profile from the contend microbenchmark")
         self._t = self.env.now
         self.busy.setdefault("softmax", 0.0)
@@ -67,6 +68,8 @@ class Contention:
         """Process body: `work_ns` of work (alone speed) of `kind` ("softmax" or "pipe"); returns when done."""
         if kind not in KINDS:
             raise LayoutError("a contention job is a softmax or a tensor-pipe job", repr(kind), f"use one of {KINDS}")
+        if isinstance(work_ns, bool) or not isinstance(work_ns, (int, float)) or not math.isfinite(work_ns):
+            raise LayoutError("a job's work is a finite number of ns", repr(work_ns), "check the cost that gave it")
         if work_ns <= 0:
             return
         self._advance()
@@ -82,6 +85,10 @@ class Contention:
         self._replan()
 
     def gemm_done(self) -> None:
+        """A wgmma group issued with gemm_issued completed. LayoutError without one in flight."""
+        if self.in_flight <= 0:
+            raise LayoutError("gemm_done needs a wgmma group in flight", f"in_flight {self.in_flight}",
+                              "call gemm_issued when the group is issued")
         self._advance()
         self.in_flight -= 1
         self._replan()
@@ -116,7 +123,8 @@ class Contention:
         if gen != self._gen:  # a later change replanned: this completion time is stale
             return
         self._advance()
-        done = [j for j in self._jobs if j.left / j.rate <= 1e-6]
+        eps = max(1e-6, 1e-12 * self.env.now)  # ns: float spacing grows with the clock
+        done = [j for j in self._jobs if j.left / j.rate <= eps]
         self._jobs = [j for j in self._jobs if j not in done]
         for j in done:
             j.done.succeed()

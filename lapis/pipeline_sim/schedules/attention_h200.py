@@ -149,16 +149,27 @@ PAIR_FLOP = 2 * (2 * 64 * 128 * 128)  # the contend microbenchmark's GEMM pair: 
 STATES = ("", "_pair", "_under_gemm")  # softmax tile alone, beside another softmax, beside wgmma in flight
 
 
-def _flavour_cycles(p, key: str, base: str, emulate: float) -> float:
+def _measured(p, key: str) -> float:
+    """A contend or launch profile value; LayoutError naming it when the profile lacks it or it is not finite."""
+    v = p.values.get(key, {}).get("value")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise LayoutError("the Hopper attention schedules need the contend and launch microbenchmarks in the profile",
+                          f"{p.name}.{key} = {v!r}", "refit: python -m lapis.model.fit with micro/h200-2026-11-30-"
+                          "contend and -launch in lapis/model/fit_manifest.json")
+    return v
+
+
+def _flavour_cycles(p, key: str, base: str, emulate: float, softmax: bool = True) -> float:
     """Cycles of profile entry `key` (with {} for the flavour) for flavour `base` with `emulate` of the exponentials
     in software: the measured ex2 -> emu8 -> emu4 change, interpolated linearly in emulate_frac, added to `base`;
-    past 1/4 (not measured) the cubic's FMA-pipe ops (CUBIC_FMA_OPS per score at fma_per_clk_sm) on top of emu4."""
-    v = p[key.format(base)]
+    past 1/4 (not measured) a softmax tile (softmax=True) adds the cubic's FMA-pipe ops (CUBIC_FMA_OPS per score at
+    fma_per_clk_sm) on top of emu4, and a GEMM pair stays at emu4's."""
+    v = _measured(p, key.format(base))
     if not emulate:
         return v
-    pts = [(e, p[key.format(f)]) for e, f in EMULATED]
+    pts = [(e, _measured(p, key.format(f))) for e, f in EMULATED]
     (e0, c0), (e1, c1) = next(((a, b) for a, b in zip(pts, pts[1:]) if emulate <= b[0]), (pts[-2], pts[-1]))
-    extra = max(0.0, emulate - e1) * 64 * 128 * CUBIC_FMA_OPS / p["fma_per_clk_sm"]
+    extra = max(0.0, emulate - e1) * 64 * 128 * CUBIC_FMA_OPS / p["fma_per_clk_sm"] if softmax else 0.0
     return v + c0 + (c1 - c0) * (min(emulate, e1) - e0) / (e1 - e0) + extra - pts[0][1]
 
 
@@ -172,9 +183,9 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     base = "exp2f" if not flags.get("exp2") else "ex2_cond" if flags.get("cond_rescale") else "ex2"
     emulate = prm["emulate_frac"] if flags.get("exp2") else 0.0
     tile = {st: _flavour_cycles(p, "softmax_cycles_{}" + st, base, emulate) for st in STATES}
-    pipe_alone = p["gemm_pair_cycles"]
+    pipe_alone = _measured(p, "gemm_pair_cycles")
     latency = pipe_alone - PAIR_FLOP / p["tensor_flop_per_clk_sm"]
-    pipe_softmax = _flavour_cycles(p, "gemm_pair_cycles_under_softmax_{}", base, emulate)
+    pipe_softmax = _flavour_cycles(p, "gemm_pair_cycles_under_softmax_{}", base, emulate, softmax=False)
     ghz = p["clock_ghz"]
     return dict(tile_ns=tile[""] * (rows / 64) * (bn / 128) / ghz, rescale_ns=rows * d / p.per_ns("fma_per_clk_sm"),
                 wgmma_latency_ns=max(latency, 0.0) / ghz,
@@ -269,6 +280,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     t_rate, f_rate = p.per_ns("tensor_flop_per_clk_sm"), p.per_ns("fma_per_clk_sm")
     gemm_ns = 2 * rows * bn * d / t_rate
     cost = softmax_costs(p, flags, prm, rows, bn, d)
+    turnover_ns = _measured(p, "cta_turnover_ns")
     freq = rescale_frequency(bn, prm["threshold"]) if flags.get("cond_rescale") else 1.0
     rescale_ns = cost["rescale_ns"] * freq  # O rescale (in the measured tile for the always-rescale flavours)
     softmax_ns = cost["tile_ns"] - cost["rescale_ns"]  # the tile without its O rescale
@@ -356,7 +368,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                 done = retired.setdefault(k - 1, [0, env.event()])
                 done[0] += 1
                 if done[0] == slot_roles:
-                    env.timeout(p["cta_turnover_ns"]).callbacks.append(lambda _ev, e=done[1]: e.succeed())
+                    env.timeout(turnover_ns).callbacks.append(lambda _ev, e=done[1]: e.succeed())
                 yield done[1]
             # Separate K and V rings, as FlashAttention-3 keeps them: QK needs only K, and K frees before V.
             rings = {x: TmaPipeline(env, R(x), prm["stages"], R("producer"), consumers, tile_bytes) for x in ("K", "V")}
@@ -433,6 +445,9 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                     rec.add(role, f"wait GEMM turn (bar.sync {PINGPONG_BAR0 + i})", t0, kind="wait", work_item=item,
                             k_index=j)
 
+            def diag(j, n_kv):  # causal: a Q tile's last K/V tile is its diagonal, the one with masked scores
+                return bool(prm["causal"]) and j == n_kv - 1
+
             def softmax(role, item, j, with_rescale, diagonal=False):
                 mask = mask_ns if diagonal else 0.0  # causal: the diagonal tile's compare + select per score
                 yield from sm_work(role, "softmax", softmax_ns + mask + (rescale_ns if with_rescale else 0.0),
@@ -475,8 +490,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                                 turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
                             yield from wait_group(g, 1 if held else 0, role, item, j)  # S_j ready; PV_{j-1} may run on
                             rings["K"].consumer_release(kst, role)
-                            yield from softmax(role, item, j, with_rescale=False,
-                                               diagonal=bool(prm["causal"]) and j == n_kv - 1)
+                            yield from softmax(role, item, j, with_rescale=False, diagonal=diag(j, n_kv))
                             if held:
                                 yield from wait_group(g, 0, role, item, j)
                                 rings["V"].consumer_release(held[1], role)
@@ -491,13 +505,13 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                             rings["K"].consumer_release(kst, role)
                             if held:
                                 rings["V"].consumer_release(held[1], role)
-                            yield from softmax(role, item, j, with_rescale=True)
+                            yield from softmax(role, item, j, with_rescale=True, diagonal=diag(j, n_kv))
                             held = (j, vst)
                         else:  # s2, s3: each GEMM waited for before the next step
                             wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
                             yield from wait_group(g, 0, role, item, j)
                             rings["K"].consumer_release(kst, role)
-                            yield from softmax(role, item, j, with_rescale=True)
+                            yield from softmax(role, item, j, with_rescale=True, diagonal=diag(j, n_kv))
                             yield from pv(item, j, vst)
                             yield from wait_group(g, 0, role, item, j)
                             rings["V"].consumer_release(vst, role)
@@ -524,7 +538,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                         yield from load(2 * tile_bytes, role, "TMA K+V (waited)", work_item=item, k_index=j)
                         wgmma(g, role, "wgmma QK", item, j)
                         yield from wait_group(g, 0, role, item, j)
-                        yield from softmax(role, item, j, with_rescale=True)
+                        yield from softmax(role, item, j, with_rescale=True, diagonal=diag(j, n_kv))
                         wgmma(g, role, "wgmma PV", item, j)
                         yield from wait_group(g, 0, role, item, j)
                     yield from load(bm * d * 2, role, "store O", reuse=1, work_item=item)
