@@ -60,6 +60,9 @@ def _largest_miss(r: dict) -> list[str]:
     w = max(scored, key=lambda c: abs(c["err_pct"]))
     md = [f"### Largest miss: `{w['variant']}` at {w['shape']}{' causal' if w['causal'] else ''}, "
           f"{w['err_pct']:+.1f}%", ""]
+    if w.get("cycles_err_pct") is not None:
+        md += [f"In SM cycles, at the {w['clock_mhz']:.0f} MHz the run's clock probe read (the model takes one "
+               f"profile clock for every kernel): {w['cycles_err_pct']:+.1f}%.", ""]
     t = w.get("timeline")
     if t is None:
         return md + ["The capture holds no timeline for this case: only its total time is compared.", ""]

@@ -269,3 +269,11 @@ def test_a_truncated_timelines_file_is_named(tmp_path):
     with pytest.raises(LayoutError, match="timelines.npz is unreadable"):
         validate_timelines(str(cap), select=lambda c: c["variant"] == "s9" and not c["causal"] and c["shape"] == "8x16x4096x128")
     assert main(["validate", "timelines", "--captures", str(cap)]) == 2
+
+
+def test_the_largest_miss_states_its_error_in_cycles_too():
+    from lapis.report_validation import _largest_miss
+    rows = [dict(_row("s9", "a", 70.0, 100.0), cycles_err_pct=-12.5, clock_mhz=1280.0, timeline=None),
+            dict(_row("s4", "a", 99.0, 100.0), cycles_err_pct=1.0, clock_mhz=1600.0, timeline=None)]
+    md = "\n".join(_largest_miss(dict(per_case=rows, tolerance_pct=10.0)))
+    assert "`s9` at a, -30.0%" in md and "at the 1280 MHz the run's clock probe read" in md and "-12.5%" in md
