@@ -31,6 +31,7 @@ import sys
 import zipfile
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
+from functools import lru_cache
 from pathlib import Path
 
 from lapis import attention_capture as ac
@@ -248,15 +249,20 @@ def _case_row(root: Path, case: dict, cache: dict, blind: dict | None, fig_dir: 
     return row
 
 
+@lru_cache(maxsize=1)
+def _profile_clock_ghz() -> float:
+    from lapis.model.profile import load_profile
+    return load_profile(GPU)["clock_ghz"]
+
+
 def cycles(pred_us: float, case: dict) -> dict:
     """The error in SM cycles where the capture measured the run's clock (the plain build's clock probe): the
     prediction at the profile's clock_ghz against the measurement at the probe's. The time error mixes this with
     the clock the run had, which the model does not predict (one profile clock for every kernel)."""
-    from lapis.model.profile import load_profile
     from lapis.timeline_compare import err_pct
     if not case.get("clock_mhz"):
         return dict(clock_mhz=None, cycles_err_pct=None)
-    ghz = load_profile(GPU)["clock_ghz"]
+    ghz = _profile_clock_ghz()
     return dict(clock_mhz=case["clock_mhz"], cycles_err_pct=err_pct(pred_us * ghz, case["measured_us"] *
                                                                     case["clock_mhz"] / 1e3))
 
