@@ -177,9 +177,10 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     """What a consumer warpgroup's softmax and GEMMs cost, from the contend microbenchmark (profile keys
     softmax_cycles_<flavour>[_pair|_under_gemm], gemm_pair_cycles[_under_softmax_<flavour>]; lapis.pipeline_sim
     .contention). Flavour: exp2f (s1..s5), ex2 (s6), ex2_cond (s7..s9), emulate_frac on top (EMULATED).
-    tile_ns: a rows x bn tile alone, scaled from the measured 64 x 128 (always-rescale flavours include the O
-    rescale); rescale_ns: one O rescale (rows x d FMA-pipe multiplies alone); wgmma_latency_ns: the pair's time
-    beyond the pipe at peak (PAIR_FLOP / tensor_flop_per_clk_sm); factors: Contention's rates."""
+    softmax_ns: a rows x bn tile's softmax alone without its O rescale, scaled from the measured 64 x 128 tile (the
+    always-rescale flavours' measured tile holds one O rescale, which is taken out; ex2_cond's, on scores whose max
+    never moves, holds none); rescale_ns: one O rescale (rows x d FMA-pipe multiplies alone); wgmma_latency_ns: the
+    pair's time beyond the pipe at peak (PAIR_FLOP / tensor_flop_per_clk_sm); factors: Contention's rates."""
     base = "exp2f" if not flags.get("exp2") else "ex2_cond" if flags.get("cond_rescale") else "ex2"
     emulate = prm["emulate_frac"] if flags.get("exp2") else 0.0
     tile = {st: _flavour_cycles(p, "softmax_cycles_{}" + st, base, emulate) for st in STATES}
@@ -187,7 +188,9 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     latency = pipe_alone - PAIR_FLOP / p["tensor_flop_per_clk_sm"]
     pipe_softmax = _flavour_cycles(p, "gemm_pair_cycles_under_softmax_{}", base, emulate, softmax=False)
     ghz = p["clock_ghz"]
-    return dict(tile_ns=tile[""] * (rows / 64) * (bn / 128) / ghz, rescale_ns=rows * d / p.per_ns("fma_per_clk_sm"),
+    in_tile = 0.0 if flags.get("cond_rescale") else 64 * 128 / p["fma_per_clk_sm"]  # cycles: the tile's O rescale
+    return dict(softmax_ns=(tile[""] - in_tile) * (rows / 64) * (bn / 128) / ghz,
+                rescale_ns=rows * d / p.per_ns("fma_per_clk_sm"),
                 wgmma_latency_ns=max(latency, 0.0) / ghz,
                 factors=dict(softmax_pair=tile[""] / tile["_pair"], softmax_under_gemm=tile[""] / tile["_under_gemm"],
                              pipe_under_softmax=(pipe_alone - latency) / (pipe_softmax - latency)))
@@ -282,8 +285,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     cost = softmax_costs(p, flags, prm, rows, bn, d)
     turnover_ns = _measured(p, "cta_turnover_ns")
     freq = rescale_frequency(bn, prm["threshold"]) if flags.get("cond_rescale") else 1.0
-    rescale_ns = cost["rescale_ns"] * freq  # O rescale (in the measured tile for the always-rescale flavours)
-    softmax_ns = cost["tile_ns"] - cost["rescale_ns"]  # the tile without its O rescale
+    rescale_ns, softmax_ns = cost["rescale_ns"] * freq, cost["softmax_ns"]
     from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE  # here: causal.py imports this module
     mask_ns = rows * bn * MASK_OPS_PER_SCORE / f_rate  # s9 causal (attention_h200.cu mask_diagonal), diagonal only
     tile_bytes = bn * d * 2  # one K or V tile
