@@ -40,6 +40,17 @@ CAPTURE_SOURCES = (
     "lapis/gpu/gen_micro_wgmma.py",
     "lapis/gpu/micro_campaign.py",
     "lapis/gpu/capture_micro.py",
+    # campaign v3 (softmax, mix, contend, launch) and the kernel headers they include
+    "lapis/gpu/kernels/micro_softmax_v1.cu",
+    "lapis/gpu/kernels/micro_mix_softmax_v1.cu",
+    "lapis/gpu/kernels/micro_mix_softmax_v2.cu",
+    "lapis/gpu/kernels/micro_mix_softmax_v3.cu",
+    "lapis/gpu/kernels/micro_launch_v1.cu",
+    "lapis/gpu/kernels/attention_softmax.cuh",
+    "lapis/gpu/kernels/attention_plan.h",
+    "lapis/gpu/kernels/sm90.cuh",
+    "lapis/gpu/kernels/wgmma_bf16_rs.cuh",
+    "lapis/gpu/kernels/wgmma_bf16_ss.cuh",
 )
 
 
