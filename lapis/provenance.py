@@ -71,5 +71,32 @@ def blob_in_history(sha: str, cwd=None) -> bool:
     return r.returncode == 0
 
 
+def commits_with(blobs: dict, cwd=None) -> list[str]:
+    """The commits (oldest first) whose tree holds every path of `blobs` ({path: blob SHA}) at that blob: where
+    the sources a capture recorded were committed, when the capture's own commit field is not that commit."""
+    out = []
+    for commit in _git("rev-list", "--reverse", "HEAD", cwd=cwd).split():
+        tree = _git("ls-tree", "-r", commit, "--", *blobs, cwd=cwd)
+        have = {line.split("\t", 1)[1]: line.split()[2] for line in tree.splitlines()}
+        if all(have.get(path) == sha for path, sha in blobs.items()):
+            out.append(commit)
+    return out
+
+
+def match_capture(folder: str, file: str = "manifest.json") -> dict:
+    """`python -m lapis.provenance --match FOLDER [FILE]`: the commits holding every source blob FOLDER/FILE's
+    provenance recorded, beside the commit and dirty flag it recorded (written beside the capture as
+    provenance-commit.json; the capture itself is never edited)."""
+    from pathlib import Path
+    prov = json.loads((Path(folder) / file).read_text())["provenance"]
+    found = commits_with(prov["source_blobs"])
+    return dict(capture=str(folder), file=file, recorded_commit=prov.get("commit"), recorded_dirty=prov.get("dirty"),
+                commits_holding_every_source_blob=found, first=found[0] if found else None,
+                how="lapis.provenance.commits_with: git ls-tree of every commit against the recorded source_blobs")
+
+
 if __name__ == "__main__":
-    json.dump(git_provenance(sys.argv[1:] or CAPTURE_SOURCES), sys.stdout, indent=1)
+    if sys.argv[1:2] == ["--match"]:
+        json.dump(match_capture(*sys.argv[2:4]), sys.stdout, indent=1)
+    else:
+        json.dump(git_provenance(sys.argv[1:] or CAPTURE_SOURCES), sys.stdout, indent=1)

@@ -155,7 +155,7 @@ def _measured(p, key: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
         raise LayoutError("the Hopper attention schedules need the contend and launch microbenchmarks in the profile",
                           f"{p.name}.{key} = {v!r}", "refit: python -m lapis.model.fit with micro/h200-2026-11-30-"
-                          "contend and -launch in lapis/model/fit_manifest.json")
+                          "contend-launch in lapis/model/fit_manifest.json")
     return v
 
 
