@@ -3,8 +3,8 @@
 # Usage on the device, from the repo root:
 #   bash benchmarks/h200_session.sh check|time|ablate|attn-check|attn-time|attn2-check|attn2-time|vcheck V|vtime V
 # Needs micro-provenance.json and gemm-provenance.json made here first (untracked, they travel with the tree):
-#   python -m lapis.provenance > micro-provenance.json
-#   python -m lapis.provenance $(python -m lapis.gpu.bench_gemm --sources) > gemm-provenance.json
+#   python -m lapis.captures.provenance > micro-provenance.json
+#   python -m lapis.captures.provenance $(python -m lapis.gpu.bench_gemm --sources) > gemm-provenance.json
 # `check` runs no timing of lapis kernels: predictions are committed between `check` and `time`.
 set -u
 mode=${1:-check}
@@ -27,9 +27,9 @@ elif [ "$mode" = time ]; then
 fi
 # Attention (issue 7): bash benchmarks/h200_session.sh attn-check|attn-time
 # Needs attn-provenance.json made here first:
-#   python -m lapis.provenance $(python -m lapis.gpu.bench_attention --sources) > attn-provenance.json
+#   python -m lapis.captures.provenance $(python -m lapis.gpu.bench_attention --sources) > attn-provenance.json
 # attn-check builds, checks correctness at the small shape and all five shapes (no timing) and runs the sanitizer;
-# the blind predictions (lapis/blind/attention_h200.json) are committed before attn-time.
+# the blind predictions (lapis/data/blind/attention_h200.json) are committed before attn-time.
 if [ "$mode" = attn-check ]; then
   timeout 240 python3 -m lapis.gpu.bench_attention --out "$OUT/attn" --provenance attn-provenance.json --check-only \
     --variants s1,s2 \
@@ -43,7 +43,7 @@ fi
 # Attention part 2 (issue 8): bash benchmarks/h200_session.sh attn2-check|attn2-time runs only s3 and s4 (the
 # variants bench_attention has of them), with the same attn-provenance.json. attn2-check: correctness at the small
 # shape and the five shapes, no timing, and the sanitizer on them (planted race on s3); the blind predictions
-# (lapis/blind/attention_h200_s3s4.json: s3, attention_h200_s4.json: s4) are committed before attn2-time.
+# (lapis/data/blind/attention_h200_s3s4.json: s3, attention_h200_s4.json: s4) are committed before attn2-time.
 if [ "$mode" = attn2-check ] || [ "$mode" = attn2-time ]; then
   v2=$(python3 -c "from lapis.gpu.bench_attention import VARIANTS; print(','.join(v for v in ('s3', 's4') if v in VARIANTS))")
   echo "variants $v2"
@@ -60,7 +60,7 @@ fi
 # Any attention variants (issue 8 on): bash benchmarks/h200_session.sh vcheck|vtime VARIANTS [causal], e.g. vcheck s5
 # then vtime s3,s4,s5 (earlier variants timed again in the same run, for same-run ratios); `causal` runs the causal
 # builds (bench --causal, sanitizer NAME:causal). vcheck: correctness at the small shape and all five, timelines,
-# and the sanitizer; no timing. The variants' blind predictions (lapis/blind/*.json) are committed between vcheck
+# and the sanitizer; no timing. The variants' blind predictions (lapis/data/blind/*.json) are committed between vcheck
 # and vtime. Needs attn-provenance.json as above.
 if [ "$mode" = vcheck ] || [ "$mode" = vtime ]; then
   causal=(); svar="$2"

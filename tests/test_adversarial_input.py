@@ -116,10 +116,10 @@ def test_fit_refuses_an_unreadable_manifest_and_an_unwritable_out(tmp_path, caps
     ([], "name the set(s) to predict"),                      # used to rewrite every blind file
     (["nope"], "unknown prediction set(s) ['nope']"),        # used to raise KeyError
     (["gemm_ws", "nope"], "unknown prediction set(s)"),      # used to rewrite gemm_ws.json, then raise
-    (["gemm_ws"], "lapis/blind/gemm_ws.json exists"),        # a committed blind record is kept
+    (["gemm_ws"], "lapis/data/blind/gemm_ws.json exists"),        # a committed blind record is kept
 ])
 def test_blind_predictions_refuse_before_writing(argv, message, capsys, monkeypatch):
-    from lapis import blind_predictions
+    from lapis.validate import blind as blind_predictions
     monkeypatch.setattr(blind_predictions, "write", lambda n: pytest.fail(f"wrote {n}"))
     assert blind_predictions.main(argv) == 2
     assert message in capsys.readouterr().err

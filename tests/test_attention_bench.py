@@ -96,7 +96,7 @@ def test_timeline_capacity_covers_the_kernels_records():
 
 
 def test_blind_file_mirrors_the_benchmark_cases():
-    from lapis.blind_predictions import attention_h200_cases, load
+    from lapis.validate.blind import attention_h200_cases, load
     d = load("attention_h200")
     keys = ("variant", "schedule", "gpu", "shape", "params")
     assert [{k: e[k] for k in keys} for e in d["entries"]] == attention_h200_cases()
@@ -113,7 +113,7 @@ def test_blind_file_mirrors_the_benchmark_cases():
                                                       ("attention_h200_s4", "s4", "h200-s4-pingpong"),
                                                       ("attention_h200_s5", "s5", "h200-s5-intra-overlap")])
 def test_per_variant_blind_files_are_sets_of_their_own_with_the_kernel_parameters(name, variant, schedule):
-    from lapis import blind_predictions
+    from lapis.validate import blind as blind_predictions
     d = blind_predictions.load(name)
     keys = ("variant", "schedule", "gpu", "shape", "params")
     assert [{k: e[k] for k in keys} for e in d["entries"]] == blind_predictions.SETS[name]()
@@ -214,7 +214,7 @@ def test_table_and_manifest_on_synthetic_results(tmp_path):
 
 
 def test_s6s7_blind_file_holds_the_emulate_frac_sweep_and_s7():
-    from lapis import blind_predictions
+    from lapis.validate import blind as blind_predictions
     d = blind_predictions.load("attention_h200_s6s7")
     keys = ("variant", "schedule", "gpu", "shape", "params")
     assert [{k: e[k] for k in keys} for e in d["entries"]] == blind_predictions.SETS["attention_h200_s6s7"]()
@@ -226,7 +226,7 @@ def test_s6s7_blind_file_holds_the_emulate_frac_sweep_and_s7():
 
 
 def test_s9_blind_sets_hold_the_kernel_parameters_causal_and_not():
-    from lapis import blind_predictions
+    from lapis.validate import blind as blind_predictions
     plain, causal = (blind_predictions.load(n)["entries"] for n in ("attention_h200_s9", "attention_h200_s9_causal"))
     base = dict(block_m=128, block_n=128, stages=3, consumer_wgs=2, regs_producer=40, regs_consumer=232,
                 emulate_frac=0.0, threshold=8.0)

@@ -76,8 +76,8 @@ def test_agreement_catches_a_v_descriptor_with_lbo_and_sbo_swapped(plan):
 
 
 def test_agreement_catches_v_read_without_the_transpose(plan):
-    from lapis.layouts.agreement import check_agreement
-    from lapis.layouts.descriptor_sm90 import WgmmaDescriptor
+    from lapis.layouts.descriptors.agreement import check_agreement
+    from lapis.layouts.descriptors.sm90 import WgmmaDescriptor
     from lapis.layouts.tma import wide_tile_boxes
     v = plan["v"]["128"]
     tmap = attention_plan._tmap(128)

@@ -1,6 +1,6 @@
 """The blind predictions file for the GEMM kernel mirrors the benchmark's cases and carries its hashes."""
 
-from lapis.blind_predictions import gemm_ws_cases, load
+from lapis.validate.blind import gemm_ws_cases, load
 from lapis.gpu.bench_gemm import VARIANTS
 
 

@@ -1,6 +1,6 @@
 """`lapis compare` and the report's Calibration section against the committed H200 GEMM capture.
 
-Expected values are read here from the capture's manifest, its timeline files and lapis/blind/gemm_ws.json
+Expected values are read here from the capture's manifest, its timeline files and lapis/data/blind/gemm_ws.json
 (never from the code under test), and errors are recomputed from them.
 """
 
@@ -13,10 +13,10 @@ import pytest
 from lapis.cli import main
 
 ROOT = Path(__file__).resolve().parents[1] / "lapis"
-CAPTURE = ROOT / "captures" / "gemm" / "h200-2026-11-29"
-N256 = ROOT / "captures" / "gemm" / "h200-2026-11-29-n256"  # the block_n 256 variant, timed in a later run
-BLIND = ROOT / "blind" / "gemm_ws.json"
-BLIND_N256 = ROOT / "blind" / "gemm_ws_n256.json"
+CAPTURE = ROOT / "data/captures" / "gemm" / "h200-2026-11-29"
+N256 = ROOT / "data/captures" / "gemm" / "h200-2026-11-29-n256"  # the block_n 256 variant, timed in a later run
+BLIND = ROOT / "data/blind" / "gemm_ws.json"
+BLIND_N256 = ROOT / "data/blind" / "gemm_ws_n256.json"
 MAN = json.loads((CAPTURE / "manifest.json").read_text())
 MANS = [MAN, json.loads((N256 / "manifest.json").read_text())]
 SHAPE = "4096x4096x4096"
@@ -87,7 +87,7 @@ def test_compare_png_interleaves_predicted_and_measured_lanes_with_shared_colour
     rc, out, _ = run(["compare", "--schedule", "h200-gemm-ws", "--shape", "2048x2048x2048", "--variant",
                       "ws_s4_c1_n128", "--png", str(png)], capsys)
     assert rc == 0 and png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 10_000
-    from lapis.compare import compare_gemm
+    from lapis.validate.compare import compare_gemm
     from lapis.figures.compare_gantt import compare_gantt
     r = compare_gemm("h200-gemm-ws", "2048x2048x2048", "ws_s4_c1_n128", keep_events=True)
     fig = compare_gantt(r["_predicted_events"], r["_measured_events"])
@@ -123,7 +123,7 @@ def test_capture_gemm_forwards_to_the_benchmark_and_needs_no_gpu_for_its_sources
 
 @pytest.fixture(scope="module")
 def calibration(tmp_path_factory):
-    from lapis.report_calibration import calibration_section
+    from lapis.report.calibration import calibration_section
     out = tmp_path_factory.mktemp("cal")
     md, numbers = calibration_section(out)
     return out, md, numbers["calibration"]
@@ -149,7 +149,7 @@ def test_calibration_gemm_rows_carry_the_capture_and_the_blind_file(calibration)
 
 def test_calibration_profile_table_is_the_fitted_profile(calibration):
     _, md, cal = calibration
-    data = json.loads((Path(__file__).resolve().parents[1] / "lapis/model/profiles/h200.json").read_text())
+    data = json.loads((Path(__file__).resolve().parents[1] / "lapis/data/profiles/h200.json").read_text())
     assert set(cal["profile"]["values"]) == set(data["values"])
     assert cal["profile"]["values"]["clock_ghz"]["value"] == data["values"]["clock_ghz"]["value"]
     assert "micro/h200-2026-11-29/micro/results.json" in cal["profile"]["fitted_from"]

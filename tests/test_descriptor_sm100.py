@@ -12,7 +12,7 @@ import pytest
 
 from lapis.errors import LayoutError
 from lapis.layouts.canonical import CanonicalLayout
-from lapis.layouts.descriptor_sm100 import InstrDescriptor, UmmaDescriptor, umma_descriptor_for
+from lapis.layouts.descriptors.sm100 import InstrDescriptor, UmmaDescriptor, umma_descriptor_for
 
 ORACLE = Path(__file__).parent / "oracles" / "umma_oracle.cu"
 

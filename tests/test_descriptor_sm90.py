@@ -69,7 +69,7 @@ def test_ptx_examples_encode(args, value):
 def test_base_offset_hand_values():
     lay = CanonicalLayout("K", "128B", "bf16", 64, 64)
     # 0x480 = 1024 + 128: the layout swizzles absolute addresses (as TMA writes), so the H200 needs base
-    # offset 0 (lapis/captures/wgmma); start 0x48.
+    # offset 0 (lapis/data/captures/wgmma); start 0x48.
     d = descriptor_for(lay, base=0x480)
     assert d.base_offset == 0
     assert d.encode() == 0x4000_0040_0001_0048

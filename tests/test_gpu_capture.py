@@ -26,7 +26,7 @@ def test_fresh_capture_matches_model(tmp_path):
     import numpy as np
 
     from lapis.gpu import capture_tma
-    from lapis.validate import check_dump
+    from lapis.validate.layouts import check_dump
 
     capture_tma.main(["--out", str(tmp_path), "--what", "dumps", "--tags", "multi-box"])
     man = json.loads((tmp_path / "tma" / "manifest.json").read_text())

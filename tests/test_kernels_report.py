@@ -1,6 +1,6 @@
 """The report's Kernels section, `lapis bench attention` and the occupancy rule, against the committed H200
 attention captures. Expected values are read here from the manifests, sanitizer.json, timelines.npz and
-lapis/blind/attention_h200.json, and recomputed by hand (never by the code under test)."""
+lapis/data/blind/attention_h200.json, and recomputed by hand (never by the code under test)."""
 
 import json
 import subprocess
@@ -14,7 +14,7 @@ from lapis.errors import LayoutError
 from lapis.model.occupancy import resident_ctas
 
 ROOT = Path(__file__).resolve().parents[1]
-CAP = ROOT / "lapis" / "captures" / "attention"
+CAP = ROOT / "lapis" / "data" / "captures" / "attention"
 MAN = json.loads((CAP / "h200-2026-11-29" / "manifest.json").read_text())
 MAN_S3 = json.loads((CAP / "h200-2026-11-29-s3" / "manifest.json").read_text())  # s3, timed in a later run
 MAN_S4 = json.loads((CAP / "h200-2026-11-30-s4" / "manifest.json").read_text())  # s3 again and s4, the last run
@@ -31,10 +31,10 @@ SAN_S6S7 = json.loads((CAP / "h200-2026-11-30-s6s7-sanitize" / "sanitizer.json")
 SAN_S8 = json.loads((CAP / "h200-2026-11-30-s8-sanitize" / "sanitizer.json").read_text())  # s8
 SAN = json.loads((CAP / "h200-2026-11-30-sanitize" / "sanitizer.json").read_text())  # s1, s2 and s3
 SAN_S4 = json.loads((CAP / "h200-2026-11-30-s4-sanitize" / "sanitizer.json").read_text())  # s3 and s4
-BLIND = json.loads((ROOT / "lapis" / "blind" / "attention_h200.json").read_text())
+BLIND = json.loads((ROOT / "lapis" / "data" / "blind" / "attention_h200.json").read_text())
 for extra in ("attention_h200_s3s4", "attention_h200_s4", "attention_h200_s5", "attention_h200_s6s7",
               "attention_h200_s8", "attention_h200_s9", "attention_h200_s9_causal"):
-    BLIND["entries"] += json.loads((ROOT / "lapis" / "blind" / f"{extra}.json").read_text())["entries"]
+    BLIND["entries"] += json.loads((ROOT / "lapis" / "data" / "blind" / f"{extra}.json").read_text())["entries"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -64,7 +64,7 @@ def test_occupancy_of_the_captured_kernels_is_the_simulators_rule():
 
 @pytest.fixture(scope="module")
 def section(tmp_path_factory):
-    from lapis.report_kernels import kernels_section
+    from lapis.report.kernels import kernels_section
     out = tmp_path_factory.mktemp("kernels")
     md, numbers = kernels_section(out)
     return out, md, numbers

@@ -8,10 +8,10 @@ import time
 import numpy as np
 
 from lapis.gpu import capture_micro, gen_micro_wgmma
-from lapis.gpu import micro_campaign as mc
+from lapis.model import micro_campaign as mc
 from lapis.layouts.canonical import canonical_layout
-from lapis.layouts.descriptor_sm90 import descriptor_for
-from lapis.layouts.tma_rules import check
+from lapis.layouts.descriptors.sm90 import descriptor_for
+from lapis.layouts.tma.rules import check
 
 
 def test_wgmma_descriptors_are_lapis_descriptors():

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from lapis.errors import LayoutError
-from lapis.gpu import micro_campaign as mc
+from lapis.model import micro_campaign as mc
 from lapis.model import fit
 
 JITTER = (0.98, 0.99, 1.0, 1.01, 1.02)
@@ -114,7 +114,7 @@ def test_tma_bandwidth_is_bytes_over_ns_in_tb_s_and_latency_is_the_zero_byte_int
 
 
 def test_every_simulator_key_keeps_its_unit_and_every_value_names_its_source(captures):
-    current = json.loads((fit.ROOT / "lapis/model/profiles/h200.json").read_text())["values"]
+    current = json.loads((fit.PROFILES / "h200.json").read_text())["values"]
     v = values(captures)
     # the synthetic capture is v1 only: the keys only v2's l2share and mix measurements and v3's softmax ones give
     # are absent

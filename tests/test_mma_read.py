@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from lapis.layouts.canonical import CanonicalLayout
-from lapis.layouts.descriptor_sm90 import WgmmaDescriptor, descriptor_for
-from lapis.layouts.mma_read import operand_addresses, read_operand, to_float
-from lapis.validate import SHIPPED, manifests
-from lapis.validate_mma import case_result, validate_mma
+from lapis.layouts.descriptors.sm90 import WgmmaDescriptor, descriptor_for
+from lapis.layouts.descriptors.mma_read import operand_addresses, read_operand, to_float
+from lapis.validate.layouts import SHIPPED, manifests
+from lapis.validate.mma import case_result, validate_mma
 
 
 def test_k_major_sw128_rows_and_chunks():
@@ -103,7 +103,7 @@ def test_bank_model_hand_values():
 
 def test_sm100_descriptor_reads_the_128b_base32b_tile():
     # Spec-checked (no sm100 here): a tcgen05 descriptor over the 32 B-atomicity layout reads the tile back.
-    from lapis.layouts.descriptor_sm100 import umma_descriptor_for
+    from lapis.layouts.descriptors.sm100 import umma_descriptor_for
     lay = CanonicalLayout("MN", "128B_base32B", "bf16", 128, 32)
     r, k = np.meshgrid(np.arange(128), np.arange(16), indexing="ij")
     for step in range(2):

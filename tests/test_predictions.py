@@ -5,7 +5,7 @@ import pytest
 from lapis.pipeline_sim import predictions
 from lapis.pipeline_sim.predictions import predict
 from lapis.pipeline_sim.simulate import simulate
-from lapis.report_schedules import report_cases
+from lapis.report.schedules import report_cases
 
 CASE = ("h200-gemm-ws", "h200", "1024x1024x1024")
 
@@ -33,19 +33,19 @@ def test_an_edited_model_or_profile_makes_entries_stale(monkeypatch):
 def test_the_committed_predictions_are_current():
     cache = predictions.load()
     missing = [c[:3] for c in report_cases() if predictions.key(*c) not in cache]
-    assert not missing, f"stale predictions {missing[:3]}...: run python -m lapis.pipeline_sim.predictions"
+    assert not missing, f"stale predictions {missing[:3]}...: run python -m lapis.report.refresh"
     gemm = next(c for c in report_cases() if c[0] == "h200-gemm-ws")
     assert cache[predictions.key(*gemm)]["tflops"] == simulate(*gemm[:3])["tflops"]
 
 
 def _rows(tflops: dict) -> dict:
     """B200 rows in the report's form from {schedule: TFLOP/s} (the same at every FA4 shape)."""
-    from lapis.report_schedules import FA4_SHAPES
+    from lapis.report.schedules import FA4_SHAPES
     return {n: {s: {"tflops": t} for s in FA4_SHAPES} for n, t in tflops.items()}
 
 
 def test_seed_statements_are_scored_only_where_modelled():
-    from lapis.report_schedules import seed_statements
+    from lapis.report.schedules import seed_statements
     rows = _rows({"b200-k01-baseline": 100, "b200-k02-p-in-tmem": 150, "b200-k03-swizzle": 150,
                   "b200-k04-warp-specialization": 151, "b200-k07-compute-pipeline": 1000,
                   "b200-k08-hw-approx": 1100, "b200-m4-tma-l2-promotion": 0.944 * 1290})

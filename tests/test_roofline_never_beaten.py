@@ -8,7 +8,7 @@ import pytest
 from lapis.errors import LayoutError
 from lapis.pipeline_sim import predictions
 from lapis.pipeline_sim.simulate import SCHEDULES, default_gpu, simulate
-from lapis.report_schedules import FA4_SHAPES
+from lapis.report.schedules import FA4_SHAPES
 
 SMALL = ("64x64x128x128", "1x1x128x128", "1x1x4096x128", "16x16x2048x128")
 # sm120 schedules simulate every warp of every CTA on the busiest SM, ~10x slower: the same L and D with fewer

@@ -144,7 +144,7 @@ def test_slots_and_codes_agree_with_harness_cuh_and_the_plans():
 
 def test_committed_captures_hold_no_anchor_records():
     """Saved timelines are in ns with the anchors dropped (the format from before the anchors)."""
-    caps = Path(harness.__file__).parents[1] / "captures"
+    caps = Path(harness.__file__).parents[1] / "data" / "captures"
     files = sorted(caps.glob("attention/*/timelines.npz")) + sorted(caps.glob("gemm/*/timelines/*.npz"))
     assert files
     for f in files:

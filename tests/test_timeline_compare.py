@@ -3,7 +3,7 @@
 import pytest
 
 from lapis.pipeline_sim.recorder import Event
-from lapis.timeline_compare import busy_fractions, compare, iteration_ns
+from lapis.validate.timeline_compare import busy_fractions, compare, iteration_ns
 
 
 def gemm_like(period: float, n_k: int = 8, items: int = 2, mma: float = 60.0) -> list:

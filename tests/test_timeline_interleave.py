@@ -85,7 +85,7 @@ def test_counts_are_records_attempted_and_written_reads_old_rows_as_their_prefix
 def test_committed_captures_read_exactly_as_before():
     """Every saved row's written records are the prefix min(counts, capacity) (the old rule), so they decode
     to the same events as before the interleaving."""
-    caps = Path(harness.__file__).parents[1] / "captures"
+    caps = Path(harness.__file__).parents[1] / "data" / "captures"
     files = sorted(caps.glob("attention/*/timelines.npz")) + sorted(caps.glob("gemm/*/timelines/*.npz"))
     assert files
     for f in files:

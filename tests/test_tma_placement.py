@@ -9,7 +9,7 @@ import pytest
 
 from lapis.errors import LayoutError
 from lapis.layouts.tma import NotModelled, TensorMap, load_box, place_box
-from lapis.validate import SHIPPED, check_dump, manifests, validate_layouts
+from lapis.validate.layouts import SHIPPED, check_dump, manifests, validate_layouts
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,6 @@
-"""cuTensorMapEncodeTiled rules (lapis.layouts.tma_rules) against the H200 encode capture.
+"""cuTensorMapEncodeTiled rules (lapis.layouts.tma.rules) against the H200 encode capture.
 
-Ground truth: lapis/captures/tma_encode/h200-2026-11-29/manifest.json, 627 parameter
+Ground truth: lapis/data/captures/tma_encode/h200-2026-11-29/manifest.json, 627 parameter
 sets passed to the real driver (H200, driver 580.159.04, CUDA 13.0). Every case must be
 predicted (rejected iff some rule is violated), and every rule must be the sole
 violation of at least one rejected case, which shows the driver enforces it on its own.
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from lapis.errors import LayoutError
 from lapis.layouts.tma import TensorMap
-from lapis.layouts.tma_rules import (
+from lapis.layouts.tma.rules import (
     BOX_BYTES_MAX,
     ADVISORIES,
     DOC,
@@ -34,7 +34,7 @@ from lapis.layouts.tma_rules import (
     validate,
 )
 
-ENCODE = Path(__file__).resolve().parents[1] / "lapis/captures/tma_encode"
+ENCODE = Path(__file__).resolve().parents[1] / "lapis/data/captures/tma_encode"
 MANIFESTS = sorted(ENCODE.glob("*/manifest.json"))
 MANIFEST = ENCODE / "h200-2026-11-29" / "manifest.json"
 # Every case of every encode capture; case ids repeat across captures (each re-runs the campaign).

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from lapis.pipeline_sim.recorder import Event
-from lapis.timeline_align import canonical, first_divergence, steady_divergence
-from lapis.validate_timelines import summarize, validate_timelines
+from lapis.validate.timeline_align import canonical, first_divergence, steady_divergence
+from lapis.validate.timelines import summarize, validate_timelines
 
 ROOT = Path(__file__).resolve().parents[1] / "lapis"
 
 
 def _committed_prediction(schedule: str, shape: str) -> float:
     """predicted_us of the cache entry with default parameters, read from predictions.json directly."""
-    cache = json.loads((ROOT / "pipeline_sim" / "predictions.json").read_text())
+    cache = json.loads((ROOT / "data" / "predictions.json").read_text())
     hits = [v["predicted_us"] for k, v in cache.items() if json.loads(k)[:4] == [schedule, "h200", shape, []]]
     assert len(hits) == 1
     return hits[0]
@@ -26,7 +26,7 @@ def _committed_prediction(schedule: str, shape: str) -> float:
 def test_err_pct_of_one_case_from_the_files():
     # s2 at 8x16x4096x128: the capture's plain median, and the committed prediction (the kernel's parameters
     # are the schedule's own, so the default-parameter entry is the one)
-    man = json.loads((ROOT / "captures/attention/h200-2026-11-30-probe/manifest.json").read_text())  # s2's latest
+    man = json.loads((ROOT / "data/captures/attention/h200-2026-11-30-probe/manifest.json").read_text())  # s2's latest
     entry = next(e for e in man["results"] if e["shape"] == "8x16x4096x128")
     measured = entry["variants"]["s2"]["plain"]["median_us"]
     mhz = entry["variants"]["s2"]["plain"]["clock_probe"]["mhz"]
@@ -37,14 +37,14 @@ def test_err_pct_of_one_case_from_the_files():
     assert row["predicted_us"] == predicted and row["predicted_source"] == "cache"
     assert row["err_pct"] == pytest.approx((predicted - measured) / measured * 100, rel=1e-12)
     assert r["mape_pct"] == pytest.approx(abs(row["err_pct"]))
-    blind = json.loads((ROOT / "blind/attention_h200.json").read_text())
+    blind = json.loads((ROOT / "data/blind/attention_h200.json").read_text())
     b = next(e for e in blind["entries"] if e["variant"] == "s2" and e["shape"] == "8x16x4096x128")
     assert row["blind"] and row["blind_err_pct"] == pytest.approx((b["predicted_us"] - measured) / measured * 100)
     assert row["timeline"]["iteration_ns"]["measured"] > 0 and row["first_divergence"]["matched"] > 100
     # the probe capture kept no timelines.npz: the timeline is the one of the latest capture holding it
-    assert not (ROOT / "captures/attention/h200-2026-11-30-probe/timelines.npz").exists()
+    assert not (ROOT / "data/captures/attention/h200-2026-11-30-probe/timelines.npz").exists()
     # in SM cycles: the prediction at the profile clock, the measurement at the clock the probe read
-    ghz = json.loads((ROOT / "model/profiles/h200.json").read_text())["values"]["clock_ghz"]["value"]
+    ghz = json.loads((ROOT / "data/profiles/h200.json").read_text())["values"]["clock_ghz"]["value"]
     assert 1400 < mhz < 2000 and row["clock_mhz"] == mhz
     assert row["cycles_err_pct"] == pytest.approx((predicted * ghz - measured * mhz / 1e3) / (measured * mhz / 1e3)
                                                   * 100, rel=1e-12)
@@ -117,7 +117,7 @@ def test_first_divergence_aligns_by_logical_ids():
 
 def test_cli_json_smoke(tmp_path, capsys):
     from lapis.cli import main
-    shutil.copytree(ROOT / "captures/gemm/h200-2026-11-29-n256", tmp_path / "gemm/h200-2026-11-29-n256")
+    shutil.copytree(ROOT / "data/captures/gemm/h200-2026-11-29-n256", tmp_path / "gemm/h200-2026-11-29-n256")
     assert main(["validate", "timelines", "--json", "--captures", str(tmp_path), "--figures",
                  str(tmp_path / "fig")]) == 0
     r = json.loads(capsys.readouterr().out)
@@ -140,13 +140,13 @@ def test_figures_must_be_a_folder(tmp_path, capsys):
 
 
 def test_b200_progression_is_the_committed_prediction_and_says_unvalidated(tmp_path):
-    from lapis.report_validation import b200_progression
+    from lapis.report.validation import b200_progression
     md, rows = b200_progression(tmp_path)
     assert len(rows) == 14 * 3 and {r["schedule"] for r in rows} == {f"b200-k{i:02d}-" + n for i, n in enumerate((
         "baseline", "p-in-tmem", "swizzle", "warp-specialization", "two-q-tiles", "load-pipeline",
         "compute-pipeline", "hw-approx", "sw-exp2", "register-caching", "skip-rescale", "split-correction",
         "early-pv", "persistent"), start=1)}
-    cache = json.loads((ROOT / "pipeline_sim" / "predictions.json").read_text())
+    cache = json.loads((ROOT / "data" / "predictions.json").read_text())
     k07 = next(r for r in rows if r["schedule"] == "b200-k07-compute-pipeline" and r["shape"] == "8x16x4096x128")
     (want,) = [v["tflops"] for k, v in cache.items()
                if json.loads(k)[:4] == ["b200-k07-compute-pipeline", "b200", "8x16x4096x128", []]]
@@ -160,7 +160,7 @@ def test_causal_rows_are_cases_of_their_own(tmp_path):
     # with half the time; discovered as two cases, simulated with causal=1, and never ranked against each other
     import copy
     from lapis.pipeline_sim.simulate import simulate
-    man = json.loads((ROOT / "captures/attention/h200-2026-11-30-s4/manifest.json").read_text())
+    man = json.loads((ROOT / "data/captures/attention/h200-2026-11-30-s4/manifest.json").read_text())
     row = next(e for e in man["results"] if e["shape"] == "32x16x1024x128")
     row["variants"] = {"s4": row["variants"]["s4"]}
     row["variants"]["s4"].pop("timeline_summary")  # no timeline: total times only
@@ -184,7 +184,7 @@ def test_causal_rows_are_cases_of_their_own(tmp_path):
 def test_a_wait_for_a_busy_unit_joins_the_op_it_precedes():
     # the simulator's consumer1 waits 313 ns for the tensor pipe, then runs its QK: on hardware the warp issues at
     # once and the stall is inside its "issue QK" span, so the QK begins at 0 on both sides
-    from lapis.timeline_align import milestones
+    from lapis.validate.timeline_align import milestones
     sim = [Event("consumer1", "wait tensor", 0.0, 313.0, k_index=4, kind="wait"),
            Event("consumer1", "wgmma QK", 313.0, 626.0, k_index=4),
            Event("consumer1", "wait K", 626.0, 700.0, k_index=5, kind="wait")]  # not a unit: stays a wait
@@ -194,7 +194,7 @@ def test_a_wait_for_a_busy_unit_joins_the_op_it_precedes():
 
 
 def test_wait_fraction_is_the_time_spent_only_waiting():
-    from lapis.timeline_compare import busy_fractions
+    from lapis.validate.timeline_compare import busy_fractions
     ev = [Event("c", "wgmma QK", 0.0, 100.0), Event("c", "wait wgmma", 0.0, 100.0, kind="wait"),  # waits on its op
           Event("c", "wait K", 100.0, 300.0, kind="wait"), Event("c", "softmax", 300.0, 400.0)]
     assert busy_fractions(ev) == {"c": pytest.approx(0.5)}
@@ -205,8 +205,8 @@ def test_a_broken_or_negative_capture_is_refused_by_name(tmp_path):
     import shutil
 
     from lapis.errors import LayoutError
-    from lapis.validate_timelines import measured_cases
-    src = ROOT / "captures/attention/h200-2026-11-30-s5"
+    from lapis.validate.timelines import measured_cases
+    src = ROOT / "data/captures/attention/h200-2026-11-30-s5"
     dst = tmp_path / "attention" / "h200-2026-11-30-s5"
     shutil.copytree(src, dst)
     man = json.loads((dst / "manifest.json").read_text())
@@ -220,8 +220,8 @@ def test_a_broken_or_negative_capture_is_refused_by_name(tmp_path):
 
 
 def test_a_capture_without_timelines_takes_each_cases_from_the_latest_that_has_it():
-    from lapis import attention_capture as ac
-    rows = [r for r in ac.measurements(ROOT / "captures") if r["variant"] == "s6" and r["shape"] == "4x16x8192x128"]
+    from lapis.captures import attention as ac
+    rows = [r for r in ac.measurements(ROOT / "data/captures") if r["variant"] == "s6" and r["shape"] == "4x16x8192x128"]
     assert [r["capture"] for r in rows] == ["attention/h200-2026-11-30-s6s7", "attention/h200-2026-11-30-all",
                                             "attention/h200-2026-11-30-probe"]
     assert rows[-1]["timeline_capture"] == "attention/h200-2026-11-30-all"
@@ -243,7 +243,7 @@ def test_the_scatter_gives_every_variant_its_own_colour_and_marker():
 
 
 def test_a_corrupt_clock_probe_and_a_changed_kernel_are_not_taken_silently():
-    from lapis import attention_capture as ac
+    from lapis.captures import attention as ac
     from lapis.errors import LayoutError
     assert ac._probe_mhz({"clock_probe": {"mhz": 1650.0}}, "x") == 1650.0 and ac._probe_mhz({}, "x") is None
     for bad in ({"mhz": -1500.0}, {"mhz": 1e-3}, {"mhz": 1e9}, {"mhz": float("nan")}, {"mhz": "1500"}, [1, 2]):
@@ -261,7 +261,7 @@ def test_a_corrupt_clock_probe_and_a_changed_kernel_are_not_taken_silently():
 def test_a_truncated_timelines_file_is_named(tmp_path):
     from lapis.cli import main
     cap = tmp_path / "captures"
-    shutil.copytree(ROOT / "captures" / "attention", cap / "attention")
+    shutil.copytree(ROOT / "data/captures" / "attention", cap / "attention")
     npz = cap / "attention/h200-2026-11-30-s8s9/timelines.npz"
     with open(npz, "r+b") as f:
         f.truncate(1000)
@@ -272,7 +272,7 @@ def test_a_truncated_timelines_file_is_named(tmp_path):
 
 
 def test_the_largest_miss_states_its_error_in_cycles_too():
-    from lapis.report_validation import _largest_miss
+    from lapis.report.validation import _largest_miss
     rows = [dict(_row("s9", "a", 70.0, 100.0), cycles_err_pct=-12.5, clock_mhz=1280.0, timeline=None),
             dict(_row("s4", "a", 99.0, 100.0), cycles_err_pct=1.0, clock_mhz=1600.0, timeline=None)]
     md = "\n".join(_largest_miss(dict(per_case=rows, tolerance_pct=10.0)))

@@ -1,7 +1,7 @@
 """Predicted against measured on one time axis: per role, a "(predicted)" lane above a "(measured)" lane.
 
 Inputs: two lists of `lapis.pipeline_sim.recorder.Event` (ns): the simulator's representative SM and one SM of
-a real kernel's timeline (lapis.gemm_capture). Each side is cut to its own steady-state window of a few K
+a real kernel's timeline (lapis.captures.gemm). Each side is cut to its own steady-state window of a few K
 iterations (`gantt.steady_state_window`) and shifted so that the window starts at 0, the start of a K
 iteration on both sides; the axis runs for the longer of the two windows. Drawn by `gantt.gantt`, so an op
 name has the same colour in every lane (measured and predicted ops of one name match) and waits are grey.

@@ -1,6 +1,6 @@
 """Predicted against measured throughput per (variant, shape): grouped bars of TFLOP/s.
 
-Input rows are `lapis.report_calibration.gemm_rows` entries (times in µs). Each group holds the blind
+Input rows are `lapis.report.calibration.gemm_rows` entries (times in µs). Each group holds the blind
 prediction, the current prediction, the measured kernel (plain build; the whisker is its IQR) and cuBLAS in the
 same run. TFLOP/s = 2 M N K / time, so sizes from 2048³ to 8192³ share one axis. A bare Agg Figure (no pyplot).
 """

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lapis.layouts.canonical import CanonicalLayout
-from lapis.layouts.show import CHUNK, chunk_label, chunk_map, map_line_bytes
+from lapis.layouts.show import CHUNK, any_descriptor, chunk_label, chunk_map, map_line_bytes
 
 __all__ = ["plot_tile_chunks"]
 
@@ -107,8 +107,7 @@ def plot_tile_chunks(layout: CanonicalLayout, base: int = 0, path=None, ax=None)
     labels = mn.size <= LABEL_CELLS
     cell_in = (0.82, 0.2) if labels else (0.28, 0.07)
     geo = _panels(len(addrs), w // CHUNK, cell_in, gap=0.55 if labels else 1.6)
-    from lapis.layouts.show import _any_descriptor
-    desc = _any_descriptor(layout, base)  # encoded LBO/SBO; also validates base
+    desc = any_descriptor(layout, base)  # encoded LBO/SBO; also validates base
     lines = _title_lines(layout, base, w, desc)
     if ax is None:
         fig, ax, font = _new_figure(geo, cell_in, lines)

@@ -1,6 +1,6 @@
 """Predicted against measured over every validated case: a scatter with y = x, and the progression bars.
 
-Input rows are `lapis.validate_timelines` per_case entries (times in µs; rows without a prediction are left
+Input rows are `lapis.validate.timelines` per_case entries (times in µs; rows without a prediction are left
 out). Bare Agg Figures (no pyplot).
 """
 

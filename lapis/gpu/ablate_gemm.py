@@ -18,8 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from lapis.gpu import harness
+from lapis.gpu import capture_tma, harness
 from lapis.gpu.bench_gemm import KERNEL, VARIANTS, Gemm, SmiSampler, _time, kernel_name, smi_gpu_id
+from lapis.gpu.gemm_plan import load
+from lapis.gpu.harness import libcuda
 
 ABLATIONS = {"kernel": 0, "no_load": 1, "no_mma": 2}
 SOURCES = ("lapis/gpu/ablate_gemm.py", "lapis/gpu/bench_gemm.py", "lapis/gpu/harness.py",
@@ -30,9 +32,8 @@ def _worker(work: Path) -> None:
     import cupy as cp
     import torch
 
-    from lapis.gpu.capture_tma import _libcuda
     cfg = json.loads((work / "cfg.json").read_text())
-    lib, status = _libcuda(), None
+    lib, status = libcuda(), None
     cp.zeros(1)
     mods = {a: harness.load(p) for a, p in cfg["cubins"].items()}
     status = harness.Status()
@@ -73,10 +74,8 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", type=lambda s: s.split(","), default=["ws_s4_c2_n128", "ws_s4_c1_n128"])
     ap.add_argument("--timeout", type=float, default=240)
     a = ap.parse_args(argv)
-    from lapis.gpu.capture_tma import provenance
-    from lapis.gpu.gemm_plan import load
     t0 = time.time()
-    prov = provenance(a.provenance, argv, "python -m lapis.gpu.ablate_gemm")
+    prov = capture_tma.provenance(a.provenance, argv, "python -m lapis.gpu.ablate_gemm")
     cubins = {abl: str(harness.build(KERNEL, {"LAPIS_ABLATE": d})[0]) for abl, d in ABLATIONS.items()}
     work = Path(tempfile.mkdtemp(prefix="lapis-ablate-"))
     (work / "cfg.json").write_text(json.dumps(dict(plan=load(), sizes=a.sizes, variants=a.variants, cubins=cubins,

@@ -26,6 +26,9 @@ import json
 import re
 from pathlib import Path
 
+from lapis.gpu.gemm_plan import parse_header as scalars
+from lapis.layouts.tma import INTERLEAVE_CODES, L2_CODES, OOB_CODES, SWIZZLE_CODES, TensorMap, tma_type, wide_tile_boxes
+
 KERNELS = Path(__file__).parent / "kernels"
 HEADER = KERNELS / "attention_plan.h"
 PLAN_JSON = KERNELS / "attention_plan.json"
@@ -44,16 +47,15 @@ OPS = ("start", "wait empty", "issue TMA", "wait Q", "wait K", "issue QK", "wait
 
 
 def _tmap(box_rows: int):
-    from lapis.layouts.tma import TensorMap
     return TensorMap(DTYPE, (HEAD_DIM, ANY_ROWS), (HEAD_DIM * 2,), (BOX_INNER, box_rows), swizzle=SWIZZLE,
                      l2=L2_PROMOTION)
 
 
 def _operand(major: str, mn: int, k: int, box_rows: int) -> dict:
     """One smem tile read by wgmma: mn x k elements (MMA coordinates), loaded as 64-column boxes of box_rows."""
+    # imported here: this module runs on the GPU host, which has no tensor-layouts or simpy
     from lapis.layouts.canonical import CanonicalLayout
-    from lapis.layouts.descriptor_sm90 import descriptor_for
-    from lapis.layouts.tma import wide_tile_boxes
+    from lapis.layouts.descriptors.sm90 import descriptor_for
     layout = CanonicalLayout(major, SWIZZLE, DTYPE, mn, k)
     tmap = _tmap(box_rows)
     boxes = wide_tile_boxes(tmap, HEAD_DIM, (0, 0), 0)
@@ -68,6 +70,7 @@ def _operand(major: str, mn: int, k: int, box_rows: int) -> dict:
 
 def _half_starts() -> list:
     """Bytes from the Q128 tile to row 64 i (column 0), i = 0, 1: where consumer warpgroup i's A operand starts."""
+    # imported here: this module runs on the GPU host, which has no tensor-layouts or simpy
     from lapis.layouts.canonical import CanonicalLayout
     layout = CanonicalLayout("K", SWIZZLE, DTYPE, WIDE_BLOCK_M, HEAD_DIM)
     return [int(layout.offset_bytes(BLOCK_M * i, 0)) for i in range(WIDE_BLOCK_M // BLOCK_M)]
@@ -75,7 +78,6 @@ def _half_starts() -> list:
 
 def plan() -> dict:
     """The plan as plain data (ints, lists, strings); needs lapis.layouts (tensor_layouts)."""
-    from lapis.layouts.tma import INTERLEAVE_CODES, L2_CODES, OOB_CODES, SWIZZLE_CODES, tma_type
     return dict(
         head_dim=HEAD_DIM, block_m=BLOCK_M, block_ns=list(BLOCK_NS), dtype=DTYPE, elem_bytes=2, mma_k=MMA_K,
         q=_operand("K", BLOCK_M, HEAD_DIM, BLOCK_M),
@@ -129,7 +131,6 @@ def header(p: dict) -> str:
 
 def parse_header(text: str) -> dict:
     """NAME -> int (or list) of every `constexpr T NAME = V;` / `constexpr T NAME[n] = {...};` (what nvcc sees)."""
-    from lapis.gpu.gemm_plan import parse_header as scalars
     out = scalars(text)
     out.update({m[1]: [int(x) for x in m[2].split(",")]
                 for m in re.finditer(r"constexpr \w+ (\w+)\[\d+\] = \{([^}]*)\};", text)})
@@ -152,9 +153,9 @@ def half_reads(p: dict) -> list:
 
 def agreement(p: dict, base: int = 5 * 1024) -> list:
     """(name, Agreement) of every read, through lapis's checker, with the tile at a 1024 B-aligned `base`."""
-    from lapis.layouts.agreement import check_agreement
-    from lapis.layouts.descriptor_sm90 import WgmmaDescriptor
-    from lapis.layouts.tma import wide_tile_boxes
+    # imported here: this module runs on the GPU host, which has no tensor-layouts or simpy
+    from lapis.layouts.descriptors.agreement import check_agreement
+    from lapis.layouts.descriptors.sm90 import WgmmaDescriptor
     out = []
     for name, op, rows, transpose in reads(p):
         tmap = _tmap(op["box"][1])

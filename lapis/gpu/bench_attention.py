@@ -12,7 +12,7 @@ timeline of the run in one file) and prints a table last. Per shape:
   backend forced (cuDNN, flash, efficient) in the same process, with the kernel names the profiler saw;
   ratio_to_cudnn = TFLOP/s / cuDNN TFLOP/s of the same run; the timeline build's overhead over the plain build.
 FLOPs: 4 B H L^2 D (non-causal). Kernels run in a child process with a timeout (harness.run_guarded).
-`--sources` prints the source files to pass to `python -m lapis.provenance` (CPU side, where git is).
+`--sources` prints the source files to pass to `python -m lapis.captures.provenance` (CPU side, where git is).
 """
 
 from __future__ import annotations
@@ -28,56 +28,31 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.gpu import harness
-from lapis.gpu.attention_plan import ROLES
+from lapis.catalog.attention import (  # noqa: F401 (re-exported: the benches' callers read them here)
+    DEFAULT_SHAPES,
+    SIM_PARAMS,
+    SMALL_SHAPE,
+    VARIANTS,
+    kernel_name,
+    sim_params,
+)
+from lapis.catalog.hardware import SM_COUNT
+from lapis.errors import LayoutError
+from lapis.gpu import capture_tma, harness
+from lapis.gpu.attention_plan import ROLES, load
 from lapis.gpu.bench_gemm import SmiSampler, _json_default, _read, _time, cta_table, select_ctas, smi_gpu_id
+from lapis.gpu.capture_tma import encode
+from lapis.gpu.harness import libcuda
 
 HERE = Path(__file__).parent
 KERNEL = HERE / "kernels" / "attention_h200.cu"
-SOURCES = ("lapis/gpu/bench_attention.py", "lapis/gpu/sanitize_attention.py", "lapis/gpu/attention_plan.py",
+H200_SMS = SM_COUNT["h200"]
+SOURCES = ("lapis/catalog/attention.py", "lapis/gpu/bench_attention.py", "lapis/gpu/sanitize_attention.py", "lapis/gpu/attention_plan.py",
            "lapis/gpu/harness.py", "lapis/gpu/bench_gemm.py", "lapis/gpu/gen_wgmma_rs.py",
            "lapis/gpu/kernels/attention_h200.cu", "lapis/gpu/kernels/attention_plan.h",
            "lapis/gpu/kernels/attention_plan.json", "lapis/gpu/kernels/attention_sm90.cuh",
            "lapis/gpu/kernels/harness.cuh", "lapis/gpu/kernels/sm90.cuh", "lapis/gpu/kernels/wgmma_bf16_ss.cuh",
            "lapis/gpu/kernels/wgmma_bf16_rs.cuh")
-# name -> the kernel's template parameters and its schedule (lapis/pipeline_sim/schedules/attention_h200.py)
-VARIANTS = {
-    "s1": dict(schedule="h200-s1-serial", entry="s1_serial", ws=False, block_m=64, block_n=128, stages=1,
-               consumer_wgs=1),
-    "s2": dict(schedule="h200-s2-ws-ring", entry="s2_ws_ring", ws=True, block_m=64, block_n=128, stages=2,
-               consumer_wgs=1),
-    "s3": dict(schedule="h200-s3-two-consumers", entry="s3_two_consumers", ws=True, block_m=128, block_n=128,
-               stages=2, consumer_wgs=2, regs_producer=24, regs_consumer=240),
-    "s4": dict(schedule="h200-s4-pingpong", entry="s4_pingpong", ws=True, pp=True, block_m=128, block_n=128,
-               stages=2, consumer_wgs=2, regs_producer=24, regs_consumer=240),
-    "s5": dict(schedule="h200-s5-intra-overlap", entry="s5_intra_overlap", ws=True, pp=True, overlap=True,
-               block_m=128, block_n=128, stages=2, consumer_wgs=2, regs_producer=24, regs_consumer=240),
-}
-_S6 = dict(schedule="h200-s6-exp2", entry="s6_exp2", ws=True, pp=True, overlap=True, block_m=128, block_n=128,
-           stages=2, consumer_wgs=2, regs_producer=24, regs_consumer=240, emulate_frac=0.0)
-VARIANTS.update({
-    "s6": _S6,  # emulate_frac: the kernel's EMU registers (1/8: i % 2 == 0 and (i / 4) % 4 == 0; 1/4: ... % 2)
-    "s6_emu8": dict(_S6, entry="s6_exp2_emu8", emulate_frac=0.125),
-    "s6_emu4": dict(_S6, entry="s6_exp2_emu4", emulate_frac=0.25),
-    "s7": dict(_S6, schedule="h200-s7-cond-rescale", entry="s7_cond_rescale", threshold=8.0, counts_rescales=True),
-})
-# s8: s7 on a persistent grid (one CTA per SM, grid-stride work items, two Q slots)
-# (setmaxnreg 40/232, s2's split: at 24 the producer's item loop spills; 40 x 128 + 232 x 256 = the 168 x 384 launch)
-VARIANTS["s8"] = dict(VARIANTS["s7"], schedule="h200-s8-persistent", entry="s8_persistent", persistent=True,
-                      regs_producer=40, regs_consumer=232)
-# s9: s8 with the simulator's tuned defaults (schedule h200-s9-tuned: block_n 128, 3 stages, 2 consumer WGs); 3 stages
-# leave room for one Q slot (the next item's Q loads once both warpgroups' last QK of this one completed)
-VARIANTS["s9"] = dict(VARIANTS["s8"], schedule="h200-s9-tuned", entry="s9_tuned", stages=3, q_slots=1,
-                      causal_entry="s9_tuned_causal")  # --causal: Q tile t visits K/V tiles 0..t, heaviest first
-# Diagnostic builds (never a table row; their captures go under lapis/captures/diagnostic): s5 with the loads
-# dropped past the ring's first fill (the producer still takes and frees every slot), so its output is not
-# attention and its correctness is not counted; its time is s5's compute structure alone.
-VARIANTS["s5_noload"] = dict(VARIANTS["s5"], entry="s5_noload", diagnostic="no K/V loads past the first fill")
-H200_SMS = 132
-SIM_PARAMS = ("block_m", "block_n", "stages", "consumer_wgs", "regs_producer", "regs_consumer", "emulate_frac",
-              "threshold")
-DEFAULT_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128", "16x16x2048x128", "32x16x1024x128")
-SMALL_SHAPE = "1x2x512x128"
 BUILDS = {"plain": {}, "timeline": {"LAPIS_TIMELINE": 1}}
 SDPA_BACKENDS = ("cudnn", "flash", "efficient")
 INPUTS = ("normal", "heavy")
@@ -87,20 +62,8 @@ WATCHDOG_NS = 2_000_000_000
 SAVED_SMS, SAVED_FIRST_CTAS = (0,), 4
 
 
-def kernel_name(v: dict, causal: bool = False) -> str:
-    return f"attn_{v['causal_entry'] if causal else v['entry']}_s{v['stages']}_n{v['block_n']}_c{v['consumer_wgs']}"
-
-
-def sim_params(v: dict, causal: bool = False) -> dict:
-    """The simulator parameters the kernel fixes (setmaxnreg budgets only where the kernel sets them: s3+); the
-    causal build adds causal = 1 and its work order (heaviest Q tiles first, dealt grid-stride)."""
-    out = {k: v[k] for k in SIM_PARAMS if k in v}
-    return dict(out, causal=1, persistent_order="heavy_first") if causal else out
-
-
 def parse_shape(shape: str) -> tuple[int, int, int, int]:
     """'BxHxLxD' -> (B, H, L, D). Raises LayoutError for anything else."""
-    from lapis.errors import LayoutError
     parts = shape.lower().split("x")
     if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
         raise LayoutError("an attention shape is BxHxLxD, four positive integers", repr(shape),
@@ -111,7 +74,6 @@ def parse_shape(shape: str) -> tuple[int, int, int, int]:
 def check_shape(v: dict, shape: str, causal: bool = False) -> tuple[int, int, int, int]:
     """(B, H, L, D) if the kernel can run it, else LayoutError naming the rule: D = 128 and L a multiple of
     block_m and block_n (the kernels have no masked tail); causal: the variant has a causal build."""
-    from lapis.errors import LayoutError
     if causal and "causal_entry" not in v:
         causal_ones = ", ".join(n for n, x in VARIANTS.items() if "causal_entry" in x)
         raise LayoutError("--causal needs a variant with a causal build", v["entry"], f"use {causal_ones}")
@@ -193,7 +155,6 @@ class Attention:
         self.fn.max_dynamic_shared_size_bytes = self.smem
 
     def tensor_map(self, ptr: int, rows: int, box_rows: int):
-        from lapis.gpu.capture_tma import encode
         tm, d = self.plan["tensor_map"], self.plan["head_dim"]
         case = dict(dtype=tm["dtype_code"], rank=2, dims=[d, rows], strides=[d * 2], box=[64, box_rows],
                     elem_strides=[1, 1], interleave=tm["interleave_code"], swizzle=tm["swizzle_code"],
@@ -276,11 +237,10 @@ class Worker:
         import cupy as cp
         import torch
 
-        from lapis.gpu.capture_tma import _libcuda
         torch.backends.cuda.matmul.allow_tf32 = False
         self.cp, self.torch, self.a, self.work = cp, torch, a, Path(a.work)
         self.cfg = json.loads((self.work / "worker.json").read_text())
-        self.plan, self.lib = self.cfg["plan"], _libcuda()
+        self.plan, self.lib = self.cfg["plan"], libcuda()
         cp.zeros(1)
         self.mods = {b: harness.load(p) for b, p in self.cfg["cubins"].items()}
         self.status = harness.Status()
@@ -516,15 +476,13 @@ def write_manifest(dest: Path, prov: dict, builds: dict, results: list, error, a
 def run(a, argv: list[str]) -> int:
     import shutil
 
-    from lapis.gpu.attention_plan import load
-    from lapis.gpu.capture_tma import provenance
     if not harness.gpu_present():
         print("lapis bench attention: needs an NVIDIA GPU with compute capability 9.0+ (sm_90a), cupy and torch",
               file=sys.stderr)
         return 2
     t0, dest = time.time(), Path(a.out)
     dest.mkdir(parents=True, exist_ok=True)
-    prov = provenance(a.provenance, argv, "python -m lapis.gpu.bench_attention")
+    prov = capture_tma.provenance(a.provenance, argv, "python -m lapis.gpu.bench_attention")
     builds = build_all()
     print(f"[{time.time() - t0:5.1f}s] built: " + ", ".join(
         f"{b}/{k}: {r['registers']} regs, {r['spill_stores']}+{r['spill_loads']} B spill"
@@ -568,7 +526,7 @@ def main(argv=None) -> int:
         return 0
     ap = argparse.ArgumentParser(prog="python -m lapis.gpu.bench_attention", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="output folder: manifest.json and timelines.npz (GPU only)")
-    ap.add_argument("--provenance", help="JSON from `python -m lapis.provenance $(... --sources)`, made where git is")
+    ap.add_argument("--provenance", help="JSON from `python -m lapis.captures.provenance $(... --sources)`, made where git is")
     ap.add_argument("--shapes", type=lambda s: s.split(","), default=list(DEFAULT_SHAPES),
                     help="BxHxLxD, comma-separated (default: the five benchmark shapes)")
     ap.add_argument("--variants", type=lambda s: s.split(","),
@@ -581,7 +539,7 @@ def main(argv=None) -> int:
     ap.add_argument("--check-only", action="store_true", help="correctness only, no timing")
     ap.add_argument("--causal", action="store_true", help="causal masking (variants with a causal build: s9); "
                     "FLOPs are counted as half, SDPA runs with is_causal=True")
-    ap.add_argument("--sources", action="store_true", help="print the sources to pass to lapis.provenance and exit")
+    ap.add_argument("--sources", action="store_true", help="print the sources to pass to lapis.captures.provenance and exit")
     a = ap.parse_args(argv)
     if a.sources:
         print(" ".join(SOURCES))
@@ -591,7 +549,6 @@ def main(argv=None) -> int:
     bad = [v for v in a.variants if v not in VARIANTS]
     if bad:
         ap.error(f"unknown variants {bad}; choose from {', '.join(VARIANTS)}")
-    from lapis.errors import LayoutError
     try:
         for s in a.shapes:
             for v in a.variants:

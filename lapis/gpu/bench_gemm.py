@@ -15,7 +15,7 @@ DIR/manifest.json, DIR/timelines/<variant>_<size>.npz and prints a table. For ev
 Then the watchdog demo: an mbarrier nobody arrives at must come back as a watchdog Status, and a bar.sync
 deadlock as a subprocess timeout (`harness.KernelHang`). Kernels run in a child process with a timeout; a
 hang names the kernel and parameters it was running.
-`--sources` prints the source files to pass to `python -m lapis.provenance` (CPU side, where git is).
+`--sources` prints the source files to pass to `python -m lapis.captures.provenance` (CPU side, where git is).
 """
 
 from __future__ import annotations
@@ -31,33 +31,24 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.gpu import harness
-from lapis.gpu.gemm_plan import ROLES
+from lapis.catalog.gemm import DEFAULT_SIZES, DEFAULT_VARIANTS, VARIANTS, kernel_name  # noqa: F401 (re-exported)
+from lapis.errors import LayoutError
+from lapis.gpu import capture_tma, harness
+from lapis.gpu.capture_tma import encode
+from lapis.gpu.gemm_plan import ROLES, load
+from lapis.gpu.harness import libcuda
 
 HERE = Path(__file__).parent
 KERNEL, HANG_KERNEL = HERE / "kernels" / "gemm_ws.cu", HERE / "kernels" / "hang_test.cu"
-SOURCES = ("lapis/gpu/bench_gemm.py", "lapis/gpu/harness.py", "lapis/gpu/gemm_plan.py", "lapis/gpu/gen_wgmma_ss.py",
+SOURCES = ("lapis/catalog/gemm.py", "lapis/gpu/bench_gemm.py", "lapis/gpu/harness.py", "lapis/gpu/gemm_plan.py", "lapis/gpu/gen_wgmma_ss.py",
            "lapis/gpu/capture_tma.py", "lapis/gpu/kernels/gemm_ws.cu", "lapis/gpu/kernels/gemm_ws_plan.h",
            "lapis/gpu/kernels/gemm_ws_plan.json", "lapis/gpu/kernels/harness.cuh", "lapis/gpu/kernels/sm90.cuh",
            "lapis/gpu/kernels/wgmma_bf16_ss.cuh", "lapis/gpu/kernels/hang_test.cu", "lapis/gpu/ablate_gemm.py")
-# name -> simulator params (lapis/pipeline_sim/schedules/gemm_ws.py, schedule h200-gemm-ws)
-VARIANTS = {
-    "ws_s4_c2_n128": dict(block_m=128, block_n=128, block_k=64, stages=4, consumer_wgs=2),
-    "ws_s3_c2_n128": dict(block_m=128, block_n=128, block_k=64, stages=3, consumer_wgs=2),
-    "ws_s4_c1_n128": dict(block_m=128, block_n=128, block_k=64, stages=4, consumer_wgs=1),
-    "ws_s4_c2_n256": dict(block_m=128, block_n=256, block_k=64, stages=4, consumer_wgs=2),  # opt-in
-}
-DEFAULT_VARIANTS = ("ws_s4_c2_n128", "ws_s3_c2_n128", "ws_s4_c1_n128")
-DEFAULT_SIZES = (2048, 4096, 8192)
 TOLERANCE = 1e-2
 L2_BYTES = 50 * 2**20  # H200 L2; input sets cover 3x this
 WATCHDOG_NS = 1_000_000_000  # per mbarrier wait in the GEMM; the demo uses 20 ms
 SAVED_SMS = (0, 1)
 SAVED_FIRST_CTAS = 8
-
-
-def kernel_name(v: dict, out: str = "bf16") -> str:
-    return f"gemm_ws_s{v['stages']}_c{v['consumer_wgs']}_n{v['block_n']}_{out}"
 
 
 def smem_bytes(v: dict, plan: dict) -> int:
@@ -74,7 +65,6 @@ def timeline_capacity(v: dict, k: int) -> int:
 
 
 def check_shape(v: dict, m: int, n: int, k: int) -> None:
-    from lapis.errors import LayoutError
     for what, ext, blk in (("M", m, v["block_m"]), ("N", n, v["block_n"]), ("K", k, v["block_k"])):
         if ext % blk:
             raise LayoutError(f"gemm_ws needs {what} to be a multiple of its block", f"{what} = {ext}, block {blk}",
@@ -157,7 +147,6 @@ class Gemm:
         self.threads = 128 * (v["consumer_wgs"] + 1)
 
     def tensor_maps(self, lib, a_ptr: int, b_ptr: int, m: int, n: int, k: int):
-        from lapis.gpu.capture_tma import encode
         tm = self.plan["tensor_map"]
         maps = []
         for ptr, rows, op in ((a_ptr, m, self.plan["a"]), (b_ptr, n, self.plan["b"][str(self.v["block_n"])])):
@@ -238,11 +227,10 @@ class Worker:
         import cupy as cp
         import torch
 
-        from lapis.gpu.capture_tma import _libcuda
         torch.backends.cuda.matmul.allow_tf32 = False  # the reference is true fp32
         self.cp, self.torch, self.a, self.work = cp, torch, a, Path(a.work)
         self.cfg = json.loads((self.work / "worker.json").read_text())
-        self.plan, self.lib = self.cfg["plan"], _libcuda()
+        self.plan, self.lib = self.cfg["plan"], libcuda()
         cp.zeros(1)  # the primary context is current before the driver calls (Status, tensor maps)
         self.mods = {b: harness.load(p) for b, p in self.cfg["cubins"].items()}
         self.status = harness.Status()
@@ -473,12 +461,10 @@ def _json_default(o):
 def run(a, argv: list[str]) -> int:
     import shutil
 
-    from lapis.gpu.capture_tma import provenance
-    from lapis.gpu.gemm_plan import load
     t0 = time.time()
     dest = Path(a.out)
     (dest / "timelines").mkdir(parents=True, exist_ok=True)
-    prov = provenance(a.provenance, argv, "python -m lapis.gpu.bench_gemm")
+    prov = capture_tma.provenance(a.provenance, argv, "python -m lapis.gpu.bench_gemm")
     plan = load()
     builds = build_all()
     print(f"[{time.time() - t0:5.1f}s] built: " + ", ".join(
@@ -534,7 +520,7 @@ def main(argv=None) -> int:
         return 0
     ap = argparse.ArgumentParser(prog="python -m lapis.gpu.bench_gemm", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="output folder: manifest.json and timelines/ (GPU only)")
-    ap.add_argument("--provenance", help="JSON from `python -m lapis.provenance $(... --sources)`, made where git is")
+    ap.add_argument("--provenance", help="JSON from `python -m lapis.captures.provenance $(... --sources)`, made where git is")
     ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=list(DEFAULT_SIZES),
                     help="cube sizes M = N = K, comma-separated (default 2048,4096,8192)")
     ap.add_argument("--variants", type=lambda s: s.split(","), default=list(DEFAULT_VARIANTS),
@@ -546,7 +532,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-demo", action="store_true", help="skip the watchdog demo")
     ap.add_argument("--check-only", action="store_true",
                     help="correctness and the watchdog demo only, no timing (run before predictions are committed)")
-    ap.add_argument("--sources", action="store_true", help="print the sources to pass to lapis.provenance and exit")
+    ap.add_argument("--sources", action="store_true", help="print the sources to pass to lapis.captures.provenance and exit")
     a = ap.parse_args(argv)
     if a.sources:
         print(" ".join(SOURCES))
@@ -556,8 +542,7 @@ def main(argv=None) -> int:
     bad = [v for v in a.variants if v not in VARIANTS]
     if bad:
         ap.error(f"unknown variants {bad}; choose from {', '.join(VARIANTS)}")
-    from lapis.gpu.harness import gpu_present
-    if not gpu_present():
+    if not harness.gpu_present():
         print("lapis capture gemm: needs an NVIDIA GPU with compute capability 9.0+ (sm_90a), cupy and torch",
               file=sys.stderr)
         return 2

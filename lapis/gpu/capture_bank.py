@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.gpu import bank_campaign
+from lapis.gpu import bank_campaign, capture_tma
+from lapis.gpu.capture_tma import _sh
 
 KERNELS = {"v1": (Path(__file__).parent / "kernels" / "bank_capture_v1.cu", bank_campaign.patterns),
            "v2": (Path(__file__).parent / "kernels" / "bank_capture_v2.cu", bank_campaign.patterns_v2)}
@@ -45,7 +46,6 @@ def launch(cubin: str, version: str = "v1") -> None:
 
 
 def run(out: Path, git_file: str | None, argv: list[str], version: str = "v1") -> None:
-    from lapis.gpu.capture_tma import _sh, provenance
     kernel, patterns = KERNELS[version]
     work = out / ("bank" if version == "v1" else f"bank_{version}")
     work.mkdir(parents=True, exist_ok=True)
@@ -67,7 +67,7 @@ def run(out: Path, git_file: str | None, argv: list[str], version: str = "v1") -
         wave, conf = METRICS[direction(pat["kernel"])]
         pat["measured"] = dict(kernel=meas["kernel"], wavefronts=meas.get(wave), bank_conflicts=meas.get(conf),
                                all=meas)
-    prov = provenance(git_file, argv, "python -m lapis.gpu.capture_bank")
+    prov = capture_tma.provenance(git_file, argv, "python -m lapis.gpu.capture_bank")
     prov["ncu"] = _sh(["ncu", "--version"]).splitlines()[-1:]
     (work / "manifest.json").write_text(json.dumps(dict(
         provenance=prov, kernel=f"lapis/gpu/kernels/bank_capture_{version}.cu", metrics=METRICS,

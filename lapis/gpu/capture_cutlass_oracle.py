@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-
+from lapis.gpu import capture_tma
 from lapis.gpu.gen_cutlass_oracle import INDEX, INDEX_V2
 
 VERSIONS = {"v1": (INDEX, "cutlass_desc_oracle", "lapis/gpu/kernels/cutlass_desc_oracle_v1.cu"),
@@ -23,7 +23,6 @@ ELEM = {"bf16": 2, "tf32": 4, "e4m3": 1}
 
 def run(cubin: str, out: Path, git_file: str | None, argv: list[str], build: dict, version: str = "v1") -> None:
     import cupy as cp
-    from lapis.gpu.capture_tma import provenance
     index, fname, kernel = VERSIONS[version]
     layouts = json.loads(index.read_text())
     total = sum(lay["steps"] for lay in layouts)
@@ -41,7 +40,7 @@ def run(cubin: str, out: Path, git_file: str | None, argv: list[str], build: dic
         i += 2 * lay["steps"]
     dest = out / ("cutlass_oracle" if version == "v1" else f"cutlass_oracle_{version}")
     dest.mkdir(parents=True, exist_ok=True)
-    prov = dict(provenance(git_file, argv, "python -m lapis.gpu.capture_cutlass_oracle"), **build)
+    prov = dict(capture_tma.provenance(git_file, argv, "python -m lapis.gpu.capture_cutlass_oracle"), **build)
     (dest / "manifest.json").write_text(json.dumps(dict(
         provenance=prov, kernel=kernel, smem_base=b, layouts=layouts)))
     print(f"cutlass oracle: {len(layouts)} layouts, {total} K-steps, smem base {b:#x}")

@@ -2,7 +2,7 @@
 
 Runs on the bare GPU machine from the source tree: `python3 -m lapis.gpu.capture_micro --out DIR --provenance
 FILE`. It imports the standard library, numpy and cupy only (never lapis's model or simpy); the campaign and
-the raw-to-value rules are lapis/gpu/micro_campaign.py, the kernels lapis/gpu/kernels/micro_*.cu.
+the raw-to-value rules are lapis/model/micro_campaign.py, the kernels lapis/gpu/kernels/micro_*.cu.
 
 Nothing hangs: every kernel wait loop has a %globaltimer deadline (the kernel writes an error record to
 mapped pinned memory and traps), and the measurements run in a child process that the parent kills when one
@@ -31,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.gpu import micro_campaign as mc
+from lapis.gpu import capture_tma, harness
+from lapis.model import micro_campaign as mc
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
 SOURCES = ("micro_core", "micro_tma", "micro_wgmma", "micro_tma_v2", "micro_mix_v1", "micro_softmax_v1",
@@ -80,7 +81,6 @@ class Bench:
     def __init__(self, cubins: dict):
         import cupy as cp
 
-        from lapis.gpu import capture_tma
         self.cp, self.capture_tma = cp, capture_tma
         self.mods = {name: cp.RawModule(path=path) for name, path in cubins.items()}
         try:  # cudaHostAllocMapped: under UVA the device uses the host address, and a trap leaves it readable
@@ -90,7 +90,7 @@ class Bench:
         except Exception:  # no mapped memory: a watchdog trap is then recorded as a plain fault
             self._err_dev = cp.zeros(4, cp.uint32)
             self.err_ptr, self.err = self._err_dev.data.ptr, [0, 0, 0, 0]
-        self.lib = capture_tma._libcuda()
+        self.lib = harness.libcuda()
         self.map_t = np.dtype([("opaque", np.uint64, (16,))], align=True)
         self.tensors, self.maps, self.cursor = {}, {}, {"l2": 0, "hbm": 0}
 
@@ -450,21 +450,19 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="lapis capture micro", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="output folder; gets micro/ (manifest.json, results.json)")
-    ap.add_argument("--provenance", help="JSON from `python -m lapis.provenance` (commit, dirty, blobs)")
+    ap.add_argument("--provenance", help="JSON from `python -m lapis.captures.provenance` (commit, dirty, blobs)")
     ap.add_argument("--only", help="comma-separated name prefixes to run (default: all)")
     ap.add_argument("--repeats", type=int, default=mc.REPEATS, help=f"timed launches each (default {mc.REPEATS})")
     ap.add_argument("--item-timeout-s", type=float, default=30.0, help="kill a measurement after this (default 30)")
     ap.add_argument("--budget-s", type=float, default=170.0, help="stop starting measurements after this")
     a = ap.parse_args(argv)
-    from lapis.gpu.harness import gpu_present
-    if not gpu_present():
+    if not harness.gpu_present():
         print("lapis capture micro: needs an NVIDIA GPU with compute capability 9.0+ (sm_90a) and cupy",
               file=sys.stderr)
         return 2
     t_start = time.time()
     log = lambda msg: print(f"[{time.time() - t_start:6.1f}s] {msg}", flush=True)  # noqa: E731
-    from lapis.gpu.capture_tma import provenance
-    prov = provenance(a.provenance, argv, "lapis capture micro")
+    prov = capture_tma.provenance(a.provenance, argv, "lapis capture micro")
     attrs = device_attributes()
     log(f"{prov['gpu']}, driver {prov['driver']}, {attrs.get('multiProcessorCount')} SMs")
     items = mc.all_items(attrs["multiProcessorCount"])
@@ -498,7 +496,7 @@ def main(argv=None) -> int:
     (dest / "results.json").write_text(json.dumps(results, indent=1))
     (dest / "manifest.json").write_text(json.dumps(dict(
         provenance=prov, kernels=[f"lapis/gpu/kernels/{s}.cu" for s in sources],
-        campaign="lapis/gpu/micro_campaign.py", files=["results.json"],
+        campaign="lapis/model/micro_campaign.py", files=["results.json"],
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")), indent=1))
     import collections
     log("micro: " + str(dict(collections.Counter(m["status"] for m in items))))

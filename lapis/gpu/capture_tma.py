@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from lapis.gpu import encode_campaign, tma_campaign
+from lapis.gpu.harness import libcuda
 from lapis.gpu.isolate import run_isolated
 
 KERNEL = Path(__file__).parent / "kernels" / "tma_capture_v1.cu"
@@ -40,18 +41,6 @@ SETTLE_NS = 20_000  # wait after completion so that surplus bytes land before th
 
 
 # ---------------------------------------------------------------- driver API --
-
-def _libcuda():
-    lib = ctypes.CDLL("libcuda.so.1")
-    lib.cuTensorMapEncodeTiled.restype = ctypes.c_int
-    lib.cuTensorMapEncodeTiled.argtypes = [
-        ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
-        ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
-        ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
-        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-    lib.cuGetErrorName.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-    return lib
-
 
 def _error_name(lib, code: int) -> str:
     s = ctypes.c_char_p()
@@ -111,7 +100,7 @@ class DumpRunner:
     def __init__(self, cubin: str):
         import cupy as cp
         self.cp = cp
-        self.lib = _libcuda()
+        self.lib = libcuda()
         self.fn = cp.RawModule(path=cubin).get_function("tma_capture")
         self.map_t = np.dtype([("opaque", np.uint64, (16,))], align=True)
 
@@ -196,7 +185,7 @@ def run_dumps(cubin: str, out: Path, log, tags=None) -> list:
 
 def run_encode() -> list:
     import cupy as cp
-    lib = _libcuda()
+    lib = libcuda()
     g = cp.zeros(1 << 16, cp.uint8)
     base = (g.data.ptr + 255) // 256 * 256
     cases = encode_campaign.campaign()
@@ -218,7 +207,7 @@ def _sh(cmd):
 def provenance(git_file: str | None, argv: list[str], program: str = "lapis capture tma") -> dict:
     """GPU, driver, CUDA, date and the command as run (`program` + argv), plus the git facts from git_file."""
     import cupy as cp
-    lib = _libcuda()
+    lib = libcuda()
     v = ctypes.c_int()
     lib.cuDriverGetVersion(ctypes.byref(v))
     props = cp.cuda.runtime.getDeviceProperties(0)

@@ -23,11 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
+from lapis.gpu import capture_tma
+from lapis.gpu.isolate import run_isolated
+
 KERNEL = Path(__file__).parent / "kernels" / "wgmma_capture_v1.cu"
 SMEM_SLACK = 1024  # the kernel aligns its region to 1024 B
 
 
 def prepare(out: Path) -> int:
+    # imported here: this module runs on the GPU host, which has no tensor-layouts or simpy
     from lapis.gpu import wgmma_campaign
     out.mkdir(parents=True, exist_ok=True)
     cases = wgmma_campaign.campaign()
@@ -74,11 +78,9 @@ def _run_case(cp, mod, c: dict, image: np.ndarray):
 
 
 def run(inputs: Path, out: Path, git_file: str | None, argv: list[str]) -> int:
-    from lapis.gpu.capture_tma import provenance
-    from lapis.gpu.isolate import run_isolated
     t0 = time.time()
     log = lambda m: print(f"[{time.time() - t0:6.1f}s] {m}", flush=True)  # noqa: E731
-    prov = provenance(git_file, argv, "lapis capture wgmma")
+    prov = capture_tma.provenance(git_file, argv, "lapis capture wgmma")
     dest = out / "wgmma"
     dest.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="lapis-wgmma-"))
@@ -116,7 +118,7 @@ def main(argv=None) -> int:
     r = sub.add_parser("run", help="run the prepared cases on the GPU (sm_90a)")
     r.add_argument("--inputs", required=True, help="the folder `prepare` wrote")
     r.add_argument("--out", required=True, help="output folder; gets wgmma/ (manifest.json, d.npz, inputs.npz)")
-    r.add_argument("--provenance", help="JSON from `python -m lapis.provenance` (commit, dirty, blobs)")
+    r.add_argument("--provenance", help="JSON from `python -m lapis.captures.provenance` (commit, dirty, blobs)")
     w = sub.add_parser("_worker")
     w.add_argument("--inputs", required=True)
     w.add_argument("--work", required=True)

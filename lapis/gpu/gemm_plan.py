@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from lapis.layouts.tma import INTERLEAVE_CODES, L2_CODES, OOB_CODES, SWIZZLE_CODES, TensorMap, tma_type
+
 KERNELS = Path(__file__).parent / "kernels"
 HEADER = KERNELS / "gemm_ws_plan.h"
 PLAN_JSON = KERNELS / "gemm_ws_plan.json"
@@ -38,9 +40,9 @@ OPS = ("start", "wait empty", "issue TMA", "wait full", "issue wgmma", "wait wgm
 
 def _operand(rows: int, tmap_rows: int, steps: int) -> dict:
     """Layout, descriptors and tensor map of one operand slot: `rows` read per wgmma, `tmap_rows` per box."""
+    # imported here: this module runs on the GPU host, which has no tensor-layouts or simpy
     from lapis.layouts.canonical import CanonicalLayout
-    from lapis.layouts.descriptor_sm90 import descriptor_for
-    from lapis.layouts.tma import TensorMap
+    from lapis.layouts.descriptors.sm90 import descriptor_for
     read = CanonicalLayout("K", SWIZZLE, DTYPE, rows, BLOCK_K)
     slot = CanonicalLayout("K", SWIZZLE, DTYPE, tmap_rows, BLOCK_K)
     descs = [descriptor_for(read, 0, s) for s in range(steps)]
@@ -54,7 +56,6 @@ def _operand(rows: int, tmap_rows: int, steps: int) -> dict:
 
 def plan() -> dict:
     """The plan as plain data (ints, lists, strings); needs lapis.layouts (tensor_layouts)."""
-    from lapis.layouts.tma import INTERLEAVE_CODES, L2_CODES, OOB_CODES, SWIZZLE_CODES, tma_type
     steps = BLOCK_K * 2 // 32  # wgmma K-step: 32 B of K = 16 bf16 elements
     return dict(
         block_m=BLOCK_M, block_k=BLOCK_K, block_ns=list(BLOCK_NS), dtype=DTYPE, elem_bytes=2, group_m=GROUP_M,
@@ -102,9 +103,9 @@ def parse_header(text: str) -> dict:
 
 def agreement(p: dict) -> list:
     """(operand, consumer rows, Agreement) of every wgmma read the kernel makes, through lapis's checker."""
-    from lapis.layouts.agreement import check_agreement
-    from lapis.layouts.descriptor_sm90 import WgmmaDescriptor
-    from lapis.layouts.tma import TensorMap
+    # imported here: this module runs on the GPU host, which has no tensor-layouts or simpy
+    from lapis.layouts.descriptors.agreement import check_agreement
+    from lapis.layouts.descriptors.sm90 import WgmmaDescriptor
     out = []
     base = 3 * 1024  # any 1024 B-aligned slot address: the kernel's slots are
     reads = [("A", p["a"], MMA_ROWS, r0) for r0 in range(0, p["block_m"], MMA_ROWS)]

@@ -25,7 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.gpu import harness
+from lapis.errors import LayoutError
+from lapis.gpu import capture_tma, harness
+from lapis.gpu.attention_plan import load
+from lapis.gpu.bench_attention import KERNEL, VARIANTS, Attention, check_shape, grid, parse_shape
+from lapis.gpu.harness import libcuda
 
 TOOLS = ("memcheck", "racecheck", "synccheck")
 RACE_BUILD = {"LAPIS_PLANT_RACE": 1}
@@ -72,9 +76,6 @@ def _child(a) -> None:
     """Launch one variant once on fresh inputs and print {rel_err, status} as the last stdout line."""
     import cupy as cp
 
-    from lapis.gpu.attention_plan import load
-    from lapis.gpu.bench_attention import VARIANTS, Attention, parse_shape
-    from lapis.gpu.capture_tma import _libcuda
     cp.zeros(1)
     shape = parse_shape(a.shape)
     rng = np.random.default_rng(7)
@@ -82,11 +83,10 @@ def _child(a) -> None:
     q, k, v = (cp.asarray(x) for x in host)
     o = cp.full(shape, 0x7FC0, cp.uint16)  # bf16 NaN: an unwritten element fails the check
     name, causal = split_variant(a.variant)
-    att = Attention(harness.load(a.cubin), VARIANTS[name], load(), _libcuda(), causal)
+    att = Attention(harness.load(a.cubin), VARIANTS[name], load(), libcuda(), causal)
     status = harness.Status()
     rows = shape[0] * shape[1] * shape[2]
     err = None
-    from lapis.gpu.bench_attention import grid
     gx, gy = grid(VARIANTS[name], a.shape)
     probe = cp.zeros(4 * gx * gy, cp.uint64)  # the plain build's clock probe writes here (timeline: s7's counter)
     try:
@@ -138,7 +138,6 @@ def race_variant(chosen: list, variants: dict) -> str:
 def run(a) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
-    from lapis.gpu.bench_attention import KERNEL, VARIANTS
     if sanitizer() is None:
         print("compute-sanitizer not found (PATH, /usr/local/cuda)", file=sys.stderr)
         return 2
@@ -157,8 +156,7 @@ def run(a) -> int:
                    planted_race_flagged={r["tool"]: bool(r["errors"]) for r in race},
                    planted_race_rel_err={r["tool"] or "no tool": (r.get("child") or {}).get("rel_err")
                                          for r in runs if r["build"] == "planted_race"})
-    from lapis.gpu.capture_tma import provenance
-    prov = provenance(a.provenance, a.argv, "python -m lapis.gpu.sanitize_attention")
+    prov = capture_tma.provenance(a.provenance, a.argv, "python -m lapis.gpu.sanitize_attention")
     (dest / "sanitizer.json").write_text(json.dumps(dict(provenance=prov, summary=summary, runs=runs), indent=1))
     shutil.rmtree(dest / "logs")  # their text is in sanitizer.json: the device returns few files
     for r in runs:
@@ -186,16 +184,13 @@ def main(argv=None) -> int:
         return 0
     ap = argparse.ArgumentParser(prog="python -m lapis.gpu.sanitize_attention", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="output folder: sanitizer.json")
-    ap.add_argument("--provenance", help="JSON from `python -m lapis.provenance $(... --sources)`, made where git is")
+    ap.add_argument("--provenance", help="JSON from `python -m lapis.captures.provenance $(... --sources)`, made where git is")
     ap.add_argument("--shape", default=SMALL_SHAPE, help=f"BxHxLxD (default {SMALL_SHAPE})")
-    from lapis.gpu.bench_attention import VARIANTS
     ap.add_argument("--variants", type=lambda s: s.split(","),
                     default=[n for n, v in VARIANTS.items() if "diagnostic" not in v],
                     help=f"comma-separated, from {', '.join(VARIANTS)} (default: all)")
     a = ap.parse_args(argv)
     a.argv = argv
-    from lapis.errors import LayoutError
-    from lapis.gpu.bench_attention import check_shape
     causal_ok = [n for n, v in VARIANTS.items() if "causal_entry" in v]
     for v in a.variants:
         try:
@@ -210,8 +205,7 @@ def main(argv=None) -> int:
             check_shape(VARIANTS[name], a.shape, causal)
         except LayoutError as exc:
             ap.error(str(exc))
-    from lapis.gpu.harness import gpu_present
-    if not gpu_present():
+    if not harness.gpu_present():
         print("python -m lapis.gpu.sanitize_attention: needs an NVIDIA GPU with compute capability 9.0+ (sm_90a) "
               "and cupy", file=sys.stderr)
         return 2

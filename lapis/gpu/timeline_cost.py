@@ -2,7 +2,7 @@
 
 `python -m lapis.gpu.timeline_cost --out DIR [--provenance FILE] [--iterations N] [--warps 1 3] [--repeats R]`
 (GPU machine: numpy, cupy, nvcc) writes DIR/timeline_cost.json and prints it; `--sources` prints the files to
-pass to `python -m lapis.provenance` (where git is) for FILE. One CTA; lane 0 of each of `warps` warps records
+pass to `python -m lapis.captures.provenance` (where git is) for FILE. One CTA; lane 0 of each of `warps` warps records
 once per iteration of a chain of dependent FMAs, warp w as role w (3 warps: the kernels' producer and two
 consumer leaders). Per mode and warp count: the loop's median over repeats (the slowest warp's %globaltimer
 ns and %clock64 cycles), and per record (loop - the no-record loop) / iterations. Modes (timeline_cost.cu):
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.gpu import harness
+from lapis.gpu import capture_tma, harness
 
 KERNEL = Path(__file__).parent / "kernels" / "timeline_cost.cu"
 MODES = ("none", "globaltimer", "clock64_atomic", "clock64_register", "record", "record_pair", "record_register",
@@ -90,8 +90,8 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(prog="python -m lapis.gpu.timeline_cost", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="output folder: timeline_cost.json")
-    ap.add_argument("--provenance", help="JSON from `python -m lapis.provenance $(... --sources)`, made where git is")
-    ap.add_argument("--sources", action="store_true", help="print the sources to pass to lapis.provenance and exit")
+    ap.add_argument("--provenance", help="JSON from `python -m lapis.captures.provenance $(... --sources)`, made where git is")
+    ap.add_argument("--sources", action="store_true", help="print the sources to pass to lapis.captures.provenance and exit")
     ap.add_argument("--iterations", type=int, default=20000, help="records per warp per launch")
     ap.add_argument("--warps", type=int, nargs="+", default=[1, 3],
                     help=f"recording warps (roles) in the CTA (1..{harness.MAX_ROLES})")
@@ -108,8 +108,7 @@ def main(argv=None) -> int:
     if not harness.gpu_present():
         print("timeline_cost needs an sm_90a GPU with cupy and nvcc (run it on the GPU machine)", file=sys.stderr)
         return 2
-    from lapis.gpu.capture_tma import provenance
-    result = dict(provenance=provenance(a.provenance, argv, "python -m lapis.gpu.timeline_cost"),
+    result = dict(provenance=capture_tma.provenance(a.provenance, argv, "python -m lapis.gpu.timeline_cost"),
                   **measure(a.iterations, a.warps, a.repeats))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

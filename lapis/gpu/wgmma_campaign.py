@@ -3,7 +3,7 @@
 Built on the CPU with lapis (the images are what a TMA load would write, placed
 by the canonical-layout model that the TMA dumps confirm; the descriptors come
 from `descriptor_for`), saved as inputs beside the capture, and run unchanged on
-the GPU. The hardware's D is the evidence; `lapis.layouts.mma_read` must predict
+the GPU. The hardware's D is the evidence; `lapis.layouts.descriptors.mma_read` must predict
 it from the image and the descriptors alone.
 
 Every case tests one operand: its elements hold distinct values, and the other
@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from lapis.layouts.canonical import CanonicalLayout
-from lapis.layouts.descriptor_sm90 import WgmmaDescriptor, base_offset_for, descriptor_for
+from lapis.layouts.descriptors.sm90 import WgmmaDescriptor, base_offset_for, descriptor_for
+from lapis.layouts.swizzle import swizzle
 
 IMAGE_BYTES = 160 * 1024
 TEST_OFF, PARTNER_OFF = 8 * 1024, 96 * 1024  # region offsets (the region is 1024 B aligned)
@@ -133,7 +134,6 @@ def _corrupt(d: WgmmaDescriptor, step: int, lay, base, corrupt, lbo_override, ba
     elif kind == "k-advance":  # the start address advances by corrupt[1] bytes per step instead
         fields["start_address"] = lay.kstep_start(0, base=base) + step * corrupt[1]
     elif kind == "desc-swizzle":
-        from lapis.layouts.swizzle import swizzle
         fields["swizzle"] = swizzle(corrupt[1])
     return WgmmaDescriptor(**fields)
 
@@ -226,7 +226,8 @@ def tested_matrix(meta: dict) -> np.ndarray:
 
 def intended_d(meta: dict, step: int) -> np.ndarray:
     """D (64 x n, float64) if the tested operand is read as intended: its values through the one-hot partner."""
-    from lapis.layouts.mma_read import to_float
+    # imported here: this module runs on the GPU host, which has no tensor-layouts or simpy
+    from lapis.layouts.descriptors.mma_read import to_float
     kin, n = K_INSTR[meta["dtype"]], meta["n"]
     x = to_float(tested_matrix(meta), meta["dtype"])[:, step * kin:(step + 1) * kin]
     m_idx, n_idx = np.meshgrid(np.arange(64), np.arange(n), indexing="ij")

@@ -11,20 +11,21 @@ Imports stay light: numpy only until a canonical layout or descriptor is used.
 
 import importlib
 
+# dtypes and swizzle are numpy-only, and `swizzle` names both a module and a function:
+# bind the function eagerly so the submodule import cannot shadow it.
+from lapis.layouts.dtypes import DTYPES, DType, dtype  # noqa: E402
+from lapis.layouts.swizzle import B32, B64, B128, NONE, SWIZZLES, SwizzleMode, swizzle  # noqa: E402
+
 # Public names and the module that defines each. Loaded on first use, so that
 # `import lapis.layouts.tma` (what the GPU capture path needs) pulls in neither
 # tensor_layouts nor the canonical-layout code.
 _WHERE = {
     "CanonicalLayout": "canonical", "canonical_layout": "canonical",
-    "WgmmaDescriptor": "descriptor_sm90", "DescriptorField": "descriptor_sm90", "descriptor_for": "descriptor_sm90",
-    "base_offset_for": "descriptor_sm90", "layout_type": "descriptor_sm90",
-    "swizzle_from_layout_type": "descriptor_sm90",
+    "WgmmaDescriptor": "descriptors.sm90", "DescriptorField": "descriptors.sm90", "descriptor_for": "descriptors.sm90",
+    "base_offset_for": "descriptors.sm90", "layout_type": "descriptors.sm90",
+    "swizzle_from_layout_type": "descriptors.sm90",
 }
 
-# dtypes and swizzle are numpy-only, and `swizzle` names both a module and a function:
-# bind the function eagerly so the submodule import cannot shadow it.
-from lapis.layouts.dtypes import DTYPES, DType, dtype  # noqa: E402
-from lapis.layouts.swizzle import B32, B64, B128, NONE, SWIZZLES, SwizzleMode, swizzle  # noqa: E402
 
 
 def __getattr__(name):

@@ -7,7 +7,7 @@ phase, each bank delivers one 4 B word per wavefront; lanes reading the same wor
 (broadcast). So a phase takes max over banks of (distinct words in that bank) wavefronts, and the
 instruction the sum over its phases. The ideal is the number of phases (1, 2 or 4; ldmatrix .xN: N).
 Checked against Nsight Compute's l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{ld,st} on the H200
-(lapis/captures/bank). tensor-layouts' bank_conflicts gives one group's worst way-count, not
+(lapis/data/captures/bank). tensor-layouts' bank_conflicts gives one group's worst way-count, not
 wavefronts per phase, so lapis counts them itself.
 """
 
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lapis.errors import LayoutError
+from lapis.catalog.hardware import SMEM_BYTES_PER_SM
+from lapis.errors import LayoutError, as_int
 
 # kind -> (bytes each lane accesses, lanes per phase, lanes that supply addresses)
 KINDS = {
@@ -28,12 +29,11 @@ KINDS = {
 }
 
 
-SMEM_BYTES = 228 * 1024
+SMEM_BYTES = SMEM_BYTES_PER_SM
 
 
 def _lane_addresses(offsets, kind: str, lanes: int, width: int) -> np.ndarray:
     """32 integer byte addresses (ldmatrix .x1/.x2: the first 8/16 are used), aligned and inside shared memory."""
-    from lapis.errors import as_int
     if isinstance(offsets, (str, bytes)) or not hasattr(offsets, "__len__") or len(offsets) not in (lanes, 32):
         n = f"{lanes} (or 32)" if lanes != 32 else "32"
         raise LayoutError(f"{kind} takes one address per lane", repr(offsets)[:60], f"pass {n} integers")

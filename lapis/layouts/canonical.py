@@ -36,10 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 from tensor_layouts import Layout
 
+from lapis.catalog.hardware import SMEM_BYTES_PER_SM
 from lapis.errors import LayoutError
 from lapis.layouts.dtypes import DType
 from lapis.layouts.dtypes import dtype as _dtype
-from lapis.layouts.swizzle import SwizzleMode
+from lapis.layouts.swizzle import B128_BASE32B, SwizzleMode
 from lapis.layouts.swizzle import swizzle as _swizzle
 
 __all__ = ["CanonicalLayout", "canonical_layout", "MAJORS", "ORDERS"]
@@ -47,14 +48,13 @@ __all__ = ["CanonicalLayout", "canonical_layout", "MAJORS", "ORDERS"]
 
 def _layout_swizzle(name):
     """Swizzle spellings of canonical layouts: none, 32B, 64B, 128B, and tcgen05's 128B_base32B."""
-    from lapis.layouts.swizzle import B128_BASE32B
     return B128_BASE32B if name in ("128B_base32B", B128_BASE32B) else _swizzle(name)
 
 MAJORS = ("K", "MN")
 ORDERS = ("mn-first", "k-first")
 _DEFAULT_ORDER = {"K": "mn-first", "MN": "k-first"}
 _SRC = "PTX ISA 9.7.15.5.1.2"
-SMEM_BYTES = 228 * 1024  # shared memory of one sm_90 / sm_100 SM
+SMEM_BYTES = SMEM_BYTES_PER_SM
 
 
 # ---------------------------------------------------------------------------

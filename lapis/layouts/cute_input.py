@@ -16,13 +16,15 @@ import re
 
 import numpy as np
 
+from lapis.catalog.hardware import SMEM_BYTES_PER_SM
 from lapis.errors import LayoutError
-from lapis.layouts.canonical import CanonicalLayout
+from lapis.layouts.canonical import CanonicalLayout, _layout_swizzle
+from lapis.layouts.descriptors.agreement import ideal_descriptors
 from lapis.layouts.dtypes import dtype as _dtype
 
 _SW = {(0, 4, 3): "none", (1, 4, 3): "32B", (2, 4, 3): "64B", (3, 4, 3): "128B", (2, 5, 2): "128B_base32B"}
 MAX_ELEMENTS = 65536  # a tile this large is compared element by element; larger ones are refused
-SMEM_BYTES = 228 * 1024
+SMEM_BYTES = SMEM_BYTES_PER_SM
 _FORM = re.compile(r"^\s*(?:Sw<\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*>\s*o\s*)?"
                    r"(?:smem_ptr\[(\d+)b\](?:\([^)]*\))?\s*o\s*)?(.+?)\s*:\s*(.+?)\s*$")
 _HINT = "write it as CuTe prints a GMMA atom: Sw<B,4,3> o smem_ptr[16b](unset) o (MN,K):(stride_mn,stride_k)"
@@ -169,7 +171,6 @@ def element_offsets(p: dict) -> np.ndarray:
 
 def placement(p: dict, offsets: np.ndarray, base: int) -> dict:
     """{absolute smem address: (mn, k)} of a parsed layout at `base` (the swizzle on absolute byte addresses)."""
-    from lapis.layouts.canonical import _layout_swizzle
     sw = _layout_swizzle(p["swizzle"])
     e = p["elem_bits"] // 8
     addr = np.asarray(sw.apply(base + offsets * e), dtype=np.int64)
@@ -179,7 +180,6 @@ def placement(p: dict, offsets: np.ndarray, base: int) -> dict:
 
 def _canonical_with_free_strides(p, offsets, e):
     """The major-ness if some descriptor (any LBO/SBO) reads every K-step of the tile as laid out, else None."""
-    from lapis.layouts.agreement import ideal_descriptors
     where = placement(p, offsets, 0)
     rows, cols = offsets.shape
     steps = cols * e // 32

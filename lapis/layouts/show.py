@@ -1,7 +1,7 @@
 """Printing a canonical layout and its sm90 descriptor: `lapis layout show|desc|decode`.
 
 Everything here is a view of `lapis.layouts.canonical` and
-`lapis.layouts.descriptor_sm90`; no layout rule lives in this module. Units:
+`lapis.layouts.descriptors.sm90`; no layout rule lives in this module. Units:
 
 - addresses: absolute shared-memory bytes (the tile sits at `base`);
 - mn, k, atom shapes: elements;
@@ -15,14 +15,12 @@ shows which logical 16-B chunk each 16-B smem chunk holds after the swizzle
 
 from __future__ import annotations
 
-import json
-import sys
 
 import numpy as np
 
-from lapis.errors import LayoutError
-from lapis.layouts.canonical import CanonicalLayout, canonical_layout
-from lapis.layouts.descriptor_sm90 import WgmmaDescriptor, base_offset_for, descriptor_for
+from lapis.layouts.canonical import CanonicalLayout
+from lapis.layouts.descriptors.sm90 import WgmmaDescriptor, base_offset_for, descriptor_for
+from lapis.layouts.descriptors.sm100 import umma_descriptor_for
 
 __all__ = [
     "UNITS",
@@ -101,7 +99,7 @@ def describe(layout: CanonicalLayout, base: int = 0) -> dict:
     sm90 descriptor stores (bytes >> 4; LBO is written as 1 where PTX says it
     is unused). `base_offset` follows the PTX formula (PTX ISA 9.7.15.5.1.2.2).
     """
-    d = _any_descriptor(layout, base)  # validates base and the field ranges
+    d = any_descriptor(layout, base)  # validates base and the field ranges
     return {
         "major": layout.major,
         "swizzle": layout.swizzle.name,
@@ -175,7 +173,7 @@ def chunk_label(layout: CanonicalLayout, mn: int, k: int) -> str:
 # ---------------------------------------------------------------------------
 
 
-def _title(layout: CanonicalLayout, base: int) -> str:
+def layout_title(layout: CanonicalLayout, base: int) -> str:
     return (f"{layout.major}-major {layout.swizzle.name} {layout.dtype.name} {layout.rows}x{layout.cols} "
             f"({layout.order}) at smem {base:#x}")
 
@@ -193,7 +191,7 @@ def format_text(layout: CanonicalLayout, base: int = 0, lines: int | None = MAP_
     am, ak = layout.atom_shape
     steps = " ".join(f"{s['step']}:{s['start_address']:#x}" for s in info["k_steps"])
     out = [
-        _title(layout, base),
+        layout_title(layout, base),
         f"units: {UNITS}",
         f"CuTe:  {info['cute']}",
         (f"atom:  {am} x {ak} (mn x k) = {layout.atom_bytes} B; {layout.atoms[0]} x {layout.atoms[1]} atoms; "
@@ -242,94 +240,8 @@ def describe_descriptor(d: WgmmaDescriptor) -> dict:
     }
 
 
-# ---------------------------------------------------------------------------
-# CLI (`lapis layout show|desc|decode`; errors are LayoutError -> exit 2 in lapis.cli)
-# ---------------------------------------------------------------------------
-
-
-def _layout(args) -> CanonicalLayout:
-    """The layout the flags describe: --cute LAYOUT, or --major --swizzle --dtype --rows --cols."""
-    if getattr(args, "cute", None):
-        from lapis.layouts.cute_input import canonical_match
-        m = canonical_match(args.cute, args.dtype)
-        if m["canonical"] and m["layout"] is None:
-            raise LayoutError("the CuTe layout is canonical but its atoms are not densely stacked", m["reason"],
-                              "`lapis layout check --cute` checks descriptors against it; show draws dense tiles")
-        if not m["canonical"]:
-            raise LayoutError("the CuTe layout is not a canonical wgmma/tcgen05 layout", m["reason"],
-                              "build it from the GMMA atoms: tile_to_shape(Layout_K_SW128_Atom<T>{}, shape)",
-                              "PTX ISA 9.7.15.5.1.2")
-        return m["layout"]
-    missing = [f"--{n}" for n in ("major", "swizzle", "dtype", "rows", "cols") if getattr(args, n) is None]
-    if missing:
-        raise LayoutError("a layout needs --cute or all of --major --swizzle --dtype --rows --cols",
-                          "missing " + " ".join(missing), "give the missing flags or --cute 'Sw<3,4,3> o ...'")
-    return canonical_layout(args.major, args.swizzle, args.dtype, args.rows, args.cols, args.order)
-
-
-def _print_json(obj) -> None:
-    print(json.dumps(obj, indent=2))
-
-
-def cli_show(args) -> int:
-    lay = _layout(args)
-    if getattr(args, "png", None):
-        from pathlib import Path
-        png = Path(args.png)
-        if png.suffix.lower() != ".png" or not png.parent.is_dir():
-            raise LayoutError("--png must name a .png file in an existing folder", args.png,
-                              "e.g. --png tile.png")
-    if args.json:
-        _print_json(describe(lay, args.base))
-    else:
-        lines = None if args.lines == "all" else int(args.lines)
-        print(format_text(lay, args.base, lines))
-    if getattr(args, "png", None):
-        from lapis.figures.tile import plot_tile_chunks
-        plot_tile_chunks(lay, args.base, path=args.png)
-        print(f"wrote {args.png}", file=sys.stderr)  # stderr keeps --json output parseable
-    return 0
-
-
-def _any_descriptor(layout, base: int, step: int = 0):
+def any_descriptor(layout, base: int, step: int = 0):
     """The sm90 descriptor, or the sm100 one for tcgen05-only layouts (128B with 32 B atomicity)."""
     if layout.swizzle.name == "128B_base32B":
-        from lapis.layouts.descriptor_sm100 import umma_descriptor_for
         return umma_descriptor_for(layout, base, step)
     return descriptor_for(layout, base, step, wgmma_operand=False)
-
-
-def _descriptor(lay, args):
-    if args.arch == "sm100":  # tcgen05: spec-checked against PTX and CUTLASS, not hardware
-        from lapis.layouts.descriptor_sm100 import umma_descriptor_for
-        return umma_descriptor_for(lay, args.base, args.step)
-    return descriptor_for(lay, args.base, args.step)
-
-
-def cli_desc(args) -> int:
-    lay = _layout(args)
-    d = _descriptor(lay, args)
-    if args.json:
-        _print_json({**describe_descriptor(d), "layout": describe(lay, args.base), "step": args.step,
-                     "lbo_role": lbo_role(lay), "sbo_role": sbo_role(lay)})
-        return 0
-    print(f"{d.encode():#018x}")
-    print(f"{_title(lay, args.base)}, K-step {args.step}")
-    print(d)
-    print(f"  LBO role: {lbo_role(lay)}")
-    print(f"  SBO role: {sbo_role(lay)}")
-    return 0
-
-
-def cli_decode(args) -> int:
-    if args.arch == "sm100":
-        from lapis.layouts.descriptor_sm100 import UmmaDescriptor
-        d = UmmaDescriptor.decode(args.value)
-    else:
-        d = WgmmaDescriptor.decode(args.value)
-    if args.json:
-        _print_json(describe_descriptor(d))
-        return 0
-    print(d)
-    print("  LBO/SBO roles depend on the operand's major-ness (PTX ISA 9.7.15.5.1.2.1); see `lapis layout show`")
-    return 0

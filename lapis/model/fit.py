@@ -1,7 +1,7 @@
-"""Fit a hardware profile (lapis/model/profiles/<name>.json) from microbenchmark captures.
+"""Fit a hardware profile (lapis/data/profiles/<name>.json) from microbenchmark captures.
 
-`python -m lapis.model.fit --captures DIR --out lapis/model/profiles/h200.json` reads ONLY the capture files
-that lapis/model/fit_manifest.json lists for the profile (paths under DIR of the form micro/.../results.json,
+`python -m lapis.model.fit --captures DIR --out lapis/data/profiles/h200.json` reads ONLY the capture files
+that lapis/data/fit_manifest.json lists for the profile (paths under DIR of the form micro/.../results.json,
 written by `lapis capture micro`), never a kernel capture (GEMM, attention): the profile that predicts a kernel
 must not be fitted on that kernel's timings. Each profile value gets value, unit, source (capture file and
 measurement name) and spread_pct (100 * IQR / median over the timed repeats). A key with no usable measurement
@@ -29,12 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+from lapis.data import CAPTURES, FIT_MANIFEST, PROFILES  # noqa: F401 (PROFILES: where --out usually points)
 from lapis.errors import LayoutError
-from lapis.gpu import micro_campaign as mc
+from lapis.model import micro_campaign as mc
 
-ROOT = Path(__file__).resolve().parents[2]
-MANIFEST = Path(__file__).parent / "fit_manifest.json"
-CAPTURES = ROOT / "lapis" / "captures"
+MANIFEST = FIT_MANIFEST
 
 # key: (measurement, unit, how); how: "rate" (per-clk value), "clock" (cycles / ns), "ns" (cycles -> ns)
 DIRECT = {
@@ -265,19 +264,19 @@ def fit_profile(name: str, captures: Path, manifest: Path = MANIFEST) -> dict:
         spec = json.loads(manifest.read_text())
     except (OSError, ValueError) as exc:
         raise LayoutError("the fit manifest cannot be read as JSON", f"{manifest} ({exc})",
-                          "pass --manifest lapis/model/fit_manifest.json or a copy of it") from None
+                          "pass --manifest lapis/data/fit_manifest.json or a copy of it") from None
     if name not in spec:
         raise LayoutError("no fit recipe for this profile", repr(name), "use one of " + ", ".join(sorted(spec)))
     spec = spec[name]
     missing = [k for k in ("arch", "note", "captures", "datasheet") if k not in spec]
     if missing:
         raise LayoutError("a manifest entry needs arch, note, datasheet and captures", f"{name}: missing {missing}",
-                          "copy the entry's form from lapis/model/fit_manifest.json")
+                          "copy the entry's form from lapis/data/fit_manifest.json")
     by_name, attrs, digests = load_captures(captures, spec["captures"])
     values = dict(spec["datasheet"])
     values.update(fit_values(by_name, attrs))
     return dict(name=name, arch=spec["arch"], note=spec["note"], fitted_from=digests,
-                fit="python -m lapis.model.fit (lapis/model/fit.py, lapis/model/fit_manifest.json)", values=values)
+                fit="python -m lapis.model.fit (lapis/model/fit.py, lapis/data/fit_manifest.json)", values=values)
 
 
 def dumps(profile: dict) -> str:
@@ -287,9 +286,9 @@ def dumps(profile: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lapis.model.fit", description=__doc__.splitlines()[0])
     ap.add_argument("--captures", default=str(CAPTURES), help="captures root the manifest's paths are under")
-    ap.add_argument("--out", required=True, help="profile JSON to write, e.g. lapis/model/profiles/h200.json")
+    ap.add_argument("--out", required=True, help="profile JSON to write, e.g. lapis/data/profiles/h200.json")
     ap.add_argument("--profile", default="h200", help="manifest entry to fit (default h200)")
-    ap.add_argument("--manifest", default=str(MANIFEST), help="fit manifest (default lapis/model/fit_manifest.json)")
+    ap.add_argument("--manifest", default=str(MANIFEST), help="fit manifest (default lapis/data/fit_manifest.json)")
     a = ap.parse_args(argv)
     try:
         text = dumps(fit_profile(a.profile, Path(a.captures), Path(a.manifest)))
@@ -300,7 +299,7 @@ def main(argv=None) -> int:
         Path(a.out).write_text(text)
     except OSError as exc:
         print(f"lapis fit: --out could not be written ({exc.strerror}): got {a.out}; fix: pass a writable path, "
-              "e.g. lapis/model/profiles/h200.json", file=sys.stderr)
+              "e.g. lapis/data/profiles/h200.json", file=sys.stderr)
         return 2
     print(f"wrote {a.out}")
     return 0

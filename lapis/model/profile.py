@@ -1,4 +1,4 @@
-"""Hardware profiles: data files in lapis/model/profiles, every value with its unit and source.
+"""Hardware profiles: data files in lapis/data/profiles, every value with its unit and source.
 
 A value marked 'assumed' in its source has no measurement behind it yet (issue 6 fits the h200 profile from
 microbenchmarks). Rates in the profile are per SM per clock; `rate()` turns them into per-ns numbers.
@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
+from lapis.data import PROFILES
 from lapis.errors import LayoutError
-
-PROFILES = Path(__file__).parent / "profiles"
 
 
 @dataclass(frozen=True)

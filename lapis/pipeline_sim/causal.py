@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 
-from lapis.pipeline_sim.schedules.attention_h200 import kv_tiles_per_item
+from lapis.pipeline_sim.work_order import kv_tiles_per_item
 
 __all__ = ["MASK_OPS_PER_SCORE", "tile_span", "grid_stride", "dispatch", "busiest"]
 

@@ -17,6 +17,8 @@ import gc
 import itertools
 from dataclasses import dataclass, field
 
+from lapis.pipeline_sim import deadlock
+from lapis.pipeline_sim.recorder import Recorder
 from lapis.pipeline_sim.units import load_share
 
 
@@ -89,8 +91,6 @@ def run_sms(env, p, per_sm: list, full: bool, build, cost=len) -> GridRun:
     spawns one SM's roles; cost ranks work lists for the representative choice. The processes dict and the
     barrier list are read again after the run, so a schedule may add roles and barriers as its CTAs start.
     Raises deadlock.Deadlock when a role is left waiting (roles are prefixed `smN/` in full mode)."""
-    from lapis.pipeline_sim import deadlock
-    from lapis.pipeline_sim.recorder import Recorder
 
     active = sum(1 for w in per_sm if w)
     if full:

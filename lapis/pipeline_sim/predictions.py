@@ -3,7 +3,7 @@
 An entry is keyed by (schedule, gpu, shape, parameters, profile hash, model hash, lapis version). The model hash
 covers the simulator's own sources (lapis/pipeline_sim, lapis/model), so an edited schedule or cost makes its
 entries stale instead of silently wrong. Stale or missing entries are re-simulated; `refresh()` rewrites the
-committed file (`python -m lapis.pipeline_sim.predictions`).
+committed file (`python -m lapis.report.refresh` re-simulates every case the report shows).
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from functools import lru_cache
 from pathlib import Path
 
 import lapis
+from lapis.data import PREDICTIONS
 from lapis.model.profile import PROFILES
+from lapis.pipeline_sim.simulate import simulate
 
-COMMITTED = Path(__file__).parent / "predictions.json"
+COMMITTED = PREDICTIONS
 KEPT = ("predicted_us", "tflops", "roofline_tflops", "bound_by", "utilization", "events")
 
 
@@ -62,7 +64,6 @@ def predict(schedule: str, gpu: str, shape: str, params: dict | None = None, cac
             resimulate: bool = False) -> tuple[dict, bool]:
     """(summary, fresh): the cached summary when its key is current, else a new simulation (fresh=True),
     which is also stored in `cache`. The summary holds KEPT's keys of simulate()'s result."""
-    from lapis.pipeline_sim.simulate import simulate
     params = params or {}
     k = key(schedule, gpu, shape, params)
     if cache is not None and not resimulate and k in cache:
@@ -81,9 +82,3 @@ def refresh(cases, path: Path = COMMITTED) -> int:
         predict(*case, cache=cache, resimulate=True)
     path.write_text(json.dumps(cache, indent=0, sort_keys=True) + "\n")
     return len(cache)
-
-
-if __name__ == "__main__":
-    from lapis.report_kernels import kernel_cases
-    from lapis.report_schedules import report_cases
-    print(f"wrote {refresh(report_cases() + kernel_cases())} predictions to {COMMITTED}")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import asdict, dataclass, field
 
+from lapis.errors import LayoutError
+
 
 @dataclass
 class Event:
@@ -44,7 +46,6 @@ class Recorder:
 
     def add(self, role: str, op: str, start: float, **kw) -> Event:
         if len(self.events) >= self.max_events:
-            from lapis.errors import LayoutError
             raise LayoutError("the run exceeds the simulator's event bound", f"more than {self.max_events:,} "
                               "tile-level events on the representative SM",
                               "simulate a smaller shape: per-SM throughput settles within a few thousand tiles")

@@ -13,14 +13,14 @@ MmaRegisterRequirement; notes pipeline-facts 4.1): 1 consumer WG 56/256, 2 consu
 
 from __future__ import annotations
 
+from lapis.catalog.hardware import REGISTERS_PER_SM, WARPGROUP_THREADS  # noqa: F401 (re-exported)
 from lapis.errors import LayoutError
 
-WARPGROUP_THREADS = 128
 REG_MIN, REG_MAX, REG_STEP = 24, 256, 8
 FA3_SPLITS = {1: (56, 256), 2: (24, 240), 3: (32, 160)}  # consumer WGs -> (producer, consumer) registers
 
 
-def derived_split(consumer_wgs: int, registers_per_sm: int = 65536) -> tuple[int, int]:
+def derived_split(consumer_wgs: int, registers_per_sm: int = REGISTERS_PER_SM) -> tuple[int, int]:
     """(producer, consumer) registers per thread when the schedule does not set them."""
     if consumer_wgs in FA3_SPLITS:
         return FA3_SPLITS[consumer_wgs]

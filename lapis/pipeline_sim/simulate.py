@@ -13,6 +13,7 @@ from collections import defaultdict
 from lapis.errors import LayoutError
 from lapis.model import roofline
 from lapis.model.profile import load_profile
+from lapis.pipeline_sim import recorder
 from lapis.pipeline_sim.recorder import union_spans as _union
 from lapis.pipeline_sim.work_order import ORDERS
 
@@ -164,7 +165,6 @@ def check_size(kind: str, dims: tuple, prm: dict, sm_count: int, q_rows: int = 0
     where no parameter says (b200: two 128-row tiles). The count is a lower bound: an item records at least
     one event per K block (GEMM), or a QK and a PV MMA per K/V tile (attention, half the tiles when causal),
     with Q tiles no smaller than block_m, 64 rows per consumer warpgroup or 32 rows per warp."""
-    from lapis.pipeline_sim import recorder
     if kind == "gemm":
         m, n, k = dims
         items = math.ceil(m / prm["block_m"]) * math.ceil(n / prm["block_n"])

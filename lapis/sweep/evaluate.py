@@ -18,7 +18,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import lapis
 from lapis.errors import LayoutError
+from lapis.pipeline_sim import predictions
+from lapis.pipeline_sim.deadlock import Deadlock
+from lapis.sweep.fast import simulate_fast, simulate_full  # noqa: F401 (simulate_full re-exported)
+from lapis.sweep.runnable import runnable
+from lapis.sweep.space import config_text
 
 EVENT_BOUND_RULE = "the run exceeds the simulator's event bound"  # simulate.check_size's rule
 SIMULATOR_LIMIT = "simulator limit: "
@@ -34,30 +40,16 @@ class Task:
 
     def key(self) -> str:
         """The row's identity in the resume store: everything that decides its numbers."""
-        from lapis.sweep.space import config_text
         return f"{self.schedule}|{self.gpu}|{self.mode}|{self.shape}|{config_text(self.config)}"
 
 
 def stamp(gpu: str) -> dict:
     """What a row's numbers depend on besides its key: profile hash, model hash, lapis version."""
-    import lapis
-    from lapis.pipeline_sim import predictions
     return dict(profile=predictions.profile_hash(gpu), model=predictions.model_hash(), version=lapis.__version__)
-
-
-def simulate_full(schedule: str, gpu: str, shape: str, params: dict) -> dict:
-    """simulate()'s summary without its event list (a sweep keeps thousands of rows, not their events)."""
-    from lapis.pipeline_sim.simulate import simulate
-    from lapis.sweep.fast import SIMULATE_LOCK
-    with SIMULATE_LOCK:
-        r = simulate(schedule, gpu, shape, params)
-    r.pop("_events", None)
-    return r
 
 
 def simulate_row(task: Task) -> dict:
     """The simulator's summary for the task. Raises what simulate() raises."""
-    from lapis.sweep.fast import simulate_fast
     if task.mode == "fast":
         return simulate_fast(task.schedule, task.gpu, task.shape, dict(task.config))
     return simulate_full(task.schedule, task.gpu, task.shape, dict(task.config))
@@ -66,8 +58,6 @@ def simulate_row(task: Task) -> dict:
 def evaluate(task: Task) -> dict:
     """The task's row (a JSON-able dict: key, shape, config, mode, fits, reason, numbers, runnable; wall_s and
     cpu_s, the seconds it took in its worker, wall clock and CPU)."""
-    from lapis.pipeline_sim.deadlock import Deadlock
-    from lapis.sweep.runnable import runnable
     row = dict(key=task.key(), shape=task.shape, config=[list(kv) for kv in task.config], mode=task.mode,
                fits=False, reason="", predicted_us=None, tflops=None, bound_by="", smem_bytes=None,
                registers=None, tmem_columns=None, runnable=False, kernel="", fast_method="", stamp=stamp(task.gpu))

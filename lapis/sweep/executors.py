@@ -18,6 +18,7 @@ import os
 import sys
 import time
 
+import lapis
 from lapis.errors import LayoutError, as_int
 
 EXECUTORS = ("serial", "pool", "dask-local", "dask://HOST:PORT")
@@ -106,6 +107,7 @@ def run_tasks(tasks: list, fn, executor: str = "pool", workers: int | None = Non
 def _pool(tasks, fn, workers, done) -> None:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+
     # forkserver: the workers start from a clean interpreter, not a fork of a process that may hold threads
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("forkserver")) as ex:
         for f in as_completed([ex.submit(fn, t) for t in tasks]):
@@ -152,7 +154,6 @@ def _probe(name: str) -> str:
 
 def _ready(client, executor: str) -> None:
     """At least one worker, and every worker imports lapis at this process's version; else LayoutError."""
-    import lapis
     try:
         client.wait_for_workers(1, timeout=WORKER_TIMEOUT_S)
     except (OSError, TimeoutError):

@@ -23,6 +23,7 @@ import threading
 import numpy as np
 
 from lapis.pipeline_sim import grid
+from lapis.pipeline_sim.simulate import SCHEDULES, simulate
 
 UNITS = (2, 4)  # K1, K2: work units simulated (multiples of 2: a non-persistent SM may keep 2 CTA slots)
 TILE_CAPS = (8, 16)  # C1, C2: K/V tiles (GEMM K blocks) per item in the short runs
@@ -70,7 +71,6 @@ class _Plan:
 
 
 def _short_run(schedule: str, gpu: str, shape: str, params: dict, plan: _Plan) -> dict:
-    from lapis.pipeline_sim.simulate import SCHEDULES, simulate
     mod = importlib.import_module(SCHEDULES[schedule][1])
     plan.tuples = mod.__name__ in TUPLE_UNITS
 
@@ -84,6 +84,14 @@ def _short_run(schedule: str, gpu: str, shape: str, params: dict, plan: _Plan) -
             r = simulate(schedule, gpu, shape, params)
         finally:
             mod.run_sms = real
+    r.pop("_events", None)
+    return r
+
+
+def simulate_full(schedule: str, gpu: str, shape: str, params: dict) -> dict:
+    """simulate()'s summary without its event list (a sweep keeps thousands of rows, not their events)."""
+    with SIMULATE_LOCK:
+        r = simulate(schedule, gpu, shape, params)
     r.pop("_events", None)
     return r
 
@@ -103,7 +111,6 @@ def simulate_fast(schedule: str, gpu: str, shape: str, params: dict | None = Non
     plans = [_Plan(k1, c1), _Plan(k2, c2)] if shrinkable else [_Plan(k1, None)]
     if shrinkable and _counts(first.full)[1] <= _counts(first.short)[1] * 3:
         # the full list is no longer than the short runs would be: simulate it (exact, and no slower)
-        from lapis.sweep.evaluate import simulate_full
         return dict(simulate_full(schedule, gpu, shape, params), fast="exact")
     flops = b["tflops"] * b["predicted_us"] * 1e6  # simulate(): tflops = flops / ns / 1e3
     runs = [(b, first), *((r, pl) for pl in plans for r in [_short_run(schedule, gpu, shape, params, pl)])]

@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 
 from lapis.errors import LayoutError, as_int
+from lapis.figures.pareto import pareto_figure
+from lapis.model.profile import load_profile
+from lapis.pipeline_sim.simulate import ARCH_OF_PREFIX, SCHEDULES, default_gpu
 from lapis.sweep import evaluate as ev
 from lapis.sweep import table
 from lapis.sweep.executors import Progress, check_executor, check_workers, run_tasks
@@ -110,8 +113,6 @@ def run_sweep(schedule: str, shapes: list, grid: list | None = None, gpu: str | 
     is not a folder (output_folder)."""
     import importlib
 
-    from lapis.model.profile import load_profile
-    from lapis.pipeline_sim.simulate import ARCH_OF_PREFIX, SCHEDULES, default_gpu
     if schedule not in SCHEDULES:
         raise LayoutError("unknown schedule", repr(schedule), "see lapis simulate --list")
     gpu = gpu or default_gpu(schedule)
@@ -141,7 +142,6 @@ def run_sweep(schedule: str, shapes: list, grid: list | None = None, gpu: str | 
     (folder / "sweep.csv").write_text(csv_text)
     files = dict(csv=str(folder / "sweep.csv"), rows=str(store.path), summary=str(folder / "summary.json"))
     if figure and ranked:
-        from lapis.figures.pareto import pareto_figure
         files["figure"] = str(folder / "pareto.png")
         pareto_figure(ranked, front, files["figure"], f"{schedule} on {gpu} ({mode}): {len(ranked)} configurations "
                       f"fit at {len(shapes)} shape(s)")

@@ -18,6 +18,8 @@ are named when they are what stands in the way:
 
 from __future__ import annotations
 
+from lapis.gpu import bench_attention as bench
+
 KERNELS_OF_SCHEDULE = {"h200-s1-serial": ("s1",), "h200-s2-ws-ring": ("s2",), "h200-s3-two-consumers": ("s3",),
                        "h200-s4-pingpong": ("s4",), "h200-s5-intra-overlap": ("s5",),
                        "h200-s6-exp2": ("s6", "s6_emu8", "s6_emu4"), "h200-s7-cond-rescale": ("s7",),
@@ -38,7 +40,6 @@ def kernel_of(text: str) -> str:
 def runnable(schedule: str, params: dict, shape: str) -> tuple[bool, str]:
     """(True, kernel name) or (False, why not). params: the resolved parameters of a fitting row (the
     simulator's `params`: block_m, block_n, stages, consumer_wgs, causal, ...)."""
-    from lapis.gpu import bench_attention as bench
     names = KERNELS_OF_SCHEDULE.get(schedule)
     if names is None:
         return False, f"no kernel for {schedule} (lapis/gpu/kernels/attention_h200.cu: the h200 s1..s9 schedules)"

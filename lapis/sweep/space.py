@@ -13,6 +13,7 @@ import math
 import random
 
 from lapis.errors import LayoutError
+from lapis.pipeline_sim.simulate import check_params, parse_params
 
 
 def parse_grid(items: list[str] | None, defaults: dict, schedule: str) -> dict[str, tuple]:
@@ -21,7 +22,6 @@ def parse_grid(items: list[str] | None, defaults: dict, schedule: str) -> dict[s
     and check_params: counts whole and >= 1, finite numbers in range, names of CHOICES), as `lapis simulate
     --param` checks it. Raises LayoutError for a malformed item, an axis without values, a key given twice or
     one `schedule` does not have (its keys are the schedule module's DEFAULTS), or a value the simulator refuses."""
-    from lapis.pipeline_sim.simulate import check_params, parse_params
     axes: dict[str, tuple] = {}
     for item in items or []:
         key, sep, values = item.partition("=")

@@ -12,13 +12,14 @@ import json
 from pathlib import Path
 
 from lapis.errors import LayoutError
+from lapis.gpu import bench_attention as bench
+from lapis.gpu import harness
 from lapis.sweep import table
 from lapis.sweep.runnable import kernel_of
 
 
 def require_gpu() -> None:
-    from lapis.gpu.harness import gpu_present
-    if not gpu_present():
+    if not harness.gpu_present():
         raise LayoutError("--validate-top runs real kernels and needs an NVIDIA GPU with compute capability 9.0+",
                           "no GPU visible to cupy", "run it on the GPU machine with `pip install .[gpu]` and torch "
                           "(the predicted table is written and left as it is)")
@@ -26,7 +27,6 @@ def require_gpu() -> None:
 
 def validate_top(result: dict, k: int, out: Path, provenance: str | None = None) -> Path:
     """Time the kernels of the k best runnable configurations at the sweep's shapes; write validated.csv."""
-    from lapis.gpu import bench_attention as bench
     require_gpu()
     picked = [c for c in result["ranked"] if c["runnable"]][:k]
     names = sorted({n for c in picked for n, v in bench.VARIANTS.items()

@@ -1,4 +1,4 @@
-// CUTLASS's own tcgen05 descriptor code, run on the host, as an oracle for lapis.layouts.descriptor_sm100.
+// CUTLASS's own tcgen05 descriptor code, run on the host, as an oracle for lapis.layouts.descriptors.sm100.
 // Prints one line per instruction descriptor (make_instr_desc) and per shared-memory descriptor
 // bit-field assignment. Headers: the include/ folder shipped in the nvidia-cutlass wheel.
 #include <cstdio>

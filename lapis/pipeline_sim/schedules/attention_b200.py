@@ -90,9 +90,8 @@ from lapis.pipeline_sim.grid import grid_summary, run_sms
 from lapis.pipeline_sim.mbarrier import MBarrier
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
 from lapis.pipeline_sim.races import HappensBefore
+from lapis.pipeline_sim.schedules.attention_h200 import CUBIC_FMA_OPS, FMA_OPS_PER_SCORE, parse_shape, rescale_frequency
 from lapis.pipeline_sim.units import occupy
-from lapis.pipeline_sim.schedules.attention_h200 import (CUBIC_FMA_OPS, FMA_OPS_PER_SCORE, parse_shape,
-                                                         rescale_frequency)
 
 __all__ = ["DEFAULTS", "VARIANTS", "parse_shape", "simulate"]
 

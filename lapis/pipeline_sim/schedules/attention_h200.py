@@ -83,10 +83,13 @@ import itertools
 import math
 from functools import lru_cache
 
+import numpy as np
 import simpy
 
 from lapis.errors import LayoutError
+from lapis.model.numerics import flash_forward
 from lapis.model.occupancy import resident_ctas
+from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE
 from lapis.pipeline_sim.commit_groups import WgmmaGroups
 from lapis.pipeline_sim.contention import Contention
 from lapis.pipeline_sim.grid import grid_summary, run_sms
@@ -95,8 +98,12 @@ from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
 from lapis.pipeline_sim.races import HappensBefore
 from lapis.pipeline_sim.setmaxnreg import WARPGROUP_THREADS, register_split
 from lapis.pipeline_sim.units import occupy
-from lapis.pipeline_sim.work_order import (kv_per_sm, kv_tiles_per_item, kv_units_per_sm,  # noqa: F401 (re-exported)
-                                           representative_sm)
+from lapis.pipeline_sim.work_order import (  # noqa: F401 (re-exported)
+    kv_per_sm,
+    kv_tiles_per_item,
+    kv_units_per_sm,
+    representative_sm,
+)
 
 S9_BLOCK_N, S9_STAGES, S9_WGS = 128, 3, 2  # picked by sweep_s9() (module docstring)
 S1_PTXAS_REGS = 154  # ptxas's count for attn_s1_serial (capture attention/h200-2026-11-29, builds.plain.ptxas)
@@ -136,9 +143,6 @@ def parse_shape(shape: str) -> tuple[int, int, int, int]:
 @lru_cache(maxsize=32)
 def rescale_frequency(block_n: int, threshold: float | None) -> float:
     """How often a row's O is rescaled per K/V tile, on normal inputs (lapis.model.numerics)."""
-    import numpy as np
-
-    from lapis.model.numerics import flash_forward
     rng = np.random.default_rng(0)
     q, k, v = (rng.normal(size=(n, 128)) for n in (64, 8 * block_n, 8 * block_n))
     return flash_forward(q, k, v, block_n=block_n, threshold=threshold)[1]["rescale_frequency"]
@@ -155,7 +159,7 @@ def _measured(p, key: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
         raise LayoutError("the Hopper attention schedules need the contend and launch microbenchmarks in the profile",
                           f"{p.name}.{key} = {v!r}", "refit: python -m lapis.model.fit with micro/h200-2026-11-30-"
-                          "contend-launch in lapis/model/fit_manifest.json")
+                          "contend-launch in lapis/data/fit_manifest.json")
     return v
 
 
@@ -286,7 +290,6 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     turnover_ns = _measured(p, "cta_turnover_ns")
     freq = rescale_frequency(bn, prm["threshold"]) if flags.get("cond_rescale") else 1.0
     rescale_ns, softmax_ns = cost["rescale_ns"] * freq, cost["softmax_ns"]
-    from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE  # here: causal.py imports this module
     mask_ns = rows * bn * MASK_OPS_PER_SCORE / f_rate  # s9 causal (attention_h200.cu mask_diagonal), diagonal only
     tile_bytes = bn * d * 2  # one K or V tile
     pp = bool(flags.get("pingpong")) and wgs >= 2
@@ -574,23 +577,3 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                 work=dict(work_items=items, active_sms=len(per_sm), items_per_sm=sum(map(len, rep.work)),
                           kv_tiles=kv_tiles, kv_tiles_on_this_sm=_kv_total(rep.work), rescale_frequency=freq),
                 grid=grid_summary(run, env.now))
-
-
-S9_SWEEP = dict(block_n=tuple(range(64, 177, 16)), stages=(2, 3), consumer_wgs=(2, 3))
-
-
-def sweep_s9(shapes=("8x16x4096x128", "4x16x8192x128", "2x16x16384x128"), gpu: str = "h200") -> list[dict]:
-    """Simulate s8's mechanism over S9_SWEEP (block_m = 64 x consumer_wgs) at `shapes`; one row per combination
-    that fits (shared memory, registers), with TFLOP/s per shape. Rows that do not fit are left out."""
-    from lapis.pipeline_sim.simulate import simulate
-    rows = []
-    for bn in S9_SWEEP["block_n"]:
-        for stages in S9_SWEEP["stages"]:
-            for wgs in S9_SWEEP["consumer_wgs"]:
-                prm = dict(block_n=bn, stages=stages, consumer_wgs=wgs, block_m=64 * wgs)
-                try:
-                    tf = [simulate("h200-s9-tuned", gpu, s, prm)["tflops"] for s in shapes]
-                except LayoutError:
-                    continue
-                rows.append(dict(prm, tflops=tf))
-    return rows

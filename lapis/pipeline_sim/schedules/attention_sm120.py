@@ -58,8 +58,8 @@ from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE, dispatch, tile_span
 from lapis.pipeline_sim.grid import grid_summary, run_sms
 from lapis.pipeline_sim.mbarrier import MBarrier
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
-from lapis.pipeline_sim.units import occupy
 from lapis.pipeline_sim.schedules.attention_h200 import FMA_OPS_PER_SCORE, parse_shape
+from lapis.pipeline_sim.units import occupy
 
 __all__ = ["DEFAULTS", "VARIANTS", "parse_shape", "simulate"]
 

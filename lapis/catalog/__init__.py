@@ -1,0 +1,4 @@
+"""What lapis defines once: hardware limits (hardware) and the kernel variants (attention, gemm).
+
+The catalog imports nothing above lapis.errors, so every layer can read it.
+"""

@@ -1,0 +1,5 @@
+import sys
+
+from lapis.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,140 @@
+"""`lapis layout show|desc|decode|check`: canonical layouts, matrix descriptors and TMA/descriptor agreement.
+
+Thin wrappers over lapis.layouts.show, lapis.layouts.descriptors and lapis.layouts.cute_input: they read the
+parsed flags, call those functions and print text or JSON. Errors are lapis.errors.LapisError (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from lapis.cli.tma import ints, tensor_map_from_args
+from lapis.errors import LayoutError
+from lapis.figures.tile import plot_tile_chunks
+from lapis.layouts.canonical import CanonicalLayout, canonical_layout
+from lapis.layouts.cute_input import canonical_match, placement
+from lapis.layouts.descriptors.agreement import check_agreement, check_reads
+from lapis.layouts.descriptors.sm90 import WgmmaDescriptor, descriptor_for
+from lapis.layouts.descriptors.sm100 import UmmaDescriptor, umma_descriptor_for
+from lapis.layouts.show import describe, describe_descriptor, format_text, layout_title, lbo_role, sbo_role
+from lapis.layouts.tma import wide_tile_boxes
+
+
+def _layout(args) -> CanonicalLayout:
+    """The layout the flags describe: --cute LAYOUT, or --major --swizzle --dtype --rows --cols."""
+    if getattr(args, "cute", None):
+        m = canonical_match(args.cute, args.dtype)
+        if m["canonical"] and m["layout"] is None:
+            raise LayoutError("the CuTe layout is canonical but its atoms are not densely stacked", m["reason"],
+                              "`lapis layout check --cute` checks descriptors against it; show draws dense tiles")
+        if not m["canonical"]:
+            raise LayoutError("the CuTe layout is not a canonical wgmma/tcgen05 layout", m["reason"],
+                              "build it from the GMMA atoms: tile_to_shape(Layout_K_SW128_Atom<T>{}, shape)",
+                              "PTX ISA 9.7.15.5.1.2")
+        return m["layout"]
+    missing = [f"--{n}" for n in ("major", "swizzle", "dtype", "rows", "cols") if getattr(args, n) is None]
+    if missing:
+        raise LayoutError("a layout needs --cute or all of --major --swizzle --dtype --rows --cols",
+                          "missing " + " ".join(missing), "give the missing flags or --cute 'Sw<3,4,3> o ...'")
+    return canonical_layout(args.major, args.swizzle, args.dtype, args.rows, args.cols, args.order)
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(obj, indent=2))
+
+
+def cli_show(args) -> int:
+    lay = _layout(args)
+    if getattr(args, "png", None):
+        png = Path(args.png)
+        if png.suffix.lower() != ".png" or not png.parent.is_dir():
+            raise LayoutError("--png must name a .png file in an existing folder", args.png,
+                              "e.g. --png tile.png")
+    if args.json:
+        _print_json(describe(lay, args.base))
+    else:
+        lines = None if args.lines == "all" else int(args.lines)
+        print(format_text(lay, args.base, lines))
+    if getattr(args, "png", None):
+        plot_tile_chunks(lay, args.base, path=args.png)
+        print(f"wrote {args.png}", file=sys.stderr)  # stderr keeps --json output parseable
+    return 0
+
+
+def _descriptor(lay, args):
+    if args.arch == "sm100":  # tcgen05: spec-checked against PTX and CUTLASS, not hardware
+        return umma_descriptor_for(lay, args.base, args.step)
+    return descriptor_for(lay, args.base, args.step)
+
+
+def cli_desc(args) -> int:
+    lay = _layout(args)
+    d = _descriptor(lay, args)
+    if args.json:
+        _print_json({**describe_descriptor(d), "layout": describe(lay, args.base), "step": args.step,
+                     "lbo_role": lbo_role(lay), "sbo_role": sbo_role(lay)})
+        return 0
+    print(f"{d.encode():#018x}")
+    print(f"{layout_title(lay, args.base)}, K-step {args.step}")
+    print(d)
+    print(f"  LBO role: {lbo_role(lay)}")
+    print(f"  SBO role: {sbo_role(lay)}")
+    return 0
+
+
+def cli_decode(args) -> int:
+    if args.arch == "sm100":
+        d = UmmaDescriptor.decode(args.value)
+    else:
+        d = WgmmaDescriptor.decode(args.value)
+    if args.json:
+        _print_json(describe_descriptor(d))
+        return 0
+    print(d)
+    print("  LBO/SBO roles depend on the operand's major-ness (PTX ISA 9.7.15.5.1.2.1); see `lapis layout show`")
+    return 0
+
+
+def cli_check(a) -> int:
+    """`lapis layout check`: exit 0 when every K-step reads the intended tile, 1 when not, 2 on bad input."""
+    if not a.desc:
+        raise LayoutError("give one --desc per MMA K-step", "none", "e.g. --desc 0x4000004000010040 --desc ...")
+    if a.arch == "sm100":
+        descs = [UmmaDescriptor.decode(v) for v in a.desc]
+    else:
+        descs = [WgmmaDescriptor.decode(v) for v in a.desc]
+    if a.cute:
+        m = canonical_match(a.cute, a.dtype)
+        if not m["canonical"]:
+            raise LayoutError("the CuTe layout is not canonical, so no descriptor reads it as intended", m["reason"],
+                              "build it from the GMMA atoms")
+        p = m["parsed"]
+        where, plan = placement(p, m["offsets"], a.smem_base), "the CuTe layout"
+        v = check_reads(where, p["swizzle"], m["major"], a.rows, descs, bool(a.trans), p["elem_bits"] // 8, plan,
+                        a.arch)
+    else:
+        missing = [f for f in ("dtype", "dims", "box", "coords", "major") if getattr(a, f) is None]
+        if missing:
+            raise LayoutError("a TMA plan needs --dtype --dims --box --coords --major (or give --cute)",
+                              "missing " + ", ".join(missing), "give them, or the smem layout with --cute")
+        tmap = tensor_map_from_args(a)
+        if any(s != 1 for s in tmap.elem_strides[1:]):
+            raise LayoutError("the agreement checker takes element strides of 1", tmap.elem_strides,
+                              "drop --elem-strides (a strided load is not an MMA tile)")
+        if a.tile_cols is not None and a.tile_cols <= 0:
+            raise LayoutError("--tile-cols must be positive", a.tile_cols, "give the tile width in elements")
+        coords = tuple(ints(a.coords))
+        width = a.tile_cols or tmap.box[0]
+        boxes = wide_tile_boxes(tmap, width, coords, a.smem_base) if width != tmap.box[0] else [(coords, a.smem_base)]
+        plan = f"{len(boxes)} TMA box(es)"
+        v = check_agreement(tmap, boxes, coords, a.major, a.rows, descs, bool(a.trans), a.arch)
+    if a.json:
+        print(json.dumps(dict(ok=v.ok, units="(r, k): operand row and K index, elements", steps=[
+            dict(step=s.step, ok=s.ok, first_wrong=s.first_wrong, read=s.read, causes=[m for _, m in s.causes],
+                 harmless=[m for _, m in s.harmless]) for s in v.steps]), indent=1))
+    else:
+        print(("agree: " if v.ok else "DISAGREE: ") + f"{len(descs)} K-step(s) against {plan}")
+        print(v.summary())
+    return 0 if v.ok else 1

@@ -1,0 +1,65 @@
+"""`lapis simulate`: one schedule on one GPU profile; exit 3 on a deadlock, 4 when --races finds a race."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from lapis.cli.output import check_out_file, write_output
+from lapis.cli.parser import EXIT_CODES
+from lapis.errors import ScheduleError
+from lapis.figures.gantt import gantt, steady_state_window
+from lapis.pipeline_sim.deadlock import Deadlock
+from lapis.pipeline_sim.simulate import SCHEDULES, default_gpu, parse_params, simulate
+from lapis.pipeline_sim.trace import write_chrome
+
+
+def cli_simulate(args) -> int:
+    if args.list:
+        rows = [dict(name=k, description=v[0]) for k, v in SCHEDULES.items()]
+        print(json.dumps(rows, indent=1) if args.json else "\n".join(f"{r['name']}: {r['description']}" for r in rows))
+        return 0
+    if not args.schedule or not args.shape:
+        missing = " and ".join(f for f, v in (("--schedule", args.schedule), ("--shape", args.shape)) if not v)
+        raise ScheduleError("simulate needs --schedule and --shape", f"{missing} missing", "e.g. --schedule h200-gemm-ws "
+                          "--shape 8192x8192x8192 (lapis simulate --list)")
+    check_out_file("--png", args.png, ".png")
+    check_out_file("--trace", args.trace, ".json")
+    try:
+        params = parse_params(args.param)
+        if args.causal and params.get("causal", 1) != 1:
+            raise ScheduleError("--causal and --param causal disagree", f"--causal with causal={params['causal']}",
+                              "give one of them")
+        params = {**params, **({"causal": 1} if args.causal else {})}
+        gpu = args.gpu or default_gpu(args.schedule)
+        r = simulate(args.schedule, gpu, args.shape, params, check_races=args.races, full=args.full)
+    except Deadlock as dl:
+        print(f"lapis simulate: {dl}", file=sys.stderr)
+        return EXIT_CODES["deadlock"]
+    events = r.pop("_events")
+    if r["beats_roofline"]:
+        print(f"lapis simulate: warning: {r['tflops']:.0f} TFLOP/s beats the roofline ({r['roofline_tflops']:.0f}); "
+              "the schedule's model misses a bound at this shape, so do not trust this prediction", file=sys.stderr)
+    if args.trace:
+        write_output("--trace", args.trace, lambda: write_chrome(events, args.trace))
+    if args.json:
+        print(json.dumps(r, indent=1))
+    else:
+        print(f"{r['schedule']} on {r['gpu']} at {r['shape']}: {r['predicted_us']:.1f} us, {r['tflops']:.0f} TFLOP/s "
+              f"(roofline {r['roofline_tflops']:.0f}, {r['roofline_bound_by']}-bound); busiest unit: {r['bound_by']} "
+              f"({', '.join(f'{u} {v:.0%}' for u, v in r['utilization'].items())}); {r['events']} events in "
+              f"{r['wall_s']:.2f} s")
+        g = r["grid"]
+        print(f"grid: {g['sms_simulated']} SMs simulated as {g['work_lists']} distinct work list(s); SM finish "
+              f"min/median/max {g['finish_us_min']:.1f}/{g['finish_us_median']:.1f}/{g['finish_us_max']:.1f} us")
+    if args.png:
+        write_output("--png", args.png, lambda: gantt(events, args.png, title=f"{r['schedule']} on {r['gpu']} at "
+                                                      f"{r['shape']}", window_ns=steady_state_window(events)))
+        print(f"wrote {args.png}", file=sys.stderr if args.json else sys.stdout)  # --json output stays parseable
+    if args.races:
+        for race in r["races"]:
+            print(f"lapis simulate: {race}", file=sys.stderr)
+        if not args.json:
+            print(f"races: {len(r['races'])} found (happens-before over the barrier edges)")
+        return EXIT_CODES["race"] if r["races"] else EXIT_CODES["ok"]
+    return 0

@@ -1,0 +1,54 @@
+"""`lapis validate layouts|mma|timelines`: the models against the captures.
+
+layouts and mma exit 1 when a capture disagrees with the model; timelines exits 0 (its numbers are a measurement,
+not a pass/fail check).
+"""
+
+from __future__ import annotations
+
+import json
+
+from lapis.validate.layouts import format_provenance, format_validation, passed, validate_layouts
+from lapis.validate.mma import passed as mma_passed
+from lapis.validate.mma import validate_mma
+from lapis.validate.timelines import render, validate_timelines
+
+
+def cli_validate_layouts(args) -> int:
+    out = validate_layouts(args.captures)
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(format_validation(out))
+    return 0 if passed(out) else 1
+
+
+def cli_validate_mma(args) -> int:
+    out = validate_mma(args.captures)
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        w, p, s = out["wgmma"], out["mismatch_pairs"], out["settled"]
+        print(f"wgmma: {w['cases']} cases ({', '.join(w['dtypes'])}; majors {w['majors']}; swizzles "
+              f"{w['swizzles']}; N {w['n_values']}), {w['mismatches']} with D not predicted exactly")
+        print(f"mismatched descriptor/layout pairs: {p['cases']} ({', '.join(p['kinds'])}), "
+              f"{p['prediction_failures']} prediction failures; {p['harmless']} corruption(s) predicted harmless")
+        print(f"settled on the H200: LBO ignored for swizzled K-major: {s['lbo_ignored_swizzled_k_major']}; "
+              f"base offset 0 reads a TMA-written tile off its repeat boundary: "
+              f"{s['base_offset_zero_reads_tma_layout']}; PTX's formula does: "
+              f"{s['ptx_formula_base_offset_reads_tma_layout']}")
+        b = out["bank_conflicts"]
+        print(f"bank conflicts (Nsight Compute on the H200): {b['patterns']} patterns, {b['conflicting_patterns']} "
+              f"conflicting (x{', x'.join(f'{d:g}' for d in b['degrees'])}), {b['disagreements']} disagreements")
+        o = out["cutlass_oracle"]
+        print(f"CUTLASS oracle (make_gmma_desc / make_umma_desc run on the H200): {o['cases']} layouts, "
+              f"{o['k_steps']} K-steps, {o['disagreements']} disagreements with lapis's sm90 and sm100 builders")
+        print(format_provenance(out["provenance"]))
+    return 0 if mma_passed(out) else 1
+
+
+def cli_validate_timelines(args) -> int:
+    """`lapis validate timelines`: exit 0 (the numbers are a measurement, not a pass/fail check)."""
+    r = validate_timelines(args.captures, args.figures, progress=True)
+    print(json.dumps(r, indent=1) if args.json else render(r))
+    return 0

@@ -1,0 +1,337 @@
+"""`lapis validate timelines`: every committed timed measurement against the simulator's prediction (issue 10).
+
+A case is one (variant, shape, causal) of a timed capture: attention (lapis.captures.attention) and the GEMM
+(lapis.captures.gemm), found generically from the captures, so new variants and causal rows join by being
+captured. A case measured by several captures takes its time from the last one; the earlier ones give the
+run-to-run spread.
+- predicted_us: the calibrated profile and the schedule alone, with the kernel's parameters as the capture
+  records them: the committed prediction cache (lapis.pipeline_sim.predictions) where it holds the case, else a
+  simulation. measured_us: the plain (uninstrumented) build's median. err_pct = 100 (predicted - measured) /
+  measured (negative: the model is too fast).
+- blind: a lapis/data/blind/*.json entry for the same schedule, variant, shape and causal flag, dated no later than
+  the capture (the git history shows the order; this check works without it); blind_err_pct is its error.
+- mape_pct = mean |err_pct|; max_abs_err_pct = the largest; mape_pct_blind = mean |blind_err_pct| over blind
+  cases. spread_pct = the largest run-to-run difference, 100 (max - min) / min, over cases timed by more than
+  one capture (without repeats: the median within-run IQR spread, and spread_source says so). rank_pairs = pairs
+  of variants at one shape (and causal flag) whose measured gap exceeds 2 spread_pct; rank_agreement = the
+  fraction the prediction orders the same way (a predicted tie is wrong), null without pairs.
+- Where the capture holds the case's timeline (the instrumented build: the truth for events, not for total
+  time), both timelines are renamed into one vocabulary (lapis.validate.timeline_align) and give the steady-state
+  iteration time (lapis.validate.timeline_compare), per-role busy and wait fractions, the ns per tile of each op, the
+  first divergence from the launch on, and the steady-state divergence (the same inside the middle work item,
+  from its third K/V tile on): logical ids, never buffer positions; offsets in ns and % of the measured iteration.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import zipfile
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
+from functools import lru_cache
+from pathlib import Path
+
+from lapis.captures import attention as ac
+from lapis.captures import gemm as gc
+from lapis.errors import LayoutError
+from lapis.figures.compare_gantt import compare_gantt
+from lapis.figures.validation import progression, scatter
+from lapis.gpu.attention_plan import OPS, ROLES
+from lapis.model.profile import load_profile
+from lapis.pipeline_sim import predictions
+from lapis.pipeline_sim.simulate import SCHEDULES, simulate
+from lapis.validate.blind import BLIND
+from lapis.validate.layouts import captures_root
+from lapis.validate.ordering import ordering
+from lapis.validate.timeline_align import CANONICAL, canonical, first_divergence, steady_divergence
+from lapis.validate.timeline_compare import busy_fractions, err_pct, iteration_ns
+
+GPU = "h200"
+TOLERANCE_PCT = 10.0  # first divergence: an offset beyond this % of the measured steady-state iteration
+MAX_JOBS = 8  # worker processes for the cases (each simulates one schedule: about a second, single-threaded)
+
+
+# ---------------------------------------------------------------- cases from the captures
+
+def _capture_date(root: Path, capture: str, memo: dict) -> str:
+    if capture not in memo:
+        memo[capture] = json.loads((root / capture / "manifest.json").read_text())["provenance"]["date"][:10]
+    return memo[capture]
+
+
+def _attention(root: Path) -> list[dict]:
+    return [dict(family="attention", variant=r["variant"], schedule=r["schedule"], shape=r["shape"],
+                 causal=bool(r["causal"]), params=dict(r["params"]), measured_us=r["median_us"],
+                 spread_pct=r["spread_pct"], capture=r["capture"], timeline=r["timeline_key"],
+                 timeline_capture=r["timeline_capture"], clock_mhz=r["clock_probe_mhz"])
+            for r in ac.measurements(root)]
+
+
+def _gemm(root: Path) -> list[dict]:
+    out = []
+    for folder in gc.timed_captures(root):
+        man = gc.manifest(folder)
+        for e in man["results"]:
+            for v in e["variants"]:
+                m = gc.measured(man, v, e["shape"])
+                out.append(dict(family="gemm", variant=v, schedule=man["schedule"], shape=e["shape"], causal=False,
+                                params=dict(man["variants"][v]), measured_us=m["measured_us"],
+                                spread_pct=m["spread_pct"], capture=f"gemm/{folder.name}", timeline=m["timeline_file"],
+                                timeline_capture=f"gemm/{folder.name}", clock_mhz=None))
+    return out
+
+
+def measured_cases(root: Path) -> list[dict]:
+    """One dict per (family, variant, shape, causal), from the last capture that timed it; runs_us lists the
+    medians of every capture that timed it, in capture order. Capture dates (YYYY-MM-DD) from provenance."""
+    cases, dates = {}, {}
+    try:
+        rows = (_attention(root) if ac.has_timed(root) else []) + _gemm(root)
+        for r in rows:
+            _capture_date(root, r["capture"], dates)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
+        raise LayoutError("a timed capture's manifest is unreadable or incomplete", f"{type(exc).__name__}: {exc}",
+                          "restore the capture from git, or point --captures at a folder of whole captures") from None
+    for r in rows:
+        if not (isinstance(r["measured_us"], (int, float)) and r["measured_us"] > 0):
+            raise LayoutError("a measured time is a positive number of µs", f"{r['capture']}: {r['variant']} at "
+                              f"{r['shape']}: {r['measured_us']!r}", "restore the capture from git")
+        key = (r["family"], r["variant"], r["shape"], r["causal"])
+        runs = cases[key]["runs_us"] if key in cases else []
+        cases[key] = dict(r, runs_us=runs + [r["measured_us"]], capture_date=_capture_date(root, r["capture"], dates))
+    return list(cases.values())
+
+
+# ---------------------------------------------------------------- predictions
+
+def sim_params(schedule: str, params: dict, causal: bool) -> dict:
+    """The parameters to simulate with: {} when the capture's all equal the schedule's own (so the committed
+    cache's key matches), else all of them; causal=1 for a causal row."""
+    mod = importlib.import_module(SCHEDULES[schedule][1])
+    own = {**mod.DEFAULTS, **{k: v for k, v in getattr(mod, "VARIANTS", {}).get(schedule, {}).items()
+                              if k in mod.DEFAULTS}}
+    out = {} if all(own.get(k, object()) == v for k, v in params.items()) else dict(params)
+    return {**out, "causal": 1} if causal else out
+
+
+def predict(case: dict, cache: dict, events: bool) -> tuple[float, list | None, str]:
+    """(predicted µs, simulated events or None, "cache" | "simulated"). events=True always simulates (the cache
+    keeps no events) but still takes the time from the cache where it holds the case."""
+    params = sim_params(case["schedule"], case["params"], case["causal"])
+    hit = cache.get(predictions.key(case["schedule"], GPU, case["shape"], params))
+    if not events:
+        r, fresh = predictions.predict(case["schedule"], GPU, case["shape"], params, cache)
+        return r["predicted_us"], None, "simulated" if fresh else "cache"
+    r = simulate(case["schedule"], GPU, case["shape"], dict(params))
+    return (hit or r)["predicted_us"], r["_events"], "cache" if hit else "simulated"
+
+
+def blind_entries() -> list[dict]:
+    """Every entry of lapis/data/blind/*.json, with its set's name and date."""
+    out = []
+    for path in sorted(BLIND.glob("*.json")):
+        d = json.loads(path.read_text())
+        out += [dict(e, set=d["name"], date=d["date"]) for e in d["entries"]]
+    return out
+
+
+def blind_for(case: dict, entries: list[dict]) -> dict | None:
+    """The blind entry of this case dated no later than its capture, or None."""
+    return next((e for e in entries if e["schedule"] == case["schedule"] and e["variant"] == case["variant"]
+                 and e["shape"] == case["shape"] and bool(e["params"].get("causal", 0)) == case["causal"]
+                 and e["date"] <= case["capture_date"]), None)
+
+
+# ---------------------------------------------------------------- timelines
+
+def measured_events(root: Path, case: dict) -> list | None:
+    """The measured events of the case's timeline (attention: SM 0; GEMM: gemm_capture.pick_sm), or None."""
+    if not case["timeline"]:
+        return None
+    try:
+        if case["family"] == "attention":
+            return ac.sm_events(ac.timeline(root, case["timeline"], case["timeline_capture"]), 0, ROLES, OPS)
+        got = gc.measured_events(root / case["capture"], case["timeline"])
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        raise LayoutError("a capture's timelines.npz is unreadable", f"{case['timeline_capture']}: "
+                          f"{type(exc).__name__}: {exc}", "restore the capture from git") from None
+    return None if got is None else got[0]
+
+
+def timeline_metrics(pred, meas, family: str, tolerance_pct: float = TOLERANCE_PCT) -> dict:
+    """Iteration time, busy/wait fractions per role, ns per tile of each canonical op (summed over the
+    consumer roles) and the first divergence, from two canonical event lists (lapis.validate.timeline_align)."""
+    it_p, it_m = iteration_ns(pred), iteration_ns(meas)
+    fr = {side: (busy_fractions(ev), busy_fractions(ev, waits=True)) for side, ev in (("p", pred), ("m", meas))}
+    roles = {r: dict(busy=dict(predicted=fr["p"][0].get(r), measured=fr["m"][0].get(r)),
+                     wait=dict(predicted=fr["p"][1].get(r), measured=fr["m"][1].get(r)))
+             for r in sorted(set(fr["p"][0]) | set(fr["m"][0]) | set(fr["p"][1]) | set(fr["m"][1]))}
+    op_p, op_m = ac.iteration_ns(pred), ac.iteration_ns(meas)
+    ops = {op: dict(predicted=op_p.get(op), measured=op_m.get(op)) for op in dict.fromkeys(CANONICAL[family].values())
+           if op in op_p or op in op_m}
+    return dict(iteration_ns=dict(predicted=it_p, measured=it_m, err_pct=err_pct(it_p, it_m) if it_p and it_m
+                                  else None),
+                roles=roles, ops_ns_per_tile=ops,
+                first_divergence=first_divergence(pred, meas, it_m, tolerance_pct) if it_m else None,
+                steady_divergence=steady_divergence(pred, meas, it_m, tolerance_pct) if it_m else None)
+
+
+# ---------------------------------------------------------------- the whole table
+
+def _progress(progress, text: str) -> None:
+    if progress:
+        print(text, file=sys.stderr, flush=True)
+
+
+def validate_timelines(captures: str | None = None, figures: str | Path | None = None, progress: bool = False,
+                       tolerance_pct: float = TOLERANCE_PCT, select=None) -> dict:
+    """The table (module docstring) as a JSON-able dict. figures: a folder for the per-case Gantt charts, the
+    scatter and the progression chart (lapis.figures.validation). progress: one line per case on stderr.
+    select: keep only the cases (measured_cases dicts) for which it returns True.
+    Raises LayoutError when the captures hold no timed attention or GEMM capture (or select keeps none)."""
+    root = captures_root(captures, kinds=())
+    cases = [c for c in measured_cases(root) if select is None or select(c)]
+    if not cases:
+        raise LayoutError("no timed attention or GEMM capture", f"{root}", "pass --captures DIR holding "
+                          "attention/<capture>/ or gemm/<capture>/ with timed results (lapis bench ...)")
+    fig_dir = Path(figures) if figures else None
+    if fig_dir:
+        try:
+            fig_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # an existing file, a read-only or pseudo file system
+            raise LayoutError("--figures must be a folder lapis can write", str(fig_dir),
+                              "pass a new or existing folder") from exc
+    cache, blinds, per_case = predictions.load(), blind_entries(), []
+    args = [(root, case, cache, blind_for(case, blinds), fig_dir, tolerance_pct) for case in cases]
+    jobs = min(len(cases), os.cpu_count() or 1, MAX_JOBS)
+    with ProcessPoolExecutor(jobs) if jobs > 1 else nullcontext() as pool:
+        rows = pool.map(_case_row, *zip(*args)) if pool else map(_case_row, *zip(*args))
+        for i, (case, row) in enumerate(zip(cases, rows)):  # in order, as each case completes
+            _progress(progress, f"validate timelines: {i + 1}/{len(cases)} {case['variant']} {case['shape']}")
+            per_case.append(row)
+    out = summarize(per_case, tolerance_pct)
+    if fig_dir:
+        _progress(progress, "validate timelines: scatter and progression charts")
+        scatter(out["per_case"], fig_dir / "validation_scatter.png")
+        progression(out["per_case"], fig_dir / "validation_progression.png")
+        out["figures"] = dict(scatter="validation_scatter.png", progression="validation_progression.png")
+    return out
+
+
+def _case_row(root: Path, case: dict, cache: dict, blind: dict | None, fig_dir: Path | None,
+              tolerance_pct: float) -> dict:
+    """One per_case row (module docstring); draws the case's Gantt into fig_dir when given. A top-level
+    function: validate_timelines runs it in worker processes."""
+    meas_ev = measured_events(root, case)
+    row = {k: case[k] for k in ("family", "variant", "schedule", "shape", "causal", "capture", "runs_us")}
+    try:
+        pred_us, pred_ev, source = predict(case, cache, events=meas_ev is not None)
+    except LayoutError as exc:  # a schedule that cannot run this case (e.g. causal not modelled)
+        return dict(row, predicted_us=None, measured_us=case["measured_us"], err_pct=None, blind=False,
+                    blind_err_pct=None, first_divergence=None, steady_divergence=None, error=str(exc))
+    row.update(predicted_us=pred_us, predicted_source=source, measured_us=case["measured_us"],
+               err_pct=err_pct(pred_us, case["measured_us"]), within_run_spread_pct=case["spread_pct"],
+               **cycles(pred_us, case),
+               blind=blind is not None, blind_set=blind and blind["set"],
+               blind_predicted_us=blind and blind["predicted_us"],
+               blind_err_pct=blind and err_pct(blind["predicted_us"], case["measured_us"]))
+    if meas_ev is None:
+        return dict(row, first_divergence=None, steady_divergence=None, timeline=None)
+    pc, mc = canonical(pred_ev, case["family"]), canonical(meas_ev, case["family"])
+    t = timeline_metrics(pc, mc, case["family"], tolerance_pct)
+    row.update(first_divergence=t.pop("first_divergence"), steady_divergence=t.pop("steady_divergence"), timeline=t)
+    if fig_dir:
+        row["gantt"] = _gantt(fig_dir, row, pc, mc)
+    return row
+
+
+@lru_cache(maxsize=1)
+def _profile_clock_ghz() -> float:
+    return load_profile(GPU)["clock_ghz"]
+
+
+def cycles(pred_us: float, case: dict) -> dict:
+    """The error in SM cycles where the capture measured the run's clock (the plain build's clock probe): the
+    prediction at the profile's clock_ghz against the measurement at the probe's. The time error mixes this with
+    the clock the run had, which the model does not predict (one profile clock for every kernel)."""
+    if not case.get("clock_mhz"):
+        return dict(clock_mhz=None, cycles_err_pct=None)
+    ghz = _profile_clock_ghz()
+    return dict(clock_mhz=case["clock_mhz"], cycles_err_pct=err_pct(pred_us * ghz, case["measured_us"] *
+                                                                    case["clock_mhz"] / 1e3))
+
+
+def _gantt(folder: Path, row: dict, pred, meas) -> str:
+    name = f"validation_gantt_{row['variant']}_{row['shape']}{'_causal' if row['causal'] else ''}.png"
+    fig = compare_gantt(pred, meas, None, title=f"{row['variant']} ({row['schedule']}) at {row['shape']}"
+                        f"{' causal' if row['causal'] else ''}: predicted vs measured (instrumented build)")
+    fig.savefig(folder / name, dpi=80)  # one per case: a smaller file, and a third less time than 110 dpi
+    fig.clear()
+    return name
+
+
+def run_to_run_spread(per_case: list[dict]) -> tuple[float | None, str]:
+    """(spread_pct, how it was measured): the largest 100 (max - min) / min over cases timed more than once,
+    else the median within-run IQR spread."""
+    from statistics import median
+    repeats = [100 * (max(r["runs_us"]) - min(r["runs_us"])) / min(r["runs_us"]) for r in per_case
+               if len(r["runs_us"]) > 1]
+    if repeats:
+        return max(repeats), f"largest run-to-run difference over {len(repeats)} case(s) timed by several captures"
+    within = [r["within_run_spread_pct"] for r in per_case if r.get("within_run_spread_pct") is not None]
+    return (median(within), "median within-run IQR spread (no case was timed twice)") if within else \
+        (None, "no timed case")
+
+
+def summarize(per_case: list[dict], tolerance_pct: float = TOLERANCE_PCT) -> dict:
+    """The headline numbers over per_case rows (keys: family, variant, shape, causal, predicted_us,
+    measured_us, err_pct, blind_err_pct, runs_us, within_run_spread_pct)."""
+    scored = [r for r in per_case if r["err_pct"] is not None]
+    errs = [abs(r["err_pct"]) for r in scored]
+    blind = [abs(r["blind_err_pct"]) for r in scored if r.get("blind_err_pct") is not None]
+    spread, how = run_to_run_spread(per_case)
+    order = ordering(scored, spread_pct=spread, group=lambda r: (r["family"], r["shape"], r["causal"]))
+    cyc = [abs(r["cycles_err_pct"]) for r in scored if r.get("cycles_err_pct") is not None]
+    return dict(cases=len(per_case), scored=len(scored), mape_pct=sum(errs) / len(errs) if errs else None,
+                mape_cycles_pct=sum(cyc) / len(cyc) if cyc else None, cycles_cases=len(cyc),
+                max_abs_cycles_err_pct=max(cyc) if cyc else None,
+                mape_pct_blind=sum(blind) / len(blind) if blind else None, blind_cases=len(blind),
+                max_abs_err_pct=max(errs) if errs else None, rank_pairs=order["resolved"],
+                rank_agreement=order["predicted_right"] / order["resolved"] if order["resolved"] else None,
+                spread_pct=spread, spread_source=how, pairs=order["pairs"], tolerance_pct=tolerance_pct,
+                per_case=per_case)
+
+
+# ---------------------------------------------------------------- text and CLI
+
+def _f(x, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def divergence_text(d: dict | None) -> str:
+    if d is None:
+        return "-"
+    where = f"{d['role']} {d['op']} (item {d['work_item']}, k {d['k_index']})"
+    if not d["diverged"]:
+        return f"none beyond {d['tolerance_ns']:.0f} ns (largest {d['offset_ns']:+.0f} ns at {where})"
+    return f"{where}: {d['offset_ns']:+.0f} ns ({d['offset_pct']:+.0f}% of an iteration)"
+
+
+def render(r: dict) -> str:
+    lines = [f"{r['cases']} cases ({r['scored']} scored): mape {_f(r['mape_pct'], '.1f')}% (blind: {_f(r['mape_pct_blind'], '.1f')}% over "
+             f"{r['blind_cases']}), max |err| {_f(r['max_abs_err_pct'], '.1f')}%; rank pairs {r['rank_pairs']} "
+             f"(gap > 2 x spread {_f(r['spread_pct'], '.2f')}%: {r['spread_source']}), rank agreement "
+             f"{_f(r['rank_agreement'], '.0%')}",
+             f"in SM cycles (the {r.get('cycles_cases', 0)} cases whose capture probed the clock): mape "
+             f"{_f(r.get('mape_cycles_pct'), '.1f')}%, max |err| {_f(r.get('max_abs_cycles_err_pct'), '.1f')}%", "",
+             f"{'variant':<14} {'shape':<16} {'causal':<6} {'pred µs':>9} {'meas µs':>9} {'err %':>7} "
+             f"{'blind %':>8} {'MHz':>5} {'cyc %':>6}  first divergence | steady-state divergence (offset: measured - predicted)"]
+    lines += [f"{c['variant']:<14} {c['shape']:<16} {str(c['causal']):<6} {_f(c['predicted_us'], '9.1f')} "
+              f"{c['measured_us']:9.1f} {_f(c['err_pct'], '+7.1f')} {_f(c['blind_err_pct'], '+8.1f')} "
+              f"{_f(c.get('clock_mhz'), '.0f'):>5} {_f(c.get('cycles_err_pct'), '+.1f'):>6}  "
+              f"{c.get('error') or divergence_text(c['first_divergence'])} | {divergence_text(c['steady_divergence'])}"
+              for c in r["per_case"]]
+    return "\n".join(lines)

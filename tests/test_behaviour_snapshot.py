@@ -1,0 +1,52 @@
+"""The tree was restructured without changing a number: every cached prediction, every `validate layouts/mma/
+timelines` number and the report's JSON equal the snapshot taken before the move (tests/data/behaviour_snapshot,
+computed by the tree of commit 03446f1; run times, `wall_s`, are left out)."""
+
+import json
+from pathlib import Path
+
+from lapis.data import PREDICTIONS
+from lapis.validate.layouts import validate_layouts
+from lapis.validate.mma import validate_mma
+from lapis.validate.timelines import validate_timelines
+
+SNAPSHOT = Path(__file__).parent / "data" / "behaviour_snapshot"
+
+
+def without_run_times(obj):
+    """The JSON as a comparable value: `wall_s` (seconds the run took) dropped, floats kept exact."""
+    if isinstance(obj, dict):
+        return {k: without_run_times(v) for k, v in obj.items() if k != "wall_s"}
+    if isinstance(obj, list):
+        return [without_run_times(v) for v in obj]
+    return obj
+
+
+def snapshot(name: str):
+    return json.loads((SNAPSHOT / f"{name}.json").read_text())
+
+
+def as_json(value):
+    """What the CLI's --json prints, read back: tuples become lists, as in the snapshot."""
+    return json.loads(json.dumps(value))
+
+
+def test_cached_predictions_equal_the_snapshot():
+    """Keyed by (schedule, gpu, shape, params): the hashes in the committed keys change with the sources."""
+    cache = json.loads(PREDICTIONS.read_text())
+    values = {json.dumps(json.loads(k)[:4]): v for k, v in cache.items()}
+    assert values == snapshot("predictions")
+
+
+def test_validate_layouts_and_mma_equal_the_snapshot():
+    assert without_run_times(as_json(validate_layouts())) == snapshot("validate_layouts")
+    assert without_run_times(as_json(validate_mma())) == snapshot("validate_mma")
+
+
+def test_validate_timelines_equals_the_snapshot():
+    assert without_run_times(as_json(validate_timelines())) == snapshot("validate_timelines")
+
+
+def test_the_report_json_equals_the_snapshot(report_run):
+    _, numbers = report_run
+    assert without_run_times(numbers) == snapshot("report")
