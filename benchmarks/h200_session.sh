@@ -25,7 +25,7 @@ elif [ "$mode" = time ]; then
   timeout 400 python3 -m lapis.gpu.bench_gemm --out "$OUT/gemm" --provenance gemm-provenance.json \
     > "$OUT/gemm.log" 2>&1; echo "gemm time rc $?"; tail -30 "$OUT/gemm.log"
 fi
-# Attention (issue 7): bash benchmarks/h200_session.sh attn-check|attn-time
+# Attention: bash benchmarks/h200_session.sh attn-check|attn-time
 # Needs attn-provenance.json made here first:
 #   python -m lapis.captures.provenance $(python -m lapis.gpu.bench_attention --sources) > attn-provenance.json
 # attn-check builds, checks correctness at the small shape and all five shapes (no timing) and runs the sanitizer;
@@ -40,7 +40,7 @@ elif [ "$mode" = attn-time ]; then
   timeout 280 python3 -m lapis.gpu.bench_attention --out "$OUT/attn" --provenance attn-provenance.json --variants s1,s2 \
     > "$OUT/attn.log" 2>&1; echo "attn time rc $?"; tail -32 "$OUT/attn.log"
 fi
-# Attention part 2 (issue 8): bash benchmarks/h200_session.sh attn2-check|attn2-time runs only s3 and s4 (the
+# Attention, s3 and s4: bash benchmarks/h200_session.sh attn2-check|attn2-time runs only s3 and s4 (the
 # variants bench_attention has of them), with the same attn-provenance.json. attn2-check: correctness at the small
 # shape and the five shapes, no timing, and the sanitizer on them (planted race on s3); the blind predictions
 # (lapis/data/blind/attention_h200_s3s4.json: s3, attention_h200_s4.json: s4) are committed before attn2-time.
@@ -57,7 +57,7 @@ elif [ "$mode" = attn2-time ]; then
   timeout 280 python3 -m lapis.gpu.bench_attention --out "$OUT/attn2" --provenance attn-provenance.json \
     --variants "$v2" > "$OUT/attn2.log" 2>&1; echo "attn2 time rc $?"; tail -32 "$OUT/attn2.log"
 fi
-# Any attention variants (issue 8 on): bash benchmarks/h200_session.sh vcheck|vtime VARIANTS [causal], e.g. vcheck s5
+# Any attention variants: bash benchmarks/h200_session.sh vcheck|vtime VARIANTS [causal], e.g. vcheck s5
 # then vtime s3,s4,s5 (earlier variants timed again in the same run, for same-run ratios); `causal` runs the causal
 # builds (bench --causal, sanitizer NAME:causal). vcheck: correctness at the small shape and all five, timelines,
 # and the sanitizer; no timing. The variants' blind predictions (lapis/data/blind/*.json) are committed between vcheck

@@ -1,6 +1,5 @@
 """The B200 attention progression (k01..k14 and the minor optimizations) in the simulator."""
 
-import time
 
 import pytest
 
@@ -78,10 +77,10 @@ def test_skip_rescale_lowers_tmem_and_fma_work():
     assert k11["utilization"]["tmem"] * k11["predicted_us"] < k10["utilization"]["tmem"] * k10["predicted_us"]
 
 
-def test_a_long_shape_simulates_fast():
-    t0 = time.time()
+def test_a_long_shape_deals_its_items_over_the_persistent_grid():
+    """Its speed is a benchmark (benchmarks/simulate_speed.py), not a test: the machine's load decides it."""
     r = simulate("b200-k14-persistent", "b200", "2x16x16384x128")
-    assert r["work"]["items_per_sm"] == 14 and time.time() - t0 < 4.0
+    assert r["work"]["items_per_sm"] == 14
 
 
 def test_the_unmodelled_chapters_are_the_ones_the_table_names():
