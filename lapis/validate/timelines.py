@@ -36,7 +36,7 @@ from pathlib import Path
 
 from lapis.captures import attention as ac
 from lapis.captures import gemm as gc
-from lapis.errors import LayoutError
+from lapis.errors import LayoutError, NotModelled, ScheduleError
 from lapis.figures.compare_gantt import compare_gantt
 from lapis.figures.validation import progression, scatter
 from lapis.gpu.attention_plan import OPS, ROLES
@@ -229,7 +229,7 @@ def _case_row(root: Path, case: dict, cache: dict, blind: dict | None, fig_dir: 
     row = {k: case[k] for k in ("family", "variant", "schedule", "shape", "causal", "capture", "runs_us")}
     try:
         pred_us, pred_ev, source = predict(case, cache, events=meas_ev is not None)
-    except LayoutError as exc:  # a schedule that cannot run this case (e.g. causal not modelled)
+    except (ScheduleError, NotModelled) as exc:  # a schedule that cannot run this case (e.g. causal not modelled)
         return dict(row, predicted_us=None, measured_us=case["measured_us"], err_pct=None, blind=False,
                     blind_err_pct=None, first_divergence=None, steady_divergence=None, error=str(exc))
     row.update(predicted_us=pred_us, predicted_source=source, measured_us=case["measured_us"],
