@@ -244,10 +244,10 @@ def test_the_scatter_gives_every_variant_its_own_colour_and_marker():
 
 def test_a_corrupt_clock_probe_and_a_changed_kernel_are_not_taken_silently():
     from lapis.captures import attention as ac
-    from lapis.errors import LayoutError
+    from lapis.errors import CaptureError
     assert ac._probe_mhz({"clock_probe": {"mhz": 1650.0}}, "x") == 1650.0 and ac._probe_mhz({}, "x") is None
     for bad in ({"mhz": -1500.0}, {"mhz": 1e-3}, {"mhz": 1e9}, {"mhz": float("nan")}, {"mhz": "1500"}, [1, 2]):
-        with pytest.raises(LayoutError, match="between 100 and 3000 MHz"):
+        with pytest.raises(CaptureError, match="between 100 and 3000 MHz"):
             ac._probe_mhz({"clock_probe": bad}, "x")
     # a timeline is inherited only at the same kernel parameters
     old = dict(variant="s9", shape="s", causal=False, params=dict(block_n=128), timeline_key="k",
