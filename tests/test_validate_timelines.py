@@ -204,7 +204,7 @@ def test_wait_fraction_is_the_time_spent_only_waiting():
 def test_a_broken_or_negative_capture_is_refused_by_name(tmp_path):
     import shutil
 
-    from lapis.errors import LayoutError
+    from lapis.errors import CaptureError
     from lapis.validate.timelines import measured_cases
     src = ROOT / "data/captures/attention/h200-2026-11-30-s5"
     dst = tmp_path / "attention" / "h200-2026-11-30-s5"
@@ -212,10 +212,10 @@ def test_a_broken_or_negative_capture_is_refused_by_name(tmp_path):
     man = json.loads((dst / "manifest.json").read_text())
     man["results"][1]["variants"]["s5"]["plain"]["median_us"] = -5.0
     (dst / "manifest.json").write_text(json.dumps(man))
-    with pytest.raises(LayoutError, match="a measured time is a positive number"):
+    with pytest.raises(CaptureError, match="a measured time is a positive number"):
         measured_cases(tmp_path)
     (dst / "manifest.json").write_text("{not json")
-    with pytest.raises(LayoutError, match="unreadable or incomplete"):
+    with pytest.raises(CaptureError, match="unreadable or incomplete"):
         measured_cases(tmp_path)
 
 
@@ -265,8 +265,8 @@ def test_a_truncated_timelines_file_is_named(tmp_path):
     npz = cap / "attention/h200-2026-11-30-s8s9/timelines.npz"
     with open(npz, "r+b") as f:
         f.truncate(1000)
-    from lapis.errors import LayoutError
-    with pytest.raises(LayoutError, match="timelines.npz is unreadable"):
+    from lapis.errors import CaptureError
+    with pytest.raises(CaptureError, match="timelines.npz is unreadable"):
         validate_timelines(str(cap), select=lambda c: c["variant"] == "s9" and not c["causal"] and c["shape"] == "8x16x4096x128")
     assert main(["validate", "timelines", "--captures", str(cap)]) == 2
 
