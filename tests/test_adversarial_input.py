@@ -56,14 +56,14 @@ def test_huge_shapes_are_refused_before_any_work_list_is_built(argv, capsys):
 def test_the_size_bound_is_a_lower_bound(monkeypatch):
     """2048x2048x4096 on h200-gemm-ws: 256 tiles on 132 SMs, so the busiest SM runs 2 tiles x 64 K blocks = 128
     K blocks; the up-front check passes at a bound of 128 and refuses at 127 (the run itself records more)."""
-    from lapis.errors import LayoutError
+    from lapis.errors import ScheduleError
     from lapis.pipeline_sim import recorder
     from lapis.pipeline_sim.simulate import check_size
     prm = dict(block_m=128, block_n=128, block_k=64)
     monkeypatch.setattr(recorder, "MAX_EVENTS", 128)
     check_size("gemm", (2048, 2048, 4096), prm, 132)
     monkeypatch.setattr(recorder, "MAX_EVENTS", 127)
-    with pytest.raises(LayoutError, match="at least 128 tile-level events"):
+    with pytest.raises(ScheduleError, match="at least 128 tile-level events"):
         check_size("gemm", (2048, 2048, 4096), prm, 132)
 
 

@@ -9,17 +9,17 @@ import sys
 import numpy as np
 import pytest
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.gpu import attention_plan, bench_attention as ba, harness, sanitize_attention as sa
 
 
 def test_shapes_must_tile_and_have_head_dim_128():
     assert ba.check_shape(ba.VARIANTS["s2"], "8x16x4096x128") == (8, 16, 4096, 128)
-    with pytest.raises(LayoutError, match="multiple of the kernel's block_n"):
+    with pytest.raises(ScheduleError, match="multiple of the kernel's block_n"):
         ba.check_shape(ba.VARIANTS["s1"], "1x2x576x128")  # 576 = 9 x 64: block_m fits, block_n 128 does not
-    with pytest.raises(LayoutError, match="head dim 128"):
+    with pytest.raises(ScheduleError, match="head dim 128"):
         ba.check_shape(ba.VARIANTS["s1"], "1x2x512x64")
-    with pytest.raises(LayoutError, match="BxHxLxD"):
+    with pytest.raises(ScheduleError, match="BxHxLxD"):
         ba.parse_shape("4096x128")
     r = subprocess.run([sys.executable, "-m", "lapis.gpu.bench_attention", "--out", "/tmp/x", "--shapes",
                         "1x1x100x128"], capture_output=True, text=True)
@@ -72,7 +72,7 @@ def test_flops_smem_and_threads_by_hand():
     # s9: s8 with 3 stages and one Q slot: 32 KiB + 3 x 64 KiB + 1 KiB align
     assert "LAPIS_ATTENTION(s9_tuned, 3, 128, 2, true, true, true, true, 0, true, true, 1)" in src
     assert ba.smem_bytes(ba.VARIANTS["s9"], plan) == 32768 + 3 * 65536 + 1024 <= 227 * 1024 - 1024
-    with pytest.raises(LayoutError, match="multiple of the kernel's block_m"):
+    with pytest.raises(ScheduleError, match="multiple of the kernel's block_m"):
         ba.check_shape(ba.VARIANTS["s3"], "1x2x576x128")  # 576 = 4.5 x 128
 
 
@@ -143,11 +143,11 @@ def test_bench_and_sanitizer_take_a_variant_subset():
                         "--causal", "--shapes", "1x2x500x128"], capture_output=True, text=True)
     assert r.returncode == 2 and "error: L must be a multiple of the kernel's block_m" in r.stderr
     assert "Traceback" not in r.stderr
-    with pytest.raises(LayoutError, match="--causal needs a variant with a causal build"):
+    with pytest.raises(ScheduleError, match="--causal needs a variant with a causal build"):
         ba.check_shape(ba.VARIANTS["s8"], "8x16x4096x128", causal=True)
     assert ba.check_shape(ba.VARIANTS["s9"], "8x16x4096x128", causal=True) == (8, 16, 4096, 128)
     assert sa.split_variant("s9:causal") == ("s9", True) and sa.split_variant("s5") == ("s5", False)
-    with pytest.raises(ValueError, match="NAME or NAME:causal"):
+    with pytest.raises(ScheduleError, match="NAME or NAME:causal"):
         sa.split_variant("s9:Causal")
     assert ba.kernel_name(ba.VARIANTS["s9"], causal=True) == "attn_s9_tuned_causal_s3_n128_c2"
     assert ba.flops("1x1x1024x128", causal=True) == 2.0 * 1024 * 1024 * 128

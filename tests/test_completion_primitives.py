@@ -4,7 +4,7 @@ named barrier."""
 import pytest
 import simpy
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.commit_groups import CpAsyncGroups, WgmmaGroups
 from lapis.pipeline_sim.deadlock import Deadlock, run_checked
 from lapis.pipeline_sim.named_barrier import NamedBarrier
@@ -44,11 +44,11 @@ def test_bar_sync_waits_in_simulated_time_and_bar_arrive_does_not():
 
 def test_thread_counts_are_whole_warps_and_ids_lie_in_0_to_15():
     env = simpy.Environment()
-    with pytest.raises(LayoutError, match="multiple of the warp size"):
+    with pytest.raises(ScheduleError, match="multiple of the warp size"):
         NamedBarrier(env, "b", 1, 100)
-    with pytest.raises(LayoutError, match="multiple of the warp size"):
+    with pytest.raises(ScheduleError, match="multiple of the warp size"):
         turn_barrier(env).arrive("consumer0", 48)
-    with pytest.raises(LayoutError, match="id lies in 0..15"):
+    with pytest.raises(ScheduleError, match="id lies in 0..15"):
         NamedBarrier(env, "b", 16, 128)
 
 
@@ -96,7 +96,7 @@ def test_a_group_holds_every_op_issued_since_the_last_commit_and_an_empty_group_
     env.process(warp())
     env.run()
     assert seen["t"] == 70
-    with pytest.raises(LayoutError, match=r"cp.async.wait_group takes a count of groups >= 0"):
+    with pytest.raises(ScheduleError, match=r"cp.async.wait_group takes a count of groups >= 0"):
         g.wait(-1)
 
 

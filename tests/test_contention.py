@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import simpy
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim.contention import Contention
 from lapis.pipeline_sim.schedules import attention_h200 as ah
@@ -72,10 +72,10 @@ def test_the_pipe_slows_beside_a_softmax_and_the_softmax_beside_wgmma_in_flight(
 
 def test_bad_factors_and_kinds_are_named():
     env = simpy.Environment()
-    with pytest.raises(LayoutError, match="rate relative to alone"):
+    with pytest.raises(ScheduleError, match="rate relative to alone"):
         Contention(env, softmax_under_gemm=0.0, softmax_pair=1.0, pipe_under_softmax=1.0)
     c = Contention(env, softmax_under_gemm=1.0, softmax_pair=1.0, pipe_under_softmax=1.0)
-    with pytest.raises(LayoutError, match="softmax or a tensor-pipe job"):
+    with pytest.raises(ScheduleError, match="softmax or a tensor-pipe job"):
         next(c.run("mufu", 1.0))
 
 
@@ -174,13 +174,13 @@ def test_q_loads_see_the_hbm_latency_and_kv_loads_the_l2_one():
 def test_bad_work_factors_and_unmatched_completions_are_refused():
     env = simpy.Environment()
     for bad in (float("nan"), float("inf"), "1", None):
-        with pytest.raises(LayoutError, match="finite rate relative to alone"):
+        with pytest.raises(ScheduleError, match="finite rate relative to alone"):
             Contention(env, softmax_under_gemm=1.0, softmax_pair=bad, pipe_under_softmax=1.0)
     c = Contention(env, softmax_under_gemm=0.5, softmax_pair=1.0, pipe_under_softmax=1.0)
     for bad in (float("nan"), float("inf"), "5"):
-        with pytest.raises(LayoutError, match="finite number of ns"):
+        with pytest.raises(ScheduleError, match="finite number of ns"):
             next(c.run("softmax", bad))
-    with pytest.raises(LayoutError, match="needs a wgmma group in flight"):
+    with pytest.raises(ScheduleError, match="needs a wgmma group in flight"):
         c.gemm_done()
 
 
@@ -188,7 +188,7 @@ def test_a_profile_without_the_contend_measurements_is_named():
     from lapis.model.profile import Profile
     p = load_profile("h200")
     lacking = Profile(p.name, p.arch, {k: v for k, v in p.values.items() if k != "softmax_cycles_ex2_cond_pair"})
-    with pytest.raises(LayoutError, match="contend and launch microbenchmarks") as e:
+    with pytest.raises(ScheduleError, match="contend and launch microbenchmarks") as e:
         ah.softmax_costs(lacking, ah.VARIANTS["h200-s7-cond-rescale"], dict(emulate_frac=0), 64, 128, 128)
     assert "softmax_cycles_ex2_cond_pair" in str(e.value)
 

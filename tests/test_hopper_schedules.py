@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lapis.cli import main
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim.setmaxnreg import derived_split, register_split
 from lapis.pipeline_sim.simulate import simulate
@@ -33,7 +33,7 @@ def test_derived_register_splits_and_what_they_use():
     (dict(regs_consumer=236), "setmaxnreg takes 24..256 registers in steps of 8 (regs_consumer): got 236"),
 ])
 def test_register_splits_that_break_setmaxnreg_or_the_file_are_refused(params, message):
-    with pytest.raises(LayoutError) as exc:
+    with pytest.raises(ScheduleError) as exc:
         simulate("h200-s3-two-consumers", "h200", "1x2x1024x128", params)
     assert message in str(exc.value)
 
@@ -128,7 +128,7 @@ def test_s9_is_at_least_as_fast_as_s8_at_the_fa4_shapes():
 def test_s9_masks_a_ragged_last_tile_where_s8_refuses_it():
     r = simulate("h200-s9-tuned", "h200", "1x2x4096x128", dict(block_n=176, stages=2))
     assert r["work"]["kv_tiles"] == 24  # ceil(4096 / 176): the 24th tile holds 48 keys, masked
-    with pytest.raises(LayoutError, match="multiple of the tiles"):
+    with pytest.raises(ScheduleError, match="multiple of the tiles"):
         simulate("h200-s8-persistent", "h200", "1x2x4096x128", dict(block_n=176))
-    with pytest.raises(LayoutError, match=r"Q 32768 B \+ 3 stages x K\+V 90112 B = 303104 B > 232448 B"):
+    with pytest.raises(ScheduleError, match=r"Q 32768 B \+ 3 stages x K\+V 90112 B = 303104 B > 232448 B"):
         simulate("h200-s9-tuned", "h200", "1x2x4096x128", dict(block_n=176, stages=3))

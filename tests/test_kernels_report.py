@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.model.occupancy import resident_ctas
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +58,7 @@ def test_occupancy_of_the_captured_kernels_is_the_simulators_rule():
     s2 = resident_ctas(p, 256, 232, 16384 + 2 * 65536 + 1024 + 1024)
     assert s2.ctas_per_sm == 1 and s2.registers_per_cta == 8 * 7424 and s2.limits["smem"] == 1
     for bad in ((0, 32, 0), (128, 256, 0), (128, 32, 232449)):
-        with pytest.raises(LayoutError):
+        with pytest.raises(ScheduleError):
             resident_ctas(p, *bad)
 
 

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError
 from lapis.model import micro_campaign as mc
 from lapis.model import fit
 
@@ -164,7 +164,7 @@ def test_the_manifest_cannot_name_a_kernel_capture(captures, tmp_path):
     for bad in ("gemm/h200-test/results.json", "attention/h200-test/results.json", "micro/../gemm/micro/results.json"):
         spec["h200"]["captures"] = [bad]
         man.write_text(json.dumps(spec))
-        with pytest.raises(LayoutError, match="microbenchmark captures only"):
+        with pytest.raises(CaptureError, match="microbenchmark captures only"):
             fit.fit_profile("h200", root, man)
 
 
@@ -316,18 +316,18 @@ def test_v2_perturbing_any_used_measurement_of_either_file_changes_the_profile(c
 
 
 def test_bad_contend_and_launch_data_are_refused_by_name():
-    from lapis.errors import LayoutError
+    from lapis.errors import CaptureError
     lead = dict(name="contend.exp2f.t", kind="contend", file="micro/x/micro/results.json",
                 params=dict(iters=1024, work_per_cta=1024, lead="gemm", follow=None), raw=dict(cycles=[1.2e6] * 3))
     assert fit.contend_values({"contend.exp2f.t": lead})["gemm_pair_cycles"]["value"] == pytest.approx(1171.9, rel=1e-3)
     pair = dict(lead, name="contend.exp2f.tt", raw=dict(cycles=[2.1e6] * 3, follower_rate=[]))
-    with pytest.raises(LayoutError, match="positive finite rates on both sides") as e:
+    with pytest.raises(CaptureError, match="positive finite rates on both sides") as e:
         fit.contend_values({"contend.exp2f.tt": pair})
     assert "contend.exp2f.tt (follower)" in str(e.value)
     zero = dict(pair, raw=dict(cycles=[2.1e6] * 3, follower_rate=[0.0] * 3))
-    with pytest.raises(LayoutError, match="positive finite rates"):
+    with pytest.raises(CaptureError, match="positive finite rates"):
         fit.contend_values({"contend.exp2f.tt": zero})
     turn = dict(name="launch.turnover", kind="turnover", file="micro/x/micro/results.json",
                 params=dict(what="gap"), raw=dict(gap_ns=[float("nan")] * 3))
-    with pytest.raises(LayoutError, match="launch.turnover needs a gap"):
+    with pytest.raises(CaptureError, match="launch.turnover needs a gap"):
         fit.fit_values({"launch.turnover": turn}, {})

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from lapis.cli import main
-from lapis.errors import LayoutError
+from lapis.errors import LayoutError, NotModelled
 from lapis.layouts.bank_conflicts import wavefronts
 from lapis.layouts.cute_input import canonical_match
 from lapis.layouts.descriptors.sm100 import InstrDescriptor, UmmaDescriptor
@@ -80,7 +80,7 @@ def test_tcgen05_instruction_descriptor_combinations():
 
 
 def test_absolute_lbo_and_k_major_base32b_reads_are_refused():
-    with pytest.raises(LayoutError, match="absolute-address LBO"):
+    with pytest.raises(NotModelled, match="absolute-address LBO"):
         operand_addresses(UmmaDescriptor(0x400, 0x2000, 0x400, 0, "128B", 1), 128, 2, True)
     with pytest.raises(LayoutError, match="only MN-major"):
         operand_addresses(UmmaDescriptor(0x400, 16, 512, 0, "128B_base32B"), 64, 2, False)

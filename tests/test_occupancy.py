@@ -3,7 +3,7 @@
 
 import pytest
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.model.occupancy import resident_ctas
 from lapis.model.profile import load_profile
 
@@ -49,5 +49,5 @@ def test_what_one_cta_is_allocated():
     (1024, 72, 0, "a CTA's registers fit the register file"),
 ])
 def test_a_cta_that_cannot_launch_is_refused(threads, regs, smem, rule):
-    with pytest.raises(LayoutError, match=rule):
+    with pytest.raises(ScheduleError, match=rule):
         resident_ctas(H200, threads, regs, smem)

@@ -3,7 +3,7 @@
 import pytest
 import simpy
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.deadlock import Deadlock, run_checked
 from lapis.pipeline_sim.mbarrier import TX_LIMIT, MBarrier
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
@@ -35,7 +35,7 @@ def test_tx_bytes_and_early_completion_is_a_race():
     b.arrive_expect_tx(1024, "producer")
     b.complete_tx(2048)  # more bytes than expected
     assert b.phase == 2 and b.tx == -1024 and "1024 B more" in b.races[0]
-    with pytest.raises(LayoutError, match="tx-count out of range"):
+    with pytest.raises(ScheduleError, match="tx-count out of range"):
         b.expect_tx(TX_LIMIT + 2048)
 
 
@@ -192,7 +192,7 @@ def test_expect_tx_above_the_bytes_delivered_deadlocks_on_the_full_barrier():
 
 
 def test_a_state_with_the_wrong_stage_count_is_refused():
-    with pytest.raises(LayoutError, match="stage count"):
+    with pytest.raises(ScheduleError, match="stage count"):
         mutated_run(consumer_stages=3)
 
 

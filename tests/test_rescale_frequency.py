@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from lapis.errors import ScheduleError
 from lapis.model.numerics import attention_inputs, rescale_frequency_of
 
 CAP = Path(__file__).resolve().parents[1] / "lapis" / "data" / "captures" / "attention" / "h200-2026-11-30-s6s7-check"
@@ -33,7 +34,7 @@ def test_normal_scores_never_move_the_max_past_the_threshold():
 def test_inputs_are_named():
     q, k, v = attention_inputs("heavy", 4, 8, d=16)
     assert q.shape == (4, 16) and k.shape == v.shape == (8, 16)
-    with pytest.raises(ValueError, match="'normal' or 'heavy'"):
+    with pytest.raises(ScheduleError, match="'normal' or 'heavy'"):
         attention_inputs("cauchy", 4, 8)
 
 
@@ -43,7 +44,7 @@ def test_inputs_are_named():
     (dict(seeds=0), "seeds"), (dict(rows=0), "at least 1")])
 def test_bad_numerics_arguments_are_refused_by_rule(kwargs, rule):
     args = dict(kind="heavy", seq=256, rows=8, seeds=1) | kwargs
-    with pytest.raises(ValueError, match=rule):
+    with pytest.raises(ScheduleError, match=rule):
         rescale_frequency_of(args.pop("kind"), args.pop("seq"), **args)
 
 
@@ -51,5 +52,5 @@ def test_emulate_frac_is_zero_or_one_over_n():
     from lapis.model.numerics import flash_forward
     q, k, v = attention_inputs("normal", 8, 256, d=16)
     assert flash_forward(q, k, v, emulate_frac=0.25)[1]["tiles"] == 2
-    with pytest.raises(ValueError, match="emulate_frac is 0 or 1/n"):
+    with pytest.raises(ScheduleError, match="emulate_frac is 0 or 1/n"):
         flash_forward(q, k, v, emulate_frac=0.3)

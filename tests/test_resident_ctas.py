@@ -2,7 +2,7 @@
 
 import pytest
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim import grid
 from lapis.pipeline_sim.pipeline import TmaPipeline
 from lapis.pipeline_sim.simulate import simulate
@@ -47,11 +47,11 @@ def test_a_slot_takes_the_next_cta_when_it_frees_not_by_turns():
 
 
 def test_ctas_per_sm_above_residency_or_on_a_persistent_schedule_is_refused():
-    with pytest.raises(LayoutError, match="ctas_per_sm is at most the CTAs the SM keeps resident"):
+    with pytest.raises(ScheduleError, match="ctas_per_sm is at most the CTAs the SM keeps resident"):
         simulate("h200-s1-serial", "h200", "1x2x1024x128", dict(ctas_per_sm=3))
-    with pytest.raises(LayoutError, match=r"use 1\.\.1"):
+    with pytest.raises(ScheduleError, match=r"use 1\.\.1"):
         simulate("h200-s8-persistent", "h200", "1x2x1024x128", dict(ctas_per_sm=2))
-    with pytest.raises(LayoutError, match="setmaxnreg split's mean"):
+    with pytest.raises(ScheduleError, match="setmaxnreg split's mean"):
         simulate("h200-s2-ws-ring", "h200", "1x2x1024x128", dict(regs_per_thread=128))
 
 

@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim import predictions
 from lapis.pipeline_sim.simulate import SCHEDULES, default_gpu, simulate
 from lapis.report.schedules import FA4_SHAPES
@@ -37,7 +37,7 @@ def test_no_schedule_beats_its_roofline():
     for name, shape, prm in _cases():
         try:
             r = simulate(name, default_gpu(name), shape, prm)
-        except LayoutError:  # a shape the schedule's tiles do not divide
+        except ScheduleError:  # a shape the schedule's tiles do not divide
             continue
         if r["beats_roofline"] or r["tflops"] > r["roofline_tflops"]:
             beaten.append((name, shape, prm, r["tflops"], r["roofline_tflops"]))

@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.deadlock import Deadlock
 from lapis.pipeline_sim.pipeline import TmaPipeline
 from lapis.pipeline_sim.simulate import SCHEDULES, default_gpu, simulate
@@ -20,7 +20,7 @@ def test_built_in_schedules_give_no_false_alarms(name):
 
 
 def test_a_b200_schedule_on_a_gpu_without_tmem_is_refused():
-    with pytest.raises(LayoutError, match="written for sm100 hardware"):
+    with pytest.raises(ScheduleError, match="written for sm100 hardware"):
         simulate("b200-k14-persistent", "h200", "1x2x1024x128")
 
 

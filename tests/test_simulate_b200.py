@@ -3,7 +3,7 @@
 
 import pytest
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.model import roofline
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim.schedules.attention_b200 import UNMODELLED, VARIANTS
@@ -49,18 +49,18 @@ def test_persistent_helps_only_when_an_sm_has_several_items():
 
 
 def test_tmem_overflow_is_named_with_the_numbers():
-    with pytest.raises(LayoutError, match=r"TMEM.*2 Q tile\(s\) x \(S/P 256 \+ O 128 fp32 columns\) = 768 columns "
+    with pytest.raises(ScheduleError, match=r"TMEM.*2 Q tile\(s\) x \(S/P 256 \+ O 128 fp32 columns\) = 768 columns "
                                           r"> 512 columns"):
         simulate("b200-k05-two-q-tiles", "b200", SHAPE, {"block_n": 256})
-    with pytest.raises(LayoutError, match=r"TMEM.*= 640 columns > 512"):
+    with pytest.raises(ScheduleError, match=r"TMEM.*= 640 columns > 512"):
         simulate("b200-k04-warp-specialization", "b200", SHAPE, {"block_n": 512})
     assert simulate("b200-k04-warp-specialization", "b200", SHAPE, {"block_n": 256})["fit"]["tmem_columns"] == 384
 
 
 def test_smem_and_shape_errors_are_named():
-    with pytest.raises(LayoutError, match="does not fit shared memory"):
+    with pytest.raises(ScheduleError, match="does not fit shared memory"):
         simulate("b200-k06-load-pipeline", "b200", SHAPE, {"kv_stages": 6})
-    with pytest.raises(LayoutError, match="multiple of the tiles"):
+    with pytest.raises(ScheduleError, match="multiple of the tiles"):
         simulate("b200-k05-two-q-tiles", "b200", "1x16x2176x128")  # 17 tiles of 128: not two Q tiles per CTA
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from lapis.cli import main
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim.simulate import simulate
 from lapis.pipeline_sim.trace import check_chrome, to_chrome
@@ -47,7 +47,7 @@ def test_deeper_ring_is_never_slower_with_one_consumer():
 
 
 def test_a_ring_too_shallow_for_the_wgmma_in_flight_is_refused_not_deadlocked():
-    with pytest.raises(LayoutError, match="mma_in_flight 1 with stages 1"):
+    with pytest.raises(ScheduleError, match="mma_in_flight 1 with stages 1"):
         simulate("h200-gemm-ws", "h200", "1024x1024x512", dict(stages=1))
 
 

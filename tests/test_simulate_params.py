@@ -46,9 +46,9 @@ def test_a_run_past_the_event_bound_ends_with_a_named_error(monkeypatch, capsys)
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), None, "3", [3], True])
 def test_params_of_the_wrong_kind_are_refused_in_python(value):
-    from lapis.errors import LayoutError
+    from lapis.errors import ScheduleError
     from lapis.pipeline_sim.simulate import simulate
-    with pytest.raises(LayoutError, match="must be a finite number"):
+    with pytest.raises(ScheduleError, match="must be a finite number"):
         simulate("h200-gemm-ws", "h200", "512x512x512", {"stages": value})
 
 

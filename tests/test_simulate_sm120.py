@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.model import roofline
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim.schedules import attention_sm120 as m
@@ -51,13 +51,13 @@ def test_modelled_moves_change_the_prediction():
 
 
 def test_shared_memory_overflow_names_the_numbers():
-    with pytest.raises(LayoutError) as e:
+    with pytest.raises(ScheduleError) as e:
         simulate("sm120-m05-cp-async-ring", "rtx5090", "1x8x4096x256", {"block_n": 128})
     assert "262144 B > 101376 B" in str(e.value)
 
 
 def test_register_overflow_names_the_numbers():
-    with pytest.raises(LayoutError) as e:
+    with pytest.raises(ScheduleError) as e:
         simulate("sm120-m07-register-tiling", "rtx5090", SHAPE, {"warps": 16})
     assert "16 warps x 32 x 254 registers = 130048 > 65536" in str(e.value)
 

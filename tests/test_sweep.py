@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.schedules.attention_h200 import DEFAULTS
 from lapis.pipeline_sim.simulate import simulate
 from lapis.sweep import evaluate as ev
@@ -34,14 +34,14 @@ def test_random_sample_is_seeded_distinct_and_sorted():
     a, b = configurations(axes, 10, seed=7), configurations(axes, 10, seed=7)
     assert a == b and len(set(a)) == 10 and a == sorted(a)
     assert configurations(axes, 10, seed=8) != a
-    with pytest.raises(LayoutError, match="--random"):
+    with pytest.raises(ScheduleError, match="--random"):
         configurations(axes, 0)
 
 
 def test_unknown_or_repeated_keys_are_refused():
-    with pytest.raises(LayoutError, match="no parameter blockn"):
+    with pytest.raises(ScheduleError, match="no parameter blockn"):
         parse_grid(["blockn=64"], DEFAULTS, S8)
-    with pytest.raises(LayoutError, match="given once"):
+    with pytest.raises(ScheduleError, match="given once"):
         parse_grid(["stages=2", "stages=3"], DEFAULTS, S8)
 
 

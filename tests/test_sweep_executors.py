@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lapis.errors import LayoutError
+from lapis.errors import LapisError, ScheduleError
 from lapis.sweep.run import run_sweep
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,7 +88,7 @@ def test_a_running_dask_scheduler_by_address(tmp_path):
 
 
 def test_a_schedule_on_another_architecture_is_refused_once(tmp_path):
-    with pytest.raises(LayoutError, match="written for sm90 hardware"):
+    with pytest.raises(ScheduleError, match="written for sm90 hardware"):
         run_sweep("h200-s8-persistent", ["1x2x512x128"], ["stages=2"], gpu="b200", executor="serial", out=tmp_path)
 
 
@@ -107,8 +107,8 @@ def test_no_scheduler_at_the_address_times_out_with_a_clear_error(tmp_path, monk
     monkeypatch.setattr(executors, "CONNECT_TIMEOUT_S", 2)
     port = unused_port()
     t0 = time.perf_counter()
-    with pytest.raises(LayoutError, match=f"no Dask scheduler answered within 2 s: got tcp://127.0.0.1:{port}.*"
-                                          "start one with `dask scheduler`"):
+    with pytest.raises(LapisError, match=f"no Dask scheduler answered within 2 s: got tcp://127.0.0.1:{port}.*"
+                                         "start one with `dask scheduler`"):
         run_sweep("h200-s8-persistent", ["1x2x512x128"], ["stages=2"], executor=f"dask://127.0.0.1:{port}",
                   out=tmp_path, figure=False)
     assert time.perf_counter() - t0 < 15
@@ -121,13 +121,13 @@ def test_a_scheduler_without_workers_or_whose_workers_lack_lapis_is_refused(tmp_
     args = ("h200-s8-persistent", ["1x2x512x128"], ["stages=2"])
     with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster:
         address = cluster.scheduler_address.replace("tcp://", "dask://")
-        with pytest.raises(LayoutError, match="the Dask scheduler has no worker after 2 s.*`dask worker"):
+        with pytest.raises(LapisError, match="the Dask scheduler has no worker after 2 s.*`dask worker"):
             run_sweep(*args, executor=address, out=tmp_path / "a", figure=False)
     monkeypatch.setattr(executors, "PROBE_MODULE", "lapis_not_installed")  # a worker whose import fails
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
                                   dashboard_address=None) as cluster:
         address = cluster.scheduler_address.replace("tcp://", "dask://")
-        with pytest.raises(LayoutError, match="Dask workers must import lapis_not_installed 0.1.0: got 1 of 1 "
-                                              "worker.*ModuleNotFoundError"):
+        with pytest.raises(LapisError, match="Dask workers must import lapis_not_installed 0.1.0: got 1 of 1 "
+                                             "worker.*ModuleNotFoundError"):
             run_sweep(*args, executor=address, out=tmp_path / "b", figure=False)
     assert not (tmp_path / "b" / "rows.jsonl").exists()  # no row ran

@@ -1,5 +1,6 @@
 """lapis sweep refuses bad input before anything runs: worker counts, scheduler addresses, grid values the
-simulator refuses, shapes, the output folder and the count options (a LayoutError, exit status 2 on the CLI)."""
+simulator refuses, shapes, the output folder and the count options (a LapisError, ScheduleError for the
+schedule's grid and shapes; exit status 2 on the CLI)."""
 
 import os
 import subprocess
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lapis.errors import LayoutError
+from lapis.errors import LapisError, ScheduleError
 from lapis.pipeline_sim.schedules.attention_h200 import DEFAULTS
 from lapis.sweep.executors import check_executor, dask_address
 from lapis.sweep.run import run_sweep
@@ -28,7 +29,7 @@ def sweep(tmp_path, **kw):
 @pytest.mark.parametrize("executor", ["serial", "pool", "dask-local"])
 @pytest.mark.parametrize("workers", [0, -2])
 def test_worker_counts_below_one_are_refused(tmp_path, executor, workers):
-    with pytest.raises(LayoutError, match=f"--workers is a count of worker processes >= 1: got {workers}"):
+    with pytest.raises(LapisError, match=f"--workers is a count of worker processes >= 1: got {workers}"):
         sweep(tmp_path, executor=executor, workers=workers)
     assert not (tmp_path / "out").exists()  # refused before anything ran
 
@@ -36,7 +37,7 @@ def test_worker_counts_below_one_are_refused(tmp_path, executor, workers):
 @pytest.mark.parametrize("address", ["dask://:", "dask://host:notaport", "dask://:8786", "dask://host:0",
                                      "dask://host:65536", "dask://host"])
 def test_malformed_scheduler_addresses_are_refused(address):
-    with pytest.raises(LayoutError, match="dask://HOST:PORT with a host and a port in 1..65535"):
+    with pytest.raises(LapisError, match="dask://HOST:PORT with a host and a port in 1..65535"):
         check_executor(address)
 
 
@@ -56,7 +57,7 @@ def test_a_scheduler_address_becomes_tcp():
     ("=2", "a sweep axis is key=v1,v2"),
 ])
 def test_grid_values_the_simulator_refuses_are_input_errors(item, rule):
-    with pytest.raises(LayoutError, match=rule):
+    with pytest.raises(ScheduleError, match=rule):
         parse_grid([item], DEFAULTS, S8)
 
 
@@ -72,7 +73,7 @@ def test_spaces_around_grid_keys_and_values_are_stripped():
     ("0x1x128x128", "shape extents must be positive"),
 ])
 def test_shapes_are_parsed_before_anything_runs(tmp_path, shape, rule):
-    with pytest.raises(LayoutError, match=rule):
+    with pytest.raises(ScheduleError, match=rule):
         sweep(tmp_path, shapes=[TINY, shape])
     assert not (tmp_path / "out").exists()
 
@@ -80,24 +81,24 @@ def test_shapes_are_parsed_before_anything_runs(tmp_path, shape, rule):
 def test_shapes_are_stripped_and_a_repeated_shape_is_refused(tmp_path):
     r = sweep(tmp_path, shapes=[" 1x2x512x128 "])
     assert r["shapes"] == [TINY] and r["rows"][0]["shape"] == TINY
-    with pytest.raises(LayoutError, match="each sweep shape is given once: got '1X2x512x128'"):
+    with pytest.raises(ScheduleError, match="each sweep shape is given once: got '1X2x512x128'"):
         sweep(tmp_path, shapes=[TINY, "1X2x512x128"])
 
 
 def test_out_must_be_a_folder(tmp_path):
     (tmp_path / "file").write_text("x")
     for out in (tmp_path / "file", tmp_path / "file" / "under"):
-        with pytest.raises(LayoutError, match="--out must be a folder"):
+        with pytest.raises(LapisError, match="--out must be a folder"):
             sweep(tmp_path, out=out)
     for out in ("", "  "):
-        with pytest.raises(LayoutError, match="--out names the sweep's output folder"):
+        with pytest.raises(LapisError, match="--out names the sweep's output folder"):
             sweep(tmp_path, out=out)
 
 
 def test_top_and_check_counts(tmp_path):
-    with pytest.raises(LayoutError, match="--top prints a count of configurations >= 1: got 0"):
+    with pytest.raises(LapisError, match="--top prints a count of configurations >= 1: got 0"):
         sweep(tmp_path, top=0)
-    with pytest.raises(LayoutError, match="--check samples a count of rows >= 0: got -1"):
+    with pytest.raises(LapisError, match="--check samples a count of rows >= 0: got -1"):
         sweep(tmp_path, check=-1, fast=True)
     assert not (tmp_path / "out").exists()
 

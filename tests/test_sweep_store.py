@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError
 from lapis.pipeline_sim import predictions
 from lapis.pipeline_sim.simulate import simulate
 from lapis.sweep import evaluate as ev
@@ -76,5 +76,5 @@ def test_a_row_with_a_bad_number_is_dropped_not_ranked(tmp_path, monkeypatch, tf
 
 def test_a_folder_in_place_of_the_store_is_refused(tmp_path):
     (tmp_path / ROWS_FILE).mkdir()
-    with pytest.raises(LayoutError, match="rows.jsonl must be a file"):
+    with pytest.raises(CaptureError, match="rows.jsonl must be a file"):
         sweep(tmp_path)

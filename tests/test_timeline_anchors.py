@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError
 from lapis.gpu import attention_plan, gemm_plan, harness, timeline_cost
 
 KERNELS = Path(harness.__file__).parent / "kernels"
@@ -114,13 +114,13 @@ def test_a_row_without_anchors_or_with_a_stopped_clock_is_refused():
     raw = device_rows(CTAS, slots=6)
     bad = raw.copy()
     bad["op"][1, -1] = 2  # the kernel never ran finish for CTA 1 (or the buffer was sized without timeline_slots)
-    with pytest.raises(LayoutError, match="CTA 1: first op 0x7f, last op 0x2"):
+    with pytest.raises(CaptureError, match="CTA 1: first op 0x7f, last op 0x2"):
         harness.anchored_to_ns(bad, np.array([4, 4], np.uint32))
     stopped = raw.copy()
     stopped["t_ns"][0, -1] = stopped["t_ns"][0, 0]
-    with pytest.raises(LayoutError, match="CTA 0: 0 cycles"):
+    with pytest.raises(CaptureError, match="CTA 0: 0 cycles"):
         harness.anchored_to_ns(stopped, np.array([4, 4], np.uint32))
-    with pytest.raises(LayoutError, match="two anchor slots"):
+    with pytest.raises(CaptureError, match="two anchor slots"):
         harness.anchored_to_ns(raw[:, :1], np.array([0, 0], np.uint32))
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError
 from lapis.gpu import attention_plan, bench_attention, bench_gemm, gemm_plan, harness
 from tests.test_timeline_anchors import anchor, device_rows, interleaved_rows
 
@@ -128,9 +128,9 @@ def test_role_codes_fit_the_rows_the_benchmarks_interleave():
 
 
 def test_a_timeline_without_its_role_count_is_refused():
-    with pytest.raises(LayoutError, match="roles = 0"):
+    with pytest.raises(CaptureError, match="roles = 0"):
         harness.harness_args(None, 0x1000, 0x2000, 20)
-    with pytest.raises(LayoutError, match="roles = 9"):
+    with pytest.raises(CaptureError, match="roles = 9"):
         harness.harness_args(None, 0x1000, 0x2000, 20, roles=9)
     assert int(harness.harness_args(None, 0, 0x2000, 0)["roles"]) == 0  # counts only, no rows: nothing to place
 

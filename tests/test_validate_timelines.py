@@ -204,7 +204,7 @@ def test_wait_fraction_is_the_time_spent_only_waiting():
 def test_a_broken_or_negative_capture_is_refused_by_name(tmp_path):
     import shutil
 
-    from lapis.errors import LayoutError
+    from lapis.errors import CaptureError
     from lapis.validate.timelines import measured_cases
     src = ROOT / "data/captures/attention/h200-2026-11-30-s5"
     dst = tmp_path / "attention" / "h200-2026-11-30-s5"
@@ -212,10 +212,10 @@ def test_a_broken_or_negative_capture_is_refused_by_name(tmp_path):
     man = json.loads((dst / "manifest.json").read_text())
     man["results"][1]["variants"]["s5"]["plain"]["median_us"] = -5.0
     (dst / "manifest.json").write_text(json.dumps(man))
-    with pytest.raises(LayoutError, match="a measured time is a positive number"):
+    with pytest.raises(CaptureError, match="a measured time is a positive number"):
         measured_cases(tmp_path)
     (dst / "manifest.json").write_text("{not json")
-    with pytest.raises(LayoutError, match="unreadable or incomplete"):
+    with pytest.raises(CaptureError, match="unreadable or incomplete"):
         measured_cases(tmp_path)
 
 
@@ -244,10 +244,10 @@ def test_the_scatter_gives_every_variant_its_own_colour_and_marker():
 
 def test_a_corrupt_clock_probe_and_a_changed_kernel_are_not_taken_silently():
     from lapis.captures import attention as ac
-    from lapis.errors import LayoutError
+    from lapis.errors import CaptureError
     assert ac._probe_mhz({"clock_probe": {"mhz": 1650.0}}, "x") == 1650.0 and ac._probe_mhz({}, "x") is None
     for bad in ({"mhz": -1500.0}, {"mhz": 1e-3}, {"mhz": 1e9}, {"mhz": float("nan")}, {"mhz": "1500"}, [1, 2]):
-        with pytest.raises(LayoutError, match="between 100 and 3000 MHz"):
+        with pytest.raises(CaptureError, match="between 100 and 3000 MHz"):
             ac._probe_mhz({"clock_probe": bad}, "x")
     # a timeline is inherited only at the same kernel parameters
     old = dict(variant="s9", shape="s", causal=False, params=dict(block_n=128), timeline_key="k",
@@ -265,8 +265,8 @@ def test_a_truncated_timelines_file_is_named(tmp_path):
     npz = cap / "attention/h200-2026-11-30-s8s9/timelines.npz"
     with open(npz, "r+b") as f:
         f.truncate(1000)
-    from lapis.errors import LayoutError
-    with pytest.raises(LayoutError, match="timelines.npz is unreadable"):
+    from lapis.errors import CaptureError
+    with pytest.raises(CaptureError, match="timelines.npz is unreadable"):
         validate_timelines(str(cap), select=lambda c: c["variant"] == "s9" and not c["causal"] and c["shape"] == "8x16x4096x128")
     assert main(["validate", "timelines", "--captures", str(cap)]) == 2
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from lapis.captures.timeline import decode_timeline
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError
 from lapis.pipeline_sim.recorder import Event
 
 KIND = "attention"
@@ -40,11 +40,11 @@ def has_timed(root: Path) -> bool:
 
 
 def timed(root: Path) -> Path:
-    """The last attention capture folder holding timed results; LayoutError when there is none."""
+    """The last attention capture folder holding timed results; CaptureError when there is none."""
     found = _timed(root)
     if not found:
-        raise LayoutError("no timed attention capture", f"{root}/{KIND}/*/manifest.json",
-                          "run `lapis bench attention --out DIR` on a GPU, or use the captures lapis ships")
+        raise CaptureError("no timed attention capture", f"{root}/{KIND}/*/manifest.json",
+                           "run `lapis bench attention --out DIR` on a GPU, or use the captures lapis ships")
     return found[-1]
 
 
@@ -88,14 +88,14 @@ def measurements(root: Path) -> list[dict]:
 
 def _probe_mhz(plain: dict, where: str) -> float | None:
     """The plain build's clock probe (bench_attention.probe_clock) in MHz, None where the build had none.
-    LayoutError for a probe that is not a plausible SM clock (100-3000 MHz)."""
+    CaptureError for a probe that is not a plausible SM clock (100-3000 MHz)."""
     probe = plain.get("clock_probe")
     if probe is None:
         return None
     mhz = probe.get("mhz") if isinstance(probe, dict) else probe
     if isinstance(mhz, bool) or not isinstance(mhz, (int, float)) or not 100 <= mhz <= 3000:
-        raise LayoutError("a clock probe reads an SM clock between 100 and 3000 MHz", f"{where}: {probe!r}",
-                          "restore the capture from git")
+        raise CaptureError("a clock probe reads an SM clock between 100 and 3000 MHz", f"{where}: {probe!r}",
+                           "restore the capture from git")
     return float(mhz)
 
 
@@ -142,7 +142,7 @@ def timeline(root: Path, key: str, capture: str | None = None) -> dict:
     with np.load(folder / "timelines.npz", allow_pickle=False) as z:
         got = {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(key + "/")}
     if not got:
-        raise LayoutError("no such timeline in the attention capture", key, "use a row's timeline_key")
+        raise CaptureError("no such timeline in the attention capture", key, "use a row's timeline_key")
     return got
 
 
@@ -162,11 +162,11 @@ def concurrency(z: dict) -> dict:
 
 
 def sm_events(z: dict, sm: int, roles, ops) -> list:
-    """recorder.Event list of every saved CTA that ran on `sm`, ns from its first record. LayoutError when some
+    """recorder.Event list of every saved CTA that ran on `sm`, ns from its first record. CaptureError when some
     CTA of that SM was not saved."""
     on_sm = np.flatnonzero(z["cta_sm"] == sm)
     if not set(on_sm.tolist()) <= set(z["ctas"].tolist()):
-        raise LayoutError("the timeline did not save every CTA of this SM", f"SM {sm}", "use SM 0")
+        raise CaptureError("the timeline did not save every CTA of this SM", f"SM {sm}", "use SM 0")
     mine = np.isin(z["ctas"], on_sm)
     d = decode_timeline(z["records"][mine], z["counts"][mine], list(roles), list(ops),
                         t0_ns=int(z["cta_t_first_ns"][on_sm].min()))

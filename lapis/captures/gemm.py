@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from lapis.captures.timeline import decode_timeline
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError
 from lapis.pipeline_sim.recorder import Event
 
 
@@ -32,16 +32,16 @@ def timed_captures(root: Path) -> list[Path]:
 
 
 def latest(root: Path) -> Path:
-    """The last timed GEMM capture under `root`; LayoutError when there is none."""
+    """The last timed GEMM capture under `root`; CaptureError when there is none."""
     found = timed_captures(root)
     if not found:
-        raise LayoutError("no timed GEMM capture", f"{root}/gemm/*/manifest.json",
-                          "run `lapis capture gemm --out DIR` on a GPU, or use the captures lapis ships")
+        raise CaptureError("no timed GEMM capture", f"{root}/gemm/*/manifest.json",
+                           "run `lapis capture gemm --out DIR` on a GPU, or use the captures lapis ships")
     return found[-1]
 
 
 def find(root: Path, shape: str, variant: str | None = None) -> Path:
-    """The latest timed capture that measured `variant` (any variant if None) at `shape`. LayoutError listing the
+    """The latest timed capture that measured `variant` (any variant if None) at `shape`. CaptureError listing the
     captured shapes for an unknown shape, or the variants captured at `shape` for an unknown variant."""
     shapes, variants = [], []
     for folder in reversed(timed_captures(root)):
@@ -51,10 +51,10 @@ def find(root: Path, shape: str, variant: str | None = None) -> Path:
             shapes.append(e["shape"])
             variants += list(e["variants"]) if e["shape"] == shape else []
     if shape not in shapes:
-        raise LayoutError("shape not in the GEMM captures", shape,
-                          "use one of " + ", ".join(sorted(set(shapes), key=lambda x: int(x.split("x")[0]))))
-    raise LayoutError("variant not in the GEMM captures at this shape", variant,
-                      "use one of " + ", ".join(sorted(set(variants))))
+        raise CaptureError("shape not in the GEMM captures", shape,
+                           "use one of " + ", ".join(sorted(set(shapes), key=lambda x: int(x.split("x")[0]))))
+    raise CaptureError("variant not in the GEMM captures at this shape", variant,
+                       "use one of " + ", ".join(sorted(set(variants))))
 
 
 def cases(root: Path) -> list[tuple[Path, str, str]]:
@@ -74,19 +74,19 @@ def manifest(folder: Path) -> dict:
 
 
 def entry(man: dict, shape: str) -> dict:
-    """The manifest's results entry for `shape` (MxNxK); LayoutError listing the captured shapes."""
+    """The manifest's results entry for `shape` (MxNxK); CaptureError listing the captured shapes."""
     for e in man["results"]:
         if e["shape"] == shape:
             return e
-    raise LayoutError("shape not in the GEMM capture", shape,
-                      "use one of " + ", ".join(e["shape"] for e in man["results"]))
+    raise CaptureError("shape not in the GEMM capture", shape,
+                       "use one of " + ", ".join(e["shape"] for e in man["results"]))
 
 
 def measured(man: dict, variant: str, shape: str) -> dict:
     """Plain-build time of one variant at one shape, cuBLAS's in the same run, and the SM clocks (MHz)."""
     e = entry(man, shape)
     if variant not in e["variants"]:
-        raise LayoutError("variant not in the GEMM capture", variant, "use one of " + ", ".join(e["variants"]))
+        raise CaptureError("variant not in the GEMM capture", variant, "use one of " + ", ".join(e["variants"]))
     v = e["variants"][variant]
     m, n, k = (int(x) for x in shape.split("x"))
     plain, cublas = v["plain"], e["cublas"]
@@ -115,7 +115,7 @@ def pick_sm(z) -> tuple[int, str]:
     saved_ctas = set(z["ctas"].tolist())
     complete = [s for s in spans if set(np.flatnonzero(z["cta_sm"] == s).tolist()) <= saved_ctas]
     if not complete:
-        raise LayoutError("the timeline holds no SM with every CTA saved", "none", "re-capture with bench_gemm")
+        raise CaptureError("the timeline holds no SM with every CTA saved", "none", "re-capture with bench_gemm")
     length = {s: (hi - lo) / 1e3 for s, (lo, hi) in spans.items()}
     pick = max(complete, key=lambda s: (length[s], -s))
     slowest = max(spans, key=lambda s: (length[s], -s))

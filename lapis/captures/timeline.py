@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError
 
 RECORD_DTYPE = np.dtype([("t_ns", "<u8"), ("cta", "<u4"), ("work_item", "<u4"), ("k_index", "<i4"),
                          ("sm", "<u2"), ("role", "u1"), ("op", "u1")])
@@ -66,20 +66,20 @@ def anchored_to_ns(raw: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.
     Returns (records RECORD_DTYPE [ctas, slots - 2], t_ns absolute ns, slots past a CTA's count untouched,
     holes all-zero at the back;
     clock_mhz float64 [ctas], the CTA's mean SM clock, NaN when its anchors share one globaltimer tick).
-    Raises LayoutError when a row lacks its anchors, or its clock did not advance between them.
+    Raises CaptureError when a row lacks its anchors, or its clock did not advance between them.
     """
     raw, counts = np.asarray(raw), np.asarray(counts)
     if raw.ndim != 2 or raw.shape[1] < ANCHOR_SLOTS:
-        raise LayoutError("timeline rows hold two anchor slots", f"shape {raw.shape}",
-                          "allocate timeline_slots(capacity) records per CTA")
+        raise CaptureError("timeline rows hold two anchor slots", f"shape {raw.shape}",
+                           "allocate timeline_slots(capacity) records per CTA")
     a0, a1 = raw[:, 0], raw[:, -1]
     bad = np.flatnonzero((a0["op"] != ANCHOR_OP) | (a1["op"] != ANCHOR_OP))
     if bad.size:
         k = int(bad[0])
-        raise LayoutError("each CTA row opens and closes with a clock anchor (op 0x7F)",
-                          f"CTA {k}: first op {int(a0['op'][k]):#x}, last op {int(a1['op'][k]):#x}",
-                          "pass timeline_slots(capacity) as HarnessArgs.capacity and read back after the kernel "
-                          "ran Timeline::finish (a trapped launch writes no anchors)")
+        raise CaptureError("each CTA row opens and closes with a clock anchor (op 0x7F)",
+                           f"CTA {k}: first op {int(a0['op'][k]):#x}, last op {int(a1['op'][k]):#x}",
+                           "pass timeline_slots(capacity) as HarnessArgs.capacity and read back after the kernel "
+                           "ran Timeline::finish (a trapped launch writes no anchors)")
 
     def ns(a):
         return (a["work_item"].astype(np.int64) | (a["k_index"].astype(np.int64) << 32))
@@ -90,9 +90,9 @@ def anchored_to_ns(raw: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.
     bad = np.flatnonzero((dc <= 0) | (dg < 0) | (dc.astype(np.float64) * dg >= 2.0 ** 62))
     if bad.size:
         k = int(bad[0])
-        raise LayoutError("a CTA's closing anchor comes after its opening one (clock and globaltimer both "
-                          "advance) and within ~1 s", f"CTA {k}: {int(dc[k])} cycles, {int(dg[k])} ns apart",
-                          "call Timeline::init before the CTA's records and Timeline::finish after them")
+        raise CaptureError("a CTA's closing anchor comes after its opening one (clock and globaltimer both "
+                           "advance) and within ~1 s", f"CTA {k}: {int(dc[k])} cycles, {int(dg[k])} ns apart",
+                           "call Timeline::init before the CTA's records and Timeline::finish after them")
     records = raw[:, 1:-1]
     records = np.take_along_axis(records, np.argsort(_holes(records), axis=1, kind="stable"), axis=1)
     valid = written(records, counts)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from lapis.cli.tma import ints, tensor_map_from_args
-from lapis.errors import LayoutError
+from lapis.errors import LapisError, LayoutError
 from lapis.figures.tile import plot_tile_chunks
 from lapis.layouts.canonical import CanonicalLayout, canonical_layout
 from lapis.layouts.cute_input import canonical_match, placement
@@ -50,8 +50,8 @@ def cli_show(args) -> int:
     if getattr(args, "png", None):
         png = Path(args.png)
         if png.suffix.lower() != ".png" or not png.parent.is_dir():
-            raise LayoutError("--png must name a .png file in an existing folder", args.png,
-                              "e.g. --png tile.png")
+            raise LapisError("--png must name a .png file in an existing folder", args.png,
+                             "e.g. --png tile.png")
     if args.json:
         _print_json(describe(lay, args.base))
     else:

@@ -8,20 +8,20 @@ from __future__ import annotations
 import json
 import sys
 
-from lapis.errors import LayoutError
+from lapis.errors import LapisError
 from lapis.sweep.run import run_sweep
 from lapis.sweep.table import top_text
 from lapis.sweep.validate import validate_top
 
 
 def check_validate_args(args) -> None:
-    """--validate-top K needs K >= 1; --provenance only goes with it. Raises LayoutError before anything runs."""
+    """--validate-top K needs K >= 1; --provenance only goes with it. Raises LapisError before anything runs."""
     if args.validate_top is not None and args.validate_top < 1:
-        raise LayoutError("--validate-top times a count of configurations >= 1", args.validate_top,
-                          "e.g. --validate-top 2, or leave it out")
+        raise LapisError("--validate-top times a count of configurations >= 1", args.validate_top,
+                         "e.g. --validate-top 2, or leave it out")
     if args.provenance is not None and args.validate_top is None:
-        raise LayoutError("--provenance goes with --validate-top (it describes the kernels timed)",
-                          repr(args.provenance), "add --validate-top K, or drop --provenance")
+        raise LapisError("--provenance goes with --validate-top (it describes the kernels timed)",
+                         repr(args.provenance), "add --validate-top K, or drop --provenance")
 
 
 def cli_sweep(args) -> int:
@@ -34,7 +34,7 @@ def cli_sweep(args) -> int:
         print(summary_text(r))
         print(top_text(r["ranked"], r["shapes"], args.top))
     if args.validate_top is not None:
-        path = validate_top(r, args.validate_top, args.out, args.provenance)  # LayoutError without a GPU: exit 2, table kept
+        path = validate_top(r, args.validate_top, args.out, args.provenance)  # LapisError without a GPU: exit 2, table kept
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
 

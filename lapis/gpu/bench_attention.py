@@ -37,7 +37,7 @@ from lapis.catalog.attention import (  # noqa: F401 (re-exported: the benches' c
     sim_params,
 )
 from lapis.catalog.hardware import SM_COUNT
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.gpu import capture_tma, harness
 from lapis.gpu.attention_plan import ROLES, load
 from lapis.gpu.bench_gemm import SmiSampler, _json_default, _read, _time, cta_table, select_ctas, smi_gpu_id
@@ -63,27 +63,27 @@ SAVED_SMS, SAVED_FIRST_CTAS = (0,), 4
 
 
 def parse_shape(shape: str) -> tuple[int, int, int, int]:
-    """'BxHxLxD' -> (B, H, L, D). Raises LayoutError for anything else."""
+    """'BxHxLxD' -> (B, H, L, D). Raises ScheduleError for anything else."""
     parts = shape.lower().split("x")
     if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise LayoutError("an attention shape is BxHxLxD, four positive integers", repr(shape),
-                          "write it like 8x16x4096x128")
+        raise ScheduleError("an attention shape is BxHxLxD, four positive integers", repr(shape),
+                            "write it like 8x16x4096x128")
     return tuple(int(p) for p in parts)
 
 
 def check_shape(v: dict, shape: str, causal: bool = False) -> tuple[int, int, int, int]:
-    """(B, H, L, D) if the kernel can run it, else LayoutError naming the rule: D = 128 and L a multiple of
+    """(B, H, L, D) if the kernel can run it, else ScheduleError naming the rule: D = 128 and L a multiple of
     block_m and block_n (the kernels have no masked tail); causal: the variant has a causal build."""
     if causal and "causal_entry" not in v:
         causal_ones = ", ".join(n for n, x in VARIANTS.items() if "causal_entry" in x)
-        raise LayoutError("--causal needs a variant with a causal build", v["entry"], f"use {causal_ones}")
+        raise ScheduleError("--causal needs a variant with a causal build", v["entry"], f"use {causal_ones}")
     b, h, seq, d = parse_shape(shape)
     if d != 128:
-        raise LayoutError("attention_h200.cu is built for head dim 128", f"D = {d}", "use D = 128")
+        raise ScheduleError("attention_h200.cu is built for head dim 128", f"D = {d}", "use D = 128")
     for what, blk in (("block_m", v["block_m"]), ("block_n", v["block_n"])):
         if seq % blk:
-            raise LayoutError(f"L must be a multiple of the kernel's {what} (no masked tail)", f"L = {seq}, "
-                              f"{what} = {blk}", f"pad L to a multiple of {math.lcm(v['block_m'], v['block_n'])}")
+            raise ScheduleError(f"L must be a multiple of the kernel's {what} (no masked tail)", f"L = {seq}, "
+                                f"{what} = {blk}", f"pad L to a multiple of {math.lcm(v['block_m'], v['block_n'])}")
     return b, h, seq, d
 
 
@@ -553,7 +553,7 @@ def main(argv=None) -> int:
         for s in a.shapes:
             for v in a.variants:
                 check_shape(VARIANTS[v], s, a.causal)  # before anything runs
-    except LayoutError as exc:
+    except ScheduleError as exc:
         print(f"lapis bench attention: error: {exc}", file=sys.stderr)
         return 2
     if a.runs < 1 or a.warmup < 0 or a.min_seconds < 0 or a.timeout <= 0:

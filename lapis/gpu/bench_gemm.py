@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from lapis.catalog.gemm import DEFAULT_SIZES, DEFAULT_VARIANTS, VARIANTS, kernel_name  # noqa: F401 (re-exported)
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.gpu import capture_tma, harness
 from lapis.gpu.capture_tma import encode
 from lapis.gpu.gemm_plan import ROLES, load
@@ -67,8 +67,8 @@ def timeline_capacity(v: dict, k: int) -> int:
 def check_shape(v: dict, m: int, n: int, k: int) -> None:
     for what, ext, blk in (("M", m, v["block_m"]), ("N", n, v["block_n"]), ("K", k, v["block_k"])):
         if ext % blk:
-            raise LayoutError(f"gemm_ws needs {what} to be a multiple of its block", f"{what} = {ext}, block {blk}",
-                              f"pad {what} to a multiple of {blk}")
+            raise ScheduleError(f"gemm_ws needs {what} to be a multiple of its block", f"{what} = {ext}, block {blk}",
+                                f"pad {what} to a multiple of {blk}")
 
 
 def spread_pct(times) -> float:

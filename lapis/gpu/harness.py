@@ -45,7 +45,7 @@ from lapis.captures.timeline import (  # noqa: F401 (the timeline wire format, r
     timeline_slots,
     written,
 )
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError
 
 NVCC_FLAGS = ("-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v")
 CACHE = Path(os.environ.get("LAPIS_KERNEL_CACHE", Path.home() / ".cache" / "lapis" / "kernels"))
@@ -218,11 +218,11 @@ def harness_args(status: Status | None, timeline_ptr: int = 0, counts_ptr: int =
     """The kernel's HarnessArgs, as a numpy scalar the CUDA driver copies by value (cupy passes its bytes).
 
     capacity: slots per CTA row (timeline_slots); roles: the kernel's role count (its plan's ROLES; every
-    role code it records must be below it), which interleaves the row. Raises LayoutError when a timeline is
+    role code it records must be below it), which interleaves the row. Raises CaptureError when a timeline is
     given without 1 <= roles <= MAX_ROLES (records of a role code >= roles are counted, never written)."""
     if timeline_ptr and not 1 <= roles <= MAX_ROLES:
-        raise LayoutError(f"a timeline interleaves 1..{MAX_ROLES} roles (harness.cuh MAX_ROLES)", f"roles = {roles}",
-                          "pass roles=len(plan['roles']) to harness_args")
+        raise CaptureError(f"a timeline interleaves 1..{MAX_ROLES} roles (harness.cuh MAX_ROLES)", f"roles = {roles}",
+                           "pass roles=len(plan['roles']) to harness_args")
     a = np.zeros((), HARNESS_DTYPE)
     a["status"], a["timeline"], a["counts"] = status.device_ptr if status else 0, timeline_ptr, counts_ptr
     a["capacity"], a["timeout_ns"], a["roles"] = capacity, timeout_ns, roles

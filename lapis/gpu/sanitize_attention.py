@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.gpu import capture_tma, harness
 from lapis.gpu.attention_plan import load
 from lapis.gpu.bench_attention import KERNEL, VARIANTS, Attention, check_shape, grid, parse_shape
@@ -57,11 +57,11 @@ def reference_cpu(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = Fa
 
 
 def split_variant(v: str) -> tuple[str, bool]:
-    """'s9:causal' -> ('s9', True) (the variant's causal build); 's5' -> ('s5', False). ValueError for any other
-    ':' suffix."""
+    """'s9:causal' -> ('s9', True) (the variant's causal build); 's5' -> ('s5', False). ScheduleError for any
+    other ':' suffix."""
     name, sep, mode = v.partition(":")
     if sep and mode != "causal":
-        raise ValueError(f"a variant is NAME or NAME:causal: got {v!r}; fix: write {name}:causal or {name}")
+        raise ScheduleError("a variant is NAME or NAME:causal", repr(v), f"write {name}:causal or {name}")
     return name, bool(sep)
 
 
@@ -195,7 +195,7 @@ def main(argv=None) -> int:
     for v in a.variants:
         try:
             name, causal = split_variant(v)
-        except ValueError as exc:
+        except ScheduleError as exc:
             ap.error(str(exc))
         if name not in VARIANTS:
             ap.error(f"unknown variants ['{v}']; choose from {', '.join(VARIANTS)} (NAME:causal for a causal build)")
@@ -203,7 +203,7 @@ def main(argv=None) -> int:
             ap.error(f"{name} has no causal build: got '{v}'; fix: use {', '.join(n + ':causal' for n in causal_ok)}")
         try:
             check_shape(VARIANTS[name], a.shape, causal)
-        except LayoutError as exc:
+        except ScheduleError as exc:
             ap.error(str(exc))
     if not harness.gpu_present():
         print("python -m lapis.gpu.sanitize_attention: needs an NVIDIA GPU with compute capability 9.0+ (sm_90a) "

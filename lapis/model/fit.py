@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from lapis.data import CAPTURES, FIT_MANIFEST, PROFILES  # noqa: F401 (PROFILES: where --out usually points)
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError
 from lapis.model import micro_campaign as mc
 
 MANIFEST = FIT_MANIFEST
@@ -89,8 +89,8 @@ def _round(v: float) -> float:
 
 def _entry(value, unit: str, source: str, spread=None) -> dict:
     if not np.isfinite(value):
-        raise LayoutError("a fitted profile value is a finite number", f"{value!r} from {source}",
-                          "capture the measurement again")
+        raise CaptureError("a fitted profile value is a finite number", f"{value!r} from {source}",
+                           "capture the measurement again")
     e = dict(value=value if isinstance(value, int) else _round(value), unit=unit, source=source)
     if spread is not None:
         e["spread_pct"] = round(float(spread), 2)
@@ -100,19 +100,19 @@ def _entry(value, unit: str, source: str, spread=None) -> dict:
 def load_captures(captures: Path, files: list[str]) -> tuple[dict, dict, dict]:
     """(measurements by name with their file, device attributes with their file, {file: sha256}).
 
-    Only files of the form micro/.../results.json are accepted (LayoutError otherwise); a later file's
+    Only files of the form micro/.../results.json are accepted (CaptureError otherwise); a later file's
     measurement of the same name replaces an earlier one's."""
     by_name, attrs, digests = {}, {}, {}
     for rel in files:
         parts = Path(rel).parts
         if parts[0] != "micro" or parts[-2:] != ("micro", "results.json") or ".." in parts:
-            raise LayoutError("the fit reads microbenchmark captures only", repr(rel),
-                              "list micro/<capture>/micro/results.json files (never GEMM or attention captures)")
+            raise CaptureError("the fit reads microbenchmark captures only", repr(rel),
+                               "list micro/<capture>/micro/results.json files (never GEMM or attention captures)")
         try:
             data = (captures / rel).read_bytes()
         except OSError as exc:
-            raise LayoutError(f"a capture the manifest lists cannot be read ({exc.strerror})", str(captures / rel),
-                              "fix the manifest's path or pass --captures, the folder its paths are under") from None
+            raise CaptureError(f"a capture the manifest lists cannot be read ({exc.strerror})", str(captures / rel),
+                               "fix the manifest's path or pass --captures, the folder its paths are under") from None
         digests[rel] = "sha256:" + hashlib.sha256(data).hexdigest()
         res = json.loads(data)
         for m in res["measurements"]:
@@ -189,8 +189,8 @@ def fit_values(by_name: dict, attrs: dict) -> dict:
     if m:
         gaps = mc.derive(m)
         if not gaps or not all(0 <= g < float("inf") for g in gaps):
-            raise LayoutError("launch.turnover needs a gap >= 0 ns in every repeat (an SM that ran two CTAs)",
-                              f"{m['file']}: gap_ns {gaps[:4]}", "capture it again with more waves")
+            raise CaptureError("launch.turnover needs a gap >= 0 ns in every repeat (an SM that ran two CTAs)",
+                               f"{m['file']}: gap_ns {gaps[:4]}", "capture it again with more waves")
         s = mc.stats(gaps)
         out["cta_turnover_ns"] = _entry(s["median"], "ns", f"{m['file']}: launch.turnover ({m['params']['what']}; "
                                         f"kernels/micro_launch_v1.cu, 384 threads, one CTA per SM; median of "
@@ -207,7 +207,7 @@ def fit_values(by_name: dict, attrs: dict) -> dict:
 
 
 def _cycles(m: dict, side: str) -> list[float]:
-    """Cycles per unit of a contend measurement's leader or follower, per repeat. LayoutError for a side with no
+    """Cycles per unit of a contend measurement's leader or follower, per repeat. CaptureError for a side with no
     repeats or a rate that is not a positive finite number."""
     try:
         rates = [float(r) for r in (mc.derive(m) if side == "lead" else mc.follower_rate(m))]
@@ -216,8 +216,8 @@ def _cycles(m: dict, side: str) -> list[float]:
     else:
         why = f"rates {rates[:4]}"
     if not rates or not all(0 < r < float("inf") for r in rates):
-        raise LayoutError("a contend measurement needs positive finite rates on both sides, every repeat",
-                          f"{m['name']} ({side}er): {why}", "capture it again (lapis capture micro --only contend)")
+        raise CaptureError("a contend measurement needs positive finite rates on both sides, every repeat",
+                           f"{m['name']} ({side}er): {why}", "capture it again (lapis capture micro --only contend)")
     return [1.0 / r for r in rates]
 
 
@@ -237,8 +237,8 @@ def contend_values(by_name: dict) -> dict:
             return
         per_part = [_cycles(m, side) for m, (_, side) in zip(ms, parts)]
         if len({len(v) for v in per_part}) > 1:
-            raise LayoutError("both sides of a contend state need the same repeats", f"{key}: "
-                              f"{[len(v) for v in per_part]} repeats", "capture it again")
+            raise CaptureError("both sides of a contend state need the same repeats", f"{key}: "
+                               f"{[len(v) for v in per_part]} repeats", "capture it again")
         s = mc.stats([float(np.mean(v)) for v in zip(*per_part)])
         names = " and ".join(f"{n} ({side}er)" for n, side in parts)
         out[key] = _entry(s["median"], "cycles", f"{ms[0]['file']}: {names} ({what}; {CONTEND_NOTE}; median of "
@@ -263,15 +263,15 @@ def fit_profile(name: str, captures: Path, manifest: Path = MANIFEST) -> dict:
     try:
         spec = json.loads(manifest.read_text())
     except (OSError, ValueError) as exc:
-        raise LayoutError("the fit manifest cannot be read as JSON", f"{manifest} ({exc})",
-                          "pass --manifest lapis/data/fit_manifest.json or a copy of it") from None
+        raise CaptureError("the fit manifest cannot be read as JSON", f"{manifest} ({exc})",
+                           "pass --manifest lapis/data/fit_manifest.json or a copy of it") from None
     if name not in spec:
-        raise LayoutError("no fit recipe for this profile", repr(name), "use one of " + ", ".join(sorted(spec)))
+        raise CaptureError("no fit recipe for this profile", repr(name), "use one of " + ", ".join(sorted(spec)))
     spec = spec[name]
     missing = [k for k in ("arch", "note", "captures", "datasheet") if k not in spec]
     if missing:
-        raise LayoutError("a manifest entry needs arch, note, datasheet and captures", f"{name}: missing {missing}",
-                          "copy the entry's form from lapis/data/fit_manifest.json")
+        raise CaptureError("a manifest entry needs arch, note, datasheet and captures", f"{name}: missing {missing}",
+                           "copy the entry's form from lapis/data/fit_manifest.json")
     by_name, attrs, digests = load_captures(captures, spec["captures"])
     values = dict(spec["datasheet"])
     values.update(fit_values(by_name, attrs))
@@ -292,7 +292,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     try:
         text = dumps(fit_profile(a.profile, Path(a.captures), Path(a.manifest)))
-    except LayoutError as exc:
+    except CaptureError as exc:
         print(f"lapis fit: {exc}", file=sys.stderr)
         return 2
     try:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lapis.errors import ScheduleError
+
 LOG2E = 1.4426950408889634
 C1, C2, C3 = 0.695, 0.227, 0.077  # the write-up's cubic for 2^f on [0, 1) (ch. 9)
 
@@ -58,20 +60,20 @@ def _exp2(x: np.ndarray, emulate_cols: np.ndarray, ftz: bool) -> np.ndarray:
 
 
 def _check_flash_args(q_shape, k_shape, block_n, emulate_frac, threshold) -> None:
-    """ValueError naming the rule, the value and the fix (flash_forward's inputs)."""
+    """ScheduleError naming the rule, the value and the fix (flash_forward's inputs)."""
     if len(q_shape) != 2 or len(k_shape) != 2 or q_shape[0] < 1 or q_shape[1] < 1 or q_shape[1] != k_shape[1]:
-        raise ValueError(f"q is (rows >= 1, d >= 1) and k (cols, d): got q {q_shape}, k {k_shape}; fix: pass 2-D arrays "
-                         "with the same head dim")
+        raise ScheduleError("q is (rows >= 1, d >= 1) and k (cols, d)", f"q {q_shape}, k {k_shape}",
+                            "pass 2-D arrays with the same head dim")
     if not isinstance(block_n, int) or block_n < 1 or k_shape[0] < block_n or k_shape[0] % block_n:
-        raise ValueError(f"the keys are whole K/V tiles (cols a positive multiple of block_n, as the kernels need): "
-                         f"got cols = {k_shape[0]}, block_n = {block_n!r}; fix: pad the keys or pick a block_n "
-                         "that divides them")
+        raise ScheduleError("the keys are whole K/V tiles (cols a positive multiple of block_n, as the kernels need)",
+                            f"cols = {k_shape[0]}, block_n = {block_n!r}", "pad the keys or pick a block_n that "
+                            "divides them")
     if not (emulate_frac == 0 or (0 < emulate_frac <= 1 and abs(1 / emulate_frac - round(1 / emulate_frac)) < 1e-9)):
-        raise ValueError(f"emulate_frac is 0 or 1/n (every n-th column in software): got {emulate_frac!r}; "
-                         "fix: use 0, 1/8, 1/4, 1/2 or 1")
+        raise ScheduleError("emulate_frac is 0 or 1/n (every n-th column in software)", repr(emulate_frac),
+                            "use 0, 1/8, 1/4, 1/2 or 1")
     if threshold is not None and not (isinstance(threshold, (int, float)) and 0 <= threshold < 64):
-        raise ValueError(f"threshold is None or a number of log2 units in [0, 64) (past ~127 fp32 exp2 overflows): "
-                         f"got {threshold!r}; fix: use 8, the kernels' default")
+        raise ScheduleError("threshold is None or a number of log2 units in [0, 64) (past ~127 fp32 exp2 overflows)",
+                            repr(threshold), "use 8, the kernels' default")
 
 
 def flash_forward(q, k, v, *, block_n: int = 128, scale: float | None = None, ftz: bool = True,
@@ -122,12 +124,12 @@ def relative_error(out, ref) -> float:
 
 def attention_inputs(kind: str, rows: int, cols: int, d: int = 128, seed: int = 0):
     """(q (rows, d), k (cols, d), v (cols, d)) float64 drawn as lapis.gpu.bench_attention.make_inputs draws them on
-    the GPU: `normal` N(0, 1); `heavy` q, k = 3 x Student-t(3) (z / sqrt(chi2_3 / 3)), v N(0, 1). Raises ValueError
+    the GPU: `normal` N(0, 1); `heavy` q, k = 3 x Student-t(3) (z / sqrt(chi2_3 / 3)), v N(0, 1). Raises ScheduleError
     for another kind."""
     if kind not in ("normal", "heavy"):
-        raise ValueError(f"inputs are 'normal' or 'heavy', got {kind!r}")
+        raise ScheduleError("inputs are 'normal' or 'heavy'", repr(kind), "use kind='normal' or kind='heavy'")
     if min(rows, cols, d) < 1:
-        raise ValueError(f"rows, cols and d are at least 1: got {rows}, {cols}, {d}; fix: pass positive sizes")
+        raise ScheduleError("rows, cols and d are at least 1", f"{rows}, {cols}, {d}", "pass positive sizes")
     rng = np.random.default_rng(seed)
     q, k, v = rng.standard_normal((rows, d)), rng.standard_normal((cols, d)), rng.standard_normal((cols, d))
     if kind == "heavy":
@@ -141,7 +143,7 @@ def rescale_frequency_of(kind: str, seq: int, *, block_n: int = 128, threshold: 
     for `rows` query rows against `seq` keys of `kind` inputs (mean over `seeds` draws): the frequency the s7 kernel
     counts in its instrumented build (bench_attention's `rescales`)."""
     if seeds < 1:
-        raise ValueError(f"seeds is the number of draws, at least 1: got {seeds!r}; fix: seeds=2")
+        raise ScheduleError("seeds is the number of draws, at least 1", repr(seeds), "seeds=2")
     runs = [flash_forward(*attention_inputs(kind, rows, seq, seed=s), block_n=block_n, threshold=threshold)[1]
             for s in range(seeds)]
     return float(np.mean([r["rescale_frequency"] for r in runs]))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 
 __all__ = ["Occupancy", "resident_ctas", "LIMITERS"]
 
@@ -60,26 +60,26 @@ def _round_up(x: int, unit: int) -> int:
 
 def _check(threads: int, regs_per_thread: int, smem_bytes: int, p) -> None:
     if not 1 <= threads <= MAX_THREADS_PER_BLOCK:
-        raise LayoutError(f"a CTA has 1..{MAX_THREADS_PER_BLOCK} threads", threads, "change the block size", SOURCE)
+        raise ScheduleError(f"a CTA has 1..{MAX_THREADS_PER_BLOCK} threads", threads, "change the block size", SOURCE)
     if not 1 <= regs_per_thread <= MAX_REGS_PER_THREAD:
-        raise LayoutError(f"a thread has 1..{MAX_REGS_PER_THREAD} registers", regs_per_thread,
-                          "lower the register count (__launch_bounds__, -maxrregcount)", SOURCE)
+        raise ScheduleError(f"a thread has 1..{MAX_REGS_PER_THREAD} registers", regs_per_thread,
+                            "lower the register count (__launch_bounds__, -maxrregcount)", SOURCE)
     if not 0 <= smem_bytes <= p["smem_bytes_per_block"]:
-        raise LayoutError("a CTA's shared memory fits smem_bytes_per_block", f"{smem_bytes} B > "
-                          f"{p['smem_bytes_per_block']} B", "use less shared memory per CTA", SOURCE)
+        raise ScheduleError("a CTA's shared memory fits smem_bytes_per_block", f"{smem_bytes} B > "
+                            f"{p['smem_bytes_per_block']} B", "use less shared memory per CTA", SOURCE)
 
 
 def resident_ctas(p, threads: int, regs_per_thread: int, smem_bytes: int) -> Occupancy:
     """CTAs of `threads` threads, `regs_per_thread` registers each (the launch count: ptxas's, or the mean of a
     setmaxnreg split) and `smem_bytes` bytes of shared memory (static + dynamic, without the reserved 1 KB)
     that one SM keeps resident. p: a profile with registers_per_sm, smem_bytes_per_sm, smem_bytes_per_block.
-    Raises LayoutError for a CTA that cannot launch (threads, registers per thread or per CTA, shared memory)."""
+    Raises ScheduleError for a CTA that cannot launch (threads, registers per thread or per CTA, shared memory)."""
     _check(threads, regs_per_thread, smem_bytes, p)
     warps = -(-threads // WARP)
     regs_per_warp = _round_up(regs_per_thread * WARP, REG_ALLOC_UNIT)
     if regs_per_warp * _round_up(warps, SUB_PARTITIONS) > p["registers_per_sm"]:  # the launch's per-CTA check
-        raise LayoutError("a CTA's registers fit the register file", f"{warps} warps x {regs_per_warp} registers "
-                          f"> {p['registers_per_sm']}", "lower the registers per thread or the threads", SOURCE)
+        raise ScheduleError("a CTA's registers fit the register file", f"{warps} warps x {regs_per_warp} registers "
+                            f"> {p['registers_per_sm']}", "lower the registers per thread or the threads", SOURCE)
     smem_per_cta = _round_up(smem_bytes + SMEM_RESERVED_PER_BLOCK, SMEM_ALLOC_UNIT)
     per_sub_partition = p["registers_per_sm"] // SUB_PARTITIONS // regs_per_warp
     limits = dict(blocks=MAX_BLOCKS_PER_SM, threads=MAX_THREADS_PER_SM // (warps * WARP),

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 
 from lapis.data import PROFILES
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 
 
 @dataclass(frozen=True)
@@ -40,12 +40,12 @@ def profiles() -> list[str]:
 
 
 def load_profile(name: str) -> Profile:
-    """The profile `name` (h200, b200); LayoutError naming the available ones."""
+    """The profile `name` (h200, b200); ScheduleError naming the available ones."""
     path = PROFILES / f"{name}.json"
     if name not in profiles():
-        raise LayoutError("unknown GPU profile", repr(name), "use one of " + ", ".join(profiles()))
+        raise ScheduleError("unknown GPU profile", repr(name), "use one of " + ", ".join(profiles()))
     data = json.loads(path.read_text())
     for key, v in data["values"].items():
         if not {"value", "unit", "source"} <= set(v):
-            raise LayoutError("profile value without unit or source", f"{name}.{key}", "give value, unit, source")
+            raise ScheduleError("profile value without unit or source", f"{name}.{key}", "give value, unit, source")
     return Profile(data["name"], data["arch"], data["values"])

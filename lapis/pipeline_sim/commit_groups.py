@@ -14,7 +14,7 @@ N = 0 waits for everything. Operations are simpy events (e.g. the process that h
 
 from __future__ import annotations
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 
 
 class CommitGroups:
@@ -43,11 +43,11 @@ class CommitGroups:
 
     def wait(self, n: int):
         """`<family>.wait_group n`: an event that triggers when at most n groups are pending.
-        Raises LayoutError for a negative n (PTX: an integer constant >= 0)."""
+        Raises ScheduleError for a negative n (PTX: an integer constant >= 0)."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise LayoutError(f"{self.family}.wait_group takes a count of groups >= 0", n,
-                              "wait_group 0 waits for every group; N leaves the newest N in flight",
-                              f"PTX ISA {self.family}.wait_group")
+            raise ScheduleError(f"{self.family}.wait_group takes a count of groups >= 0", n,
+                                "wait_group 0 waits for every group; N leaves the newest N in flight",
+                                f"PTX ISA {self.family}.wait_group")
         self.pending()
         older = self.groups[:max(0, len(self.groups) - n)]
         return self.env.all_of(older)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 
 KINDS = ("softmax", "pipe")
 
@@ -59,17 +59,17 @@ class Contention:
         for name in ("softmax_under_gemm", "softmax_pair", "pipe_under_softmax"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < math.inf):
-                raise LayoutError("a contention factor is a finite rate relative to alone, > 0", f"{name} = {v!r}",
-                                  "refit the profile from the contend microbenchmark")
+                raise ScheduleError("a contention factor is a finite rate relative to alone, > 0", f"{name} = {v!r}",
+                                    "refit the profile from the contend microbenchmark")
         self._t = self.env.now
         self.busy.setdefault("softmax", 0.0)
 
     def run(self, kind: str, work_ns: float):
         """Process body: `work_ns` of work (alone speed) of `kind` ("softmax" or "pipe"); returns when done."""
         if kind not in KINDS:
-            raise LayoutError("a contention job is a softmax or a tensor-pipe job", repr(kind), f"use one of {KINDS}")
+            raise ScheduleError("a contention job is a softmax or a tensor-pipe job", repr(kind), f"use one of {KINDS}")
         if isinstance(work_ns, bool) or not isinstance(work_ns, (int, float)) or not math.isfinite(work_ns):
-            raise LayoutError("a job's work is a finite number of ns", repr(work_ns), "check the cost that gave it")
+            raise ScheduleError("a job's work is a finite number of ns", repr(work_ns), "check the cost that gave it")
         if work_ns <= 0:
             return
         self._advance()
@@ -85,10 +85,10 @@ class Contention:
         self._replan()
 
     def gemm_done(self) -> None:
-        """A wgmma group issued with gemm_issued completed. LayoutError without one in flight."""
+        """A wgmma group issued with gemm_issued completed. ScheduleError without one in flight."""
         if self.in_flight <= 0:
-            raise LayoutError("gemm_done needs a wgmma group in flight", f"in_flight {self.in_flight}",
-                              "call gemm_issued when the group is issued")
+            raise ScheduleError("gemm_done needs a wgmma group in flight", f"in_flight {self.in_flight}",
+                                "call gemm_issued when the group is issued")
         self._advance()
         self.in_flight -= 1
         self._replan()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 
 TX_LIMIT = (1 << 20) - 1  # PTX: tx-count range -(2^20 - 1) .. 2^20 - 1
 
@@ -54,8 +54,8 @@ class MBarrier:
 
     def __post_init__(self):
         if self.count < 1:
-            raise LayoutError("mbarrier arrival count must be at least 1", self.count, "init with count >= 1",
-                              "PTX ISA mbarrier.init")
+            raise ScheduleError("mbarrier arrival count must be at least 1", self.count, "init with count >= 1",
+                                "PTX ISA mbarrier.init")
         self.pending = self.count
 
     @property
@@ -90,8 +90,8 @@ class MBarrier:
 
     def _tx(self, value: int) -> None:
         if not -TX_LIMIT <= value <= TX_LIMIT:
-            raise LayoutError("mbarrier tx-count out of range", value, f"keep it within +-{TX_LIMIT} B per phase",
-                              "PTX ISA mbarrier (tx-count)")
+            raise ScheduleError("mbarrier tx-count out of range", value, f"keep it within +-{TX_LIMIT} B per phase",
+                                "PTX ISA mbarrier (tx-count)")
         self.tx = value
 
     def _maybe_complete(self) -> None:
@@ -114,7 +114,7 @@ class MBarrier:
         """A simpy event for try_wait.parity(parity): already triggered if that phase has completed."""
         ev = self.env.event()
         if parity not in (0, 1):
-            raise LayoutError("try_wait.parity takes a phase parity", parity, "pass 0 or 1")
+            raise ScheduleError("try_wait.parity takes a phase parity", parity, "pass 0 or 1")
         if self.parity != parity:
             if self.hb is not None:  # passes at once: ordered after the last completed phase, if any
                 self.hb.op(role, f"wait {self.name} passes", after=self._completed.get(self.phase - 1))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 
 WARP_SIZE = 32
 BARRIER_IDS = 16  # PTX: ids 0..15 per CTA
@@ -35,7 +35,7 @@ class NamedWaiter:
 class NamedBarrier:
     """Barrier `bar_id` of a CTA, completing at `count` threads; `arrivers` maps role -> threads it arrives with.
 
-    Raises LayoutError for an id outside 0..15, a count (or an arrival) that is not a positive multiple of 32."""
+    Raises ScheduleError for an id outside 0..15, a count (or an arrival) that is not a positive multiple of 32."""
 
     env: object
     name: str
@@ -49,8 +49,8 @@ class NamedBarrier:
 
     def __post_init__(self):
         if not 0 <= self.bar_id < BARRIER_IDS:
-            raise LayoutError("a named barrier id lies in 0..15", self.bar_id, "use one of the CTA's 16 barriers",
-                              "PTX ISA bar, barrier")
+            raise ScheduleError("a named barrier id lies in 0..15", self.bar_id, "use one of the CTA's 16 barriers",
+                                "PTX ISA bar, barrier")
         _check_threads(self.count, f"bar {self.bar_id} thread count")
         for role, n in self.arrivers.items():
             _check_threads(n, f"threads {role} arrives with on bar {self.bar_id}")
@@ -104,6 +104,6 @@ class NamedBarrier:
 
 def _check_threads(n, what: str) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < WARP_SIZE or n % WARP_SIZE:
-        raise LayoutError(f"{what} must be a positive multiple of the warp size (32)", n,
-                          "count whole warps, e.g. 128 for a warpgroup or 256 for two",
-                          "PTX ISA bar, barrier")
+        raise ScheduleError(f"{what} must be a positive multiple of the warp size (32)", n,
+                            "count whole warps, e.g. 128 for a warpgroup or 256 for two",
+                            "PTX ISA bar, barrier")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.mbarrier import MBarrier
 
 
@@ -59,10 +59,10 @@ class TmaPipeline:
 
     def _slot(self, st: PipelineState) -> int:
         if st.stages != self.stages or not 0 <= st.index < self.stages:
-            raise LayoutError("pipeline state does not match the pipeline's stage count",
-                              f"state of {st.stages} stages (index {st.index}) on a {self.stages}-stage pipeline",
-                              f"make the state with PipelineState({self.stages}) so the phase flips every "
-                              f"{self.stages} tokens")
+            raise ScheduleError("pipeline state does not match the pipeline's stage count",
+                                f"state of {st.stages} stages (index {st.index}) on a {self.stages}-stage pipeline",
+                                f"make the state with PipelineState({self.stages}) so the phase flips every "
+                                f"{self.stages} tokens")
         return st.index
 
     def producer_acquire(self, st: PipelineState):

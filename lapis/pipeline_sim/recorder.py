@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import asdict, dataclass, field
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 
 
 @dataclass
@@ -35,7 +35,7 @@ MAX_EVENTS = 1_000_000  # about 10 s of simulation on a 2-core machine (13x the 
 
 
 class Recorder:
-    """The run's timeline. More than `max_events` events ends the run with a LayoutError naming the bound."""
+    """The run's timeline. More than `max_events` events ends the run with a ScheduleError naming the bound."""
 
     def __init__(self, env, max_events: int | None = None, sm: int = 0, ids=None):
         """sm: stamped on every event; ids: an itertools.count shared by the recorders of one run, so event
@@ -46,9 +46,9 @@ class Recorder:
 
     def add(self, role: str, op: str, start: float, **kw) -> Event:
         if len(self.events) >= self.max_events:
-            raise LayoutError("the run exceeds the simulator's event bound", f"more than {self.max_events:,} "
-                              "tile-level events on the representative SM",
-                              "simulate a smaller shape: per-SM throughput settles within a few thousand tiles")
+            raise ScheduleError("the run exceeds the simulator's event bound", f"more than {self.max_events:,} "
+                                "tile-level events on the representative SM",
+                                "simulate a smaller shape: per-SM throughput settles within a few thousand tiles")
         e = Event(role, op, start, self.env.now, **{"sm": self.sm, **kw})
         e.id = next(self.ids)
         self.events.append(e)

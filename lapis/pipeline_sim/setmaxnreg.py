@@ -14,7 +14,7 @@ MmaRegisterRequirement; notes pipeline-facts 4.1): 1 consumer WG 56/256, 2 consu
 from __future__ import annotations
 
 from lapis.catalog.hardware import REGISTERS_PER_SM, WARPGROUP_THREADS  # noqa: F401 (re-exported)
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 
 REG_MIN, REG_MAX, REG_STEP = 24, 256, 8
 FA3_SPLITS = {1: (56, 256), 2: (24, 240), 3: (32, 160)}  # consumer WGs -> (producer, consumer) registers
@@ -29,10 +29,10 @@ def derived_split(consumer_wgs: int, registers_per_sm: int = REGISTERS_PER_SM) -
 
 
 def check_count(n: int, what: str) -> None:
-    """A setmaxnreg operand: 24..256, a multiple of 8. Raises LayoutError otherwise."""
+    """A setmaxnreg operand: 24..256, a multiple of 8. Raises ScheduleError otherwise."""
     if not REG_MIN <= n <= REG_MAX or n % REG_STEP:
-        raise LayoutError(f"setmaxnreg takes {REG_MIN}..{REG_MAX} registers in steps of {REG_STEP} ({what})", n,
-                          f"use a multiple of 8 in {REG_MIN}..{REG_MAX}", "PTX ISA setmaxnreg")
+        raise ScheduleError(f"setmaxnreg takes {REG_MIN}..{REG_MAX} registers in steps of {REG_STEP} ({what})", n,
+                            f"use a multiple of 8 in {REG_MIN}..{REG_MAX}", "PTX ISA setmaxnreg")
 
 
 def register_split(consumer_wgs: int, regs_producer: int | None, regs_consumer: int | None,
@@ -40,7 +40,7 @@ def register_split(consumer_wgs: int, regs_producer: int | None, regs_consumer: 
     """The producer/consumer split, derived where not given, checked against the register file.
 
     Returns dict(regs_producer, regs_consumer, registers) with registers = 128 x (producer + wgs x consumer),
-    in 32-bit registers. Raises LayoutError for a count outside setmaxnreg's rule or a split over the file."""
+    in 32-bit registers. Raises ScheduleError for a count outside setmaxnreg's rule or a split over the file."""
     dp, dc = derived_split(consumer_wgs, registers_per_sm)
     prod = dp if regs_producer is None else regs_producer
     cons = dc if regs_consumer is None else regs_consumer
@@ -48,9 +48,9 @@ def register_split(consumer_wgs: int, regs_producer: int | None, regs_consumer: 
     check_count(cons, "regs_consumer")
     total = WARPGROUP_THREADS * (prod + consumer_wgs * cons)
     if total > registers_per_sm:
-        raise LayoutError("the register split does not fit the register file",
-                          f"{WARPGROUP_THREADS} x ({prod} + {consumer_wgs} x {cons}) = {total} registers > "
-                          f"{registers_per_sm}", f"lower regs_consumer to at most "
-                          f"{(registers_per_sm // WARPGROUP_THREADS - prod) // consumer_wgs // 8 * 8}",
-                          "PTX ISA setmaxnreg; registers_per_sm")
+        raise ScheduleError("the register split does not fit the register file",
+                            f"{WARPGROUP_THREADS} x ({prod} + {consumer_wgs} x {cons}) = {total} registers > "
+                            f"{registers_per_sm}", f"lower regs_consumer to at most "
+                            f"{(registers_per_sm // WARPGROUP_THREADS - prod) // consumer_wgs // 8 * 8}",
+                            "PTX ISA setmaxnreg; registers_per_sm")
     return dict(regs_producer=prod, regs_consumer=cons, registers=total)

@@ -10,7 +10,7 @@ import math
 import time
 from collections import defaultdict
 
-from lapis.errors import LayoutError
+from lapis.errors import NotModelled, ScheduleError
 from lapis.model import roofline
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import recorder
@@ -119,7 +119,7 @@ def parse_params(items: list[str]) -> dict:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep:
-            raise LayoutError("a schedule parameter is key=value", repr(item), "e.g. --param stages=3")
+            raise ScheduleError("a schedule parameter is key=value", repr(item), "e.g. --param stages=3")
         if key in CHOICES:
             out[key] = value
             continue
@@ -129,30 +129,33 @@ def parse_params(items: list[str]) -> dict:
             try:
                 out[key] = float(value)
             except ValueError:
-                raise LayoutError(f"parameter {key} must be a number", repr(value), f"e.g. --param {key}=2") from None
+                raise ScheduleError(f"parameter {key} must be a number", repr(value), f"e.g. --param {key}=2") from None
     return out
 
 
 def check_params(schedule: str, params: dict, defaults: dict) -> None:
-    """Unknown names, counts below 1 and values out of range are refused before anything runs."""
+    """Unknown names, counts below 1 and values out of range are refused before anything runs: ScheduleError, or
+    NotModelled for `causal` on a schedule that does not model the mask."""
     unknown = set(params) - set(defaults)
+    if unknown == {"causal"}:  # legal on the hardware: the schedule just does not model the mask
+        raise NotModelled(f"{schedule} has no parameter(s) {sorted(unknown)}", sorted(unknown),
+                          "causal masking is not modelled for this schedule; drop --causal")
     if unknown:
-        hint = ("causal masking is not modelled for this schedule; drop --causal" if unknown == {"causal"} else
-                "use " + ", ".join(sorted(defaults)))
-        raise LayoutError(f"{schedule} has no parameter(s) {sorted(unknown)}", sorted(unknown), hint)
+        raise ScheduleError(f"{schedule} has no parameter(s) {sorted(unknown)}", sorted(unknown),
+                            "use " + ", ".join(sorted(defaults)))
     for key, v in params.items():
         if key in CHOICES:
             if v not in CHOICES[key]:
-                raise LayoutError(f"{key} is one of {', '.join(CHOICES[key])}", repr(v), f"e.g. --param {key}=lpt")
+                raise ScheduleError(f"{key} is one of {', '.join(CHOICES[key])}", repr(v), f"e.g. --param {key}=lpt")
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise LayoutError(f"{key} must be a finite number", repr(v), f"e.g. {key}={_example(key, defaults)}")
+            raise ScheduleError(f"{key} must be a finite number", repr(v), f"e.g. {key}={_example(key, defaults)}")
         if key in COUNTS and (v != int(v) or v < 1):
-            raise LayoutError(f"{key} is a count and must be a whole number >= 1", v, f"e.g. --param {key}=2")
+            raise ScheduleError(f"{key} is a count and must be a whole number >= 1", v, f"e.g. --param {key}=2")
         lo, hi = PARAM_RANGES.get(key, (None, None))
         if (lo is not None and v < lo) or (hi is not None and v > hi) or (key == "causal" and v not in (0, 1)):
-            raise LayoutError(f"{key} must lie in [{lo}, {'inf' if hi is None else hi}]", v,
-                              f"e.g. --param {key}={_example(key, defaults)}")
+            raise ScheduleError(f"{key} must lie in [{lo}, {'inf' if hi is None else hi}]", v,
+                                f"e.g. --param {key}={_example(key, defaults)}")
         if key in COUNTS:
             params[key] = int(v)
 
@@ -177,9 +180,9 @@ def check_size(kind: str, dims: tuple, prm: dict, sm_count: int, q_rows: int = 0
         items, per_item = b * h * math.ceil(seq / rows), 2 * (max(1, tiles // 2) if prm.get("causal") else tiles)
     least = math.ceil(items / sm_count) * per_item
     if least > recorder.MAX_EVENTS:
-        raise LayoutError("the run exceeds the simulator's event bound", f"at least {least:,} tile-level events on "
-                          f"the busiest SM (bound {recorder.MAX_EVENTS:,})",
-                          "simulate a smaller shape: per-SM throughput settles within a few thousand tiles")
+        raise ScheduleError("the run exceeds the simulator's event bound", f"at least {least:,} tile-level events on "
+                            f"the busiest SM (bound {recorder.MAX_EVENTS:,})",
+                            "simulate a smaller shape: per-SM throughput settles within a few thousand tiles")
 
 
 def _example(key: str, defaults: dict):
@@ -198,28 +201,29 @@ def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, ch
     check_races: also run the happens-before race check (lapis.pipeline_sim.races) over every K/V (or A+B)
     slot access; `races` is then a list of race descriptions (empty when clean), else None. It costs a graph
     node per barrier operation, so it suits the small shapes a protocol check needs.
-    Raises LayoutError for an unknown schedule, parameter or shape, and deadlock.Deadlock on a hang."""
+    Raises ScheduleError for an unknown schedule, parameter or shape, NotModelled for causal masking on a
+    schedule that does not model it, and deadlock.Deadlock on a hang."""
     import importlib
     if schedule not in SCHEDULES:
-        raise LayoutError("unknown schedule", repr(schedule), "see lapis simulate --list")
+        raise ScheduleError("unknown schedule", repr(schedule), "see lapis simulate --list")
     doc, module, kind = SCHEDULES[schedule]
     mod = importlib.import_module(module)
     params = dict(params or {})
     check_params(schedule, params, mod.DEFAULTS)
     dims = mod.parse_shape(shape)
     if min(dims) < 1:
-        raise LayoutError("shape extents must be positive", shape, "use extents >= 1")
+        raise ScheduleError("shape extents must be positive", shape, "use extents >= 1")
     if kind == "attention" and dims[3] % 16:
-        raise LayoutError("D is the K of the QK^T MMA and the N of PV, stepped 16 at a time for 16-bit types "
-                          "(wgmma .m64nNk16, tcgen05 kind::f16, mma.sync .m16n8k16)", f"D = {dims[3]}",
-                          "use a head dimension that is a multiple of 16, e.g. 64, 128")
+        raise ScheduleError("D is the K of the QK^T MMA and the N of PV, stepped 16 at a time for 16-bit types "
+                            "(wgmma .m64nNk16, tcgen05 kind::f16, mma.sync .m16n8k16)", f"D = {dims[3]}",
+                            "use a head dimension that is a multiple of 16, e.g. 64, 128")
     p = load_profile(gpu)
     check_size(kind, dims, {**mod.DEFAULTS, **getattr(mod, "VARIANTS", {}).get(schedule, {}), **params},
                p["sm_count"], 2 * getattr(mod, "BLOCK_M", 0))
     arch = ARCH_OF_PREFIX.get(schedule.split("-", 1)[0])
     if arch and p.arch != arch:
-        raise LayoutError(f"{schedule} is written for {arch} hardware", f"profile {gpu} ({p.arch})",
-                          f"use --gpu {default_gpu(schedule)} or a schedule of the {p.arch} family")
+        raise ScheduleError(f"{schedule} is written for {arch} hardware", f"profile {gpu} ({p.arch})",
+                            f"use --gpu {default_gpu(schedule)} or a schedule of the {p.arch} family")
     t0 = time.time()
     if kind == "attention":
         r = mod.simulate(p, shape, params or {}, schedule, check_races, full)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 import math
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.grid import fullest
 
 ORDERS = ("grid_stride", "lpt", "heavy_first")
@@ -40,7 +40,7 @@ def work_units(heads: int, q_tiles: int, per_cta: int) -> list[list[tuple[int, i
 def deal(lengths: list[int], sm_count: int, order: str) -> list[list[int]]:
     """Unit indices per SM, in the order each SM processes them."""
     if order not in ORDERS:
-        raise LayoutError("unknown persistent_order", repr(order), f"use one of {', '.join(ORDERS)}")
+        raise ScheduleError("unknown persistent_order", repr(order), f"use one of {', '.join(ORDERS)}")
     per_sm = [[] for _ in range(min(sm_count, len(lengths)))]
     if order in ("grid_stride", "heavy_first"):
         ranked = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)) if order == "heavy_first" else \

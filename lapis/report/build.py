@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lapis.captures import attention as attention_capture
 from lapis.captures.gemm import timed_captures
-from lapis.errors import LayoutError
+from lapis.errors import LapisError
 from lapis.figures.mma_pair import plot_pair
 from lapis.figures.tile import plot_tile_chunks
 from lapis.figures.tma_box import chunk_map, plot_box_pair
@@ -96,7 +96,7 @@ def build_report(out: str = "lapis-report", captures: str | None = None, resimul
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # an existing file, a read-only or pseudo file system (/proc)
-        raise LayoutError("--out must be a folder lapis can write", out, "pass a new or existing folder") from exc
+        raise LapisError("--out must be a folder lapis can write", out, "pass a new or existing folder") from exc
     captures_root(captures)  # fail early with a clear message
     t0 = time.time()
     md, numbers = layouts_section(captures, out_dir)

@@ -4,9 +4,9 @@ A Task is plain data (picklable: a process pool or a Dask worker runs `evaluate(
 predicted time (µs) and TFLOP/s, the busiest unit (`bound_by`), the resources the configuration takes (shared
 memory in bytes, registers per CTA, TMEM columns on sm100) and whether a kernel can run it
 (lapis.sweep.runnable: `kernel` names it, or says "not runnable: why"). A configuration the simulator refuses
-(a LayoutError: shared memory over the CTA's limit, a register split over the file, tiles that do not divide L,
-a block_n wgmma cannot take, ...) or that deadlocks is a row with fits = False and the simulator's message as
-its reason: never dropped. A shape over the simulator's event bound (simulate.check_size) is not a hardware
+(a ScheduleError: shared memory over the CTA's limit, a register split over the file, tiles that do not divide L,
+a block_n wgmma cannot take, ...; or NotModelled: a mechanism the schedule does not model) or that deadlocks is a
+row with fits = False and the simulator's message as its reason: never dropped. A shape over the simulator's event bound (simulate.check_size) is not a hardware
 limit: its reason starts with "simulator limit:" and its kernel column says so.
 
 Each row carries `stamp` (stamp(): the GPU profile's hash, the simulator's model hash and the lapis version,
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 import lapis
-from lapis.errors import LayoutError
+from lapis.errors import NotModelled, ScheduleError
 from lapis.pipeline_sim import predictions
 from lapis.pipeline_sim.deadlock import Deadlock
 from lapis.sweep.fast import simulate_fast, simulate_full  # noqa: F401 (simulate_full re-exported)
@@ -64,7 +64,7 @@ def evaluate(task: Task) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     try:
         r = simulate_row(task)
-    except LayoutError as exc:
+    except (ScheduleError, NotModelled) as exc:  # the simulator refuses the configuration
         limit = exc.rule == EVENT_BOUND_RULE  # the simulator's own bound, not the GPU's
         row["reason"] = (SIMULATOR_LIMIT if limit else "") + str(exc)
     except Deadlock as exc:

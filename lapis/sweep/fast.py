@@ -99,7 +99,8 @@ def simulate_full(schedule: str, gpu: str, shape: str, params: dict) -> dict:
 def simulate_fast(schedule: str, gpu: str, shape: str, params: dict | None = None) -> dict:
     """simulate()'s summary with `predicted_us` and `tflops` extrapolated from short runs (module docstring);
     `fast` says how: 'exact' when the full list is no longer than the short runs together (then it is the
-    full simulation), 'items+tiles' or 'units'. Raises what simulate() raises (LayoutError, deadlock.Deadlock)."""
+    full simulation), 'items+tiles' or 'units'. Raises what simulate() raises (ScheduleError, NotModelled,
+    deadlock.Deadlock)."""
     params = dict(params or {})
     k1, k2 = UNITS
     c1, c2 = TILE_CAPS

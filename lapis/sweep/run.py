@@ -16,7 +16,7 @@ import random
 import time
 from pathlib import Path
 
-from lapis.errors import LayoutError, as_int
+from lapis.errors import LapisError, ScheduleError, as_int
 from lapis.figures.pareto import pareto_figure
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim.simulate import ARCH_OF_PREFIX, SCHEDULES, default_gpu
@@ -47,40 +47,40 @@ def compute(tasks: list, store: RowStore, executor: str, workers, label: str) ->
 
 def parse_shapes(shapes: list, parse) -> list[str]:
     """The shapes in canonical form ('8x16x4096x128': spaces stripped, extents as ints), each parsed by the
-    schedule module's parse_shape with positive extents. Raises LayoutError for none, a malformed or
+    schedule module's parse_shape with positive extents. Raises ScheduleError for none, a malformed or
     non-positive shape, or one given twice."""
     if not shapes:
-        raise LayoutError("a sweep needs at least one shape", shapes, "e.g. --shapes 8x16x4096x128")
+        raise ScheduleError("a sweep needs at least one shape", shapes, "e.g. --shapes 8x16x4096x128")
     out = []
     for s in shapes:
         dims = parse(str(s).replace(" ", ""))
         if min(dims) < 1:
-            raise LayoutError("shape extents must be positive", repr(s), "use extents >= 1, e.g. 8x16x4096x128")
+            raise ScheduleError("shape extents must be positive", repr(s), "use extents >= 1, e.g. 8x16x4096x128")
         text = "x".join(map(str, dims))
         if text in out:
-            raise LayoutError("each sweep shape is given once", repr(s), f"drop the repeated {text} from --shapes")
+            raise ScheduleError("each sweep shape is given once", repr(s), f"drop the repeated {text} from --shapes")
         out.append(text)
     return out
 
 
 def output_folder(out) -> Path:
-    """OUT as a folder, made if missing. Raises LayoutError for an empty path, a file, or a path under a file."""
+    """OUT as a folder, made if missing. Raises LapisError for an empty path, a file, or a path under a file."""
     if not str(out).strip():
-        raise LayoutError("--out names the sweep's output folder", repr(str(out)), "e.g. --out lapis-sweep")
+        raise LapisError("--out names the sweep's output folder", repr(str(out)), "e.g. --out lapis-sweep")
     folder = Path(out)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise LayoutError("--out must be a folder (it holds rows.jsonl, sweep.csv, summary.json)", str(folder),
-                          "pick a path that is not a file nor under one") from None
+        raise LapisError("--out must be a folder (it holds rows.jsonl, sweep.csv, summary.json)", str(folder),
+                         "pick a path that is not a file nor under one") from None
     return folder
 
 
 def check_counts(top: int, check: int) -> None:
-    if as_int(top, "--top") < 1:
-        raise LayoutError("--top prints a count of configurations >= 1", top, "e.g. --top 5")
-    if as_int(check, "--check") < 0:
-        raise LayoutError("--check samples a count of rows >= 0", check, "e.g. --check 3 (0: no fast-mode check)")
+    if as_int(top, "--top", error=LapisError) < 1:
+        raise LapisError("--top prints a count of configurations >= 1", top, "e.g. --top 5")
+    if as_int(check, "--check", error=LapisError) < 0:
+        raise LapisError("--check samples a count of rows >= 0", check, "e.g. --check 3 (0: no fast-mode check)")
 
 
 def fast_check(rows: list, schedule: str, gpu: str, store: RowStore, executor: str, workers, sample: int,
@@ -108,20 +108,20 @@ def run_sweep(schedule: str, shapes: list, grid: list | None = None, gpu: str | 
               figure: bool = True) -> dict:
     """Sweep `schedule` over the --grid axes at `shapes`; see the module docstring for what is written.
     Returns summary.json's content plus `rows` (the sorted table) and `csv` (its text).
-    Raises LayoutError, before anything runs, for an unknown schedule, GPU, key or executor, a grid value the
-    simulator refuses, a bad shape list (parse_shapes), a worker count < 1, top < 1, check < 0 or an --out that
-    is not a folder (output_folder)."""
+    Raises, before anything runs, ScheduleError for an unknown schedule, GPU or key, a grid value the simulator
+    refuses or a bad shape list (parse_shapes), and LapisError for an unknown executor, a worker count < 1,
+    top < 1, check < 0 or an --out that is not a folder (output_folder)."""
     import importlib
 
     if schedule not in SCHEDULES:
-        raise LayoutError("unknown schedule", repr(schedule), "see lapis simulate --list")
+        raise ScheduleError("unknown schedule", repr(schedule), "see lapis simulate --list")
     gpu = gpu or default_gpu(schedule)
     if gpu not in GPUS:
-        raise LayoutError("unknown GPU profile", repr(gpu), "use " + ", ".join(GPUS))
+        raise ScheduleError("unknown GPU profile", repr(gpu), "use " + ", ".join(GPUS))
     arch = ARCH_OF_PREFIX.get(schedule.split("-", 1)[0])
     if arch and load_profile(gpu).arch != arch:  # simulate() would refuse every row for it: say so once
-        raise LayoutError(f"{schedule} is written for {arch} hardware", f"--gpu {gpu} ({load_profile(gpu).arch})",
-                          f"use --gpu {default_gpu(schedule)}")
+        raise ScheduleError(f"{schedule} is written for {arch} hardware", f"--gpu {gpu} ({load_profile(gpu).arch})",
+                            f"use --gpu {default_gpu(schedule)}")
     mod = importlib.import_module(SCHEDULES[schedule][1])
     shapes = parse_shapes(shapes, mod.parse_shape)
     check_executor(executor)

@@ -18,6 +18,7 @@ are named when they are what stands in the way:
 
 from __future__ import annotations
 
+from lapis.errors import ScheduleError
 from lapis.gpu import bench_attention as bench
 
 KERNELS_OF_SCHEDULE = {"h200-s1-serial": ("s1",), "h200-s2-ws-ring": ("s2",), "h200-s3-two-consumers": ("s3",),
@@ -58,7 +59,7 @@ def runnable(schedule: str, params: dict, shape: str) -> tuple[bool, str]:
         if {k: v[k] for k in GEOMETRY} == want and all(params.get(k) == v[k] for k in FIXED if k in v):
             try:
                 bench.check_shape(v, shape)
-            except ValueError as exc:  # LayoutError: D or L the kernel cannot take
+            except ScheduleError as exc:  # D or L the kernel cannot take
                 return False, str(exc)
             split = [v.get(k) for k in SPLIT]
             note = (f" (kernel's setmaxnreg split {split[0]}/{split[1]})"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.simulate import check_params, parse_params
 
 
@@ -20,18 +20,18 @@ def parse_grid(items: list[str] | None, defaults: dict, schedule: str) -> dict[s
     """['stages=2,3', 'block_n=64,128'] -> {'block_n': (64, 128), 'stages': (2, 3)} (values deduplicated, sorted;
     spaces around keys and values stripped). Each value passes the simulator's own check (simulate.parse_params
     and check_params: counts whole and >= 1, finite numbers in range, names of CHOICES), as `lapis simulate
-    --param` checks it. Raises LayoutError for a malformed item, an axis without values, a key given twice or
+    --param` checks it. Raises ScheduleError for a malformed item, an axis without values, a key given twice or
     one `schedule` does not have (its keys are the schedule module's DEFAULTS), or a value the simulator refuses."""
     axes: dict[str, tuple] = {}
     for item in items or []:
         key, sep, values = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise LayoutError("a sweep axis is key=v1,v2,...", repr(item), "e.g. --grid stages=2,3")
+            raise ScheduleError("a sweep axis is key=v1,v2,...", repr(item), "e.g. --grid stages=2,3")
         if key in axes:
-            raise LayoutError("each sweep key is given once", key, f"put every value in one --grid {key}=...")
+            raise ScheduleError("each sweep key is given once", key, f"put every value in one --grid {key}=...")
         if key not in defaults:
-            raise LayoutError(f"{schedule} has no parameter {key}", key, "use " + ", ".join(sorted(defaults)))
+            raise ScheduleError(f"{schedule} has no parameter {key}", key, "use " + ", ".join(sorted(defaults)))
         vals = []
         for v in (x.strip() for x in values.split(",")):
             if v:
@@ -39,7 +39,7 @@ def parse_grid(items: list[str] | None, defaults: dict, schedule: str) -> dict[s
                 check_params(schedule, p, defaults)  # converts whole floats of counts to int
                 vals.append(p[key])
         if not vals:
-            raise LayoutError("a sweep axis needs at least one value", repr(item), f"e.g. --grid {key}=2,3")
+            raise ScheduleError("a sweep axis needs at least one value", repr(item), f"e.g. --grid {key}=2,3")
         axes[key] = tuple(sorted(set(vals), key=value_order))
     return dict(sorted(axes.items()))
 
@@ -64,12 +64,12 @@ def config_at(axes: dict, index: int) -> tuple:
 
 def configurations(axes: dict, sample: int | None = None, seed: int = 0) -> list[tuple]:
     """Every configuration of the product, or `sample` distinct ones drawn with random.Random(seed) (without
-    building the product: its indices are sampled). Sorted by sort_key. Raises LayoutError for sample < 1."""
+    building the product: its indices are sampled). Sorted by sort_key. Raises ScheduleError for sample < 1."""
     n = size(axes)
     if sample is None or sample >= n:
         picked = range(n)
     elif sample < 1:
-        raise LayoutError("--random takes a count >= 1", sample, "e.g. --random 50 --seed 0")
+        raise ScheduleError("--random takes a count >= 1", sample, "e.g. --random 50 --seed 0")
     else:
         picked = random.Random(seed).sample(range(n), sample)
     return sorted((config_at(axes, i) for i in picked), key=sort_key)

@@ -5,7 +5,7 @@ A rerun with the same output folder reads the store first and computes only the 
 profile hash, model hash, lapis version) is not the current one (`stale`). A line cut short by a kill (no
 closing newline), one that is not UTF-8 JSON, or one that is not a valid row (valid_row: a dict with the row's
 fields, finite positive times and TFLOP/s) is dropped (`dropped`) and its task recomputed; the file is rewritten
-without it before anything is appended. A folder in place of rows.jsonl is a LayoutError.
+without it before anything is appended. A folder in place of rows.jsonl is a CaptureError.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import math
 import os
 from pathlib import Path
 
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError
 
 ROWS_FILE = "rows.jsonl"
 TEXT_FIELDS = ("key", "shape", "mode", "reason", "kernel")
@@ -50,15 +50,15 @@ def valid_row(row) -> bool:
 
 class RowStore:
     """Finished rows of one output folder, by key; `add` appends a row and flushes it to disk.
-    Raises LayoutError when OUT/rows.jsonl is not a file."""
+    Raises CaptureError when OUT/rows.jsonl is not a file."""
 
     def __init__(self, folder: Path):
         self.path = Path(folder) / ROWS_FILE
         self.rows: dict[str, dict] = {}
         self.dropped = 0
         if self.path.exists() and not self.path.is_file():
-            raise LayoutError(f"the resume store {ROWS_FILE} must be a file", str(self.path),
-                              "remove or rename it, or pick another --out")
+            raise CaptureError(f"the resume store {ROWS_FILE} must be a file", str(self.path),
+                               "remove or rename it, or pick another --out")
         if self.path.exists():
             self._load()
 

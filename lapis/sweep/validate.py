@@ -2,7 +2,7 @@
 by lapis.gpu.bench_attention (correctness against a float64 reference first, then CUDA-event timing), their
 measured time and TFLOP/s added to the table as `measured_us` and `measured_tflops` (validated.csv).
 
-Without a GPU it raises LayoutError before anything runs; the predicted table, already written, stays as it is.
+Without a GPU it raises LapisError before anything runs; the predicted table, already written, stays as it is.
 Only runnable rows are validated (lapis.sweep.runnable names the kernel); the others keep empty measured cells.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError, LapisError, ScheduleError
 from lapis.gpu import bench_attention as bench
 from lapis.gpu import harness
 from lapis.sweep import table
@@ -20,9 +20,9 @@ from lapis.sweep.runnable import kernel_of
 
 def require_gpu() -> None:
     if not harness.gpu_present():
-        raise LayoutError("--validate-top runs real kernels and needs an NVIDIA GPU with compute capability 9.0+",
-                          "no GPU visible to cupy", "run it on the GPU machine with `pip install .[gpu]` and torch "
-                          "(the predicted table is written and left as it is)")
+        raise LapisError("--validate-top runs real kernels and needs an NVIDIA GPU with compute capability 9.0+",
+                         "no GPU visible to cupy", "run it on the GPU machine with `pip install .[gpu]` and torch "
+                         "(the predicted table is written and left as it is)")
 
 
 def validate_top(result: dict, k: int, out: Path, provenance: str | None = None) -> Path:
@@ -32,8 +32,8 @@ def validate_top(result: dict, k: int, out: Path, provenance: str | None = None)
     names = sorted({n for c in picked for n, v in bench.VARIANTS.items()
                     if bench.kernel_name(v) == kernel_of(c["kernel"])})
     if not names:
-        raise LayoutError("no runnable configuration to validate", f"top {k}", "sweep parameters a kernel takes "
-                          "(lapis.sweep.runnable)")
+        raise ScheduleError("no runnable configuration to validate", f"top {k}", "sweep parameters a kernel takes "
+                            "(lapis.sweep.runnable)")
     dest = Path(out) / "validate"
     prov = ["--provenance", str(provenance)] if provenance else []
     rc = bench.main(["--out", str(dest), "--variants", ",".join(names), "--shapes", ",".join(result["shapes"]), *prov])
@@ -50,5 +50,5 @@ def validate_top(result: dict, k: int, out: Path, provenance: str | None = None)
     path = Path(out) / "validated.csv"
     path.write_text(text)
     if rc:
-        raise LayoutError("the kernel benchmark failed", f"exit {rc}", f"see {dest / 'manifest.json'}")
+        raise CaptureError("the kernel benchmark failed", f"exit {rc}", f"see {dest / 'manifest.json'}")
     return path

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lapis.captures import gemm as gemm_capture
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError, ScheduleError
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim.predictions import model_hash, profile_hash
 from lapis.pipeline_sim.simulate import default_gpu, simulate
@@ -40,17 +40,18 @@ def compare_gemm(schedule: str, shape: str, variant: str | None = None, captures
                  keep_events: bool = False) -> dict:
     """The comparison as a JSON-able dict (times in µs, iteration in ns, errors in percent).
 
-    Raises LayoutError for a schedule the capture does not measure, or a shape or variant it lacks.
+    Raises ScheduleError for a schedule lapis compare does not cover, CaptureError for a schedule the capture
+    does not measure, or a shape or variant it lacks.
     keep_events: add `_predicted_events` and `_measured_events` (recorder.Event lists) for the Gantt."""
     if not schedule.endswith("-gemm-ws"):  # before looking the shape up: the attention ones are validated elsewhere
-        raise LayoutError("lapis compare covers the GEMM schedule h200-gemm-ws", schedule,
-                          "for the attention schedules use `lapis validate timelines` (every variant, shape and "
-                          "causal flag the captures hold)")
+        raise ScheduleError("lapis compare covers the GEMM schedule h200-gemm-ws", schedule,
+                            "for the attention schedules use `lapis validate timelines` (every variant, shape and "
+                            "causal flag the captures hold)")
     folder = gemm_capture.find(captures_root(captures, kinds=("gemm",)), shape, variant)
     man = gemm_capture.manifest(folder)
     if schedule != man["schedule"]:
-        raise LayoutError("no capture of this schedule's kernel", schedule, f"use --schedule {man['schedule']} "
-                          f"(the kernel {man['kernel']} captured in {folder.name})")
+        raise CaptureError("no capture of this schedule's kernel", schedule, f"use --schedule {man['schedule']} "
+                           f"(the kernel {man['kernel']} captured in {folder.name})")
     chosen = variant or default_variant(folder, man, shape)
     meas = gemm_capture.measured(man, chosen, shape)
     params = man["variants"][chosen]

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from lapis.data import CAPTURES
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError, LayoutError
 from lapis.layouts.tma import SWIZZLE_CODES, NotModelled, TensorMap, load_box, place_box, tma_type
 from lapis.layouts.tma.rules import RULES, EncodeArgs, check
 
@@ -23,19 +23,19 @@ SHIPPED = CAPTURES
 
 
 def captures_root(path: str | None = None, kinds: tuple = ("tma",)) -> Path:
-    """The captures folder; LayoutError if it is missing or lacks a capture of any of `kinds`."""
+    """The captures folder; CaptureError if it is missing or lacks a capture of any of `kinds`."""
     root = Path(path) if path else SHIPPED
     if not root.is_dir():
-        raise LayoutError("captures folder not found", str(root), "pass --captures DIR holding tma/<capture>/")
+        raise CaptureError("captures folder not found", str(root), "pass --captures DIR holding tma/<capture>/")
     missing = [k for k in kinds if not manifests(root, k)]
     if missing:
-        raise LayoutError("the captures folder lacks " + " and ".join(f"{k}/<capture>/manifest.json" for k in missing),
-                          str(root), "pass --captures DIR holding them (lapis ships them in lapis/data/captures)")
+        raise CaptureError("the captures folder lacks " + " and ".join(f"{k}/<capture>/manifest.json" for k in missing),
+                           str(root), "pass --captures DIR holding them (lapis ships them in lapis/data/captures)")
     return root
 
 
 def load_capture(folder: Path, with_dumps: bool = True) -> tuple[dict, dict]:
-    """A capture's manifest (with provenance) and its dumps; LayoutError if either is unreadable."""
+    """A capture's manifest (with provenance) and its dumps; CaptureError if either is unreadable."""
     try:
         man = json.loads((folder / "manifest.json").read_text())
         man["provenance"]["gpu"]  # every capture names its hardware
@@ -45,8 +45,8 @@ def load_capture(folder: Path, with_dumps: bool = True) -> tuple[dict, dict]:
                 dumps = {k: z[k] for k in z.files}
         return man, dumps
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
-        raise LayoutError("unreadable capture", f"{folder}: {exc.__class__.__name__}: {exc}",
-                          "restore the folder from git (captures are never edited by hand)") from None
+        raise CaptureError("unreadable capture", f"{folder}: {exc.__class__.__name__}: {exc}",
+                           "restore the folder from git (captures are never edited by hand)") from None
 
 
 def manifests(root: Path, kind: str) -> list[Path]:
@@ -153,8 +153,8 @@ def validate_tma(root: Path) -> dict:
         try:
             checks += [check_dump(c, dumps) for c in man["configs"]]
         except (KeyError, ValueError, IndexError, TypeError) as exc:
-            raise LayoutError("capture does not match its manifest", f"{folder}: {exc.__class__.__name__}: {exc}",
-                              "restore the folder from git (captures are never edited by hand)") from None
+            raise CaptureError("capture does not match its manifest", f"{folder}: {exc.__class__.__name__}: {exc}",
+                               "restore the folder from git (captures are never edited by hand)") from None
     return summarize(checks, prov)
 
 

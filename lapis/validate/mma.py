@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError, LapisError
 from lapis.gpu.wgmma_campaign import intended_d
 from lapis.layouts.bank_conflicts import wavefronts
 from lapis.layouts.canonical import CanonicalLayout
@@ -91,11 +91,11 @@ def validate_mma(captures: str | None = None) -> dict:
     root = captures_root(captures, kinds=("wgmma", "cutlass_oracle", "bank"))
     try:
         return _validate_mma(root)
-    except LayoutError:
+    except LapisError:  # already names its rule (a capture, layout or bank error): passed on as it is
         raise
     except (KeyError, IndexError, TypeError, ValueError, OSError, AttributeError, zipfile.BadZipFile) as exc:
-        raise LayoutError("a capture does not match its manifest", f"{exc.__class__.__name__}: {exc}",
-                          "restore lapis/data/captures from git (captures are never edited by hand)") from None
+        raise CaptureError("a capture does not match its manifest", f"{exc.__class__.__name__}: {exc}",
+                           "restore lapis/data/captures from git (captures are never edited by hand)") from None
 
 
 def _validate_mma(root: Path) -> dict:
@@ -111,8 +111,8 @@ def _validate_mma(root: Path) -> dict:
                         continue
                     rows.append((c, case_result(c, imgs[f"img{c['id']}"], ds[f"d{c['id']}"])))
         except (OSError, KeyError, ValueError, IndexError, TypeError, zipfile.BadZipFile) as exc:
-            raise LayoutError("unreadable wgmma capture", f"{folder}: {exc.__class__.__name__}: {exc}",
-                              "restore the folder from git (captures are never edited by hand)") from None
+            raise CaptureError("unreadable wgmma capture", f"{folder}: {exc.__class__.__name__}: {exc}",
+                               "restore the folder from git (captures are never edited by hand)") from None
     out = summarize(rows, provs)
     oracle = validate_cutlass_oracle(root)
     banks = validate_bank_conflicts(root)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from lapis.captures import attention as ac
 from lapis.captures import gemm as gc
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError, LapisError, NotModelled, ScheduleError
 from lapis.figures.compare_gantt import compare_gantt
 from lapis.figures.validation import progression, scatter
 from lapis.gpu.attention_plan import OPS, ROLES
@@ -93,12 +93,12 @@ def measured_cases(root: Path) -> list[dict]:
         for r in rows:
             _capture_date(root, r["capture"], dates)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
-        raise LayoutError("a timed capture's manifest is unreadable or incomplete", f"{type(exc).__name__}: {exc}",
-                          "restore the capture from git, or point --captures at a folder of whole captures") from None
+        raise CaptureError("a timed capture's manifest is unreadable or incomplete", f"{type(exc).__name__}: {exc}",
+                           "restore the capture from git, or point --captures at a folder of whole captures") from None
     for r in rows:
         if not (isinstance(r["measured_us"], (int, float)) and r["measured_us"] > 0):
-            raise LayoutError("a measured time is a positive number of µs", f"{r['capture']}: {r['variant']} at "
-                              f"{r['shape']}: {r['measured_us']!r}", "restore the capture from git")
+            raise CaptureError("a measured time is a positive number of µs", f"{r['capture']}: {r['variant']} at "
+                               f"{r['shape']}: {r['measured_us']!r}", "restore the capture from git")
         key = (r["family"], r["variant"], r["shape"], r["causal"])
         runs = cases[key]["runs_us"] if key in cases else []
         cases[key] = dict(r, runs_us=runs + [r["measured_us"]], capture_date=_capture_date(root, r["capture"], dates))
@@ -156,8 +156,8 @@ def measured_events(root: Path, case: dict) -> list | None:
             return ac.sm_events(ac.timeline(root, case["timeline"], case["timeline_capture"]), 0, ROLES, OPS)
         got = gc.measured_events(root / case["capture"], case["timeline"])
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-        raise LayoutError("a capture's timelines.npz is unreadable", f"{case['timeline_capture']}: "
-                          f"{type(exc).__name__}: {exc}", "restore the capture from git") from None
+        raise CaptureError("a capture's timelines.npz is unreadable", f"{case['timeline_capture']}: "
+                           f"{type(exc).__name__}: {exc}", "restore the capture from git") from None
     return None if got is None else got[0]
 
 
@@ -191,19 +191,20 @@ def validate_timelines(captures: str | None = None, figures: str | Path | None =
     """The table (module docstring) as a JSON-able dict. figures: a folder for the per-case Gantt charts, the
     scatter and the progression chart (lapis.figures.validation). progress: one line per case on stderr.
     select: keep only the cases (measured_cases dicts) for which it returns True.
-    Raises LayoutError when the captures hold no timed attention or GEMM capture (or select keeps none)."""
+    Raises CaptureError when the captures hold no timed attention or GEMM capture (or select keeps none), and
+    LapisError for a figures folder it cannot make."""
     root = captures_root(captures, kinds=())
     cases = [c for c in measured_cases(root) if select is None or select(c)]
     if not cases:
-        raise LayoutError("no timed attention or GEMM capture", f"{root}", "pass --captures DIR holding "
-                          "attention/<capture>/ or gemm/<capture>/ with timed results (lapis bench ...)")
+        raise CaptureError("no timed attention or GEMM capture", f"{root}", "pass --captures DIR holding "
+                           "attention/<capture>/ or gemm/<capture>/ with timed results (lapis bench ...)")
     fig_dir = Path(figures) if figures else None
     if fig_dir:
         try:
             fig_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # an existing file, a read-only or pseudo file system
-            raise LayoutError("--figures must be a folder lapis can write", str(fig_dir),
-                              "pass a new or existing folder") from exc
+            raise LapisError("--figures must be a folder lapis can write", str(fig_dir),
+                             "pass a new or existing folder") from exc
     cache, blinds, per_case = predictions.load(), blind_entries(), []
     args = [(root, case, cache, blind_for(case, blinds), fig_dir, tolerance_pct) for case in cases]
     jobs = min(len(cases), os.cpu_count() or 1, MAX_JOBS)
@@ -229,7 +230,7 @@ def _case_row(root: Path, case: dict, cache: dict, blind: dict | None, fig_dir: 
     row = {k: case[k] for k in ("family", "variant", "schedule", "shape", "causal", "capture", "runs_us")}
     try:
         pred_us, pred_ev, source = predict(case, cache, events=meas_ev is not None)
-    except LayoutError as exc:  # a schedule that cannot run this case (e.g. causal not modelled)
+    except (ScheduleError, NotModelled) as exc:  # a schedule that cannot run this case (e.g. causal not modelled)
         return dict(row, predicted_us=None, measured_us=case["measured_us"], err_pct=None, blind=False,
                     blind_err_pct=None, first_divergence=None, steady_divergence=None, error=str(exc))
     row.update(predicted_us=pred_us, predicted_source=source, measured_us=case["measured_us"],

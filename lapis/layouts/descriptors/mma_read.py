@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lapis.errors import LayoutError
+from lapis.errors import LayoutError, NotModelled
 from lapis.layouts.descriptors.sm90 import WgmmaDescriptor
 
 K_BYTES = 32  # K extent of one wgmma, in bytes (bf16 16, tf32 8, fp8 32 elements)
@@ -37,13 +37,14 @@ def operand_addresses(desc, rows: int, elem_bytes: int, transpose: bool) -> np.n
     (a WgmmaDescriptor, or an sm100 UmmaDescriptor: the same canonical layouts, spec-checked only).
 
     rows: 64 for A, N for B; elem_bytes: 1, 2 or 4; transpose: the instruction's imm-trans flag
-    (MN-major). K = 32 B / elem_bytes. Raises LayoutError for shapes wgmma cannot read.
+    (MN-major). K = 32 B / elem_bytes. Raises LayoutError for shapes wgmma cannot read, NotModelled for
+    tcgen05's absolute-address LBO mode.
     """
     if not (8 <= rows <= 256 and rows % 8 == 0) or elem_bytes not in (1, 2, 4):
         raise LayoutError("MMA operand rows must be 8..256 in steps of 8, with 1, 2 or 4 B elements",
                           f"{rows} rows of {elem_bytes} B", "use M = 64 (wgmma A) or N in 8..256 step 8")
     if getattr(desc, "lbo_mode", 0):
-        raise LayoutError("absolute-address LBO (tcgen05 lbo_mode 1, sm_103a) is not modelled", desc.lbo_mode,
+        raise NotModelled("absolute-address LBO (tcgen05 lbo_mode 1, sm_103a) is not modelled", desc.lbo_mode,
                           "use lbo_mode 0 (LBO as a byte offset)")
     if desc.swizzle.name == "128B_base32B" and not transpose:
         raise LayoutError("128B with 32 B atomicity exists only MN-major", "K-major read",

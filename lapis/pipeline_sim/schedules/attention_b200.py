@@ -9,7 +9,7 @@ sm100 semantics: tcgen05.mma is issued by one thread of the MMA warp and does no
 signalled by tcgen05.commit, modelled as an arrive (at the MMA's end plus the profile's issue-to-commit latency)
 on an MBarrier the consumer waits on (S ready, PV done, K/V slot empty, Q free). The tensor pipe executes MMAs
 in issue order. S and O live in TMEM (128 lanes x `tmem_columns` 32-bit columns); P overwrites S in place from
-k02 on, so a Q tile needs block_n (S/P) + d (O) columns; more than the profile's columns is a LayoutError.
+k02 on, so a Q tile needs block_n (S/P) + d (O) columns; more than the profile's columns is a ScheduleError.
 Units shared per SM: the tensor pipe, MUFU, the FMA pipe, the TMEM load/store path, and the TMA load path (an
 equal share of L2 across the SMs running). The representative SM is the one with the most work (below); `full`
 simulates every SM (lapis.pipeline_sim.grid). One CTA is resident per SM (the write-up, ch. 14: each CTA's
@@ -84,7 +84,7 @@ from itertools import accumulate
 
 import simpy
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE, dispatch, grid_stride, tile_span
 from lapis.pipeline_sim.grid import grid_summary, run_sms
 from lapis.pipeline_sim.mbarrier import MBarrier
@@ -126,27 +126,27 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     bn, nq = prm["block_n"], 2 if f.get("two_q") else 1
     serial = f.get("serial", False)
     if bn < 16 or bn % 16 or seq % bn or seq % (BLOCK_M * nq):
-        raise LayoutError("L must be a multiple of the tiles", f"L = {seq}, {nq} x {BLOCK_M}-row Q tiles per "
-                          f"CTA, block_n {bn}", "pad L or pick block_n (a multiple of 16) that divides it")
+        raise ScheduleError("L must be a multiple of the tiles", f"L = {seq}, {nq} x {BLOCK_M}-row Q tiles per "
+                            f"CTA, block_n {bn}", "pad L or pick block_n (a multiple of 16) that divides it")
     if "tmem_columns" not in p.values:
-        raise LayoutError("B200 schedules need tensor memory (tcgen05, sm100)", f"profile {p.name} ({p.arch})",
-                          "use --gpu b200")
+        raise ScheduleError("B200 schedules need tensor memory (tcgen05, sm100)", f"profile {p.name} ({p.arch})",
+                            "use --gpu b200")
     tmem = p["tmem_columns"]
     cols = nq * (bn + d)
     if cols > tmem:
-        raise LayoutError("the schedule does not fit tensor memory (TMEM)",
-                          f"{nq} Q tile(s) x (S/P {bn} + O {d} fp32 columns) = {cols} columns > {tmem} columns",
-                          "lower block_n, or keep one Q tile per CTA")
+        raise ScheduleError("the schedule does not fit tensor memory (TMEM)",
+                            f"{nq} Q tile(s) x (S/P {bn} + O {d} fp32 columns) = {cols} columns > {tmem} columns",
+                            "lower block_n, or keep one Q tile per CTA")
     slots = prm["kv_stages"] if f.get("ring") else 2  # before k06: one K and one V slot
     if slots < 2:
-        raise LayoutError("the K/V ring needs a slot for K and one for V", f"kv_stages {slots}", "use kv_stages >= 2")
+        raise ScheduleError("the K/V ring needs a slot for K and one for V", f"kv_stages {slots}", "use kv_stages >= 2")
     tile_bytes, q_bytes = bn * d * 2, BLOCK_M * d * 2
     smem = nq * q_bytes + slots * tile_bytes
     if smem > p["smem_bytes_per_block"]:
-        raise LayoutError("the schedule does not fit shared memory", f"{nq} Q x {q_bytes} B + {slots} K/V slots x "
-                          f"{tile_bytes} B = {smem} B > {p['smem_bytes_per_block']} B", "lower kv_stages or block_n")
+        raise ScheduleError("the schedule does not fit shared memory", f"{nq} Q x {q_bytes} B + {slots} K/V slots x "
+                            f"{tile_bytes} B = {smem} B > {p['smem_bytes_per_block']} B", "lower kv_stages or block_n")
     if not 0 <= prm["sw_exp_per16"] <= 16:
-        raise LayoutError("sw_exp_per16 counts exponentials of 16", prm["sw_exp_per16"], "use 0..16")
+        raise ScheduleError("sw_exp_per16 counts exponentials of 16", prm["sw_exp_per16"], "use 0..16")
     kv = seq // bn
     spans, per_sm = work_items(b * h, seq, bn, nq, bool(prm["causal"]), p["sm_count"] * CTAS_PER_SM,
                                f.get("persistent"))

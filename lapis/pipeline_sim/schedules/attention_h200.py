@@ -86,7 +86,7 @@ from functools import lru_cache
 import numpy as np
 import simpy
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.model.numerics import flash_forward
 from lapis.model.occupancy import resident_ctas
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE
@@ -136,7 +136,7 @@ def parse_shape(shape: str) -> tuple[int, int, int, int]:
     try:
         b, h, seq, d = (int(x) for x in shape.lower().split("x"))
     except ValueError:
-        raise LayoutError("an attention shape is BxHxLxD", repr(shape), "e.g. --shape 8x16x4096x128") from None
+        raise ScheduleError("an attention shape is BxHxLxD", repr(shape), "e.g. --shape 8x16x4096x128") from None
     return b, h, seq, d
 
 
@@ -154,12 +154,12 @@ STATES = ("", "_pair", "_under_gemm")  # softmax tile alone, beside another soft
 
 
 def _measured(p, key: str) -> float:
-    """A contend or launch profile value; LayoutError naming it when the profile lacks it or it is not finite."""
+    """A contend or launch profile value; ScheduleError naming it when the profile lacks it or it is not finite."""
     v = p.values.get(key, {}).get("value")
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise LayoutError("the Hopper attention schedules need the contend and launch microbenchmarks in the profile",
-                          f"{p.name}.{key} = {v!r}", "refit: python -m lapis.model.fit with micro/h200-2026-11-30-"
-                          "contend-launch in lapis/data/fit_manifest.json")
+        raise ScheduleError("the Hopper attention schedules need the contend and launch microbenchmarks in the profile",
+                            f"{p.name}.{key} = {v!r}", "refit: python -m lapis.model.fit with micro/h200-2026-11-30-"
+                            "contend-launch in lapis/data/fit_manifest.json")
     return v
 
 
@@ -206,42 +206,42 @@ def _tiles(seq: int, bm: int, bn: int, masked: bool) -> tuple[int, int]:
     if masked:
         return math.ceil(seq / bm), math.ceil(seq / bn)
     if seq % bm or seq % bn:
-        raise LayoutError("L must be a multiple of the tiles", f"L = {seq}, block_m {bm}, block_n {bn}",
-                          "pad L or pick tiles that divide it")
+        raise ScheduleError("L must be a multiple of the tiles", f"L = {seq}, block_m {bm}, block_n {bn}",
+                            "pad L or pick tiles that divide it")
     return seq // bm, seq // bn
 
 
 def resolve(p, params: dict, variant: str, d: int) -> dict:
     """The run's parameters: DEFAULTS, the variant's own, the caller's; derived registers; checked fit.
-    Raises LayoutError for a tile, shared-memory or register split that does not fit, with the numbers."""
+    Raises ScheduleError for a tile, shared-memory or register split that does not fit, with the numbers."""
     flags = VARIANTS[variant]
     prm = {**DEFAULTS, **{k: v for k, v in flags.items() if k in DEFAULTS}, **params}
     if "consumer_wgs" in params and "block_m" not in params:
         prm["block_m"] = 64 * prm["consumer_wgs"]  # each consumer warpgroup takes 64 rows
     bm, bn, wgs = prm["block_m"], prm["block_n"], prm["consumer_wgs"]
     if bm % (64 * wgs):
-        raise LayoutError("each consumer warpgroup takes 64 rows", f"block_m {bm} for {wgs} warpgroups",
-                          f"use block_m = {64 * wgs}")
+        raise ScheduleError("each consumer warpgroup takes 64 rows", f"block_m {bm} for {wgs} warpgroups",
+                            f"use block_m = {64 * wgs}")
     if bn % 16 or bn > 256:
-        raise LayoutError("block_n is wgmma's N for QK^T (<= 256) and its K for PV (a multiple of 16)", bn,
-                          "use a multiple of 16 up to 256", "PTX ISA wgmma .m64nNk16")
+        raise ScheduleError("block_n is wgmma's N for QK^T (<= 256) and its K for PV (a multiple of 16)", bn,
+                            "use a multiple of 16 up to 256", "PTX ISA wgmma .m64nNk16")
     if prm["persistent_order"] != "grid_stride" and not flags.get("persistent"):
-        raise LayoutError("persistent_order applies to the persistent schedules", f"{variant}: "
-                          f"{prm['persistent_order']}", "use h200-s8-persistent or h200-s9-tuned")
+        raise ScheduleError("persistent_order applies to the persistent schedules", f"{variant}: "
+                            f"{prm['persistent_order']}", "use h200-s8-persistent or h200-s9-tuned")
     smem = bm * d * 2 + prm["stages"] * 2 * bn * d * 2  # Q, and `stages` K and V tiles
     if smem > p["smem_bytes_per_block"]:
-        raise LayoutError("the schedule does not fit shared memory", f"Q {bm * d * 2} B + {prm['stages']} stages x "
-                          f"K+V {2 * bn * d * 2} B = {smem} B > {p['smem_bytes_per_block']} B",
-                          "lower stages, block_n or block_m")
+        raise ScheduleError("the schedule does not fit shared memory", f"Q {bm * d * 2} B + {prm['stages']} stages x "
+                            f"K+V {2 * bn * d * 2} B = {smem} B > {p['smem_bytes_per_block']} B",
+                            "lower stages, block_n or block_m")
     if flags.get("ws"):
         if "regs_per_thread" in params:
-            raise LayoutError(f"{variant} launches with its setmaxnreg split's mean register count",
-                              f"regs_per_thread {params['regs_per_thread']}", "set regs_producer/regs_consumer")
+            raise ScheduleError(f"{variant} launches with its setmaxnreg split's mean register count",
+                                f"regs_per_thread {params['regs_per_thread']}", "set regs_producer/regs_consumer")
         prm.update(register_split(wgs, prm["regs_producer"], prm["regs_consumer"], p["registers_per_sm"]))
         prm["regs_per_thread"] = -(-prm["registers"] // (WARPGROUP_THREADS * (wgs + 1)))
     elif prm["regs_producer"] is not None or prm["regs_consumer"] is not None:
-        raise LayoutError(f"{variant} has no warp specialization, so no setmaxnreg split",
-                          f"regs {prm['regs_producer']}/{prm['regs_consumer']}", "drop regs_producer/regs_consumer")
+        raise ScheduleError(f"{variant} has no warp specialization, so no setmaxnreg split",
+                            f"regs {prm['regs_producer']}/{prm['regs_consumer']}", "drop regs_producer/regs_consumer")
     prm["smem_bytes"] = smem
     prm["occupancy"] = _slots(p, prm, flags, smem)
     return prm
@@ -254,9 +254,9 @@ def _slots(p, prm: dict, flags: dict, smem: int):
     occ = resident_ctas(p, threads, prm["regs_per_thread"], smem + KERNEL_SMEM_EXTRA)
     asked, most = prm["ctas_per_sm"], 1 if flags.get("persistent") else occ.ctas_per_sm
     if asked is not None and not 1 <= asked <= most:
-        raise LayoutError("ctas_per_sm is at most the CTAs the SM keeps resident (1 for a persistent schedule)",
-                          f"ctas_per_sm {asked}, resident {occ.ctas_per_sm} ({occ.limiter}-limited)",
-                          f"use 1..{most}")
+        raise ScheduleError("ctas_per_sm is at most the CTAs the SM keeps resident (1 for a persistent schedule)",
+                            f"ctas_per_sm {asked}, resident {occ.ctas_per_sm} ({occ.limiter}-limited)",
+                            f"use 1..{most}")
     prm["ctas_per_sm"] = most if asked is None else asked
     return occ
 

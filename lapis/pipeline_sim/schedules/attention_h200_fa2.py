@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import simpy
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.commit_groups import CpAsyncGroups
 from lapis.pipeline_sim.grid import grid_summary, run_sms
 from lapis.pipeline_sim.named_barrier import NamedBarrier
@@ -48,17 +48,17 @@ WAVEFRONT_BYTES = 128
 
 
 def _check(p, bm: int, bn: int, stages: int, seq: int, d: int) -> int:
-    """Shared-memory bytes per CTA; raises LayoutError for tiles that do not divide L or do not fit."""
+    """Shared-memory bytes per CTA; raises ScheduleError for tiles that do not divide L or do not fit."""
     if bm != 32 * WARPS or stages != 2:
-        raise LayoutError("h200-fa2-sync is 4 warps of 32 rows with a cp.async double buffer",
-                          f"block_m {bm}, stages {stages}", "use block_m=128, stages=2")
+        raise ScheduleError("h200-fa2-sync is 4 warps of 32 rows with a cp.async double buffer",
+                            f"block_m {bm}, stages {stages}", "use block_m=128, stages=2")
     if bn % 16 or seq % bm or seq % bn:
-        raise LayoutError("L must be a multiple of the tiles", f"L = {seq}, block_m {bm}, block_n {bn}",
-                          "pad L or pick block_n (a multiple of 16) dividing it")
+        raise ScheduleError("L must be a multiple of the tiles", f"L = {seq}, block_m {bm}, block_n {bn}",
+                            "pad L or pick block_n (a multiple of 16) dividing it")
     smem = bm * d * 2 + stages * 2 * bn * d * 2
     if smem > p["smem_bytes_per_block"]:
-        raise LayoutError("the schedule does not fit shared memory", f"Q {bm * d * 2} B + {stages} x K+V "
-                          f"{2 * bn * d * 2} B = {smem} B > {p['smem_bytes_per_block']} B", "lower block_n")
+        raise ScheduleError("the schedule does not fit shared memory", f"Q {bm * d * 2} B + {stages} x K+V "
+                            f"{2 * bn * d * 2} B = {smem} B > {p['smem_bytes_per_block']} B", "lower block_n")
     return smem
 
 

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import simpy
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE, dispatch, tile_span
 from lapis.pipeline_sim.grid import grid_summary, run_sms
 from lapis.pipeline_sim.mbarrier import MBarrier
@@ -89,25 +89,27 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     rows = 16 * fm  # per warp (m16 atoms)
     bm = warps * rows
     if d % 16:
-        raise LayoutError("D is mma.sync's K for QK^T (k16 steps)", f"D = {d}", "use a multiple of 16, e.g. 128")
+        raise ScheduleError("D is mma.sync's K for QK^T (k16 steps)", f"D = {d}", "use a multiple of 16, e.g. 128")
     if bn < 16 or bn % 16 or seq % bn or seq % bm:
-        raise LayoutError("L must be a multiple of the tiles", f"L = {seq}, block_m {bm} ({warps} warps x {rows} "
-                          f"rows), block_n {bn}", "pad L or pick warps/block_n (multiples of 16) dividing it")
+        raise ScheduleError("L must be a multiple of the tiles", f"L = {seq}, block_m {bm} ({warps} warps x {rows} "
+                            f"rows), block_n {bn}", "pad L or pick warps/block_n (multiples of 16) dividing it")
     if "tensor_flop_per_clk_sm" not in p.values or "smem_bytes_per_clk_sm" not in p.values:
-        raise LayoutError("sm120 schedules need an sm120 profile", f"profile {p.name} ({p.arch})", "use --gpu rtx5090")
+        raise ScheduleError("sm120 schedules need an sm120 profile", f"profile {p.name} ({p.arch})",
+                            "use --gpu rtx5090")
     staged = f.get("staging", False)
     slots = 2 if f.get("ring") else 1
     tile_bytes = bn * d * 2
     smem = (slots * 2 * tile_bytes if staged else 0) + (0 if f.get("q_hoist") or not staged else bm * d * 2) \
         + (0 if f.get("c2a") else bm * bn * 2)  # K/V slabs, Q slab (re-read), P hand-off slab
     if smem > p["smem_bytes_per_block"]:
-        raise LayoutError("the schedule does not fit shared memory", f"{slots} slot(s) x K+V {2 * tile_bytes} B + Q/P "
-                          f"slabs = {smem} B > {p['smem_bytes_per_block']} B per block", "lower block_n or warps")
+        raise ScheduleError("the schedule does not fit shared memory",
+                            f"{slots} slot(s) x K+V {2 * tile_bytes} B + Q/P slabs = {smem} B > "
+                            f"{p['smem_bytes_per_block']} B per block", "lower block_n or warps")
     regs = warps * 32 * prm["regs_per_thread"]
     if prm["regs_per_thread"] > 255 or regs > p["registers_per_sm"]:
-        raise LayoutError("the CTA does not fit the register file", f"{warps} warps x 32 x {prm['regs_per_thread']} "
-                          f"registers = {regs} > {p['registers_per_sm']} (at most 255 per thread)",
-                          "lower warps or regs_per_thread")
+        raise ScheduleError("the CTA does not fit the register file", f"{warps} warps x 32 x {prm['regs_per_thread']} "
+                            f"registers = {regs} > {p['registers_per_sm']} (at most 255 per thread)",
+                            "lower warps or regs_per_thread")
     resident_limit = min(p["registers_per_sm"] // regs, p["max_warps_per_sm"] // warps,
                          p["smem_bytes_per_sm"] // smem if smem else 10 ** 9)
     items = b * h * (seq // bm)

@@ -23,7 +23,7 @@ import math
 
 import simpy
 
-from lapis.errors import LayoutError
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.commit_groups import WgmmaGroups
 from lapis.pipeline_sim.grid import grid_summary, run_sms
 from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
@@ -37,9 +37,9 @@ def parse_shape(shape: str) -> tuple[int, int, int]:
     try:
         m, n, k = (int(x) for x in shape.lower().split("x"))
     except ValueError:
-        raise LayoutError("a GEMM shape is MxNxK", repr(shape), "e.g. --shape 8192x8192x8192") from None
+        raise ScheduleError("a GEMM shape is MxNxK", repr(shape), "e.g. --shape 8192x8192x8192") from None
     if min(m, n, k) < 1:
-        raise LayoutError("GEMM extents must be positive", shape, "use M, N, K >= 1")
+        raise ScheduleError("GEMM extents must be positive", shape, "use M, N, K >= 1")
     return m, n, k
 
 
@@ -48,35 +48,35 @@ def check_fit(p, prm) -> dict:
     slot = (prm["block_m"] + prm["block_n"]) * prm["block_k"] * 2
     smem = prm["stages"] * slot
     if smem > p["smem_bytes_per_block"]:
-        raise LayoutError("the schedule does not fit shared memory",
-                          f"{prm['stages']} stages x {slot} B = {smem} B > {p['smem_bytes_per_block']} B",
-                          "lower stages or the block sizes")
+        raise ScheduleError("the schedule does not fit shared memory",
+                            f"{prm['stages']} stages x {slot} B = {smem} B > {p['smem_bytes_per_block']} B",
+                            "lower stages or the block sizes")
     if prm["block_n"] % 8 or prm["block_n"] > 256:
-        raise LayoutError("block_n is wgmma's N: a multiple of 8 up to 256 (PTX ISA wgmma .m64nNk16)",
-                          prm["block_n"], "use a multiple of 8 in 8..256, e.g. 128")
+        raise ScheduleError("block_n is wgmma's N: a multiple of 8 up to 256 (PTX ISA wgmma .m64nNk16)",
+                            prm["block_n"], "use a multiple of 8 in 8..256, e.g. 128")
     if prm["block_k"] % 16:
-        raise LayoutError("block_k is stepped by wgmma's K, 16 for bf16 (PTX ISA wgmma .m64nNk16)", prm["block_k"],
-                          "use a multiple of 16, e.g. 64")
+        raise ScheduleError("block_k is stepped by wgmma's K, 16 for bf16 (PTX ISA wgmma .m64nNk16)", prm["block_k"],
+                            "use a multiple of 16, e.g. 64")
     if 128 * (1 + prm["consumer_wgs"]) > 1024:
-        raise LayoutError("a CTA has at most 1024 threads: a producer warpgroup and the consumer warpgroups",
-                          f"128 x (1 + {prm['consumer_wgs']}) threads", "use consumer_wgs <= 7")
+        raise ScheduleError("a CTA has at most 1024 threads: a producer warpgroup and the consumer warpgroups",
+                            f"128 x (1 + {prm['consumer_wgs']}) threads", "use consumer_wgs <= 7")
     acc = prm["block_m"] // prm["consumer_wgs"] * prm["block_n"] // 128
     if acc > 255:
-        raise LayoutError("each consumer thread holds its fp32 accumulators in registers (at most 255 per thread)",
-                          f"{prm['block_m']} / {prm['consumer_wgs']} rows x {prm['block_n']} / 128 threads = {acc}",
-                          "lower block_m or block_n, or add consumer warpgroups")
+        raise ScheduleError("each consumer thread holds its fp32 accumulators in registers (at most 255 per thread)",
+                            f"{prm['block_m']} / {prm['consumer_wgs']} rows x {prm['block_n']} / 128 threads = {acc}",
+                            "lower block_m or block_n, or add consumer warpgroups")
     n = prm["mma_in_flight"]
     if isinstance(n, bool) or n != int(n) or n < 0:
-        raise LayoutError("mma_in_flight is a count of K blocks of wgmma left in flight", n,
-                          "use a whole number >= 0, e.g. --param mma_in_flight=1")
+        raise ScheduleError("mma_in_flight is a count of K blocks of wgmma left in flight", n,
+                            "use a whole number >= 0, e.g. --param mma_in_flight=1")
     if n >= prm["stages"]:
-        raise LayoutError("a consumer releases a slot only after `mma_in_flight` newer K blocks are issued, so the "
-                          "ring needs more slots than that (else the next consumer_wait deadlocks)",
-                          f"mma_in_flight {n} with stages {prm['stages']}",
-                          f"use stages >= {n + 1} or mma_in_flight <= {prm['stages'] - 1}")
+        raise ScheduleError("a consumer releases a slot only after `mma_in_flight` newer K blocks are issued, so the "
+                            "ring needs more slots than that (else the next consumer_wait deadlocks)",
+                            f"mma_in_flight {n} with stages {prm['stages']}",
+                            f"use stages >= {n + 1} or mma_in_flight <= {prm['stages'] - 1}")
     if prm["block_m"] % (64 * prm["consumer_wgs"]):
-        raise LayoutError("each consumer warpgroup takes a multiple of 64 rows", prm["block_m"],
-                          f"make block_m a multiple of {64 * prm['consumer_wgs']}")
+        raise ScheduleError("each consumer warpgroup takes a multiple of 64 rows", prm["block_m"],
+                            f"make block_m a multiple of {64 * prm['consumer_wgs']}")
     return dict(smem_bytes=smem)
 
 
