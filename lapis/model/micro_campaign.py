@@ -129,7 +129,7 @@ def items(sm_count: int) -> list[dict]:
 # The v1 "l2" tensor (4 MiB) is a hot spot: every SM re-reads the same lines. A GEMM streams its operands
 # through most of the 50 MB L2 (two partitions), so v2 reads a 32 MiB tensor ("l2spread", 2/3 of the L2;
 # resident after the warm-up launch), CTA c starting 1/CTAs of the tensor after CTA c - 1
-# (kernels/micro_tma_v2.cu). "l2share": groups of SPREAD_GROUPS CTAs start on the same tile, so they read
+# (kernels/micro_tma_v2.cu). "l2share": groups of SHARE_GROUPS CTAs start on the same tile, so they read
 # the same box at about the same time (the CTAs of one row of GEMM tiles share the A box).
 SPREAD_BOXES = (8192, 16384, 32768)
 SPREAD_DEPTHS = (2, 4)
