@@ -39,7 +39,7 @@ Costs (softmax_costs; profile values in cycles become ns through clock_ghz):
   is in flight on the SM (softmax_cycles_<flavour>_under_gemm): lapis.pipeline_sim.contention.
 - wgmma: 2 x rows x block_n x D FLOP at tensor_flop_per_clk_sm on the SM's one tensor pipe (FIFO), slower while a
   softmax runs (gemm_pair_cycles_under_softmax_<flavour>); its result lands the pipe's latency later
-  (gemm_pair_cycles less the pair's PAIR_FLOP at peak).
+  (gemm_pair_cycles less the pair's pipe time at peak, PAIR_FLOP / tensor_flop_per_clk_sm).
 - O rescale: rows x D multiplies at fma_per_clk_sm; causal: the diagonal tile adds MASK_OPS_PER_SCORE per score.
 - loads: bytes at the SM's share of the L2 bandwidth (lapis.pipeline_sim.grid), then tma_latency_ns (K/V tiles)
   or tma_latency_hbm_ns (Q in, O out: compulsory HBM traffic).
@@ -52,15 +52,17 @@ them is a LayoutError.
 Resident CTAs: a non-persistent grid runs as many CTA slots per SM as lapis.model.occupancy keeps resident
 (threads 128 x (consumer WGs + 1 with ws); registers per thread S1_PTXAS_REGS for s1, else the mean of the
 setmaxnreg split; shared memory the tiles + KERNEL_SMEM_EXTRA bytes); each slot has its own rings, barriers and
-roles and shares the SM's units, taking the SM's next CTA in grid order. `ctas_per_sm` forces fewer
-(1..resident). The representative SM (the most K/V tiles) is simulated; `full` simulates every SM.
+roles and shares the SM's units, taking the SM's next CTA in grid order: s1 (80 KiB of tiles) keeps 2 resident,
+shared-memory-limited, s2..s7 at their defaults keep 1. `ctas_per_sm` forces fewer (1..resident). The
+representative SM (the most K/V tiles) is simulated; `full` simulates every SM.
 
 Parameters (DEFAULTS; `--param k=v`): block_m, block_n, stages, consumer_wgs, emulate_frac, threshold, causal,
 regs_producer / regs_consumer (setmaxnreg.py: derived 56/256, 24/240, 32/160 for 1, 2, 3 consumer WGs; refused
 outside 24..256 step 8 or over registers_per_sm), regs_per_thread (s1 only), ctas_per_sm, q_tiles_per_cta
-(work_order.py), persistent_order (s8, s9). Registers set the residency and are reported (`fit`); spills are not
-modelled. FMA_OPS_PER_SCORE (4; 3 with the scale folded into log2 units) is the FMA-pipe count per score the FA2,
-sm120 and B200 schedules cost their softmax by; these schedules cost it from the contend measurements.
+(work_order.py), persistent_order (s8, s9). Registers set the residency and are reported (`fit`); spills, and
+the per-tile overheads a larger block_n amortizes on hardware, are not modelled. FMA_OPS_PER_SCORE (4; 3 with
+the scale folded into log2 units) is the FMA-pipe count per score the FA2, sm120 and B200 schedules cost their
+softmax by; these schedules cost it from the contend measurements.
 """
 
 from __future__ import annotations
