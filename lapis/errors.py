@@ -7,7 +7,7 @@
     ├── ScheduleError          a schedule, its shape, parameters, profile or cost inputs are invalid (lapis.pipeline_sim)
     └── CaptureError           a capture, manifest, index or stored result is missing, unreadable or inconsistent
 
-Each is a ValueError, so callers that caught ValueError keep working. The CLI maps the family to exit codes in
+Each is a ValueError, so code that catches ValueError catches them too. The CLI maps the family to exit codes in
 one place (lapis.cli.main.EXIT_CODES).
 """
 

@@ -1,8 +1,8 @@
 """Provenance of a capture: the git commit and the blob of every source used.
 
 The GPU machine gets no git history, so this runs where git is and the result
-travels with the capture command (`--provenance FILE`). A CI test later checks
-that every blob a manifest names exists in the history (stale captures fail).
+travels with the capture command (`--provenance FILE`). tests/test_tma_placement.py
+checks that every blob a manifest names exists in the history (stale captures fail).
 """
 
 from __future__ import annotations

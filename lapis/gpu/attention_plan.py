@@ -1,6 +1,6 @@
 """The Hopper attention kernels' shared-memory plan, derived from lapis's layout model and compiled in.
 
-kernels/attention_h200.cu (h200-s1-serial, h200-s2-ws-ring) computes O = softmax(Q K^T / sqrt(D)) V for bf16
+kernels/attention_h200.cu (every h200-s* variant) computes O = softmax(Q K^T / sqrt(D)) V for bf16
 Q, K, V, O of shape B x H x L x D (D = 128, contiguous), as two wgmma per K/V tile:
 - S = Q K^T: m64nBNk16, A = Q (64 x D, K-major) and B = K_j (BN x D, K-major), both from shared memory;
 - O += P V: m64n128k16 with P (bf16, registers) as A and B = V_j read MN-major: the MMA's N is D, which is
@@ -8,7 +8,7 @@ Q, K, V, O of shape B x H x L x D (D = 128, contiguous), as two wgmma per K/V ti
 Each tile is loaded as 64-column SW128 TMA boxes (a 128-byte row is the widest SW128 box), one box per
 swizzle-atom column (`wide_tile_boxes`), so the smem tile is lapis's canonical layout:
 - Q: K-major 64 x 128 (mn-first atoms); K_j: K-major BN x 128; V_j: MN-major 128 (D) x BN (keys) (k-first).
-- Q128 (h200-s3-two-consumers, h200-s4-pingpong: block_m 128): K-major 128 x 128, loaded as 128-row boxes;
+- Q128 (two consumer warpgroups, h200-s3 on: block_m 128): K-major 128 x 128, loaded as 128-row boxes;
   consumer warpgroup i reads rows 64 i .. 64 i + 63 as its m64 A operand, through a descriptor whose start is
   the tile plus Q128_HALF_START[i] (the layout's byte offset of row 64 i, column 0) plus the K-step's start.
 Everything else the kernel uses comes from lapis too: the sm90 descriptors (`descriptor_for`: fixed fields with

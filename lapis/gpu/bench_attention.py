@@ -1,8 +1,8 @@
 """Check and time the Hopper attention kernels (kernels/attention_h200.cu) against torch SDPA, with timelines.
 
 `python -m lapis.gpu.bench_attention --out DIR --provenance FILE [--variants s1,s2] [--shapes BxHxLxD,...]
-[--check-only]` (GPU machine: numpy, cupy, torch, nvcc) writes DIR/manifest.json and DIR/timelines.npz (every
-timeline of the run in one file) and prints a table last. Per shape:
+[--check-only] [--causal]` (GPU machine: numpy, cupy, torch, nvcc) writes DIR/manifest.json and
+DIR/timelines.npz (every timeline of the run in one file) and prints a table last. Per shape:
 - correctness first, on fresh inputs, output poisoned with NaN before every launch: `normal` (q, k, v ~ N(0, 1))
   and `heavy` (q, k ~ 3 x Student-t(3): scores with large, moving row maxima), against a float64 reference
   computed on the GPU by torch; ||O - ref||_2 / ||ref||_2 < 1e-2, plain and timeline builds. The small shape
@@ -11,7 +11,7 @@ timeline of the run in one file) and prints a table last. Per shape:
   sets that together exceed 3x the L2; nvidia-smi clocks and power during each timed block; torch SDPA with each
   backend forced (cuDNN, flash, efficient) in the same process, with the kernel names the profiler saw;
   ratio_to_cudnn = TFLOP/s / cuDNN TFLOP/s of the same run; the timeline build's overhead over the plain build.
-FLOPs: 4 B H L^2 D (non-causal). Kernels run in a child process with a timeout (harness.run_guarded).
+FLOPs: 4 B H L^2 D, half with --causal (flops()). Kernels run in a child process with a timeout (harness.run_guarded).
 `--sources` prints the source files to pass to `python -m lapis.captures.provenance` (CPU side, where git is).
 """
 

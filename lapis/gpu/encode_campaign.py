@@ -185,7 +185,7 @@ def random_cases(n=320, seed=11):
 
 
 def follow_up_cases():
-    """Questions the first H200 run left open: interleaved box/dims widths, a limit on a box's
+    """Questions the boundary and random cases leave open: interleaved box/dims widths, a limit on a box's
     total bytes, and a null global address."""
     P = []
     for il, b0s in ((1, (16, 64, 256, 4)), (2, (8, 32, 64))):
@@ -222,8 +222,8 @@ def _dense(dtype, box):
 
 
 def box_size_grid():
-    """Second follow-up: bracket the limit on a box's total bytes (32 KiB accepted, 2 MiB rejected),
-    and the box[0] width rule under interleave."""
+    """Bracket the limit on a box's total bytes between 32 KiB (accepted) and 2 MiB (rejected), and the box[0]
+    width rule under interleave."""
     P = [_dense(0, [16, 256, k]) for k in range(1, 257, 3)]
     P += [_dense(0, [256, 256, k]) for k in range(1, 33)]
     P += [_dense(7, [8, 128, k]) for k in range(1, 257, 8)]
@@ -237,7 +237,7 @@ def box_size_grid():
 
 
 def elem_stride_box_limit():
-    """Follow-up 3: does the 228 KiB box limit count ceil(box / elem_strides), elem_strides[0] included?"""
+    """Does the 228 KiB box limit count ceil(box / elem_strides), elem_strides[0] included?"""
     P = []
     for es in ([1, 1, 1], [1, 2, 1], [2, 1, 1], [8, 1, 1], [1, 8, 8], [4, 1, 1], [1, 1, 2], [2, 2, 2]):
         P.append(dict(_dense(0, [256, 256, 4]), elem_strides=es, probe="box-total-elem-strides", side="probe"))

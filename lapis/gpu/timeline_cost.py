@@ -6,10 +6,10 @@ pass to `python -m lapis.captures.provenance` (where git is) for FILE. One CTA; 
 once per iteration of a chain of dependent FMAs, warp w as role w (3 warps: the kernels' producer and two
 consumer leaders). Per mode and warp count: the loop's median over repeats (the slowest warp's %globaltimer
 ns and %clock64 cycles), and per record (loop - the no-record loop) / iterations. Modes (timeline_cost.cu):
-none (baseline); the records before the interleaved rows: globaltimer, clock64_atomic (a shared atomicAdd
-cursor; harness.cuh's record until then), clock64_register (no atomic); harness.cuh's record now: record
-(the default: a shared per-role cursor, three 8-byte stores), record_pair (16 + 8-byte stores),
-record_register (a register cursor), record_register_pair. Each record mode's rows also go through
+none (baseline); cursor-ordered records (one shared atomicAdd cursor, fields stored one by one): globaltimer,
+clock64_atomic, clock64_register (no atomic); harness.cuh's interleaved-row record: record (the default: a
+shared per-role cursor, three 8-byte stores), record_pair (16 + 8-byte stores), record_register (a register
+cursor), record_register_pair. Each record mode's rows also go through
 harness.anchored_to_ns: `rows` gives the SM clock the anchors measured, how far the converted span of the
 recorded loop lies from its %globaltimer span, and whether every role's records came back complete and in
 order.

@@ -60,7 +60,7 @@ def make(dtype, dims, box, coords, *, swizzle=0, es=None, strides=None, interlea
 
 
 def foundation():
-    """Issue 2: 2-D boxes, 4 swizzles x 1/2/4-byte types x every 128 B phase of the repeat."""
+    """2-D boxes, 4 swizzles x 1/2/4-byte types x every 128 B phase of the repeat."""
     out = []
     for sw in (0, 1, 2, 3):
         for dt in (U8, BF16, F32):
@@ -255,7 +255,7 @@ TF32_SPECIALS = [0x7FFFFFFF, 0xFFFFFFFF, 0x7F801001, 0x7F800001, 0x7F7FFFFF, 0x3
 
 
 def special_values():
-    """Follow-up 3: NaN, infinity and rounding-overflow bit patterns through the 32-bit float types."""
+    """NaN, infinity and rounding-overflow bit patterns through the 32-bit float types."""
     out = []
     for dt in (TF32, TF32FTZ, F32, F32FTZ):
         c = make(dt, [40], [40], [0], tag="special-values")
@@ -265,8 +265,8 @@ def special_values():
 
 
 def elem_stride_limits():
-    """Follow-up 3: boxes whose traversed size (ceil(box/es), es[0] included) fits 228 KiB while box does not;
-    and an element stride on dimension 0, which the driver counts at encode but the load ignores."""
+    """Boxes whose traversed size (ceil(box/es), es[0] included) fits 228 KiB while box does not; and an
+    element stride on dimension 0, which the driver counts at encode but the load ignores."""
     out = []
     for es in ([1, 2, 1], [1, 8, 8], [2, 2, 1], [8, 1, 1]):
         box = [256, 256, 4] if es != [8, 1, 1] else [256, 64, 4]

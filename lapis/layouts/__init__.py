@@ -4,7 +4,11 @@ Where each rule lives:
 - dtypes.py: element sizes (PTX's T = 128 / bits).
 - swizzle.py: the swizzle XOR on absolute smem byte addresses (PTX ISA 5.5.7).
 - canonical.py: canonical wgmma/tcgen05 operand layouts, LBO and SBO (PTX ISA 9.7.15.5.1.2).
-- descriptor_sm90.py: the 64-bit wgmma matrix descriptor (PTX ISA 9.7.15.5.1.2.2).
+- descriptors/: the sm90 wgmma and sm100 tcgen05 matrix descriptors (PTX ISA 9.7.15.5.1.2.2, 9.7.16.4), what an
+  MMA reads through them, and their agreement with TMA-placed tiles.
+- bank_conflicts.py: shared-memory wavefronts of one warp-wide instruction.
+- tma/: tensor maps, the cuTensorMapEncodeTiled rules, and where a tiled TMA load places each element.
+- cute_input.py, show.py: CuTe layouts as CuTe prints them; printing a layout and its descriptor.
 
 Imports stay light: numpy only until a canonical layout or descriptor is used.
 """

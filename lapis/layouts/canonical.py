@@ -7,7 +7,7 @@ section 9.7.16.3). Units used throughout this module:
 
 - elements: logical coordinates (mn, k) and the strides of `cute()` / `.layout`;
 - bytes: `offset_bytes`, `address`, `atom_bytes`, `lbo_bytes`, `sbo_bytes`;
-- 16-B units appear only in the descriptor encoding (see descriptor_sm90).
+- 16-B units appear only in the descriptor encoding (see lapis.layouts.descriptors.sm90).
 
 Let e = element bytes, T = 16 / e (elements per 16 B, PTX's T) and
 S = the swizzle span in bytes (128, 64, 32; 16 for no swizzle). Then

@@ -12,11 +12,10 @@ Unit conversions: latencies measured in clock64 cycles become ns by dividing by 
 clock under tensor load, cycles per ns); TMA bandwidths are bytes per %globaltimer ns, and 1 B/ns = 1e9 B/s =
 1e-3 TB/s.
 
-Issue 6 (campaign version 2, a second capture file): where the captures hold them, clock_ghz is the SM clock
-under wgmma and TMA together (mix.wgmma_tma, the load a warp-specialized GEMM puts on the SM) instead of
-wgmma alone (kept as clock_ghz_tensor_only), and l2_tb_s is the bandwidth of a 32 MiB L2-resident tensor that
-every SM streams through at its own offsets (tma.l2spread) instead of the re-read 4 MiB one, a hot spot
-(kept as l2_hotspot_tb_s).
+Where the captures hold campaign version 2's measurements, clock_ghz is the SM clock under wgmma and TMA
+together (mix.wgmma_tma, the load a warp-specialized GEMM puts on the SM), else under wgmma alone (always kept as
+clock_ghz_tensor_only); l2_tb_s is the bandwidth of a 32 MiB L2-resident tensor that every SM streams through at
+its own offsets (tma.l2spread), else of the re-read 4 MiB one, a hot spot (always kept as l2_hotspot_tb_s).
 """
 
 from __future__ import annotations
@@ -226,9 +225,10 @@ CONTEND_NOTE = ("kernels/micro_mix_softmax_v3.cu: warpgroup 0 leads for a fixed 
 
 
 def contend_values(by_name: dict) -> dict:
-    """Campaign v3 contend (issue 10): cycles per unit of the GEMM pair (QK + PV, waited) and of a 64 x 128 softmax
-    tile, alone and while the other warpgroup of the CTA runs the other (or the same) role. A state measured from
-    both sides (ts: GEMM leads, st: softmax leads) takes the mean of the two per repeat."""
+    """Campaign v3 contend (kernels/micro_mix_softmax_v3.cu): cycles per unit of the GEMM pair (QK + PV, waited)
+    and of a 64 x 128 softmax tile, alone and while the other warpgroup of the CTA runs the other (or the same)
+    role. A state measured from both sides (ts: GEMM leads, st: softmax leads) takes the mean of the two per
+    repeat."""
     out = {}
 
     def put(key, what, parts):

@@ -15,8 +15,10 @@ Every measurement is one dict: name, kind, kernel, params and, once run, `raw` (
 | turnover | gap_ns: median over SMs' consecutive CTA pairs of next entry - previous exit (%globaltimer) | gap_ns (ns) |
 | contend  | cycles, ns as rate (the leader warpgroup's window); follower_rate: median over CTAs of the follower's units / its cycles to the flag | leader units per clk (work_per_cta / cycles); `follower_rate(m)`: the follower's units per clk |
 
-`items` is campaign version 1 (the capture micro/h200-2026-11-29), `items_v2` version 2 (issue 6: L2 spread
-bandwidth, wgmma under concurrent TMA); `all_items` runs both.
+`items` is campaign version 1 (the capture micro/h200-2026-11-29), `items_v2` version 2 (L2 spread bandwidth, wgmma
+under concurrent TMA; micro/h200-2026-11-29-v2), the items_v3* functions version 3 (the attention kernels' softmax
+alone and beside wgmma, the two warpgroups contending, the CTA turnover; micro/h200-2026-11-30-v3, -v3-mix,
+-v3-mix2 and -contend-launch); `all_items` runs them all.
 
 Statistics: median and spread_pct = 100 * IQR / median (numpy's linear percentiles) over the repeats.
 """
@@ -127,7 +129,7 @@ def items(sm_count: int) -> list[dict]:
 # The v1 "l2" tensor (4 MiB) is a hot spot: every SM re-reads the same lines. A GEMM streams its operands
 # through most of the 50 MB L2 (two partitions), so v2 reads a 32 MiB tensor ("l2spread", 2/3 of the L2;
 # resident after the warm-up launch), CTA c starting 1/CTAs of the tensor after CTA c - 1
-# (kernels/micro_tma_v2.cu). "l2share": groups of SPREAD_GROUPS CTAs start on the same tile, so they read
+# (kernels/micro_tma_v2.cu). "l2share": groups of SHARE_GROUPS CTAs start on the same tile, so they read
 # the same box at about the same time (the CTAs of one row of GEMM tiles share the A box).
 SPREAD_BOXES = (8192, 16384, 32768)
 SPREAD_DEPTHS = (2, 4)
@@ -151,7 +153,7 @@ def _spread_item(name: str, sm_count: int, box: int, depth: int, group: int) -> 
 
 
 def items_v2(sm_count: int) -> list[dict]:
-    """Campaign version 2 (issue 6): tma.l2spread / tma.l2share bandwidth and mix.wgmma_tma, on every SM."""
+    """Campaign version 2: tma.l2spread / tma.l2share bandwidth and mix.wgmma_tma, on every SM."""
     s = sm_count
     out = [_spread_item(f"tma.l2spread.all.box{box}.d{depth}", s, box, depth, 1)
            for box in SPREAD_BOXES for depth in SPREAD_DEPTHS]
@@ -216,8 +218,8 @@ def items_v3_mix2(sm_count: int) -> list[dict]:
             for f in MIXSM_FLAVOURS for part, (tn, sn) in MIXSM2_PARTS.items()]
 
 
-# Version 3 (kernels/micro_mix_softmax_v3.cu, issue 10): each side's own rate while the other runs. Warpgroup 0 leads
-# (`lead` units, then a flag); warpgroup 1 follows (its role until well past the flag, noting its units at the flag).
+# Version 3 (kernels/micro_mix_softmax_v3.cu): each side's own rate while the other runs. Warpgroup 0 leads (`lead`
+# units, then a flag); warpgroup 1 follows (its role until well past the flag, noting its units at the flag).
 # Units: the GEMM pair (QK + PV, waited) or one softmax tile. Configurations (leader, follower): alone, and every
 # pairing the attention kernels' two consumer warpgroups can be in. The GEMM-only ones do not depend on the flavour.
 CONTEND_ROLES = {"gemm": 1, "softmax": 2}
@@ -243,7 +245,7 @@ def items_v3_contend(sm_count: int) -> list[dict]:
     return out
 
 
-# Launch (kernels/micro_launch_v1.cu, issue 10): an SM's retire-and-launch gap between back-to-back CTAs when one fits
+# Launch (kernels/micro_launch_v1.cu): an SM's retire-and-launch gap between back-to-back CTAs when one fits
 TURNOVER_WAVES, TURNOVER_SPIN_NS = 16, 20_000
 
 

@@ -2,7 +2,7 @@
 
 `flash_forward` processes K/V in tiles of `block_n` like the kernels, in the kernels' precisions: bf16 inputs,
 fp32 scores and accumulators, P rounded to bf16 for the PV product. Options follow the B200 write-up
-(../shared/seeds/b200-attention-kernel-progression.txt):
+(b200-attention-kernel-progression, not in this repository):
 - exp2 with the softmax scale folded into log2 units (ch. 8), flush-to-zero of denormal results (ch. 8);
 - a fraction `emulate_frac` of the columns exponentiated in software with a cubic (ch. 9), chosen by column
   position only: 2^x = 2^floor(x) * (1 + c1 f + c2 f^2 + c3 f^3), c = 0.695, 0.227, 0.077 (coefficients from ch. 9);

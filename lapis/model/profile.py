@@ -1,7 +1,8 @@
 """Hardware profiles: data files in lapis/data/profiles, every value with its unit and source.
 
-A value marked 'assumed' in its source has no measurement behind it yet (issue 6 fits the h200 profile from
-microbenchmarks). Rates in the profile are per SM per clock; `rate()` turns them into per-ns numbers.
+A value marked 'assumed' in its source has no measurement behind it. h200.json is fitted from the microbenchmark
+captures (lapis.model.fit); b200.json and rtx5090.json hold datasheet values. Rates in the profile are per SM per
+clock; `Profile.per_ns()` turns them into per-ns numbers (times clock_ghz).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def profiles() -> list[str]:
 
 
 def load_profile(name: str) -> Profile:
-    """The profile `name` (h200, b200); ScheduleError naming the available ones."""
+    """The profile `name` (h200, b200, rtx5090); ScheduleError naming the available ones."""
     path = PROFILES / f"{name}.json"
     if name not in profiles():
         raise ScheduleError("unknown GPU profile", repr(name), "use one of " + ", ".join(profiles()))

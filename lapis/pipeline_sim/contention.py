@@ -2,13 +2,13 @@
 
 A consumer warpgroup's softmax is issued instruction by instruction (FFMA, MUFU.EX2, shuffles, conversions) from
 the same SM sub-partitions whose issue slots and register-file ports the other warpgroups' softmax and the tensor
-pipe's wgmma (PV reads P from registers) also use. Measured on the H200 (kernels/micro_mix_softmax_v3.cu, capture
-micro/h200-2026-11-30-contend-launch; profile keys softmax_cycles_<flavour>[_pair|_under_gemm],
-gemm_pair_cycles[_under_softmax_<flavour>]): a 64 x 128 softmax tile takes about 1.0-1.1k cycles alone, 1.3-1.7k
-while the other warpgroup runs softmax too or has wgmma groups in flight, and a GEMM pair's tensor-pipe time grows
-4-33 % while a softmax runs beside it. No single unit explains that, so the model works at the level it was
-measured at: each job holds `work` ns at its alone speed and progresses at a rate (alone ns per ns) set by what
-else runs on the SM:
+pipe's wgmma (PV reads P from registers) also use. Measured on the H200 (lapis/gpu/kernels/micro_mix_softmax_v3.cu,
+capture lapis/data/captures/micro/h200-2026-11-30-contend-launch; profile keys
+softmax_cycles_<flavour>[_pair|_under_gemm], gemm_pair_cycles[_under_softmax_<flavour>]): a 64 x 128 softmax tile
+takes about 1.0-1.1k cycles alone, 1.3-1.7k while the other warpgroup runs softmax too or has wgmma groups in
+flight, and a GEMM pair's tensor-pipe time grows 4-33 % while a softmax runs beside it. No single unit explains
+that, so the model works at the level it was measured at: each job holds `work` ns at its alone speed and
+progresses at a rate (alone ns per ns) set by what else runs on the SM:
 
     softmax job:  x `softmax_under_gemm` while any wgmma group on the SM is in flight (issued, not complete),
                   x `softmax_pair` for each other softmax job running;

@@ -1,8 +1,8 @@
 """Timeline events, one per tile-level operation (a TMA box, an MMA over one tile, an epilogue), in ns.
 
-The schema is shared with the timelines real kernels record (issue 6): role, op, cta, sm, work item,
-k index, start and end in ns, and whether the event is an issue or an observed completion (on hardware a
-completion is only seen when a wait returns).
+The schema is shared with the timelines real kernels record (decoded by lapis.captures.timeline): role, op, cta,
+sm, work item, k index, start and end in ns, and whether the event is an issue or an observed completion (on
+hardware a completion is only seen when a wait returns).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the producer's count (`.dec`) and raise the consumers' (`.inc`); the sum over al
 register file (registers_per_sm 32-bit registers, 65536 on cc 9.0).
 
 Derived splits when none is given (FlashAttention-3, flash_fwd_kernel_sm90.h, LoadRegisterRequirement /
-MmaRegisterRequirement; notes pipeline-facts 4.1): 1 consumer WG 56/256, 2 consumer WGs 24/240, 3 consumer WGs
+MmaRegisterRequirement): 1 consumer WG 56/256, 2 consumer WGs 24/240, 3 consumer WGs
 32/160. With 4 or more consumer WGs (no FA3 row) the producer keeps 24 and each consumer gets the rest of the
 512 registers per thread-slot (65536 / 128) shared equally, rounded down to a multiple of 8, at most 256.
 """

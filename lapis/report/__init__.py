@@ -1,6 +1,7 @@
 """`lapis report`: the main job, one module per section of report.md.
 
-- build.py: runs every section and writes report.md, report.json and the figures.
-- layouts.py: TMA placement, encode decisions and wgmma reads.
+- build.py: runs every section and writes report.md, report.json and the figures; holds the layout sections
+  (TMA placement, encode decisions, wgmma reads, bank conflicts).
 - calibration.py, kernels.py, schedules.py, validation.py: the simulator's sections.
+- refresh.py: re-simulates the committed prediction cache the simulator's sections read.
 """

@@ -1,7 +1,7 @@
 """`lapis report`: the main job. Validate the models against the shipped captures,
 print a short table, and write a markdown report with figures.
 
-Sections grow with the product; each is one function returning (markdown, numbers).
+Each section is one function returning (markdown, numbers).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The report's "Calibration" section: the fitted h200 profile, and the GEMM predicted against measured.
 
 CPU only: the profile is read from lapis/data/profiles/h200.json (fitted by lapis.model.fit from the micro
-capture), the measurements from the last timed GEMM capture (lapis.captures.gemm), the blind predictions from
-lapis/data/blind/gemm_ws.json; the current predictions are simulated (about a second for the nine cases).
+captures), the measurements from the timed GEMM captures (lapis.captures.gemm; a case timed again by a later
+capture comes from the later one), the blind predictions from lapis/data/blind/gemm_ws*.json
+(lapis.validate.compare.BLIND_SETS); the current predictions are simulated.
 err_pct = 100 * (predicted - measured) / measured, measured = the plain build's median.
 """
 

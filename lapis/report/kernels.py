@@ -1,11 +1,12 @@
-"""The report's "Kernels" section: the real Hopper attention kernels (h200-s1-serial, h200-s2-ws-ring) measured
-on the H200, against cuDNN in the same run and against the simulator's predictions.
+"""The report's "Kernels" section: the real Hopper attention kernels (lapis/gpu/kernels/attention_h200.cu, every
+variant a capture timed) measured on the H200, against cuDNN in the same run and against the simulator's
+predictions.
 
-CPU only: measurements from the last timed attention capture (lapis.captures.attention), the sanitizer verdicts
-from the sanitizer capture, the blind predictions from lapis/data/blind/attention_h200.json (committed before the
-timed run), the current ones from the prediction cache (lapis.pipeline_sim.predictions; shapes it lacks are
-simulated, about 2 s in all) at the schedule's default parameters, which are the kernels' (block_m 64,
-block_n 128, consumer_wgs 1, stages 1 for s1 and 2 for s2).
+CPU only: measurements from the timed attention captures (lapis.captures.attention.rows: a case timed again by a
+later capture comes from the later one), the sanitizer verdicts from the sanitizer captures, the blind predictions
+from lapis/data/blind/attention_h200*.json (each committed before the timed run it predicts), the current ones
+from the prediction cache (lapis.pipeline_sim.predictions; cases it lacks are simulated) at the kernel's
+parameters as the capture records them. The findings compare s1 and s2 at the first shape (SM 0's timelines).
 err_pct = 100 * (predicted TFLOP/s - measured TFLOP/s) / measured: positive means the model is too fast.
 """
 

@@ -16,7 +16,7 @@ from lapis.pipeline_sim.schedules.attention_sm120 import MEASURED_US
 from lapis.pipeline_sim.simulate import SCHEDULES, default_gpu, simulate
 
 FA4_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128")  # the B200 write-up's benchmark shapes
-FA4_MEASURED = (1256, 1289, 1330)  # TFLOP/s, FA4 on B200, flash-attention PR #2605 (issue 5)
+FA4_MEASURED = (1256, 1289, 1330)  # TFLOP/s, FA4 on B200, flash-attention PR #2605
 # Measured on the H200 with torch 2.11 SDPA, bf16, hdim 128, non-causal, at FA4_SHAPES (team run, 2026-11-29;
 # not a lapis capture): the bar a Hopper schedule has to meet.
 H200_MEASURED = dict(cudnn=(628, 675), flash2=(326, 354))
@@ -73,7 +73,7 @@ def _gain(rows: dict, name: str, prev: str) -> float:
 
 
 def seed_statements(rows: dict) -> list[dict]:
-    """The write-up's four checkable statements against the B200 predictions (issue 5). A step whose mechanism
+    """The write-up's four checkable statements against the B200 predictions. A step whose mechanism
     lapis does not model is "not tested"; the tolerance of each verdict is stated in its row."""
     if not rows:
         return []

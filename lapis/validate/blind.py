@@ -47,8 +47,8 @@ def attention_h200_cases() -> list[dict]:
 
 
 def attention_h200_s3s4_cases() -> list[dict]:
-    """s3 (two consumer warpgroups) at the five shapes: a set of its own, committed before its first timed run
-    (attention_h200.json is s1/s2's history). s4 came after this file was committed: attention_h200_s4."""
+    """s3 (two consumer warpgroups) at the five shapes, committed before its first timed run (set
+    attention_h200_s3s4; s1 and s2 are attention_h200, s4 has its own set, attention_h200_s4)."""
     return _attention_cases(("s3",))
 
 

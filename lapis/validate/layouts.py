@@ -1,7 +1,7 @@
 """Check lapis's models against committed hardware captures (`lapis validate layouts`).
 
 Captures live in folders with a `manifest.json` naming their provenance; the
-default root is the `captures/` folder shipped inside the package. Nothing here
+default root is lapis/data/captures (lapis.data.CAPTURES). Nothing here
 edits a capture: a capture is data, the model is what gets checked.
 """
 

@@ -1,4 +1,4 @@
-"""`lapis validate timelines`: every committed timed measurement against the simulator's prediction (issue 10).
+"""`lapis validate timelines`: every committed timed measurement against the simulator's prediction.
 
 A case is one (variant, shape, causal) of a timed capture: attention (lapis.captures.attention) and the GEMM
 (lapis.captures.gemm), found generically from the captures, so new variants and causal rows join by being

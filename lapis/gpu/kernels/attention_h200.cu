@@ -1,6 +1,6 @@
 // lapis Hopper attention forward for sm_90a: O = softmax(Q K^T / sqrt(D)) V, bf16 in and out, fp32 accumulate,
-// D = 128, B x H x L x D contiguous, non-causal. Rows s1 and s2 of the canonical Hopper table (issue 5), the
-// schedules lapis/pipeline_sim/schedules/attention_h200.py simulates, written role by role:
+// D = 128, B x H x L x D contiguous; non-causal except s9's causal build. Rows s1..s9 of the canonical Hopper table,
+// the schedules lapis/pipeline_sim/schedules/attention_h200.py simulates, written role by role:
 //
 // h200-s1-serial  (WS = false; 1 warpgroup, block_m 64, block_n 128, 1 stage). Per K/V tile j, thread 0 waits
 //                 until the slot is free (the warps' arrivals after the last PV), issues TMA K_j and V_j, then
@@ -31,6 +31,7 @@
 // h200-s7-cond-rescale (s6 + COND): m moves, and O is rescaled, only when a row's max grows by > 8 (log2 units).
 // h200-s8-persistent (s7 + PERSIST): min(132, items) CTAs walk the work items in grid-stride order; two Q slots
 //                 (q_full/q_empty), the K/V ring and the GEMM turns carry on across items; setmaxnreg 40/232.
+// h200-s9-tuned   (s8 at 3 stages, one Q slot); _causal (CAUSAL): Q tile t visits K/V tiles 0..t, heaviest first.
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -132,7 +133,7 @@ struct Config {
   static constexpr bool WIDE = CONSUMER_WGS == 2;  // a 128-row Q tile, one m64 half per consumer warpgroup
   static constexpr int THREADS = 128 * (CONSUMER_WGS + (WS ? 1 : 0));
   static constexpr int BLOCK_M = 64 * CONSUMER_WGS;
-  // setmaxnreg budgets (issue 5's table): s2 40/232 (256 threads), s3+ 24/240 (384 threads); each split fits
+  // setmaxnreg budgets: s2 40/232 (256 threads), s3+ 24/240 (384 threads; s8, s9 40/232); each split fits
   // the 64K-register file: 40 x 128 + 232 x 128 = 34816, 24 x 128 + 240 x 256 = 64512.
   static constexpr int PRODUCER_REGS = WIDE ? 24 : 40;
   static constexpr int CONSUMER_REGS = WIDE ? 240 : 232;
@@ -550,7 +551,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
 
 // One entry point per instantiation:
 //   attn_<s1_serial|s2_ws_ring|s3_two_consumers|s4_pingpong|s5_intra_overlap|s6_exp2[_emu8|_emu4]|s7_cond_rescale|
-//   s8_persistent>
+//   s8_persistent|s9_tuned[_causal]|s5_noload (diagnostic)>
 //   _s<STAGES>_n<BN>_c<CONSUMER_WGS>.
 // Grid (L / block_m, B * H) (s8: (CTAs, 1), each CTA walking work items), block_m = 64 x CONSUMER_WGS; block Config::THREADS; dynamic smem Config::SMEM_BYTES
 // (host: bench_attention.smem_bytes). scale_log2 = log2(e) / sqrt(D). O is B*H*L x D bf16. stats: null, or (s7's

@@ -1,6 +1,6 @@
 // lapis kernel harness: mbarrier waits with a %globaltimer watchdog, and per-role timelines.
 //
-// Used by every lapis kernel that is timed (gemm_ws.cu, later attention kernels). Host side:
+// Used by every lapis kernel that is timed (gemm_ws.cu, attention_h200.cu, timeline_cost.cu). Host side:
 // lapis/gpu/harness.py, which owns the wire formats below (decode, status) and must change with them.
 //
 // 1. Watchdog. Every mbarrier wait (PTX ISA "mbarrier.test_wait/try_wait") retries until a
@@ -14,16 +14,16 @@
 //    wgmma batch, stores) or a completion (a wait returned, which is when hardware completion is seen).
 //    A role's activity spans from its previous record to this one; each role starts with a START record.
 //    Records go to a per-CTA row of a global buffer, the roles interleaved: record n of role r in slot
-//    1 + r + R * n (R = HarnessArgs.roles), n counted in a register by the role's one recording thread (no
+//    1 + r + R * n (R = HarnessArgs.roles), n counted in shared memory by the role's one recording thread (no
 //    atomic); records past a role's share of the row are counted, never written. The CTA's records
 //    attempted land in counts[cta] at exit. Slots a role never reached stay zero: the host drops them.
 //    A record's time is %clock64 (SM cycles, the cheapest clock to read; kernels/timeline_cost.cu measures
-//    what a record costs with it and with %globaltimer, which records read before). Each row opens and closes with an ANCHOR record pairing %globaltimer with %clock64 (at
-//    init and at finish, in fixed slots 0 and capacity-1, so an overflow never loses them); the host
-//    (harness.anchored_to_ns) maps each CTA's cycles to %globaltimer ns by linear interpolation between
-//    its two anchors and drops them, before anything is saved. %clock64 is per SM and a CTA never leaves
-//    its SM, so per-CTA anchors suffice; the interpolation assumes the SM clock is constant over the CTA's
-//    life (tens of µs).
+//    what a record costs with it and with %globaltimer). Each row opens and closes with an ANCHOR record
+//    pairing %globaltimer with %clock64 (at init and at finish, in fixed slots 0 and capacity-1, so an
+//    overflow never loses them); the host (harness.anchored_to_ns) maps each CTA's cycles to %globaltimer ns
+//    by linear interpolation between its two anchors and drops them, before anything is saved. %clock64 is
+//    per SM and a CTA never leaves its SM, so per-CTA anchors suffice; the interpolation assumes the SM clock
+//    is constant over the CTA's life (tens of µs).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -243,7 +243,7 @@ __device__ __forceinline__ void store_record(Record* slot, uint64_t w0, uint64_t
 
 template <>
 struct Timeline<true> {
-  // By one thread before the CTA's first __syncthreads: zeroes the cursor (now the count of records whose
+  // By one thread before the CTA's first __syncthreads: zeroes the cursor (the count of records whose
   // role has no slots) and the role cursors, reads %smid, and takes the opening anchor.
   __device__ __forceinline__ void init(uint32_t* cursor) {
     *cursor = 0;

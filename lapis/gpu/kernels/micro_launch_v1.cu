@@ -1,5 +1,5 @@
 // lapis microbenchmark, launch version 1: how long an SM takes from one CTA's end to the next CTA's start when
-// only one CTA fits (the non-persistent attention kernels' case, issue 10: their CTAs run back to back per SM).
+// only one CTA fits (the non-persistent attention kernels' case: their CTAs run back to back per SM).
 //
 // Each CTA (384 threads, the host's dynamic shared memory request keeps one per SM) records %globaltimer and
 // %clock64 on entry (thread 0, first instruction) and on exit (thread 0, after a __syncthreads and `spin_ns` of

@@ -1,7 +1,7 @@
 // lapis microbenchmark, softmax mix version 2: micro_mix_softmax_v1.cu with the kernels' GEMM pair on warpgroup 0:
 // per iteration QK (8 x wgmma m64n128k16, A and B from shared memory: Q and K descriptors) and PV (8 x wgmma
 // m64n128k16 with A, P, from registers and B, V, MN-major from shared memory: the V descriptor), two commit groups,
-// waited; S and O in 64 accumulator registers each. v1's GEMM was QK only (shared-memory operands): v2 asks whether
+// waited; S and O in 64 accumulator registers each. v1's GEMM is QK only (shared-memory operands): v2 asks whether
 // the register-sourced PV wgmma is what keeps the kernels' softmax from overlapping. Warpgroup 1 runs `softmax_iters` tiles of the kernels' softmax (micro_softmax_v1.cu's
 // loop: softmax_scores, O rescale, pack_p on a 64 x 128 tile; flavour ex2_cond or exp2f). Either count may be 0.
 // The CTA's record spans both (a __syncthreads at each end): run with one count 0, then the other, then both; if

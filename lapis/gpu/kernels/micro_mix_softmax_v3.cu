@@ -1,7 +1,8 @@
 // lapis microbenchmark, softmax mix version 3: the rates at which the kernels' GEMM pair and softmax tile progress
-// when warpgroups run them at the same time on one SM (the contention the attention schedules cost, issue 10).
+// when warpgroups run them at the same time on one SM (the contention the attention schedules cost,
+// lapis/pipeline_sim/contention.py).
 //
-// v1 and v2 timed only the CTA, so a both-run gave one number for two unknowns (how much each side slowed). Here
+// v1 and v2 time only the CTA, so a both-run gives one number for two unknowns (how much each side slowed). Here
 // warpgroup 0 leads: it runs `lead_iters` units of its role and then raises a shared-memory flag; the other
 // warpgroup (the follower) runs its own role for `follow_iters` units (more than it can finish in the leader's
 // window) and its thread 0 notes, on the first unit boundary after the flag, how many units it had finished and

@@ -1,5 +1,5 @@
 // lapis microbenchmarks, version 1 of the combined load: dense wgmma while TMA loads stream from L2, in the
-// same CTA on every SM (lapis capture micro, issue 6).
+// same CTA on every SM (lapis capture micro).
 //
 // A warp-specialized GEMM runs its tensor cores and its TMA loads together; alone, each reaches its peak
 // (wgmma.sustained, tma.l2spread.*), together they share the SM's clock and power. 288 threads per CTA:

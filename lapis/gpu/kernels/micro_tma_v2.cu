@@ -1,9 +1,9 @@
 // lapis microbenchmarks, version 2 of the TMA loads: L2 bandwidth of a spread-out, L2-resident tensor
-// (lapis capture micro, issue 6).
+// (lapis capture micro).
 //
-// Version 1 (micro_tma.cu) re-read a 4 MiB tensor: every SM hits the same few L2 lines, a hot spot. A GEMM
+// Version 1 (micro_tma.cu) re-reads a 4 MiB tensor: every SM hits the same few L2 lines, a hot spot. A GEMM
 // streams its operands through most of the L2, so here the tensor is sized to fill most of the 50 MB L2
-// (micro_campaign.SPREAD_TENSOR_BYTES, made resident by the untimed warm-up launch) and CTA c starts at tile
+// (micro_campaign.TMA_TENSOR_BYTES["l2spread"], made resident by the untimed warm-up launch) and CTA c starts at tile
 // first_tile + (c / group) * cta_stride (mod tiles): with group = 1 and cta_stride = tiles / CTAs the CTAs
 // walk their own stretches of the whole tensor, so the traffic spans both L2 partitions; group > 1 makes
 // `group` CTAs read the same box at about the same time (a GEMM's CTAs in one row of tiles sharing A).

@@ -3,10 +3,10 @@
 // iteration, warp w as role w. Each warp's leader reports the loop's %globaltimer ns and %clock64 cycles; the
 // host (lapis/gpu/timeline_cost.py) takes (loop - the no-record loop) / iterations.
 //   timeline_cost_none:             no record (baseline)
-//   The records before the interleaved rows (one shared atomicAdd cursor, rows in cursor order, %smid and
-//   the 24 B Record stored field by field, every record):
+//   Cursor-ordered records, the alternative to harness.cuh's interleaved rows (one shared atomicAdd cursor,
+//   rows in cursor order, %smid and the 24 B Record stored field by field, every record):
 //   timeline_cost_globaltimer:      %globaltimer + atomicAdd
-//   timeline_cost_clock64_atomic:   %clock64 + atomicAdd (harness.cuh's record until the interleaved rows)
+//   timeline_cost_clock64_atomic:   %clock64 + atomicAdd
 //   timeline_cost_clock64_register: %clock64 + a register cursor per warp (no atomic), own contiguous slots
 //   harness.cuh's record (Timeline<true>::record_with; interleaved rows, %smid read once at init, the
 //   role's count in shared memory), with the two clock anchors of Timeline::init / finish:
@@ -27,7 +27,7 @@ constexpr int FMA_CHAIN = 16;  // dependent FMAs between two records (~4 cycles 
 enum Mode { NONE, GLOBALTIMER, CLOCK64_ATOMIC, CLOCK64_REGISTER, RECORD, RECORD_PAIR, RECORD_REGISTER,
             RECORD_REGISTER_PAIR };
 
-// The record as it was written before the interleaved rows: field by field, %smid read each time.
+// A cursor-ordered record: field by field, %smid read each time.
 __device__ __forceinline__ void write_fields(const HarnessArgs& h, uint64_t t, uint8_t role, uint32_t iteration,
                                              uint32_t slot) {
   Record r;

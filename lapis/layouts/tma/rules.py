@@ -24,7 +24,7 @@ H200 driver 580.159.04 did (capture lapis/data/captures/tma_encode/h200-2026-11-
   part of `check`, which predicts the driver's answer.
 - Two rules are specific to sm_90 (`sm=90`, the default): the packed
   16U4/16U6 types and the 128B_ATOM_* swizzles are rejected there, whatever the
-  other arguments. For other architectures they are not applied (no capture yet).
+  other arguments. For other architectures they are not applied (no capture of them).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Blackwell (sm100) attention forward (bf16, fp32 accumulation): the B200 progression k01..k14 and its four
-minor optimizations (write-up shared/seeds/b200-attention-kernel-progression.txt), as simpy processes.
+minor optimizations (the write-up b200-attention-kernel-progression, not in this repository), as simpy
+processes.
 
 One event per tile-level operation: a TMA box, one tcgen05.mma over a tile, a TMEM pass, a softmax chunk, an
 O rescale. Per work item (one or two 128-row Q tiles of one (batch, head)) and K/V tile j:

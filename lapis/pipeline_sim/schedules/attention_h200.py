@@ -1,80 +1,68 @@
-"""Hopper attention forward (bf16, fp32 accumulation), the canonical progression s1..s8, as simpy processes.
+"""Hopper attention forward (bf16, fp32 accumulation), the schedules h200-s1-serial .. h200-s9-tuned, as simpy
+processes; each mirrors entry points of lapis/gpu/kernels/attention_h200.cu (lapis/catalog/attention.py maps them).
 
-One event per tile-level operation: a TMA box, one wgmma over a tile, a softmax tile, an O rescale.
-Per work item (one Q tile of block_m rows of one (batch, head)) and K/V tile j:
-  S_j = Q K_j^T (tensor pipe), P_j = the softmax tile (the warpgroup's own instructions), O += P_j V_j (tensor
-  pipe), and an O rescale whenever the row maximum moved.
-Costs (issue 10; softmax_costs, lapis.pipeline_sim.contention): a softmax tile costs what the H200 measured for the
-kernels' own softmax code (kernels/micro_mix_softmax_v3.cu, 64 x 128 tiles, per flavour) and runs slower while
-the other consumer warpgroup runs softmax too or any wgmma group is in flight on the SM; a wgmma's tensor-pipe
-time is its FLOP at tensor_flop_per_clk_sm, slower while a softmax runs, and its result lands the pipe's latency
-(the measured GEMM pair's time beyond the pipe at peak) after the pipe is done. Before this the softmax was
-costed as MUFU and FMA-pipe throughput, which overlapped it fully with the GEMMs: s3..s9 came out tensor-bound
-and 30-40 % faster than measured. Units are shared per SM: the tensor pipe (FIFO), the contention state and the
-TMA load path (an equal share of L2 across the SMs running, lapis.pipeline_sim.grid). The representative SM runs
-the work items of the fullest wave; `full` simulates every SM.
+One event per tile-level operation (a TMA box, one wgmma over a tile, a softmax tile, an O rescale); times in ns.
+Per work item (one Q tile of block_m rows of one (batch, head)) and K/V tile j: S_j = Q K_j^T (tensor pipe),
+P_j = the softmax tile (the warpgroup's own instructions), O += P_j V_j (tensor pipe), and an O rescale.
 
-Resident CTAs: a non-persistent grid (s1..s7) runs as many CTA slots per SM as the SM keeps resident
-(lapis.model.occupancy: threads 128 x (consumer WGs + the producer WG if warp-specialized); registers per thread
-the launch count, for s1 its ptxas count S1_PTXAS_REGS (no setmaxnreg), for the others the mean of the setmaxnreg
-split; shared memory the tiles + KERNEL_SMEM_EXTRA). Each slot has its own rings, barriers and roles (prefixed
-`cta<s>/` when there are several) and shares the SM's units; the SM's CTAs form one queue in grid order and a
-slot takes the next when its first role gets there. A slot runs one CTA at a time, as the SM does: the next CTA's
-roles start once every role of the previous one is done, plus the SM's retire-and-launch gap (cta_turnover_ns,
-kernels/micro_launch_v1.cu); until issue 10 the producer ran ahead into the next CTA's loads as its ring freed,
-which hid each CTA's Q load and pipeline fill. A persistent CTA's producer does run ahead (s8's second Q slot).
-s1 (80 KiB of tiles) keeps 2 resident, shared-memory-limited; s2..s7 at their defaults keep 1. The persistent
-s8, s9 run one CTA per SM by design. `ctas_per_sm` forces fewer slots (1..resident).
+Roles: s1 is one warpgroup (`consumer0`) that loads Q, K_j and V_j itself and waits for every step. With `ws` a
+`producer` fills separate K and V rings of `stages` slots (TmaPipeline, full/empty mbarriers; K frees before V, as
+FlashAttention-3 keeps them) and `consumer_wgs` warpgroups (`consumer<i>`, 64 rows each) compute; the TMA boxes
+run on the `tma` unit. With several resident CTAs per SM each slot's roles are prefixed `cta<s>/`. wgmma
+completes through commit groups (commit_groups.WgmmaGroups), GEMM turns through named_barrier.NamedBarrier.
 
-What each step changes (the one change of the canonical table):
-  s1 serial: one warpgroup loads (and waits for) Q, K_j, V_j itself, then QK, softmax, PV, each waited for.
-  s2 ws-ring: a producer warp fills a K/V ring of `stages` slots; the consumer overlaps with the loads.
-  s3 two-consumers: two consumer warpgroups, 64 rows each of a 128-row Q tile, share the ring and the units.
-  s4 pingpong: the warpgroups take GEMM turns through named barriers (FA3's warp-scheduler barriers): WG i
-     `bar.sync`s barrier 1 + i (256 threads: its own 128 and the previous WG's `bar.arrive` of 128), issues
-     PV_{j-1} then QK_j, and `bar.arrive`s the next WG's barrier; the last WG pre-arrives WG 0's barrier, so
-     turns go round strictly in WG order. One WG's softmax overlaps the other's GEMMs. The producer issues
-     K_{j+1} before V_j, the order the slots are freed in, as FA3's producer does.
-  s5 intra-overlap: in a turn, V_{j-1} is waited for, then QK_j is issued and committed, then PV_{j-1}, back to
-     back (the kernel waits for V first: with the mbarrier wait between the two issues ptxas injects a
-     warpgroup.arrive, its C7519 report); `wgmma.wait_group 1` returns when
-     S_j is ready, so the softmax of tile j runs while PV_{j-1} is still on the tensor pipe; `wait_group 0`
-     then precedes the O rescale (PV_{j-1} writes O).
-  s6 exp2: the scale is folded into log2 units (the ex2 flavour's measured tile instead of exp2f's);
-     `emulate_frac` of the exponentials go to the FMA pipe as the cubic (the emu8 / emu4 flavours, EMULATED).
-  s7 cond-rescale: O is rescaled only when the row maximum moves by more than `threshold` (log2 units), with
-     the frequency lapis.model.numerics measures on normal inputs at the shape's tile sizes.
-  s8 persistent: one CTA per SM walks the work items dealt by `persistent_order` (work_order.py: `grid_stride`,
-     the default, or `lpt` for causal balance). What it saves over s7 is each CTA's turnover
-     (cta_turnover_ns) and the Q load and pipeline refill a new CTA cannot start before the last one is gone;
-     the kernel launch itself is not modelled. With one CTA per SM (a grid within one wave) s8 = s7.
-  s9 tuned: s8 with defaults picked by sweep_s9(): block_n 64..176 step 16, stages 2-3, consumer WGs 2-3
-     (block_m = 64 x WGs), at the FA4 shapes 8x16x4096x128, 4x16x8192x128, 2x16x16384x128. The rule: the
-     highest geometric-mean TFLOP/s among the combinations no slower than s8 at any of the three shapes. It
-     picked block_n 128, stages 3, 2 WGs on the model before issue 10 (softmax as MUFU and FMA throughput); on the
-     contention model the sweep ranks them 15th of 25, the 3-WG rows first. The kernel keeps them (they are what
-     was built and measured); `lapis sweep` reprints the ranking. Three WGs (block_m 192) were faster at the two longer shapes but
-     slower at 8x16x4096x128, where 4096 / 192 leaves a masked third of a Q tile per head; block_n 176 (FA3's choice)
-     loses here because its masked last K/V tile costs a full tile and the per-tile overheads it amortizes on
-     hardware are not modelled. s9 masks ragged last tiles (a full TMA box and wgmma); s1..s8 need tiles that
-     divide L.
+Variant flags (VARIANTS; each step of the table adds one):
+  ws (s2+): the producer and the rings above; s3 adds the second consumer warpgroup (block_m 128).
+  pingpong (s4+): the warpgroups take GEMM turns (FA3's warp-scheduler barriers): WG i `bar.sync`s barrier
+     PINGPONG_BAR0 + i (256 threads: its own 128 and the previous WG's `bar.arrive`), issues PV_{j-1} then QK_j
+     and arrives on the next WG's barrier; the last WG pre-arrives WG 0's, so turns go round in WG order and one
+     WG's softmax overlaps the other's GEMMs. The producer issues K_{j+1} before V_j, the order the slots free in.
+  overlap (s5+): in a turn V_{j-1} is waited for, then QK_j and PV_{j-1} issue back to back (with the mbarrier wait
+     between the two issues ptxas injects a warpgroup.arrive, its C7519 report); `wgmma.wait_group 1` returns
+     with S_j, so softmax_j runs while PV_{j-1} is on the tensor pipe; `wait_group 0` precedes the O rescale.
+  exp2 (s6+): the softmax flavour ex2 (scale folded into log2 units) instead of exp2f; `emulate_frac` of the
+     exponentials go to the FMA pipe as the cubic (the emu8 / emu4 flavours, EMULATED).
+  cond_rescale (s7+): flavour ex2_cond; O is rescaled only when a row max grows by more than `threshold` (log2
+     units), with the frequency lapis.model.numerics measures on normal inputs (rescale_frequency).
+  persistent (s8, s9): one CTA per SM walks the work units `persistent_order` deals (work_order.py: grid_stride,
+     lpt, heavy_first), with no CTA turnover between them; its producer runs ahead into the next unit (the
+     kernel's second Q slot). With one CTA per SM (a grid within one wave) s8 = s7.
+  masked_tail (s9): L need not be a multiple of the tiles; a ragged last Q or K/V tile costs a full tile (a full
+     TMA box and wgmma). s1..s8 raise ScheduleError for tiles that do not divide L.
+s9's defaults (S9_BLOCK_N, S9_STAGES, S9_WGS: block_n 128, 3 stages, 2 WGs) are the built and measured kernel
+attn_s9_tuned_s3_n128_c2, rank 1 of the sweep in lapis/data/captures/sweep/h200-2026-11-30-s8; `lapis sweep`
+ranks the configurations on the current profile and model.
 
-Completion semantics: wgmma completes through commit groups (commit_groups.WgmmaGroups: `wgmma.commit_group`
-after each issue, `wgmma.wait_group N`), not through an mbarrier; named barriers are named_barrier.NamedBarrier.
-Until this step the GEMM turn was a simpy Resource held for each GEMM until it completed (first come, first
-served). The named barriers order the issue instead, strictly round the WGs, and a WG's GEMMs queue on the
-tensor pipe behind the other's, as on hardware; that is not the same timing. With 2 stages it predicts s4 below
-s3 (the deferred PV holds a V slot one tile longer and the load path cannot refill it in time; with 3 stages
-s4 matches s3), where the Resource predicted s4 = s3.
+Costs (softmax_costs; profile values in cycles become ns through clock_ghz):
+- softmax tile: softmax_cycles_<flavour> (a 64 x 128 tile alone, without its O rescale), scaled to rows x block_n;
+  it progresses slower while the other warpgroup runs softmax (softmax_cycles_<flavour>_pair) or any wgmma group
+  is in flight on the SM (softmax_cycles_<flavour>_under_gemm): lapis.pipeline_sim.contention.
+- wgmma: 2 x rows x block_n x D FLOP at tensor_flop_per_clk_sm on the SM's one tensor pipe (FIFO), slower while a
+  softmax runs (gemm_pair_cycles_under_softmax_<flavour>); its result lands the pipe's latency later
+  (gemm_pair_cycles less the pair's pipe time at peak, PAIR_FLOP / tensor_flop_per_clk_sm).
+- O rescale: rows x D multiplies at fma_per_clk_sm; causal: the diagonal tile adds MASK_OPS_PER_SCORE per score.
+- loads: bytes at the SM's share of the L2 bandwidth (lapis.pipeline_sim.grid), then tma_latency_ns (K/V tiles)
+  or tma_latency_hbm_ns (Q in, O out: compulsory HBM traffic).
+- CTA turnover (s1..s7): a slot starts its next CTA once every role of the previous one is done (the kernel's last
+  __syncthreads) plus cta_turnover_ns.
+The contend and launch values come from lapis/gpu/kernels/micro_mix_softmax_v3.cu and micro_launch_v1.cu
+(capture lapis/data/captures/micro/h200-2026-11-30-contend-launch, fitted by lapis.model.fit); a profile without
+them is a ScheduleError.
 
-Parameters (one key set; `--param k=v`): block_m, block_n, stages, consumer_wgs, emulate_frac, threshold,
-causal, regs_producer / regs_consumer (setmaxnreg.py: derived 56/256, 24/240, 32/160 for 1, 2, 3 consumer WGs;
-refused outside 24..256 step 8 or over registers_per_sm), regs_per_thread (s1 only), ctas_per_sm,
-q_tiles_per_cta (work_order.py), persistent_order (s8, s9). Registers are checked and reported (`fit`, with the
-resident CTAs, the slots simulated and the limiting resource); they set the residency but spills are not
-modelled.
-FMA_OPS_PER_SCORE (4 before s6: scale, max, subtract, row sum; 3 after) is the FMA-pipe count the FA2, sm120 and
-B200 schedules still cost their softmax by; this schedule costs it from the contend measurements instead.
+Resident CTAs: a non-persistent grid runs as many CTA slots per SM as lapis.model.occupancy keeps resident
+(threads 128 x (consumer WGs + 1 with ws); registers per thread S1_PTXAS_REGS for s1, else the mean of the
+setmaxnreg split; shared memory the tiles + KERNEL_SMEM_EXTRA bytes); each slot has its own rings, barriers and
+roles and shares the SM's units, taking the SM's next CTA in grid order: s1 (80 KiB of tiles) keeps 2 resident,
+shared-memory-limited, s2..s7 at their defaults keep 1. `ctas_per_sm` forces fewer (1..resident). The
+representative SM (the most K/V tiles) is simulated; `full` simulates every SM.
+
+Parameters (DEFAULTS; `--param k=v`): block_m, block_n, stages, consumer_wgs, emulate_frac, threshold, causal,
+regs_producer / regs_consumer (setmaxnreg.py: derived 56/256, 24/240, 32/160 for 1, 2, 3 consumer WGs; refused
+outside 24..256 step 8 or over registers_per_sm), regs_per_thread (s1 only), ctas_per_sm, q_tiles_per_cta
+(work_order.py), persistent_order (s8, s9). Registers set the residency and are reported (`fit`); spills, and
+the per-tile overheads a larger block_n amortizes on hardware, are not modelled. FMA_OPS_PER_SCORE (4; 3 with
+the scale folded into log2 units) is the FMA-pipe count per score the FA2, sm120 and B200 schedules cost their
+softmax by; these schedules cost it from the contend measurements.
 """
 
 from __future__ import annotations
@@ -105,7 +93,7 @@ from lapis.pipeline_sim.work_order import (  # noqa: F401 (re-exported)
     representative_sm,
 )
 
-S9_BLOCK_N, S9_STAGES, S9_WGS = 128, 3, 2  # picked by sweep_s9() (module docstring)
+S9_BLOCK_N, S9_STAGES, S9_WGS = 128, 3, 2  # the measured s9 kernel's (module docstring)
 S1_PTXAS_REGS = 154  # ptxas's count for attn_s1_serial (capture attention/h200-2026-11-29, builds.plain.ptxas)
 # Shared memory the kernel holds beyond the schedule's tiles: 1 KiB of alignment slack in the dynamic allocation
 # (attention_h200.cu Config::SMEM_BYTES) and 1 KiB of static shared memory (ptxas smem_bytes, same capture).
@@ -123,11 +111,11 @@ VARIANTS = {
     "h200-s6-exp2": dict(ws=True, pingpong=True, overlap=True, exp2=True),
     "h200-s7-cond-rescale": dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True),
     "h200-s8-persistent": _S8,
-    # s9: s8 with the defaults S9_SWEEP picked (see the module docstring); K/V and Q tails are masked
+    # s9: s8 at the S9_* defaults (see the module docstring); K/V and Q tails are masked
     "h200-s9-tuned": dict(_S8, masked_tail=True, block_n=S9_BLOCK_N, stages=S9_STAGES, consumer_wgs=S9_WGS,
                           block_m=64 * S9_WGS),
 }
-FMA_OPS_PER_SCORE = {False: 4, True: 3}  # before / after folding the scale into log2 units
+FMA_OPS_PER_SCORE = {False: 4, True: 3}  # without / with the scale folded into log2 units
 CUBIC_FMA_OPS = 6  # floor, subtract, three FMAs, exponent add: the write-up's software exp2 (ch. 9)
 PINGPONG_BAR0 = 1  # named-barrier id of consumer WG 0's GEMM turn (WG i uses id 1 + i; id 0 is __syncthreads)
 

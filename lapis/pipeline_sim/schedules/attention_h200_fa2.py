@@ -20,9 +20,9 @@ conflicts, register spills. So the prediction is an upper bound on what such a k
 
 It is tensor-bound: mma.sync runs below the wgmma rate (the micro capture's 2714 against 4096 FLOP/clk/SM) and the
 ldmatrix traffic (every warp reads all of K_j and V_j from smem) shares the LSU path. The Hopper schedules s1..s9
-cost their softmax by the contention measured on the H200 since issue 10 (lapis.pipeline_sim.contention); this one
-still costs it as MUFU and FMA throughput, so it stays an upper bound (above torch's flash backend, an FA2 kernel,
-measured in the attention captures), not an estimate to rank against s3.
+cost their softmax by the contention measured on the H200 (lapis.pipeline_sim.contention); this one costs it as
+MUFU and FMA throughput, so it is an upper bound (above torch's flash backend, an FA2 kernel, measured in the
+attention captures), not an estimate to rank against s3.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Consumer Blackwell (sm_120, RTX 5090) attention forward (fp16, fp32 accumulation): the Emmy compiler's
-move stack (write-up shared/seeds/emmy-flashattention2-consumer-blackwell.txt), as simpy processes.
+move stack (the write-up emmy-flashattention2-consumer-blackwell, not in this repository), as simpy processes.
 
 Per CTA (`warps` warps, each owning 16*fm query rows of one (batch, head)) and K/V tile j of block_n keys, per
 warp: S_j = Q K_j^T (mma.sync), softmax (MUFU ex2 + FMA pipe), O rescale (FMA pipe), O += P_j V_j (mma.sync).

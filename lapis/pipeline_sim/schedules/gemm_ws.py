@@ -13,7 +13,7 @@ Per CTA tile (block_m x block_n, bf16, fp32 accumulators), for each K block of b
              share (written once), without waiting for them to land.
 One CTA per tile (a non-persistent grid, one resident CTA per SM): every tile initializes a fresh ring and
 ends with a CTA-wide barrier, so the ring drains and refills between tiles. CTA launch cost is not modelled
-(no measurement). Tiles are dealt to SMs by grid stride (lapis.pipeline_sim.grid); the representative SM is
+(the h200 profile's cta_turnover_ns is not charged here). Tiles are dealt to SMs by grid stride (lapis.pipeline_sim.grid); the representative SM is
 the one with the most tiles, and its load bandwidth is an equal share across the active SMs.
 """
 
