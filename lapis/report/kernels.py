@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from lapis.captures import attention as ac
+from lapis.captures.store import captures_root
 from lapis.data import BLIND
 from lapis.figures.gantt import gantt, lane_order, steady_state_window
 from lapis.figures.predicted_measured import predicted_measured_bars
@@ -26,7 +27,6 @@ from lapis.model.occupancy import resident_ctas
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import predictions
 from lapis.validate.blind import load
-from lapis.validate.layouts import captures_root
 
 # lapis/data/blind/attention_h200*.json, each committed before its capture (sets never overlap in (variant, shape))
 BLINDS = tuple(sorted(p.stem for p in BLIND.glob("attention_h200*.json")))

@@ -15,14 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.errors import LayoutError
+from lapis.captures.store import captures_root, load_capture, manifests
+from lapis.errors import LapisError, LayoutError
 from lapis.gpu.wgmma_campaign import intended_d
 from lapis.layouts.bank_conflicts import wavefronts
 from lapis.layouts.canonical import CanonicalLayout
 from lapis.layouts.descriptors.mma_read import predict_d
 from lapis.layouts.descriptors.sm90 import WgmmaDescriptor, descriptor_for
 from lapis.layouts.descriptors.sm100 import umma_descriptor_for
-from lapis.validate.layouts import captures_root, load_capture, manifests, merge_provenance
+from lapis.validate.layouts import merge_provenance
 
 CASE_KEYS = ("dtype", "n", "ta", "tb", "test", "major", "swizzle", "test_base", "shift", "corrupt", "desc_a",
              "desc_b")
@@ -91,7 +92,7 @@ def validate_mma(captures: str | None = None) -> dict:
     root = captures_root(captures, kinds=("wgmma", "cutlass_oracle", "bank"))
     try:
         return _validate_mma(root)
-    except LayoutError:
+    except LapisError:  # already names the rule, the value and the fix
         raise
     except (KeyError, IndexError, TypeError, ValueError, OSError, AttributeError, zipfile.BadZipFile) as exc:
         raise LayoutError("a capture does not match its manifest", f"{exc.__class__.__name__}: {exc}",

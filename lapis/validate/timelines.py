@@ -36,6 +36,7 @@ from pathlib import Path
 
 from lapis.captures import attention as ac
 from lapis.captures import gemm as gc
+from lapis.captures.store import captures_root
 from lapis.errors import LayoutError
 from lapis.figures.compare_gantt import compare_gantt
 from lapis.figures.validation import progression, scatter
@@ -44,7 +45,6 @@ from lapis.model.profile import load_profile
 from lapis.pipeline_sim import predictions
 from lapis.pipeline_sim.simulate import SCHEDULES, simulate
 from lapis.validate.blind import BLIND
-from lapis.validate.layouts import captures_root
 from lapis.validate.ordering import ordering
 from lapis.validate.timeline_align import CANONICAL, canonical, first_divergence, steady_divergence
 from lapis.validate.timeline_compare import busy_fractions, err_pct, iteration_ns
