@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lapis.captures.store import kind_index
 from lapis.captures.timeline import decode_timeline
 from lapis.errors import LayoutError
 from lapis.pipeline_sim.recorder import Event
@@ -23,16 +24,15 @@ from lapis.pipeline_sim.recorder import Event
 KIND = "attention"
 
 
-def _folders(root: Path, file: str) -> list[Path]:
-    """Capture folders holding `file`, oldest first by their provenance date (folder names do not sort by time)."""
-    def when(folder: Path) -> tuple:
-        return json.loads((folder / file).read_text()).get("provenance", {}).get("date", ""), folder.name
-    return sorted((p.parent for p in (Path(root) / KIND).glob(f"*/{file}")), key=when)
+def _folders(root: Path, role: str) -> list[Path]:
+    """The capture folders of one role ("manifests": every bench run, "timed": those with plain-build medians,
+    "sanitizer": sanitizer runs), in the index's order: oldest first by provenance date (folder names do not
+    sort by time)."""
+    return [Path(root) / KIND / name for name in kind_index(root, KIND)[role]]
 
 
 def _timed(root: Path) -> list[Path]:
-    return [f for f in _folders(root, "manifest.json")
-            if any("plain" in v for e in _manifest(f)["results"] for v in e["variants"].values())]
+    return _folders(root, "timed")
 
 
 def has_timed(root: Path) -> bool:
@@ -40,12 +40,12 @@ def has_timed(root: Path) -> bool:
 
 
 def timed(root: Path) -> Path:
-    """The last attention capture folder holding timed results; LayoutError when there is none."""
-    found = _timed(root)
-    if not found:
+    """The current attention capture (the index's last timed one); LayoutError when there is none."""
+    current = kind_index(root, KIND)["current"]["timed"]
+    if current is None:
         raise LayoutError("no timed attention capture", f"{root}/{KIND}/*/manifest.json",
                           "run `lapis bench attention --out DIR` on a GPU, or use the captures lapis ships")
-    return found[-1]
+    return Path(root) / KIND / current
 
 
 def _manifest(folder: Path) -> dict:
@@ -56,7 +56,7 @@ def sanitizer_clean(root: Path) -> dict:
     """variant -> True when memcheck, racecheck and synccheck all reported 0 errors, and the shape it ran at,
     over every sanitizer capture (a later folder wins for a variant it covers); {} without one."""
     out = {}
-    for folder in _folders(root, "sanitizer.json"):
+    for folder in _folders(root, "sanitizer"):
         s = json.loads((folder / "sanitizer.json").read_text())["summary"]
         by: dict = defaultdict(list)
         for key, ok in s["clean"].items():

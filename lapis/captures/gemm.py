@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lapis.captures.store import kind_index
 from lapis.captures.timeline import decode_timeline
 from lapis.errors import LayoutError
 from lapis.pipeline_sim.recorder import Event
@@ -22,27 +23,25 @@ from lapis.pipeline_sim.recorder import Event
 
 def timed_captures(root: Path) -> list[Path]:
     """gemm/<name>/ folders whose manifest holds timed bench_gemm results (not --check-only runs, not the
-    ablation diagnostics of lapis.gpu.ablate_gemm), sorted by name."""
-    out = []
-    for man in sorted((Path(root) / "gemm").glob("*/manifest.json")):
-        results = json.loads(man.read_text()).get("results") or []
-        if any("median_us" in v.get("plain", {}) for e in results for v in e.get("variants", {}).values()):
-            out.append(man.parent)
-    return out
+    ablation diagnostics of lapis.gpu.ablate_gemm), in the index's order: by name."""
+    return [Path(root) / "gemm" / name for name in kind_index(root, "gemm")["timed"]]
 
 
 def latest(root: Path) -> Path:
-    """The last timed GEMM capture under `root`; LayoutError when there is none."""
-    found = timed_captures(root)
-    if not found:
+    """The current GEMM capture (the index's last timed one); LayoutError when there is none."""
+    current = kind_index(root, "gemm")["current"]["timed"]
+    if current is None:
         raise LayoutError("no timed GEMM capture", f"{root}/gemm/*/manifest.json",
                           "run `lapis capture gemm --out DIR` on a GPU, or use the captures lapis ships")
-    return found[-1]
+    return Path(root) / "gemm" / current
 
 
 def find(root: Path, shape: str, variant: str | None = None) -> Path:
     """The latest timed capture that measured `variant` (any variant if None) at `shape`. LayoutError listing the
     captured shapes for an unknown shape, or the variants captured at `shape` for an unknown variant."""
+    current = kind_index(root, "gemm")["current"]["kernels"].get(variant, {}).get(shape)
+    if current is not None:  # the index's current capture of this (variant, shape)
+        return Path(root) / "gemm" / current
     shapes, variants = [], []
     for folder in reversed(timed_captures(root)):
         for e in manifest(folder)["results"]:

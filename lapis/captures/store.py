@@ -1,24 +1,27 @@
 """The capture store: what every reader of captures uses.
 
 - The captures root: <root>/<kind>/<capture>/ folders (lapis/data/captures by default, SHIPPED).
-- A capture folder's manifest: manifest.json, with the capture's provenance.
+- A capture folder's manifest: its original provenance file (lapis.captures.manifest.ORIGINALS).
+- The index: the order readers take a kind's captures in and the current capture of each kernel
+  (lapis.captures.index): lapis/data/index.json for the shipped root, built in memory for any other.
 
 Errors: CaptureError naming the folder or file, with the fix.
 """
 
 from __future__ import annotations
 
-import json
 import zipfile
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from lapis.data import CAPTURES
+from lapis.captures.index import build_kind, folders, read_index
+from lapis.captures.manifest import FIX, read_original
+from lapis.data import CAPTURES, INDEX
 from lapis.errors import CaptureError
 
 SHIPPED = CAPTURES
-FIX = "restore the capture from git (captures are never edited by hand)"
 
 
 def captures_root(path: str | None = None, kinds: tuple = ("tma",)) -> Path:
@@ -34,16 +37,44 @@ def captures_root(path: str | None = None, kinds: tuple = ("tma",)) -> Path:
     return root
 
 
+@lru_cache(maxsize=4)
+def _shipped_index(mtime_ns: int) -> dict:
+    return read_index(INDEX)
+
+
+def kind_index(root: Path, kind: str) -> dict:
+    """One kind's index entry (lapis.captures.index). For the shipped root it comes from index.json, and a
+    capture folder the index does not list (or a listed one that is gone) is a CaptureError."""
+    root = Path(root)
+    if not (root.exists() and root.resolve() == SHIPPED.resolve()):
+        return build_kind(root, kind, details=False)
+    if not INDEX.is_file():
+        raise CaptureError("the shipped captures come with their index", str(INDEX),
+                           "run python -m lapis.captures.index --write")
+    entry = _shipped_index(INDEX.stat().st_mtime_ns)["kinds"].get(kind) or build_kind(root, kind, details=False)
+    listed, there = [c["name"] for c in entry["captures"]], [f.name for f in folders(root, kind)]
+    if listed != there:
+        raise CaptureError("the index lists every shipped capture folder", f"{kind}: index {listed}, folders {there}",
+                           "run python -m lapis.captures.index --write")
+    return entry
+
+
 def manifests(root: Path, kind: str) -> list[Path]:
     """Capture folders of one kind holding a manifest.json ('tma', 'wgmma', ...), by name."""
-    return sorted(p.parent for p in (Path(root) / kind).glob("*/manifest.json"))
+    return [Path(root) / kind / c["name"] for c in kind_index(root, kind)["captures"]
+            if c["original"] == "manifest.json"]
+
+
+def read_manifest(folder: Path) -> dict:
+    """The JSON of a capture folder's original provenance file (manifest.json, sanitizer.json, ...)."""
+    return read_original(folder)
 
 
 def load_capture(folder: Path, with_dumps: bool = True) -> tuple[dict, dict]:
     """A capture's manifest (with provenance) and its dumps (dumps.npz: key -> array); CaptureError if either is
     unreadable."""
     try:
-        man = json.loads((Path(folder) / "manifest.json").read_text())
+        man = read_original(folder)
         man["provenance"]["gpu"]  # every capture names its hardware
         dumps = {}
         if with_dumps:

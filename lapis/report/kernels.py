@@ -186,7 +186,7 @@ def rescale_rows(captures: str | None = None, variant: str = "s7") -> list[dict]
     import json
 
     root, found = captures_root(captures, kinds=(ac.KIND,)), {}
-    for folder in ac._folders(root, "manifest.json"):  # oldest first: a later capture wins
+    for folder in ac._folders(root, "manifests"):  # oldest first: a later capture wins
         for e in json.loads((folder / "manifest.json").read_text())["results"]:
             for key, r in e.get("rescales", {}).items():
                 if key.split("/")[0] == variant:
