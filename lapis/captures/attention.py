@@ -5,7 +5,8 @@ sanitizer run (sanitizer.json). Times: the plain build's CUDA-event median per l
 IQR / median; ratio_to_cudnn = cuDNN median / ours in the same run (= our TFLOP/s over cuDNN's; above 1 means
 faster than cuDNN). Timelines come from the instrumented build (-DLAPIS_TIMELINE=1, slower by
 instrumentation_overhead_pct): offsets and fractions, never total times. timelines.npz keeps the whole record
-sequence of the CTAs on SM 0 (and CTAs 0-3), and every CTA's SM and first/last record time (%globaltimer ns).
+sequence of the CTAs on SM 0 (and CTAs 0-3), and every CTA's SM and first/last record time (%globaltimer ns);
+the shipped captures hold it packed (timelines.packed, lapis.captures.codec), read through lapis.captures.store.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.captures.store import kind_index
+from lapis.captures.store import has_timelines, kind_index, open_timelines
 from lapis.captures.timeline import decode_timeline
 from lapis.errors import LayoutError
 from lapis.pipeline_sim.recorder import Event
@@ -114,7 +115,7 @@ def _inherit_timelines(rows: list[dict]) -> list[dict]:
 
 
 def _rows(folder: Path, clean: dict) -> list[dict]:
-    man, out, has_tl = _manifest(folder), [], (folder / "timelines.npz").exists()
+    man, out, has_tl = _manifest(folder), [], has_timelines(folder / "timelines.npz")
     for e in man["results"]:
         for name, v in e["variants"].items():
             cudnn = e["sdpa"].get("cudnn", {}).get("median_us")
@@ -137,9 +138,9 @@ def _rows(folder: Path, clean: dict) -> list[dict]:
 
 def timeline(root: Path, key: str, capture: str | None = None) -> dict:
     """The arrays of one timeline, without the '<key>/' prefix, from `capture` (a row's "attention/<name>"; by
-    default the last timed capture)."""
+    default the last timed capture): its timelines.npz, or the packed form of it (lapis.captures.store)."""
     folder = Path(root) / capture if capture else timed(root)
-    with np.load(folder / "timelines.npz", allow_pickle=False) as z:
+    with open_timelines(folder / "timelines.npz") as z:
         got = {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(key + "/")}
     if not got:
         raise LayoutError("no such timeline in the attention capture", key, "use a row's timeline_key")

@@ -7,7 +7,7 @@ each kernel; and the generator of capture.json files and lapis/data/index.json.
 index.json (schema "lapis.capture-index/1"):
 
     {"schema", "kinds": {kind: {"rule": how readers choose, "captures": [{"name", "date" (the original's
-     provenance date, ISO 8601), "original"}] by name, ...}}}
+     provenance date, ISO 8601), "original"}] by name, ...}}, "removed": [...]}
 
 - attention: "manifests" (every bench run, check-only ones too), "timed" (those with plain-build medians) and
   "sanitizer" (sanitizer.json runs), each by the provenance date of that file, then name (folder names do not
@@ -18,6 +18,8 @@ index.json (schema "lapis.capture-index/1"):
   {"timed": the last, "kernels": {variant: {shape MxNxK: the last timed capture that measured it}}}.
 - every other kind: no capture supersedes another (RULES says who reads them); "current": {"kernels": {kernel or
   variant: [every capture of it]}}.
+- "removed": files no longer in the tree, from each packed file's header: {"path", "blob", "size", "commit"
+  (a commit that holds the blob), "packed" (the file that replaces it, in the repository)}.
 
 For the shipped captures the readers read index.json (lapis.captures.store); for any other root they build
 the same index in memory with `build_kind`. Errors: CaptureError naming the file.
@@ -138,7 +140,15 @@ def kinds(root: Path) -> list[str]:
 
 def build_index(root: Path = CAPTURES) -> dict:
     """The whole index of a captures root (module docstring)."""
-    return dict(schema=SCHEMA, kinds={k: build_kind(root, k) for k in kinds(root)})
+    removed = []
+    for kind in kinds(root):
+        for folder in folders(root, kind):
+            for p in capture_record(kind, folder).get("packed", []):
+                o = p["original"]
+                removed.append(dict(path=o["path"], blob=o["blob"], size=o["size"], commit=o["commit"],
+                                    packed=str(Path(o["path"]).parent / p["file"].split("/")[-1])))
+    return dict(schema=SCHEMA, kinds={k: build_kind(root, k) for k in kinds(root)},
+                removed=sorted(removed, key=lambda r: r["path"]))
 
 
 def read_index(path: Path = INDEX) -> dict:

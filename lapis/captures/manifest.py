@@ -11,7 +11,10 @@ holds; capture.json beside it restates it (schema "lapis.capture/1"):
                           blob of a capture whose recorded commit was wrong),
      "files": [{"path", "size" (bytes), "sha256"} of every file of the folder but capture.json, by path],
      "kernels": [what it measured: {"variant", "shape"[, "causal"]}, {"variant", "ablation", "size"} or
-                 {"kernel": source path}]}
+                 {"kernel": source path}],
+     "packed": [{"file", "original": {"path" (in the repository), "blob" (git blob id), "size" (bytes), "commit"
+                 (a commit that holds it)}, "arrays": {name: SHA-256 of its bytes}} for each packed timelines
+                file (lapis.captures.codec), read from its header]}
 
 capture.json is written by `python -m lapis.captures.index --write`, never by hand; the original stays.
 Errors: CaptureError naming the folder or file.
@@ -23,12 +26,14 @@ import hashlib
 import json
 from pathlib import Path
 
+from lapis.captures.codec import Packed
 from lapis.errors import CaptureError
 
 SCHEMA = "lapis.capture/1"
 NAME = "capture.json"
 ORIGINALS = ("manifest.json", "micro/manifest.json", "sanitizer.json", "timeline_cost.json", "summary.json")
 COMMIT_MATCH = "provenance-commit.json"
+PACKED_SUFFIX = ".packed"
 FIX = "restore the capture from git (captures are never edited by hand)"
 
 
@@ -93,6 +98,15 @@ def _files(folder: Path) -> list[dict]:
     return out
 
 
+def _packed(folder: Path, files: list[dict]) -> list[dict]:
+    out = []
+    for f in files:
+        if f["path"].endswith(PACKED_SUFFIX):
+            with Packed(folder / f["path"]) as p:
+                out.append(dict(file=f["path"], original=p.source, arrays=p.sha256()))
+    return out
+
+
 def capture_record(kind: str, folder: Path) -> dict:
     """The capture.json of one capture folder (module docstring), computed from its files."""
     folder = Path(folder)
@@ -102,6 +116,9 @@ def capture_record(kind: str, folder: Path) -> dict:
         rec["provenance_commit"] = read_json(folder / COMMIT_MATCH)
     files = _files(folder)
     rec.update(files=files, kernels=_kernels(kind, folder, man))
+    packed = _packed(folder, files)
+    if packed:
+        rec["packed"] = packed
     return rec
 
 

@@ -4,6 +4,8 @@
 - A capture folder's manifest: its original provenance file (lapis.captures.manifest.ORIGINALS).
 - The index: the order readers take a kind's captures in and the current capture of each kernel
   (lapis.captures.index): lapis/data/index.json for the shipped root, built in memory for any other.
+- Timelines: a capture names an .npz (timelines.npz, timelines/<variant>_<size>.npz); the store opens it, or,
+  where only its packed form (<stem>.packed, lapis.captures.codec) is there, that, giving the same arrays.
 
 Errors: CaptureError naming the folder or file, with the fix.
 """
@@ -16,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from lapis.captures.codec import Packed
 from lapis.captures.index import build_kind, folders, read_index
-from lapis.captures.manifest import FIX, read_original
+from lapis.captures.manifest import FIX, PACKED_SUFFIX, read_original
 from lapis.data import CAPTURES, INDEX
 from lapis.errors import CaptureError
 
@@ -83,3 +86,34 @@ def load_capture(folder: Path, with_dumps: bool = True) -> tuple[dict, dict]:
         return man, dumps
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
         raise CaptureError("unreadable capture", f"{folder}: {exc.__class__.__name__}: {exc}", FIX) from None
+
+
+def packed_path(path: Path) -> Path:
+    """Where the packed form of an .npz lives: beside it, <stem>.packed."""
+    return Path(path).with_suffix(PACKED_SUFFIX)
+
+
+def has_timelines(path: Path) -> bool:
+    """Whether the capture holds the timelines .npz `path` names, as itself or packed."""
+    return Path(path).is_file() or packed_path(path).is_file()
+
+
+def open_timelines(path: Path):
+    """The arrays of the timelines .npz `path` names: name -> array, with `files`, as a context manager. Opens the
+    .npz where it is there (a fresh capture), else its packed form. FileNotFoundError when neither is; a damaged
+    packed file raises CaptureError naming it (on open, or on reading the damaged array)."""
+    path = Path(path)
+    if path.is_file():
+        return np.load(path, allow_pickle=False)
+    if packed_path(path).is_file():
+        return Packed(packed_path(path))
+    raise FileNotFoundError(f"{path} (nor {packed_path(path).name}) is not in the capture")
+
+
+def timeline_files(root: Path) -> list[Path]:
+    """Every timelines file under a captures root (attention/*/timelines.*, gemm/*/timelines/*), as the .npz
+    path each stands for, sorted."""
+    root, out = Path(root), set()
+    for pattern in ("*/*/timelines.npz", "*/*/timelines/*.npz"):
+        out |= set(root.glob(pattern)) | {p.with_suffix(".npz") for p in root.glob(pattern[:-4] + PACKED_SUFFIX)}
+    return sorted(out)

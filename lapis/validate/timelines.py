@@ -37,7 +37,7 @@ from pathlib import Path
 from lapis.captures import attention as ac
 from lapis.captures import gemm as gc
 from lapis.captures.store import captures_root
-from lapis.errors import LayoutError
+from lapis.errors import CaptureError, LayoutError
 from lapis.figures.compare_gantt import compare_gantt
 from lapis.figures.validation import progression, scatter
 from lapis.gpu.attention_plan import OPS, ROLES
@@ -155,6 +155,8 @@ def measured_events(root: Path, case: dict) -> list | None:
         if case["family"] == "attention":
             return ac.sm_events(ac.timeline(root, case["timeline"], case["timeline_capture"]), 0, ROLES, OPS)
         got = gc.measured_events(root / case["capture"], case["timeline"])
+    except CaptureError:  # a damaged packed file: it names the file
+        raise
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
         raise LayoutError("a capture's timelines.npz is unreadable", f"{case['timeline_capture']}: "
                           f"{type(exc).__name__}: {exc}", "restore the capture from git") from None
