@@ -50,14 +50,14 @@ def array_sha256(a: np.ndarray) -> str:
 
 
 def _fields(dtype: np.dtype) -> list[str] | None:
-    """The field names to store as columns, or None to store whole items."""
-    if dtype.names is None:
+    """The field names to store as columns (plain fields that tile the item exactly), or None for whole items."""
+    if not dtype.names:
         return None
     spans = sorted((off, sub.itemsize) for sub, off, *_ in dtype.fields.values())
-    plain = all(sub.names is None and sub.subdtype is None and sub.kind != "O" for sub, *_ in dtype.fields.values())
-    tiled = [o for o, _ in spans] == [sum(s for _, s in spans[:i]) for i in range(len(spans))] \
-        and sum(s for _, s in spans) == dtype.itemsize
-    return list(dtype.names) if plain and tiled and len(spans) else None
+    plain = all(sub.names is None and sub.subdtype is None for sub, *_ in dtype.fields.values())
+    tiled = all(off == sum(size for _, size in spans[:i]) for i, (off, _) in enumerate(spans)) \
+        and sum(size for _, size in spans) == dtype.itemsize
+    return list(dtype.names) if plain and tiled else None
 
 
 def _shuffle(raw: bytes, size: int) -> bytes:
@@ -81,14 +81,21 @@ def _delta(raw: bytes, size: int, inverse: bool = False) -> bytes:
     return out.tobytes()
 
 
-def _column(values: np.ndarray) -> tuple[bytes, bool]:
-    """A column's compressed bytes, and whether they are delta-encoded."""
-    size, raw = values.dtype.itemsize, values.tobytes()
+def _column(raw: bytes, size: int) -> tuple[bytes, bool]:
+    """A column's compressed bytes (items of `size` bytes), and whether they are delta-encoded."""
     best = (zlib.compress(_shuffle(raw, size), LEVEL), False)
-    if size in (2, 4, 8) and values.size > 1:
+    if size in (2, 4, 8) and len(raw) > size:
         delta = zlib.compress(_shuffle(_delta(raw, size), size), LEVEL)
         best = min(best, (delta, True), key=lambda x: len(x[0]))
     return best
+
+
+def _spans(dtype: np.dtype) -> list[tuple[str | None, int, int]]:
+    """(field or None, byte offset in the item, size) of each column."""
+    fields = _fields(dtype)
+    if fields is None:
+        return [(None, 0, dtype.itemsize)]
+    return [(f, dtype.fields[f][1], dtype.fields[f][0].itemsize) for f in fields]
 
 
 def encode(arrays: Mapping[str, np.ndarray], source: dict | None = None) -> bytes:
@@ -99,11 +106,10 @@ def encode(arrays: Mapping[str, np.ndarray], source: dict | None = None) -> byte
         if a.dtype.hasobject:
             raise ValueError(f"{name}: object arrays cannot be packed")
         fortran = bool(a.flags.f_contiguous and not a.flags.c_contiguous)
-        mem = np.ascontiguousarray(a.T if fortran else a)  # memory order, as C order
-        fields, columns = _fields(a.dtype), []
-        for field in fields or [None]:
-            values = np.ascontiguousarray(mem[field] if field is not None else mem).reshape(-1)
-            data, delta = _column(values)
+        items = np.frombuffer(a.tobytes(order="F" if fortran else "C"), np.uint8).reshape(a.size, a.dtype.itemsize)
+        columns = []
+        for field, start, size in _spans(a.dtype):
+            data, delta = _column(items[:, start:start + size].tobytes(), size)
             columns.append(dict(field=field, delta=delta, offset=offset, length=len(data)))
             blocks.append(data)
             offset += len(data)
@@ -168,23 +174,25 @@ class Packed(Mapping):
 
     def _decode(self, e: dict) -> np.ndarray:
         dtype, shape = descr_to_dtype(_descr(e["dtype"])), tuple(e["shape"])
-        mem_shape = shape[::-1] if e["fortran_order"] else shape
-        out = np.empty(mem_shape, dtype)
-        count = int(np.prod(mem_shape, dtype=np.int64))
+        count = int(np.prod(shape, dtype=np.int64))
+        items = np.zeros((count, dtype.itemsize), np.uint8)
+        spans = {f: (start, size) for f, start, size in _spans(dtype)}
+        if [c["field"] for c in e["columns"]] != list(spans):
+            raise ValueError("the columns are not the dtype's")
         for c in e["columns"]:
-            start, stop = self._blocks + c["offset"], self._blocks + c["offset"] + c["length"]
-            if c["offset"] < 0 or c["length"] < 0 or stop > len(self._data):
+            (start, size), at = spans[c["field"]], self._blocks + c["offset"]
+            if c["offset"] < 0 or c["length"] < 0 or at + c["length"] > len(self._data):
                 raise ValueError("a column runs past the end of the file")
-            target = out[c["field"]] if c["field"] is not None else out
-            size = target.dtype.itemsize
-            raw = zlib.decompress(self._data[start:stop])
+            raw = zlib.decompress(self._data[at:at + c["length"]])
             if len(raw) != size * count:
                 raise ValueError(f"a column holds {len(raw)} bytes, not {size * count}")
             raw = _unshuffle(raw, size)
-            if c["delta"]:
-                raw = _delta(raw, size, inverse=True)
-            target[...] = np.frombuffer(raw, target.dtype).reshape(mem_shape)
-        return out.T if e["fortran_order"] else out
+            items[:, start:start + size] = np.frombuffer(_delta(raw, size, inverse=True) if c["delta"] else raw,
+                                                         np.uint8).reshape(count, size)
+        if dtype.itemsize == 0:
+            return np.zeros(shape, dtype, order="F" if e["fortran_order"] else "C")
+        flat = np.frombuffer(bytearray(items.tobytes()), dtype)
+        return flat.reshape(shape, order="F" if e["fortran_order"] else "C")
 
     def __iter__(self):
         return iter(self.files)

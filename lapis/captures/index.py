@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from lapis.captures.manifest import NAME, capture_record, dumps, original, read_json
 from lapis.data import CAPTURES, INDEX
@@ -145,8 +145,9 @@ def build_index(root: Path = CAPTURES) -> dict:
         for folder in folders(root, kind):
             for p in capture_record(kind, folder).get("packed", []):
                 o = p["original"]
+                packed = PurePosixPath(o["path"]).parent / PurePosixPath(p["file"]).name
                 removed.append(dict(path=o["path"], blob=o["blob"], size=o["size"], commit=o["commit"],
-                                    packed=str(Path(o["path"]).parent / p["file"].split("/")[-1])))
+                                    packed=packed.as_posix()))
     return dict(schema=SCHEMA, kinds={k: build_kind(root, k) for k in kinds(root)},
                 removed=sorted(removed, key=lambda r: r["path"]))
 

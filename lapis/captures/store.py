@@ -41,8 +41,8 @@ def captures_root(path: str | None = None, kinds: tuple = ("tma",)) -> Path:
 
 
 @lru_cache(maxsize=4)
-def _shipped_index(mtime_ns: int) -> dict:
-    return read_index(INDEX)
+def _index(path: Path, mtime_ns: int) -> dict:
+    return read_index(path)
 
 
 def kind_index(root: Path, kind: str) -> dict:
@@ -54,7 +54,7 @@ def kind_index(root: Path, kind: str) -> dict:
     if not INDEX.is_file():
         raise CaptureError("the shipped captures come with their index", str(INDEX),
                            "run python -m lapis.captures.index --write")
-    entry = _shipped_index(INDEX.stat().st_mtime_ns)["kinds"].get(kind) or build_kind(root, kind, details=False)
+    entry = _index(INDEX, INDEX.stat().st_mtime_ns)["kinds"].get(kind) or build_kind(root, kind, details=False)
     listed, there = [c["name"] for c in entry["captures"]], [f.name for f in folders(root, kind)]
     if listed != there:
         raise CaptureError("the index lists every shipped capture folder", f"{kind}: index {listed}, folders {there}",
