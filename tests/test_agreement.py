@@ -6,12 +6,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from lapis.captures.store import SHIPPED, manifests
 from lapis.layouts.descriptors.agreement import check_agreement
 from lapis.layouts.canonical import CanonicalLayout
 from lapis.layouts.descriptors.sm90 import WgmmaDescriptor, descriptor_for
 from lapis.layouts.swizzle import B64
 from lapis.layouts.tma import TensorMap
-from lapis.validate.layouts import SHIPPED, manifests
 from lapis.validate.mma import case_result
 
 TMAP = TensorMap("bf16", (4096, 4096), (8192,), (64, 64), swizzle="128B")

@@ -7,9 +7,9 @@ Expected values are read here from the capture's manifest, its timeline files an
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from lapis.captures.store import has_timelines, open_timelines
 from lapis.cli import main
 
 ROOT = Path(__file__).resolve().parents[1] / "lapis"
@@ -55,7 +55,7 @@ def test_compare_states_the_measured_time_and_the_blind_error_of_the_capture(cap
 
 
 def test_measured_timeline_is_the_saved_sm_that_ran_longest_and_its_iteration_matches_the_capture(capsys):
-    z = np.load(CAPTURE / "timelines" / "ws_s3_c2_n128_4096.npz")
+    z = open_timelines(CAPTURE / "timelines" / "ws_s3_c2_n128_4096.npz")
     span = {s: z["cta_t_last_ns"][z["cta_sm"] == s].max() - z["cta_t_first_ns"][z["cta_sm"] == s].min()
             for s in (0, 1)}  # bench_gemm saves every CTA of SMs 0 and 1
     longest = max(span, key=span.get)
@@ -71,7 +71,7 @@ def test_measured_timeline_is_the_saved_sm_that_ran_longest_and_its_iteration_ma
 
 
 def test_missing_timeline_still_gives_total_errors_and_refuses_the_png(capsys, tmp_path):
-    assert not (CAPTURE / "timelines" / "ws_s4_c2_n128_4096.npz").exists()  # not returned by the device run
+    assert not has_timelines(CAPTURE / "timelines" / "ws_s4_c2_n128_4096.npz")  # not returned by the device run
     png = tmp_path / "g.png"
     rc, out, err = run(["compare", "--schedule", "h200-gemm-ws", "--shape", SHAPE, "--variant", "ws_s4_c2_n128",
                         "--png", str(png)], capsys)

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
+from lapis.captures.store import open_timelines
 from lapis.errors import ScheduleError
 from lapis.model.occupancy import resident_ctas
 
@@ -110,7 +110,7 @@ def test_rows_are_the_capture(section):
 def test_cta_overlap_and_occupancy_agree_with_the_spans(section):
     _, md, numbers = section
     a = numbers["kernels_analysis"]
-    with np.load(CAP / "h200-2026-11-29" / "timelines.npz") as z:
+    with open_timelines(CAP / "h200-2026-11-29" / "timelines.npz") as z:
         for variant, want in (("s1", 2), ("s2", 1)):
             key = f"{variant}_8x16x4096x128"
             sm, t0, t1 = z[f"{key}/cta_sm"], z[f"{key}/cta_t_first_ns"], z[f"{key}/cta_t_last_ns"]

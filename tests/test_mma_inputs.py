@@ -5,13 +5,13 @@ import shutil
 
 import pytest
 
+from lapis.captures.store import SHIPPED
 from lapis.cli import main
 from lapis.errors import LayoutError, NotModelled
 from lapis.layouts.bank_conflicts import wavefronts
 from lapis.layouts.cute_input import canonical_match
 from lapis.layouts.descriptors.sm100 import InstrDescriptor, UmmaDescriptor
 from lapis.layouts.descriptors.mma_read import operand_addresses
-from lapis.validate.layouts import SHIPPED
 
 M = ["layout", "check", "--dtype", "bf16", "--dims", "4096,4096", "--strides", "8192", "--box", "64,64",
      "--swizzle", "128B", "--smem-base", "0x400", "--coords", "128,256", "--major", "K"]

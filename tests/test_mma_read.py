@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
+from lapis.captures.store import SHIPPED, manifests
 from lapis.layouts.canonical import CanonicalLayout
 from lapis.layouts.descriptors.sm90 import WgmmaDescriptor, descriptor_for
 from lapis.layouts.descriptors.mma_read import operand_addresses, read_operand, to_float
-from lapis.validate.layouts import SHIPPED, manifests
 from lapis.validate.mma import case_result, validate_mma
 
 

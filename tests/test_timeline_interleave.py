@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lapis.captures.store import open_timelines, timeline_files
 from lapis.errors import CaptureError
 from lapis.gpu import attention_plan, bench_attention, bench_gemm, gemm_plan, harness
 from tests.test_timeline_anchors import anchor, device_rows, interleaved_rows
@@ -86,10 +87,10 @@ def test_committed_captures_read_exactly_as_before():
     """Every saved row's written records are the prefix min(counts, capacity) (the old rule), so they decode
     to the same events as before the interleaving."""
     caps = Path(harness.__file__).parents[1] / "data" / "captures"
-    files = sorted(caps.glob("attention/*/timelines.npz")) + sorted(caps.glob("gemm/*/timelines/*.npz"))
+    files = timeline_files(caps)  # each .npz named, held packed (lapis.captures.store)
     assert files
     for f in files:
-        with np.load(f) as z:
+        with open_timelines(f) as z:
             tags = [k[:-len("records")] for k in z.files if k.endswith("records")]
             for t in tags:
                 rec, counts = z[t + "records"], z[t + "counts"]

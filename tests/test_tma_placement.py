@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lapis.captures.store import SHIPPED, manifests
 from lapis.errors import LayoutError
 from lapis.layouts.tma import NotModelled, TensorMap, load_box, place_box
-from lapis.validate.layouts import SHIPPED, check_dump, manifests, validate_layouts
+from lapis.validate.layouts import check_dump, validate_layouts
 
 REPO = Path(__file__).resolve().parents[1]
 

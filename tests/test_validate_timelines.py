@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lapis.captures.store import has_timelines
 from lapis.pipeline_sim.recorder import Event
 from lapis.validate.timeline_align import canonical, first_divergence, steady_divergence
 from lapis.validate.timelines import summarize, validate_timelines
@@ -42,7 +43,7 @@ def test_err_pct_of_one_case_from_the_files():
     assert row["blind"] and row["blind_err_pct"] == pytest.approx((b["predicted_us"] - measured) / measured * 100)
     assert row["timeline"]["iteration_ns"]["measured"] > 0 and row["first_divergence"]["matched"] > 100
     # the probe capture kept no timelines.npz: the timeline is the one of the latest capture holding it
-    assert not (ROOT / "data/captures/attention/h200-2026-11-30-probe/timelines.npz").exists()
+    assert not has_timelines(ROOT / "data/captures/attention/h200-2026-11-30-probe/timelines.npz")
     # in SM cycles: the prediction at the profile clock, the measurement at the clock the probe read
     ghz = json.loads((ROOT / "data/profiles/h200.json").read_text())["values"]["clock_ghz"]["value"]
     assert 1400 < mhz < 2000 and row["clock_mhz"] == mhz
@@ -262,11 +263,11 @@ def test_a_truncated_timelines_file_is_named(tmp_path):
     from lapis.cli import main
     cap = tmp_path / "captures"
     shutil.copytree(ROOT / "data/captures" / "attention", cap / "attention")
-    npz = cap / "attention/h200-2026-11-30-s8s9/timelines.npz"
-    with open(npz, "r+b") as f:
-        f.truncate(1000)
+    packed = cap / "attention/h200-2026-11-30-s8s9/timelines.packed"
+    with open(packed, "r+b") as f:
+        f.truncate(100_000)
     from lapis.errors import CaptureError
-    with pytest.raises(CaptureError, match="timelines.npz is unreadable"):
+    with pytest.raises(CaptureError, match=f"{packed} has damaged column blocks"):
         validate_timelines(str(cap), select=lambda c: c["variant"] == "s9" and not c["causal"] and c["shape"] == "8x16x4096x128")
     assert main(["validate", "timelines", "--captures", str(cap)]) == 2
 

@@ -5,7 +5,8 @@ sanitizer run (sanitizer.json). Times: the plain build's CUDA-event median per l
 IQR / median; ratio_to_cudnn = cuDNN median / ours in the same run (= our TFLOP/s over cuDNN's; above 1 means
 faster than cuDNN). Timelines come from the instrumented build (-DLAPIS_TIMELINE=1, slower by
 instrumentation_overhead_pct): offsets and fractions, never total times. timelines.npz keeps the whole record
-sequence of the CTAs on SM 0 (and CTAs 0-3), and every CTA's SM and first/last record time (%globaltimer ns).
+sequence of the CTAs on SM 0 (and CTAs 0-3), and every CTA's SM and first/last record time (%globaltimer ns);
+the shipped captures hold it packed (timelines.packed, lapis.captures.codec), read through lapis.captures.store.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lapis.captures.store import has_timelines, kind_index, open_timelines
 from lapis.captures.timeline import decode_timeline
 from lapis.errors import CaptureError
 from lapis.pipeline_sim.recorder import Event
@@ -23,16 +25,15 @@ from lapis.pipeline_sim.recorder import Event
 KIND = "attention"
 
 
-def _folders(root: Path, file: str) -> list[Path]:
-    """Capture folders holding `file`, oldest first by their provenance date (folder names do not sort by time)."""
-    def when(folder: Path) -> tuple:
-        return json.loads((folder / file).read_text()).get("provenance", {}).get("date", ""), folder.name
-    return sorted((p.parent for p in (Path(root) / KIND).glob(f"*/{file}")), key=when)
+def _folders(root: Path, role: str) -> list[Path]:
+    """The capture folders of one role ("manifests": every bench run, "timed": those with plain-build medians,
+    "sanitizer": sanitizer runs), in the index's order: oldest first by provenance date (folder names do not
+    sort by time)."""
+    return [Path(root) / KIND / name for name in kind_index(root, KIND)[role]]
 
 
 def _timed(root: Path) -> list[Path]:
-    return [f for f in _folders(root, "manifest.json")
-            if any("plain" in v for e in _manifest(f)["results"] for v in e["variants"].values())]
+    return _folders(root, "timed")
 
 
 def has_timed(root: Path) -> bool:
@@ -40,12 +41,12 @@ def has_timed(root: Path) -> bool:
 
 
 def timed(root: Path) -> Path:
-    """The last attention capture folder holding timed results; CaptureError when there is none."""
-    found = _timed(root)
-    if not found:
+    """The current attention capture (the index's last timed one); CaptureError when there is none."""
+    current = kind_index(root, KIND)["current"]["timed"]
+    if current is None:
         raise CaptureError("no timed attention capture", f"{root}/{KIND}/*/manifest.json",
                            "run `lapis bench attention --out DIR` on a GPU, or use the captures lapis ships")
-    return found[-1]
+    return Path(root) / KIND / current
 
 
 def _manifest(folder: Path) -> dict:
@@ -56,7 +57,7 @@ def sanitizer_clean(root: Path) -> dict:
     """variant -> True when memcheck, racecheck and synccheck all reported 0 errors, and the shape it ran at,
     over every sanitizer capture (a later folder wins for a variant it covers); {} without one."""
     out = {}
-    for folder in _folders(root, "sanitizer.json"):
+    for folder in _folders(root, "sanitizer"):
         s = json.loads((folder / "sanitizer.json").read_text())["summary"]
         by: dict = defaultdict(list)
         for key, ok in s["clean"].items():
@@ -114,7 +115,7 @@ def _inherit_timelines(rows: list[dict]) -> list[dict]:
 
 
 def _rows(folder: Path, clean: dict) -> list[dict]:
-    man, out, has_tl = _manifest(folder), [], (folder / "timelines.npz").exists()
+    man, out, has_tl = _manifest(folder), [], has_timelines(folder / "timelines.npz")
     for e in man["results"]:
         for name, v in e["variants"].items():
             cudnn = e["sdpa"].get("cudnn", {}).get("median_us")
@@ -137,9 +138,9 @@ def _rows(folder: Path, clean: dict) -> list[dict]:
 
 def timeline(root: Path, key: str, capture: str | None = None) -> dict:
     """The arrays of one timeline, without the '<key>/' prefix, from `capture` (a row's "attention/<name>"; by
-    default the last timed capture)."""
+    default the last timed capture): its timelines.npz, or the packed form of it (lapis.captures.store)."""
     folder = Path(root) / capture if capture else timed(root)
-    with np.load(folder / "timelines.npz", allow_pickle=False) as z:
+    with open_timelines(folder / "timelines.npz") as z:
         got = {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(key + "/")}
     if not got:
         raise CaptureError("no such timeline in the attention capture", key, "use a row's timeline_key")

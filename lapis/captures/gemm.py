@@ -1,7 +1,8 @@
 """The committed GEMM captures (lapis.gpu.bench_gemm): measured times and one SM's decoded timeline.
 
 A capture folder is gemm/<name>/ under a captures root (lapis/data/captures by default) with manifest.json and
-timelines/<variant>_<size>.npz. Times: the plain (uninstrumented) build's CUDA-event median per launch, in µs,
+timelines/<variant>_<size>.npz (shipped packed as timelines/<variant>_<size>.packed, read through
+lapis.captures.store). Times: the plain (uninstrumented) build's CUDA-event median per launch, in µs,
 with spread_pct = 100 * IQR / median over the timed runs; the SM clock is nvidia-smi's median during those runs.
 Timelines come from the instrumented build (-DLAPIS_TIMELINE=1, slower by `timeline_overhead_pct`): use them
 for event offsets, never for the total time. bench_gemm saves the whole record sequence of the CTAs that ran on
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lapis.captures.store import has_timelines, kind_index, open_timelines
 from lapis.captures.timeline import decode_timeline
 from lapis.errors import CaptureError
 from lapis.pipeline_sim.recorder import Event
@@ -22,27 +24,25 @@ from lapis.pipeline_sim.recorder import Event
 
 def timed_captures(root: Path) -> list[Path]:
     """gemm/<name>/ folders whose manifest holds timed bench_gemm results (not --check-only runs, not the
-    ablation diagnostics of lapis.gpu.ablate_gemm), sorted by name."""
-    out = []
-    for man in sorted((Path(root) / "gemm").glob("*/manifest.json")):
-        results = json.loads(man.read_text()).get("results") or []
-        if any("median_us" in v.get("plain", {}) for e in results for v in e.get("variants", {}).values()):
-            out.append(man.parent)
-    return out
+    ablation diagnostics of lapis.gpu.ablate_gemm), in the index's order: by name."""
+    return [Path(root) / "gemm" / name for name in kind_index(root, "gemm")["timed"]]
 
 
 def latest(root: Path) -> Path:
-    """The last timed GEMM capture under `root`; CaptureError when there is none."""
-    found = timed_captures(root)
-    if not found:
+    """The current GEMM capture (the index's last timed one); CaptureError when there is none."""
+    current = kind_index(root, "gemm")["current"]["timed"]
+    if current is None:
         raise CaptureError("no timed GEMM capture", f"{root}/gemm/*/manifest.json",
                            "run `lapis capture gemm --out DIR` on a GPU, or use the captures lapis ships")
-    return found[-1]
+    return Path(root) / "gemm" / current
 
 
 def find(root: Path, shape: str, variant: str | None = None) -> Path:
     """The latest timed capture that measured `variant` (any variant if None) at `shape`. CaptureError listing the
     captured shapes for an unknown shape, or the variants captured at `shape` for an unknown variant."""
+    current = kind_index(root, "gemm")["current"]["kernels"].get(variant, {}).get(shape)
+    if current is not None:  # the index's current capture of this (variant, shape)
+        return Path(root) / "gemm" / current
     shapes, variants = [], []
     for folder in reversed(timed_captures(root)):
         for e in manifest(folder)["results"]:
@@ -127,12 +127,13 @@ def pick_sm(z) -> tuple[int, str]:
 
 
 def measured_events(folder: Path, timeline_file: str | None):
-    """(events, sm, why) of one SM, times in ns from its first record; None when the file is not in the capture
-    (bench_gemm names a timeline even when the capture could not bring it back)."""
+    """(events, sm, why) of one SM, times in ns from its first record; None when the file (nor its packed form,
+    lapis.captures.store) is not in the capture (bench_gemm names a timeline even when the capture could not
+    bring it back)."""
     path = Path(folder) / (timeline_file or "")
-    if not timeline_file or not path.is_file():
+    if not timeline_file or not has_timelines(path):
         return None
-    with np.load(path, allow_pickle=False) as z:
+    with open_timelines(path) as z:
         sm, why = pick_sm(z)
         mine = np.isin(z["ctas"], np.flatnonzero(z["cta_sm"] == sm))
         t0 = sm_spans(z)[sm][0]

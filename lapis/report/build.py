@@ -12,6 +12,7 @@ from pathlib import Path
 
 from lapis.captures import attention as attention_capture
 from lapis.captures.gemm import timed_captures
+from lapis.captures.store import captures_root, load_capture, manifests
 from lapis.errors import LapisError
 from lapis.figures.mma_pair import plot_pair
 from lapis.figures.tile import plot_tile_chunks
@@ -25,7 +26,7 @@ from lapis.report.calibration import calibration_section
 from lapis.report.kernels import kernels_section
 from lapis.report.schedules import schedules_section
 from lapis.report.validation import validation_section
-from lapis.validate.layouts import captures_root, load_capture, manifests, predict_region, validate_layouts
+from lapis.validate.layouts import predict_region, validate_layouts
 from lapis.validate.mma import validate_mma
 
 

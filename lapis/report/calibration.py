@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 from lapis.captures import gemm as gemm_capture
+from lapis.captures.store import captures_root
 from lapis.figures.compare_gantt import compare_gantt
 from lapis.figures.predicted_measured import predicted_measured_bars
 from lapis.model.profile import PROFILES
 from lapis.validate.compare import compare_gemm
-from lapis.validate.layouts import captures_root
 from lapis.validate.ordering import ordering
 
 SCHEDULE = "h200-gemm-ws"

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from lapis.captures import attention as ac
+from lapis.captures.store import captures_root
 from lapis.data import BLIND
 from lapis.figures.gantt import gantt, lane_order, steady_state_window
 from lapis.figures.predicted_measured import predicted_measured_bars
@@ -27,7 +28,6 @@ from lapis.model.occupancy import resident_ctas
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import predictions
 from lapis.validate.blind import load
-from lapis.validate.layouts import captures_root
 
 # lapis/data/blind/attention_h200*.json, each committed before its capture (sets never overlap in (variant, shape))
 BLINDS = tuple(sorted(p.stem for p in BLIND.glob("attention_h200*.json")))
@@ -187,7 +187,7 @@ def rescale_rows(captures: str | None = None, variant: str = "s7") -> list[dict]
     import json
 
     root, found = captures_root(captures, kinds=(ac.KIND,)), {}
-    for folder in ac._folders(root, "manifest.json"):  # oldest first: a later capture wins
+    for folder in ac._folders(root, "manifests"):  # oldest first: a later capture wins
         for e in json.loads((folder / "manifest.json").read_text())["results"]:
             for key, r in e.get("rescales", {}).items():
                 if key.split("/")[0] == variant:

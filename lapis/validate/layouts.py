@@ -8,50 +8,15 @@ edits a capture: a capture is data, the model is what gets checked.
 from __future__ import annotations
 
 import json
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from lapis.data import CAPTURES
+from lapis.captures.store import captures_root, load_capture, manifests
 from lapis.errors import CaptureError, LayoutError
 from lapis.layouts.tma import SWIZZLE_CODES, NotModelled, TensorMap, load_box, place_box, tma_type
 from lapis.layouts.tma.rules import RULES, EncodeArgs, check
-
-SHIPPED = CAPTURES
-
-
-def captures_root(path: str | None = None, kinds: tuple = ("tma",)) -> Path:
-    """The captures folder; CaptureError if it is missing or lacks a capture of any of `kinds`."""
-    root = Path(path) if path else SHIPPED
-    if not root.is_dir():
-        raise CaptureError("captures folder not found", str(root), "pass --captures DIR holding tma/<capture>/")
-    missing = [k for k in kinds if not manifests(root, k)]
-    if missing:
-        raise CaptureError("the captures folder lacks " + " and ".join(f"{k}/<capture>/manifest.json" for k in missing),
-                           str(root), "pass --captures DIR holding them (lapis ships them in lapis/data/captures)")
-    return root
-
-
-def load_capture(folder: Path, with_dumps: bool = True) -> tuple[dict, dict]:
-    """A capture's manifest (with provenance) and its dumps; CaptureError if either is unreadable."""
-    try:
-        man = json.loads((folder / "manifest.json").read_text())
-        man["provenance"]["gpu"]  # every capture names its hardware
-        dumps = {}
-        if with_dumps:
-            with np.load(folder / "dumps.npz", allow_pickle=False) as z:
-                dumps = {k: z[k] for k in z.files}
-        return man, dumps
-    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
-        raise CaptureError("unreadable capture", f"{folder}: {exc.__class__.__name__}: {exc}",
-                           "restore the folder from git (captures are never edited by hand)") from None
-
-
-def manifests(root: Path, kind: str) -> list[Path]:
-    """Capture folders of one kind ('tma', 'tma_encode'), sorted for determinism."""
-    return sorted(p.parent for p in (root / kind).glob("*/manifest.json"))
 
 
 def source_image(cfg: dict, digit: int) -> np.ndarray:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lapis.captures.store import captures_root, load_capture, manifests
 from lapis.errors import CaptureError, LapisError
 from lapis.gpu.wgmma_campaign import intended_d
 from lapis.layouts.bank_conflicts import wavefronts
@@ -22,7 +23,7 @@ from lapis.layouts.canonical import CanonicalLayout
 from lapis.layouts.descriptors.mma_read import predict_d
 from lapis.layouts.descriptors.sm90 import WgmmaDescriptor, descriptor_for
 from lapis.layouts.descriptors.sm100 import umma_descriptor_for
-from lapis.validate.layouts import captures_root, load_capture, manifests, merge_provenance
+from lapis.validate.layouts import merge_provenance
 
 CASE_KEYS = ("dtype", "n", "ta", "tb", "test", "major", "swizzle", "test_base", "shift", "corrupt", "desc_a",
              "desc_b")

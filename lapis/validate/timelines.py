@@ -36,6 +36,7 @@ from pathlib import Path
 
 from lapis.captures import attention as ac
 from lapis.captures import gemm as gc
+from lapis.captures.store import captures_root
 from lapis.errors import CaptureError, LapisError, NotModelled, ScheduleError
 from lapis.figures.compare_gantt import compare_gantt
 from lapis.figures.validation import progression, scatter
@@ -44,7 +45,6 @@ from lapis.model.profile import load_profile
 from lapis.pipeline_sim import predictions
 from lapis.pipeline_sim.simulate import SCHEDULES, simulate
 from lapis.validate.blind import BLIND
-from lapis.validate.layouts import captures_root
 from lapis.validate.ordering import ordering
 from lapis.validate.timeline_align import CANONICAL, canonical, first_divergence, steady_divergence
 from lapis.validate.timeline_compare import busy_fractions, err_pct, iteration_ns
@@ -155,6 +155,8 @@ def measured_events(root: Path, case: dict) -> list | None:
         if case["family"] == "attention":
             return ac.sm_events(ac.timeline(root, case["timeline"], case["timeline_capture"]), 0, ROLES, OPS)
         got = gc.measured_events(root / case["capture"], case["timeline"])
+    except CaptureError:  # a damaged packed file: it names the file
+        raise
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
         raise CaptureError("a capture's timelines.npz is unreadable", f"{case['timeline_capture']}: "
                            f"{type(exc).__name__}: {exc}", "restore the capture from git") from None

@@ -1,0 +1,127 @@
+"""One manifest schema for every capture: capture.json, generated from the capture's own files.
+
+A capture folder <root>/<kind>/<name>/ keeps its provenance in one original file, the first of ORIGINALS it
+holds; capture.json beside it restates it (schema "lapis.capture/1"):
+
+    {"schema": "lapis.capture/1", "kind", "name",
+     "provenance": the original's "provenance" object, as recorded (gpu, driver, cuda..., date, command, commit,
+                   dirty, source_blobs, ...),
+     "original": the original's path in the folder,
+     "provenance_commit": provenance-commit.json, where the folder has one (the commits that hold every source
+                          blob of a capture whose recorded commit was wrong),
+     "files": [{"path", "size" (bytes), "sha256"} of every file of the folder but capture.json, by path],
+     "kernels": [what it measured: {"variant", "shape"[, "causal"]}, {"variant", "ablation", "size"} or
+                 {"kernel": source path}],
+     "packed": [{"file", "original": {"path" (in the repository), "blob" (git blob id), "size" (bytes), "commit"
+                 (a commit that holds it)}, "arrays": {name: SHA-256 of its bytes}} for each packed timelines
+                file (lapis.captures.codec), read from its header]}
+
+capture.json is written by `python -m lapis.captures.index --write`, never by hand; the original stays.
+Errors: CaptureError naming the folder or file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from lapis.captures.codec import Packed
+from lapis.errors import CaptureError
+
+SCHEMA = "lapis.capture/1"
+NAME = "capture.json"
+ORIGINALS = ("manifest.json", "micro/manifest.json", "sanitizer.json", "timeline_cost.json", "summary.json")
+COMMIT_MATCH = "provenance-commit.json"
+PACKED_SUFFIX = ".packed"
+FIX = "restore the capture from git (captures are never edited by hand)"
+
+
+def original(folder: Path) -> str | None:
+    """The folder's original provenance file (a path inside it), None when it holds none of ORIGINALS."""
+    return next((name for name in ORIGINALS if (Path(folder) / name).is_file()), None)
+
+
+def read_json(path: Path) -> dict:
+    """A capture's JSON file; CaptureError naming it when it is missing or not a JSON object."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise CaptureError("a capture's JSON file is readable", f"{path}: {exc.__class__.__name__}: {exc}",
+                           FIX) from None
+    if not isinstance(data, dict):
+        raise CaptureError("a capture's JSON file holds an object", f"{path}: {type(data).__name__}", FIX)
+    return data
+
+
+def read_original(folder: Path) -> dict:
+    """The JSON of the folder's original provenance file; CaptureError when it has none or it lacks provenance."""
+    name = original(folder)
+    if name is None:
+        raise CaptureError("a capture folder holds one of " + ", ".join(ORIGINALS), str(folder), FIX)
+    data = read_json(Path(folder) / name)
+    if not isinstance(data.get("provenance"), dict):
+        raise CaptureError("a capture's original file records its provenance", f"{folder}/{name}", FIX)
+    return data
+
+
+def _kernels(kind: str, folder: Path, man: dict) -> list[dict]:
+    """What a capture measured, from its own files (module docstring, "kernels"), sorted."""
+    if kind == "sweep":
+        man = read_json(folder / "validate" / "manifest.json")
+    out = []
+    for e in man.get("results") or []:
+        if isinstance(e.get("variants"), dict):
+            out += [dict(variant=v, shape=e["shape"], **({"causal": e["causal"]} if "causal" in e else {}))
+                    for v in e["variants"]]
+        elif "variant" in e:
+            out.append(dict(variant=e["variant"], ablation=e.get("ablation"), size=e.get("size")))
+    if isinstance(man.get("summary"), dict):  # a sanitizer run
+        s = man["summary"]
+        for key in s.get("clean", {}):
+            variant, _, flag = key.split("/")[1].partition(":")
+            out.append(dict(variant=variant, shape=s.get("shape"), causal=flag == "causal"))
+    if not out:
+        kernels = man.get("kernels") or ([man["kernel"]] if "kernel" in man else [])
+        out = [dict(kernel=k) for k in kernels]
+    unique = {json.dumps(k, sort_keys=True): k for k in out}
+    return [unique[k] for k in sorted(unique)]
+
+
+def _files(folder: Path) -> list[dict]:
+    out = []
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        if p.is_file() and rel != NAME:
+            data = p.read_bytes()
+            out.append(dict(path=rel, size=len(data), sha256=hashlib.sha256(data).hexdigest()))
+    return out
+
+
+def _packed(folder: Path, files: list[dict]) -> list[dict]:
+    out = []
+    for f in files:
+        if f["path"].endswith(PACKED_SUFFIX):
+            with Packed(folder / f["path"]) as p:
+                out.append(dict(file=f["path"], original=p.source, arrays=p.sha256()))
+    return out
+
+
+def capture_record(kind: str, folder: Path) -> dict:
+    """The capture.json of one capture folder (module docstring), computed from its files."""
+    folder = Path(folder)
+    man = read_original(folder)
+    rec = dict(schema=SCHEMA, kind=kind, name=folder.name, provenance=man["provenance"], original=original(folder))
+    if (folder / COMMIT_MATCH).is_file():
+        rec["provenance_commit"] = read_json(folder / COMMIT_MATCH)
+    files = _files(folder)
+    rec.update(files=files, kernels=_kernels(kind, folder, man))
+    packed = _packed(folder, files)
+    if packed:
+        rec["packed"] = packed
+    return rec
+
+
+def dumps(rec: dict) -> str:
+    """capture.json's text: indented JSON, one trailing newline."""
+    return json.dumps(rec, indent=1) + "\n"
