@@ -17,15 +17,13 @@ CODE_SUFFIXES = (".py", ".cu", ".cuh", ".h")
 ISSUE = re.compile(r"\b[Ii]ssue [0-9]+|until issue|before issue|[Ff]ollow-up [0-9]")
 # A repository path: lapis/ then name characters and slashes; placeholders (<name>, {x}, ...) and globs (*) cut it.
 PATH = re.compile(r"(?<![\w./-])lapis/[\w./*<>{}-]*")
-MODULE = re.compile(r"(?<![\w./-])lapis(?:\.[A-Za-z_]\w*)+")
+MODULE = re.compile(r"(?<![\w./-])lapis(?:\.[A-Za-z_]\w*)+(?![\w/-])")  # not a format id (lapis.capture/1)
 # A capture folder, lapis/data/captures/<kind>/<name>, named as <kind>/<name> or by <name> alone.
 CAPTURE = re.compile(r"(?:\b([a-z_]+)/)?\b(h200-20\d\d-\d\d-\d\d(?:-[A-Za-z0-9]+)*)")
 CAPTURES = PACKAGE / "data" / "captures"
 C_COMMENT = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.S)
 
 
-# Known dead references in files edited only together with the data they describe (lapis/data).
-KNOWN_DEAD = {"lapis/data/__init__.py": "INDEX names lapis.captures.index, which does not exist"}
 
 
 def code_files() -> list[Path]:
@@ -33,13 +31,8 @@ def code_files() -> list[Path]:
 
 
 def _marked(paths: list[Path]) -> list:
-    """The paths as pytest params, KNOWN_DEAD ones expected to fail (strict: a fix makes the entry stale)."""
-    out = []
-    for p in paths:
-        rel = str(p.relative_to(ROOT))
-        marks = [pytest.mark.xfail(strict=True, reason=KNOWN_DEAD[rel])] if rel in KNOWN_DEAD else []
-        out.append(pytest.param(p, marks=marks, id=rel))
-    return out
+    """The paths as pytest params named by their repository path."""
+    return [pytest.param(p, id=str(p.relative_to(ROOT))) for p in paths]
 
 
 def py_text(path: Path) -> list[tuple[int, str]]:
