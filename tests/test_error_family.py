@@ -12,7 +12,7 @@ from lapis.errors import CaptureError, LapisError, LayoutError, NotModelled, Sch
 from lapis.layouts.swizzle import swizzle
 from lapis.layouts.tma import EncodeArgs, EncodeRejected, TensorMap, place_box, validate
 from lapis.pipeline_sim.simulate import simulate
-from lapis.validate.layouts import SHIPPED, load_capture
+from lapis.captures.store import SHIPPED, load_capture
 
 FAMILY = (LapisError, LayoutError, EncodeRejected, NotModelled, ScheduleError, CaptureError)
 TMA_CAPTURE = "h200-2026-11-29"
