@@ -110,3 +110,14 @@ def test_the_graph_walker_sees_imports_inside_functions(tmp_path):
     nodes = [n for n in ast.walk(ast.parse(src)) if isinstance(n, (ast.Import, ast.ImportFrom))]
     assert [imported(n, {"lapis.cli.main": None}) for n in nodes] == [["lapis.cli.main"], ["lapis.report.build"]]
     assert import_graph().has_edge("lapis.cli.main", "lapis.cli.simulate")  # imported inside _dispatch
+
+
+def test_tests_mirror_the_package_tree():
+    """tests/<package>/ holds the tests of lapis/<package>/; tests/ itself only the tests of the whole tree."""
+    tests = ROOT / "tests"
+    folders = sorted(p.name for p in tests.iterdir() if p.is_dir() and any(p.glob("test_*.py")))
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert [f for f in folders if f not in packages] == []
+    assert sorted(packages - set(folders)) == ["catalog", "data"]  # read by the tests of every other package
+    assert sorted(p.name for p in tests.glob("test_*.py")) == [
+        "test_architecture.py", "test_behaviour_snapshot.py", "test_docstrings.py", "test_errors.py", "test_readme.py"]

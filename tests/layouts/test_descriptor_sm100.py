@@ -14,7 +14,7 @@ from lapis.errors import LayoutError
 from lapis.layouts.canonical import CanonicalLayout
 from lapis.layouts.descriptors.sm100 import InstrDescriptor, UmmaDescriptor, umma_descriptor_for
 
-ORACLE = Path(__file__).parent / "oracles" / "umma_oracle.cu"
+ORACLE = Path(__file__).parents[1] / "oracles" / "umma_oracle.cu"
 
 
 def test_k_major_sw128_bf16_is_the_sm90_value_with_bit_46():

@@ -13,7 +13,7 @@ from lapis.pipeline_sim.recorder import Event
 from lapis.validate.timeline_align import canonical, first_divergence, steady_divergence
 from lapis.validate.timelines import summarize, validate_timelines
 
-ROOT = Path(__file__).resolve().parents[1] / "lapis"
+ROOT = Path(__file__).resolve().parents[2] / "lapis"
 
 
 def _committed_prediction(schedule: str, shape: str) -> float:

@@ -134,7 +134,7 @@ def test_gpu_entry_points_without_a_gpu_exit_2_with_a_message_not_a_traceback(mo
     from lapis.gpu.harness import gpu_present
     if gpu_present():
         pytest.skip("a GPU is present: this checks the machine without one")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     r = subprocess.run([sys.executable, "-m", f"lapis.gpu.{module}", "--out", str(tmp_path / "o"), "--provenance",
                         str(tmp_path / "p.json")], capture_output=True, text=True, cwd=root)
     assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -110,7 +110,7 @@ def test_fa2_sync_is_an_upper_bound_held_to_the_mma_sync_rate():
     # an upper bound (its softmax is MUFU and FMA throughput only): above the FA2 kernel the H200 ran, torch's
     # flash backend, in the same capture as s3 (s3 is costed by the measured contention since issue 10, so it is
     # no longer a bound to compare with)
-    man = json.loads((Path(__file__).resolve().parents[1] / "lapis/data/captures/attention/h200-2026-11-30-all/"
+    man = json.loads((Path(__file__).resolve().parents[2] / "lapis/data/captures/attention/h200-2026-11-30-all/"
                       "manifest.json").read_text())
     e = next(e for e in man["results"] if e["shape"] == "8x16x4096x128")
     assert fa2["tflops"] > e["flops"] / e["sdpa"]["flash"]["median_us"] / 1e6

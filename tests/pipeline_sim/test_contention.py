@@ -11,7 +11,7 @@ from lapis.model.profile import load_profile
 from lapis.pipeline_sim.contention import Contention
 from lapis.pipeline_sim.schedules import attention_h200 as ah
 
-CONTEND = Path(__file__).resolve().parents[1] / "lapis/data/captures/micro/h200-2026-11-30-contend-launch/micro/results.json"
+CONTEND = Path(__file__).resolve().parents[2] / "lapis/data/captures/micro/h200-2026-11-30-contend-launch/micro/results.json"
 
 
 def run(jobs, **factors):
@@ -215,7 +215,7 @@ def test_the_probe_captures_sources_are_the_committed_probe_build():
     # their provenance recorded a stale commit (the device copy's git metadata lagged): the source blobs they
     # recorded first appear together at the commit that added the clock probe
     from lapis.captures.provenance import match_capture
-    root = Path(__file__).resolve().parents[1] / "lapis/data/captures/attention"
+    root = Path(__file__).resolve().parents[2] / "lapis/data/captures/attention"
     got = match_capture(str(root / "h200-2026-11-30-probe"))
     assert got["recorded_commit"].startswith("ecf7d88") and got["first"].startswith("3c5e3fa")
     kept = json.loads((root / "h200-2026-11-30-probe" / "provenance-commit.json").read_text())

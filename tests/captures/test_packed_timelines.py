@@ -20,7 +20,7 @@ from lapis.captures.store import SHIPPED, has_timelines, open_timelines, packed_
 from lapis.data import INDEX
 from lapis.errors import CaptureError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKED = sorted(SHIPPED.rglob("*.packed"))
 SMALL = SHIPPED / "gemm/h200-2026-11-29/timelines/ws_s4_c1_n128_2048.packed"
 

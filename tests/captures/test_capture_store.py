@@ -16,7 +16,7 @@ from lapis.captures.manifest import ORIGINALS, read_original
 from lapis.data import INDEX
 from lapis.errors import CaptureError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = store.SHIPPED
 BUDGET_BYTES = 30_000_000  # GPU runs copy the tree under a 64 MiB limit, beside what they build
 

@@ -12,7 +12,7 @@ import pytest
 from lapis.captures.store import has_timelines, open_timelines
 from lapis.cli import main
 
-ROOT = Path(__file__).resolve().parents[1] / "lapis"
+ROOT = Path(__file__).resolve().parents[2] / "lapis"
 CAPTURE = ROOT / "data/captures" / "gemm" / "h200-2026-11-29"
 N256 = ROOT / "data/captures" / "gemm" / "h200-2026-11-29-n256"  # the block_n 256 variant, timed in a later run
 BLIND = ROOT / "data/blind" / "gemm_ws.json"
@@ -149,7 +149,7 @@ def test_calibration_gemm_rows_carry_the_capture_and_the_blind_file(calibration)
 
 def test_calibration_profile_table_is_the_fitted_profile(calibration):
     _, md, cal = calibration
-    data = json.loads((Path(__file__).resolve().parents[1] / "lapis/data/profiles/h200.json").read_text())
+    data = json.loads((Path(__file__).resolve().parents[2] / "lapis/data/profiles/h200.json").read_text())
     assert set(cal["profile"]["values"]) == set(data["values"])
     assert cal["profile"]["values"]["clock_ghz"]["value"] == data["values"]["clock_ghz"]["value"]
     assert "micro/h200-2026-11-29/micro/results.json" in cal["profile"]["fitted_from"]
@@ -178,7 +178,7 @@ def test_calibration_figures_are_pngs(calibration):
 
 
 def test_readme_blind_table_is_the_capture_and_the_blind_file():
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| `ws_")]
     assert len(rows) == 9
     for line in rows:

@@ -12,7 +12,7 @@ from lapis.errors import LayoutError
 from lapis.layouts.tma import NotModelled, TensorMap, load_box, place_box
 from lapis.validate.layouts import check_dump, validate_layouts
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def bf16_map(swizzle, inner=64, rows=8, oob="zero"):

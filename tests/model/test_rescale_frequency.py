@@ -8,7 +8,7 @@ import pytest
 from lapis.errors import ScheduleError
 from lapis.model.numerics import attention_inputs, rescale_frequency_of
 
-CAP = Path(__file__).resolve().parents[1] / "lapis" / "data" / "captures" / "attention" / "h200-2026-11-30-s6s7-check"
+CAP = Path(__file__).resolve().parents[2] / "lapis" / "data" / "captures" / "attention" / "h200-2026-11-30-s6s7-check"
 MAN = json.loads((CAP / "manifest.json").read_text())
 
 

@@ -17,7 +17,7 @@ from lapis.sweep.space import parse_grid
 
 S8 = "h200-s8-persistent"
 TINY = "1x2x512x128"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def sweep(tmp_path, **kw):

@@ -13,7 +13,7 @@ import pytest
 from lapis.captures.store import open_timelines, timeline_files
 from lapis.errors import CaptureError
 from lapis.gpu import attention_plan, bench_attention, bench_gemm, gemm_plan, harness
-from tests.test_timeline_anchors import anchor, device_rows, interleaved_rows
+from tests.gpu.test_timeline_anchors import anchor, device_rows, interleaved_rows
 
 C = 0x80  # completion bit
 ROLES = ("producer", "consumer0", "consumer1")

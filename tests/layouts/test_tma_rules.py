@@ -34,7 +34,7 @@ from lapis.layouts.tma.rules import (
     validate,
 )
 
-ENCODE = Path(__file__).resolve().parents[1] / "lapis/data/captures/tma_encode"
+ENCODE = Path(__file__).resolve().parents[2] / "lapis/data/captures/tma_encode"
 MANIFESTS = sorted(ENCODE.glob("*/manifest.json"))
 MANIFEST = ENCODE / "h200-2026-11-29" / "manifest.json"
 # Every case of every encode capture; case ids repeat across captures (each re-runs the campaign).

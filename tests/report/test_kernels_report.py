@@ -13,7 +13,7 @@ from lapis.captures.store import open_timelines
 from lapis.errors import ScheduleError
 from lapis.model.occupancy import resident_ctas
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CAP = ROOT / "lapis" / "data" / "captures" / "attention"
 MAN = json.loads((CAP / "h200-2026-11-29" / "manifest.json").read_text())
 MAN_S3 = json.loads((CAP / "h200-2026-11-29-s3" / "manifest.json").read_text())  # s3, timed in a later run

@@ -12,7 +12,7 @@ import pytest
 from lapis.errors import LapisError, ScheduleError
 from lapis.sweep.run import run_sweep
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ARGS = ["--schedule", "h200-s8-persistent", "--shapes", "1x2x512x128,1x2x1024x128", "--grid", "stages=2,3",
         "--grid", "block_n=64,128,256", "--grid", "consumer_wgs=2,3"]
 
