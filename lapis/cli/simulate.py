@@ -16,7 +16,7 @@ from lapis.pipeline_sim.trace import write_chrome
 
 def cli_simulate(args) -> int:
     if args.list:
-        rows = [dict(name=k, description=v[0]) for k, v in SCHEDULES.items()]
+        rows = [dict(name=k, description=s.description) for k, s in SCHEDULES.items()]
         print(json.dumps(rows, indent=1) if args.json else "\n".join(f"{r['name']}: {r['description']}" for r in rows))
         return 0
     if not args.schedule or not args.shape:

@@ -51,6 +51,8 @@ class MBarrier:
     hb: object = None  # a races.HappensBefore to record the ordering edges into (optional)
     _arrivals: list = field(default_factory=list)  # hb nodes of this phase's arrivals and completed bytes
     _completed: dict = field(default_factory=dict)  # phase -> hb node of its completion
+    last_completer: int | None = None  # id of the recorded event whose arrival or bytes completed the last phase
+    _last_event: int | None = None
 
     def __post_init__(self):
         if self.count < 1:
@@ -62,7 +64,9 @@ class MBarrier:
     def parity(self) -> int:
         return self.phase % 2
 
-    def arrive(self, role: str = "", node=None) -> None:
+    def arrive(self, role: str = "", node=None, event=None) -> None:
+        """One arrival by `role`; `node`: its hb node; `event`: the id of its latest recorded event (a flow)."""
+        self._last_event = event if event is not None else self._last_event
         if self.hb is not None:
             self._arrivals.append(node if node is not None else self.hb.op(role, f"arrive {self.name}"))
         self.pending -= 1
@@ -78,8 +82,10 @@ class MBarrier:
         self._tx(self.tx + nbytes)
         self.arrive(role)
 
-    def complete_tx(self, nbytes: int, who: str = "TMA", node=None) -> None:
-        """Bytes landing; `node` is the hb node of the write that delivered them (ordered before the phase)."""
+    def complete_tx(self, nbytes: int, who: str = "TMA", node=None, event=None) -> None:
+        """Bytes landing; `node` is the hb node of the write that delivered them (ordered before the phase);
+        `event` the id of the copy's recorded event (a flow)."""
+        self._last_event = event if event is not None else self._last_event
         if self.hb is not None and node is not None:
             self._arrivals.append(node)
         self._tx(self.tx - nbytes)
@@ -102,6 +108,7 @@ class MBarrier:
                 for n in self._arrivals:
                     self.hb.edge(n, done)
                 self._arrivals, self._completed[self.phase] = [], done
+            self.last_completer, self._last_event = self._last_event, None
             self.phase += 1
             self.pending += self.count
             for w in [w for w in self.waiters if w.parity != self.parity]:

@@ -43,6 +43,7 @@ class Recorder:
         self.env, self.max_events, self.sm = env, MAX_EVENTS if max_events is None else max_events, sm
         self.ids = ids if ids is not None else itertools.count()
         self.events: list[Event] = []
+        self.last: dict[str, int] = {}  # role -> id of its latest event
 
     def add(self, role: str, op: str, start: float, **kw) -> Event:
         if len(self.events) >= self.max_events:
@@ -52,7 +53,12 @@ class Recorder:
         e = Event(role, op, start, self.env.now, **{"sm": self.sm, **kw})
         e.id = next(self.ids)
         self.events.append(e)
+        self.last[role] = e.id
         return e
+
+    def last_id(self, role: str) -> int | None:
+        """The id of `role`'s latest event (None before its first): where a barrier hand-off's flow starts."""
+        return self.last.get(role)
 
 
 def union_spans(spans: list) -> list:

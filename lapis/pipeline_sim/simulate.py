@@ -6,90 +6,92 @@ B200 progression (b200-*) and the Emmy moves on sm_120 (sm120-*).
 
 from __future__ import annotations
 
+import importlib
 import math
 import time
 from collections import defaultdict
 
 from lapis.errors import NotModelled, ScheduleError
+from lapis.pipeline_sim import engine
+from lapis.pipeline_sim.schedule import REGISTRY, Schedule, lookup, register
+from lapis.pipeline_sim.schedules.gemm_ws import GEMM_WS
 from lapis.model import roofline
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import recorder
 from lapis.pipeline_sim.recorder import union_spans as _union
 from lapis.pipeline_sim.work_order import ORDERS
 
-SCHEDULES = {
-    "h200-gemm-ws": ("warp-specialized GEMM: TMA producer warp, wgmma consumer warpgroups, K ring of full/empty "
-                     "mbarriers (shape MxNxK)", "lapis.pipeline_sim.schedules.gemm_ws", "gemm"),
+_LEGACY = {  # schedules still run by their module's simulate(); name -> (description, module)
     "h200-s1-serial": ("one WG; TMA Q/K/V; wgmma QK^T; softmax in registers; wgmma PV; wait after every stage",
-                       "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+                       "lapis.pipeline_sim.schedules.attention_h200"),
     "h200-s2-ws-ring": ("a producer warp issues TMA; K/V ring with full/empty mbarriers",
-                        "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+                        "lapis.pipeline_sim.schedules.attention_h200"),
     "h200-s3-two-consumers": ("a producer + 2 consumer WGs, 64 rows each of one 128-row Q tile, sharing K/V",
-                              "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+                              "lapis.pipeline_sim.schedules.attention_h200"),
     "h200-s4-pingpong": ("named-barrier ping-pong: one WG's softmax overlaps the other's GEMMs",
-                         "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+                         "lapis.pipeline_sim.schedules.attention_h200"),
     "h200-s5-intra-overlap": ("inside a WG, QK^T of tile i+1 is issued before the softmax of tile i",
-                              "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+                              "lapis.pipeline_sim.schedules.attention_h200"),
     "h200-s6-exp2": ("scale folded into log2, ex2.approx.ftz; emulate_frac of exp2 on the FMA pipe",
-                     "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+                     "lapis.pipeline_sim.schedules.attention_h200"),
     "h200-s7-cond-rescale": ("O rescaled only when the row max moves more than threshold (log2 units)",
-                             "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+                             "lapis.pipeline_sim.schedules.attention_h200"),
     "h200-s8-persistent": ("persistent grid, one CTA per SM, static grid stride (launch overhead not modelled)",
-                           "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+                           "lapis.pipeline_sim.schedules.attention_h200"),
     "h200-s9-tuned": ("s8 with tuned defaults (block_n, stages, consumer WGs from a simulator sweep); masked tails",
-                      "lapis.pipeline_sim.schedules.attention_h200", "attention"),
+                      "lapis.pipeline_sim.schedules.attention_h200"),
     "h200-fa2-sync": ("simulation only: FA2-style, 4 unspecialized warps, mma.sync, cp.async double buffer, ldmatrix",
-                      "lapis.pipeline_sim.schedules.attention_h200_fa2", "attention"),
+                      "lapis.pipeline_sim.schedules.attention_h200_fa2"),
     "b200-k01-baseline": ("sm100 baseline: one role waits on each TMA, tcgen05 QK (S in TMEM), softmax, O rescale, PV",
-                          "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                          "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-k02-p-in-tmem": ("P written over S in TMEM instead of K's SMEM slot (not costed: predicts k01's time)",
-                           "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                           "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-k03-swizzle": ("SW128 swizzled Q/K/V in SMEM (bank conflicts not modelled: predicts k02's time)",
-                         "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                         "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-k04-warp-specialization": ("load / MMA / row-warp roles with mbarrier hand-offs, one K and one V slot",
-                                     "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                                     "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-k05-two-q-tiles": ("two 128-row Q tiles per CTA share each K/V load; 2 softmax roles; TMEM 2x(S+O)",
-                             "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                             "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-k06-load-pipeline": ("one K/V token ring (kv_stages slots); QK waits only for K; K freed after the last QK",
-                               "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                               "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-k07-compute-pipeline": ("MMA order P0V(j), Q0K(j+1), P1V(j), Q1K(j+1): softmax overlaps the other PV",
-                                  "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                                  "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-k08-hw-approx": ("ex2.approx.ftz with the log2 scale folded in: one FMA-pipe op less per score",
-                           "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                           "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-k09-sw-exp2": ("sw_exp_per16 of 16 exponentials as a cubic on the FMA pipe instead of MUFU",
-                         "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                         "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-k10-register-caching": ("96 of 128 S columns kept in registers: the P pass re-reads only 32 from TMEM",
-                                  "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                                  "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-k11-skip-rescale": ("O rescaled only when the row max moves more than threshold (log2 units)",
-                              "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                              "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-k12-split-correction": ("correction warps rescale O in parallel with P production; PV waits both",
-                                  "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                                  "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-k13-early-pv": ("PV starts on the first 96 columns of P; the rest once all of P is ready",
-                          "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                          "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-k14-persistent": ("one CTA per SM walks its work items; Q/K/V and MMA run into the next item (q_free)",
-                            "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                            "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-m1-deferred-score-load": ("wider TMEM loads of S, one deferred wait (TMEM latency not modelled: as k14)",
-                                    "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                                    "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-m2-split-rowsum": ("rowsum in partial sums (dependency chains not modelled: as m1)",
-                             "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                             "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-m3-phase-bitmasks": ("barrier phases in register bitmasks, no local-memory spills (not modelled: as m2)",
-                               "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                               "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-m4-tma-l2-promotion": ("TMA fetches 256 B into L2 (L2 sectors not modelled: as m3)",
-                                 "lapis.pipeline_sim.schedules.attention_b200", "attention"),
+                                 "lapis.pipeline_sim.schedules.attention_b200"),
     "sm120-m01-tensor-cores": ("sm120 mma.sync QK/PV; each warp loads K/V operands from gmem every tile (waited)",
-                               "lapis.pipeline_sim.schedules.attention_sm120", "attention"),
+                               "lapis.pipeline_sim.schedules.attention_sm120"),
     "sm120-m02-smem-staging": ("K/V tile staged once per CTA by cp.async (d1, waited), __syncthreads, ldmatrix",
-                               "lapis.pipeline_sim.schedules.attention_sm120", "attention"),
+                               "lapis.pipeline_sim.schedules.attention_sm120"),
     "sm120-m03-c-to-a-repack": ("P converted C->A in registers instead of a smem round trip",
-                                "lapis.pipeline_sim.schedules.attention_sm120", "attention"),
+                                "lapis.pipeline_sim.schedules.attention_sm120"),
     "sm120-m04-q-hoist": ("Q fragments hoisted into registers: no Q ldmatrix per K/V tile",
-                          "lapis.pipeline_sim.schedules.attention_sm120", "attention"),
+                          "lapis.pipeline_sim.schedules.attention_sm120"),
     "sm120-m05-cp-async-ring": ("two K/V slabs: tile j+1's cp.async issued under tile j's math (wait_group 1)",
-                                "lapis.pipeline_sim.schedules.attention_sm120", "attention"),
+                                "lapis.pipeline_sim.schedules.attention_sm120"),
     "sm120-m06-tma": ("warp 0 issues a TMA box per K/V tile into a 2-slot mbarrier ring (no cp.async LSU work)",
-                      "lapis.pipeline_sim.schedules.attention_sm120", "attention"),
+                      "lapis.pipeline_sim.schedules.attention_sm120"),
     "sm120-m07-register-tiling": ("fm=2: each warp owns two 16-row Q tiles sharing every K/V fragment (block_m 128)",
-                                  "lapis.pipeline_sim.schedules.attention_sm120", "attention"),
+                                  "lapis.pipeline_sim.schedules.attention_sm120"),
 }
 
 
@@ -99,9 +101,26 @@ GPU_OF_PREFIX = {"h200": "h200", "b200": "b200", "sm120": "rtx5090"}  # a schedu
 ARCH_OF_PREFIX = {"h200": "sm90", "b200": "sm100", "sm120": "sm120"}  # wgmma / tcgen05+TMEM / mma.sync+TMA
 
 
-def default_gpu(schedule: str) -> str:
-    """The profile a schedule was written for, from its name (h200-*, b200-*, sm120-* -> rtx5090)."""
-    return GPU_OF_PREFIX.get(schedule.split("-", 1)[0], "h200")
+def _legacy(name: str, description: str, module: str) -> Schedule:
+    mod = importlib.import_module(module)
+    prefix = name.split("-", 1)[0]
+    return Schedule(name=name, description=description, shape="attention", defaults=mod.DEFAULTS,
+                    flags=getattr(mod, "VARIANTS", {}).get(name, {}), gpu=GPU_OF_PREFIX[prefix],
+                    arch=ARCH_OF_PREFIX[prefix], q_rows=2 * getattr(mod, "BLOCK_M", 0), legacy=mod,
+                    tuple_units=module.endswith("attention_h200"))
+
+
+register(*(_legacy(n, d, m) for n, (d, m) in _LEGACY.items()))
+register(GEMM_WS)
+SCHEDULES = REGISTRY  # name -> Schedule, every built-in one
+
+
+def default_gpu(schedule) -> str:
+    """The profile a schedule was written for (its `gpu`); h200 for a name that is not a schedule."""
+    try:
+        return lookup(schedule).gpu
+    except ScheduleError:
+        return "h200"
 
 
 # Ranges every schedule's parameters must lie in, whichever schedules use them.
@@ -190,8 +209,8 @@ def _example(key: str, defaults: dict):
     return defaults[key] if defaults[key] is not None else PARAM_RANGES.get(key, (1, None))[0]
 
 
-def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, check_races: bool = False,
-             full: bool = False) -> dict:
+def simulate(schedule, gpu: str, shape: str, params: dict | None = None, check_races: bool = False,
+             full: bool = False, cut=None) -> dict:
     """Simulate `schedule` on profile `gpu` at `shape`; the JSON-able summary `lapis simulate --json` prints.
 
     full: simulate every SM (`--full`; lapis.pipeline_sim.grid: SMs with identical work lists are simulated once,
@@ -201,16 +220,15 @@ def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, ch
     check_races: also run the happens-before race check (lapis.pipeline_sim.races) over every K/V (or A+B)
     slot access; `races` is then a list of race descriptions (empty when clean), else None. It costs a graph
     node per barrier operation, so it suits the small shapes a protocol check needs.
+    schedule: a registered name, `path/to/file.py:NAME` (a Schedule in the user's file) or a Schedule.
+    cut: shortens the SMs' work lists before the run (lapis.sweep.fast; engine.run).
     Raises ScheduleError for an unknown schedule, parameter or shape, NotModelled for causal masking on a
     schedule that does not model it, and deadlock.Deadlock on a hang."""
-    import importlib
-    if schedule not in SCHEDULES:
-        raise ScheduleError("unknown schedule", repr(schedule), "see lapis simulate --list")
-    doc, module, kind = SCHEDULES[schedule]
-    mod = importlib.import_module(module)
+    s = lookup(schedule)
+    schedule, kind, mod = s.name, s.shape, s.legacy
     params = dict(params or {})
-    check_params(schedule, params, mod.DEFAULTS)
-    dims = mod.parse_shape(shape)
+    check_params(schedule, params, s.defaults)
+    dims = s.parse_shape(shape)
     if min(dims) < 1:
         raise ScheduleError("shape extents must be positive", shape, "use extents >= 1")
     if kind == "attention" and dims[3] % 16:
@@ -218,19 +236,19 @@ def simulate(schedule: str, gpu: str, shape: str, params: dict | None = None, ch
                             "(wgmma .m64nNk16, tcgen05 kind::f16, mma.sync .m16n8k16)", f"D = {dims[3]}",
                             "use a head dimension that is a multiple of 16, e.g. 64, 128")
     p = load_profile(gpu)
-    check_size(kind, dims, {**mod.DEFAULTS, **getattr(mod, "VARIANTS", {}).get(schedule, {}), **params},
-               p["sm_count"], 2 * getattr(mod, "BLOCK_M", 0))
-    arch = ARCH_OF_PREFIX.get(schedule.split("-", 1)[0])
-    if arch and p.arch != arch:
-        raise ScheduleError(f"{schedule} is written for {arch} hardware", f"profile {gpu} ({p.arch})",
-                            f"use --gpu {default_gpu(schedule)} or a schedule of the {p.arch} family")
+    check_size(kind, dims, {**s.defaults, **s.flags, **params}, p["sm_count"], s.q_rows)
+    if p.arch != s.arch:
+        raise ScheduleError(f"{schedule} is written for {s.arch} hardware", f"profile {gpu} ({p.arch})",
+                            f"use --gpu {s.gpu} or a schedule of the {p.arch} family")
     t0 = time.time()
-    if kind == "attention":
+    if mod:
         r = mod.simulate(p, shape, params or {}, schedule, check_races, full)
-        roof = roofline.attention(p, *mod.parse_shape(shape), causal=bool(r["params"].get("causal")))
     else:
-        r = mod.simulate(p, shape, params or {}, check_races, full)
-        roof = roofline.gemm(p, *mod.parse_shape(shape))
+        r = engine.run(s, p, dims, params, check_races, full, cut)
+    if kind == "attention":
+        roof = roofline.attention(p, *dims, causal=bool(r["params"].get("causal")))
+    else:
+        roof = roofline.gemm(p, *dims)
     wall = time.time() - t0
     # The representative (or, full, the last) SM's finish is the kernel's time (the worst wave decides).
     ns = r["env_ns"]

@@ -29,9 +29,9 @@ GANTT = (("h200-s3-two-consumers", "1x16x2048x128"), ("h200-s5-intra-overlap", "
 def report_cases() -> list[tuple]:
     """(schedule, gpu, shape, params) for every row of the section's tables."""
     cases = []
-    for name, (_, _, kind) in SCHEDULES.items():
-        gpu = default_gpu(name)
-        shapes = (GEMM_SHAPE,) if kind == "gemm" else (EMMY_SHAPE,) if name.startswith("sm120") else FA4_SHAPES
+    for name, s in SCHEDULES.items():
+        gpu = s.gpu
+        shapes = (GEMM_SHAPE,) if s.shape == "gemm" else (EMMY_SHAPE,) if name.startswith("sm120") else FA4_SHAPES
         cases += [(name, gpu, s, {}) for s in shapes]
     return cases
 

@@ -17,13 +17,13 @@ measured by the sweep on a sample (lapis.sweep.run) and reported with the table.
 
 from __future__ import annotations
 
-import importlib
 import threading
 
 import numpy as np
 
 from lapis.pipeline_sim import grid
-from lapis.pipeline_sim.simulate import SCHEDULES, simulate
+from lapis.pipeline_sim.schedule import lookup
+from lapis.pipeline_sim.simulate import simulate
 
 UNITS = (2, 4)  # K1, K2: work units simulated (multiples of 2: a non-persistent SM may keep 2 CTA slots)
 TILE_CAPS = (8, 16)  # C1, C2: K/V tiles (GEMM K blocks) per item in the short runs
@@ -34,7 +34,6 @@ SIMULATE_LOCK = threading.RLock()
 
 # Schedules whose work unit is a tuple of per-Q-tile K/V tile counts (work_order.kv_units_per_sm); elsewhere a
 # tuple holds other fields (b200, sm120: (tiles visited, first masked tile)) and is not capped.
-TUPLE_UNITS = ("lapis.pipeline_sim.schedules.attention_h200",)
 
 
 def _shrink(item, cap: int, tuples: bool):
@@ -71,8 +70,13 @@ class _Plan:
 
 
 def _short_run(schedule: str, gpu: str, shape: str, params: dict, plan: _Plan) -> dict:
-    mod = importlib.import_module(SCHEDULES[schedule][1])
-    plan.tuples = mod.__name__ in TUPLE_UNITS
+    s = lookup(schedule)
+    plan.tuples = s.tuple_units
+    if s.legacy is None:
+        r = simulate(schedule, gpu, shape, params, cut=plan.cut)
+        r.pop("_events", None)
+        return r
+    mod = s.legacy
 
     def run_sms(env, p, per_sm, full, build, cost=len):
         return grid.run_sms(env, p, plan.cut(per_sm, cost), full, build, cost)

@@ -19,7 +19,7 @@ from pathlib import Path
 from lapis.errors import LapisError, ScheduleError, as_int
 from lapis.figures.pareto import pareto_figure
 from lapis.model.profile import load_profile
-from lapis.pipeline_sim.simulate import ARCH_OF_PREFIX, SCHEDULES, default_gpu
+from lapis.pipeline_sim.schedule import lookup
 from lapis.sweep import evaluate as ev
 from lapis.sweep import table
 from lapis.sweep.executors import Progress, check_executor, check_workers, run_tasks
@@ -111,23 +111,18 @@ def run_sweep(schedule: str, shapes: list, grid: list | None = None, gpu: str | 
     Raises, before anything runs, ScheduleError for an unknown schedule, GPU or key, a grid value the simulator
     refuses or a bad shape list (parse_shapes), and LapisError for an unknown executor, a worker count < 1,
     top < 1, check < 0 or an --out that is not a folder (output_folder)."""
-    import importlib
-
-    if schedule not in SCHEDULES:
-        raise ScheduleError("unknown schedule", repr(schedule), "see lapis simulate --list")
-    gpu = gpu or default_gpu(schedule)
+    s = lookup(schedule)
+    gpu = gpu or s.gpu
     if gpu not in GPUS:
         raise ScheduleError("unknown GPU profile", repr(gpu), "use " + ", ".join(GPUS))
-    arch = ARCH_OF_PREFIX.get(schedule.split("-", 1)[0])
-    if arch and load_profile(gpu).arch != arch:  # simulate() would refuse every row for it: say so once
-        raise ScheduleError(f"{schedule} is written for {arch} hardware", f"--gpu {gpu} ({load_profile(gpu).arch})",
-                            f"use --gpu {default_gpu(schedule)}")
-    mod = importlib.import_module(SCHEDULES[schedule][1])
-    shapes = parse_shapes(shapes, mod.parse_shape)
+    if load_profile(gpu).arch != s.arch:  # simulate() would refuse every row for it: say so once
+        raise ScheduleError(f"{s.name} is written for {s.arch} hardware", f"--gpu {gpu} ({load_profile(gpu).arch})",
+                            f"use --gpu {s.gpu}")
+    shapes = parse_shapes(shapes, s.parse_shape)
     check_executor(executor)
     check_workers(workers)
     check_counts(top, check)
-    axes = parse_grid(grid, mod.DEFAULTS, schedule)
+    axes = parse_grid(grid, s.defaults, schedule)
     configs = configurations(axes, sample, seed)
     folder = output_folder(out)
     store = RowStore(folder)

@@ -24,7 +24,6 @@ run-to-run spread.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
@@ -43,7 +42,8 @@ from lapis.figures.validation import progression, scatter
 from lapis.gpu.attention_plan import OPS, ROLES
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import predictions
-from lapis.pipeline_sim.simulate import SCHEDULES, simulate
+from lapis.pipeline_sim.schedule import lookup
+from lapis.pipeline_sim.simulate import simulate
 from lapis.validate.blind import BLIND
 from lapis.validate.ordering import ordering
 from lapis.validate.timeline_align import CANONICAL, canonical, first_divergence, steady_divergence
@@ -110,9 +110,8 @@ def measured_cases(root: Path) -> list[dict]:
 def sim_params(schedule: str, params: dict, causal: bool) -> dict:
     """The parameters to simulate with: {} when the capture's all equal the schedule's own (so the committed
     cache's key matches), else all of them; causal=1 for a causal row."""
-    mod = importlib.import_module(SCHEDULES[schedule][1])
-    own = {**mod.DEFAULTS, **{k: v for k, v in getattr(mod, "VARIANTS", {}).get(schedule, {}).items()
-                              if k in mod.DEFAULTS}}
+    s = lookup(schedule)
+    own = {**s.defaults, **{k: v for k, v in s.flags.items() if k in s.defaults}}
     out = {} if all(own.get(k, object()) == v for k, v in params.items()) else dict(params)
     return {**out, "causal": 1} if causal else out
 

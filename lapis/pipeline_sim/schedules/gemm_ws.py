@@ -20,27 +20,15 @@ the one with the most tiles, and its load bandwidth is an equal share across the
 from __future__ import annotations
 
 import math
-
-import simpy
+from dataclasses import dataclass
 
 from lapis.errors import ScheduleError
 from lapis.pipeline_sim.commit_groups import WgmmaGroups
-from lapis.pipeline_sim.grid import grid_summary, run_sms
-from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
-from lapis.pipeline_sim.races import HappensBefore
-from lapis.pipeline_sim.units import occupy
+from lapis.pipeline_sim.pipeline import PipelineState
+from lapis.pipeline_sim.schedule import Schedule
+from lapis.pipeline_sim.tma import TmaEngine
 
 DEFAULTS = dict(block_m=128, block_n=128, block_k=64, stages=4, consumer_wgs=2, mma_in_flight=1)
-
-
-def parse_shape(shape: str) -> tuple[int, int, int]:
-    try:
-        m, n, k = (int(x) for x in shape.lower().split("x"))
-    except ValueError:
-        raise ScheduleError("a GEMM shape is MxNxK", repr(shape), "e.g. --shape 8192x8192x8192") from None
-    if min(m, n, k) < 1:
-        raise ScheduleError("GEMM extents must be positive", shape, "use M, N, K >= 1")
-    return m, n, k
 
 
 def check_fit(p, prm) -> dict:
@@ -80,134 +68,131 @@ def check_fit(p, prm) -> dict:
     return dict(smem_bytes=smem)
 
 
+def resolve(p, dims: tuple, params: dict) -> tuple[dict, dict]:
+    """The run's parameters (DEFAULTS, then the caller's) and the fit (shared memory bytes)."""
+    prm = {**DEFAULTS, **params}
+    return prm, check_fit(p, prm)
+
+
+def tiles_per_sm(p, dims: tuple, prm: dict) -> list:
+    """Output tiles dealt to SMs by grid stride; each tile is its count of K blocks."""
+    m, n, k = dims
+    tiles = math.ceil(m / prm["block_m"]) * math.ceil(n / prm["block_n"])
+    k_blocks = math.ceil(k / prm["block_k"])
+    return [[k_blocks] * len(range(s, tiles, p["sm_count"])) for s in range(min(tiles, p["sm_count"]))]
+
+
+@dataclass(frozen=True)
+class GemmCosts:
+    """What the GEMM's ops take. mma_ns: one consumer's K block of wgmma on the tensor pipe (its rows x block_n x
+    block_k); tail_ns: the wgmma's fixed completion tail beyond its pipe time (wgmma_latency_ns less one
+    m64n256k16's pipe time: about 55 cycles at every N in the H200 micro capture); slot_bytes: one A+B slot;
+    reuse: loaded bytes over compulsory bytes (A tiles are read by every column of tiles, B by every row);
+    epilogue_bytes: one consumer's C rows (bf16)."""
+
+    mma_ns: float
+    tail_ns: float
+    slot_bytes: int
+    reuse: float
+    epilogue_bytes: int
+    k_blocks: int
+    tiles: int
+
+    @classmethod
+    def of(cls, p, dims: tuple, prm: dict, flags: dict) -> GemmCosts:
+        m, n, k = dims
+        tiles = math.ceil(m / prm["block_m"]) * math.ceil(n / prm["block_n"])
+        k_blocks = math.ceil(k / prm["block_k"])
+        slot_bytes = (prm["block_m"] + prm["block_n"]) * prm["block_k"] * 2
+        tensor_rate = p.per_ns("tensor_flop_per_clk_sm")
+        rows = prm["block_m"] // prm["consumer_wgs"]
+        return cls(mma_ns=2 * rows * prm["block_n"] * prm["block_k"] / tensor_rate,
+                   tail_ns=max(0.0, p["wgmma_latency_ns"] - 2 * 64 * 256 * 16 / tensor_rate),
+                   slot_bytes=slot_bytes, reuse=tiles * k_blocks * slot_bytes / ((m + n) * k * 2),
+                   epilogue_bytes=rows * prm["block_n"] * 2, k_blocks=k_blocks, tiles=tiles)
+
+
 class CtaExit:
     """The kernel's final __syncthreads: the next CTA on the SM (the next tile) starts when every role is done."""
 
     def __init__(self, env, roles: int):
         self.env, self.left, self.done = env, roles, env.event()
 
-    def sync(self, rec, role: str, tile: int):
+    def sync(self, ctx, role: str, tile: int):
         self.left -= 1
         if not self.left:
             self.done.succeed()
-        t0 = self.env.now
-        yield self.done
-        if self.env.now > t0:
-            rec.add(role, "wait CTA exit", t0, work_item=tile, kind="wait")
+        yield from ctx.waited(role, "wait CTA exit", self.done, work_item=tile)
 
 
-def simulate(p, shape: str, params: dict, check_races: bool = False, full: bool = False) -> dict:
-    """check_races: log slot accesses and barrier edges (races.HappensBefore) and return the races found.
-    full: simulate every SM (lapis.pipeline_sim.grid), not only the one with the most tiles."""
-    m, n, k = parse_shape(shape)
-    prm = {**DEFAULTS, **params}
-    fit = check_fit(p, prm)
-    tiles = math.ceil(m / prm["block_m"]) * math.ceil(n / prm["block_n"])
-    k_blocks = math.ceil(k / prm["block_k"])
-    per_sm = [[k_blocks] * len(range(s, tiles, p["sm_count"])) for s in range(min(tiles, p["sm_count"]))]
-    env = simpy.Environment()
-    hb = HappensBefore(env) if check_races else None
-    consumers = tuple(f"consumer{c}" for c in range(prm["consumer_wgs"]))
-    slot_bytes = (prm["block_m"] + prm["block_n"]) * prm["block_k"] * 2
-    # A tiles are read by every column of tiles, B tiles by every row: loaded bytes / compulsory bytes
-    reuse = tiles * k_blocks * slot_bytes / ((m + n) * k * 2)
-    tensor_rate = p.per_ns("tensor_flop_per_clk_sm")
-    rows = prm["block_m"] // prm["consumer_wgs"]
-    mma_ns = 2 * rows * prm["block_n"] * prm["block_k"] / tensor_rate
-    # wgmma_latency_ns is one m64n256k16's issue-to-completion time; beyond its own pipe time (64*256*16*2 FLOP)
-    # it is a fixed tail (about 55 cycles at N = 64, 128 and 256 in the H200 micro capture)
-    tail_ns = max(0.0, p["wgmma_latency_ns"] - 2 * 64 * 256 * 16 / tensor_rate)
-    pipes = []
+def producer(ctx, ctas):
+    """The TMA warp (gemm_ws.cu producer branch): per K block, acquire the slot, commit the A and B boxes."""
+    for tile, (pipe, cta_exit) in enumerate(ctas):
+        st = PipelineState.producer_start(ctx.prm["stages"])
+        for kb in range(ctx.cost.k_blocks):
+            yield from ctx.waited("producer", "wait empty", pipe.producer_acquire(st), work_item=tile, k_index=kb)
+            pipe.producer_commit(st, token=(tile, kb), op="load A+B", writer=f"tma{tile}.{kb}", work_item=tile,
+                                 k_index=kb)
+            ctx.record("producer", "issue TMA", ctx.now, work_item=tile, k_index=kb)
+            st.advance()
+        yield from cta_exit.sync(ctx, "producer", tile)
 
-    def build(rec, grid, group):
-        tensor, tma_path = simpy.Resource(env, 1), simpy.Resource(env, 1)
-        my_tiles = len(group.work)
-        # one CTA per tile (non-persistent grid): each CTA initializes its own ring barriers
-        ring = [TmaPipeline(env, "ring", prm["stages"], "producer", consumers, slot_bytes) for _ in range(my_tiles)]
-        for pipe in ring:
-            pipe.attach(hb)
-        pipes.extend(ring)
-        exits = [CtaExit(env, 1 + len(consumers)) for _ in range(my_tiles)]
-        landed, busy = {}, {"tensor": 0.0, "tma": 0.0}
 
-        def tma(pipe, st, tile, kb, issue):
-            start = env.now
-            with tma_path.request() as req:
-                yield req
-                ns = slot_bytes / grid.share(reuse)
-                busy["tma"] += ns
-                yield env.timeout(ns)
-            yield env.timeout(p["tma_latency_ns"])
-            landed[(tile, kb)] = rec.add("tma", "load A+B", start, work_item=tile, k_index=kb, kind="completion").id
-            w = hb and hb.access(f"tma{tile}.{kb}", "ring", st.index, (tile, kb), "write", after=issue)
-            pipe.tma_complete(st, node=w)
+def wgmma(ctx, role: str, tile: int, kb: int):
+    """One K block of wgmma: the tensor pipe for mma_ns, its completion seen tail_ns later."""
+    yield from ctx.occupy("tensor", ctx.cost.mma_ns, role, "wgmma", work_item=tile, k_index=kb)
+    yield ctx.env.timeout(ctx.cost.tail_ns)
 
-        def producer():
-            for tile, pipe in enumerate(ring):
-                st = PipelineState.producer_start(prm["stages"])
-                for kb in range(k_blocks):
-                    t0 = env.now
-                    yield pipe.producer_acquire(st)
-                    if env.now > t0:
-                        rec.add("producer", "wait empty", t0, work_item=tile, k_index=kb, kind="wait")
-                    pipe.producer_expect(st)
-                    issue = hb and hb.op("producer", f"issue TMA {tile}.{kb}")
-                    env.process(tma(pipe, PipelineState(st.stages, st.index, st.phase), tile, kb, issue))
-                    rec.add("producer", "issue TMA", env.now, work_item=tile, k_index=kb)
-                    st.advance()
-                yield from exits[tile].sync(rec, "producer", tile)
 
-        def wgmma(role, tile, kb):
-            """One K block of wgmma: the tensor pipe for mma_ns, completion seen tail_ns later."""
-            yield from occupy(env, rec, tensor, mma_ns, busy, "tensor", role, "wgmma", work_item=tile, k_index=kb)
-            yield env.timeout(tail_ns)
+def consumer(ctx, role: str, ctas):
+    """A consumer warpgroup (gemm_ws.cu consumer branch): per K block, wait for the slot, issue and commit its
+    wgmma, wait_group mma_in_flight (the K block that many back is done) and release that block's slot; then
+    the epilogue stores its C rows from registers at the SM's write share, not waiting for them to land."""
+    groups, lag = WgmmaGroups(ctx.env, role), ctx.prm["mma_in_flight"]
+    for tile, (pipe, cta_exit) in enumerate(ctas):
+        st, held = PipelineState(ctx.prm["stages"]), []
+        for kb in range(ctx.cost.k_blocks):
+            slot = st.index
+            yield from ctx.waited(role, "wait full", pipe.consumer_wait(st, role), work_item=tile, k_index=kb,
+                                  flow=lambda: pipe.full[slot].last_completer)
+            groups.issue(ctx.child(wgmma(ctx, role, tile, kb)))
+            groups.commit()
+            held.append((st.copy(), tile, kb))
+            if len(held) > lag:
+                yield from ctx.waited(role, "wait wgmma", groups.wait(lag), work_item=tile, k_index=held[0][2])
+                release(pipe, role, *held.pop(0))
+            st.advance()
+        yield from ctx.waited(role, "wait wgmma", groups.wait(0), work_item=tile, k_index=ctx.cost.k_blocks - 1)
+        for h in held:
+            release(pipe, role, *h)
+        t0 = ctx.now
+        yield ctx.env.timeout(ctx.cost.epilogue_bytes / ctx.grid.share(1))
+        ctx.record(role, "epilogue", t0, work_item=tile)
+        yield from cta_exit.sync(ctx, role, tile)
 
-        def release(role, pipe, st, tile, kb):
-            if hb:
-                hb.access(role, "ring", st.index, (tile, kb), "read")
-            pipe.consumer_release(st, role)
 
-        def consumer(role):
-            # gemm_ws.cu (mma_in_flight 1): issue K block kb, commit, wait_group 1 (block kb-1 done), release
-            # kb-1's slot. mma_in_flight 0: wait_group 0 and release kb's own slot.
-            groups, lag = WgmmaGroups(env, role), prm["mma_in_flight"]
-            for tile, pipe in enumerate(ring):
-                st, held = PipelineState(prm["stages"]), []
-                for kb in range(k_blocks):
-                    t0 = env.now
-                    yield pipe.consumer_wait(st, role)
-                    if env.now > t0:
-                        rec.add(role, "wait full", t0, work_item=tile, k_index=kb, kind="wait",
-                                flow_from=landed.get((tile, kb)))
-                    groups.issue(env.process(wgmma(role, tile, kb)))
-                    groups.commit()
-                    held.append((PipelineState(st.stages, st.index, st.phase), tile, kb))
-                    if len(held) > lag:
-                        yield from wait_group(groups, lag, role, tile, held[0][2])
-                        release(role, pipe, *held.pop(0))
-                    st.advance()
-                yield from wait_group(groups, 0, role, tile, k_blocks - 1)
-                for h in held:
-                    release(role, pipe, *h)
-                t2 = env.now  # registers -> global stores; the CTA exits without waiting for them to land
-                yield env.timeout(rows * prm["block_n"] * 2 / grid.share(1))
-                rec.add(role, "epilogue", t2, work_item=tile)
-                yield from exits[tile].sync(rec, role, tile)
+def release(pipe, role: str, st, tile: int, kb: int) -> None:
+    pipe.read(st, role, (tile, kb))
+    pipe.consumer_release(st, role)
 
-        def wait_group(groups, n, role, tile, kb):
-            t0 = env.now
-            yield groups.wait(n)
-            if env.now > t0:
-                rec.add(role, "wait wgmma", t0, work_item=tile, k_index=kb, kind="wait")
 
-        procs = {"producer": env.process(producer())}
-        procs.update({r: env.process(consumer(r)) for r in consumers})
-        return procs, [b for x in ring for b in x.barriers], busy
+def launch(ctx) -> None:
+    """One SM: a CTA per tile (a fresh ring and exit barrier each), one producer and the consumer warpgroups."""
+    consumers = tuple(f"consumer{c}" for c in range(ctx.prm["consumer_wgs"]))
+    tma = TmaEngine(ctx, reuse=ctx.cost.reuse)
+    ctas = [(ctx.pipeline("ring", ctx.prm["stages"], "producer", consumers, ctx.cost.slot_bytes, tma=tma),
+             CtaExit(ctx.env, 1 + len(consumers))) for _ in ctx.group.work]
+    ctx.spawn("producer", producer(ctx, ctas))
+    for role in consumers:
+        ctx.spawn(role, consumer(ctx, role, ctas))
 
-    run = run_sms(env, p, per_sm, full, build)
-    rep = run.slowest
-    flops = 2.0 * m * n * k
-    return dict(env_ns=env.now, flops=flops, events=run.recorders[rep.sm].events, fit=fit, params=prm,
-                races=None if hb is None else hb.races() + [r for x in pipes for b in x.barriers for r in b.races],
-                work=dict(tiles=tiles, active_sms=len(per_sm), tiles_per_sm=len(rep.work), k_blocks=k_blocks),
-                units=run.busy[rep.sm], grid=grid_summary(run, env.now))
+
+def summary(per_sm: list, rep, dims: tuple, prm: dict, cost: GemmCosts) -> dict:
+    """The work of the run: output tiles, SMs with work, tiles on the representative SM, K blocks per tile."""
+    return dict(tiles=cost.tiles, active_sms=len(per_sm), tiles_per_sm=len(rep.work), k_blocks=cost.k_blocks)
+
+
+GEMM_WS = Schedule(
+    name="h200-gemm-ws", description="warp-specialized GEMM: TMA producer warp, wgmma consumer warpgroups, K ring of "
+    "full/empty mbarriers (shape MxNxK)", shape="gemm", defaults=DEFAULTS, resolve=resolve, work=tiles_per_sm,
+    costs=GemmCosts.of, launch=launch, flops=lambda dims, prm: 2.0 * math.prod(dims), summary=summary)
