@@ -46,6 +46,8 @@ class NamedBarrier:
     generation: int = 0  # uses completed so far
     waiters: list = field(default_factory=list)
     arrived_roles: list = field(default_factory=list)  # roles that arrived in the current use
+    last_completer: int | None = None  # id of the recorded event of the arrival that completed the last use
+    _last_event: int | None = None
 
     def __post_init__(self):
         if not 0 <= self.bar_id < BARRIER_IDS:
@@ -55,15 +57,16 @@ class NamedBarrier:
         for role, n in self.arrivers.items():
             _check_threads(n, f"threads {role} arrives with on bar {self.bar_id}")
 
-    def arrive(self, role: str, threads: int) -> None:
-        """`bar.arrive a, count` by `threads` threads of `role` (no wait)."""
-        self._arrive(role, threads)
+    def arrive(self, role: str, threads: int, event=None) -> None:
+        """`bar.arrive a, count` by `threads` threads of `role` (no wait); `event`: the id of the role's latest
+        recorded event (where a flow arrow to the released waiters starts)."""
+        self._arrive(role, threads, event)
 
-    def sync(self, role: str, threads: int):
+    def sync(self, role: str, threads: int, event=None):
         """`bar.sync a, count`: arrive, then a simpy event that triggers when this use of the barrier completes.
         (With an overflowing arrival, it waits for the use its last warps joined.)"""
         ev = self.env.event()
-        gen = self._arrive(role, threads)
+        gen = self._arrive(role, threads, event)
         if gen < self.generation:
             ev.succeed()
         else:
@@ -78,9 +81,10 @@ class NamedBarrier:
         """The state a deadlock report names: id, name, threads arrived of the count."""
         return f"bar {self.bar_id} ({self.name}: {self.arrived} of {self.count} threads arrived)"
 
-    def _arrive(self, role: str, threads: int) -> int:
+    def _arrive(self, role: str, threads: int, event=None) -> int:
         """Count `threads` (whole warps) and return the use the last of them joined."""
         _check_threads(threads, f"threads {role} arrives with on bar {self.bar_id}")
+        self._last_event = event if event is not None else self._last_event
         left = threads
         while True:
             take = min(left, self.count - self.arrived)
@@ -94,6 +98,7 @@ class NamedBarrier:
                 return gen
 
     def _complete(self) -> None:
+        self.last_completer, self._last_event = self._last_event, None
         done = self.generation
         self.generation += 1
         self.arrived, self.arrived_roles = 0, []
