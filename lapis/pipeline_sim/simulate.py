@@ -14,7 +14,6 @@ from collections import defaultdict
 from lapis.errors import NotModelled, ScheduleError
 from lapis.pipeline_sim import engine
 from lapis.pipeline_sim.schedule import REGISTRY, Schedule, lookup, register
-from lapis.pipeline_sim.schedules.gemm_ws import GEMM_WS
 from lapis.model import roofline
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import recorder
@@ -110,8 +109,12 @@ def _legacy(name: str, description: str, module: str) -> Schedule:
                     tuple_units=module.endswith("attention_h200"))
 
 
-register(*(_legacy(n, d, m) for n, (d, m) in _LEGACY.items()))
-register(GEMM_WS)
+# The built-in schedule modules, in `lapis simulate --list` order. A module written as roles lists its Schedule
+# objects in SCHEDULES; the others run through their own simulate() (_LEGACY).
+BUILT_IN = ("gemm_ws", "attention_h200", "attention_h200_fa2", "attention_b200", "attention_sm120")
+for _name in BUILT_IN:
+    _mod = importlib.import_module(f"lapis.pipeline_sim.schedules.{_name}")
+    register(*getattr(_mod, "SCHEDULES", [_legacy(n, d, m) for n, (d, m) in _LEGACY.items() if m == _mod.__name__]))
 SCHEDULES = REGISTRY  # name -> Schedule, every built-in one
 
 

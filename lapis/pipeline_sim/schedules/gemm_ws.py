@@ -196,3 +196,4 @@ GEMM_WS = Schedule(
     name="h200-gemm-ws", description="warp-specialized GEMM: TMA producer warp, wgmma consumer warpgroups, K ring of "
     "full/empty mbarriers (shape MxNxK)", shape="gemm", defaults=DEFAULTS, resolve=resolve, work=tiles_per_sm,
     costs=GemmCosts.of, launch=launch, flops=lambda dims, prm: 2.0 * math.prod(dims), summary=summary)
+SCHEDULES = (GEMM_WS,)
