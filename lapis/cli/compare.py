@@ -8,22 +8,30 @@ from pathlib import Path
 
 from lapis.cli.output import check_out_file, write_output
 from lapis.figures.compare_gantt import compare_gantt
+from lapis.pipeline_sim.trace import write_chrome_runs
 from lapis.validate.compare import compare_gemm, render
 
 
 def cli_compare(args) -> int:
-    """`lapis compare`: exit 0; 1 when --png was asked for but the variant has no measured timeline."""
+    """`lapis compare`: exit 0; 1 when --png or --trace was asked for but the variant has no measured timeline."""
     check_out_file("--png", args.png, ".png")
-    r = compare_gemm(args.schedule, args.shape, args.variant, args.captures, keep_events=bool(args.png))
+    check_out_file("--trace", args.trace, ".json")
+    r = compare_gemm(args.schedule, args.shape, args.variant, args.captures, keep_events=bool(args.png or args.trace))
     pred, meas = r.pop("_predicted_events", None), r.pop("_measured_events", None)
     print(json.dumps(r, indent=1) if args.json else render(r))
-    if not args.png:
+    if not (args.png or args.trace):
         return 0
     if meas is None:
-        print(f"lapis compare: --png not written: {r['timeline_missing']}", file=sys.stderr)
+        print(f"lapis compare: --png/--trace not written: {r['timeline_missing']}", file=sys.stderr)
         return 1
-    write_output("--png", args.png, lambda: compare_gantt(
-        pred, meas, Path(args.png), title=f"{r['variant']} at {r['shape']}: predicted vs measured "
-        f"(SM {r['timeline']['sm']})"))
-    print(f"wrote {args.png}", file=sys.stderr if args.json else sys.stdout)
+    said = sys.stderr if args.json else sys.stdout
+    if args.png:
+        write_output("--png", args.png, lambda: compare_gantt(
+            pred, meas, Path(args.png), title=f"{r['variant']} at {r['shape']}: predicted vs measured "
+            f"(SM {r['timeline']['sm']})"))
+        print(f"wrote {args.png}", file=said)
+    if args.trace:
+        write_output("--trace", args.trace, lambda: write_chrome_runs([("predicted", pred), ("measured", meas)],
+                                                                      args.trace))
+        print(f"wrote {args.trace}", file=said)
     return 0

@@ -157,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "saved timeline at this shape)")
     cmp.add_argument("--captures", help="captures folder holding gemm/<capture>/ (default: the ones shipped)")
     cmp.add_argument("--png", help="write predicted and measured Gantt rows per role, interleaved, to this PNG")
+    cmp.add_argument("--trace", help="write the predicted and the measured run into one Chrome/Perfetto trace (JSON, "
+                     "µs), as two processes")
     cmp.add_argument("--json", action="store_true", help="machine-readable output")
 
     sim = sub.add_parser("simulate", help="simulate a warp-specialized schedule on a GPU profile")
