@@ -4,7 +4,13 @@ import pytest
 
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import grid
-from lapis.pipeline_sim.schedules import gemm_ws
+from lapis.pipeline_sim import engine
+from lapis.pipeline_sim.schedules.gemm_ws import GEMM_WS
+
+
+def run_gemm(p, shape: str, full: bool = False) -> dict:
+    """The GEMM schedule's raw run (engine.run), representative or full."""
+    return engine.run(GEMM_WS, p, GEMM_WS.parse_shape(shape), {}, full=full)
 
 
 def one_group_per_sm(per_sm):
@@ -18,7 +24,7 @@ def test_group_sms_merges_identical_work_lists_in_sm_order():
 
 def test_gemm_tiles_are_dealt_by_grid_stride_and_the_tail_wave_is_partial():
     # 2048^3 with 128x128 tiles: 256 tiles on 132 SMs -> 124 SMs run 2 tiles, 8 SMs run 1.
-    r = gemm_ws.simulate(load_profile("h200"), "2048x2048x2048", {}, full=True)
+    r = run_gemm(load_profile("h200"), "2048x2048x2048", full=True)
     assert r["grid"]["sms_simulated"] == 132 and r["grid"]["work_lists"] == 2
     assert r["grid"]["finish_us_min"] < 0.6 * r["grid"]["finish_us_max"]
     assert r["work"]["tiles_per_sm"] == 2
@@ -27,9 +33,9 @@ def test_gemm_tiles_are_dealt_by_grid_stride_and_the_tail_wave_is_partial():
 @pytest.mark.parametrize("shape", ["2048x2048x2048", "1024x8192x512", "4096x1024x1024"])
 def test_grouping_identical_sms_is_exact(shape, monkeypatch):
     p = load_profile("h200")
-    grouped = gemm_ws.simulate(p, shape, {}, full=True)
+    grouped = run_gemm(p, shape, full=True)
     monkeypatch.setattr(grid, "group_sms", one_group_per_sm)
-    every = gemm_ws.simulate(p, shape, {}, full=True)
+    every = run_gemm(p, shape, full=True)
     assert every["grid"]["work_lists"] == every["grid"]["sms_simulated"] > grouped["grid"]["work_lists"]
     assert every["env_ns"] == pytest.approx(grouped["env_ns"], rel=1e-12)
     for key in ("finish_us_min", "finish_us_median", "finish_us_max"):
@@ -39,8 +45,8 @@ def test_grouping_identical_sms_is_exact(shape, monkeypatch):
 def test_full_mode_gives_the_tail_wave_more_bandwidth_never_less():
     p = load_profile("h200")
     for shape in ("2048x2048x2048", "8192x8192x8192"):
-        rep = gemm_ws.simulate(p, shape, {})
-        full = gemm_ws.simulate(p, shape, {}, full=True)
+        rep = run_gemm(p, shape)
+        full = run_gemm(p, shape, full=True)
         assert rep["grid"]["sms_simulated"] == 1
         assert full["env_ns"] <= rep["env_ns"]
         # the fullest SM's work is the same in both modes: only the bandwidth share differs
@@ -49,6 +55,6 @@ def test_full_mode_gives_the_tail_wave_more_bandwidth_never_less():
 
 def test_a_single_tile_runs_alone_on_the_chip_in_both_modes():
     p = load_profile("h200")
-    rep = gemm_ws.simulate(p, "128x128x4096", {})
-    full = gemm_ws.simulate(p, "128x128x4096", {}, full=True)
+    rep = run_gemm(p, "128x128x4096")
+    full = run_gemm(p, "128x128x4096", full=True)
     assert full["grid"]["sms_simulated"] == 1 and full["env_ns"] == pytest.approx(rep["env_ns"])

@@ -1,7 +1,6 @@
 """No built-in schedule predicts more than its roofline (lapis.model.roofline), at the shapes most likely to
 expose a missing bound: the three FA4 shapes, tiny L (Q/O traffic held to HBM), one head, and a full grid."""
 
-import importlib
 
 import pytest
 
@@ -20,11 +19,11 @@ GEMM_SHAPES = ("128x128x128", "4096x4096x4096", "8192x8192x1024")
 
 
 def _cases():
-    for name, (_, module, kind) in SCHEDULES.items():
-        if kind == "gemm":
-            yield from ((name, s, {}) for s in GEMM_SHAPES)
+    for name, s in SCHEDULES.items():
+        if s.shape == "gemm":
+            yield from ((name, shape, {}) for shape in GEMM_SHAPES)
             continue
-        causal = "causal" in importlib.import_module(module).DEFAULTS
+        causal = "causal" in s.defaults
         for shape in SMALL + (() if name.startswith(("h200", "b200")) else FA4_SHAPES):
             shape = SM120_SHAPES.get(shape, shape) if name.startswith("sm120") else shape
             yield name, shape, {}

@@ -17,7 +17,7 @@ def test_every_step_of_the_write_up_is_registered():
     assert B200 == list(VARIANTS)
     assert len([n for n in B200 if n.startswith("b200-k")]) == 14
     assert len([n for n in B200 if n.startswith("b200-m")]) == 4
-    assert all(SCHEDULES[n][2] == "attention" for n in B200)
+    assert all(SCHEDULES[n].shape == "attention" and SCHEDULES[n].arch == "sm100" for n in B200)
 
 
 @pytest.mark.parametrize("name", B200)
