@@ -10,6 +10,11 @@ cp.async):
 group, complete at once). `wait_group N` returns once at most N of the most recent groups are pending, i.e. once
 every group but the newest N has completed (groups complete in commit order as far as the waiter can tell).
 N = 0 waits for everything. Operations are simpy events (e.g. the process that holds the tensor pipe).
+`single=True`: a group of one operation is that operation's own event, and a wait that leaves exactly one group to
+wait for is a wait on that event itself, not on a simpy Condition over it: the waiter resumes in the simpy step
+where the operation completes, and without a step when it already has (the mma.sync schedules of
+lapis.pipeline_sim.schedules.attention_sm120 wait for their cp.async this way). Same simulated times either way;
+only the order of same-time steps differs.
 """
 
 from __future__ import annotations
@@ -22,8 +27,8 @@ class CommitGroups:
 
     family = "async"
 
-    def __init__(self, env, role: str):
-        self.env, self.role = env, role
+    def __init__(self, env, role: str, single: bool = False):
+        self.env, self.role, self.single = env, role, single
         self.open: list = []  # issued since the last commit
         self.groups: list = []  # committed, oldest first (completed ones are dropped on wait)
 
@@ -33,7 +38,7 @@ class CommitGroups:
 
     def commit(self) -> None:
         """`<family>.commit_group`."""
-        self.groups.append(self.env.all_of(self.open))
+        self.groups.append(self.open[0] if self.single and len(self.open) == 1 else self.env.all_of(self.open))
         self.open = []
 
     def pending(self) -> int:
@@ -48,8 +53,13 @@ class CommitGroups:
             raise ScheduleError(f"{self.family}.wait_group takes a count of groups >= 0", n,
                                 "wait_group 0 waits for every group; N leaves the newest N in flight",
                                 f"PTX ISA {self.family}.wait_group")
-        self.pending()
+        if not self.single:
+            self.pending()
         older = self.groups[:max(0, len(self.groups) - n)]
+        if self.single:
+            self.groups = self.groups[len(older):]  # waited for: complete once the wait returns
+            if len(older) == 1:
+                return older[0]
         return self.env.all_of(older)
 
 

@@ -6,7 +6,9 @@
 - `defaults`: every parameter with its default (`lapis simulate --param k=v` sets them); `flags`: the
   variant's switches, read by the roles and the cost model (`ctx.flags`);
 - `resolve(p, dims, params) -> (prm, fit)`: the run's parameters and what it takes of the SM (smem bytes,
-  registers, ...), raising lapis.errors.ScheduleError for a configuration the hardware cannot run;
+  registers, ...), raising lapis.errors.ScheduleError for a configuration the hardware cannot run; where the fit
+  depends on the work the representative SM ran (the CTAs it held at once), `fit` is a function of that SM's
+  lapis.pipeline_sim.grid.SmGroup, called after the run;
 - `work(p, dims, prm) -> per-SM work lists` (the work order); `work_cost` ranks them, the costliest SM is the
   representative one;
 - `costs(p, dims, prm, flags) -> cost model`: what each op takes (ns), for the roles to ask;

@@ -77,20 +77,6 @@ _LEGACY = {  # schedules still run by their module's simulate(); name -> (descri
                                "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-m4-tma-l2-promotion": ("TMA fetches 256 B into L2 (L2 sectors not modelled: as m3)",
                                  "lapis.pipeline_sim.schedules.attention_b200"),
-    "sm120-m01-tensor-cores": ("sm120 mma.sync QK/PV; each warp loads K/V operands from gmem every tile (waited)",
-                               "lapis.pipeline_sim.schedules.attention_sm120"),
-    "sm120-m02-smem-staging": ("K/V tile staged once per CTA by cp.async (d1, waited), __syncthreads, ldmatrix",
-                               "lapis.pipeline_sim.schedules.attention_sm120"),
-    "sm120-m03-c-to-a-repack": ("P converted C->A in registers instead of a smem round trip",
-                                "lapis.pipeline_sim.schedules.attention_sm120"),
-    "sm120-m04-q-hoist": ("Q fragments hoisted into registers: no Q ldmatrix per K/V tile",
-                          "lapis.pipeline_sim.schedules.attention_sm120"),
-    "sm120-m05-cp-async-ring": ("two K/V slabs: tile j+1's cp.async issued under tile j's math (wait_group 1)",
-                                "lapis.pipeline_sim.schedules.attention_sm120"),
-    "sm120-m06-tma": ("warp 0 issues a TMA box per K/V tile into a 2-slot mbarrier ring (no cp.async LSU work)",
-                      "lapis.pipeline_sim.schedules.attention_sm120"),
-    "sm120-m07-register-tiling": ("fm=2: each warp owns two 16-row Q tiles sharing every K/V fragment (block_m 128)",
-                                  "lapis.pipeline_sim.schedules.attention_sm120"),
 }
 
 

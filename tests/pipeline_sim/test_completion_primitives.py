@@ -100,6 +100,32 @@ def test_a_group_holds_every_op_issued_since_the_last_commit_and_an_empty_group_
         g.wait(-1)
 
 
+def test_single_groups_wait_on_the_operation_itself():
+    """single=True: a one-op group is the op's own event, so a wait resumes in the op's simpy step, and at once
+    (no step) when the op has already completed; times are the same as with a Condition over it."""
+    env, seen = simpy.Environment(), []
+    g = CpAsyncGroups(env, "w0", single=True)
+    land = env.timeout(40)
+
+    def warp():
+        g.issue(land)
+        g.commit()
+        first = g.wait(0)
+        assert first is land
+        yield first
+        seen.append(env.now)
+        g.issue(land)  # already complete: the wait returns without a simpy step
+        g.commit()
+        done = g.wait(0)
+        assert done.processed
+        yield done
+        seen.append(env.now)
+
+    env.process(warp())
+    env.run()
+    assert seen == [40, 40]
+
+
 def test_deadlock_names_the_named_barrier_and_the_role_that_never_arrived():
     env = simpy.Environment()
     bar = turn_barrier(env)

@@ -1,5 +1,6 @@
 """Consumer Blackwell (sm_120, RTX 5090) attention forward (fp16, fp32 accumulation): the Emmy compiler's
-move stack (the write-up emmy-flashattention2-consumer-blackwell, not in this repository), as simpy processes.
+move stack (the write-up emmy-flashattention2-consumer-blackwell, not in this repository), as roles over a
+lapis.pipeline_sim.context.Context (one per simulated SM); each move is a lapis.pipeline_sim.schedule.Schedule.
 
 Per CTA (`warps` warps, each owning 16*fm query rows of one (batch, head)) and K/V tile j of block_n keys, per
 warp: S_j = Q K_j^T (mma.sync), softmax (MUFU ex2 + FMA pipe), O rescale (FMA pipe), O += P_j V_j (mma.sync).
@@ -47,27 +48,73 @@ Modelled assumptions stated here (not per move): FMA-pipe ops per score (attenti
 4: no exp2 folding, which the write-up refused), DIRECT_BYTES_PER_WAVEFRONT, regs_per_thread (the write-up's
 254 for every move). Not modelled: L1 hits of the direct loads, mma.sync/ldmatrix latency, bank conflicts,
 libm expf's extra instructions, the store of O's latency.
+
+Roles (top-level generator functions over the Context; any of them runs alone in a test):
+  cta_slot(ctx, slot)           a CTA slot of the SM: its CTAs one after another (the block scheduler's refill)
+  cta(ctx, slot, item)          one CTA: its __syncthreads mbarrier, (m06 on) its K/V TMA ring, then its warps
+  warp_direct(ctx, cta, w)      m01's warp: K/V and Q operands straight from gmem every tile, waited
+  warp_slab(ctx, cta, w)        m02..m04's warp: cp.async its share of the one K/V slab, wait_group,
+                                __syncthreads (slab full), the tile's math, __syncthreads (slab free)
+  warp_ring(ctx, cta, w)        m05's warp: two slabs; tile j+1's cp.async issued under tile j's math
+  warp_tma(ctx, cta, w)         m06, m07's warp: a consumer of the 2-slot TMA ring; warp 0 is also its producer
+  cp_async_land(ctx, ...)       a cp.async commit group's bytes on the SM's load path (role "l2")
+TMA boxes are the SM's lapis.pipeline_sim.tma.TmaEngine's (role "tma", drawn as transfers). A move's `feed` flag
+picks its warp role (warp_role); what each op takes is Sm120Costs's, whose options are the other flags (q_slab,
+p_via_smem, fm). The sm120 schedules log no slot accesses: a race check (--races) reports only what the barriers
+themselves see.
 """
 
 from __future__ import annotations
 
-import simpy
+from dataclasses import dataclass
+from functools import partial
 
 from lapis.errors import ScheduleError
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE, dispatch, tile_span
-from lapis.pipeline_sim.grid import grid_summary, run_sms
-from lapis.pipeline_sim.mbarrier import MBarrier
-from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
+from lapis.pipeline_sim.commit_groups import CpAsyncGroups
+from lapis.pipeline_sim.pipeline import PipelineState
+from lapis.pipeline_sim.schedule import Schedule
 from lapis.pipeline_sim.schedules.attention_h200 import FMA_OPS_PER_SCORE, parse_shape
+from lapis.pipeline_sim.tma import TmaEngine
 from lapis.pipeline_sim.units import occupy
 
-__all__ = ["DEFAULTS", "VARIANTS", "parse_shape", "simulate"]
+__all__ = ["DEFAULTS", "SCHEDULES", "VARIANTS", "Sm120Costs", "parse_shape"]
 
 DEFAULTS = dict(warps=4, block_n=64, regs_per_thread=254, causal=0)
-_STEPS = ["tensor_cores", "staging", "c2a", "q_hoist", "ring", "tma", "reg_tile"]
-_NAMES = ["sm120-m01-tensor-cores", "sm120-m02-smem-staging", "sm120-m03-c-to-a-repack", "sm120-m04-q-hoist",
-          "sm120-m05-cp-async-ring", "sm120-m06-tma", "sm120-m07-register-tiling"]
-VARIANTS = {name: {s: True for s in _STEPS[:i + 1]} for i, name in enumerate(_NAMES)}
+# The moves in order: (name, step, description as `lapis simulate --list` prints it, what the move changes in the
+# flags). feed: where a warp's K/V come from ("direct" gmem, one cp.async "slab", a cp.async "ring" of two slabs,
+# a "tma" ring); q_slab: Q staged in smem and ldmatrix-ed every tile; p_via_smem: P stored to smem and ldmatrix-ed
+# back as an A operand; fm: 16-row query tiles per warp.
+MOVES = (
+    ("sm120-m01-tensor-cores", "tensor_cores",
+     "sm120 mma.sync QK/PV; each warp loads K/V operands from gmem every tile (waited)",
+     dict(feed="direct", q_slab=False, p_via_smem=True, fm=1)),
+    ("sm120-m02-smem-staging", "staging",
+     "K/V tile staged once per CTA by cp.async (d1, waited), __syncthreads, ldmatrix", dict(feed="slab", q_slab=True)),
+    ("sm120-m03-c-to-a-repack", "c2a", "P converted C->A in registers instead of a smem round trip",
+     dict(p_via_smem=False)),
+    ("sm120-m04-q-hoist", "q_hoist", "Q fragments hoisted into registers: no Q ldmatrix per K/V tile",
+     dict(q_slab=False)),
+    ("sm120-m05-cp-async-ring", "ring",
+     "two K/V slabs: tile j+1's cp.async issued under tile j's math (wait_group 1)", dict(feed="ring")),
+    ("sm120-m06-tma", "tma",
+     "warp 0 issues a TMA box per K/V tile into a 2-slot mbarrier ring (no cp.async LSU work)", dict(feed="tma")),
+    ("sm120-m07-register-tiling", "reg_tile",
+     "fm=2: each warp owns two 16-row Q tiles sharing every K/V fragment (block_m 128)", dict(fm=2)),
+)
+_STEPS = [step for _, step, _, _ in MOVES]
+
+
+def _cumulative(moves) -> dict:
+    """Move name -> its flags: every change of the moves up to and including it."""
+    flags, out = {}, {}
+    for name, _, _, change in moves:
+        flags = {**flags, **change}
+        out[name] = flags
+    return out
+
+
+VARIANTS = _cumulative(MOVES)
 UNMODELLED: set = set()
 MEASURED_US = {"sm120-m01-tensor-cores": 612.0, "sm120-m02-smem-staging": 612.0 / 1.20,
                "sm120-m03-c-to-a-repack": 271.0, "sm120-m04-q-hoist": 233.0,
@@ -76,18 +123,38 @@ MEASURED_US = {"sm120-m01-tensor-cores": 612.0, "sm120-m02-smem-staging": 612.0 
 SMSP_PER_SM = 4  # 680 tensor cores / 170 SMs (profile source); one warp scheduler, tensor core, SFU each
 DIRECT_BYTES_PER_WAVEFRONT = 64  # m01 operand loads: one 16-bit element per lane per load instruction
 WAVEFRONT_BYTES = 128  # cp.async 16 B x 32 lanes = 4 wavefronts; ldmatrix.x4 512 B = 4 wavefronts
+KV_SLOTS = 2  # the K/V slabs of the cp.async ring (m05) and the slots of the TMA ring (m06 on)
+SMSP_UNITS = ("tensor", "mufu", "fma")  # one per SM sub-partition, each at a quarter of the SM's rate
+UNITS = tuple(f"{u}.{i}" for u in SMSP_UNITS for i in range(SMSP_PER_SM)) + ("lsu", "l2")
+BUSY = SMSP_UNITS + ("lsu", "l2")  # utilization's units, in its order: the per-SMSP ones as fractions of the SM
 
 
-def simulate(p, shape: str, params: dict, variant: str, check_races: bool = False, full: bool = False) -> dict:
-    """check_races: accepted for the common interface; the sm120 schedules log no slot accesses (races None).
-    full: simulate every SM (lapis.pipeline_sim.grid), not only the busiest."""
-    b, h, seq, d = parse_shape(shape)
-    f = VARIANTS[variant]
+def footprint(p, dims: tuple, prm: dict, flags: dict) -> tuple[int, int, int]:
+    """One CTA's shared memory (K/V slabs, the Q slab, the P hand-off slab) and registers (bytes, count), and the
+    CTAs an SM holds at once: the least of the register, warp and shared-memory limits."""
+    d, warps, bn, bm = dims[3], prm["warps"], prm["block_n"], prm["block_m"]
+    tile_bytes = bn * d * 2
+    smem = (_slabs(flags) * 2 * tile_bytes if flags["feed"] != "direct" else 0) \
+        + (bm * d * 2 if flags["q_slab"] else 0) + (bm * bn * 2 if flags["p_via_smem"] else 0)
+    regs = warps * 32 * prm["regs_per_thread"]
+    resident = min(p["registers_per_sm"] // regs, p["max_warps_per_sm"] // warps,
+                   p["smem_bytes_per_sm"] // smem if smem else 10 ** 9)
+    return smem, regs, resident
+
+
+def _slabs(flags: dict) -> int:
+    return KV_SLOTS if flags["feed"] in ("ring", "tma") else 1
+
+
+def resolve(flags: dict, p, dims: tuple, params: dict) -> tuple[dict, object]:
+    """The run's parameters (DEFAULTS, the caller's, then fm and block_m = warps x 16 x fm) and the fit, a
+    function of the representative SM (its CTAs resident at once); ScheduleError names what does not fit."""
+    _, _, seq, d = dims
     prm = {**DEFAULTS, **params}
-    warps, bn = prm["warps"], prm["block_n"]
-    fm = 2 if f.get("reg_tile") else 1
+    warps, bn, fm = prm["warps"], prm["block_n"], flags["fm"]
     rows = 16 * fm  # per warp (m16 atoms)
-    bm = warps * rows
+    prm.update(fm=fm, block_m=warps * rows)
+    bm = prm["block_m"]
     if d % 16:
         raise ScheduleError("D is mma.sync's K for QK^T (k16 steps)", f"D = {d}", "use a multiple of 16, e.g. 128")
     if bn < 16 or bn % 16 or seq % bn or seq % bm:
@@ -96,196 +163,346 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
     if "tensor_flop_per_clk_sm" not in p.values or "smem_bytes_per_clk_sm" not in p.values:
         raise ScheduleError("sm120 schedules need an sm120 profile", f"profile {p.name} ({p.arch})",
                             "use --gpu rtx5090")
-    staged = f.get("staging", False)
-    slots = 2 if f.get("ring") else 1
-    tile_bytes = bn * d * 2
-    smem = (slots * 2 * tile_bytes if staged else 0) + (0 if f.get("q_hoist") or not staged else bm * d * 2) \
-        + (0 if f.get("c2a") else bm * bn * 2)  # K/V slabs, Q slab (re-read), P hand-off slab
+    smem, regs, resident = footprint(p, dims, prm, flags)
     if smem > p["smem_bytes_per_block"]:
         raise ScheduleError("the schedule does not fit shared memory",
-                            f"{slots} slot(s) x K+V {2 * tile_bytes} B + Q/P slabs = {smem} B > "
+                            f"{_slabs(flags)} slot(s) x K+V {2 * bn * d * 2} B + Q/P slabs = {smem} B > "
                             f"{p['smem_bytes_per_block']} B per block", "lower block_n or warps")
-    regs = warps * 32 * prm["regs_per_thread"]
     if prm["regs_per_thread"] > 255 or regs > p["registers_per_sm"]:
         raise ScheduleError("the CTA does not fit the register file", f"{warps} warps x 32 x {prm['regs_per_thread']} "
                             f"registers = {regs} > {p['registers_per_sm']} (at most 255 per thread)",
                             "lower warps or regs_per_thread")
-    resident_limit = min(p["registers_per_sm"] // regs, p["max_warps_per_sm"] // warps,
-                         p["smem_bytes_per_sm"] // smem if smem else 10 ** 9)
-    items = b * h * (seq // bm)
-    kv = seq // bn
+    return prm, lambda rep: dict(smem_bytes=smem, registers=regs, ctas_per_sm=min(resident, len(rep.work)))
+
+
+def spans_per_sm(p, dims: tuple, prm: dict) -> list:
+    """Each SM's CTAs as (K/V tiles visited, first masked tile) spans, dealt by the block scheduler (causal.dispatch)
+    in grid order, the Q tile fastest."""
+    b, h, seq, _ = dims
+    items, kv = b * h * (seq // prm["block_m"]), seq // prm["block_n"]
+    bm, bn = prm["block_m"], prm["block_n"]
     spans = [tile_span(q, kv, bm, bn, bool(prm["causal"])) for q in range(seq // bm)]  # Q tile fastest in the grid
     weights = [spans[i % len(spans)][0] for i in range(items)]
-    per_sm = [[spans[i % len(spans)] for i in sm] for sm in dispatch(weights, p["sm_count"])]
-    env = simpy.Environment()
-    clk = p["clock_ghz"]
-    t_rate, m_rate, f_rate = (p.per_ns(k) / SMSP_PER_SM for k in ("tensor_flop_per_clk_sm",
-                                                                   "mufu_ex2_per_clk_sm", "fma_per_clk_sm"))
-    lsu_rate = p["smem_bytes_per_clk_sm"] / WAVEFRONT_BYTES * clk  # wavefronts per ns
-    gemm_ns = 2 * rows * bn * d / t_rate
-    mufu_ns = rows * bn / m_rate
-    fma_ns = (rows * bn * FMA_OPS_PER_SCORE[False] + rows * d) / f_rate
-    mask_ns = rows * bn * MASK_OPS_PER_SCORE / f_rate  # a diagonal tile's scores, masked once in registers
-
-    def build(rec, grid, group):
-        """One SM's units and CTA slots, running the CTAs of `group.work` (their spans), `resident` at a time."""
-        my = group.work
-        my_items = len(my)
-        resident = min(resident_limit, my_items)
-        tensors, mufus, fmas = ([simpy.Resource(env, 1) for _ in range(SMSP_PER_SM)] for _ in range(3))
-        lsu, load_path = simpy.Resource(env, 1), simpy.Resource(env, 1)
-        busy = dict(tensor=0.0, mufu=0.0, fma=0.0, lsu=0.0, l2=0.0)
-        barriers, procs, ctx_ring = [], {}, {}  # grow as CTAs start (run_sms reads them after the run)
-
-        def use(unit, name, ns, role, op, **kw):
-            if ns > 0:
-                yield from occupy(env, rec, unit, ns, busy, name, role, op, **kw)
-
-        def lsu_bytes(nbytes, per_wavefront, role, op, **kw):
-            yield from use(lsu, "lsu", nbytes / per_wavefront / lsu_rate, role, op, **kw)
-
-        def over_l2(nbytes, reuse, role, op, **kw):
-            """The load path at the SM's bandwidth share when it takes the bytes: K/V serve every Q tile of a
-            head (reuse L / block_m); Q read and O written once are compulsory HBM traffic (reuse 1)."""
-            yield from occupy(env, rec, load_path, lambda: nbytes / grid.share(reuse), busy, "l2", role, op, **kw)
-
-        def gmem(nbytes, latency, role, op, reuse=seq // bm, **kw):
-            yield from over_l2(nbytes, reuse, role, op, **kw)
-            yield env.timeout(latency)
-
-        def sync(bar, n, role, what, **kw):
-            """__syncthreads as the n-th (0-based) phase of a count-`warps` barrier."""
-            t0 = env.now
-            bar.arrive(role)
-            yield bar.wait(n % 2, role)
-            if env.now > t0:
-                rec.add(role, f"wait {what}", t0, kind="wait", **kw)
-
-        def fill(nbytes, role, item, j):
-            """cp.async: this warp's share of a K+V tile; returns the commit group's completion process."""
-            yield from lsu_bytes(nbytes, WAVEFRONT_BYTES, role, "cp.async K+V", work_item=item, k_index=j)
-            return env.process(gmem(nbytes, p["l2_latency_ns"], "l2", "cp.async land", work_item=item, k_index=j))
-
-        def warp(role, smsp, item, span, ctx):
-            visits, first_masked = span
-            bar, ring = ctx["bar"], ctx["ring"]
-            tensor, mufu, fma = tensors[smsp], mufus[smsp], fmas[smsp]
-            w = ctx["roles"].index(role)
-            share_bytes = 2 * tile_bytes // warps
-            n_sync, groups = 0, {}
-            st = PipelineState(2) if ring is not None else None
-            pst = PipelineState.producer_start(2) if ring is not None else None
-
-            def tma_issue(j):
-                t0 = env.now
-                yield ring.producer_acquire(pst)
-                if env.now > t0:
-                    rec.add(role, "wait K/V slot", t0, kind="wait", work_item=item, k_index=j)
-                ring.producer_expect(pst)
-                env.process(tma_land(PipelineState(2, pst.index, pst.phase), item, j))
-                pst.advance()
-
-            if not f.get("tma") and staged and f.get("ring"):
-                groups[0] = yield from fill(share_bytes, role, item, 0)
-            if ring is not None and w == 0:
-                yield from tma_issue(0)
-            if staged:  # the warp's Q rows from HBM, once (compulsory): into the Q slab, or (m04 on) registers
-                yield from lsu_bytes(rows * d * 2, WAVEFRONT_BYTES, role, "load Q", work_item=item)
-                yield from gmem(rows * d * 2, p["l2_latency_ns"], role, "Q from HBM (waited)", reuse=1,
-                              work_item=item)
-            for j in range(visits):
-                kw = dict(work_item=item, k_index=j)
-                if not staged:  # m01: K/V and Q operands straight from gmem, every tile, waited; Q's first read is HBM
-                    qb = rows * d * 2
-                    yield from lsu_bytes(2 * tile_bytes + qb, DIRECT_BYTES_PER_WAVEFRONT, role, "ld.global K/V", **kw)
-                    if j == 0:
-                        yield from over_l2(qb, 1, role, "Q from HBM", **kw)
-                    yield from gmem(2 * tile_bytes + qb * (j > 0), p["l2_latency_ns"], role, "K/V from L2 (waited)",
-                                    **kw)
-                elif ring is not None:  # m06: TMA into a 2-slot mbarrier ring
-                    if w == 0 and j + 1 < visits:
-                        yield from tma_issue(j + 1)
-                    t0 = env.now
-                    yield ring.consumer_wait(st, role)
-                    if env.now > t0:
-                        rec.add(role, "wait K/V (mbarrier)", t0, kind="wait", **kw)
-                else:
-                    if f.get("ring"):  # wait_group 1: tile j's group; tile j+1's is issued after the barrier
-                        t0 = env.now
-                        yield groups.pop(j)
-                    else:
-                        g = yield from fill(share_bytes, role, item, j)
-                        t0 = env.now
-                        yield g
-                    if env.now > t0:
-                        rec.add(role, "wait cp.async group", t0, kind="wait", **kw)
-                    yield from sync(bar, n_sync, role, "__syncthreads (slab full)", **kw)
-                    n_sync += 1
-                    if f.get("ring") and j + 1 < visits:
-                        groups[j + 1] = yield from fill(share_bytes, role, item, j + 1)
-                if staged:
-                    qb = 0 if f.get("q_hoist") else rows * d * 2
-                    yield from lsu_bytes(tile_bytes + qb, WAVEFRONT_BYTES, role, "ldmatrix K (+Q)", **kw)
-                yield from use(tensor, "tensor", gemm_ns, role, "mma.sync QK", **kw)
-                yield from use(mufu, "mufu", mufu_ns, role, "softmax ex2", **kw)
-                if j >= first_masked:
-                    yield from use(fma, "fma", mask_ns, role, "causal mask", **kw)
-                yield from use(fma, "fma", fma_ns, role, "softmax FMA + O rescale", **kw)
-                if not f.get("c2a"):
-                    yield from lsu_bytes(2 * rows * bn * 2, WAVEFRONT_BYTES, role, "P via smem", **kw)
-                if staged:
-                    yield from lsu_bytes(tile_bytes, WAVEFRONT_BYTES, role, "ldmatrix V", **kw)
-                yield from use(tensor, "tensor", gemm_ns, role, "mma.sync PV", **kw)
-                if ring is not None:
-                    ring.consumer_release(st, role)
-                    st.advance()
-                elif staged and not f.get("ring"):
-                    yield from sync(bar, n_sync, role, "__syncthreads (slab free)", **kw)
-                    n_sync += 1
-            yield from lsu_bytes(rows * d * 2, WAVEFRONT_BYTES, role, "store O", work_item=item)
-            yield from over_l2(rows * d * 2, 1, role, "store O", work_item=item)
-
-        def tma_land(pst, item, j):
-            yield from gmem(2 * tile_bytes, p["tma_latency_ns"], "tma", "TMA K+V", work_item=item, k_index=j)
-            ctx_ring[item].tma_complete(pst)
+    return [[spans[i % len(spans)] for i in sm] for sm in dispatch(weights, p["sm_count"])]
 
 
-        def cta(slot, item, span):
-            roles = tuple(f"cta{slot}.w{w}" for w in range(warps))
-            bar = MBarrier(env, f"cta{slot}.item{item}.syncthreads", warps, roles)
-            barriers.append(bar)
-            ring = None
-            if f.get("tma"):
-                ring = TmaPipeline(env, f"cta{slot}.item{item}.KV", 2, roles[0], roles, 2 * tile_bytes)
-                barriers.extend(ring.barriers)
-                ctx_ring[item] = ring
-            ctx = dict(bar=bar, ring=ring, roles=roles)
-            ps = [env.process(warp(r, (slot * warps + w) % SMSP_PER_SM, item, span, ctx))
-                  for w, r in enumerate(roles)]
-            for r, pr in zip(roles, ps):
-                procs[f"{r}.item{item}"] = pr
-            yield env.all_of(ps)
+def visits(work) -> int:
+    """An SM's K/V tiles over all its CTAs (the representative SM has the most)."""
+    return sum(v for v, _ in work)
 
-        def slot_proc(slot):
-            for item in range(slot, my_items, resident):
-                yield from cta(slot, item, my[item])
 
-        for s in range(resident):
-            procs[f"slot{s}"] = env.process(slot_proc(s))
-        return procs, barriers, busy
+def flops(dims: tuple, prm: dict) -> float:
+    """4 B H L^2 D, halved when causal (the FA benchmarks' convention)."""
+    b, h, seq, d = dims
+    return 4.0 * b * h * seq * seq * d / (2 if prm["causal"] else 1)
 
-    run = run_sms(env, p, per_sm, full, build, cost=lambda w: sum(v for v, _ in w))
-    rep = run.slowest
-    my, resident = rep.work, min(resident_limit, len(rep.work))
-    busy = dict(run.busy[rep.sm])
-    for u in ("tensor", "mufu", "fma"):  # per-SMSP units: busy as a fraction of the SM's rate
-        busy[u] /= SMSP_PER_SM
-    flops = 4.0 * b * h * seq * seq * d / (2 if prm["causal"] else 1)  # the FA benchmarks' convention
-    return dict(env_ns=env.now, flops=flops, events=run.recorders[rep.sm].events,
-                params={**prm, "fm": fm, "block_m": bm},
-                races=[] if check_races else None,
-                fit=dict(smem_bytes=smem, registers=regs, ctas_per_sm=resident), units=busy,
-                work=dict(work_items=items, active_sms=len(per_sm), items_per_sm=len(my), kv_tiles=kv,
-                          kv_tiles_on_this_sm=sum(v for v, _ in my), masked_tiles_on_this_sm=sum(v - m for v, m in my),
-                          resident_ctas=resident),
-                grid=grid_summary(run, env.now))
+
+@dataclass(frozen=True)
+class Sm120Costs:
+    """What one warp's ops take (ns, on its SM sub-partition's quarter of the SM's rates) and move (bytes).
+
+    gemm_ns: one mma.sync GEMM of the tile (QK^T or PV: rows x block_n x D); mufu_ns: the tile's exponentials;
+    fma_ns: softmax's FMA-pipe ops (FMA_OPS_PER_SCORE a score) and O's rescale; mask_ns: a diagonal tile's
+    scores masked once in registers. lsu_rate: shared-memory wavefronts per ns (one a clock per SM).
+    q_bytes: one warp's Q (and O) rows; tile_bytes: one K or V tile; fill_bytes: one warp's share of a K+V
+    tile's cp.async; reuse: the loads each K/V byte serves through L2 (Q tiles per head).
+    Options of the moves (zero bytes: the op is not issued): ldmatrix_k_bytes (the K tile, plus the Q slab where
+    q_slab; 0 where operands come straight from gmem), ldmatrix_v_bytes, p_smem_bytes (P stored and ldmatrix-ed
+    back where p_via_smem; 0 once repacked C->A in registers). resident: the CTAs an SM holds at once."""
+
+    rows: int
+    q_bytes: int
+    tile_bytes: int
+    fill_bytes: int
+    reuse: int
+    gemm_ns: float
+    mufu_ns: float
+    fma_ns: float
+    mask_ns: float
+    lsu_rate: float
+    ldmatrix_k_bytes: int
+    ldmatrix_v_bytes: int
+    p_smem_bytes: int
+    l2_latency_ns: float
+    resident: int
+
+    @classmethod
+    def of(cls, p, dims: tuple, prm: dict, flags: dict) -> Sm120Costs:
+        _, _, seq, d = dims
+        rows, bn, staged = 16 * flags["fm"], prm["block_n"], flags["feed"] != "direct"
+        t_rate, m_rate, f_rate = (p.per_ns(k) / SMSP_PER_SM for k in ("tensor_flop_per_clk_sm",
+                                                                       "mufu_ex2_per_clk_sm", "fma_per_clk_sm"))
+        tile_bytes, q_bytes = bn * d * 2, rows * d * 2
+        return cls(rows=rows, q_bytes=q_bytes, tile_bytes=tile_bytes, fill_bytes=2 * tile_bytes // prm["warps"],
+                   reuse=seq // prm["block_m"], gemm_ns=2 * rows * bn * d / t_rate, mufu_ns=rows * bn / m_rate,
+                   fma_ns=(rows * bn * FMA_OPS_PER_SCORE[False] + rows * d) / f_rate,
+                   mask_ns=rows * bn * MASK_OPS_PER_SCORE / f_rate,
+                   lsu_rate=p["smem_bytes_per_clk_sm"] / WAVEFRONT_BYTES * p["clock_ghz"],
+                   ldmatrix_k_bytes=tile_bytes + q_bytes * flags["q_slab"] if staged else 0,
+                   ldmatrix_v_bytes=tile_bytes if staged else 0,
+                   p_smem_bytes=2 * rows * bn * 2 if flags["p_via_smem"] else 0,
+                   l2_latency_ns=p["l2_latency_ns"], resident=footprint(p, dims, prm, flags)[2])
+
+    def lsu_ns(self, nbytes: int, per_wavefront: int = WAVEFRONT_BYTES) -> float:
+        """The LSU's time for `nbytes` moved `per_wavefront` bytes a wavefront."""
+        return nbytes / per_wavefront / self.lsu_rate
+
+
+def summary(per_sm: list, rep, dims: tuple, prm: dict, cost: Sm120Costs) -> dict:
+    """The work of the run: CTAs, SMs with work, and the representative SM's CTAs, K/V tiles and masked tiles."""
+    b, h, seq, _ = dims
+    my = rep.work
+    return dict(work_items=b * h * (seq // prm["block_m"]), active_sms=len(per_sm), items_per_sm=len(my),
+                kv_tiles=seq // prm["block_n"], kv_tiles_on_this_sm=visits(my),
+                masked_tiles_on_this_sm=sum(v - m for v, m in my), resident_ctas=min(cost.resident, len(my)))
+
+
+# Units and loads: what every role's ops go through.
+
+class SmspBusy:
+    """The SM's busy times as one sub-partition's unit adds to them: an op counts 1/SMSP_PER_SM of its time, so
+    utilization is a fraction of the SM's rate (exact: scaling by a power of two commutes with rounding)."""
+
+    def __init__(self, busy: dict):
+        self.busy = busy
+
+    def __getitem__(self, unit: str) -> float:
+        return self.busy[unit] * SMSP_PER_SM
+
+    def __setitem__(self, unit: str, ns: float) -> None:
+        self.busy[unit] = ns / SMSP_PER_SM
+
+
+def on_smsp(ctx, unit: str, smsp: int, ns: float, role: str, op: str, **kw):
+    """Hold sub-partition `smsp`'s `unit` (tensor, mufu or fma) for `ns`; an op of no time is not issued."""
+    if ns > 0:
+        yield from occupy(ctx.env, ctx.rec, ctx.units[f"{unit}.{smsp}"], ns, SmspBusy(ctx.busy), unit, role, op, **kw)
+
+
+def lsu(ctx, nbytes: int, role: str, op: str, per_wavefront: int = WAVEFRONT_BYTES, **kw):
+    """Shared-memory traffic (ldmatrix, cp.async's writes, the P round trip) on the SM's one LSU path; an op of no
+    bytes is not issued."""
+    ns = ctx.cost.lsu_ns(nbytes, per_wavefront)
+    if ns > 0:
+        yield from ctx.occupy("lsu", ns, role, op, **kw)
+
+
+def over_l2(ctx, nbytes: int, reuse, role: str, op: str, **kw):
+    """The load path at the SM's bandwidth share when it takes the bytes: K/V serve every Q tile of a head
+    (reuse L / block_m); Q read and O written once are compulsory HBM traffic (reuse 1)."""
+    yield from ctx.occupy("l2", lambda: nbytes / ctx.grid.share(reuse), role, op, **kw)
+
+
+def from_gmem(ctx, nbytes: int, role: str, op: str, reuse=None, **kw):
+    """A load the role waits for: the load path, then l2_latency_ns."""
+    yield from over_l2(ctx, nbytes, ctx.cost.reuse if reuse is None else reuse, role, op, **kw)
+    yield ctx.env.timeout(ctx.cost.l2_latency_ns)
+
+
+def syncthreads(ctx, cta, w: int, n: int, what: str, j: int):
+    """__syncthreads as the n-th (0-based) phase of the CTA's count-`warps` mbarrier: arrive, wait for the phase."""
+    role, bar = cta.roles[w], cta.bar
+    bar.arrive(role, event=ctx.rec.last_id(role))
+    yield from ctx.waited(role, f"wait {what}", bar.wait(n % 2, role), flow=lambda: bar.last_completer,
+                          work_item=cta.item, k_index=j)
+
+
+# The CTA and its slot.
+
+@dataclass
+class Cta:
+    """One CTA on the SM: CTA slot `slot`, the SM's work item `item` ((visits, first masked tile) span), its warps'
+    roles, its __syncthreads mbarrier `bar` and (m06 on) its K/V TMA ring."""
+
+    slot: int
+    item: int
+    visits: int
+    first_masked: int
+    roles: tuple
+    bar: object
+    ring: object = None
+
+    @classmethod
+    def open(cls, ctx, slot: int, item: int, tma: TmaEngine | None = None) -> Cta:
+        """The CTA's barriers, declared to the deadlock check: the __syncthreads mbarrier and, given the SM's TMA
+        engine, the K/V ring (warp 0 produces, every warp consumes)."""
+        roles = tuple(f"cta{slot}.w{w}" for w in range(ctx.prm["warps"]))
+        bar = ctx.barrier(f"cta{slot}.item{item}.syncthreads", len(roles), roles, hb=None)
+        ring = None if tma is None else ctx.pipeline(f"cta{slot}.item{item}.KV", KV_SLOTS, roles[0], roles,
+                                                     2 * ctx.cost.tile_bytes, tma=tma, hb=None)
+        visits_, first_masked = ctx.group.work[item]
+        return cls(slot, item, visits_, first_masked, roles, bar, ring)
+
+    def smsp(self, w: int) -> int:
+        """Warp w's SM sub-partition (the CTA's warps follow the previous slots' on the SM's four)."""
+        return (self.slot * len(self.roles) + w) % SMSP_PER_SM
+
+
+def cta_slot(ctx, slot: int, resident: int, tma: TmaEngine | None = None):
+    """A CTA slot of the SM: CTAs slot, slot + resident, ... of the SM's work one after another, each starting when
+    the previous one's warps have all exited (the block scheduler refilling the slot)."""
+    for item in range(slot, len(ctx.group.work), resident):
+        yield from cta(ctx, slot, item, tma)
+
+
+def cta(ctx, slot: int, item: int, tma: TmaEngine | None = None):
+    """One CTA: its barriers, then its warps (the move's warp role, spawned for the deadlock check); returns when
+    every warp has exited."""
+    c = Cta.open(ctx, slot, item, tma)
+    role = warp_role(ctx.flags)
+    yield ctx.env.all_of([ctx.spawn(f"{r}.item{item}", role(ctx, c, w)) for w, r in enumerate(c.roles)])
+
+
+# A warp's steps, shared by the warp roles.
+
+def load_q(ctx, cta, w: int):
+    """The warp's Q rows from HBM, once (compulsory traffic): into the Q slab (m02, m03) or registers (m04 on)."""
+    role, q = cta.roles[w], ctx.cost.q_bytes
+    yield from lsu(ctx, q, role, "load Q", work_item=cta.item)
+    yield from from_gmem(ctx, q, role, "Q from HBM (waited)", reuse=1, work_item=cta.item)
+
+
+def tile_math(ctx, cta, w: int, j: int):
+    """K/V tile j's math in warp w once its operands are in: ldmatrix K (and the Q slab), S = QK^T (mma.sync),
+    softmax's exponentials (MUFU), the causal mask on a diagonal tile, softmax's FMA-pipe ops and O's rescale,
+    P through smem (m01, m02), ldmatrix V, O += PV (mma.sync). mma.sync is synchronous: program order."""
+    c, role, smsp, kw = ctx.cost, cta.roles[w], cta.smsp(w), dict(work_item=cta.item, k_index=j)
+    yield from lsu(ctx, c.ldmatrix_k_bytes, role, "ldmatrix K (+Q)", **kw)
+    yield from on_smsp(ctx, "tensor", smsp, c.gemm_ns, role, "mma.sync QK", **kw)
+    yield from on_smsp(ctx, "mufu", smsp, c.mufu_ns, role, "softmax ex2", **kw)
+    if j >= cta.first_masked:
+        yield from on_smsp(ctx, "fma", smsp, c.mask_ns, role, "causal mask", **kw)
+    yield from on_smsp(ctx, "fma", smsp, c.fma_ns, role, "softmax FMA + O rescale", **kw)
+    yield from lsu(ctx, c.p_smem_bytes, role, "P via smem", **kw)
+    yield from lsu(ctx, c.ldmatrix_v_bytes, role, "ldmatrix V", **kw)
+    yield from on_smsp(ctx, "tensor", smsp, c.gemm_ns, role, "mma.sync PV", **kw)
+
+
+def store_o(ctx, cta, w: int):
+    """The warp's O rows through the LSU and out at the HBM share (written once), not waited for."""
+    role, o = cta.roles[w], ctx.cost.q_bytes
+    yield from lsu(ctx, o, role, "store O", work_item=cta.item)
+    yield from over_l2(ctx, o, 1, role, "store O", work_item=cta.item)
+
+
+def cp_async(ctx, cta, w: int, groups: CpAsyncGroups, j: int):
+    """cp.async of warp w's share of K/V tile j (16 B a lane: LSU wavefronts), then cp.async.commit_group: the
+    group completes when cp_async_land has moved its bytes."""
+    nbytes = ctx.cost.fill_bytes
+    yield from lsu(ctx, nbytes, cta.roles[w], "cp.async K+V", work_item=cta.item, k_index=j)
+    groups.issue(ctx.child(cp_async_land(ctx, nbytes, cta.item, j)))
+    groups.commit()
+
+
+def cp_async_land(ctx, nbytes: int, item: int, j: int):
+    """The load path's side of a cp.async group: its bytes at the SM's L2 share, landing l2_latency_ns later."""
+    yield from from_gmem(ctx, nbytes, "l2", "cp.async land", work_item=item, k_index=j)
+
+
+def cp_async_wait(ctx, cta, w: int, groups: CpAsyncGroups, j: int):
+    """cp.async.wait_group 0: tile j's group, the only one the warp has in flight here."""
+    yield from ctx.waited(cta.roles[w], "wait cp.async group", groups.wait(0), work_item=cta.item, k_index=j)
+
+
+def produce_tma(ctx, cta, st: PipelineState, j: int):
+    """Warp 0 as the ring's producer for K/V tile j: producer_acquire (the slot's empty barrier), producer_commit
+    (arrive.expect_tx and the K+V box handed to the SM's TMA engine), then advance the state."""
+    role, ring = cta.roles[0], cta.ring
+    yield from ctx.waited(role, "wait K/V slot", ring.producer_acquire(st),
+                          flow=lambda s=st.index: ring.empty[s].last_completer, work_item=cta.item, k_index=j)
+    ring.producer_commit(st, op="TMA K+V", work_item=cta.item, k_index=j)
+    st.advance()
+
+
+# The warp roles, one per K/V feed.
+
+def warp_direct(ctx, cta, w: int):
+    """m01's warp: per K/V tile it loads its K/V and Q operands from gmem itself, 16-bit a lane
+    (DIRECT_BYTES_PER_WAVEFRONT), and waits for them (Q's first read from HBM, the rest from L2), then the math."""
+    role, q, kv = cta.roles[w], ctx.cost.q_bytes, 2 * ctx.cost.tile_bytes
+    for j in range(cta.visits):
+        kw = dict(work_item=cta.item, k_index=j)
+        yield from lsu(ctx, kv + q, role, "ld.global K/V", per_wavefront=DIRECT_BYTES_PER_WAVEFRONT, **kw)
+        if j == 0:
+            yield from over_l2(ctx, q, 1, role, "Q from HBM", **kw)
+        yield from from_gmem(ctx, kv + (q if j else 0), role, "K/V from L2 (waited)", **kw)
+        yield from tile_math(ctx, cta, w, j)
+    yield from store_o(ctx, cta, w)
+
+
+def warp_slab(ctx, cta, w: int):
+    """m02..m04's warp over one K/V slab per CTA: per tile, cp.async its share and wait for the group, then
+    __syncthreads (slab full), ldmatrix and the math, and a second __syncthreads (slab free) before the next fill."""
+    groups = CpAsyncGroups(ctx.env, cta.roles[w], single=True)
+    yield from load_q(ctx, cta, w)
+    for j in range(cta.visits):
+        yield from cp_async(ctx, cta, w, groups, j)
+        yield from cp_async_wait(ctx, cta, w, groups, j)
+        yield from syncthreads(ctx, cta, w, 2 * j, "__syncthreads (slab full)", j)
+        yield from tile_math(ctx, cta, w, j)
+        yield from syncthreads(ctx, cta, w, 2 * j + 1, "__syncthreads (slab free)", j)
+    yield from store_o(ctx, cta, w)
+
+
+def warp_ring(ctx, cta, w: int):
+    """m05's warp over two K/V slabs: tile 0's cp.async before the Q load; per tile, wait for its group,
+    __syncthreads (slab full: every warp is also done with tile j-1, whose slab tile j+1 reuses), issue tile j+1's
+    cp.async, then tile j's math under it. One __syncthreads a tile."""
+    groups = CpAsyncGroups(ctx.env, cta.roles[w], single=True)
+    yield from cp_async(ctx, cta, w, groups, 0)
+    yield from load_q(ctx, cta, w)
+    for j in range(cta.visits):
+        yield from cp_async_wait(ctx, cta, w, groups, j)
+        yield from syncthreads(ctx, cta, w, j, "__syncthreads (slab full)", j)
+        if j + 1 < cta.visits:
+            yield from cp_async(ctx, cta, w, groups, j + 1)
+        yield from tile_math(ctx, cta, w, j)
+    yield from store_o(ctx, cta, w)
+
+
+def warp_tma(ctx, cta, w: int):
+    """m06, m07's warp, a consumer of the CTA's 2-slot TMA ring: per tile consumer_wait (the full barrier), ldmatrix
+    and the math, consumer_release. Warp 0 is also the producer (produce_tma): tile 0's box before its Q load,
+    tile j+1's at the top of tile j."""
+    role, ring = cta.roles[w], cta.ring
+    st, pst = PipelineState(KV_SLOTS), PipelineState.producer_start(KV_SLOTS) if w == 0 else None
+    if w == 0:
+        yield from produce_tma(ctx, cta, pst, 0)
+    yield from load_q(ctx, cta, w)
+    for j in range(cta.visits):
+        if w == 0 and j + 1 < cta.visits:
+            yield from produce_tma(ctx, cta, pst, j + 1)
+        yield from ctx.waited(role, "wait K/V (mbarrier)", ring.consumer_wait(st, role),
+                              flow=lambda s=st.index: ring.full[s].last_completer, work_item=cta.item, k_index=j)
+        yield from tile_math(ctx, cta, w, j)
+        ring.consumer_release(st, role)
+        st.advance()
+    yield from store_o(ctx, cta, w)
+
+
+WARP_ROLES = dict(direct=warp_direct, slab=warp_slab, ring=warp_ring, tma=warp_tma)  # feed -> the warp role
+
+
+def warp_role(flags: dict):
+    """The warp role of a move (its `feed` flag)."""
+    return WARP_ROLES[flags["feed"]]
+
+
+def launch(ctx) -> None:
+    """One SM: its CTA slots (as many as it holds at once, at most its CTAs), sharing the SM's TMA engine where
+    the move loads K/V by TMA."""
+    resident = min(ctx.cost.resident, len(ctx.group.work))
+    tma = TmaEngine(ctx, unit="l2", style="transfer", reuse=ctx.cost.reuse) if ctx.flags["feed"] == "tma" else None
+    for s in range(resident):
+        ctx.spawn(f"slot{s}", cta_slot(ctx, s, resident, tma))
+
+
+def _schedule(name: str, description: str) -> Schedule:
+    flags = VARIANTS[name]
+    return Schedule(name=name, description=description, shape="attention", defaults=DEFAULTS, flags=flags,
+                    resolve=partial(resolve, flags), work=spans_per_sm, costs=Sm120Costs.of, launch=launch,
+                    flops=flops, summary=summary, gpu="rtx5090", arch="sm120", units=UNITS, busy=BUSY,
+                    work_cost=visits, races="slot")
+
+
+SCHEDULES = tuple(_schedule(name, description) for name, _, description, _ in MOVES)
