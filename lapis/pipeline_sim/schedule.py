@@ -11,7 +11,8 @@
   representative one;
 - `costs(p, dims, prm, flags) -> cost model`: what each op takes (ns), for the roles to ask;
 - `launch(ctx)`: starts one SM's roles (top-level generator functions over a lapis.pipeline_sim.context.Context);
-- `flops(dims, prm)` and `summary(ctx list, dims, prm) -> dict` for the report.
+- `flops(dims, prm)` and `summary(ctx list, dims, prm) -> dict` for the report; `sm_fit(fit, work) -> fit`
+  where what the representative SM runs depends on its work list (fewer CTAs than it keeps resident).
 
 Built-in schedules register in lapis.pipeline_sim.schedules; a user's schedule is a `Schedule` in the user's own
 file, named as `path/to/file.py:NAME` wherever a schedule name is taken (`lapis simulate --schedule`,
@@ -52,6 +53,7 @@ class Schedule:
     units: tuple = ("tensor", "tma")
     busy: tuple | None = None
     work_cost: Callable = len
+    sm_fit: Callable | None = None  # (fit, work list) -> the fit on the representative SM, where its work decides it
     q_rows: int = 0  # attention: the most Q rows a work item takes where no parameter says (the event bound)
     races: str = "run"  # "run": one race log for the whole run; "slot": the schedule makes its own per CTA slot
     tuple_units: bool = False  # work items are tuples of tile counts (one per Q tile of a CTA): lapis.sweep.fast

@@ -47,5 +47,6 @@ class TmaEngine:
     def _transfer(self, pipe, st, nbytes, token, issue, op, writer, kw):
         ctx = self.ctx
         yield from ctx.occupy(self.unit, lambda: nbytes / ctx.grid.share(self.reuse), self.role, op, **kw)
+        event = ctx.rec.last_id(self.role)  # this copy's: by the time it lands the engine may have recorded more
         yield ctx.env.timeout(self.latency_ns)
-        pipe.landed(st, nbytes, token, issue, writer, event=ctx.rec.last_id(self.role))
+        pipe.landed(st, nbytes, token, issue, writer, event=event)
