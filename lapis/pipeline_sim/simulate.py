@@ -21,8 +21,6 @@ from lapis.pipeline_sim.recorder import union_spans as _union
 from lapis.pipeline_sim.work_order import ORDERS
 
 _LEGACY = {  # schedules still run by their module's simulate(); name -> (description, module)
-    "h200-fa2-sync": ("simulation only: FA2-style, 4 unspecialized warps, mma.sync, cp.async double buffer, ldmatrix",
-                      "lapis.pipeline_sim.schedules.attention_h200_fa2"),
     "b200-k01-baseline": ("sm100 baseline: one role waits on each TMA, tcgen05 QK (S in TMEM), softmax, O rescale, PV",
                           "lapis.pipeline_sim.schedules.attention_b200"),
     "b200-k02-p-in-tmem": ("P written over S in TMEM instead of K's SMEM slot (not costed: predicts k01's time)",
