@@ -685,7 +685,7 @@ def gemm_turns(ctx, slot: CtaSlot, wg: Warpgroup, turn):
 
 
 def turn_pingpong(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int, ks: PipelineState, held):
-    """s4's turn (attention_h200.cu:422-424 and 449-462): issue PV_{j-1} (after V_{j-1}'s wait) then QK_j,
+    """s4's turn (attention_h200.cu:422-426 and 450-463): issue PV_{j-1} (after V_{j-1}'s wait) then QK_j,
     bar.arrive the next WG's turn, wait both, release K_j and V_{j-1}, and run the softmax with the O rescale while
     the other WG's GEMMs run."""
     if held:
@@ -700,7 +700,7 @@ def turn_pingpong(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: in
 
 
 def turn_overlap(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int, ks: PipelineState, held):
-    """s5's turn (attention_h200.cu:412-421 and 429-448): consumer_wait V_{j-1}, issue QK_j and PV_{j-1} back to
+    """s5's turn (attention_h200.cu:412-426 and 429-448): consumer_wait V_{j-1}, issue QK_j and PV_{j-1} back to
     back, bar.arrive the next turn, wait_group 1 (S_j ready, PV_{j-1} may run on), release K_j, softmax_j beside
     PV_{j-1}, wait_group 0 and release V_{j-1}, then the O rescale as a step of its own (rescale_o; at
     rescale_frequency for s7+)."""
