@@ -16,6 +16,8 @@ declared to the deadlock check. Roles started with `spawn` are checked for deadl
 
 from __future__ import annotations
 
+import types
+
 import simpy
 
 from lapis.pipeline_sim.mbarrier import MBarrier
@@ -57,9 +59,14 @@ class Context:
 
     def waited(self, role: str, op: str, event, flow=None, **kw):
         """Wait for `event`; if that took time, record the wait as `op` (kind "wait") from when it began.
-        flow: a function giving the id of the event that released the wait, called once it has (a flow arrow)."""
+        event: a simpy event, or a generator of them (a wait of several steps recorded as one, e.g.
+        cp.async.wait_group then __syncthreads). flow: a function giving the id of the event that released the
+        wait, called once it has (a flow arrow)."""
         t0 = self.env.now
-        yield event
+        if isinstance(event, types.GeneratorType):
+            yield from event
+        else:
+            yield event
         if self.env.now > t0:
             self.rec.add(role, op, t0, kind="wait", **({"flow_from": flow()} if flow else {}), **kw)
 

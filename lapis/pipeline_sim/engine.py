@@ -33,8 +33,10 @@ def run(s, p, dims: tuple, params: dict, check_races: bool = False, full: bool =
 
     sm_run = run_sms(env, p, per_sm, full, build, cost=s.work_cost)
     rep = sm_run.slowest
+    if s.sm_fit is not None:
+        fit = s.sm_fit(fit, rep.work)
     return dict(env_ns=env.now, flops=s.flops(dims, prm), events=sm_run.recorders[rep.sm].events, params=prm,
-                fit=fit(rep) if callable(fit) else fit, races=_races(contexts) if check_races else None, units=sm_run.busy[rep.sm],
+                fit=fit, races=_races(contexts) if check_races else None, units=sm_run.busy[rep.sm],
                 work=s.summary(dealt, rep, dims, prm, cost), grid=grid_summary(sm_run, env.now))
 
 

@@ -6,14 +6,13 @@
 - `defaults`: every parameter with its default (`lapis simulate --param k=v` sets them); `flags`: the
   variant's switches, read by the roles and the cost model (`ctx.flags`);
 - `resolve(p, dims, params) -> (prm, fit)`: the run's parameters and what it takes of the SM (smem bytes,
-  registers, ...), raising lapis.errors.ScheduleError for a configuration the hardware cannot run; where the fit
-  depends on the work the representative SM ran (the CTAs it held at once), `fit` is a function of that SM's
-  lapis.pipeline_sim.grid.SmGroup, called after the run;
+  registers, ...), raising lapis.errors.ScheduleError for a configuration the hardware cannot run;
 - `work(p, dims, prm) -> per-SM work lists` (the work order); `work_cost` ranks them, the costliest SM is the
   representative one;
 - `costs(p, dims, prm, flags) -> cost model`: what each op takes (ns), for the roles to ask;
 - `launch(ctx)`: starts one SM's roles (top-level generator functions over a lapis.pipeline_sim.context.Context);
-- `flops(dims, prm)` and `summary(ctx list, dims, prm) -> dict` for the report.
+- `flops(dims, prm)` and `summary(per_sm, rep, dims, prm, cost) -> dict` for the report; `sm_fit(fit, work) -> fit`
+  where what the representative SM runs depends on its work list (fewer CTAs than it keeps resident).
 
 Built-in schedules register in lapis.pipeline_sim.schedules; a user's schedule is a `Schedule` in the user's own
 file, named as `path/to/file.py:NAME` wherever a schedule name is taken (`lapis simulate --schedule`,
@@ -54,6 +53,7 @@ class Schedule:
     units: tuple = ("tensor", "tma")
     busy: tuple | None = None
     work_cost: Callable = len
+    sm_fit: Callable | None = None  # (fit, work list) -> the fit on the representative SM, where its work decides it
     q_rows: int = 0  # attention: the most Q rows a work item takes where no parameter says (the event bound)
     races: str = "run"  # "run": one race log for the whole run; "slot": the schedule makes its own per CTA slot
     tuple_units: bool = False  # work items are tuples of tile counts (one per Q tile of a CTA): lapis.sweep.fast

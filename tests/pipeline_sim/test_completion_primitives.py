@@ -145,7 +145,7 @@ def test_deadlock_names_the_named_barrier_and_the_role_that_never_arrived():
 
 def test_pingpong_without_bar_arrive_deadlocks_by_name(monkeypatch):
     from lapis.pipeline_sim.simulate import simulate
-    monkeypatch.setattr(NamedBarrier, "arrive", lambda self, role, threads: None)
+    monkeypatch.setattr(NamedBarrier, "arrive", lambda self, role, threads, event=None: None)
     with pytest.raises(Deadlock, match=r"consumer0 waits on bar 1 \(gemm turn of consumer0: 128 of 256 threads "
                                        r"arrived\), never arrived: consumer1 for consumer1"):
         simulate("h200-s4-pingpong", "h200", "1x2x1024x128")

@@ -5,11 +5,15 @@ One event per tile-level operation (a TMA box, one wgmma over a tile, a softmax 
 Per work item (one Q tile of block_m rows of one (batch, head)) and K/V tile j: S_j = Q K_j^T (tensor pipe),
 P_j = the softmax tile (the warpgroup's own instructions), O += P_j V_j (tensor pipe), and an O rescale.
 
-Roles: s1 is one warpgroup (`consumer0`) that loads Q, K_j and V_j itself and waits for every step. With `ws` a
-`producer` fills separate K and V rings of `stages` slots (TmaPipeline, full/empty mbarriers; K frees before V, as
-FlashAttention-3 keeps them) and `consumer_wgs` warpgroups (`consumer<i>`, 64 rows each) compute; the TMA boxes
-run on the `tma` unit. With several resident CTAs per SM each slot's roles are prefixed `cta<s>/`. wgmma
-completes through commit groups (commit_groups.WgmmaGroups), GEMM turns through named_barrier.NamedBarrier.
+Roles (top-level generator functions over a lapis.pipeline_sim.context.Context and a CtaSlot, each naming the
+kernel lines it mirrors): s1 is one warpgroup (`consumer0`, consumer_serial) that loads Q, K_j and V_j itself and
+waits for every step. With `ws` a `producer` (producer) fills separate K and V rings of `stages` slots (TmaPipeline,
+full/empty mbarriers; K frees before V, as FlashAttention-3 keeps them; the copies are the slot's TmaEngine's, on
+the `tma` unit) and `consumer_wgs` warpgroups (`consumer<i>`, 64 rows each) compute: consumer_ring (s2, s3),
+consumer_pingpong (s4), consumer_overlap (s5+); consumer_role picks one from the variant's flags. With several
+resident CTAs per SM each slot's roles are prefixed `cta<s>/`. wgmma completes through commit groups
+(commit_groups.WgmmaGroups), GEMM turns through named_barrier.NamedBarrier. What each op takes is the cost model's
+(AttentionCosts): the softmax flavour (exp2, emulate_frac, cond_rescale) and the causal mask are cost options there.
 
 Variant flags (VARIANTS; each step of the table adds one):
   ws (s2+): the producer and the rings above; s3 adds the second consumer warpgroup (block_m 128).
@@ -69,10 +73,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from functools import lru_cache
+from dataclasses import dataclass
+from functools import lru_cache, partial
 
 import numpy as np
-import simpy
 
 from lapis.errors import ScheduleError
 from lapis.model.numerics import flash_forward
@@ -80,12 +84,10 @@ from lapis.model.occupancy import resident_ctas
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE
 from lapis.pipeline_sim.commit_groups import WgmmaGroups
 from lapis.pipeline_sim.contention import Contention
-from lapis.pipeline_sim.grid import grid_summary, run_sms
-from lapis.pipeline_sim.named_barrier import NamedBarrier
-from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
-from lapis.pipeline_sim.races import HappensBefore
+from lapis.pipeline_sim.pipeline import PipelineState
+from lapis.pipeline_sim.schedule import Schedule
 from lapis.pipeline_sim.setmaxnreg import WARPGROUP_THREADS, register_split
-from lapis.pipeline_sim.units import occupy
+from lapis.pipeline_sim.tma import TmaEngine
 from lapis.pipeline_sim.work_order import (  # noqa: F401 (re-exported)
     kv_per_sm,
     kv_tiles_per_item,
@@ -165,6 +167,16 @@ def _flavour_cycles(p, key: str, base: str, emulate: float, softmax: bool = True
     return v + c0 + (c1 - c0) * (min(emulate, e1) - e0) / (e1 - e0) + extra - pts[0][1]
 
 
+def flavour(flags: dict) -> str:
+    """The softmax flavour a variant's flags give: exp2f (s1..s5), ex2 (s6), ex2_cond (s7..s9)."""
+    return "exp2f" if not flags.get("exp2") else "ex2_cond" if flags.get("cond_rescale") else "ex2"
+
+
+def emulated(flags: dict, prm: dict) -> float:
+    """The fraction of the exponentials computed in software (emulate_frac, with the ex2 flavours only)."""
+    return prm["emulate_frac"] if flags.get("exp2") else 0.0
+
+
 def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict:
     """What a consumer warpgroup's softmax and GEMMs cost, from the contend microbenchmark (profile keys
     softmax_cycles_<flavour>[_pair|_under_gemm], gemm_pair_cycles[_under_softmax_<flavour>]; lapis.pipeline_sim
@@ -173,8 +185,7 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     always-rescale flavours' measured tile holds one O rescale, which is taken out; ex2_cond's, on scores whose max
     never moves, holds none); rescale_ns: one O rescale (rows x d FMA-pipe multiplies alone); wgmma_latency_ns: the
     pair's time beyond the pipe at peak (PAIR_FLOP / tensor_flop_per_clk_sm); factors: Contention's rates."""
-    base = "exp2f" if not flags.get("exp2") else "ex2_cond" if flags.get("cond_rescale") else "ex2"
-    emulate = prm["emulate_frac"] if flags.get("exp2") else 0.0
+    base, emulate = flavour(flags), emulated(flags, prm)
     tile = {st: _flavour_cycles(p, "softmax_cycles_{}" + st, base, emulate) for st in STATES}
     pipe_alone = _measured(p, "gemm_pair_cycles")
     latency = pipe_alone - PAIR_FLOP / p["tensor_flop_per_clk_sm"]
@@ -254,314 +265,494 @@ def _kv_total(ctas) -> int:
     return sum(map(sum, ctas))
 
 
-def simulate(p, shape: str, params: dict, variant: str, check_races: bool = False, full: bool = False) -> dict:
-    """check_races: log K/V slot accesses and barrier edges (races.HappensBefore) and return the races found.
-    wgmma ops run as child processes under their warpgroup's role, so their program order merges with the
-    parent's: that can hide a race inside one warpgroup, never invent one.
-    full: simulate every SM (lapis.pipeline_sim.grid), not only the one with the most K/V tiles."""
-    b, h, seq, d = parse_shape(shape)
-    flags = VARIANTS[variant]
-    prm = resolve(p, params, variant, d)
+def resolve_run(variant: str, p, dims: tuple, params: dict) -> tuple[dict, dict]:
+    """The Schedule's resolve: the run's parameters (resolve) and what its CTAs take of the SM (`fit`)."""
+    prm = resolve(p, params, variant, dims[3])
     smem, registers, occ = prm.pop("smem_bytes"), prm.pop("registers", None), prm.pop("occupancy")
-    slots = prm["ctas_per_sm"]
-    bm, bn, wgs = prm["block_m"], prm["block_n"], prm["consumer_wgs"]
-    q_tiles, kv_tiles = _tiles(seq, bm, bn, flags.get("masked_tail", False))
-    per_cta = prm["q_tiles_per_cta"]
-    items = b * h * math.ceil(q_tiles / per_cta)  # CTAs of a non-persistent grid (work units of a persistent one)
-    per_sm = kv_units_per_sm(b * h, q_tiles, kv_tiles, bm, bn, prm["causal"], p["sm_count"], per_cta,
-                             prm["persistent_order"])
-    rows = bm // wgs
-    env = simpy.Environment()
-    t_rate, f_rate = p.per_ns("tensor_flop_per_clk_sm"), p.per_ns("fma_per_clk_sm")
-    gemm_ns = 2 * rows * bn * d / t_rate
-    cost = softmax_costs(p, flags, prm, rows, bn, d)
-    turnover_ns = _measured(p, "cta_turnover_ns")
-    freq = rescale_frequency(bn, prm["threshold"]) if flags.get("cond_rescale") else 1.0
-    rescale_ns, softmax_ns = cost["rescale_ns"] * freq, cost["softmax_ns"]
-    mask_ns = rows * bn * MASK_OPS_PER_SCORE / f_rate  # s9 causal (attention_h200.cu mask_diagonal), diagonal only
-    tile_bytes = bn * d * 2  # one K or V tile
-    pp = bool(flags.get("pingpong")) and wgs >= 2
-    checked = []  # (HappensBefore or None, barriers) of each SM simulated
+    return prm, dict(smem_bytes=smem, registers=registers, regs_per_thread=prm["regs_per_thread"],
+                     ctas_per_sm=prm["ctas_per_sm"], resident_ctas=occ.ctas_per_sm, limiter=occ.limiter,
+                     occupancy_limits=occ.limits)
 
-    def build(rec, grid, group):
-        """One SM's units and its `slots` CTA slots, each with its own rings, barriers and roles, running the
-        CTAs of `group.work` (each the tuple of its Q tiles' K/V tile counts)."""
-        ctas = group.work
-        first = [0, *itertools.accumulate(len(u) for u in ctas)]  # each CTA's first work item
-        queue = iter(range(len(ctas)))  # the SM's CTAs in grid order; the slot that asks first gets the next
-        n_slots = min(slots, len(ctas))
-        tensor, load_path = simpy.Resource(env, 1), simpy.Resource(env, 1)
-        busy = dict(tensor=0.0, softmax=0.0, tma=0.0)
-        share = Contention(env, **cost["factors"], busy=busy)
 
-        def use(unit, name, ns, role, op, **kw):
-            yield from occupy(env, rec, unit, ns, busy, name, role, op, **kw)
+def deal(masked: bool, p, dims: tuple, prm: dict) -> list:
+    """The work units (CTAs, or a persistent CTA's units) of every SM, each the tuple of its Q tiles' K/V tile
+    counts (work_order.kv_units_per_sm). Raises ScheduleError for tiles that do not divide L unless `masked`."""
+    b, h, seq, _ = dims
+    bm, bn = prm["block_m"], prm["block_n"]
+    q_tiles, kv_tiles = _tiles(seq, bm, bn, masked)
+    return kv_units_per_sm(b * h, q_tiles, kv_tiles, bm, bn, prm["causal"], p["sm_count"], prm["q_tiles_per_cta"],
+                           prm["persistent_order"])
 
-        def on_pipe(role, op, **kw):
-            """One wgmma over a tile: queued on the tensor pipe (FIFO), served at the contended rate; its result is
-            visible the pipe's latency after the service ends (the pipe is free by then)."""
-            t0 = env.now
-            with tensor.request() as req:
-                yield req
-                t1 = env.now
-                if t1 > t0:
-                    rec.add(role, "wait tensor", t0, kind="wait", **kw)
-                yield from share.run("pipe", gemm_ns)
-            busy["tensor"] += env.now - t1
-            rec.add(role, op, t1, **kw)
-            yield env.timeout(cost["wgmma_latency_ns"])
-            share.gemm_done()
 
-        def sm_work(role, op, ns, **kw):
-            """Softmax-side work of a warpgroup (alone-speed ns), at the SM's contended rate."""
-            t0 = env.now
-            yield from share.run("softmax", ns)
-            if env.now > t0:
-                rec.add(role, op, t0, **kw)
+@dataclass(frozen=True)
+class AttentionCosts:
+    """What one consumer warpgroup's ops take (ns at their alone speed; lapis.pipeline_sim.contention slows the
+    softmax side and the tensor pipe while they overlap on the SM), from softmax_costs and the profile.
 
-        def load(nbytes, role, op, reuse=q_tiles, **kw):
-            """At the SM's bandwidth share when the load path takes it: K/V serve every Q tile of a head
-            (reuse q_tiles); Q read and O written once are compulsory HBM traffic (reuse 1), so they also see
-            the HBM latency (tma_latency_hbm_ns) where the K/V tiles, mostly L2 hits, see L2's."""
-            yield from use(load_path, "tma", lambda: nbytes / grid.share(reuse), role, op, **kw)
-            yield env.timeout(p["tma_latency_hbm_ns"] if reuse == 1 else p["tma_latency_ns"])
+    gemm_ns: one wgmma over a tile (rows x block_n x D, QK or PV) on the tensor pipe; wgmma_latency_ns: its result
+    lands that much after the pipe is done; softmax_ns: a tile's softmax without its O rescale, in the variant's
+    flavour (`flavour`: exp2f, ex2, ex2_cond; `emulate_frac` of it in software); rescale_ns: one O rescale times
+    `rescale_frequency` (1 but for cond_rescale); mask_ns: causal, the diagonal tile's compare and select;
+    softmax_pair, softmax_under_gemm, pipe_under_softmax: the contention rates; turnover_ns: a slot's CTA
+    turnover; q_bytes: a CTA's Q tile (block_m rows); o_bytes: one warpgroup's O rows; tile_bytes: a K or V tile;
+    l2_latency_ns, hbm_latency_ns: a load's latency after its bytes (L2 hits, compulsory HBM traffic)."""
 
-        def cta_slot(s):
-            """Slot s: its roles (prefixed cta<s>/ when the SM runs several) run CTAs one after another, each taken
-            off the SM's queue by the first of the slot's roles to reach it (the producer, or the serial WG)."""
-            def R(role):
-                return f"cta{s}/{role}" if n_slots > 1 else role
+    gemm_ns: float
+    wgmma_latency_ns: float
+    softmax_ns: float
+    rescale_ns: float
+    mask_ns: float
+    softmax_pair: float
+    softmax_under_gemm: float
+    pipe_under_softmax: float
+    turnover_ns: float
+    q_bytes: int
+    o_bytes: int
+    tile_bytes: int
+    l2_latency_ns: float
+    hbm_latency_ns: float
+    q_tiles: int
+    kv_tiles: int
+    items: int
+    rescale_frequency: float
+    causal: bool
+    flavour: str
+    emulate_frac: float
 
-            hb = HappensBefore(env) if check_races else None
-            consumers = tuple(R(f"consumer{i}") for i in range(wgs))
-            taken = []  # the CTAs of this slot, in order
+    @classmethod
+    def of(cls, p, dims: tuple, prm: dict, flags: dict) -> AttentionCosts:
+        b, h, seq, d = dims
+        bm, bn, wgs = prm["block_m"], prm["block_n"], prm["consumer_wgs"]
+        q_tiles, kv_tiles = _tiles(seq, bm, bn, flags.get("masked_tail", False))
+        rows = bm // wgs
+        t_rate, f_rate = p.per_ns("tensor_flop_per_clk_sm"), p.per_ns("fma_per_clk_sm")
+        cost = softmax_costs(p, flags, prm, rows, bn, d)
+        turnover_ns = _measured(p, "cta_turnover_ns")
+        freq = rescale_frequency(bn, prm["threshold"]) if flags.get("cond_rescale") else 1.0
+        return cls(gemm_ns=2 * rows * bn * d / t_rate, wgmma_latency_ns=cost["wgmma_latency_ns"],
+                   softmax_ns=cost["softmax_ns"], rescale_ns=cost["rescale_ns"] * freq,
+                   mask_ns=rows * bn * MASK_OPS_PER_SCORE / f_rate,  # s9 causal (attention_h200.cu mask_diagonal)
+                   **cost["factors"], turnover_ns=turnover_ns, q_bytes=bm * d * 2, o_bytes=rows * d * 2,
+                   tile_bytes=bn * d * 2, l2_latency_ns=p["tma_latency_ns"], hbm_latency_ns=p["tma_latency_hbm_ns"],
+                   q_tiles=q_tiles, kv_tiles=kv_tiles, items=b * h * math.ceil(q_tiles / prm["q_tiles_per_cta"]),
+                   rescale_frequency=freq, causal=bool(prm["causal"]),
+                   flavour=flavour(flags), emulate_frac=emulated(flags, prm))
 
-            def cta_items():
-                """(work item, K/V tiles, the CTA's ordinal in the slot) of this slot's Q tiles, taking the next CTA
-                off the queue on demand."""
-                k = 0
-                while True:
-                    if k == len(taken):
-                        taken.append(next(queue, None))
-                    if taken[k] is None:
-                        return
-                    yield from ((first[taken[k]] + i, n, k) for i, n in enumerate(ctas[taken[k]]))
-                    k += 1
+    @property
+    def factors(self) -> dict:
+        """The contention rates, as lapis.pipeline_sim.contention.Contention takes them."""
+        return dict(softmax_pair=self.softmax_pair, softmax_under_gemm=self.softmax_under_gemm,
+                    pipe_under_softmax=self.pipe_under_softmax)
 
-            slot_roles = 1 + wgs if flags.get("ws") else 1
-            retired = {}  # CTA ordinal -> [roles done with it, event: the slot's next CTA may start]
+    def latency_ns(self, reuse: float) -> float:
+        """After a load's bytes: HBM's latency for compulsory traffic (reuse 1: Q in, O out), else L2's."""
+        return self.hbm_latency_ns if reuse == 1 else self.l2_latency_ns
 
-            def next_cta(k):
-                """A slot runs one CTA at a time, as the SM does: a role starts the slot's CTA k once every role of
-                CTA k - 1 is done (attention_h200.cu: all roles meet at the kernel's last __syncthreads before the
-                CTA exits) and the SM has retired it and started the next (cta_turnover_ns). A persistent CTA's
-                work units are not CTAs: its producer runs ahead into the next one (s8's second Q slot)."""
-                if k == 0 or flags.get("persistent"):
-                    return
-                done = retired.setdefault(k - 1, [0, env.event()])
-                done[0] += 1
-                if done[0] == slot_roles:
-                    env.timeout(turnover_ns).callbacks.append(lambda _ev, e=done[1]: e.succeed())
-                yield done[1]
-            # Separate K and V rings, as FlashAttention-3 keeps them: QK needs only K, and K frees before V.
-            rings = {x: TmaPipeline(env, R(x), prm["stages"], R("producer"), consumers, tile_bytes) for x in ("K", "V")}
-            for ring in rings.values():
-                ring.attach(hb)
-            # s4+: WG i's GEMM turn is named barrier 1 + i over 256 threads: WG i's bar.sync (128) and the bar.arrive
-            # (128) of the WG before it, which arrives once its own GEMMs are issued (FA3's warp-scheduler barriers).
-            turns = [NamedBarrier(env, f"gemm turn of {c}", PINGPONG_BAR0 + i, 2 * WARPGROUP_THREADS,
-                                  {c: WARPGROUP_THREADS, consumers[i - 1]: WARPGROUP_THREADS})
-                     for i, c in enumerate(consumers)] if pp else []
+    def diagonal(self, j: int, n_kv: int) -> bool:
+        """Causal: a Q tile's last K/V tile is its diagonal, the one with masked scores."""
+        return self.causal and j == n_kv - 1
 
-            def producer():
-                st = {x: PipelineState.producer_start(prm["stages"]) for x in rings}
-                cur = 0
-                for item, n_kv, k in cta_items():
-                    if k != cur:
-                        yield from next_cta(k)
-                        cur = k
-                    yield from load(bm * d * 2, R("producer"), "TMA Q", reuse=1, work_item=item)
-                    for x, j in load_order(n_kv):
-                        ring = rings[x]
-                        t0 = env.now
-                        yield ring.producer_acquire(st[x])
-                        if env.now > t0:
-                            rec.add(R("producer"), f"wait {x} slot", t0, kind="wait", work_item=item, k_index=j)
-                        ring.producer_expect(st[x])
-                        issue = hb and hb.op(R("producer"), f"issue TMA {x} {item}.{j}")
-                        env.process(tile_load(ring, PipelineState(st[x].stages, st[x].index, st[x].phase), x, item, j,
-                                              issue))
-                        st[x].advance()
-                for x, ring in rings.items():
-                    yield ring.producer_tail(st[x])
+    def softmax_tile_ns(self, with_rescale: bool, diagonal: bool) -> float:
+        """Softmax of a tile (plus the diagonal's mask; plus the O rescale where it is part of the step)."""
+        return self.softmax_ns + (self.mask_ns if diagonal else 0.0) + (self.rescale_ns if with_rescale else 0.0)
 
-            def load_order(n_kv):
-                """The producer's TMA order: K_j, V_j; or, where PV_j joins the next GEMM turn (s4+), K_{j+1} before
-                V_j, the order the consumers free the slots in (FA3's producer lags V by one tile the same way)."""
-                if not pp and not flags.get("overlap"):
-                    return [(x, j) for j in range(n_kv) for x in ("K", "V")]
-                order = [("K", 0)] if n_kv else []
-                for j in range(n_kv):
-                    order += ([("K", j + 1)] if j + 1 < n_kv else []) + [("V", j)]
-                return order
 
-            def tile_load(ring, st, x, item, j, issue):
-                yield from load(tile_bytes, R("tma"), f"TMA {x}", work_item=item, k_index=j)
-                w = hb and hb.access(R(f"tma {x} {item}.{j}"), x, st.index, (item, j), "write", after=issue)
-                ring.tma_complete(st, node=w)
+class SmCtas:
+    """One SM's CTAs in grid order (each the tuple of its Q tiles' K/V tile counts), taken by its slots as they
+    free, and the contention of its warpgroups (every slot shares the SM's tensor pipe and issue slots)."""
 
-            def wgmma(groups, role, op, item, j, reads=None):
-                """wgmma.mma_async over a tile: the tensor pipe runs it while the warpgroup goes on; then commit_group.
-                `reads` = (ring name, slot) of the K or V tile it reads (logged at issue, in program order)."""
-                if hb and reads:
-                    hb.access(role, reads[0], reads[1], (item, j), "read")
-                share.gemm_issued()
-                groups.issue(env.process(on_pipe(role, op, work_item=item, k_index=j)))
-                groups.commit()
+    def __init__(self, ctx):
+        self.ctas = ctx.group.work
+        self.first = [0, *itertools.accumulate(len(u) for u in self.ctas)]  # each CTA's first work item
+        self.queue = iter(range(len(self.ctas)))  # the slot that asks first gets the next
+        self.share = Contention(ctx.env, **ctx.cost.factors, busy=ctx.busy)
 
-            def wait_group(groups, n, role, item, j):
-                t0 = env.now
-                yield groups.wait(n)
-                if env.now > t0:
-                    rec.add(role, f"wait wgmma (wait_group {n})", t0, kind="wait", work_item=item, k_index=j)
 
-            def wait_tile(x, st, role, item, j):
-                t0 = env.now
-                yield rings[x].consumer_wait(st, role)
-                if env.now > t0:
-                    rec.add(role, f"wait {x}", t0, kind="wait", work_item=item, k_index=j)
+class CtaSlot:
+    """CTA slot `index` of `count` on an SM: its roles (prefixed cta<s>/ when the SM runs several), its own K and
+    V rings and GEMM-turn barriers, and its race log; it runs CTAs one after another, each taken off the SM's
+    queue by the first of its roles to reach it (the producer, or the serial warpgroup)."""
 
-            def turn_sync(i, role, item, j):
-                t0 = env.now
-                yield turns[i].sync(role, WARPGROUP_THREADS)
-                if env.now > t0:
-                    rec.add(role, f"wait GEMM turn (bar.sync {PINGPONG_BAR0 + i})", t0, kind="wait", work_item=item,
+    def __init__(self, ctx, sm: SmCtas, index: int, count: int):
+        self.ctx, self.sm, self.index = ctx, sm, index
+        self.prefix = f"cta{index}/" if count > 1 else ""
+        ws = bool(ctx.flags.get("ws"))
+        self.consumers = tuple(self.role(f"consumer{i}") for i in range(ctx.prm["consumer_wgs"] if ws else 1))
+        self.hb = ctx.race_log()
+        self.roles = len(self.consumers) + ws  # the roles that meet at the CTA's exit
+        self.taken, self.retired = [], {}  # the slot's CTAs in order; CTA ordinal -> [roles done, next may start]
+        self.rings, self.turns = {}, []
+
+    def role(self, name: str) -> str:
+        return self.prefix + name
+
+    def build_rings(self) -> None:
+        """Separate K and V rings, as FlashAttention-3 keeps them (QK needs only K, and K frees before V), whose
+        copies the slot's TMA engine delivers; s4+ (two WGs or more): WG i's GEMM turn is named barrier
+        PINGPONG_BAR0 + i over 256 threads, WG i's bar.sync and the previous WG's bar.arrive."""
+        ctx, cost = self.ctx, self.ctx.cost
+        tma = TmaEngine(ctx, role=self.role("tma"), style="transfer", reuse=cost.q_tiles,
+                        latency_ns=cost.latency_ns(cost.q_tiles))
+        self.rings = {x: ctx.pipeline(self.role(x), ctx.prm["stages"], self.role("producer"), self.consumers,
+                                      cost.tile_bytes, tma=tma, buffer=x, hb=self.hb) for x in ("K", "V")}
+        if pingpong(ctx.flags, len(self.consumers)):
+            c = self.consumers
+            self.turns = [ctx.named_barrier(f"gemm turn of {r}", PINGPONG_BAR0 + i, 2 * WARPGROUP_THREADS,
+                                            {r: WARPGROUP_THREADS, c[i - 1]: WARPGROUP_THREADS})
+                          for i, r in enumerate(c)]
+
+    def cta_items(self):
+        """(work item, K/V tiles, the CTA's ordinal in the slot, the Q tile's index in the CTA) of this slot's Q
+        tiles, taking the next CTA off the SM's queue on demand."""
+        k = 0
+        while True:
+            if k == len(self.taken):
+                self.taken.append(next(self.sm.queue, None))
+            cta = self.taken[k]
+            if cta is None:
+                return
+            yield from ((self.sm.first[cta] + q, n, k, q) for q, n in enumerate(self.sm.ctas[cta]))
+            k += 1
+
+    def enter(self, k: int, q: int):
+        """A role reaching Q tile q of the slot's CTA k: a slot runs one CTA at a time, as the SM does, so the
+        role starts CTA k (at its first Q tile) once every role of CTA k - 1 is done (attention_h200.cu:542, the
+        kernel's last __syncthreads before the CTA exits) and the SM has retired it and started the next
+        (cta_turnover_ns). A persistent CTA's work units are not CTAs: its producer runs ahead into the next one
+        (s8's second Q slot)."""
+        if q or k == 0 or self.ctx.flags.get("persistent"):
+            return
+        done = self.retired.setdefault(k - 1, [0, self.ctx.env.event()])
+        done[0] += 1
+        if done[0] == self.roles:
+            self.ctx.env.timeout(self.ctx.cost.turnover_ns).callbacks.append(lambda _ev, e=done[1]: e.succeed())
+        yield done[1]
+
+
+def pingpong(flags: dict, wgs: int) -> bool:
+    """GEMM turns (s4+) need two consumer warpgroups or more."""
+    return bool(flags.get("pingpong")) and wgs >= 2
+
+
+def consumer_role(flags: dict, wgs: int):
+    """The consumer warpgroup's role for a variant's flags with `wgs` consumer warpgroups."""
+    if not flags.get("ws"):
+        return consumer_serial
+    if flags.get("overlap"):
+        return consumer_overlap
+    return consumer_pingpong if pingpong(flags, wgs) else consumer_ring
+
+
+def launch(ctx) -> None:
+    """One SM: as many CTA slots as it keeps resident (ctas_per_sm, at most its CTAs), each with its producer and
+    consumer warpgroups (or s1's one warpgroup), started slot by slot."""
+    sm = SmCtas(ctx)
+    count = min(ctx.prm["ctas_per_sm"], len(sm.ctas))
+    consumer = consumer_role(ctx.flags, ctx.prm["consumer_wgs"])
+    for s in range(count):
+        slot = CtaSlot(ctx, sm, s, count)
+        if ctx.flags.get("ws"):
+            slot.build_rings()
+            ctx.spawn(slot.role("producer"), producer(ctx, slot))
+        for i, role in enumerate(slot.consumers):
+            ctx.spawn(role, consumer(ctx, slot, i))
+
+
+# Steps the roles share: loads they wait for, a wgmma, the softmax side, and the waits.
+
+@dataclass
+class Warpgroup:
+    """A consumer warpgroup as its steps see it: index i, role name, its wgmma commit groups, and its K and V
+    pipeline states (advanced as it takes tiles)."""
+
+    i: int
+    role: str
+    groups: WgmmaGroups
+    k: PipelineState
+    v: PipelineState
+
+    @classmethod
+    def of(cls, ctx, slot: CtaSlot, i: int) -> Warpgroup:
+        role, stages = slot.consumers[i], ctx.prm["stages"]
+        return cls(i, role, WgmmaGroups(ctx.env, role), PipelineState(stages), PipelineState(stages))
+
+    def take(self) -> tuple[PipelineState, PipelineState]:
+        """The states of the next K and V tiles' slots (copies kept while the tiles are in use)."""
+        ks, vs = self.k.copy(), self.v.copy()
+        self.k.advance()
+        self.v.advance()
+        return ks, vs
+
+
+def load(ctx, nbytes: int, role: str, op: str, reuse: float, **kw):
+    """A load (or store) `role` waits for: the SM's load path for nbytes at its bandwidth share, then the latency.
+    K/V serve every Q tile of a head (reuse q_tiles); Q read and O written once are compulsory HBM traffic (reuse
+    1), so they also see the HBM latency (tma_latency_hbm_ns) where the K/V tiles, mostly L2 hits, see L2's."""
+    yield from ctx.occupy("tma", lambda: nbytes / ctx.grid.share(reuse), role, op, **kw)
+    yield ctx.env.timeout(ctx.cost.latency_ns(reuse))
+
+
+def store_o(ctx, role: str, nbytes: int, item: int):
+    """The epilogue (attention_h200.cu store_o): the warpgroup's O rows out, compulsory HBM traffic."""
+    yield from load(ctx, nbytes, role, "store O", 1, work_item=item)
+
+
+def on_pipe(ctx, share: Contention, role: str, op: str, **kw):
+    """One wgmma over a tile: queued on the tensor pipe (FIFO), served at the contended rate; its result is visible
+    the pipe's latency after the service ends (the pipe is free by then)."""
+    with ctx.units["tensor"].request() as req:
+        yield from ctx.waited(role, "wait tensor", req, **kw)
+        t1 = ctx.now
+        yield from share.run("pipe", ctx.cost.gemm_ns)
+    ctx.busy["tensor"] += ctx.now - t1
+    ctx.record(role, op, t1, **kw)
+    yield ctx.env.timeout(ctx.cost.wgmma_latency_ns)
+    share.gemm_done()
+
+
+def wgmma(ctx, slot: CtaSlot, wg: Warpgroup, op: str, item: int, j: int, ring=None, st=None):
+    """wgmma.mma_async over a tile, then wgmma.commit_group: the tensor pipe runs it while the warpgroup goes on.
+    ring, st: the K or V slot it reads (logged for the race check at issue, in program order)."""
+    if ring is not None:
+        ring.read(st, wg.role, (item, j))
+    slot.sm.share.gemm_issued()
+    wg.groups.issue(ctx.child(on_pipe(ctx, slot.sm.share, wg.role, op, work_item=item, k_index=j)))
+    wg.groups.commit()
+
+
+def wait_group(ctx, wg: Warpgroup, n: int, item: int, j: int):
+    """wgmma.wait_group n: the newest n groups may stay in flight."""
+    yield from ctx.waited(wg.role, f"wait wgmma (wait_group {n})", wg.groups.wait(n), work_item=item, k_index=j)
+
+
+def wait_tile(ctx, ring, st: PipelineState, wg: Warpgroup, item: int, j: int):
+    """consumer_wait: the K or V tile of slot st landed (its full mbarrier)."""
+    full = ring.full[st.index]
+    yield from ctx.waited(wg.role, f"wait {ring.buffer}", ring.consumer_wait(st, wg.role),
+                          flow=lambda: full.last_completer, work_item=item, k_index=j)
+
+
+def softmax_side(ctx, slot: CtaSlot, role: str, op: str, ns: float, **kw):
+    """Softmax-side work of a warpgroup (alone-speed ns), at the SM's contended rate."""
+    t0 = ctx.now
+    yield from slot.sm.share.run("softmax", ns)
+    if ctx.now > t0:
+        ctx.record(role, op, t0, **kw)
+
+
+def softmax(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int, with_rescale: bool):
+    """The softmax of S_j in registers (attention_h200.cu softmax_tile / softmax_scores), the diagonal tile's
+    mask first where causal; with_rescale: the O rescale is part of it (s1..s4), not a step of its own."""
+    ns = ctx.cost.softmax_tile_ns(with_rescale, ctx.cost.diagonal(j, n_kv))
+    yield from softmax_side(ctx, slot, wg.role, "softmax", ns, work_item=item, k_index=j)
+
+
+def pv(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, vst: PipelineState):
+    """consumer_wait V_j, then issue O += P_j V_j (attention_h200.cu: the turn's `pv`, or the s1..s3 loop's)."""
+    yield from wait_tile(ctx, slot.rings["V"], vst, wg, item, j)
+    wgmma(ctx, slot, wg, "wgmma PV", item, j, slot.rings["V"], vst)
+
+
+# GEMM turns (s4+): named barriers, FlashAttention-3's warp-scheduler barriers. A lone consumer WG has no turns.
+
+def first_turn(ctx, slot: CtaSlot, wg: Warpgroup) -> None:
+    """The last WG pre-arrives WG 0's barrier, so the first turn is WG 0's (attention_h200.cu:372)."""
+    if slot.turns and wg.i == len(slot.turns) - 1:
+        slot.turns[0].arrive(wg.role, WARPGROUP_THREADS, event=ctx.rec.last_id(wg.role))
+
+
+def turn_sync(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int):
+    """bar.sync PINGPONG_BAR0 + i: WG i's GEMM turn (attention_h200.cu:387, `my turn`)."""
+    if not slot.turns:
+        return
+    turn = slot.turns[wg.i]
+    yield from ctx.waited(wg.role, f"wait GEMM turn (bar.sync {turn.bar_id})",
+                          turn.sync(wg.role, WARPGROUP_THREADS, event=ctx.rec.last_id(wg.role)),
+                          flow=lambda: turn.last_completer, work_item=item, k_index=j)
+
+
+def pass_turn(ctx, slot: CtaSlot, wg: Warpgroup) -> None:
+    """bar.arrive on the next WG's barrier once this turn's GEMMs are issued (attention_h200.cu:426)."""
+    if slot.turns:
+        slot.turns[(wg.i + 1) % len(slot.turns)].arrive(wg.role, WARPGROUP_THREADS, event=ctx.rec.last_id(wg.role))
+
+
+# The roles.
+
+def load_order(n_kv: int, v_lags: bool) -> list:
+    """The producer's TMA order: K_j, V_j; or, where PV_j joins the next GEMM turn (s4+), K_{j+1} before V_j, the
+    order the consumers free the slots in (attention_h200.cu load_item; FA3's producer lags V by one tile too)."""
+    if not v_lags:
+        return [(x, j) for j in range(n_kv) for x in ("K", "V")]
+    order = [("K", 0)] if n_kv else []
+    for j in range(n_kv):
+        order += ([("K", j + 1)] if j + 1 < n_kv else []) + [("V", j)]
+    return order
+
+
+def producer(ctx, slot: CtaSlot):
+    """The producer warp (attention_h200.cu:279-327): per work item, TMA Q (load_q, waited for here as the slot's
+    one Q buffer), then per tile producer_acquire and producer_commit of K_j and V_j into their rings (load_kv;
+    load_one in load_item's order for s4+); at the end producer_tail, the consumers' last releases."""
+    role, stages = slot.role("producer"), ctx.prm["stages"]
+    st = {x: PipelineState.producer_start(stages) for x in slot.rings}
+    v_lags = pingpong(ctx.flags, len(slot.consumers)) or bool(ctx.flags.get("overlap"))
+    for item, n_kv, k, q in slot.cta_items():
+        yield from slot.enter(k, q)
+        yield from load(ctx, ctx.cost.q_bytes, role, "TMA Q", 1, work_item=item)
+        for x, j in load_order(n_kv, v_lags):
+            ring, empty = slot.rings[x], slot.rings[x].empty[st[x].index]
+            yield from ctx.waited(role, f"wait {x} slot", ring.producer_acquire(st[x]),
+                                  flow=lambda e=empty: e.last_completer, work_item=item, k_index=j)
+            ring.producer_commit(st[x], token=(item, j), op=f"TMA {x}", writer=slot.role(f"tma {x} {item}.{j}"),
+                                 work_item=item, k_index=j)
+            st[x].advance()
+    for x, ring in slot.rings.items():
+        yield ring.producer_tail(st[x])
+
+
+def consumer_serial(ctx, slot: CtaSlot, i: int = 0):
+    """s1's one warpgroup (attention_h200.cu:342 and 499-537 with WS false): it loads Q, then per K/V tile loads
+    K_j and V_j itself (load_kv by thread 0) and waits for them, issues QK_j and waits, runs the softmax with the
+    O rescale, issues PV_j and waits; then stores O."""
+    wg, cost = Warpgroup.of(ctx, slot, 0), ctx.cost
+    for item, n_kv, k, q in slot.cta_items():
+        yield from slot.enter(k, q)
+        yield from load(ctx, cost.q_bytes, wg.role, "TMA Q (waited)", 1, work_item=item)
+        for j in range(n_kv):
+            yield from load(ctx, 2 * cost.tile_bytes, wg.role, "TMA K+V (waited)", cost.q_tiles, work_item=item,
                             k_index=j)
+            wgmma(ctx, slot, wg, "wgmma QK", item, j)
+            yield from wait_group(ctx, wg, 0, item, j)
+            yield from softmax(ctx, slot, wg, item, j, n_kv, with_rescale=True)
+            wgmma(ctx, slot, wg, "wgmma PV", item, j)
+            yield from wait_group(ctx, wg, 0, item, j)
+        yield from store_o(ctx, wg.role, cost.q_bytes, item)
 
-            def diag(j, n_kv):  # causal: a Q tile's last K/V tile is its diagonal, the one with masked scores
-                return bool(prm["causal"]) and j == n_kv - 1
 
-            def softmax(role, item, j, with_rescale, diagonal=False):
-                mask = mask_ns if diagonal else 0.0  # causal: the diagonal tile's compare + select per score
-                yield from sm_work(role, "softmax", softmax_ns + mask + (rescale_ns if with_rescale else 0.0),
-                                   work_item=item, k_index=j)
+def consumer_ring(ctx, slot: CtaSlot, i: int):
+    """Consumer WG i of s2, s3 (attention_h200.cu:499-537): per K/V tile, consumer_wait K_j, issue QK_j and wait,
+    release K_j, softmax with the O rescale, consumer_wait V_j, issue PV_j and wait, release V_j; then store O."""
+    wg, k_ring, v_ring = Warpgroup.of(ctx, slot, i), slot.rings["K"], slot.rings["V"]
+    for item, n_kv, k, q in slot.cta_items():
+        yield from slot.enter(k, q)
+        for j in range(n_kv):
+            ks, vs = wg.take()
+            yield from wait_tile(ctx, k_ring, ks, wg, item, j)
+            wgmma(ctx, slot, wg, "wgmma QK", item, j, k_ring, ks)
+            yield from wait_group(ctx, wg, 0, item, j)
+            k_ring.consumer_release(ks, wg.role)
+            yield from softmax(ctx, slot, wg, item, j, n_kv, with_rescale=True)
+            yield from pv(ctx, slot, wg, item, j, vs)
+            yield from wait_group(ctx, wg, 0, item, j)
+            v_ring.consumer_release(vs, wg.role)
+        yield from store_o(ctx, wg.role, ctx.cost.o_bytes, item)
 
-            def consumer(i):
-                role = consumers[i]
-                st = {x: PipelineState(prm["stages"]) for x in rings}
-                g = WgmmaGroups(env, role)
-                if pp and i == wgs - 1:
-                    turns[0].arrive(role, WARPGROUP_THREADS)  # the first GEMM turn goes to WG 0
 
-                def take(x):
-                    s = PipelineState(st[x].stages, st[x].index, st[x].phase)
-                    st[x].advance()
-                    return s
+def consumer_pingpong(ctx, slot: CtaSlot, i: int):
+    """Consumer WG i of s4 (attention_h200.cu:366-497 without OVERLAP): GEMM turns (gemm_turns), each turn_pingpong."""
+    yield from gemm_turns(ctx, slot, Warpgroup.of(ctx, slot, i), turn_pingpong)
 
-                def pv(item, j, vst):
-                    yield from wait_tile("V", vst, role, item, j)
-                    wgmma(g, role, "wgmma PV", item, j, ("V", vst.index))
 
-                cur = 0
-                for item, n_kv, k in cta_items():
-                    if k != cur:
-                        yield from next_cta(k)
-                        cur = k
-                    held = None  # (j, V slot) of the tile whose PV is still to issue (s4+: it joins the next GEMM turn)
-                    for j in range(n_kv):
-                        kst, vst = take("K"), take("V")
-                        yield from wait_tile("K", kst, role, item, j)
-                        if pp:
-                            yield from turn_sync(i, role, item, j)
-                        if flags.get("overlap"):  # s5+: QK_j, then PV_{j-1}; softmax_j runs while PV_{j-1} does
-                            if held:  # V_{j-1} waited before QK_j: the two issue back to back (attention_h200.cu turn)
-                                yield from wait_tile("V", held[1], role, item, held[0])
-                            wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
-                            if held:
-                                wgmma(g, role, "wgmma PV", item, held[0], ("V", held[1].index))
-                            if pp:
-                                turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
-                            yield from wait_group(g, 1 if held else 0, role, item, j)  # S_j ready; PV_{j-1} may run on
-                            rings["K"].consumer_release(kst, role)
-                            yield from softmax(role, item, j, with_rescale=False, diagonal=diag(j, n_kv))
-                            if held:
-                                yield from wait_group(g, 0, role, item, j)
-                                rings["V"].consumer_release(held[1], role)
-                            yield from sm_work(role, "O rescale", rescale_ns, work_item=item, k_index=j)
-                            held = (j, vst)
-                        elif pp:  # s4: the turn holds PV_{j-1} then QK_j; softmax_j overlaps the other WG's turn
-                            if held:
-                                yield from pv(item, *held)
-                            wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
-                            turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
-                            yield from wait_group(g, 0, role, item, j)
-                            rings["K"].consumer_release(kst, role)
-                            if held:
-                                rings["V"].consumer_release(held[1], role)
-                            yield from softmax(role, item, j, with_rescale=True, diagonal=diag(j, n_kv))
-                            held = (j, vst)
-                        else:  # s2, s3: each GEMM waited for before the next step
-                            wgmma(g, role, "wgmma QK", item, j, ("K", kst.index))
-                            yield from wait_group(g, 0, role, item, j)
-                            rings["K"].consumer_release(kst, role)
-                            yield from softmax(role, item, j, with_rescale=True, diagonal=diag(j, n_kv))
-                            yield from pv(item, j, vst)
-                            yield from wait_group(g, 0, role, item, j)
-                            rings["V"].consumer_release(vst, role)
-                    if held is not None:  # the last PV, in a turn of its own
-                        if pp:
-                            yield from turn_sync(i, role, item, held[0])
-                        yield from pv(item, *held)
-                        if pp:
-                            turns[(i + 1) % wgs].arrive(role, WARPGROUP_THREADS)
-                        yield from wait_group(g, 0, role, item, held[0])
-                        rings["V"].consumer_release(held[1], role)
-                    yield from load(rows * d * 2, role, "store O", reuse=1, work_item=item)
+def consumer_overlap(ctx, slot: CtaSlot, i: int):
+    """Consumer WG i of s5+ (attention_h200.cu:366-497 with OVERLAP): GEMM turns (gemm_turns), each turn_overlap;
+    with one consumer WG there are no turns to take, the rest is the same."""
+    yield from gemm_turns(ctx, slot, Warpgroup.of(ctx, slot, i), turn_overlap)
 
-            def serial():
-                role = R("consumer0")
-                g = WgmmaGroups(env, role)
-                cur = 0
-                for item, n_kv, k in cta_items():
-                    if k != cur:
-                        yield from next_cta(k)
-                        cur = k
-                    yield from load(bm * d * 2, role, "TMA Q (waited)", reuse=1, work_item=item)
-                    for j in range(n_kv):
-                        yield from load(2 * tile_bytes, role, "TMA K+V (waited)", work_item=item, k_index=j)
-                        wgmma(g, role, "wgmma QK", item, j)
-                        yield from wait_group(g, 0, role, item, j)
-                        yield from softmax(role, item, j, with_rescale=True, diagonal=diag(j, n_kv))
-                        wgmma(g, role, "wgmma PV", item, j)
-                        yield from wait_group(g, 0, role, item, j)
-                    yield from load(bm * d * 2, role, "store O", reuse=1, work_item=item)
 
-            barriers = rings["K"].barriers + rings["V"].barriers
-            if flags.get("ws"):
-                procs = {R("producer"): env.process(producer())}
-                procs.update({c: env.process(consumer(i)) for i, c in enumerate(consumers)})
-            else:
-                procs = {R("consumer0"): env.process(serial())}
-            checked.append((hb, barriers))  # the mbarriers log races; the named barriers (turns) do not
-            return procs, barriers + turns
+def gemm_turns(ctx, slot: CtaSlot, wg: Warpgroup, turn):
+    """The s4+ consumer loop (attention_h200.cu:366-497): per work item, per K/V tile j, consumer_wait K_j and
+    bar.sync the WG's turn, then `turn` (the variant's: turn_pingpong, turn_overlap), which issues PV_{j-1} with
+    QK_j; the item's last PV takes a turn of its own (attention_h200.cu:494: wait V_{n-1}, issue PV_{n-1}, hand the
+    turn on, wait, free the V slot); then store O."""
+    first_turn(ctx, slot, wg)
+    for item, n_kv, k, q in slot.cta_items():
+        yield from slot.enter(k, q)
+        held = None  # (j, V slot) of the tile whose PV is still to issue: it joins the next GEMM turn
+        for j in range(n_kv):
+            ks, vs = wg.take()
+            yield from wait_tile(ctx, slot.rings["K"], ks, wg, item, j)
+            yield from turn_sync(ctx, slot, wg, item, j)
+            yield from turn(ctx, slot, wg, item, j, n_kv, ks, held)
+            held = (j, vs)
+        if held is not None:
+            yield from turn_sync(ctx, slot, wg, item, held[0])
+            yield from pv(ctx, slot, wg, item, *held)
+            pass_turn(ctx, slot, wg)
+            yield from wait_group(ctx, wg, 0, item, held[0])
+            slot.rings["V"].consumer_release(held[1], wg.role)
+        yield from store_o(ctx, wg.role, ctx.cost.o_bytes, item)
 
-        procs, barriers = {}, []
-        for s in range(n_slots):
-            pr, bars = cta_slot(s)
-            procs.update(pr)
-            barriers += bars
-        return procs, barriers, busy
 
-    run = run_sms(env, p, per_sm, full, build, cost=_kv_total)
-    rep = run.slowest
-    flops = 4.0 * b * h * seq * seq * d / (2 if prm["causal"] else 1)  # the FA benchmarks' convention
-    return dict(env_ns=env.now, flops=flops, events=run.recorders[rep.sm].events, params=prm,
-                races=None if not check_races else [r for hb, bars in checked
-                                                    for r in hb.races() + [y for x in bars for y in x.races]],
-                fit=dict(smem_bytes=smem, registers=registers, regs_per_thread=prm["regs_per_thread"],
-                         ctas_per_sm=slots, resident_ctas=occ.ctas_per_sm, limiter=occ.limiter,
-                         occupancy_limits=occ.limits),
-                units=run.busy[rep.sm],
-                work=dict(work_items=items, active_sms=len(per_sm), items_per_sm=sum(map(len, rep.work)),
-                          kv_tiles=kv_tiles, kv_tiles_on_this_sm=_kv_total(rep.work), rescale_frequency=freq),
-                grid=grid_summary(run, env.now))
+def turn_pingpong(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int, ks: PipelineState, held):
+    """s4's turn (attention_h200.cu:422-426 and 450-463): issue PV_{j-1} (after V_{j-1}'s wait) then QK_j,
+    bar.arrive the next WG's turn, wait both, release K_j and V_{j-1}, and run the softmax with the O rescale while
+    the other WG's GEMMs run."""
+    if held:
+        yield from pv(ctx, slot, wg, item, *held)
+    wgmma(ctx, slot, wg, "wgmma QK", item, j, slot.rings["K"], ks)
+    pass_turn(ctx, slot, wg)
+    yield from wait_group(ctx, wg, 0, item, j)
+    slot.rings["K"].consumer_release(ks, wg.role)
+    if held:
+        slot.rings["V"].consumer_release(held[1], wg.role)
+    yield from softmax(ctx, slot, wg, item, j, n_kv, with_rescale=True)
+
+
+def turn_overlap(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int, ks: PipelineState, held):
+    """s5's turn (attention_h200.cu:412-426 and 429-448): consumer_wait V_{j-1}, issue QK_j and PV_{j-1} back to
+    back, bar.arrive the next turn, wait_group 1 (S_j ready, PV_{j-1} may run on), release K_j, softmax_j beside
+    PV_{j-1}, wait_group 0 and release V_{j-1}, then the O rescale as a step of its own (rescale_o; at
+    rescale_frequency for s7+)."""
+    k_ring, v_ring = slot.rings["K"], slot.rings["V"]
+    if held:  # V_{j-1} waited before QK_j: the two issue back to back
+        yield from wait_tile(ctx, v_ring, held[1], wg, item, held[0])
+    wgmma(ctx, slot, wg, "wgmma QK", item, j, k_ring, ks)
+    if held:
+        wgmma(ctx, slot, wg, "wgmma PV", item, held[0], v_ring, held[1])
+    pass_turn(ctx, slot, wg)
+    yield from wait_group(ctx, wg, 1 if held else 0, item, j)  # S_j ready; PV_{j-1} may run on
+    k_ring.consumer_release(ks, wg.role)
+    yield from softmax(ctx, slot, wg, item, j, n_kv, with_rescale=False)
+    if held:
+        yield from wait_group(ctx, wg, 0, item, j)
+        v_ring.consumer_release(held[1], wg.role)
+    yield from softmax_side(ctx, slot, wg.role, "O rescale", ctx.cost.rescale_ns, work_item=item, k_index=j)
+
+
+def summary(per_sm: list, rep, dims: tuple, prm: dict, cost: AttentionCosts) -> dict:
+    """The work of the run: work items (CTAs, or a persistent grid's units), SMs with work, Q tiles and K/V tiles
+    on the representative SM, K/V tiles per head, and the O rescale frequency (1 but for cond_rescale)."""
+    return dict(work_items=cost.items, active_sms=len(per_sm), items_per_sm=sum(map(len, rep.work)),
+                kv_tiles=cost.kv_tiles, kv_tiles_on_this_sm=_kv_total(rep.work), rescale_frequency=cost.rescale_frequency)
+
+
+def flops(dims: tuple, prm: dict) -> float:
+    """The FA benchmarks' convention: 4 B H L^2 D, halved when causal."""
+    b, h, seq, d = dims
+    return 4.0 * b * h * seq * seq * d / (2 if prm["causal"] else 1)
+
+
+DESCRIPTIONS = {  # `lapis simulate --list`
+    "h200-s1-serial": "one WG; TMA Q/K/V; wgmma QK^T; softmax in registers; wgmma PV; wait after every stage",
+    "h200-s2-ws-ring": "a producer warp issues TMA; K/V ring with full/empty mbarriers",
+    "h200-s3-two-consumers": "a producer + 2 consumer WGs, 64 rows each of one 128-row Q tile, sharing K/V",
+    "h200-s4-pingpong": "named-barrier ping-pong: one WG's softmax overlaps the other's GEMMs",
+    "h200-s5-intra-overlap": "inside a WG, QK^T of tile i+1 is issued before the softmax of tile i",
+    "h200-s6-exp2": "scale folded into log2, ex2.approx.ftz; emulate_frac of exp2 on the FMA pipe",
+    "h200-s7-cond-rescale": "O rescaled only when the row max moves more than threshold (log2 units)",
+    "h200-s8-persistent": "persistent grid, one CTA per SM, static grid stride (launch overhead not modelled)",
+    "h200-s9-tuned": "s8 with tuned defaults (block_n, stages, consumer WGs from a simulator sweep); masked tails",
+}
+
+
+def schedule(name: str) -> Schedule:
+    """Variant `name` of the table as a Schedule: its flags decide the roles (consumer_role) and the costs."""
+    flags = VARIANTS[name]
+    return Schedule(name=name, description=DESCRIPTIONS[name], shape="attention", defaults=DEFAULTS, flags=flags,
+                    resolve=partial(resolve_run, name), work=partial(deal, flags.get("masked_tail", False)),
+                    costs=AttentionCosts.of, launch=launch, flops=flops, summary=summary,
+                    busy=("tensor", "softmax", "tma"), work_cost=_kv_total, races="slot", tuple_units=True)
+
+
+SCHEDULES = tuple(schedule(name) for name in VARIANTS)

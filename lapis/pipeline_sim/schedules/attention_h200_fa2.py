@@ -18,6 +18,9 @@ CTAs resident per SM: the least of the shared-memory (Q + 2 K/V slots) and regis
 REGS_PER_THREAD) limits. Not modelled: mma.sync and ldmatrix issue latency and dependency stalls, bank
 conflicts, register spills. So the prediction is an upper bound on what such a kernel reaches.
 
+Roles (lapis.pipeline_sim.context.Context): `slot<s>` (cta_slot) runs its CTAs one after another; each CTA's
+warps are `cta<s>.w<w>` (warp, the loop above), on sub-partition Smsp (4 s + w) % 4. Costs: Fa2Costs.
+
 It is tensor-bound: mma.sync runs below the wgmma rate (the micro capture's 2714 against 4096 FLOP/clk/SM) and the
 ldmatrix traffic (every warp reads all of K_j and V_j from smem) shares the LSU path. The Hopper schedules s1..s9
 cost their softmax by the contention measured on the H200 (lapis.pipeline_sim.contention); this one costs it as
@@ -27,17 +30,18 @@ attention captures), not an estimate to rank against s3.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import simpy
 
 from lapis.errors import ScheduleError
 from lapis.pipeline_sim.commit_groups import CpAsyncGroups
-from lapis.pipeline_sim.grid import grid_summary, run_sms
-from lapis.pipeline_sim.named_barrier import NamedBarrier
-from lapis.pipeline_sim.schedules.attention_h200 import FMA_OPS_PER_SCORE, parse_shape
+from lapis.pipeline_sim.schedule import Schedule
+from lapis.pipeline_sim.schedules.attention_h200 import FMA_OPS_PER_SCORE
 from lapis.pipeline_sim.units import occupy
 from lapis.pipeline_sim.work_order import kv_per_sm
 
-__all__ = ["DEFAULTS", "VARIANTS", "parse_shape", "simulate"]
+__all__ = ["DEFAULTS", "FA2_SYNC", "SCHEDULES", "VARIANTS", "Fa2Costs", "warp"]
 
 DEFAULTS = dict(block_m=128, block_n=64, stages=2, causal=0)
 VARIANTS = {"h200-fa2-sync": {}}
@@ -62,111 +66,192 @@ def _check(p, bm: int, bn: int, stages: int, seq: int, d: int) -> int:
     return smem
 
 
-def simulate(p, shape: str, params: dict, variant: str, check_races: bool = False, full: bool = False) -> dict:
-    """check_races: accepted for the common interface; no slot accesses are logged (races None or []).
-    full: simulate every SM (lapis.pipeline_sim.grid), not only the one with the most K/V tiles."""
-    b, h, seq, d = parse_shape(shape)
+def resolve(p, dims: tuple, params: dict) -> tuple[dict, dict]:
+    """The run's parameters (DEFAULTS, then the caller's) and the fit: shared memory per CTA, and the registers and
+    CTAs the SM keeps resident (sm_fit: no more than the representative SM has CTAs for)."""
     prm = {**DEFAULTS, **params}
+    smem = _check(p, prm["block_m"], prm["block_n"], prm["stages"], dims[2], dims[3])
+    resident = resident_limit(p, smem)
+    return prm, dict(smem_bytes=smem, registers=resident * CTA_REGISTERS, ctas_per_sm=resident)
+
+
+CTA_REGISTERS = WARPS * 32 * REGS_PER_THREAD
+
+
+def resident_limit(p, smem: int) -> int:
+    """CTAs resident per SM: the least of the shared-memory (Q + 2 K/V slots) and register limits."""
+    return min(p["smem_bytes_per_sm"] // smem, p["registers_per_sm"] // CTA_REGISTERS)
+
+
+def sm_fit(fit: dict, work: tuple) -> dict:
+    """The fit as the representative SM runs it: no more CTAs at a time than it has."""
+    ctas = min(fit["ctas_per_sm"], len(work))
+    return dict(fit, registers=ctas * CTA_REGISTERS, ctas_per_sm=ctas)
+
+
+def deal(p, dims: tuple, prm: dict) -> list:
+    """Q tiles dealt to SMs by grid stride, each its count of K/V tiles (work_order.kv_per_sm)."""
+    b, h, seq, _ = dims
     bm, bn = prm["block_m"], prm["block_n"]
-    smem = _check(p, bm, bn, prm["stages"], seq, d)
-    regs = WARPS * 32 * REGS_PER_THREAD
-    resident_limit = min(p["smem_bytes_per_sm"] // smem, p["registers_per_sm"] // regs)
-    q_tiles, kv_tiles = seq // bm, seq // bn
-    items = b * h * q_tiles
-    per_sm = kv_per_sm(b * h, q_tiles, kv_tiles, bm, bn, prm["causal"], p["sm_count"])
-    rows = bm // WARPS
-    env = simpy.Environment()
-    t_rate, m_rate, f_rate = (p.per_ns(k) / SMSP_PER_SM for k in ("mma_sync_flop_per_clk_sm",
-                                                                   "mufu_ex2_per_clk_sm", "fma_per_clk_sm"))
-    lsu_rate = p["smem_bytes_per_clk_sm"] / WAVEFRONT_BYTES * p["clock_ghz"]  # wavefronts per ns
-    gemm_ns = 2 * rows * bn * d / t_rate
-    mufu_ns = rows * bn / m_rate
-    fma_ns = (rows * bn * FMA_OPS_PER_SCORE[False] + rows * d) / f_rate  # softmax, then the O rescale
-    tile_bytes = bn * d * 2
+    return kv_per_sm(b * h, seq // bm, seq // bn, bm, bn, prm["causal"], p["sm_count"])
 
-    def build(rec, grid, group):
-        """One SM's units and CTA slots, running the Q tiles of `group.work` (their K/V tile counts)."""
-        my_kv = group.work
-        resident = min(resident_limit, len(my_kv))
-        tensors, mufus, fmas = ([simpy.Resource(env, 1) for _ in range(SMSP_PER_SM)] for _ in range(3))
-        lsu, load_path = simpy.Resource(env, 1), simpy.Resource(env, 1)
-        busy = dict(tensor=0.0, mufu=0.0, fma=0.0, lsu=0.0, l2=0.0)
-        barriers, procs = [], {}  # both grow as CTAs start (run_sms reads them after the run)
 
-        def use(unit, name, ns, role, op, **kw):
-            yield from occupy(env, rec, unit, ns, busy, name, role, op, **kw)
+@dataclass(frozen=True)
+class Fa2Costs:
+    """What one warp's ops take on its sub-partition (ns), from the profile's SM rates split four ways:
+    gemm_ns: a tile's mma.sync (32 rows x block_n x D, QK or PV); mufu_ns: its ex2s; fma_ns: its softmax FMA-pipe
+    ops (FMA_OPS_PER_SCORE per score) and the O rescale (32 x D); lsu_rate: the SM's shared-memory wavefronts per
+    ns; tile_bytes: a K or V tile; q_bytes: a warp's 32 Q (or O) rows; latency_ns: a load's latency after its
+    bytes (the profile's tma_latency_ns, assumed for cp.async); resident: CTAs the SM keeps resident."""
 
-        def lsu_bytes(nbytes, role, op, **kw):
-            yield from use(lsu, "lsu", nbytes / WAVEFRONT_BYTES / lsu_rate, role, op, **kw)
+    gemm_ns: float
+    mufu_ns: float
+    fma_ns: float
+    lsu_rate: float
+    tile_bytes: int
+    q_bytes: int
+    latency_ns: float
+    q_tiles: int
+    kv_tiles: int
+    items: int
+    resident: int
 
-        def over_l2(nbytes, reuse, role, op, **kw):
-            """The load path at the SM's bandwidth share when it takes the bytes: K/V serve every Q tile of a
-            head (reuse q_tiles); Q read and O written once are compulsory HBM traffic (reuse 1)."""
-            yield from use(load_path, "l2", lambda: nbytes / grid.share(reuse), role, op, **kw)
+    @classmethod
+    def of(cls, p, dims: tuple, prm: dict, flags: dict) -> Fa2Costs:
+        b, h, seq, d = dims
+        bm, bn = prm["block_m"], prm["block_n"]
+        rows = bm // WARPS
+        t_rate, m_rate, f_rate = (p.per_ns(k) / SMSP_PER_SM for k in ("mma_sync_flop_per_clk_sm",
+                                                                       "mufu_ex2_per_clk_sm", "fma_per_clk_sm"))
+        return cls(gemm_ns=2 * rows * bn * d / t_rate, mufu_ns=rows * bn / m_rate,
+                   fma_ns=(rows * bn * FMA_OPS_PER_SCORE[False] + rows * d) / f_rate,  # softmax, then the O rescale
+                   lsu_rate=p["smem_bytes_per_clk_sm"] / WAVEFRONT_BYTES * p["clock_ghz"], tile_bytes=bn * d * 2,
+                   q_bytes=rows * d * 2, latency_ns=p["tma_latency_ns"], q_tiles=seq // bm, kv_tiles=seq // bn,
+                   items=b * h * (seq // bm), resident=resident_limit(p, _check(p, bm, bn, prm["stages"], seq, d)))
 
-        def cp_async(nbytes, reuse, role, op, **kw):
-            """A warp's cp.async: LSU wavefronts to issue, then the bytes over the load path and the latency."""
-            yield from lsu_bytes(nbytes, role, op, **kw)
+    def lsu_ns(self, nbytes: int) -> float:
+        """LSU time of nbytes of cp.async or ldmatrix: 128 B wavefronts at the SM's shared-memory rate."""
+        return nbytes / WAVEFRONT_BYTES / self.lsu_rate
 
-            def land():
-                yield from over_l2(nbytes, reuse, "l2", f"{op} lands", **kw)
-                yield env.timeout(p["tma_latency_ns"])
-            return env.process(land())
 
-        def warp(role, smsp, item, n_kv, bar):
-            tensor, mufu, fma = tensors[smsp], mufus[smsp], fmas[smsp]
-            g = CpAsyncGroups(env, role)
-            share_bytes = 2 * tile_bytes // WARPS  # this warp's quarter of a K+V tile
-            g.issue((yield from cp_async(rows * d * 2, 1, role, "cp.async Q", work_item=item)))
-            g.issue((yield from cp_async(share_bytes, q_tiles, role, "cp.async K+V", work_item=item, k_index=0)))
-            g.commit()
-            for j in range(n_kv):
-                kw = dict(work_item=item, k_index=j)
-                t0 = env.now
-                yield g.wait(0)
-                yield bar.sync(role, 32 * WARPS)  # __syncthreads
-                if env.now > t0:
-                    rec.add(role, "wait cp.async group + __syncthreads", t0, kind="wait", **kw)
-                if j + 1 < n_kv:
-                    g.issue((yield from cp_async(share_bytes, q_tiles, role, "cp.async K+V", work_item=item,
-                                                 k_index=j + 1)))
-                    g.commit()
-                yield from lsu_bytes(tile_bytes + (rows * d * 2 if j == 0 else 0), role, "ldmatrix K (+Q)", **kw)
-                yield from use(tensor, "tensor", gemm_ns, role, "mma.sync QK", **kw)
-                yield from use(mufu, "mufu", mufu_ns, role, "softmax ex2", **kw)
-                yield from use(fma, "fma", fma_ns, role, "softmax FMA + O rescale", **kw)
-                yield from lsu_bytes(tile_bytes, role, "ldmatrix V", **kw)
-                yield from use(tensor, "tensor", gemm_ns, role, "mma.sync PV", **kw)
-            yield from over_l2(rows * d * 2, 1, role, "store O", work_item=item)
+class SmspBusy:
+    """The SM's busy times as one sub-partition's unit adds to them: its ns count 1 / SMSP_PER_SM each, so busy is
+    a fraction of the SM's rate (exactly the sum divided once: SMSP_PER_SM is a power of two)."""
 
-        def cta(slot, item, n_kv):
-            roles = [f"cta{slot}.w{w}" for w in range(WARPS)]
-            bar = NamedBarrier(env, f"__syncthreads of cta{slot} item {item}", 0, 32 * WARPS,
-                               {r: 32 for r in roles})
-            barriers.append(bar)
-            ps = [env.process(warp(r, (slot * WARPS + w) % SMSP_PER_SM, item, n_kv, bar))
-                  for w, r in enumerate(roles)]
-            procs.update({f"{r}.item{item}": pr for r, pr in zip(roles, ps)})
-            yield env.all_of(ps)
+    def __init__(self, busy: dict):
+        self.busy = busy
 
-        def slot_proc(slot):
-            for item in range(slot, len(my_kv), resident):
-                yield from cta(slot, item, my_kv[item])
+    def __getitem__(self, unit: str) -> float:
+        return self.busy[unit] * SMSP_PER_SM
 
-        for s in range(resident):
-            procs[f"slot{s}"] = env.process(slot_proc(s))
-        return procs, barriers, busy
+    def __setitem__(self, unit: str, ns: float) -> None:
+        self.busy[unit] = ns / SMSP_PER_SM
 
-    run = run_sms(env, p, per_sm, full, build, cost=sum)
-    rep = run.slowest
-    resident = min(resident_limit, len(rep.work))
-    busy = dict(run.busy[rep.sm])
-    for u in ("tensor", "mufu", "fma"):  # per-SMSP units: busy as a fraction of the SM's rate
-        busy[u] /= SMSP_PER_SM
-    flops = 4.0 * b * h * seq * seq * d / (2 if prm["causal"] else 1)
-    return dict(env_ns=env.now, flops=flops, events=run.recorders[rep.sm].events, params=prm,
-                races=[] if check_races else None,
-                fit=dict(smem_bytes=smem, registers=resident * regs, ctas_per_sm=resident), units=busy,
-                work=dict(work_items=items, active_sms=len(per_sm), items_per_sm=len(rep.work), kv_tiles=kv_tiles,
-                          kv_tiles_on_this_sm=sum(rep.work), resident_ctas=resident),
-                grid=grid_summary(run, env.now))
+
+class Smsp:
+    """One SM sub-partition: its tensor core, MUFU and FMA pipe, each held by one warp at a time."""
+
+    def __init__(self, ctx):
+        self.ctx, self.busy = ctx, SmspBusy(ctx.busy)
+        self.units = {u: simpy.Resource(ctx.env, 1) for u in ("tensor", "mufu", "fma")}
+
+    def use(self, unit: str, ns: float, role: str, op: str, **kw):
+        """Hold this sub-partition's `unit` for ns, recording the queueing and the op."""
+        yield from occupy(self.ctx.env, self.ctx.rec, self.units[unit], ns, self.busy, unit, role, op, **kw)
+
+
+def lsu(ctx, nbytes: int, role: str, op: str, **kw):
+    """The SM's LSU / shared-memory path for nbytes (cp.async issue, ldmatrix)."""
+    yield from ctx.occupy("lsu", ctx.cost.lsu_ns(nbytes), role, op, **kw)
+
+
+def over_l2(ctx, nbytes: int, reuse: float, role: str, op: str, **kw):
+    """The load path at the SM's bandwidth share when it takes the bytes: K/V serve every Q tile of a head (reuse
+    q_tiles); Q read and O written once are compulsory HBM traffic (reuse 1)."""
+    yield from ctx.occupy("l2", lambda: nbytes / ctx.grid.share(reuse), role, op, **kw)
+
+
+def cp_async(ctx, nbytes: int, reuse: float, role: str, op: str, **kw):
+    """A warp's cp.async: LSU wavefronts to issue, then (a process: the warp goes on) the bytes over the load path
+    and the latency. Returns the process, for the warp's cp.async group."""
+    yield from lsu(ctx, nbytes, role, op, **kw)
+    return ctx.child(land(ctx, nbytes, reuse, op, kw))
+
+
+def land(ctx, nbytes: int, reuse: float, op: str, kw: dict):
+    """A cp.async's bytes landing: the load path (role `l2`), then the latency."""
+    yield from over_l2(ctx, nbytes, reuse, "l2", f"{op} lands", **kw)
+    yield ctx.env.timeout(ctx.cost.latency_ns)
+
+
+def landed_and_synced(ctx, groups: CpAsyncGroups, bar, role: str):
+    """cp.async.wait_group 0 (this warp's share of tile j landed), then __syncthreads (`bar.sync 0`): one wait."""
+    yield groups.wait(0)
+    yield bar.sync(role, 32 * WARPS, event=ctx.rec.last_id(role))
+
+
+def warp(ctx, smsp: Smsp, role: str, item: int, n_kv: int, bar):
+    """One warp of an FA2 CTA, its 32 of the Q tile's rows (the loop of the module docstring; FlashAttention-2's
+    forward mainloop): cp.async Q and its share of K/V tile 0; per tile j, wait its group and __syncthreads, prefetch
+    its share of tile j+1 into the other slot, ldmatrix K_j (+ Q at j = 0), mma.sync QK, the softmax (MUFU ex2,
+    then the FMA pipe with the O rescale), ldmatrix V_j, mma.sync PV; then store its O rows."""
+    c, groups = ctx.cost, CpAsyncGroups(ctx.env, role)
+    share = 2 * c.tile_bytes // WARPS  # this warp's quarter of a K+V tile
+    groups.issue((yield from cp_async(ctx, c.q_bytes, 1, role, "cp.async Q", work_item=item)))
+    groups.issue((yield from cp_async(ctx, share, c.q_tiles, role, "cp.async K+V", work_item=item, k_index=0)))
+    groups.commit()
+    for j in range(n_kv):
+        kw = dict(work_item=item, k_index=j)
+        yield from ctx.waited(role, "wait cp.async group + __syncthreads",
+                              landed_and_synced(ctx, groups, bar, role),
+                              flow=lambda: bar.last_completer, **kw)
+        if j + 1 < n_kv:
+            groups.issue((yield from cp_async(ctx, share, c.q_tiles, role, "cp.async K+V", work_item=item,
+                                              k_index=j + 1)))
+            groups.commit()
+        yield from lsu(ctx, c.tile_bytes + (c.q_bytes if j == 0 else 0), role, "ldmatrix K (+Q)", **kw)
+        yield from smsp.use("tensor", c.gemm_ns, role, "mma.sync QK", **kw)
+        yield from smsp.use("mufu", c.mufu_ns, role, "softmax ex2", **kw)
+        yield from smsp.use("fma", c.fma_ns, role, "softmax FMA + O rescale", **kw)
+        yield from lsu(ctx, c.tile_bytes, role, "ldmatrix V", **kw)
+        yield from smsp.use("tensor", c.gemm_ns, role, "mma.sync PV", **kw)
+    yield from over_l2(ctx, c.q_bytes, 1, role, "store O", work_item=item)
+
+
+def cta_slot(ctx, smsps: list, slot: int, resident: int):
+    """CTA slot `slot` of the SM: its CTAs (every resident-th Q tile of the SM's list) one after another; a CTA is
+    WARPS warps on sub-partitions (4 slot + w) % 4 meeting at one __syncthreads barrier, done when all are."""
+    for item in range(slot, len(ctx.group.work), resident):
+        roles = [f"cta{slot}.w{w}" for w in range(WARPS)]
+        bar = ctx.named_barrier(f"__syncthreads of cta{slot} item {item}", 0, 32 * WARPS, {r: 32 for r in roles})
+        yield ctx.env.all_of([ctx.spawn(f"{r}.item{item}", warp(ctx, smsps[(slot * WARPS + w) % SMSP_PER_SM], r, item,
+                                                                ctx.group.work[item], bar))
+                              for w, r in enumerate(roles)])
+
+
+def launch(ctx) -> None:
+    """One SM: its sub-partitions and min(resident, its CTAs) CTA slots."""
+    resident = min(ctx.cost.resident, len(ctx.group.work))
+    smsps = [Smsp(ctx) for _ in range(SMSP_PER_SM)]
+    for s in range(resident):
+        ctx.spawn(f"slot{s}", cta_slot(ctx, smsps, s, resident))
+
+
+def summary(per_sm: list, rep, dims: tuple, prm: dict, cost: Fa2Costs) -> dict:
+    """Q tiles, SMs with work, Q tiles and K/V tiles on the representative SM, K/V tiles per head, its CTA slots."""
+    return dict(work_items=cost.items, active_sms=len(per_sm), items_per_sm=len(rep.work), kv_tiles=cost.kv_tiles,
+                kv_tiles_on_this_sm=sum(rep.work), resident_ctas=min(cost.resident, len(rep.work)))
+
+
+def flops(dims: tuple, prm: dict) -> float:
+    """The FA benchmarks' convention: 4 B H L^2 D, halved when causal."""
+    b, h, seq, d = dims
+    return 4.0 * b * h * seq * seq * d / (2 if prm["causal"] else 1)
+
+
+FA2_SYNC = Schedule(
+    name="h200-fa2-sync", description="simulation only: FA2-style, 4 unspecialized warps, mma.sync, cp.async double "
+    "buffer, ldmatrix", shape="attention", defaults=DEFAULTS, resolve=resolve, work=deal, costs=Fa2Costs.of,
+    launch=launch, flops=flops, summary=summary, flags=VARIANTS["h200-fa2-sync"], units=("lsu", "l2"),
+    busy=("tensor", "mufu", "fma", "lsu", "l2"), work_cost=sum, sm_fit=sm_fit)
+SCHEDULES = (FA2_SYNC,)

@@ -147,8 +147,9 @@ def _slabs(flags: dict) -> int:
 
 
 def resolve(flags: dict, p, dims: tuple, params: dict) -> tuple[dict, object]:
-    """The run's parameters (DEFAULTS, the caller's, then fm and block_m = warps x 16 x fm) and the fit, a
-    function of the representative SM (its CTAs resident at once); ScheduleError names what does not fit."""
+    """The run's parameters (DEFAULTS, the caller's, then fm and block_m = warps x 16 x fm) and the fit (its
+    ctas_per_sm is the most the SM holds; sm_fit lowers it to the representative SM's CTAs); ScheduleError names
+    what does not fit."""
     _, _, seq, d = dims
     prm = {**DEFAULTS, **params}
     warps, bn, fm = prm["warps"], prm["block_n"], flags["fm"]
@@ -172,7 +173,12 @@ def resolve(flags: dict, p, dims: tuple, params: dict) -> tuple[dict, object]:
         raise ScheduleError("the CTA does not fit the register file", f"{warps} warps x 32 x {prm['regs_per_thread']} "
                             f"registers = {regs} > {p['registers_per_sm']} (at most 255 per thread)",
                             "lower warps or regs_per_thread")
-    return prm, lambda rep: dict(smem_bytes=smem, registers=regs, ctas_per_sm=min(resident, len(rep.work)))
+    return prm, dict(smem_bytes=smem, registers=regs, ctas_per_sm=resident)
+
+
+def sm_fit(fit: dict, work) -> dict:
+    """The fit on the representative SM: it holds at most as many CTAs at once as it was dealt."""
+    return dict(fit, ctas_per_sm=min(fit["ctas_per_sm"], len(work)))
 
 
 def spans_per_sm(p, dims: tuple, prm: dict) -> list:
@@ -502,7 +508,7 @@ def _schedule(name: str, description: str) -> Schedule:
     return Schedule(name=name, description=description, shape="attention", defaults=DEFAULTS, flags=flags,
                     resolve=partial(resolve, flags), work=spans_per_sm, costs=Sm120Costs.of, launch=launch,
                     flops=flops, summary=summary, gpu="rtx5090", arch="sm120", units=UNITS, busy=BUSY,
-                    work_cost=visits, races="slot")
+                    work_cost=visits, races="slot", sm_fit=sm_fit)
 
 
 SCHEDULES = tuple(_schedule(name, description) for name, _, description, _ in MOVES)

@@ -1,0 +1,164 @@
+"""The Hopper attention roles (lapis.pipeline_sim.schedules.attention_h200) run alone on a hand-built Context with
+hand-made costs: a consumer against a ring a test process fills, the producer against a consumer stub; and each
+variant's Schedule picks the consumer role its flags name."""
+
+from types import SimpleNamespace
+
+import pytest
+import simpy
+
+from lapis.model.profile import load_profile
+from lapis.pipeline_sim.context import Context
+from lapis.pipeline_sim.pipeline import PipelineState
+from lapis.pipeline_sim.recorder import Recorder
+from lapis.pipeline_sim.schedules import attention_h200 as ah
+from lapis.pipeline_sim.schedules import attention_h200_fa2 as fa2
+from lapis.pipeline_sim.simulate import SCHEDULES
+
+H200 = load_profile("h200")
+TILE = 100  # bytes of a K or V tile: the load path moves 1 B/ns here, so a copy holds it 100 ns
+
+
+def costs(**over) -> ah.AttentionCosts:
+    """Round numbers (ns, bytes) and no contention, so the timelines can be written down by hand."""
+    base = dict(gemm_ns=100.0, wgmma_latency_ns=10.0, softmax_ns=50.0, rescale_ns=5.0, mask_ns=0.0,
+                softmax_pair=1.0, softmax_under_gemm=1.0, pipe_under_softmax=1.0, turnover_ns=0.0, q_bytes=40,
+                o_bytes=64, tile_bytes=TILE, l2_latency_ns=7.0, hbm_latency_ns=20.0, q_tiles=4, kv_tiles=2, items=1,
+                rescale_frequency=1.0, causal=False, flavour="exp2f", emulate_frac=0.0)
+    return ah.AttentionCosts(**{**base, **over})
+
+
+def slot_of(flags: dict, work=((2,),), wgs=1):
+    """One SM running `work` (CTAs, each its Q tiles' K/V tile counts) in one CTA slot, roles not started."""
+    env = simpy.Environment()
+    ctx = Context(env, Recorder(env), SimpleNamespace(share=lambda reuse: 1.0), SimpleNamespace(work=work), H200,
+                  dict(stages=2, consumer_wgs=wgs, ctas_per_sm=1), costs(), flags=flags, units=("tensor", "tma"),
+                  busy=("tensor", "softmax", "tma"))
+    return ctx, ah.CtaSlot(ctx, ah.SmCtas(ctx), 0, 1)
+
+
+def events(ctx, role: str) -> list:
+    return [(e.op, e.start_ns, e.end_ns) for e in ctx.rec.events if e.role == role]
+
+
+def hand_fed(ctx, slot, deliveries) -> dict:
+    """K and V rings of 2 slots whose tiles a test process delivers (it plays the producer and the TMA): (at ns,
+    ring, tile j) each, tile j into slot j % 2. Returns {(ring, j): id of the delivery's recorded event}."""
+    rings = slot.rings = {x: ctx.pipeline(x, 2, "feeder", slot.consumers, TILE, buffer=x) for x in ("K", "V")}
+    landed = {}
+
+    def feeder():
+        for at, x, j in deliveries:
+            yield ctx.env.timeout(at - ctx.now)
+            st = PipelineState(2, index=j % 2, phase=j // 2 % 2)
+            rings[x].producer_expect(st)
+            landed[x, j] = ctx.record("feeder", f"deliver {x}", ctx.now, work_item=0, k_index=j).id
+            rings[x].landed(st, TILE, (0, j), None, "feeder", event=landed[x, j])
+
+    ctx.child(feeder())
+    return landed
+
+
+def test_a_ring_consumer_alone_against_a_hand_fed_ring():
+    ctx, slot = slot_of(dict(ws=True))
+    landed = hand_fed(ctx, slot, ((100, "K", 0), (150, "V", 0), (300, "K", 1), (320, "V", 1)))
+    rings = slot.rings
+    ctx.spawn("consumer0", ah.consumer_ring(ctx, slot, 0))
+    ctx.env.run()
+    # QK_0 on the pipe 100 ns, seen 10 ns later; softmax + O rescale 55 ns; V_0 has landed, so PV_0 follows at
+    # once; tile 1 the same from 375 (K_1 landed at 300); O out over the load path (64 ns), then HBM's latency.
+    assert events(ctx, "consumer0") == [
+        ("wait K", 0, 100), ("wgmma QK", 100, 200), ("wait wgmma (wait_group 0)", 100, 210), ("softmax", 210, 265),
+        ("wgmma PV", 265, 365), ("wait wgmma (wait_group 0)", 265, 375),
+        ("wgmma QK", 375, 475), ("wait wgmma (wait_group 0)", 375, 485), ("softmax", 485, 540),
+        ("wgmma PV", 540, 640), ("wait wgmma (wait_group 0)", 540, 650), ("store O", 650, 714)]
+    assert ctx.now == 734
+    wait_k = next(e for e in ctx.rec.events if e.op == "wait K")
+    assert wait_k.flow_from == landed["K", 0]  # the hand-off is drawn from the delivery that released it
+    assert [b.phase for b in rings["K"].empty + rings["V"].empty] == [1, 1, 1, 1]  # every slot released once
+
+
+@pytest.mark.parametrize("flags, order", [
+    (dict(ws=True), [("TMA K", 0), ("TMA V", 0), ("TMA K", 1), ("TMA V", 1), ("TMA K", 2), ("TMA V", 2)]),
+    (dict(ws=True, pingpong=True, overlap=True),
+     [("TMA K", 0), ("TMA K", 1), ("TMA V", 0), ("TMA K", 2), ("TMA V", 1), ("TMA V", 2)])])
+def test_the_producer_alone_against_a_consumer_stub(flags, order):
+    ctx, slot = slot_of(flags, work=((3,),))
+    slot.build_rings()
+    def stub():  # consumer0 reduced to its barrier protocol: wait for each tile, release it at once
+        st = {x: PipelineState(2) for x in ("K", "V")}
+        for j in range(3):
+            for x in ("K", "V"):
+                ring, full = slot.rings[x], slot.rings[x].full[st[x].index]
+                yield from ctx.waited("consumer0", f"wait {x}", ring.consumer_wait(st[x], "consumer0"),
+                                      flow=lambda f=full: f.last_completer, k_index=j)
+                ring.consumer_release(st[x], "consumer0")
+                st[x].advance()
+
+    ctx.spawn("producer", ah.producer(ctx, slot))
+    ctx.spawn("consumer0", stub())
+    ctx.env.run()
+    # Q first (40 B over the load path, then HBM's latency), then the copies on the TMA engine in load order, each
+    # 100 ns on the load path, landing L2's latency (7 ns) later
+    assert events(ctx, "producer")[0] == ("TMA Q", 0, 40)
+    copies = [e for e in ctx.rec.events if e.role == "tma" and e.kind != "wait"]
+    assert [(e.op, e.k_index) for e in copies] == order
+    assert [(e.start_ns, e.end_ns) for e in copies] == [(60 + 100 * n, 160 + 100 * n) for n in range(6)]
+    by_tile = {(e.op[-1], e.k_index): e.id for e in copies}
+    waits = [e for e in ctx.rec.events if e.role == "consumer0"]
+    assert len(waits) >= 4 and all(e.flow_from == by_tile[e.op[-1], e.k_index] for e in waits)  # its own copy
+    assert all(p.processed for p in ctx.processes.values())  # producer_tail saw every slot released
+
+
+@pytest.mark.parametrize("name, role", [
+    ("h200-s1-serial", ah.consumer_serial), ("h200-s2-ws-ring", ah.consumer_ring),
+    ("h200-s3-two-consumers", ah.consumer_ring), ("h200-s4-pingpong", ah.consumer_pingpong),
+    ("h200-s5-intra-overlap", ah.consumer_overlap), ("h200-s6-exp2", ah.consumer_overlap),
+    ("h200-s7-cond-rescale", ah.consumer_overlap), ("h200-s8-persistent", ah.consumer_overlap),
+    ("h200-s9-tuned", ah.consumer_overlap)])
+def test_each_variant_picks_its_consumer_role(name, role):
+    s = SCHEDULES[name]
+    assert s in ah.SCHEDULES and s.legacy is None and s.races == "slot"
+    prm, _ = s.resolve(H200, (1, 2, 1024, 128), {})
+    assert ah.consumer_role(s.flags, prm["consumer_wgs"]) is role
+
+
+def test_ping_pong_needs_two_warpgroups_and_the_flavour_is_a_cost_option():
+    s4, s7 = (SCHEDULES[n] for n in ("h200-s4-pingpong", "h200-s7-cond-rescale"))
+    assert ah.consumer_role(s4.flags, 1) is ah.consumer_ring  # one WG has no one to take turns with
+    assert ah.consumer_role(s7.flags, 1) is ah.consumer_overlap  # it overlaps within itself, without turns
+    dims = (1, 2, 1024, 128)
+    c5, c7 = (ah.AttentionCosts.of(H200, dims, s.resolve(H200, dims, {})[0], s.flags)
+              for s in (SCHEDULES["h200-s5-intra-overlap"], s7))
+    assert (c5.flavour, c7.flavour) == ("exp2f", "ex2_cond") and c5.rescale_frequency == 1.0
+    assert c7.rescale_ns == pytest.approx(c5.rescale_ns * c7.rescale_frequency) and c7.rescale_frequency < 1
+
+
+def test_two_pingpong_warpgroups_alone_take_turns_in_order():
+    ctx, slot = slot_of(dict(ws=True, pingpong=True), wgs=2)
+    slot.build_rings()
+    hand_fed(ctx, slot, ((0, "K", 0), (0, "K", 1), (1000, "V", 0), (1100, "V", 1)))
+    for i in (0, 1):
+        ctx.spawn(f"consumer{i}", ah.consumer_pingpong(ctx, slot, i))
+    ctx.env.run()
+    # WG 0 issues QK_0 first (WG 1 pre-arrived its barrier), WG 1 next; in its second turn WG 0 waits for V_0
+    # (1000) to issue PV_0 before QK_1, and only then hands the turn on: WG 1 waits for it from the end of its
+    # softmax_0 (QK_0 queued behind WG 0's on the pipe: 100..200, seen at 210, softmax to 265)
+    qk = [(e.role, e.k_index, e.start_ns) for e in ctx.rec.events if e.op == "wgmma QK"]
+    assert qk[:3] == [("consumer0", 0, 0), ("consumer1", 0, 100), ("consumer0", 1, 1100)]
+    turn = next(e for e in ctx.rec.events if e.op == "wait GEMM turn (bar.sync 2)")
+    assert (turn.role, turn.k_index, turn.start_ns, turn.end_ns) == ("consumer1", 1, 265, 1000)
+    handed = next(e for e in ctx.rec.events if e.id == turn.flow_from)
+    assert (handed.role, handed.op, handed.end_ns) == ("consumer0", "wait V", 1000)  # WG 0's turn, up to its arrive
+
+
+def test_fa2_sub_partition_busy_is_the_sum_divided_exactly():
+    busy = {"tensor": 0.0}
+    quarter = fa2.SmspBusy(busy)
+    parts = [0.1, 1 / 3, 2.7, 1e-3, 12.34]
+    for ns in parts:
+        quarter["tensor"] += ns
+    total = 0.0
+    for ns in parts:
+        total += ns
+    assert busy["tensor"] == total / fa2.SMSP_PER_SM
