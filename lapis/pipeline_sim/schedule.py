@@ -57,7 +57,6 @@ class Schedule:
     q_rows: int = 0  # attention: the most Q rows a work item takes where no parameter says (the event bound)
     races: str = "run"  # "run": one race log for the whole run; "slot": the schedule makes its own per CTA slot
     tuple_units: bool = False  # work items are tuples of tile counts (one per Q tile of a CTA): lapis.sweep.fast
-    legacy: object = None  # a schedule module not yet written as roles: its simulate() runs the whole kernel
 
     def __post_init__(self):
         if self.shape not in SHAPES:
@@ -66,8 +65,6 @@ class Schedule:
 
     def parse_shape(self, text: str) -> tuple[int, ...]:
         """'MxNxK' or 'BxHxLxD' -> a tuple of ints, one per letter; ScheduleError otherwise."""
-        if self.legacy is not None:
-            return self.legacy.parse_shape(text)
         rule, fix = _SHAPE_RULE[self.shape]
         try:
             dims = tuple(int(x) for x in text.lower().split("x"))

@@ -13,74 +13,17 @@ from collections import defaultdict
 
 from lapis.errors import NotModelled, ScheduleError
 from lapis.pipeline_sim import engine
-from lapis.pipeline_sim.schedule import REGISTRY, Schedule, lookup, register
+from lapis.pipeline_sim.schedule import REGISTRY, lookup, register
 from lapis.model import roofline
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import recorder
 from lapis.pipeline_sim.recorder import union_spans as _union
 from lapis.pipeline_sim.work_order import ORDERS
 
-_LEGACY = {  # schedules still run by their module's simulate(); name -> (description, module)
-    "b200-k01-baseline": ("sm100 baseline: one role waits on each TMA, tcgen05 QK (S in TMEM), softmax, O rescale, PV",
-                          "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-k02-p-in-tmem": ("P written over S in TMEM instead of K's SMEM slot (not costed: predicts k01's time)",
-                           "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-k03-swizzle": ("SW128 swizzled Q/K/V in SMEM (bank conflicts not modelled: predicts k02's time)",
-                         "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-k04-warp-specialization": ("load / MMA / row-warp roles with mbarrier hand-offs, one K and one V slot",
-                                     "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-k05-two-q-tiles": ("two 128-row Q tiles per CTA share each K/V load; 2 softmax roles; TMEM 2x(S+O)",
-                             "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-k06-load-pipeline": ("one K/V token ring (kv_stages slots); QK waits only for K; K freed after the last QK",
-                               "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-k07-compute-pipeline": ("MMA order P0V(j), Q0K(j+1), P1V(j), Q1K(j+1): softmax overlaps the other PV",
-                                  "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-k08-hw-approx": ("ex2.approx.ftz with the log2 scale folded in: one FMA-pipe op less per score",
-                           "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-k09-sw-exp2": ("sw_exp_per16 of 16 exponentials as a cubic on the FMA pipe instead of MUFU",
-                         "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-k10-register-caching": ("96 of 128 S columns kept in registers: the P pass re-reads only 32 from TMEM",
-                                  "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-k11-skip-rescale": ("O rescaled only when the row max moves more than threshold (log2 units)",
-                              "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-k12-split-correction": ("correction warps rescale O in parallel with P production; PV waits both",
-                                  "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-k13-early-pv": ("PV starts on the first 96 columns of P; the rest once all of P is ready",
-                          "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-k14-persistent": ("one CTA per SM walks its work items; Q/K/V and MMA run into the next item (q_free)",
-                            "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-m1-deferred-score-load": ("wider TMEM loads of S, one deferred wait (TMEM latency not modelled: as k14)",
-                                    "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-m2-split-rowsum": ("rowsum in partial sums (dependency chains not modelled: as m1)",
-                             "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-m3-phase-bitmasks": ("barrier phases in register bitmasks, no local-memory spills (not modelled: as m2)",
-                               "lapis.pipeline_sim.schedules.attention_b200"),
-    "b200-m4-tma-l2-promotion": ("TMA fetches 256 B into L2 (L2 sectors not modelled: as m3)",
-                                 "lapis.pipeline_sim.schedules.attention_b200"),
-}
-
-
-GPU_OF_PREFIX = {"h200": "h200", "b200": "b200", "sm120": "rtx5090"}  # a schedule name's prefix -> its profile
-
-
-ARCH_OF_PREFIX = {"h200": "sm90", "b200": "sm100", "sm120": "sm120"}  # wgmma / tcgen05+TMEM / mma.sync+TMA
-
-
-def _legacy(name: str, description: str, module: str) -> Schedule:
-    mod = importlib.import_module(module)
-    prefix = name.split("-", 1)[0]
-    return Schedule(name=name, description=description, shape="attention", defaults=mod.DEFAULTS,
-                    flags=getattr(mod, "VARIANTS", {}).get(name, {}), gpu=GPU_OF_PREFIX[prefix],
-                    arch=ARCH_OF_PREFIX[prefix], q_rows=2 * getattr(mod, "BLOCK_M", 0), legacy=mod,
-                    tuple_units=module.endswith("attention_h200"))
-
-
-# The built-in schedule modules, in `lapis simulate --list` order. A module written as roles lists its Schedule
-# objects in SCHEDULES; the others run through their own simulate() (_LEGACY).
+# The built-in schedule modules, in `lapis simulate --list` order; each lists its Schedule objects in SCHEDULES.
 BUILT_IN = ("gemm_ws", "attention_h200", "attention_h200_fa2", "attention_b200", "attention_sm120")
 for _name in BUILT_IN:
-    _mod = importlib.import_module(f"lapis.pipeline_sim.schedules.{_name}")
-    register(*getattr(_mod, "SCHEDULES", [_legacy(n, d, m) for n, (d, m) in _LEGACY.items() if m == _mod.__name__]))
+    register(*importlib.import_module(f"lapis.pipeline_sim.schedules.{_name}").SCHEDULES)
 SCHEDULES = REGISTRY  # name -> Schedule, every built-in one
 
 
@@ -194,7 +137,7 @@ def simulate(schedule, gpu: str, shape: str, params: dict | None = None, check_r
     Raises ScheduleError for an unknown schedule, parameter or shape, NotModelled for causal masking on a
     schedule that does not model it, and deadlock.Deadlock on a hang."""
     s = lookup(schedule)
-    schedule, kind, mod = s.name, s.shape, s.legacy
+    schedule, kind = s.name, s.shape
     params = dict(params or {})
     check_params(schedule, params, s.defaults)
     dims = s.parse_shape(shape)
@@ -210,10 +153,7 @@ def simulate(schedule, gpu: str, shape: str, params: dict | None = None, check_r
         raise ScheduleError(f"{schedule} is written for {s.arch} hardware", f"profile {gpu} ({p.arch})",
                             f"use --gpu {s.gpu} or a schedule of the {p.arch} family")
     t0 = time.time()
-    if mod:
-        r = mod.simulate(p, shape, params or {}, schedule, check_races, full)
-    else:
-        r = engine.run(s, p, dims, params, check_races, full, cut)
+    r = engine.run(s, p, dims, params, check_races, full, cut)
     if kind == "attention":
         roof = roofline.attention(p, *dims, causal=bool(r["params"].get("causal")))
     else:

@@ -9,15 +9,12 @@ to three runs: (K1 units, tiles capped at C1), (K2, C1), (K2, C2). T for the ful
 unit's busy time (the same fit), hence `utilization` and `bound_by`. Schedules whose work items are not tile
 counts (b200, sm120: spans) are truncated by units only: T = a + u x units.
 
-The schedule module's own `run_sms` is replaced for the duration of one call, under SIMULATE_LOCK (one
-simulation at a time per process), by a wrapper that deals every active SM the truncated list: the active SM count, hence the
-bandwidth share, is unchanged. Nothing in the simulator changes. The error against a full simulation is
-measured by the sweep on a sample (lapis.sweep.run) and reported with the table.
+A short run is simulate() with `cut`: every active SM is dealt the truncated list before the run, so the active SM
+count, hence the bandwidth share, is unchanged. Nothing in the simulator changes. The error against a full
+simulation is measured by the sweep on a sample (lapis.sweep.run) and reported with the table.
 """
 
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 
@@ -27,12 +24,7 @@ from lapis.pipeline_sim.simulate import simulate
 
 UNITS = (2, 4)  # K1, K2: work units simulated (multiples of 2: a non-persistent SM may keep 2 CTA slots)
 TILE_CAPS = (8, 16)  # C1, C2: K/V tiles (GEMM K blocks) per item in the short runs
-# Held around every simulation a sweep runs in a process (evaluate.simulate_full takes it too): a Dask worker
-# with several threads must not run a full simulation while another thread has the schedule's run_sms replaced.
-SIMULATE_LOCK = threading.RLock()
-
-
-# Schedules whose work unit is a tuple of per-Q-tile K/V tile counts (work_order.kv_units_per_sm); elsewhere a
+# A schedule whose work unit is a tuple of per-Q-tile K/V tile counts says so (Schedule.tuple_units); elsewhere a
 # tuple holds other fields (b200, sm120: (tiles visited, first masked tile)) and is not capped.
 
 
@@ -70,32 +62,16 @@ class _Plan:
 
 
 def _short_run(schedule: str, gpu: str, shape: str, params: dict, plan: _Plan) -> dict:
-    s = lookup(schedule)
-    plan.tuples = s.tuple_units
-    if s.legacy is None:
-        r = simulate(schedule, gpu, shape, params, cut=plan.cut)
-        r.pop("_events", None)
-        return r
-    mod = s.legacy
-
-    def run_sms(env, p, per_sm, full, build, cost=len):
-        return grid.run_sms(env, p, plan.cut(per_sm, cost), full, build, cost)
-
-    with SIMULATE_LOCK:  # real is read under the lock: another thread's replacement is never taken for it
-        real = mod.run_sms
-        mod.run_sms = run_sms
-        try:
-            r = simulate(schedule, gpu, shape, params)
-        finally:
-            mod.run_sms = real
+    """simulate() with every SM's work list cut short by `plan` (the active SM count, hence the share, kept)."""
+    plan.tuples = lookup(schedule).tuple_units
+    r = simulate(schedule, gpu, shape, params, cut=plan.cut)
     r.pop("_events", None)
     return r
 
 
 def simulate_full(schedule: str, gpu: str, shape: str, params: dict) -> dict:
     """simulate()'s summary without its event list (a sweep keeps thousands of rows, not their events)."""
-    with SIMULATE_LOCK:
-        r = simulate(schedule, gpu, shape, params)
+    r = simulate(schedule, gpu, shape, params)
     r.pop("_events", None)
     return r
 

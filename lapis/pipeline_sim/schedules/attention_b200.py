@@ -77,35 +77,66 @@ iteration). The skip frequency is per row; the warp-collective O pass (any of 32
 FMA-pipe ops per score (4, 3 from k08: scale, max, subtract, row sum), the cubic's 6 ops, TMEM_BYTES_PER_CLK_SM and
 CTAS_PER_SM are modelled assumptions stated here; rates come from the profile. Per-op costs are fixed by the
 mechanism, never per chapter.
+
+The model as code. Each chapter is a `Chapter` (CHAPTERS) and a lapis.pipeline_sim.schedule.Schedule (SCHEDULES,
+in chapter order): its `Roles` say which variant of each role runs, its `CostOptions` what its mechanisms cost;
+both change step by step as the write-up adds them (ROLE_STEPS, COST_STEPS; an unmodelled step changes neither).
+The roles are top-level generator functions over the SM's lapis.pipeline_sim.context.Context and the CTA's shared
+state (`Cta`): serial_cta (k01-k03); loader, mma_warp (its mainloop mma_in_order, or mma_pipelined from k07),
+row_warps (one per Q tile) and, from k12, correction. They ask the cost model (`AttentionCosts`) what each op takes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
 from itertools import accumulate
-
-import simpy
 
 from lapis.errors import ScheduleError
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE, dispatch, grid_stride, tile_span
-from lapis.pipeline_sim.grid import grid_summary, run_sms
-from lapis.pipeline_sim.mbarrier import MBarrier
-from lapis.pipeline_sim.pipeline import PipelineState, TmaPipeline
-from lapis.pipeline_sim.races import HappensBefore
-from lapis.pipeline_sim.schedules.attention_h200 import CUBIC_FMA_OPS, FMA_OPS_PER_SCORE, parse_shape, rescale_frequency
-from lapis.pipeline_sim.units import occupy
+from lapis.pipeline_sim.pipeline import PipelineState
+from lapis.pipeline_sim.schedule import Schedule
+from lapis.pipeline_sim.schedules.attention_h200 import CUBIC_FMA_OPS, FMA_OPS_PER_SCORE, rescale_frequency
+from lapis.pipeline_sim.tma import TmaEngine
 
-__all__ = ["DEFAULTS", "VARIANTS", "parse_shape", "simulate"]
+__all__ = ["BLOCK_M", "CHAPTERS", "DEFAULTS", "SCHEDULES", "UNMODELLED", "VARIANTS", "AttentionCosts", "Roles",
+           "work_items"]
 
 BLOCK_M = 128  # rows of a Q tile: one TMEM lane per row (tcgen05 M = 128)
 DEFAULTS = dict(block_n=128, kv_stages=3, sw_exp_per16=4, threshold=8, causal=0)
-_STEPS = ["serial", "p_tmem", "swizzle", "ws", "two_q", "ring", "compute_pipe", "exp2", "sw_exp2", "reg_cache",
-          "skip_rescale", "split_correction", "early_pv", "persistent", "deferred_ld", "split_rowsum",
-          "phase_bitmask", "l2_promotion"]
-_NAMES = ["b200-k01-baseline", "b200-k02-p-in-tmem", "b200-k03-swizzle", "b200-k04-warp-specialization",
-          "b200-k05-two-q-tiles", "b200-k06-load-pipeline", "b200-k07-compute-pipeline", "b200-k08-hw-approx",
-          "b200-k09-sw-exp2", "b200-k10-register-caching", "b200-k11-skip-rescale", "b200-k12-split-correction",
-          "b200-k13-early-pv", "b200-k14-persistent", "b200-m1-deferred-score-load", "b200-m2-split-rowsum",
-          "b200-m3-phase-bitmasks", "b200-m4-tma-l2-promotion"]
+# The write-up's chapters in order: (schedule name, the step it adds, what `lapis simulate --list` says of it).
+_TABLE = (
+    ("b200-k01-baseline", "serial",
+     "sm100 baseline: one role waits on each TMA, tcgen05 QK (S in TMEM), softmax, O rescale, PV"),
+    ("b200-k02-p-in-tmem", "p_tmem",
+     "P written over S in TMEM instead of K's SMEM slot (not costed: predicts k01's time)"),
+    ("b200-k03-swizzle", "swizzle", "SW128 swizzled Q/K/V in SMEM (bank conflicts not modelled: predicts k02's time)"),
+    ("b200-k04-warp-specialization", "ws", "load / MMA / row-warp roles with mbarrier hand-offs, one K and one V slot"),
+    ("b200-k05-two-q-tiles", "two_q", "two 128-row Q tiles per CTA share each K/V load; 2 softmax roles; TMEM 2x(S+O)"),
+    ("b200-k06-load-pipeline", "ring",
+     "one K/V token ring (kv_stages slots); QK waits only for K; K freed after the last QK"),
+    ("b200-k07-compute-pipeline", "compute_pipe",
+     "MMA order P0V(j), Q0K(j+1), P1V(j), Q1K(j+1): softmax overlaps the other PV"),
+    ("b200-k08-hw-approx", "exp2", "ex2.approx.ftz with the log2 scale folded in: one FMA-pipe op less per score"),
+    ("b200-k09-sw-exp2", "sw_exp2", "sw_exp_per16 of 16 exponentials as a cubic on the FMA pipe instead of MUFU"),
+    ("b200-k10-register-caching", "reg_cache",
+     "96 of 128 S columns kept in registers: the P pass re-reads only 32 from TMEM"),
+    ("b200-k11-skip-rescale", "skip_rescale", "O rescaled only when the row max moves more than threshold (log2 units)"),
+    ("b200-k12-split-correction", "split_correction",
+     "correction warps rescale O in parallel with P production; PV waits both"),
+    ("b200-k13-early-pv", "early_pv", "PV starts on the first 96 columns of P; the rest once all of P is ready"),
+    ("b200-k14-persistent", "persistent",
+     "one CTA per SM walks its work items; Q/K/V and MMA run into the next item (q_free)"),
+    ("b200-m1-deferred-score-load", "deferred_ld",
+     "wider TMEM loads of S, one deferred wait (TMEM latency not modelled: as k14)"),
+    ("b200-m2-split-rowsum", "split_rowsum", "rowsum in partial sums (dependency chains not modelled: as m1)"),
+    ("b200-m3-phase-bitmasks", "phase_bitmask",
+     "barrier phases in register bitmasks, no local-memory spills (not modelled: as m2)"),
+    ("b200-m4-tma-l2-promotion", "l2_promotion", "TMA fetches 256 B into L2 (L2 sectors not modelled: as m3)"),
+)
+_NAMES = [name for name, _, _ in _TABLE]
+_STEPS = [step for _, step, _ in _TABLE]
 # Cumulative: each name adds its step to its predecessor's flags; k04 on replaces the serial baseline.
 VARIANTS = {name: {s: True for s in _STEPS[:i + 1] if not (s == "serial" and i >= 3)}
             for i, name in enumerate(_NAMES)}
@@ -115,17 +146,106 @@ TMEM_BYTES_PER_CLK_SM = 512  # assumed: tcgen05.ld/st move one 32-bit column on 
 CTAS_PER_SM = 1  # the write-up, ch. 14: one resident CTA per SM
 S_CACHED_COLUMNS = 96  # k10: the last 96 S columns of the first pass stay in registers (write-up ch. 10)
 EARLY_PV_COLUMNS = 96  # k13: PV starts on the high 96 columns of P (write-up ch. 13)
+UNITS = ("tensor", "mufu", "fma", "tmem", "tma")  # the SM's shared units, in the order utilization lists them
+ROW_UNITS = ("tmem", "mufu", "fma")  # a row-warp pass's units, in program order
 
 
-def simulate(p, shape: str, params: dict, variant: str, check_races: bool = False, full: bool = False) -> dict:
-    """check_races: log Q and K/V slot accesses and barrier edges (races.HappensBefore), return the races found.
-    A tcgen05.commit is a node in the MMA warp's program order whose arrive completes the barrier phase.
-    full: simulate every SM (lapis.pipeline_sim.grid), not only the busiest."""
-    b, h, seq, d = parse_shape(shape)
-    f = VARIANTS[variant]
+# ---- the cost model ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CostOptions:
+    """The chapters' cost-side mechanisms. hw_exp2 (k08): the log2 scale folded in, one FMA-pipe op less per score;
+    sw_exp2 (k09): sw_exp_per16 of every 16 exponentials as the cubic on the FMA pipe; reg_cache (k10): pass 2
+    re-reads from TMEM only the S columns not kept in registers; skip_rescale (k11): O rescaled with the measured
+    frequency at `threshold`, not every tile."""
+
+    hw_exp2: bool = False
+    sw_exp2: bool = False
+    reg_cache: bool = False
+    skip_rescale: bool = False
+
+
+@dataclass(frozen=True)
+class RowPass:
+    """What a row-warp pass over a tile holds each unit for (ns), in program order: TMEM, MUFU, FMA pipe."""
+
+    tmem: float = 0.0
+    mufu: float = 0.0
+    fma: float = 0.0
+
+
+@dataclass(frozen=True)
+class AttentionCosts:
+    """What each op of a CTA takes (ns, or bytes). mma_ns: one tcgen05.mma over a tile, QK^T or PV (2 x 128 x block_n
+    x d FLOP at the tensor rate); commit_ns: from the MMA's end on the pipe to its tcgen05.commit's arrival (the
+    profile's issue-to-commit latency). The passes over S (RowPass): row_max, pass 1 (read S from TMEM, row max);
+    softmax, pass 2 (re-read S, exponentials on MUFU and the FMA pipe, P into TMEM); their `_masked` forms add
+    MASK_OPS_PER_SCORE FMA-pipe ops per score read from TMEM (a diagonal tile, causal). rescale: the O rescale (TMEM
+    load and store of O, one FMA per element), times rescale_frequency. The epilogue: o_read_ns (O out of TMEM),
+    o_scale_ns (O / rowsum), o_bytes (the TMA store). early: the share of P, and of PV, in k13's early part. Loads:
+    q_bytes (the CTA's Q tiles), tile_bytes (a K or V tile), kv_reuse (Q tiles each K/V byte serves: the L2 reuse
+    of lapis.pipeline_sim.units.load_share), tma_ns (a copy's landing past its transfer)."""
+
+    mma_ns: float
+    commit_ns: float
+    row_max: RowPass
+    row_max_masked: RowPass
+    softmax: RowPass
+    softmax_masked: RowPass
+    rescale: RowPass
+    rescale_frequency: float
+    o_read_ns: float
+    o_scale_ns: float
+    o_bytes: int
+    early: float
+    q_bytes: int
+    tile_bytes: int
+    kv_reuse: int
+    tma_ns: float
+
+    def s_passes(self, masked: bool) -> tuple[RowPass, RowPass]:
+        """(pass 1, pass 2) over a tile of S; masked: a diagonal tile."""
+        return (self.row_max_masked, self.softmax_masked) if masked else (self.row_max, self.softmax)
+
+    @classmethod
+    def of(cls, chapter: Chapter, p, dims: tuple, prm: dict, flags=None) -> AttentionCosts:
+        """The costs of `chapter` on profile `p` at dims (B, H, L, D) with the run's parameters."""
+        _, _, seq, d = dims
+        opt, nq, bn = chapter.options, chapter.roles.q_tiles, prm["block_n"]
+        t_rate, m_rate, f_rate = (p.per_ns(k) for k in ("tensor_flop_per_clk_sm", "mufu_ex2_per_clk_sm",
+                                                        "fma_per_clk_sm"))
+        tm_rate = TMEM_BYTES_PER_CLK_SM * p["clock_ghz"]  # B/ns
+        emulate = prm["sw_exp_per16"] / 16 if opt.sw_exp2 else 0.0
+        scores = BLOCK_M * bn
+        s_read_ns = scores * 4 / tm_rate
+        reread = max(bn - S_CACHED_COLUMNS, 0) / bn if opt.reg_cache else 1.0
+        row_max = RowPass(tmem=s_read_ns, fma=scores * 1 / f_rate)
+        softmax = RowPass(tmem=s_read_ns * reread, mufu=scores * (1 - emulate) / m_rate,
+                          fma=scores * (FMA_OPS_PER_SCORE[opt.hw_exp2] - 1 + CUBIC_FMA_OPS * emulate) / f_rate)
+        mask_ns = scores * MASK_OPS_PER_SCORE / f_rate  # every score read from TMEM again is masked again
+        freq = rescale_frequency(bn, prm["threshold"]) if opt.skip_rescale else 1.0
+        return cls(mma_ns=2 * BLOCK_M * bn * d / t_rate, commit_ns=p["wgmma_latency_ns"], row_max=row_max,
+                   row_max_masked=replace(row_max, fma=row_max.fma + mask_ns), softmax=softmax,
+                   softmax_masked=replace(softmax, fma=softmax.fma + mask_ns * reread),
+                   rescale=RowPass(tmem=2 * BLOCK_M * d * 4 * freq / tm_rate, fma=BLOCK_M * d * freq / f_rate),
+                   rescale_frequency=freq, o_read_ns=BLOCK_M * d * 4 / tm_rate, o_scale_ns=BLOCK_M * d / f_rate,
+                   o_bytes=BLOCK_M * d * 2, early=min(EARLY_PV_COLUMNS, bn) / bn, q_bytes=nq * BLOCK_M * d * 2,
+                   tile_bytes=bn * d * 2, kv_reuse=seq // (BLOCK_M * nq), tma_ns=p["tma_latency_ns"])
+
+
+# ---- parameters, fit and work order ------------------------------------------------------------------------------
+
+def kv_slots(roles: Roles, prm: dict) -> int:
+    """SMEM slots for K/V tiles: the ring's kv_stages from k06, before it one K and one V slot."""
+    return prm["kv_stages"] if roles.kv_ring else 2
+
+
+def resolve(roles: Roles, p, dims: tuple, params: dict) -> tuple[dict, dict]:
+    """The run's parameters (DEFAULTS, then the caller's) and what a CTA takes (SMEM bytes, TMEM columns);
+    ScheduleError, with the numbers, for tiles that do not divide L, a GPU without TMEM, or what does not fit."""
+    _, _, seq, d = dims
     prm = {**DEFAULTS, **params}
-    bn, nq = prm["block_n"], 2 if f.get("two_q") else 1
-    serial = f.get("serial", False)
+    bn, nq = prm["block_n"], roles.q_tiles
     if bn < 16 or bn % 16 or seq % bn or seq % (BLOCK_M * nq):
         raise ScheduleError("L must be a multiple of the tiles", f"L = {seq}, {nq} x {BLOCK_M}-row Q tiles per "
                             f"CTA, block_n {bn}", "pad L or pick block_n (a multiple of 16) that divides it")
@@ -138,7 +258,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
         raise ScheduleError("the schedule does not fit tensor memory (TMEM)",
                             f"{nq} Q tile(s) x (S/P {bn} + O {d} fp32 columns) = {cols} columns > {tmem} columns",
                             "lower block_n, or keep one Q tile per CTA")
-    slots = prm["kv_stages"] if f.get("ring") else 2  # before k06: one K and one V slot
+    slots = kv_slots(roles, prm)
     if slots < 2:
         raise ScheduleError("the K/V ring needs a slot for K and one for V", f"kv_stages {slots}", "use kv_stages >= 2")
     tile_bytes, q_bytes = bn * d * 2, BLOCK_M * d * 2
@@ -148,325 +268,7 @@ def simulate(p, shape: str, params: dict, variant: str, check_races: bool = Fals
                             f"{tile_bytes} B = {smem} B > {p['smem_bytes_per_block']} B", "lower kv_stages or block_n")
     if not 0 <= prm["sw_exp_per16"] <= 16:
         raise ScheduleError("sw_exp_per16 counts exponentials of 16", prm["sw_exp_per16"], "use 0..16")
-    kv = seq // bn
-    spans, per_sm = work_items(b * h, seq, bn, nq, bool(prm["causal"]), p["sm_count"] * CTAS_PER_SM,
-                               f.get("persistent"))
-    items = b * h * len(spans)
-    kv_reuse = seq // (BLOCK_M * nq)  # K/V serve each Q tile of a head
-    env = simpy.Environment()
-    t_rate, m_rate, f_rate = (p.per_ns(k) for k in ("tensor_flop_per_clk_sm", "mufu_ex2_per_clk_sm",
-                                                    "fma_per_clk_sm"))
-    tm_rate = TMEM_BYTES_PER_CLK_SM * p["clock_ghz"]  # B/ns
-    lat_mma, lat_tma = p["wgmma_latency_ns"], p["tma_latency_ns"]
-
-    exp2 = f.get("exp2", False)
-    emulate = prm["sw_exp_per16"] / 16 if f.get("sw_exp2") else 0.0
-    scores = BLOCK_M * bn
-    gemm_ns = 2 * BLOCK_M * bn * d / t_rate
-    s_read_ns = scores * 4 / tm_rate
-    reread = max(bn - S_CACHED_COLUMNS, 0) / bn if f.get("reg_cache") else 1.0
-    pass1 = dict(tmem=s_read_ns, fma=scores * 1 / f_rate)  # read S, row max
-    pass2 = dict(tmem=s_read_ns * reread, mufu=scores * (1 - emulate) / m_rate,
-                 fma=scores * (FMA_OPS_PER_SCORE[exp2] - 1 + CUBIC_FMA_OPS * emulate) / f_rate)
-    mask_ns = scores * MASK_OPS_PER_SCORE / f_rate  # a diagonal tile: mask every score read from TMEM again
-    passes = {False: (pass1, pass2), True: ({**pass1, "fma": pass1["fma"] + mask_ns},
-                                            {**pass2, "fma": pass2["fma"] + mask_ns * reread})}
-    freq = rescale_frequency(bn, prm["threshold"]) if f.get("skip_rescale") else 1.0
-    rescale = dict(tmem=2 * BLOCK_M * d * 4 * freq / tm_rate, fma=BLOCK_M * d * freq / f_rate)
-    early = min(EARLY_PV_COLUMNS, bn) / bn if f.get("early_pv") else 1.0
-    checked = []  # (HappensBefore or None, barriers) of each SM simulated
-
-    def build(rec, grid, group):
-        """One SM's units, barriers and roles, running the work items of `group.work` (their spans)."""
-        my = group.work
-        my_items = len(my)
-        n_kv = [s[-1][0] for s in my]  # K/V tokens an item loads: up to its last Q tile's diagonal
-        base = [list(accumulate((s[q][0] for s in my[:-1]), initial=0)) for q in range(nq)]  # Q tile q's earlier
-        hb = HappensBefore(env) if check_races else None
-        busy = dict(tensor=0.0, mufu=0.0, fma=0.0, tmem=0.0, tma=0.0)
-        units = {name: simpy.Resource(env, 1) for name in busy}
-
-        def use(name, ns, role, op, **kw):
-            if ns <= 0:
-                return
-            yield from occupy(env, rec, units[name], ns, busy, name, role, op, **kw)
-
-        def work(costs, frac, role, op, **kw):
-            """A row-warp pass: TMEM traffic, then MUFU, then FMA-pipe work (in program order), `frac` of it."""
-            for name in ("tmem", "mufu", "fma"):
-                if name in costs:
-                    yield from use(name, costs[name] * frac, role, f"{op} ({name})", **kw)
-
-        def bar(name, arrivers, count=None):
-            return MBarrier(env, name, count or len(arrivers), tuple(arrivers))
-
-        def wait(barrier, phase, role, what, **kw):
-            """try_wait.parity for the `phase`-th completion (0-based) of `barrier`."""
-            t0 = env.now
-            yield barrier.wait(phase % 2, role)
-            if env.now > t0:
-                rec.add(role, f"wait {what}", t0, kind="wait", **kw)
-
-        def mma(role, op, ns, commits, reads=(), **kw):
-            """Issue one tcgen05.mma (and a tcgen05.commit arriving on `commits`) without blocking the issuer."""
-            for buf, slot, token in reads:
-                if hb:
-                    hb.access(role, buf, slot, token, "read")
-            node = hb.op(role, f"commit {op}") if hb and commits else None
-            env.process(mma_run(role, op, ns, commits, node, kw))
-
-        def mma_run(role, op, ns, commits, node, kw):
-            yield from use("tensor", ns, "tensor", op, **kw)
-            yield env.timeout(lat_mma)
-            for c in commits:
-                c.arrive(role, node=node)
-
-        def load(nbytes, role, op, reuse=kv_reuse, **kw):
-            """At the SM's bandwidth share when the load path takes it (Q read and O written once: reuse 1)."""
-            yield from occupy(env, rec, units["tma"], lambda: nbytes / grid.share(reuse), busy, "tma", role, op,
-                              **kw)
-            yield env.timeout(lat_tma)
-
-        def epilogue(role, item, q):
-            kw = dict(work_item=item)
-            yield from use("tmem", BLOCK_M * d * 4 / tm_rate, role, f"O{q} TMEM -> registers", **kw)
-            yield from use("fma", BLOCK_M * d / f_rate, role, f"O{q} / rowsum", **kw)
-            yield from load(BLOCK_M * d * 2, role, f"store O{q}", reuse=1, **kw)
-
-        barriers = []
-
-        if serial:
-            role = "cta"
-            done = bar("mma_done", (role,))
-            barriers.append(done)
-            n_done = [0]
-
-            def mma_wait(op, item, j):
-                mma(role, op, gemm_ns, (done,), work_item=item, k_index=j)
-                yield from wait(done, n_done[0], role, f"{op} commit", work_item=item, k_index=j)
-                n_done[0] += 1
-
-            def cta():
-                for item in range(my_items):
-                    yield from load(q_bytes, role, "TMA Q (waited)", reuse=1, work_item=item)
-                    for j in range(n_kv[item]):
-                        kw = dict(work_item=item, k_index=j)
-                        masked = j >= my[item][0][1]
-                        p1, p2 = passes[masked]
-                        yield from load(2 * tile_bytes, role, "TMA K+V (waited)", **kw)
-                        yield from mma_wait("QK", item, j)
-                        yield from work(p1, 1, role, f"S pass 1: {'mask + ' * masked}row max", **kw)
-                        if j:
-                            yield from work(rescale, 1, role, "O rescale", **kw)
-                        yield from work(p2, 1, role, "S pass 2: P", **kw)
-                        yield from mma_wait("PV", item, j)
-                    yield from epilogue(role, item, 0)
-
-            procs = {role: env.process(cta())}
-        else:
-            split, persistent, pipe = f.get("split_correction"), f.get("persistent"), f.get("compute_pipe")
-            softmax = tuple(f"softmax{q}" for q in range(nq))
-            roles = ("load", "mma") + softmax + (("correction",) if split else ())
-            ring = TmaPipeline(env, "KV", slots, "load", ("mma",), tile_bytes)
-            ring.attach(hb)
-            q_full, q_free = bar("q_full", ("load",)), bar("q_free", ("mma",))
-            s_ready = [bar(f"s_ready[{q}]", ("mma",)) for q in range(nq)]
-            pv_done = [bar(f"pv_done[{q}]", ("mma",)) for q in range(nq)]
-            o_safe_by = ("correction",) if split else ()
-            # PV waits on p_ready (P ready, and O safe unless a separate correction role arrives there or on p_high)
-            p_ready = [bar(f"p_ready[{q}]", (f"softmax{q}",) + (() if f.get("early_pv") else o_safe_by))
-                       for q in range(nq)]
-            p_high = [bar(f"p_high[{q}]", (f"softmax{q}",) + o_safe_by) for q in range(nq)] if f.get("early_pv") else []
-            stats = [bar(f"stats[{q}]", (f"softmax{q}",)) for q in range(nq)] if split else []
-            cta_end = bar("cta_end", roles)
-            for x in [q_full, q_free, cta_end] + s_ready + pv_done + p_ready + p_high + stats:
-                x.hb = hb
-            barriers += ring.barriers + [q_full, q_free, cta_end] + s_ready + pv_done + p_ready + p_high + stats
-
-            def end_of_cta(role, item):
-                """Non-persistent: every role drains before the SM's next CTA starts (modelled as one barrier)."""
-                if not persistent:
-                    cta_end.arrive(role)
-                    yield from wait(cta_end, item, role, "CTA end", work_item=item)
-
-            def tokens(item):
-                for j in range(n_kv[item]):
-                    yield j, "K"
-                    yield j, "V"
-
-            def loader():
-                st = PipelineState.producer_start(slots)
-                for item in range(my_items):
-                    if item and persistent:
-                        yield from wait(q_free, item - 1, "load", "Q free", work_item=item)
-                    q_full.arrive_expect_tx(nq * q_bytes, "load")
-                    issue = hb and hb.op("load", f"issue TMA Q {item}")
-                    env.process(q_load(item, issue))
-                    for j, x in tokens(item):
-                        t0 = env.now
-                        yield ring.producer_acquire(st)
-                        if env.now > t0:
-                            rec.add("load", f"wait {x} slot", t0, kind="wait", work_item=item, k_index=j)
-                        ring.producer_expect(st)
-                        issue = hb and hb.op("load", f"issue TMA {x} {item}.{j}")
-                        env.process(tile_load(PipelineState(slots, st.index, st.phase), x, item, j, issue))
-                        st.advance()
-                    yield from end_of_cta("load", item)
-                yield ring.producer_tail(st)
-
-            def q_load(item, issue):
-                yield from load(nq * q_bytes, "tma", f"TMA Q x{nq}", reuse=1, work_item=item)
-                w = hb and hb.access(f"tma Q {item}", "Q", 0, item, "write", after=issue)
-                q_full.complete_tx(nq * q_bytes, node=w)
-
-            def tile_load(st, x, item, j, issue):
-                yield from load(tile_bytes, "tma", f"TMA {x}", work_item=item, k_index=j)
-                w = hb and hb.access(f"tma {x} {item}.{j}", "KV", st.index, (item, j, x), "write", after=issue)
-                ring.tma_complete(st, node=w)
-
-            def mma_warp():
-                st = PipelineState(slots)
-                role = "mma"
-
-                def take():
-                    s = PipelineState(slots, st.index, st.phase)
-                    st.advance()
-                    return s
-
-                def wait_tile(s, x, item, j):
-                    t0 = env.now
-                    yield ring.consumer_wait(s, role)
-                    if env.now > t0:
-                        rec.add(role, f"wait {x}", t0, kind="wait", work_item=item, k_index=j)
-
-                def qk(item, j, q, ks):
-                    last = q == nq - 1  # the last Q tile visits every token its item loads (it has the last diagonal)
-                    commits = [s_ready[q]] + ([ring.empty[ks.index]] if last and f.get("ring") else []) + \
-                              ([q_free] if last and j == n_kv[item] - 1 else [])
-                    mma(role, f"Q{q}K", gemm_ns, commits, reads=(("Q", 0, item), ("KV", ks.index, (item, j, "K"))),
-                        work_item=item, k_index=j)
-
-                def pv(item, j, q, ks, vs):
-                    g = base[q][item] + j
-                    kw = dict(work_item=item, k_index=j)
-                    reads = (("KV", vs.index, (item, j, "V")),)
-                    last = q == nq - 1
-                    frees = ([ring.empty[vs.index]] + ([] if f.get("ring") else [ring.empty[ks.index]])) if last else []
-                    if p_high:
-                        yield from wait(p_high[q], g, role, f"P{q} high + O safe", **kw)
-                        mma(role, f"P{q}V (early part)", gemm_ns * early, (), reads=reads, **kw)
-                        yield from wait(p_ready[q], g, role, f"P{q} ready", **kw)
-                        mma(role, f"P{q}V (rest)", gemm_ns * (1 - early), [pv_done[q]] + frees, reads=reads, **kw)
-                    else:
-                        yield from wait(p_ready[q], g, role, f"P{q} ready + O safe", **kw)
-                        mma(role, f"P{q}V", gemm_ns, [pv_done[q]] + frees, reads=reads, **kw)
-
-                for item in range(my_items):
-                    yield from wait(q_full, item, role, "Q", work_item=item)
-                    toks = [(take(), take()) for _ in range(n_kv[item])]  # (K, V) slot states in token order
-                    on = [[q for q in range(nq) if j < my[item][q][0]] for j in range(n_kv[item])]  # Q tiles per token
-                    if pipe:  # prologue QK(0); steady state P_qV(j), Q_qK(j+1); the last PVs drain
-                        yield from wait_tile(toks[0][0], "K", item, 0)
-                        for q in on[0]:
-                            qk(item, 0, q, toks[0][0])
-                        for j in range(n_kv[item]):
-                            ks, vs = toks[j]
-                            yield from wait_tile(vs, "V", item, j)
-                            for q in on[j]:
-                                yield from pv(item, j, q, ks, vs)
-                                if j + 1 < n_kv[item] and q in on[j + 1]:
-                                    if q == on[j + 1][0]:
-                                        yield from wait_tile(toks[j + 1][0], "K", item, j + 1)
-                                    qk(item, j + 1, q, toks[j + 1][0])
-                    else:
-                        for j in range(n_kv[item]):
-                            ks, vs = toks[j]
-                            yield from wait_tile(ks, "K", item, j)
-                            if not f.get("ring"):
-                                yield from wait_tile(vs, "V", item, j)
-                            for q in on[j]:
-                                qk(item, j, q, ks)
-                            if f.get("ring"):
-                                yield from wait_tile(vs, "V", item, j)
-                            for q in on[j]:
-                                yield from pv(item, j, q, ks, vs)
-                    yield from end_of_cta(role, item)
-
-            def p_production(role, q, item, j, g, p2):
-                kw = dict(work_item=item, k_index=j)
-                if p_high:
-                    yield from work(p2, early, role, f"S{q} pass 2: P high", **kw)
-                    p_high[q].arrive(role)
-                    yield from work(p2, 1 - early, role, f"S{q} pass 2: P rest", **kw)
-                else:
-                    yield from work(p2, 1, role, f"S{q} pass 2: P", **kw)
-                p_ready[q].arrive(role)
-
-            def o_rescale(role, q, item, j, g):
-                kw = dict(work_item=item, k_index=j)
-                if j:
-                    yield from wait(pv_done[q], g - 1, role, f"P{q}V done", **kw)
-                    yield from work(rescale, 1, role, f"O{q} rescale", **kw)
-
-            def row_warps(q):
-                role = f"softmax{q}"
-                for item in range(my_items):
-                    visits, first_masked = my[item][q]
-                    for j in range(visits):
-                        g = base[q][item] + j
-                        kw = dict(work_item=item, k_index=j)
-                        masked = j >= first_masked
-                        p1, p2 = passes[masked]
-                        yield from wait(s_ready[q], g, role, f"S{q}", **kw)
-                        yield from work(p1, 1, role, f"S{q} pass 1: {'mask + ' * masked}row max", **kw)
-                        if split:
-                            stats[q].arrive(role)
-                        else:
-                            yield from o_rescale(role, q, item, j, g)
-                        yield from p_production(role, q, item, j, g, p2)
-                    if not split:
-                        yield from wait(pv_done[q], base[q][item] + visits - 1, role, f"P{q}V done", work_item=item)
-                        yield from epilogue(role, item, q)
-                    yield from end_of_cta(role, item)
-
-            def correction():
-                role = "correction"
-                for item in range(my_items):
-                    for j in range(n_kv[item]):
-                        for q in range(nq):
-                            if j < my[item][q][0]:
-                                g = base[q][item] + j
-                                yield from wait(stats[q], g, role, f"stats{q}", work_item=item, k_index=j)
-                                yield from o_rescale(role, q, item, j, g)
-                                (p_high or p_ready)[q].arrive(role)
-                    for q in range(nq):
-                        yield from wait(pv_done[q], base[q][item] + my[item][q][0] - 1, role, f"P{q}V done",
-                                        work_item=item)
-                        yield from epilogue(role, item, q)
-                    yield from end_of_cta(role, item)
-
-            procs = {"load": env.process(loader()), "mma": env.process(mma_warp())}
-            procs.update({f"softmax{q}": env.process(row_warps(q)) for q in range(nq)})
-            if split:
-                procs["correction"] = env.process(correction())
-        checked.append((hb, barriers))
-        return procs, barriers, busy
-
-    run = run_sms(env, p, per_sm, full, build, cost=lambda w: sum(v for s in w for v, _ in s))
-    rep = run.slowest
-    my = rep.work
-    flops = 4.0 * b * h * seq * seq * d / (2 if prm["causal"] else 1)  # the FA benchmarks' convention
-    return dict(env_ns=env.now, flops=flops, events=run.recorders[rep.sm].events, params=prm,
-                races=None if not check_races else [r for hb, bars in checked
-                                                    for r in hb.races() + [y for x in bars for y in x.races]],
-                fit=dict(smem_bytes=smem, tmem_columns=cols), units=run.busy[rep.sm],
-                work=dict(work_items=items, active_sms=len(per_sm), items_per_sm=len(my), kv_tiles=kv, q_tiles=nq,
-                          kv_tiles_on_this_sm=sum(s[-1][0] for s in my),
-                          qk_tiles_on_this_sm=sum(v for s in my for v, _ in s),
-                          masked_tiles_on_this_sm=sum(v - m for s in my for v, m in s),
-                          rescale_frequency=freq, modelled=sorted(set(f) - UNMODELLED)),
-                grid=grid_summary(run, env.now))
-
+    return prm, dict(smem_bytes=smem, tmem_columns=cols)
 
 
 def work_items(heads: int, seq: int, bn: int, nq: int, causal: bool, ctas: int, persistent: bool):
@@ -480,3 +282,435 @@ def work_items(heads: int, seq: int, bn: int, nq: int, causal: bool, ctas: int, 
     weights = [sum(v for v, _ in spans[i % len(spans)]) for i in range(heads * len(spans))]
     per_sm = grid_stride(len(weights), ctas) if persistent else dispatch(weights, ctas)
     return spans, [[spans[i % len(spans)] for i in sm] for sm in per_sm]
+
+
+def deal(roles: Roles, p, dims: tuple, prm: dict) -> list:
+    """Each SM's work items in the order it runs them (work_items: k14's grid stride, else the block scheduler)."""
+    b, h, seq, _ = dims
+    return work_items(b * h, seq, prm["block_n"], roles.q_tiles, bool(prm["causal"]), p["sm_count"] * CTAS_PER_SM,
+                      roles.persistent)[1]
+
+
+def item_pairs(work) -> int:
+    """A work list's weight: its Q-tile x K/V-tile MMA pairs (the representative SM has the most)."""
+    return sum(v for s in work for v, _ in s)
+
+
+# ---- steps every role shares -------------------------------------------------------------------------------------
+
+def use(ctx, unit: str, ns: float, role: str, op: str, **kw):
+    """Hold `unit` for `ns` ns (a cost of 0 holds nothing and records nothing)."""
+    if ns <= 0:
+        return
+    yield from ctx.occupy(unit, ns, role, op, **kw)
+
+
+def row_pass(ctx, role: str, cost: RowPass, op: str, frac: float = 1, **kw):
+    """A row-warp pass, `frac` of it: TMEM traffic, then MUFU, then FMA-pipe work (in program order)."""
+    for unit in ROW_UNITS:
+        yield from use(ctx, unit, getattr(cost, unit) * frac, role, f"{op} ({unit})", **kw)
+
+
+def row_max(ctx, role: str, s: str, masked: bool, **kw):
+    """Pass 1 over tile `s` of S: read it from TMEM and take the row max (masking it first on a diagonal tile)."""
+    yield from row_pass(ctx, role, ctx.cost.s_passes(masked)[0], f"{s} pass 1: {'mask + ' * masked}row max", **kw)
+
+
+def tma_waited(ctx, role: str, nbytes: int, op: str, reuse: float, **kw):
+    """A TMA copy the role issues and waits for itself: the SM's load path at its bandwidth share, then landing."""
+    yield from ctx.occupy("tma", lambda: nbytes / ctx.grid.share(reuse), role, op, **kw)
+    yield ctx.env.timeout(ctx.cost.tma_ns)
+
+
+def epilogue(ctx, role: str, item: int, q: int):
+    """O_q out of TMEM, divided by the row sum, stored by TMA (written once: no L2 reuse); the role waits for it."""
+    cost = ctx.cost
+    yield from use(ctx, "tmem", cost.o_read_ns, role, f"O{q} TMEM -> registers", work_item=item)
+    yield from use(ctx, "fma", cost.o_scale_ns, role, f"O{q} / rowsum", work_item=item)
+    yield from tma_waited(ctx, role, cost.o_bytes, f"store O{q}", 1, work_item=item)
+
+
+def wait_phase(ctx, role: str, barrier, n: int, what: str, **kw):
+    """try_wait.parity on the n-th completion (0-based) of `barrier`, recorded as "wait <what>" when it blocks."""
+    yield from ctx.waited(role, f"wait {what}", barrier.wait(n % 2, role), flow=lambda: barrier.last_completer, **kw)
+
+
+def arrive(ctx, barrier, role: str) -> None:
+    """mbarrier.arrive by `role`, by hand (its latest event is where the hand-off's flow starts)."""
+    barrier.arrive(role, event=ctx.rec.last_id(role))
+
+
+def consumer_wait(ctx, pipe, st: PipelineState, role: str, what: str, **kw):
+    """consumer_wait on `st`'s slot of `pipe`, recorded as "wait <what>" when it blocks."""
+    full = pipe.full[st.index]
+    yield from ctx.waited(role, f"wait {what}", pipe.consumer_wait(st, role), flow=lambda: full.last_completer, **kw)
+
+
+def producer_acquire(ctx, pipe, st: PipelineState, what: str, **kw):
+    """producer_acquire of `st`'s slot of `pipe`, recorded as "wait <what>" when it blocks."""
+    empty = pipe.empty[st.index]
+    yield from ctx.waited(pipe.producer, f"wait {what}", pipe.producer_acquire(st),
+                          flow=lambda: empty.last_completer, **kw)
+
+
+def issue_mma(ctx, cta: Cta, role: str, op: str, ns: float, commits=(), reads=(), **kw):
+    """tcgen05.mma issued by one thread of `role`, which goes on at once, and its tcgen05.commit: one arrival on
+    each barrier of `commits` once the tensor pipe (in issue order) has run it and commit_ns has passed. On sm100
+    a consumer_release is such a commit (CUTLASS PipelineTmaUmmaAsync): K/V slots are freed here.
+    reads: (pipeline, state, token) of each SMEM operand, for the race check."""
+    for pipe, st, token in reads:
+        pipe.read(st, role, token)
+    node = cta.hb.op(role, f"commit {op}") if cta.hb and commits else None
+    ctx.child(_tensor_pipe(ctx, role, op, ns, commits, node, kw))
+
+
+def _tensor_pipe(ctx, role: str, op: str, ns: float, commits, node, kw):
+    yield from use(ctx, "tensor", ns, "tensor", op, **kw)
+    event = ctx.rec.last_id("tensor") if ns > 0 else None
+    yield ctx.env.timeout(ctx.cost.commit_ns)
+    for barrier in commits:
+        barrier.arrive(role, node=node, event=event)
+
+
+def end_of_cta(ctx, cta: Cta, role: str, item: int):
+    """Before k14 a CTA ends when every role is done (one barrier), and the SM's next CTA starts after it; k14's
+    roles run on into their next item."""
+    if not cta.roles.persistent:
+        arrive(ctx, cta.cta_end, role)
+        yield from wait_phase(ctx, role, cta.cta_end, item, "CTA end", work_item=item)
+
+
+# ---- the CTA ---------------------------------------------------------------------------------------------------
+
+class Cta:
+    """What the roles of one SM's CTA share: its work items, the pipelines and barriers (declared in the order the
+    kernel initializes them) and the race log (None when races are not checked).
+
+    items[i][q] = (K/V tiles Q tile q of item i visits, its first masked tile); n_kv[i]: the K/V tiles item i
+    loads (up to its last Q tile's diagonal); base[q][i]: the S tiles Q tile q saw before item i, so that
+    base[q][i] + j counts the phases of Q tile q's barriers up to tile j of item i."""
+
+    def __init__(self, ctx, roles: Roles):
+        self.roles, self.nq, self.hb = roles, roles.q_tiles, ctx.race_log()
+        self.items = ctx.group.work
+        self.n_kv = [s[-1][0] for s in self.items]
+        self.base = [list(accumulate((s[q][0] for s in self.items[:-1]), initial=0)) for q in range(self.nq)]
+        if roles.serial:
+            self.mma_done, self.mma_waits = self._barrier(ctx, "mma_done", ("cta",)), 0
+        else:
+            self._specialized(ctx)
+
+    def _barrier(self, ctx, name: str, arrivers: tuple):
+        return ctx.barrier(name, len(arrivers), arrivers, hb=self.hb)
+
+    def _specialized(self, ctx) -> None:
+        """k04 on. The K/V ring (`kv`, one TMA copy per K or V tile) and Q's one-slot pipeline (`q`: its full
+        barrier is Q loaded, its empty barrier Q free after the item's last QK); cta_end before k14; per Q tile
+        q: s_ready (S_q in TMEM), pv_done (PV into O_q committed), p_ready (P_q in TMEM, and O_q safe where no
+        correction role signals that on p_high), p_high (k13: P_q's early columns, and O_q safe) and stats
+        (k12: the row statistics, for the correction role)."""
+        roles, cost, nq = self.roles, ctx.cost, self.nq
+        self.slots = kv_slots(roles, ctx.prm)
+        self.kv = ctx.pipeline("KV", self.slots, "load", ("mma",), cost.tile_bytes, hb=self.hb,
+                               tma=TmaEngine(ctx, style="transfer", reuse=cost.kv_reuse))
+        self.q = ctx.pipeline("Q", 1, "load", ("mma",), cost.q_bytes, hb=self.hb, tma=TmaEngine(ctx, style="transfer"))
+        rows = tuple(f"softmax{q}" for q in range(nq))
+        o_safe_by = ("correction",) if roles.correction else ()
+        self.cta_end = self._barrier(ctx, "cta_end", ("load", "mma") + rows + o_safe_by)
+        self.s_ready = [self._barrier(ctx, f"s_ready[{q}]", ("mma",)) for q in range(nq)]
+        self.pv_done = [self._barrier(ctx, f"pv_done[{q}]", ("mma",)) for q in range(nq)]
+        self.p_ready = [self._barrier(ctx, f"p_ready[{q}]", (rows[q],) + (() if roles.early_pv else o_safe_by))
+                        for q in range(nq)]
+        self.p_high = [self._barrier(ctx, f"p_high[{q}]", (rows[q],) + o_safe_by)
+                       for q in range(nq)] if roles.early_pv else []
+        self.stats = [self._barrier(ctx, f"stats[{q}]", (rows[q],)) for q in range(nq)] if roles.correction else []
+        self.o_safe = self.p_high or self.p_ready  # where the correction role says O is rescaled
+
+
+# ---- the roles -------------------------------------------------------------------------------------------------
+
+def serial_cta(ctx, cta: Cta):
+    """k01-k03, the write-up's baseline kernel: one role ("cta") waits after every stage. Per item: TMA Q; per K/V
+    tile: TMA K+V, the QK MMA, pass 1 (row max), the O rescale (not on the item's first tile), pass 2 (P: to K's
+    dead SMEM slot in k01, over S in TMEM from k02; the store is not costed), the PV MMA; then the epilogue."""
+    role, cost = "cta", ctx.cost
+    for item, spans in enumerate(cta.items):
+        yield from tma_waited(ctx, role, cost.q_bytes, "TMA Q (waited)", 1, work_item=item)
+        for j in range(cta.n_kv[item]):
+            kw = dict(work_item=item, k_index=j)
+            masked = j >= spans[0][1]
+            yield from tma_waited(ctx, role, 2 * cost.tile_bytes, "TMA K+V (waited)", cost.kv_reuse, **kw)
+            yield from mma_and_wait(ctx, cta, "QK", **kw)
+            yield from row_max(ctx, role, "S", masked, **kw)
+            if j:
+                yield from row_pass(ctx, role, cost.rescale, "O rescale", **kw)
+            yield from row_pass(ctx, role, cost.s_passes(masked)[1], "S pass 2: P", **kw)
+            yield from mma_and_wait(ctx, cta, "PV", **kw)
+        yield from epilogue(ctx, role, item, 0)
+
+
+def mma_and_wait(ctx, cta: Cta, op: str, **kw):
+    """k01: issue one MMA committing to mma_done, and wait for that commit."""
+    issue_mma(ctx, cta, "cta", op, ctx.cost.mma_ns, (cta.mma_done,), **kw)
+    yield from wait_phase(ctx, "cta", cta.mma_done, cta.mma_waits, f"{op} commit", **kw)
+    cta.mma_waits += 1
+
+
+def loader(ctx, cta: Cta):
+    """The load warp (k04 on; the write-up's producer): per work item, the CTA's Q tiles in one TMA copy into
+    their buffer (k14 first waits until the previous item's last QK freed it), then K_j and V_j of every K/V tile
+    the item visits, each into the next slot of the K/V ring: producer_acquire, then producer_commit (expect_tx on
+    the slot's full barrier; the TMA engine delivers the bytes). At the end, producer_tail."""
+    kv, q = PipelineState.producer_start(cta.slots), PipelineState.producer_start(1)
+    for item in range(len(cta.items)):
+        if item and cta.roles.persistent:  # before k14 each item is a CTA of its own, with Q's buffer free
+            yield from producer_acquire(ctx, cta.q, q, "Q free", work_item=item)
+        cta.q.producer_commit(q, token=item, op=f"TMA Q x{cta.nq}", writer=f"tma Q {item}", work_item=item)
+        q.advance()
+        for j in range(cta.n_kv[item]):
+            for x in "KV":
+                yield from producer_acquire(ctx, cta.kv, kv, f"{x} slot", work_item=item, k_index=j)
+                cta.kv.producer_commit(kv, token=(item, j, x), op=f"TMA {x}", writer=f"tma {x} {item}.{j}",
+                                       work_item=item, k_index=j)
+                kv.advance()
+        yield from end_of_cta(ctx, cta, "load", item)
+    yield cta.kv.producer_tail(kv)
+
+
+def mma_warp(ctx, cta: Cta):
+    """The MMA warp (k04 on; one thread issues every tcgen05.mma): per work item, wait for Q, take the ring's K and
+    V slot states of every K/V tile the item loads, and issue the item's QK and PV MMAs in the chapter's order
+    (Roles.mainloop: mma_in_order, or mma_pipelined from k07). It never waits for an MMA: commits signal them."""
+    kv, q = PipelineState(cta.slots), PipelineState(1)
+    for item, spans in enumerate(cta.items):
+        yield from consumer_wait(ctx, cta.q, q, "mma", "Q", work_item=item)
+        tiles = [(_take(kv), _take(kv)) for _ in range(cta.n_kv[item])]  # (K, V) slot states in token order
+        on = [[t for t in range(cta.nq) if j < spans[t][0]] for j in range(cta.n_kv[item])]  # Q tiles per K/V tile
+        yield from cta.roles.mainloop(ctx, cta, item, tiles, on)
+        q.advance()
+        yield from end_of_cta(ctx, cta, "mma", item)
+
+
+def _take(st: PipelineState) -> PipelineState:
+    """The state's slot now; the state moves on to the next."""
+    now = st.copy()
+    st.advance()
+    return now
+
+
+def mma_in_order(ctx, cta: Cta, item: int, tiles: list, on: list):
+    """k04-k06: per K/V tile, the QK of every Q tile on it, then their PVs. Before k06 a tile's K and V slots are
+    freed together after PV, and QK waits for both; from k06 QK waits only for K."""
+    for j, (ks, vs) in enumerate(tiles):
+        yield from consumer_wait(ctx, cta.kv, ks, "mma", "K", work_item=item, k_index=j)
+        if not cta.roles.kv_ring:
+            yield from consumer_wait(ctx, cta.kv, vs, "mma", "V", work_item=item, k_index=j)
+        for q in on[j]:
+            qk(ctx, cta, item, j, q, ks)
+        if cta.roles.kv_ring:
+            yield from consumer_wait(ctx, cta.kv, vs, "mma", "V", work_item=item, k_index=j)
+        for q in on[j]:
+            yield from pv(ctx, cta, item, j, q, ks, vs)
+
+
+def mma_pipelined(ctx, cta: Cta, item: int, tiles: list, on: list):
+    """k07 on, the write-up's compute pipeline: a prologue QK(0) of every Q tile; then per K/V tile j and Q tile q,
+    P_qV(j) then Q_qK(j+1), so one Q tile's softmax runs while the tensor pipe serves the other's; the last PVs
+    drain."""
+    yield from consumer_wait(ctx, cta.kv, tiles[0][0], "mma", "K", work_item=item, k_index=0)
+    for q in on[0]:
+        qk(ctx, cta, item, 0, q, tiles[0][0])
+    for j, (ks, vs) in enumerate(tiles):
+        yield from consumer_wait(ctx, cta.kv, vs, "mma", "V", work_item=item, k_index=j)
+        for q in on[j]:
+            yield from pv(ctx, cta, item, j, q, ks, vs)
+            if j + 1 < len(tiles) and q in on[j + 1]:
+                if q == on[j + 1][0]:
+                    yield from consumer_wait(ctx, cta.kv, tiles[j + 1][0], "mma", "K", work_item=item, k_index=j + 1)
+                qk(ctx, cta, item, j + 1, q, tiles[j + 1][0])
+
+
+def qk(ctx, cta: Cta, item: int, j: int, q: int, ks: PipelineState) -> None:
+    """S_q = Q_q K_j^T into TMEM; its commit signals S_q ready. The last Q tile's QK (it visits every K/V tile of
+    the item) also frees K's slot from k06 on, and on the item's last tile frees Q's buffer."""
+    last = q == cta.nq - 1
+    commits = [cta.s_ready[q]] + ([cta.kv.empty[ks.index]] if last and cta.roles.kv_ring else []) + \
+        ([cta.q.empty[0]] if last and j == cta.n_kv[item] - 1 else [])
+    issue_mma(ctx, cta, "mma", f"Q{q}K", ctx.cost.mma_ns, commits,
+              reads=((cta.q, PipelineState(1), item), (cta.kv, ks, (item, j, "K"))), work_item=item, k_index=j)
+
+
+def pv(ctx, cta: Cta, item: int, j: int, q: int, ks: PipelineState, vs: PipelineState):
+    """O_q += P_q V_j once P_q is in TMEM and O_q is safe (rescaled); its commit signals PV done and, for the last
+    Q tile, frees V's slot (and K's, before k06). k13: the early part runs on P's early columns as soon as they
+    (and O_q) are ready, the rest once all of P_q is."""
+    g, kw, cost = cta.base[q][item] + j, dict(work_item=item, k_index=j), ctx.cost
+    reads = ((cta.kv, vs, (item, j, "V")),)
+    frees = [cta.kv.empty[vs.index]] + ([] if cta.roles.kv_ring else [cta.kv.empty[ks.index]])
+    commits = [cta.pv_done[q]] + (frees if q == cta.nq - 1 else [])
+    if cta.roles.early_pv:
+        yield from wait_phase(ctx, "mma", cta.p_high[q], g, f"P{q} high + O safe", **kw)
+        issue_mma(ctx, cta, "mma", f"P{q}V (early part)", cost.mma_ns * cost.early, (), reads=reads, **kw)
+        yield from wait_phase(ctx, "mma", cta.p_ready[q], g, f"P{q} ready", **kw)
+        issue_mma(ctx, cta, "mma", f"P{q}V (rest)", cost.mma_ns * (1 - cost.early), commits, reads=reads, **kw)
+    else:
+        yield from wait_phase(ctx, "mma", cta.p_ready[q], g, f"P{q} ready + O safe", **kw)
+        issue_mma(ctx, cta, "mma", f"P{q}V", cost.mma_ns, commits, reads=reads, **kw)
+
+
+def row_warps(ctx, cta: Cta, q: int):
+    """The row warps of Q tile q ("softmax<q>", the write-up's softmax warpgroup), per K/V tile the tile visits:
+    wait for S_q, pass 1 (row max), the O rescale (from k12 the row statistics go to the correction role
+    instead), pass 2 (P into TMEM). Before k12 they also write the item's epilogue once its last PV is done."""
+    role = f"softmax{q}"
+    for item, spans in enumerate(cta.items):
+        visits, first_masked = spans[q]
+        for j in range(visits):
+            kw = dict(work_item=item, k_index=j)
+            masked = j >= first_masked
+            yield from wait_phase(ctx, role, cta.s_ready[q], cta.base[q][item] + j, f"S{q}", **kw)
+            yield from row_max(ctx, role, f"S{q}", masked, **kw)
+            if cta.roles.correction:
+                arrive(ctx, cta.stats[q], role)
+            else:
+                yield from rescale_o(ctx, cta, role, q, item, j)
+            yield from store_p(ctx, cta, role, q, masked, **kw)
+        if not cta.roles.correction:
+            yield from finish_o(ctx, cta, role, q, item)
+        yield from end_of_cta(ctx, cta, role, item)
+
+
+def store_p(ctx, cta: Cta, role: str, q: int, masked: bool, **kw):
+    """Pass 2 over S_q (exponentials, P into TMEM), then P ready; k13: the early columns first, then P high (PV
+    may start), then the rest."""
+    softmax, early = ctx.cost.s_passes(masked)[1], ctx.cost.early
+    if cta.roles.early_pv:
+        yield from row_pass(ctx, role, softmax, f"S{q} pass 2: P high", early, **kw)
+        arrive(ctx, cta.p_high[q], role)
+        yield from row_pass(ctx, role, softmax, f"S{q} pass 2: P rest", 1 - early, **kw)
+    else:
+        yield from row_pass(ctx, role, softmax, f"S{q} pass 2: P", **kw)
+    arrive(ctx, cta.p_ready[q], role)
+
+
+def rescale_o(ctx, cta: Cta, role: str, q: int, item: int, j: int):
+    """O_q *= exp(m_old - m_new), once the previous PV into O_q is done (nothing on an item's first tile)."""
+    if j:
+        kw = dict(work_item=item, k_index=j)
+        yield from wait_phase(ctx, role, cta.pv_done[q], cta.base[q][item] + j - 1, f"P{q}V done", **kw)
+        yield from row_pass(ctx, role, ctx.cost.rescale, f"O{q} rescale", **kw)
+
+
+def finish_o(ctx, cta: Cta, role: str, q: int, item: int):
+    """Once the item's last PV into O_q is done, the epilogue of O_q."""
+    last = cta.base[q][item] + cta.items[item][q][0] - 1
+    yield from wait_phase(ctx, role, cta.pv_done[q], last, f"P{q}V done", work_item=item)
+    yield from epilogue(ctx, role, item, q)
+
+
+def correction(ctx, cta: Cta):
+    """The correction warps (k12 on): per K/V tile and each Q tile that visits it, wait for the row statistics,
+    rescale O (after the previous PV), and say O is safe (on p_high from k13, else on p_ready); per item, the
+    epilogue of each Q tile."""
+    role = "correction"
+    for item, spans in enumerate(cta.items):
+        for j in range(cta.n_kv[item]):
+            for q in (q for q in range(cta.nq) if j < spans[q][0]):
+                yield from wait_phase(ctx, role, cta.stats[q], cta.base[q][item] + j, f"stats{q}", work_item=item,
+                                      k_index=j)
+                yield from rescale_o(ctx, cta, role, q, item, j)
+                arrive(ctx, cta.o_safe[q], role)
+        for q in range(cta.nq):
+            yield from finish_o(ctx, cta, role, q, item)
+        yield from end_of_cta(ctx, cta, role, item)
+
+
+def launch(roles: Roles, ctx) -> None:
+    """One SM: its CTA's barriers, then its roles, in the order the kernel's warps start."""
+    cta = Cta(ctx, roles)
+    if roles.serial:
+        ctx.spawn("cta", serial_cta(ctx, cta))
+        return
+    ctx.spawn("load", loader(ctx, cta))
+    ctx.spawn("mma", mma_warp(ctx, cta))
+    for q in range(cta.nq):
+        ctx.spawn(f"softmax{q}", row_warps(ctx, cta, q))
+    if roles.correction:
+        ctx.spawn("correction", correction(ctx, cta))
+
+
+# ---- the chapters ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Roles:
+    """Which variant of each role a chapter runs: the write-up's structural steps."""
+
+    serial: bool = True  # k01-k03: serial_cta alone; k04 on: loader, mma_warp, row_warps
+    q_tiles: int = 1  # k05: two Q tiles per CTA sharing each K/V load, a row_warps role each
+    kv_ring: bool = False  # k06: a ring of kv_stages K/V token slots, K freed after its last QK
+    mainloop: Callable = mma_in_order  # k07: mma_pipelined
+    correction: bool = False  # k12: the correction role rescales O and writes the epilogue
+    early_pv: bool = False  # k13: P in two parts, PV starts on the first
+    persistent: bool = False  # k14: one CTA per SM walks its items by grid stride, no drain between them
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One chapter of the write-up: its schedule name, description, the steps up to it (VARIANTS), its roles and
+    its cost options."""
+
+    name: str
+    description: str
+    steps: frozenset
+    roles: Roles
+    options: CostOptions
+
+
+# What each modelled step changes: a role variant or a cost option. An UNMODELLED step changes neither, so its
+# chapter predicts exactly its predecessor's time.
+ROLE_STEPS = dict(ws=dict(serial=False), two_q=dict(q_tiles=2), ring=dict(kv_ring=True),
+                  compute_pipe=dict(mainloop=mma_pipelined), split_correction=dict(correction=True),
+                  early_pv=dict(early_pv=True), persistent=dict(persistent=True))
+COST_STEPS = dict(exp2=dict(hw_exp2=True), sw_exp2=dict(sw_exp2=True), reg_cache=dict(reg_cache=True),
+                  skip_rescale=dict(skip_rescale=True))
+
+
+def _chapters() -> dict[str, Chapter]:
+    roles, options, out = Roles(), CostOptions(), {}
+    for name, step, description in _TABLE:
+        roles, options = replace(roles, **ROLE_STEPS.get(step, {})), replace(options, **COST_STEPS.get(step, {}))
+        out[name] = Chapter(name, description, frozenset(VARIANTS[name]), roles, options)
+    return out
+
+
+CHAPTERS = _chapters()  # name -> Chapter, in chapter order
+
+
+def flops(dims: tuple, prm: dict) -> float:
+    """4 B H L^2 D, halved when causal (the FA benchmarks' convention)."""
+    b, h, seq, d = dims
+    return 4.0 * b * h * seq * seq * d / (2 if prm["causal"] else 1)
+
+
+def summary(chapter: Chapter, per_sm: list, rep, dims: tuple, prm: dict, cost: AttentionCosts) -> dict:
+    """The run's work: items, SMs with work, the representative SM's items and tiles, the rescale frequency and
+    the chapter's modelled steps."""
+    _, _, seq, _ = dims
+    my, nq = rep.work, chapter.roles.q_tiles
+    return dict(work_items=dims[0] * dims[1] * (seq // (BLOCK_M * nq)), active_sms=len(per_sm), items_per_sm=len(my),
+                kv_tiles=seq // prm["block_n"], q_tiles=nq, kv_tiles_on_this_sm=sum(s[-1][0] for s in my),
+                qk_tiles_on_this_sm=sum(v for s in my for v, _ in s),
+                masked_tiles_on_this_sm=sum(v - m for s in my for v, m in s),
+                rescale_frequency=cost.rescale_frequency, modelled=sorted(chapter.steps - UNMODELLED))
+
+
+def schedule(chapter: Chapter) -> Schedule:
+    """The chapter as a Schedule the engine runs."""
+    return Schedule(name=chapter.name, description=chapter.description, shape="attention", defaults=DEFAULTS,
+                    flags=VARIANTS[chapter.name], resolve=partial(resolve, chapter.roles),
+                    work=partial(deal, chapter.roles), costs=partial(AttentionCosts.of, chapter),
+                    launch=partial(launch, chapter.roles), flops=flops, summary=partial(summary, chapter), gpu="b200",
+                    arch="sm100", units=UNITS, work_cost=item_pairs, q_rows=2 * BLOCK_M, races="slot")
+
+
+SCHEDULES = tuple(schedule(c) for c in CHAPTERS.values())
