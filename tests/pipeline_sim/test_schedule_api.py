@@ -14,6 +14,9 @@ from lapis.pipeline_sim.trace import check_chrome, flow_pairs
 
 PIPELINE_SIM = Path(__file__).resolve().parents[2] / "lapis" / "pipeline_sim"
 MAX_LINES = 80
+# One role that waits for its own loads: no barrier passes anything from one role to another, so no flow to draw.
+NO_HAND_OFF = {"h200-s1-serial": "one warpgroup loads Q, K, V itself and waits for each (the kernel's s1)",
+               "sm120-m01-tensor-cores": "each warp loads its own operands from global memory and waits for them"}
 
 
 def test_no_function_in_pipeline_sim_is_longer_than_80_lines():
@@ -29,7 +32,7 @@ def test_no_function_in_pipeline_sim_is_longer_than_80_lines():
 
 def test_every_built_in_schedule_is_a_schedule_object_run_by_the_engine():
     assert len(SCHEDULES) == 36
-    assert all(isinstance(s, Schedule) and s.legacy is None and s.launch is not None for s in SCHEDULES.values())
+    assert all(isinstance(s, Schedule) and s.launch is not None for s in SCHEDULES.values())
 
 
 def small(s: Schedule) -> str:
@@ -42,7 +45,10 @@ def test_every_schedule_writes_a_trace_with_names_and_flows(name, tmp_path, caps
     assert main(["simulate", "--schedule", name, "--shape", small(SCHEDULES[name]), "--trace", str(path)]) == 0
     trace = json.loads(path.read_text())
     assert check_chrome(trace) == []
-    assert flow_pairs(trace) > 0, "no barrier hand-off drawn"
+    if name in NO_HAND_OFF:
+        assert flow_pairs(trace) == 0, NO_HAND_OFF[name]
+    else:
+        assert flow_pairs(trace) > 0, "no barrier hand-off drawn"
     xs = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     names = {(e["pid"], e.get("tid")) for e in trace["traceEvents"] if e["name"] == "process_name"}
     assert {(e["pid"], None) for e in xs} <= names
