@@ -5,7 +5,8 @@ atoms* (PTX ISA 9.7.15.5.1.2 "Shared Memory Matrix Layout", Table 38 and the
 canonical-layout table 9.7.15.5.1.2.1.3; the same table is in the tcgen05
 section 9.7.16.3). Units used throughout this module:
 
-- elements: logical coordinates (mn, k) and the strides of `cute()` / `.layout`;
+- elements: logical coordinates (mn, k) and the strides of `cute()`, `.layout`, `ptx_layout` and
+  `to_tensor_layouts()`;
 - bytes: `offset_bytes`, `address`, `atom_bytes`, `lbo_bytes`, `sbo_bytes`;
 - 16-B units appear only in the descriptor encoding (see lapis.layouts.descriptors.sm90).
 
@@ -27,6 +28,11 @@ atoms with `tile_to_shape(..., Step<_1,_2,_3>)` for K-major and
 The swizzle acts on the absolute shared-memory byte address (PTX ISA 5.5.7;
 CUTLASS `pointer_swizzle.hpp`: the hardware swizzle is position dependent), so
 `address()` takes the tile base and XORs the absolute address.
+
+The layout algebra is tensor-layouts': `.layout` is its tile_to_shape of CUTLASS's atom, offsets are its
+evaluation of that layout, the XOR is its Swizzle, and layouts are compared by its coalesce. Two spellings of
+the same map are printed: `cute()`, as C++ CuTe prints the tile_to_shape layout, and `ptx_text()`, PTX's
+core-matrix form (the canonical-layout table).
 """
 
 from __future__ import annotations
@@ -387,19 +393,6 @@ class CanonicalLayout:
         out = (t0[mn] + t1[k]) * self.elem_bytes
         return int(out) if np.ndim(out) == 0 else out
 
-    def _handwritten_offset_bytes(self, mn, k):
-        """Pre-swizzle byte offset of element (mn, k), computed from the atom geometry by hand."""
-        mn, k = self._coords(mn, k)
-        amn, ak_ = self.atom_shape
-        i, r = np.divmod(mn, amn)  # atom index and position inside it along MN
-        j, c = np.divmod(k, ak_)  # ... along K
-        if self.major == "K":
-            inner = r * self.swizzle.span_bytes + c * self.elem_bytes
-        else:
-            inner = c * self.swizzle.span_bytes + r * self.elem_bytes
-        out = i * self.mn_atom_stride_bytes + j * self.k_atom_stride_bytes + inner
-        return int(out) if np.ndim(out) == 0 else out
-
     def address(self, mn, k, base: int = 0):
         """Absolute smem byte address of element (mn, k) for a tile at `base` (vectorized).
 
@@ -448,29 +441,6 @@ class CanonicalLayout:
         if np.ndim(mn) == 0:
             return int(mn), int(k)
         return mn, k
-
-    def _handwritten_element_at(self, addr, base: int = 0):
-        """element_at with the hand-written XOR and atom decomposition."""
-        a = _int_array(addr, "addresses")
-        off = np.asarray(self.swizzle.apply(a), dtype=np.int64) - base
-        mn, k = self._decompose(off)
-        if np.ndim(mn) == 0:
-            return int(mn), int(k)
-        return mn, k
-
-    def _decompose(self, off):
-        am, ak = self.atoms
-        atom, inner = np.divmod(off, self.atom_bytes)
-        if self.order == "mn-first":
-            j, i = np.divmod(atom, am)
-        else:
-            i, j = np.divmod(atom, ak)
-        row, col_bytes = np.divmod(inner, self.swizzle.span_bytes)  # row of the atom, byte in the row
-        col = col_bytes // self.elem_bytes
-        amn, ak_ = self.atom_shape
-        if self.major == "K":
-            return i * amn + row, j * ak_ + col
-        return i * amn + col, j * ak_ + row
 
     # -- MMA K-steps (CUTLASS GMMA::DescriptorIterator; layout-facts 2.3) -----
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from tensor_layouts import Layout, congruent, flatten, size
+from tensor_layouts import Layout, congruent, cosize, flatten, size
 
 from lapis.catalog.hardware import SMEM_BYTES_PER_SM
 from lapis.errors import LayoutError
@@ -64,7 +64,7 @@ class _Tokens:
             if kind == "bad":
                 hint = "dynamic values (?) have no number: print the layout where they are known, or write them" \
                     if m.group("bad") == "?" else _HINT
-                raise LayoutError("CuTe layout: unexpected character", _snippet(text, m.start("bad")), hint)
+                raise LayoutError("not a CuTe layout: unexpected character", _snippet(text, m.start("bad")), hint)
             if kind == "sw":
                 self.items.append(("sw", m.group("sw"), m.start()))
             elif kind in ("pb", "pm", "ps"):
@@ -93,7 +93,7 @@ class _Tokens:
         k, v, at = self.items[self.i]
         if kind is not None and k != kind:
             want = {"end": "the end of the layout"}.get(kind, repr(kind))
-            raise LayoutError(f"CuTe layout: expected {want}", _snippet(self.text, at), _HINT)
+            raise LayoutError(f"not a CuTe layout: expected {want}", _snippet(self.text, at), _HINT)
         self.i = min(self.i + 1, len(self.items) - 1)
         return v
 
@@ -185,28 +185,11 @@ def parse(text: str, dtype: str | None = None) -> dict:
     if size(shape) > MAX_ELEMENTS:
         raise LayoutError("tile too large for shared memory", f"{size(shape)} elements",
                           f"a wgmma/tcgen05 operand tile has at most {MAX_ELEMENTS} elements")
-    reach = sum((n - 1) * st for n, st in zip(flatten(shape), flatten(stride)))
+    reach = cosize(Layout(shape, stride)) - 1  # the largest element offset
     if reach * (elem_bits // 8 or 1) >= SMEM_BYTES:
         raise LayoutError("the layout reaches past shared memory", f"{reach} elements from its start",
                           "strides are in elements; keep the tile inside 228 KiB")
     return dict(swizzle=SMEM_SWIZZLES[sw], elem_bits=elem_bits, shape=shape, stride=stride)
-
-
-def _size(mode) -> int:
-    out = 1
-    for n in _flat(mode):  # Python ints: no int64 wrap-around
-        out *= n
-    return out
-
-
-def _congruent(a, b) -> bool:
-    if isinstance(a, tuple) != isinstance(b, tuple):
-        return False
-    return not isinstance(a, tuple) or (len(a) == len(b) and all(_congruent(x, y) for x, y in zip(a, b)))
-
-
-def _flat(t):
-    return [x for m in t for x in _flat(m)] if isinstance(t, tuple) else [t]
 
 
 def canonical_match(text: str, dtype: str | None = None) -> dict:
@@ -258,39 +241,10 @@ def _first_difference(a, b) -> tuple[int, int]:
     return int(np.flatnonzero(a[0] != b[0])[0]), 0
 
 
-def _handwritten_canonical(p: dict, offsets: np.ndarray, dt) -> tuple | None:
-    """(major, order) of the first canonical candidate with the same offsets, compared element by element."""
-    rows, cols = offsets.shape
-    e = p["elem_bits"] // 8
-    mn, k = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
-    for major in ("K", "MN"):
-        for order in ("mn-first", "k-first"):
-            try:
-                cand = CanonicalLayout(major, p["swizzle"], dt, rows, cols, order)
-            except LayoutError:
-                continue
-            if not np.argwhere(cand.offset_bytes(mn, k) != offsets * e).size:
-                return major, order
-    return None
-
-
 def element_offsets(p: dict) -> np.ndarray:
     """(MN, K) element offsets of a parsed layout, evaluated by tensor-layouts mode by mode."""
     t0, t1 = mode_offsets(Layout(p["shape"], p["stride"]))
     return t0[:, None] + t1[None, :]
-
-
-def _handwritten_element_offsets(p: dict) -> np.ndarray:
-    """(MN, K) element offsets of a parsed layout, computed mode by mode by hand."""
-    def mode_offsets(shape, stride):
-        idx = np.arange(_size(shape), dtype=np.int64)
-        shape, stride = _flat(shape), _flat(stride)
-        out = np.zeros_like(idx)
-        for n, st in zip(shape, stride):  # CuTe's colexicographic order: the first entry varies fastest
-            out += (idx % n) * st
-            idx //= n
-        return out
-    return mode_offsets(p["shape"][0], p["stride"][0])[:, None] + mode_offsets(p["shape"][1], p["stride"][1])[None]
 
 
 def placement(p: dict, offsets: np.ndarray, base: int) -> dict:
