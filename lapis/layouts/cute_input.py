@@ -2,7 +2,7 @@
 
 Accepted spellings (one layout, mode 0 MN and mode 1 K, as for a wgmma operand):
   C++ CuTe print():  Sw<3,4,3> o smem_ptr[16b](unset) o ((_8,_16),(_64,_2)):((_64,_512),(_1,_8192))
-                     Sw<3,4,3> o _0 o (_8,_64):(_64,_1)           (composition(Swizzle, Layout))
+                     Sw<3,4,3> o _0 o (_8,_64):(_64,_1)           (operator<<, or composition(Swizzle, Layout))
   CuTe DSL:          S<3,4,3> o 0 o ((8,16),(64,2)):((64,512),(1,8192))
   pycute:            SW_3_4_3 o 0 o ((8, 16), (64, 2)):((64, 512), (1, 8192))
 with or without the `smem_ptr[..](unset)` / `o 0 o` middle part, `_8` or `8`, any spaces; a layout without a

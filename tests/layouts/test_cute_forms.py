@@ -158,7 +158,7 @@ def test_from_tensor_layouts_takes_a_plain_layout_as_unswizzled_and_refuses_othe
 
 K128 = ("K", "128B", "bf16", 128, 128, "mn-first")
 SPELLINGS = [
-    # C++ print of the smem_ptr-flagged tile, and of composition(Swizzle, Layout)
+    # C++ print() of the smem_ptr-flagged tile; operator<< (the flag prints as _0); composition(Swizzle, Layout)
     "Sw<3,4,3> o smem_ptr[16b](unset) o ((_8,_16),(_64,_2)):((_64,_512),(_1,_8192))",
     "Sw<3,4,3> o _0 o ((_8,_16),(_64,_2)):((_64,_512),(_1,_8192))",
     "Sw<3,4,3> o ((_8,_16),(_64,_2)):((_64,_512),(_1,_8192))",
@@ -177,6 +177,12 @@ SPELLINGS = [
 def test_every_spelling_reads_as_the_same_tile(text):
     m = canonical_match(text, "bf16")
     assert m["canonical"] and m["layout"] == CanonicalLayout(*K128)
+
+
+def test_a_tile_with_dynamic_extents_reads_as_its_static_twin():
+    # CUTLASS 4.2 print of tile_to_shape(Layout_MN_SW128_Atom<bfloat16_t>{}, make_shape(128, 64), Step<_2,_1>{})
+    m = canonical_match("Sw<3,4,3> o smem_ptr[16b](unset) o ((_64,2),(_8,8)):((_1,4096),(_64,_512))")
+    assert m["canonical"] and m["layout"] == CanonicalLayout("MN", "128B", "bf16", 128, 64, "k-first")
 
 
 def test_the_cli_reads_the_dsl_and_pycute_spellings(capsys):
