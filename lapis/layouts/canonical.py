@@ -119,6 +119,7 @@ def _cute_unit_strides(layout: Layout) -> Layout:
         return 0 if shape == 1 else stride
     return Layout(layout.shape, fix(layout.shape, layout.stride))
 
+
 MAJORS = ("K", "MN")
 ORDERS = ("mn-first", "k-first")
 _DEFAULT_ORDER = {"K": "mn-first", "MN": "k-first"}
@@ -288,7 +289,7 @@ class CanonicalLayout:
         """The tile as CuTe builds it, pre-swizzle: tile_to_shape(atom, (rows, cols), order), in elements.
 
         (mn, k) -> element offset from the tile start. Built by tensor-layouts' tile_to_shape (a blocked_product
-        of the atom over the atom grid, cute/layout.hpp as of CUTLASS 3.8); size-1 modes get stride 0 as in C++.
+        of the atom over the atom grid, as cute/layout.hpp of CUTLASS 4.2 does); size-1 modes get stride 0 as in C++.
         """
         return _cute_unit_strides(tile_to_shape(self.atom_layout, (self.rows, self.cols), self.tile_order))
 
