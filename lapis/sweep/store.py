@@ -209,11 +209,11 @@ class RowStore:
             kept, superseded = self._load()
             if self.dropped or superseded > len(self.rows):
                 self._compact(kept)
-            self._fd = _open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         except BaseException:
             _unlock(lock_key)
             raise
-        self._closer = weakref.finalize(self, _close, self._fd, lock_key)
+        self._fds: list[int] = []  # the append descriptor, opened by the first add
+        self._closer = weakref.finalize(self, _close, self._fds, lock_key)
         if self.dropped:
             causes = ", ".join(f"{n} {c}" for c, n in self.causes.items() if n)
             self.stream.write(f"lapis sweep: {self.path}: {self.dropped} stored line(s) failed their check "
@@ -272,9 +272,13 @@ class RowStore:
     def add(self, row: dict) -> None:
         """Append `row` as one line and fsync it. Raises ValueError for a row JSON cannot hold exactly (a NaN)."""
         data = line(row)
-        created = os.fstat(self._fd).st_size == 0
-        _write_all(self._fd, data)
-        os.fsync(self._fd)
+        if not self._closer.alive:
+            raise CaptureError("a closed resume store takes no rows", str(self.path), "open a new RowStore")
+        if not self._fds:
+            self._fds.append(_open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT))
+        created = os.fstat(self._fds[0]).st_size == 0
+        _write_all(self._fds[0], data)
+        os.fsync(self._fds[0])
         if created:
             _fsync_folder(self.folder)
         self.rows[row["key"]] = row
@@ -284,8 +288,9 @@ class RowStore:
         self._closer()
 
 
-def _close(fd: int, lock_key: str) -> None:
-    os.close(fd)
+def _close(fds: list, lock_key: str) -> None:
+    while fds:
+        os.close(fds.pop())
     _unlock(lock_key)
 
 
