@@ -128,7 +128,7 @@ def changed_digit(raw: bytes) -> bytes:
 
 CORRUPTIONS = {
     "a changed digit": changed_digit,
-    "a duplicate key": lambda raw: raw.replace(b'"tflops":', b'"tflops":999.0,"tflops":', 1),
+    "a duplicate key": lambda raw: raw.replace(b',"wall_s":', b',"tflops":999.0,"wall_s":', 1),  # the last wins
     "fits flipped": lambda raw: raw.replace(b'"fits":true', b'"fits":false', 1),
     "a bad checksum": lambda raw: re.sub(rb'"sha256":"[0-9a-f]{64}"', b'"sha256":"' + b"0" * 64 + b'"', raw),
 }
@@ -140,7 +140,8 @@ def test_a_corrupted_row_is_recomputed_and_counted(first, tmp_path, monkeypatch,
     store = copied(first, tmp_path)
     lines = store.read_bytes().splitlines()
     bad = CORRUPTIONS[how](lines[0])
-    assert bad != lines[0] and json.loads(bad)  # still JSON
+    assert bad != lines[0] and json.loads(bad)  # still JSON, and read as plain JSON another row (or checksum)
+    assert (json.loads(bad)["row"] != json.loads(lines[0])["row"]) != (how == "a bad checksum")
     store.write_bytes(bad + b"\n" + lines[1] + b"\n")
     calls = []
     capsys.readouterr()
