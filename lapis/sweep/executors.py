@@ -55,7 +55,7 @@ PROBE_MODULE = "lapis"
 PLAIN = ("msgpack",)  # the only serializer family the Client reads
 MAX_PAYLOAD_CHARS = 1 << 20  # a row's JSON is about 1 KB
 MAX_HANDSHAKE_BYTES = 1 << 16  # Dask's comm handshake is about 100 bytes
-START_HINT = "start one with `dask scheduler` (and `dask worker ADDRESS --nthreads 1` on each machine with lapis " \
+START_HINT = "start one with `dask scheduler` (and `dask worker {} --nthreads 1` on each machine with lapis " \
              "installed), or check the address"
 
 
@@ -240,7 +240,7 @@ def preflight(address: str, security=None) -> None:
 
     def silent(what: str) -> LapisError:
         return LapisError(f"no Dask scheduler answered within {CONNECT_TIMEOUT_S} s", address,
-                          f"{START_HINT} ({what})")
+                          f"{START_HINT.format(address)} ({what})")
 
     def not_dask(got: bytes) -> LapisError:
         return LapisError("the peer is not a Dask scheduler (it did not answer with Dask's handshake)",
@@ -406,7 +406,7 @@ def plain_client(address: str, security=None):
                                      deserializers=list(PLAIN), direct_to_workers=False)
         except (OSError, TimeoutError) as exc:  # distributed raises OSError("Timed out trying to connect ...")
             raise LapisError(f"no Dask scheduler answered within {CONNECT_TIMEOUT_S} s", address,
-                             f"{START_HINT} ({type(exc).__name__})") from None
+                             f"{START_HINT.format(address)} ({type(exc).__name__})") from None
         client.lapis_refusals = refusals
         try:
             yield client

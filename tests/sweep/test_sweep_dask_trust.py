@@ -107,7 +107,7 @@ def rogue(marker_dir: Path):
         text = json.dumps({"row": row}, allow_nan=False)  # what plain_task returns
 
         def forced(x, serializers=None, **kwargs):
-            if getattr(x, "data", x) == text:  # the result, as get_data wraps it (to_serialize)
+            if getattr(x, "data", x) in (text, row):  # the result (to_serialize wraps it), JSON text or a dict
                 core.serialize_and_split = real
                 return real(Payload(), serializers=("pickle",), **kwargs)
             return real(x, serializers=serializers, **kwargs)
