@@ -46,8 +46,8 @@ def summary_text(r: dict) -> str:
              f"{c['resumed']} resumed); {r['fits']} fit, {r['runnable']} runnable"]
     if c["stale"] or r["dropped_partial_lines"]:
         lines.append(f"resume store: {c['stale']} stored rows recomputed as stale (another profile, model or lapis "
-                     f"version), {r['dropped_partial_lines']} invalid or cut-short lines dropped (their rows "
-                     "recomputed where swept)")
+                     f"version), {r['dropped_partial_lines']} stored lines failed their check (cut short, "
+                     "unreadable, a bad checksum or not a valid row: dropped, their rows recomputed where swept)")
     if r["simulator_limit"]:
         lines.append(f"{r['simulator_limit']} rows over the simulator's event bound (not simulated; not a "
                      "hardware limit)")

@@ -5,7 +5,8 @@ atoms* (PTX ISA 9.7.15.5.1.2 "Shared Memory Matrix Layout", Table 38 and the
 canonical-layout table 9.7.15.5.1.2.1.3; the same table is in the tcgen05
 section 9.7.16.3). Units used throughout this module:
 
-- elements: logical coordinates (mn, k) and the strides of `cute()` / `.layout`;
+- elements: logical coordinates (mn, k) and the strides of `cute()`, `.layout`, `ptx_layout` and
+  `to_tensor_layouts()`;
 - bytes: `offset_bytes`, `address`, `atom_bytes`, `lbo_bytes`, `sbo_bytes`;
 - 16-B units appear only in the descriptor encoding (see lapis.layouts.descriptors.sm90).
 
@@ -27,14 +28,21 @@ atoms with `tile_to_shape(..., Step<_1,_2,_3>)` for K-major and
 The swizzle acts on the absolute shared-memory byte address (PTX ISA 5.5.7;
 CUTLASS `pointer_swizzle.hpp`: the hardware swizzle is position dependent), so
 `address()` takes the tile base and XORs the absolute address.
+
+The layout algebra is tensor-layouts': `.layout` is its tile_to_shape of CUTLASS's atom, offsets are its
+evaluation of that layout, the XOR is its Swizzle, and layouts are compared by its coalesce. Two spellings of
+the same map are printed: `cute()`, as C++ CuTe prints the tile_to_shape layout, and `ptx_text()`, PTX's
+core-matrix form (the canonical-layout table).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
-from tensor_layouts import Layout
+from tensor_layouts import ComposedLayout, Layout, Swizzle, coalesce, mode, product_each, size
+from tensor_layouts.layout_utils import tile_to_shape
 
 from lapis.catalog.hardware import SMEM_BYTES_PER_SM
 from lapis.errors import LayoutError
@@ -43,12 +51,74 @@ from lapis.layouts.dtypes import dtype as _dtype
 from lapis.layouts.swizzle import B128_BASE32B, SwizzleMode
 from lapis.layouts.swizzle import swizzle as _swizzle
 
-__all__ = ["CanonicalLayout", "canonical_layout", "MAJORS", "ORDERS"]
+__all__ = ["CanonicalLayout", "canonical_layout", "MAJORS", "ORDERS", "SMEM_SWIZZLES", "library_swizzle",
+           "same_function", "mode_offsets", "cute_text"]
 
 
 def _layout_swizzle(name):
     """Swizzle spellings of canonical layouts: none, 32B, 64B, 128B, and tcgen05's 128B_base32B."""
     return B128_BASE32B if name in ("128B_base32B", B128_BASE32B) else _swizzle(name)
+
+
+# CuTe Swizzle<B,M,S> on byte addresses -> lapis swizzle name (cute/atom/mma_traits_sm90_gmma.hpp *_Atom_Bits,
+# cute/atom/mma_traits_sm100.hpp Layout_MN_SW128_32B_Atom_Bits).
+SMEM_SWIZZLES = {(0, 4, 3): "none", (1, 4, 3): "32B", (2, 4, 3): "64B", (3, 4, 3): "128B", (2, 5, 2): "128B_base32B"}
+
+
+def library_swizzle(sw: SwizzleMode, elem_bytes: int = 1) -> Swizzle:
+    """The tensor-layouts Swizzle of a swizzle mode: on byte addresses for elem_bytes=1, else on element offsets.
+
+    The element form is CuTe's recast_layout<uint8_t, T> of the byte swizzle (cute/pointer_flagged.hpp,
+    as_position_independent_swizzle_layout): Swizzle<B, M - log2(e), S>, e.g. Swizzle<3,3,3> for 128B on 2-byte
+    elements. Both act on offsets from a base aligned to the swizzle repeat; the byte form on absolute addresses.
+    """
+    return Swizzle(sw.bits, sw.base - (int(elem_bytes).bit_length() - 1), sw.shift)
+
+
+def mode_offsets(layout: Layout) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets of every index of mode 0 and of mode 1 of a rank-2 layout, each evaluated by tensor-layouts.
+
+    A layout maps (i, j) to mode0(i) + mode1(j) (the inner product of the coordinate with the strides, CuTe's
+    crd2idx), so the two tables give the offset of every element: t0[:, None] + t1[None, :].
+    """
+    tables = []
+    for m in (mode(layout, 0), mode(layout, 1)):
+        tables.append(np.fromiter((m(i) for i in range(size(m))), dtype=np.int64, count=size(m)))
+    return tables[0], tables[1]
+
+
+def same_function(a: Layout, b: Layout) -> bool:
+    """Do two rank-2 layouts of the same mode sizes map every coordinate to the same offset?
+
+    Each mode is coalesced on its own (tensor-layouts coalesce with a None profile: size-1 modes dropped,
+    contiguous ones merged, as CuTe's bw_coalesce). A coalesced mode is the one flat form of its function, and a
+    rank-2 layout is the sum of its modes' functions, so equal coalesced modes mean the same map.
+    """
+    return (product_each(a.shape) == product_each(b.shape)
+            and coalesce(a, (None, None)) == coalesce(b, (None, None)))
+
+
+def cute_text(x, static: bool = True) -> str:
+    """A shape or stride as C++ CuTe prints it: `(_8,_16)`, no spaces, `_` before static integers
+    (cute/container/tuple.hpp print(tuple), cute/numeric/integral_constant.hpp print(C<v>))."""
+    if isinstance(x, tuple):
+        return "(" + ",".join(cute_text(v, static) for v in x) + ")"
+    return f"_{x}" if static else str(x)
+
+
+def _cute_unit_strides(layout: Layout) -> Layout:
+    """The layout with every size-1 mode's stride written 0, as C++ CuTe has it after tile_to_shape.
+
+    C++'s make_ordered_layout (compact_order) gives a static _1 mode the stride _0, so the tiler's single-atom
+    modes print as `_1` with stride `_0`; tensor-layouts and pycute keep the stride the mode would have had. The
+    map is the same either way.
+    """
+    def fix(shape, stride):
+        if isinstance(shape, tuple):
+            return tuple(fix(s, d) for s, d in zip(shape, stride))
+        return 0 if shape == 1 else stride
+    return Layout(layout.shape, fix(layout.shape, layout.stride))
+
 
 MAJORS = ("K", "MN")
 ORDERS = ("mn-first", "k-first")
@@ -195,6 +265,82 @@ class CanonicalLayout:
 
     # -- CuTe view ----------------------------------------------------------
 
+    @property
+    def atom_layout(self) -> Layout:
+        """The swizzle atom as CUTLASS defines it, pre-swizzle, in elements.
+
+        GMMA::Layout_{K,MN}_{INTER,SW32,SW64,SW128}_Atom<T> (cute/atom/mma_traits_sm90_gmma.hpp) and
+        UMMA::Layout_MN_SW128_32B_Atom<T> (cute/atom/mma_traits_sm100.hpp) are written in bits and upcast to
+        T: K-major (8, S/e):(S/e, 1), MN-major (S/e, 8):(1, S/e); 4 K rows for 128B_base32B.
+        """
+        rows, width = self.swizzle.rows, self.span_elems
+        if self.major == "K":
+            return Layout((rows, width), (width, 1))
+        return Layout((width, rows), (1, width))
+
+    @property
+    def tile_order(self) -> tuple[int, int]:
+        """tensor-layouts' tile_to_shape order (the mode tiled first, then the other): CuTe's Step<_1,_2> for
+        'mn-first', Step<_2,_1> for 'k-first'."""
+        return (0, 1) if self.order == "mn-first" else (1, 0)
+
+    @cached_property
+    def layout(self) -> Layout:
+        """The tile as CuTe builds it, pre-swizzle: tile_to_shape(atom, (rows, cols), order), in elements.
+
+        (mn, k) -> element offset from the tile start. Built by tensor-layouts' tile_to_shape (a blocked_product
+        of the atom over the atom grid, as cute/layout.hpp of CUTLASS 4.2 does); size-1 modes get stride 0 as in C++.
+        """
+        return _cute_unit_strides(tile_to_shape(self.atom_layout, (self.rows, self.cols), self.tile_order))
+
+    def to_tensor_layouts(self) -> ComposedLayout:
+        """The tile with its swizzle as a tensor-layouts ComposedLayout, in elements.
+
+        Swizzle<B, M - log2(e), S> o layout: (mn, k) -> swizzled element offset for a tile whose base is aligned
+        to the swizzle repeat, CuTe's as_position_independent_swizzle_layout of the smem_ptr-flagged tile
+        (cute/pointer_flagged.hpp). Without swizzle the outer Swizzle has 0 bits (the identity).
+        """
+        return ComposedLayout(library_swizzle(self.swizzle, self.elem_bytes), self.layout)
+
+    @classmethod
+    def from_tensor_layouts(cls, layout, dtype: str | DType) -> "CanonicalLayout":
+        """The canonical layout a tensor-layouts layout of `dtype` elements is, swizzle included.
+
+        Takes what to_tensor_layouts gives: a ComposedLayout of a Swizzle on element offsets (Swizzle<B, M -
+        log2(e), S>) over a rank-2 Layout, offset 0; or a plain Layout for no swizzle. The majors and atom orders
+        are tried in turn (the CUTLASS default order first) and the first with the same map is returned. Raises
+        LayoutError if the swizzle is not a canonical smem swizzle or no canonical layout has that map.
+        """
+        dt = _dtype(dtype)
+        shift = dt.bytes.bit_length() - 1
+        if isinstance(layout, Layout):
+            sw, inner = (0, 4, 3), layout
+        elif (isinstance(layout, ComposedLayout) and isinstance(layout.outer, Swizzle)
+              and isinstance(layout.inner, Layout) and layout.offset == 0):
+            o = layout.outer
+            sw, inner = (0, 4, 3) if o.bits == 0 else (o.bits, o.base + shift, o.shift), layout.inner
+        else:
+            raise LayoutError("canonical layout: expected Swizzle o Layout (offset 0) or a Layout", repr(layout),
+                              "pass CanonicalLayout.to_tensor_layouts()'s form: ComposedLayout(Swizzle, Layout)")
+        if sw not in SMEM_SWIZZLES:
+            raise LayoutError("canonical layout: not a canonical smem swizzle for this element type",
+                              f"Swizzle{sw} on bytes ({dt.name})",
+                              "use Swizzle<0..3, 4 - log2(e), 3> or tcgen05's Swizzle<2, 5 - log2(e), 2>")
+        if not isinstance(inner.shape, tuple) or len(inner.shape) != 2:
+            raise LayoutError("canonical layout: a tile has two modes, (MN, K)", str(inner),
+                              "give a rank-2 layout (MN, K)")
+        rows, cols = product_each(inner.shape)
+        for major in MAJORS:
+            for order in (_DEFAULT_ORDER[major], *(o for o in ORDERS if o != _DEFAULT_ORDER[major])):
+                try:
+                    cand = cls(major, SMEM_SWIZZLES[sw], dt, rows, cols, order)
+                except LayoutError:
+                    continue
+                if same_function(inner, cand.layout):
+                    return cand
+        raise LayoutError("canonical layout: no canonical layout has this map", str(inner),
+                          "build it with tile_to_shape(GMMA atom, (MN, K)); PTX ISA 9.7.15.5.1.2")
+
     def _shape_stride(self):
         """Hierarchical (mn-mode, k-mode) shape and element strides, PTX-table form.
 
@@ -213,48 +359,70 @@ class CanonicalLayout:
         return ((t, c, am), (rows, ak)), ((1, t, mn_atom), (row, k_atom))
 
     @property
-    def layout(self) -> Layout:
-        """Pre-swizzle tensor_layouts.Layout: (mn, k) -> element offset from the tile start."""
+    def ptx_layout(self) -> Layout:
+        """The same pre-swizzle map in PTX's core-matrix form (elements), see _shape_stride."""
         return Layout(*self._shape_stride())
 
     def cute(self) -> str:
-        """The whole tile in CuTe notation: swizzle (on byte addresses) o smem_ptr o layout (elements)."""
+        """The whole tile as C++ CuTe prints tile_to_shape(atom, shape, order): swizzle (on byte addresses) o
+        smem_ptr[Nb](unset) o layout (elements), e.g. `Sw<3,4,3> o smem_ptr[16b](unset) o
+        ((_8,_16),(_64,_2)):((_64,_512),(_1,_8192))` (print of ComposedLayout, cute/layout_composed.hpp; of
+        smem_ptr_flag_bits, cute/pointer_flagged.hpp; of Swizzle, cute/swizzle.hpp)."""
+        lay = self.layout
+        return (f"{self.swizzle.cute} o smem_ptr[{self.dtype.bits}b](unset) o "
+                f"{cute_text(lay.shape)}:{cute_text(lay.stride)}")
+
+    def ptx_text(self) -> str:
+        """The PTX core-matrix form as text, plain integers: `((8,16),(8,8,2)):((64,512),(1,8,8192))`."""
         shape, stride = self._shape_stride()
-        return f"{self.swizzle.cute} o smem_ptr[{self.dtype.bits}b] o {_tup(shape)}:{_tup(stride)}"
+        return f"{cute_text(shape, static=False)}:{cute_text(stride, static=False)}"
 
     # -- forward map ----------------------------------------------------------
 
+    @cached_property
+    def _offsets(self) -> tuple[np.ndarray, np.ndarray]:
+        """Element offsets of every mn and every k (mode_offsets of the tile_to_shape layout)."""
+        return mode_offsets(self.layout)
+
     def offset_bytes(self, mn, k):
-        """Pre-swizzle byte offset of element (mn, k) from the tile start (vectorized)."""
+        """Pre-swizzle byte offset of element (mn, k) from the tile start (vectorized).
+
+        The tile's layout evaluated by tensor-layouts, one table per mode, times the element bytes.
+        """
         mn, k = self._coords(mn, k)
-        amn, ak_ = self.atom_shape
-        i, r = np.divmod(mn, amn)  # atom index and position inside it along MN
-        j, c = np.divmod(k, ak_)  # ... along K
-        if self.major == "K":
-            inner = r * self.swizzle.span_bytes + c * self.elem_bytes
-        else:
-            inner = c * self.swizzle.span_bytes + r * self.elem_bytes
-        out = i * self.mn_atom_stride_bytes + j * self.k_atom_stride_bytes + inner
+        t0, t1 = self._offsets
+        out = (t0[mn] + t1[k]) * self.elem_bytes
         return int(out) if np.ndim(out) == 0 else out
 
     def address(self, mn, k, base: int = 0):
         """Absolute smem byte address of element (mn, k) for a tile at `base` (vectorized).
 
-        = swizzle(base + offset_bytes): the XOR uses absolute address bits, so
-        a tile at 1024*j + 128 is laid out differently from one at 1024*j.
+        = swizzle(base + offset_bytes), the tensor-layouts Swizzle on byte addresses: the XOR uses absolute
+        address bits, so a tile at 1024*j + 128 is laid out differently from one at 1024*j.
         """
         self._check_base(base)
-        return self.swizzle.apply(base + np.asarray(self.offset_bytes(mn, k), dtype=np.int64))
+        out = library_swizzle(self.swizzle)(base + np.asarray(self.offset_bytes(mn, k), dtype=np.int64))
+        return int(out) if np.ndim(out) == 0 else out
 
     # -- inverse map ----------------------------------------------------------
+
+    @cached_property
+    def _elements(self) -> tuple[np.ndarray, np.ndarray]:
+        """(mn, k) of every element offset: the forward tables inverted by scatter (canonical tiles are dense,
+        so each offset in [0, rows * cols) holds exactly one element)."""
+        t0, t1 = self._offsets
+        off = (t0[:, None] + t1[None, :]).ravel()
+        mn, k = np.empty(off.size, np.int64), np.empty(off.size, np.int64)
+        mn[off] = np.repeat(np.arange(self.rows), self.cols)
+        k[off] = np.tile(np.arange(self.cols), self.rows)
+        return mn, k
 
     def element_at(self, addr, base: int = 0):
         """(mn, k) of the element at absolute smem byte address `addr` (vectorized).
 
-        Un-swizzles with the same XOR (an involution on 16-B chunks, so it
-        keeps element alignment), then splits the offset into atom index,
-        row and column. Raises LayoutError for addresses outside the tile or
-        not on an element boundary.
+        Un-swizzles with the same XOR (an involution on 16-B chunks, so it keeps element alignment), then looks
+        the offset up in the inverted layout. Raises LayoutError for addresses outside the tile or not on an
+        element boundary.
         """
         self._check_base(base)
         a = _int_array(addr, "addresses")
@@ -263,30 +431,17 @@ class CanonicalLayout:
         if np.any(bad):
             raise LayoutError("canonical layout: address is not on an element boundary",
                               _first_hex(a, bad), f"use a multiple of {e} B ({self.dtype.name})")
-        off = np.asarray(self.swizzle.apply(a), dtype=np.int64) - base
+        off = np.asarray(library_swizzle(self.swizzle)(a), dtype=np.int64) - base
         bad = (off < 0) | (off >= self.footprint_bytes)
         if np.any(bad):
             raise LayoutError("canonical layout: address is outside the tile", _first_hex(a, bad),
                               f"use an address whose un-swizzled value lies in "
                               f"[{base:#x}, {base + self.footprint_bytes:#x})")
-        mn, k = self._decompose(off)
+        mn_of, k_of = self._elements
+        mn, k = mn_of[off // e], k_of[off // e]
         if np.ndim(mn) == 0:
             return int(mn), int(k)
         return mn, k
-
-    def _decompose(self, off):
-        am, ak = self.atoms
-        atom, inner = np.divmod(off, self.atom_bytes)
-        if self.order == "mn-first":
-            j, i = np.divmod(atom, am)
-        else:
-            i, j = np.divmod(atom, ak)
-        row, col_bytes = np.divmod(inner, self.swizzle.span_bytes)  # row of the atom, byte in the row
-        col = col_bytes // self.elem_bytes
-        amn, ak_ = self.atom_shape
-        if self.major == "K":
-            return i * amn + row, j * ak_ + col
-        return i * amn + col, j * ak_ + row
 
     # -- MMA K-steps (CUTLASS GMMA::DescriptorIterator; layout-facts 2.3) -----
 
@@ -338,13 +493,6 @@ def canonical_layout(major: str, swizzle: str | SwizzleMode, dtype: str | DType,
                      order: str | None = None) -> CanonicalLayout:
     """Build a CanonicalLayout (same arguments); the spelling used by the CLI."""
     return CanonicalLayout(major, swizzle, dtype, rows, cols, order)
-
-
-def _tup(x) -> str:
-    """CuTe-style tuple text without spaces: ((8,2),(8,8))."""
-    if isinstance(x, tuple):
-        return "(" + ",".join(_tup(v) for v in x) + ")"
-    return str(x)
 
 
 def _int_array(v, what: str) -> np.ndarray:

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from lapis.layouts.canonical import CanonicalLayout
+from lapis.layouts.canonical import CanonicalLayout, library_swizzle
 from lapis.layouts.descriptors.sm90 import WgmmaDescriptor, base_offset_for, descriptor_for
 from lapis.layouts.descriptors.sm100 import umma_descriptor_for
 
 __all__ = [
     "UNITS",
     "describe",
+    "cute_call",
+    "ptx_modes",
     "format_text",
     "lbo_role",
     "sbo_role",
@@ -77,6 +79,38 @@ def sbo_role(layout: CanonicalLayout) -> str:
 
 
 # ---------------------------------------------------------------------------
+# The two spellings of the tile's layout
+# ---------------------------------------------------------------------------
+
+# CUTLASS element types (cutlass/numeric_types.h) of lapis's dtypes, for the tile_to_shape call.
+CUTLASS_TYPES = {"e4m3": "cutlass::float_e4m3_t", "e5m2": "cutlass::float_e5m2_t", "u8": "uint8_t", "s8": "int8_t",
+                 "f16": "cutlass::half_t", "bf16": "cutlass::bfloat16_t", "tf32": "cutlass::tfloat32_t", "f32": "float"}
+_ATOM_NAMES = {"none": "INTER", "32B": "SW32", "64B": "SW64", "128B": "SW128"}
+
+
+def cute_call(layout: CanonicalLayout) -> str:
+    """The C++ CuTe call that builds the tile, e.g. `tile_to_shape(GMMA::Layout_K_SW128_Atom<bfloat16_t>{},
+    Shape<_128,_64>{}, Step<_1,_2>{})` (atoms: cute/atom/mma_traits_sm90_gmma.hpp, mma_traits_sm100.hpp)."""
+    t = CUTLASS_TYPES.get(layout.dtype.name, layout.dtype.name)
+    if layout.swizzle.name == "128B_base32B":
+        atom = f"UMMA::Layout_MN_SW128_32B_Atom<{t}>"
+    else:
+        atom = f"GMMA::Layout_{layout.major}_{_ATOM_NAMES[layout.swizzle.name]}_Atom<{t}>"
+    step = "Step<_1,_2>" if layout.order == "mn-first" else "Step<_2,_1>"
+    return f"tile_to_shape({atom}{{}}, Shape<_{layout.rows},_{layout.cols}>{{}}, {step}{{}})"
+
+
+def ptx_modes(layout: CanonicalLayout) -> str:
+    """What each mode of the PTX core-matrix form counts, e.g. `(8 rows, 16 MN atoms), (8 elements,
+    8 16-B chunks, 2 K atoms)` for K-major (PTX ISA 9.7.15.5.1.2 canonical-layout table)."""
+    (mn, k), _ = layout._shape_stride()
+    rows = f"{layout.swizzle.rows} rows"
+    if layout.major == "K":
+        return f"({rows}, {mn[1]} MN atoms), ({k[0]} elements, {k[1]} 16-B chunks, {k[2]} K atoms)"
+    return f"({mn[0]} elements, {mn[1]} 16-B chunks, {mn[2]} MN atoms), ({rows}, {k[1]} K atoms)"
+
+
+# ---------------------------------------------------------------------------
 # describe: everything about one tile, JSON-able
 # ---------------------------------------------------------------------------
 
@@ -93,7 +127,10 @@ def k_steps(layout: CanonicalLayout, base: int = 0) -> list[dict]:
 
 
 def describe(layout: CanonicalLayout, base: int = 0) -> dict:
-    """The tile's geometry, CuTe form, LBO/SBO and K-steps as a JSON-able dict.
+    """The tile's geometry, layout, LBO/SBO and K-steps as a JSON-able dict.
+
+    `cute` is what C++ CuTe prints for the tile built by `cute_call`; `ptx_core_matrices` is the same map in
+    PTX's core-matrix form (elements, pre-swizzle).
 
     Bytes are absolute smem addresses or byte distances; `encoded` is what the
     sm90 descriptor stores (bytes >> 4; LBO is written as 1 where PTX says it
@@ -111,6 +148,8 @@ def describe(layout: CanonicalLayout, base: int = 0) -> dict:
         "units": UNITS,
         "atom": {"shape": list(layout.atom_shape), "bytes": layout.atom_bytes},
         "cute": layout.cute(),
+        "cute_call": cute_call(layout),
+        "ptx_core_matrices": layout.ptx_text(),
         "footprint_bytes": layout.footprint_bytes,
         "lbo": {"bytes": layout.lbo_bytes if d.lbo else None, "encoded": d.lbo >> 4, "role": lbo_role(layout)},
         "sbo": {"bytes": layout.sbo_bytes if d.sbo else None, "encoded": d.sbo >> 4, "role": sbo_role(layout)},
@@ -150,7 +189,7 @@ def chunk_map(layout: CanonicalLayout, base: int = 0, lines: int | None = None):
     total = -(-(base + layout.footprint_bytes - start) // w)
     n = total if lines is None else min(lines, total)
     addrs = start + np.arange(n * (w // CHUNK), dtype=np.int64) * CHUNK
-    off = np.asarray(layout.swizzle.apply(addrs)) - base  # the XOR is an involution
+    off = np.asarray(library_swizzle(layout.swizzle)(addrs)) - base  # the XOR is an involution
     inside = (off >= 0) & (off < layout.footprint_bytes)
     mn = np.full(addrs.shape, -1, dtype=np.int64)
     k = np.full(addrs.shape, -1, dtype=np.int64)
@@ -186,14 +225,18 @@ def _offset_line(name: str, byte_value: int | None, enc: int, role: str) -> str:
 
 
 def format_text(layout: CanonicalLayout, base: int = 0, lines: int | None = MAP_LINES) -> str:
-    """A human printout: header, CuTe form, atom, LBO/SBO (bytes | enc), K-steps, byte map."""
+    """A human printout: header, the layout as CuTe prints it and in PTX's core-matrix form, atom, LBO/SBO
+    (bytes | enc), K-steps, byte map."""
     info = describe(layout, base)
     am, ak = layout.atom_shape
     steps = " ".join(f"{s['step']}:{s['start_address']:#x}" for s in info["k_steps"])
     out = [
         layout_title(layout, base),
         f"units: {UNITS}",
-        f"CuTe:  {info['cute']}",
+        f"CuTe (tile_to_shape): {info['cute']}",
+        f"  = {info['cute_call']}",
+        f"PTX core matrices:    {info['ptx_core_matrices']}",
+        f"  = {ptx_modes(layout)}; elements, pre-swizzle",
         (f"atom:  {am} x {ak} (mn x k) = {layout.atom_bytes} B; {layout.atoms[0]} x {layout.atoms[1]} atoms; "
          f"footprint {layout.footprint_bytes} B; swizzle repeat {info['repeat_bytes']} B"),
         _offset_line("LBO", info["lbo"]["bytes"], info["lbo"]["encoded"], info["lbo"]["role"]),

@@ -7,6 +7,11 @@ It acts on the *absolute* shared-memory address, so the pattern repeats every
 `repeat_bytes` = 8 x S bytes (PTX ISA 5.5.7 "Swizzling Modes"; CUTLASS
 `include/cute/swizzle.hpp`). On 2-byte element indices the same map is
 `Swizzle<B,3,3>`.
+
+This module is numpy-only: the TMA model (lapis.layouts.tma) and the descriptor checks import it on a GPU host
+without tensor-layouts, so `SwizzleMode.apply` is their XOR. Canonical layouts use the tensor-layouts Swizzle
+(lapis.layouts.canonical.library_swizzle); tests/layouts/test_library_algebra.py keeps the two equal on every
+shared-memory address.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ class SwizzleMode:
         return f"Sw<{self.bits},{self.base},{self.shift}>"
 
     def apply(self, addr):
-        """Swizzle byte addresses (int or integer numpy array); an involution."""
+        """Swizzle byte addresses (int or integer numpy array); an involution. The TMA model's XOR."""
         mask = ((1 << self.bits) - 1) << (self.base + self.shift)
         a = np.asarray(addr, dtype=np.int64)
         out = a ^ ((a & mask) >> self.shift)

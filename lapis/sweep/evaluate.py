@@ -25,6 +25,7 @@ from lapis.pipeline_sim.deadlock import Deadlock
 from lapis.sweep.fast import simulate_fast, simulate_full  # noqa: F401 (simulate_full re-exported)
 from lapis.sweep.runnable import runnable
 from lapis.sweep.space import config_text
+from lapis.sweep.store import valid_row
 
 EVENT_BOUND_RULE = "the run exceeds the simulator's event bound"  # simulate.check_size's rule
 SIMULATOR_LIMIT = "simulator limit: "
@@ -46,6 +47,18 @@ class Task:
 def stamp(gpu: str) -> dict:
     """What a row's numbers depend on besides its key: profile hash, model hash, lapis version."""
     return dict(profile=predictions.profile_hash(gpu), model=predictions.model_hash(), version=lapis.__version__)
+
+
+def check_row(task: Task, row) -> str:
+    """Why `row`, which came from elsewhere (a Dask worker), is not to be taken as the task's row: '' when it is a
+    valid row (store.valid_row) with the task's key, made under this process's stamp."""
+    if not valid_row(row):
+        return "not a valid row"
+    if row["key"] != task.key():
+        return f"the row of another key ({row['key'][:200]!r})"
+    if row["stamp"] != stamp(task.gpu):
+        return f"made under another profile, model or lapis version ({str(row['stamp'])[:200]})"
+    return ""
 
 
 def simulate_row(task: Task) -> dict:

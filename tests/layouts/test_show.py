@@ -106,7 +106,11 @@ def test_show_json_k128(capsys):
     assert [s["start_address"] for s in d["k_steps"]] == [0, 32, 64, 96]
     assert d["base_offset"] == 0 and d["repeat_bytes"] == 1024
     # ((8 rows, 16 atoms), (8 el, 8 chunks, 1 K atom)) : ((128 B, 1024 B), (1, 16 B, 16 KiB)) in bf16 elements
-    assert d["cute"] == "Sw<3,4,3> o smem_ptr[16b] o ((8,16),(8,8,1)):((64,512),(1,8,8192))"
+    assert d["ptx_core_matrices"] == "((8,16),(8,8,1)):((64,512),(1,8,8192))"
+    # CUTLASS 4.2's print of tile_to_shape(GMMA::Layout_K_SW128_Atom<cutlass::bfloat16_t>{}, Shape<_128,_64>{})
+    assert d["cute"] == "Sw<3,4,3> o smem_ptr[16b](unset) o ((_8,_16),(_64,_1)):((_64,_512),(_1,_0))"
+    assert d["cute_call"] == ("tile_to_shape(GMMA::Layout_K_SW128_Atom<cutlass::bfloat16_t>{}, Shape<_128,_64>{}, "
+                              "Step<_1,_2>{})")
     assert "bytes" in d["units"] and "elements" in d["units"]
 
 

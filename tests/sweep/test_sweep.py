@@ -122,7 +122,7 @@ def test_resume_after_a_kill_recomputes_nothing_finished(tmp_path, monkeypatch):
     store.write_text("\n".join(lines[:3]) + "\n" + lines[3][:40])  # killed while writing the fourth row
     calls.clear()
     again = run_sweep(*args, executor="serial", out=tmp_path, figure=False)
-    finished = {json.loads(x)["key"] for x in lines[:3]}
+    finished = {json.loads(x)["row"]["key"] for x in lines[:3]}
     assert len(calls) == 5 and not finished & set(calls)
     assert again["csv"] == first["csv"] and again["counts"]["resumed"] == 3 and again["dropped_partial_lines"] == 1
     calls.clear()
