@@ -22,7 +22,8 @@ def cli_compare(args) -> int:
     if not (args.png or args.trace):
         return 0
     if meas is None:
-        print(f"lapis compare: --png/--trace not written: {r['timeline_missing']}", file=sys.stderr)
+        asked = " and ".join(f for f, v in (("--png", args.png), ("--trace", args.trace)) if v)
+        print(f"lapis compare: {asked} not written: {r['timeline_missing']}", file=sys.stderr)
         return 1
     said = sys.stderr if args.json else sys.stdout
     if args.png:

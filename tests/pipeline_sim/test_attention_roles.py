@@ -118,7 +118,7 @@ def test_the_producer_alone_against_a_consumer_stub(flags, order):
     ("h200-s9-tuned", ah.consumer_overlap)])
 def test_each_variant_picks_its_consumer_role(name, role):
     s = SCHEDULES[name]
-    assert s in ah.SCHEDULES and s.legacy is None and s.races == "slot"
+    assert s in ah.SCHEDULES and s.races == "slot"
     prm, _ = s.resolve(H200, (1, 2, 1024, 128), {})
     assert ah.consumer_role(s.flags, prm["consumer_wgs"]) is role
 
