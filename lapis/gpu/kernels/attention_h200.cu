@@ -549,36 +549,20 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
 
 }  // namespace
 
-// One entry point per instantiation:
-//   attn_<s1_serial|s2_ws_ring|s3_two_consumers|s4_pingpong|s5_intra_overlap|s6_exp2[_emu8|_emu4]|s7_cond_rescale|
-//   s8_persistent|s9_tuned[_causal]|s5_noload (diagnostic)>
-//   _s<STAGES>_n<BN>_c<CONSUMER_WGS>.
+// One entry point per instantiation, attn_<entry>_s<STAGES>_n<BN>_c<CONSUMER_WGS>, listed in attention_variants.inc
+// (written by `python -m lapis.catalog.generate` from the variant table lapis/catalog/attention.py).
 // Grid (L / block_m, B * H) (s8: (CTAs, 1), each CTA walking work items), block_m = 64 x CONSUMER_WGS; block Config::THREADS; dynamic smem Config::SMEM_BYTES
 // (host: bench_attention.smem_bytes). scale_log2 = log2(e) / sqrt(D). O is B*H*L x D bf16. stats: null, or (s7's
 // instrumented build) one uint32 the kernel adds its row-tile rescale count to, or (plain build) 4 uint64 per CTA
 // (linear CTA index): %clock64 at start and end, %globaltimer at start and end, so the host knows the SM clock
 // the timed run had (two special-register reads and four stores per CTA: no cost the timing can see).
-#define LAPIS_ATTENTION(NAME, S, BN, C, WS, ...)                                                              \
+#define LAPIS_ATTENTION(KERNEL, S, BN, C, WS, ...)                                                            \
   extern "C" __global__ void __launch_bounds__(Config<S, BN, C, WS>::THREADS, 1)                              \
-      attn_##NAME##_s##S##_n##BN##_c##C(const __grid_constant__ TensorMap tmap_q,                             \
-                                        const __grid_constant__ TensorMap tmap_k,                             \
-                                        const __grid_constant__ TensorMap tmap_v, __nv_bfloat16* out,         \
-                                        int seq_len, int bh_count, float scale_log2, uint32_t* stats,         \
-                                        const __grid_constant__ HarnessArgs h) {                              \
+      KERNEL(const __grid_constant__ TensorMap tmap_q, const __grid_constant__ TensorMap tmap_k,              \
+             const __grid_constant__ TensorMap tmap_v, __nv_bfloat16* out, int seq_len, int bh_count,         \
+             float scale_log2, uint32_t* stats, const __grid_constant__ HarnessArgs h) {                      \
     attention<S, BN, C, WS, Features<__VA_ARGS__>>(tmap_q, tmap_k, tmap_v, out, seq_len, bh_count, scale_log2, \
                                                    stats, h);                                                 \
   }
 
-LAPIS_ATTENTION(s1_serial, 1, 128, 1, false, false)
-LAPIS_ATTENTION(s2_ws_ring, 2, 128, 1, true, false)
-LAPIS_ATTENTION(s3_two_consumers, 2, 128, 2, true, false)
-LAPIS_ATTENTION(s4_pingpong, 2, 128, 2, true, true)
-LAPIS_ATTENTION(s5_intra_overlap, 2, 128, 2, true, true, true)
-LAPIS_ATTENTION(s5_noload, 2, 128, 2, true, true, true, false, 0, false, false, 1, false, true)  // diagnostic
-LAPIS_ATTENTION(s6_exp2, 2, 128, 2, true, true, true, true)
-LAPIS_ATTENTION(s6_exp2_emu8, 2, 128, 2, true, true, true, true, 4)
-LAPIS_ATTENTION(s6_exp2_emu4, 2, 128, 2, true, true, true, true, 2)
-LAPIS_ATTENTION(s7_cond_rescale, 2, 128, 2, true, true, true, true, 0, true)
-LAPIS_ATTENTION(s8_persistent, 2, 128, 2, true, true, true, true, 0, true, true)
-LAPIS_ATTENTION(s9_tuned, 3, 128, 2, true, true, true, true, 0, true, true, 1)
-LAPIS_ATTENTION(s9_tuned_causal, 3, 128, 2, true, true, true, true, 0, true, true, 1, true)
+#include "attention_variants.inc"

@@ -205,18 +205,15 @@ __device__ __forceinline__ void gemm_ws(const TensorMap& tmap_a, const TensorMap
 
 }  // namespace
 
-// One entry point per variant (nvcc compiles this file standalone; the host picks kernels by name):
-// gemm_ws_s<STAGES>_c<CONSUMERS>_n<BN>_<bf16|f32>. Dynamic smem: Config::SMEM_BYTES (host: smem_bytes()).
-#define LAPIS_GEMM_WS(S, C, BN, T, NAME)                                                                    \
+// One entry point per variant and output type, gemm_ws_s<STAGES>_c<CONSUMERS>_n<BN>_<bf16|f32>, listed in
+// gemm_ws_variants.inc (written by `python -m lapis.catalog.generate` from the variant table lapis/catalog/gemm.py;
+// nvcc compiles this file standalone, the host picks kernels by name). Dynamic smem: Config::SMEM_BYTES (host:
+// smem_bytes()).
+#define LAPIS_GEMM_WS(KERNEL, S, C, BN, T)                                                                  \
   extern "C" __global__ void __launch_bounds__(Config<S, C, BN>::THREADS, 1)                                \
-      gemm_ws_s##S##_c##C##_n##BN##_##NAME(const __grid_constant__ TensorMap tmap_a,                        \
-                                           const __grid_constant__ TensorMap tmap_b, T* C_out, int M, int N, \
-                                           int K, const __grid_constant__ HarnessArgs h) {                  \
+      KERNEL(const __grid_constant__ TensorMap tmap_a, const __grid_constant__ TensorMap tmap_b, T* C_out,  \
+             int M, int N, int K, const __grid_constant__ HarnessArgs h) {                                  \
     gemm_ws<S, C, BN, T>(tmap_a, tmap_b, C_out, M, N, K, h);                                                \
   }
 
-LAPIS_GEMM_WS(4, 2, 128, __nv_bfloat16, bf16)
-LAPIS_GEMM_WS(3, 2, 128, __nv_bfloat16, bf16)
-LAPIS_GEMM_WS(4, 1, 128, __nv_bfloat16, bf16)
-LAPIS_GEMM_WS(4, 2, 256, __nv_bfloat16, bf16)
-LAPIS_GEMM_WS(4, 2, 128, float, f32)
+#include "gemm_ws_variants.inc"
