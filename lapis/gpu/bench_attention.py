@@ -50,9 +50,9 @@ H200_SMS = SM_COUNT["h200"]
 SOURCES = ("lapis/catalog/attention.py", "lapis/gpu/bench_attention.py", "lapis/gpu/sanitize_attention.py", "lapis/gpu/attention_plan.py",
            "lapis/gpu/harness.py", "lapis/gpu/bench_gemm.py", "lapis/gpu/gen_wgmma_rs.py",
            "lapis/gpu/kernels/attention_h200.cu", "lapis/gpu/kernels/attention_variants.inc",
-           "lapis/gpu/kernels/attention_plan.h",
-           "lapis/gpu/kernels/attention_plan.json", "lapis/gpu/kernels/attention_sm90.cuh",
-           "lapis/gpu/kernels/harness.cuh", "lapis/gpu/kernels/sm90.cuh", "lapis/gpu/kernels/wgmma_bf16_ss.cuh",
+           "lapis/gpu/kernels/attention_plan.h", "lapis/gpu/kernels/attention_plan.json",
+           "lapis/gpu/kernels/attention_sm90.cuh", "lapis/gpu/kernels/harness.cuh", "lapis/gpu/kernels/pipeline.cuh",
+           "lapis/gpu/kernels/sm90.cuh", "lapis/gpu/kernels/wgmma_bf16_ss.cuh",
            "lapis/gpu/kernels/wgmma_bf16_rs.cuh")
 BUILDS = {"plain": {}, "timeline": {"LAPIS_TIMELINE": 1}}
 SDPA_BACKENDS = ("cudnn", "flash", "efficient")

@@ -48,9 +48,8 @@ HERE = Path(__file__).parent
 KERNEL, HANG_KERNEL = HERE / "kernels" / "gemm_ws.cu", HERE / "kernels" / "hang_test.cu"
 SOURCES = ("lapis/catalog/gemm.py", "lapis/gpu/bench_gemm.py", "lapis/gpu/harness.py", "lapis/gpu/gemm_plan.py", "lapis/gpu/gen_wgmma_ss.py",
            "lapis/gpu/capture_tma.py", "lapis/gpu/kernels/gemm_ws.cu", "lapis/gpu/kernels/gemm_ws_variants.inc",
-           "lapis/gpu/kernels/gemm_ws_plan.h",
-           "lapis/gpu/kernels/gemm_ws_plan.json", "lapis/gpu/kernels/harness.cuh", "lapis/gpu/kernels/sm90.cuh",
-           "lapis/gpu/kernels/wgmma_bf16_ss.cuh", "lapis/gpu/kernels/hang_test.cu", "lapis/gpu/ablate_gemm.py")
+           "lapis/gpu/kernels/gemm_ws_plan.h", "lapis/gpu/kernels/gemm_ws_plan.json", "lapis/gpu/kernels/harness.cuh",
+           "lapis/gpu/kernels/pipeline.cuh", "lapis/gpu/kernels/sm90.cuh", "lapis/gpu/kernels/wgmma_bf16_ss.cuh", "lapis/gpu/kernels/hang_test.cu", "lapis/gpu/ablate_gemm.py")
 TOLERANCE = 1e-2
 L2_BYTES = 50 * 2**20  # H200 L2; input sets cover 3x this
 WATCHDOG_NS = 1_000_000_000  # per mbarrier wait in the GEMM; the demo uses 20 ms

@@ -1,7 +1,7 @@
-"""The kernels' SASS equals the committed digests (tests/data/sass/kernels.json, written by `python -m lapis.gpu.sass`
-from the tree before the catalog generated the instantiation lists and before the kernels called the pipeline
-helpers): every function of every build, in cuobjdump's order, has the same instruction encodings. Skipped, with
-the reason, without nvcc, cuobjdump or nvdisasm, or under an nvcc release other than the digests'."""
+"""The kernels' SASS equals the committed digests (tests/data/sass/kernels.json, written by `python -m lapis.gpu.sass`):
+every function of every build, in cuobjdump's order, has the committed instruction encodings, so a change to the
+sources that should change no instruction (the generated instantiation lists, the pipeline helpers) changes none.
+Skipped, with the reason, without nvcc, cuobjdump or nvdisasm, or under an nvcc release other than the digests'."""
 
 import json
 import shutil
