@@ -1,7 +1,8 @@
 """The kernels' SASS equals the committed digests (tests/data/sass/kernels.json, written by `python -m lapis.gpu.sass`):
 every function of every build, in cuobjdump's order, has the committed instruction encodings, so a change to the
 sources that should change no instruction (the generated instantiation lists, the pipeline helpers) changes none.
-Skipped, with the reason, without nvcc, cuobjdump or nvdisasm, or under an nvcc release other than the digests'."""
+Skipped, with the reason, without nvcc, cuobjdump, nvdisasm or the CUTLASS headers, or under an nvcc release other
+than the digests'."""
 
 import json
 import shutil
@@ -36,6 +37,8 @@ def test_every_kernel_build_has_the_committed_sass():
         pytest.skip("nvcc not on PATH")
     if sass.tool_dir() is None:
         pytest.skip("cuobjdump/nvdisasm missing: pip install '.[test]' (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)")
+    if sass.cutlass_include() is None:
+        pytest.skip("CUTLASS headers missing (the descriptor oracles include CuTe): pip install '.[test]'")
     expected = json.loads(DIGESTS.read_text())
     if sass.nvcc_version() != expected["nvcc"]:
         pytest.skip(f"the digests are of {expected['nvcc']}, nvcc here is {sass.nvcc_version()}")
