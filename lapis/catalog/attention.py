@@ -1,58 +1,111 @@
-"""The Hopper attention kernel variants: one entry per kernel built from lapis/gpu/kernels/attention_h200.cu.
+"""The Hopper attention kernel variants: one entry per kernel of lapis/gpu/kernels/attention_h200.cu, the one place
+a variant is defined.
 
-Each entry names the kernel's template parameters (entry point, block_m x block_n tile in elements, K/V ring
-stages, consumer warpgroups, setmaxnreg budgets in registers per thread, softmax flavour) and the schedule that
-mirrors it (lapis/pipeline_sim/schedules/attention_h200.py). lapis.gpu.bench_attention builds and times them,
-lapis.validate.blind predicts them, lapis.sweep.runnable maps sweep rows onto them.
+An entry names:
+- entry: the kernel's entry point, attn_<entry>_s<stages>_n<block_n>_c<consumer_wgs> (kernel_name);
+- every template parameter of attention<STAGES, BN, CONSUMER_WGS, WS, Features<PP, OVERLAP, EXP2, EMU, COND, PERSIST,
+  Q_SLOTS, CAUSAL, NOLOAD>>, in lower case (TEMPLATE, FEATURES): stages (K/V ring slots), block_n (keys per K/V
+  tile), consumer_wgs (consumer warpgroups, 64 Q rows each), ws (a producer warpgroup), and the Features flags,
+  each the step of the table that adds it (attention_h200.cu: pp s4's GEMM turns, overlap s5, exp2 s6, emu s6's
+  software exp2 on 1/8 (4) or 1/4 (2) of the scores, cond s7, persist s8 with q_slots Q slots, causal, noload);
+- schedule: the simulator schedule that mirrors it (lapis/pipeline_sim/schedules/attention_h200.py), and sim: the
+  simulator parameters the kernel fixes beyond its tile geometry (setmaxnreg budgets in registers per thread,
+  emulate_frac, threshold in log2 units); sim_params adds block_m, block_n, stages and consumer_wgs;
+- blind: the blind-prediction set that predicts it at DEFAULT_SHAPES (lapis/data/blind/<blind>.json; None: none);
+- sweep: the schedules whose sweep rows may run on it (lapis.sweep.runnable; empty: none);
+- diagnostic: None, or why it is never a table row nor a default of the benches;
+- causal_build: None, or its causal build (the same template with causal true): its entry and blind set.
+
+`python -m lapis.catalog.generate` writes the kernel's instantiation list from this table
+(lapis/gpu/kernels/attention_variants.inc, one line per entry point, in table order); lapis.gpu.bench_attention
+builds and times the variants, lapis.validate.blind predicts them, lapis.sweep.runnable maps sweep rows onto them.
 """
 
 from __future__ import annotations
 
-# name -> the kernel's template parameters and its schedule (lapis/pipeline_sim/schedules/attention_h200.py)
+TEMPLATE = ("stages", "block_n", "consumer_wgs", "ws")  # attention<STAGES, BN, CONSUMER_WGS, WS, F>
+FEATURES = ("pp", "overlap", "exp2", "emu", "cond", "persist", "q_slots", "causal", "noload")  # Features<...>
+
+_S3_REGS = dict(regs_producer=24, regs_consumer=240)  # 24 x 128 + 240 x 256 = 64512 of 65536 registers
+_S8_REGS = dict(regs_producer=40, regs_consumer=232)  # 40 x 128 + 232 x 256: at 24 the producer's item loop spills
+
 VARIANTS = {
-    "s1": dict(schedule="h200-s1-serial", entry="s1_serial", ws=False, block_m=64, block_n=128, stages=1,
-               consumer_wgs=1),
-    "s2": dict(schedule="h200-s2-ws-ring", entry="s2_ws_ring", ws=True, block_m=64, block_n=128, stages=2,
-               consumer_wgs=1),
-    "s3": dict(schedule="h200-s3-two-consumers", entry="s3_two_consumers", ws=True, block_m=128, block_n=128,
-               stages=2, consumer_wgs=2, regs_producer=24, regs_consumer=240),
-    "s4": dict(schedule="h200-s4-pingpong", entry="s4_pingpong", ws=True, pp=True, block_m=128, block_n=128,
-               stages=2, consumer_wgs=2, regs_producer=24, regs_consumer=240),
-    "s5": dict(schedule="h200-s5-intra-overlap", entry="s5_intra_overlap", ws=True, pp=True, overlap=True,
-               block_m=128, block_n=128, stages=2, consumer_wgs=2, regs_producer=24, regs_consumer=240),
+    "s1": dict(entry="s1_serial", stages=1, block_n=128, consumer_wgs=1, ws=False,
+               pp=False, overlap=False, exp2=False, emu=0, cond=False, persist=False, q_slots=1, causal=False,
+               noload=False, schedule="h200-s1-serial", sim={}, blind="attention_h200",
+               sweep=("h200-s1-serial",), diagnostic=None, causal_build=None),
+    "s2": dict(entry="s2_ws_ring", stages=2, block_n=128, consumer_wgs=1, ws=True,
+               pp=False, overlap=False, exp2=False, emu=0, cond=False, persist=False, q_slots=1, causal=False,
+               noload=False, schedule="h200-s2-ws-ring", sim={}, blind="attention_h200",
+               sweep=("h200-s2-ws-ring",), diagnostic=None, causal_build=None),
+    "s3": dict(entry="s3_two_consumers", stages=2, block_n=128, consumer_wgs=2, ws=True,
+               pp=False, overlap=False, exp2=False, emu=0, cond=False, persist=False, q_slots=1, causal=False,
+               noload=False, schedule="h200-s3-two-consumers", sim=dict(_S3_REGS), blind="attention_h200_s3s4",
+               sweep=("h200-s3-two-consumers",), diagnostic=None, causal_build=None),
+    "s4": dict(entry="s4_pingpong", stages=2, block_n=128, consumer_wgs=2, ws=True,
+               pp=True, overlap=False, exp2=False, emu=0, cond=False, persist=False, q_slots=1, causal=False,
+               noload=False, schedule="h200-s4-pingpong", sim=dict(_S3_REGS), blind="attention_h200_s4",
+               sweep=("h200-s4-pingpong",), diagnostic=None, causal_build=None),
+    "s5": dict(entry="s5_intra_overlap", stages=2, block_n=128, consumer_wgs=2, ws=True,
+               pp=True, overlap=True, exp2=False, emu=0, cond=False, persist=False, q_slots=1, causal=False,
+               noload=False, schedule="h200-s5-intra-overlap", sim=dict(_S3_REGS), blind="attention_h200_s5",
+               sweep=("h200-s5-intra-overlap",), diagnostic=None, causal_build=None),
+    # s5 with the loads dropped past the ring's first fill (the producer still takes and frees every slot): its
+    # output is not attention and its correctness is not counted; its time is s5's compute structure alone
+    # (captures under lapis/data/captures/diagnostic)
+    "s5_noload": dict(entry="s5_noload", stages=2, block_n=128, consumer_wgs=2, ws=True,
+                      pp=True, overlap=True, exp2=False, emu=0, cond=False, persist=False, q_slots=1, causal=False,
+                      noload=True, schedule="h200-s5-intra-overlap", sim=dict(_S3_REGS), blind=None, sweep=(),
+                      diagnostic="no K/V loads past the first fill", causal_build=None),
+    "s6": dict(entry="s6_exp2", stages=2, block_n=128, consumer_wgs=2, ws=True,
+               pp=True, overlap=True, exp2=True, emu=0, cond=False, persist=False, q_slots=1, causal=False,
+               noload=False, schedule="h200-s6-exp2", sim=dict(_S3_REGS, emulate_frac=0.0),
+               blind="attention_h200_s6s7", sweep=("h200-s6-exp2",), diagnostic=None, causal_build=None),
+    "s6_emu8": dict(entry="s6_exp2_emu8", stages=2, block_n=128, consumer_wgs=2, ws=True,
+                    pp=True, overlap=True, exp2=True, emu=4, cond=False, persist=False, q_slots=1, causal=False,
+                    noload=False, schedule="h200-s6-exp2", sim=dict(_S3_REGS, emulate_frac=0.125),
+                    blind="attention_h200_s6s7", sweep=("h200-s6-exp2",), diagnostic=None, causal_build=None),
+    "s6_emu4": dict(entry="s6_exp2_emu4", stages=2, block_n=128, consumer_wgs=2, ws=True,
+                    pp=True, overlap=True, exp2=True, emu=2, cond=False, persist=False, q_slots=1, causal=False,
+                    noload=False, schedule="h200-s6-exp2", sim=dict(_S3_REGS, emulate_frac=0.25),
+                    blind="attention_h200_s6s7", sweep=("h200-s6-exp2",), diagnostic=None, causal_build=None),
+    "s7": dict(entry="s7_cond_rescale", stages=2, block_n=128, consumer_wgs=2, ws=True,
+               pp=True, overlap=True, exp2=True, emu=0, cond=True, persist=False, q_slots=1, causal=False,
+               noload=False, schedule="h200-s7-cond-rescale", sim=dict(_S3_REGS, emulate_frac=0.0, threshold=8.0),
+               blind="attention_h200_s6s7", sweep=("h200-s7-cond-rescale",), diagnostic=None, causal_build=None),
+    # s8: s7 on a persistent grid (one CTA per SM, grid-stride work items, two Q slots)
+    "s8": dict(entry="s8_persistent", stages=2, block_n=128, consumer_wgs=2, ws=True,
+               pp=True, overlap=True, exp2=True, emu=0, cond=True, persist=True, q_slots=2, causal=False,
+               noload=False, schedule="h200-s8-persistent", sim=dict(_S8_REGS, emulate_frac=0.0, threshold=8.0),
+               blind="attention_h200_s8", sweep=("h200-s8-persistent", "h200-s9-tuned"), diagnostic=None,
+               causal_build=None),
+    # s9: s8 at the simulator's tuned defaults (3 stages leave room for one Q slot: the next item's Q loads once both
+    # warpgroups' last QK of this one completed); its causal build visits K/V tiles 0..t for Q tile t, heaviest first
+    "s9": dict(entry="s9_tuned", stages=3, block_n=128, consumer_wgs=2, ws=True,
+               pp=True, overlap=True, exp2=True, emu=0, cond=True, persist=True, q_slots=1, causal=False,
+               noload=False, schedule="h200-s9-tuned", sim=dict(_S8_REGS, emulate_frac=0.0, threshold=8.0),
+               blind="attention_h200_s9", sweep=("h200-s9-tuned", "h200-s8-persistent"), diagnostic=None,
+               causal_build=dict(entry="s9_tuned_causal", blind="attention_h200_s9_causal")),
 }
-_S6 = dict(schedule="h200-s6-exp2", entry="s6_exp2", ws=True, pp=True, overlap=True, block_m=128, block_n=128,
-           stages=2, consumer_wgs=2, regs_producer=24, regs_consumer=240, emulate_frac=0.0)
-VARIANTS.update({
-    "s6": _S6,  # emulate_frac: the kernel's EMU registers (1/8: i % 2 == 0 and (i / 4) % 4 == 0; 1/4: ... % 2)
-    "s6_emu8": dict(_S6, entry="s6_exp2_emu8", emulate_frac=0.125),
-    "s6_emu4": dict(_S6, entry="s6_exp2_emu4", emulate_frac=0.25),
-    "s7": dict(_S6, schedule="h200-s7-cond-rescale", entry="s7_cond_rescale", threshold=8.0, counts_rescales=True),
-})
-# s8: s7 on a persistent grid (one CTA per SM, grid-stride work items, two Q slots)
-# (setmaxnreg 40/232, s2's split: at 24 the producer's item loop spills; 40 x 128 + 232 x 256 = the 168 x 384 launch)
-VARIANTS["s8"] = dict(VARIANTS["s7"], schedule="h200-s8-persistent", entry="s8_persistent", persistent=True,
-                      regs_producer=40, regs_consumer=232)
-# s9: s8 with the simulator's tuned defaults (schedule h200-s9-tuned: block_n 128, 3 stages, 2 consumer WGs); 3 stages
-# leave room for one Q slot (the next item's Q loads once both warpgroups' last QK of this one completed)
-VARIANTS["s9"] = dict(VARIANTS["s8"], schedule="h200-s9-tuned", entry="s9_tuned", stages=3, q_slots=1,
-                      causal_entry="s9_tuned_causal")  # --causal: Q tile t visits K/V tiles 0..t, heaviest first
-# Diagnostic builds (never a table row; their captures go under lapis/data/captures/diagnostic): s5 with the loads
-# dropped past the ring's first fill (the producer still takes and frees every slot), so its output is not
-# attention and its correctness is not counted; its time is s5's compute structure alone.
-VARIANTS["s5_noload"] = dict(VARIANTS["s5"], entry="s5_noload", diagnostic="no K/V loads past the first fill")
-SIM_PARAMS = ("block_m", "block_n", "stages", "consumer_wgs", "regs_producer", "regs_consumer", "emulate_frac",
-              "threshold")
 DEFAULT_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128", "16x16x2048x128", "32x16x1024x128")
 SMALL_SHAPE = "1x2x512x128"
 
 
+def block_m(v: dict) -> int:
+    """Q rows per CTA tile: one wgmma m64 per consumer warpgroup (attention_h200.cu Config::BLOCK_M)."""
+    return 64 * v["consumer_wgs"]
+
+
 def kernel_name(v: dict, causal: bool = False) -> str:
-    return f"attn_{v['causal_entry'] if causal else v['entry']}_s{v['stages']}_n{v['block_n']}_c{v['consumer_wgs']}"
+    """The entry point of the variant (causal: of its causal build)."""
+    entry = v["causal_build"]["entry"] if causal else v["entry"]
+    return f"attn_{entry}_s{v['stages']}_n{v['block_n']}_c{v['consumer_wgs']}"
 
 
 def sim_params(v: dict, causal: bool = False) -> dict:
-    """The simulator parameters the kernel fixes (setmaxnreg budgets only where the kernel sets them: s3+); the
-    causal build adds causal = 1 and its work order (heaviest Q tiles first, dealt grid-stride)."""
-    out = {k: v[k] for k in SIM_PARAMS if k in v}
+    """The simulator parameters the kernel fixes: its tile geometry and `sim` (setmaxnreg budgets only where the
+    kernel sets them: s3+); the causal build adds causal = 1 and its work order (heaviest Q tiles first, dealt
+    grid-stride)."""
+    out = dict(block_m=block_m(v), block_n=v["block_n"], stages=v["stages"], consumer_wgs=v["consumer_wgs"], **v["sim"])
     return dict(out, causal=1, persistent_order="heavy_first") if causal else out
+

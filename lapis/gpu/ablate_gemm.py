@@ -25,7 +25,8 @@ from lapis.gpu.harness import libcuda
 
 ABLATIONS = {"kernel": 0, "no_load": 1, "no_mma": 2}
 SOURCES = ("lapis/gpu/ablate_gemm.py", "lapis/gpu/bench_gemm.py", "lapis/gpu/harness.py",
-           "lapis/gpu/kernels/gemm_ws.cu", "lapis/gpu/kernels/gemm_ws_plan.h", "lapis/gpu/kernels/harness.cuh")
+           "lapis/gpu/kernels/gemm_ws.cu", "lapis/gpu/kernels/gemm_ws_variants.inc", "lapis/gpu/kernels/gemm_ws_plan.h",
+           "lapis/gpu/kernels/harness.cuh", "lapis/gpu/kernels/pipeline.cuh")
 
 
 def _worker(work: Path) -> None:

@@ -30,9 +30,9 @@ import numpy as np
 
 from lapis.catalog.attention import (  # noqa: F401 (re-exported: the benches' callers read them here)
     DEFAULT_SHAPES,
-    SIM_PARAMS,
     SMALL_SHAPE,
     VARIANTS,
+    block_m,
     kernel_name,
     sim_params,
 )
@@ -49,9 +49,10 @@ KERNEL = HERE / "kernels" / "attention_h200.cu"
 H200_SMS = SM_COUNT["h200"]
 SOURCES = ("lapis/catalog/attention.py", "lapis/gpu/bench_attention.py", "lapis/gpu/sanitize_attention.py", "lapis/gpu/attention_plan.py",
            "lapis/gpu/harness.py", "lapis/gpu/bench_gemm.py", "lapis/gpu/gen_wgmma_rs.py",
-           "lapis/gpu/kernels/attention_h200.cu", "lapis/gpu/kernels/attention_plan.h",
-           "lapis/gpu/kernels/attention_plan.json", "lapis/gpu/kernels/attention_sm90.cuh",
-           "lapis/gpu/kernels/harness.cuh", "lapis/gpu/kernels/sm90.cuh", "lapis/gpu/kernels/wgmma_bf16_ss.cuh",
+           "lapis/gpu/kernels/attention_h200.cu", "lapis/gpu/kernels/attention_variants.inc",
+           "lapis/gpu/kernels/attention_plan.h", "lapis/gpu/kernels/attention_plan.json",
+           "lapis/gpu/kernels/attention_sm90.cuh", "lapis/gpu/kernels/harness.cuh", "lapis/gpu/kernels/pipeline.cuh",
+           "lapis/gpu/kernels/sm90.cuh", "lapis/gpu/kernels/wgmma_bf16_ss.cuh",
            "lapis/gpu/kernels/wgmma_bf16_rs.cuh")
 BUILDS = {"plain": {}, "timeline": {"LAPIS_TIMELINE": 1}}
 SDPA_BACKENDS = ("cudnn", "flash", "efficient")
@@ -74,16 +75,16 @@ def parse_shape(shape: str) -> tuple[int, int, int, int]:
 def check_shape(v: dict, shape: str, causal: bool = False) -> tuple[int, int, int, int]:
     """(B, H, L, D) if the kernel can run it, else ScheduleError naming the rule: D = 128 and L a multiple of
     block_m and block_n (the kernels have no masked tail); causal: the variant has a causal build."""
-    if causal and "causal_entry" not in v:
-        causal_ones = ", ".join(n for n, x in VARIANTS.items() if "causal_entry" in x)
+    if causal and v["causal_build"] is None:
+        causal_ones = ", ".join(n for n, x in VARIANTS.items() if x["causal_build"])
         raise ScheduleError("--causal needs a variant with a causal build", v["entry"], f"use {causal_ones}")
     b, h, seq, d = parse_shape(shape)
     if d != 128:
         raise ScheduleError("attention_h200.cu is built for head dim 128", f"D = {d}", "use D = 128")
-    for what, blk in (("block_m", v["block_m"]), ("block_n", v["block_n"])):
+    for what, blk in (("block_m", block_m(v)), ("block_n", v["block_n"])):
         if seq % blk:
             raise ScheduleError(f"L must be a multiple of the kernel's {what} (no masked tail)", f"L = {seq}, "
-                                f"{what} = {blk}", f"pad L to a multiple of {math.lcm(v['block_m'], v['block_n'])}")
+                                f"{what} = {blk}", f"pad L to a multiple of {math.lcm(block_m(v), v['block_n'])}")
     return b, h, seq, d
 
 
@@ -95,13 +96,13 @@ def flops(shape: str, causal: bool = False) -> float:
 
 def q_operand(v: dict, plan: dict) -> dict:
     """The plan's Q tile for the variant's block_m: `q` (64 rows, one consumer WG) or `q128` (two m64 halves)."""
-    return plan["q"] if v["block_m"] == plan["block_m"] else plan["q128"]
+    return plan["q"] if block_m(v) == plan["block_m"] else plan["q128"]
 
 
 def smem_bytes(v: dict, plan: dict) -> int:
     """Dynamic shared memory: Q + the ring of K/V slots + 1 KiB to align (attention_h200.cu Config::SMEM_BYTES)."""
     n = str(v["block_n"])
-    q = q_operand(v, plan)["slot_bytes"] * v.get("q_slots", 2 if v.get("persistent") else 1)  # s8: two Q slots
+    q = q_operand(v, plan)["slot_bytes"] * v["q_slots"]  # s8: two Q slots
     return q + v["stages"] * (plan["k"][n]["slot_bytes"] + plan["v"][n]["slot_bytes"]) + 1024
 
 
@@ -112,8 +113,8 @@ def timeline_capacity(v: dict, seq: int) -> int:
     loads itself: s1; + 1 GEMM-turn wait: s4; + 2 more, wait PV and O rescale: s5) and the epilogue, with 1
     more turn wait (s4's last PV); plus 4 of slack per role."""
     n = seq // v["block_n"]
-    per_tile = 9 + 2 * bool(v.get("overlap"))
-    return harness.role_slots(max(2 + 2 * n * (2 if v.get("pp") else 1), 3 + per_tile * n + 1) + 4, len(ROLES))
+    per_tile = 9 + 2 * v["overlap"]
+    return harness.role_slots(max(2 + 2 * n * (2 if v["pp"] else 1), 3 + per_tile * n + 1) + 4, len(ROLES))
 
 
 def rescale_stats(count: int, shape: str, block_n: int) -> dict:
@@ -127,15 +128,15 @@ def rescale_stats(count: int, shape: str, block_n: int) -> dict:
 def grid(v: dict, shape: str, sm_count: int = H200_SMS) -> tuple[int, int]:
     """Launch grid: (L / block_m, B * H), or for the persistent s8 (min(SMs, work items), 1)."""
     b, h, seq, _ = parse_shape(shape)
-    if v.get("persistent"):
-        return min(sm_count, seq // v["block_m"] * b * h), 1
-    return seq // v["block_m"], b * h
+    if v["persist"]:
+        return min(sm_count, seq // block_m(v) * b * h), 1
+    return seq // block_m(v), b * h
 
 
 def items_per_cta(v: dict, shape: str, sm_count: int = H200_SMS) -> int:
     b, h, seq, _ = parse_shape(shape)
     x, y = grid(v, shape, sm_count)
-    return -(-(seq // v["block_m"] * b * h) // (x * y))
+    return -(-(seq // block_m(v) * b * h) // (x * y))
 
 
 def threads(v: dict) -> int:
@@ -283,7 +284,7 @@ class Worker:
         counts = cp.zeros(ctas, cp.uint32) if cap else None
         hargs = harness.harness_args(self.status, rec.data.ptr if cap else 0, counts.data.ptr if cap else 0, slots,
                                      WATCHDOG_NS, roles=len(ROLES))
-        stats = self.stats if cap and v.get("counts_rescales") else None
+        stats = self.stats if cap and v["cond"] else None  # s7+ count their rescales
         if build == "plain":  # the clock probe: 4 uint64 per CTA (attention_h200.cu), overwritten by each launch
             stats = self.probe = cp.zeros(4 * ctas, cp.uint64)
         return (lambda i=0: att.launch(maps[i], o.data_ptr(), shape, hargs, stats.data.ptr if stats is not None
@@ -315,7 +316,7 @@ class Worker:
                     what = f"{kernel_name(VARIANTS[name])} ({build}) at {shape}, {kind} inputs"
                     self.stats.fill(0)
                     entry["rel_err"][f"{name}/{build}/{kind}"] = self.checked(launch, o, ref, what)
-                    if build == "timeline" and VARIANTS[name].get("counts_rescales"):
+                    if build == "timeline" and VARIANTS[name]["cond"]:
                         entry.setdefault("rescales", {})[f"{name}/{kind}"] = rescale_stats(
                             int(self.stats.get()[0]), shape, VARIANTS[name]["block_n"])
             for be in SDPA_BACKENDS:
@@ -323,7 +324,7 @@ class Worker:
             del ref, sets
             torch.cuda.empty_cache()
         entry["correct"] = all(e < TOLERANCE for k, e in entry["rel_err"].items()
-                               if not k.startswith("sdpa") and "diagnostic" not in VARIANTS[k.split("/")[0]])
+                               if not k.startswith("sdpa") and not VARIANTS[k.split("/")[0]]["diagnostic"])
         self.save(entry)
         if timed:
             self.time_shape(entry, shape, o)
@@ -530,7 +531,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", type=lambda s: s.split(","), default=list(DEFAULT_SHAPES),
                     help="BxHxLxD, comma-separated (default: the five benchmark shapes)")
     ap.add_argument("--variants", type=lambda s: s.split(","),
-                    default=[n for n, v in VARIANTS.items() if "diagnostic" not in v],
+                    default=[n for n, v in VARIANTS.items() if not v["diagnostic"]],
                     help=f"comma-separated, from {', '.join(VARIANTS)}")
     ap.add_argument("--runs", type=int, default=30, help="least timed launches per kernel (default 30)")
     ap.add_argument("--warmup", type=int, default=5)

@@ -31,7 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.catalog.gemm import DEFAULT_SIZES, DEFAULT_VARIANTS, VARIANTS, kernel_name  # noqa: F401 (re-exported)
+from lapis.catalog.gemm import (  # noqa: F401 (re-exported: the bench's callers read them here)
+    DEFAULT_SIZES,
+    DEFAULT_VARIANTS,
+    VARIANTS,
+    kernel_name,
+    sim_params,
+)
 from lapis.errors import ScheduleError
 from lapis.gpu import capture_tma, harness
 from lapis.gpu.capture_tma import encode
@@ -41,9 +47,9 @@ from lapis.gpu.harness import libcuda
 HERE = Path(__file__).parent
 KERNEL, HANG_KERNEL = HERE / "kernels" / "gemm_ws.cu", HERE / "kernels" / "hang_test.cu"
 SOURCES = ("lapis/catalog/gemm.py", "lapis/gpu/bench_gemm.py", "lapis/gpu/harness.py", "lapis/gpu/gemm_plan.py", "lapis/gpu/gen_wgmma_ss.py",
-           "lapis/gpu/capture_tma.py", "lapis/gpu/kernels/gemm_ws.cu", "lapis/gpu/kernels/gemm_ws_plan.h",
-           "lapis/gpu/kernels/gemm_ws_plan.json", "lapis/gpu/kernels/harness.cuh", "lapis/gpu/kernels/sm90.cuh",
-           "lapis/gpu/kernels/wgmma_bf16_ss.cuh", "lapis/gpu/kernels/hang_test.cu", "lapis/gpu/ablate_gemm.py")
+           "lapis/gpu/capture_tma.py", "lapis/gpu/kernels/gemm_ws.cu", "lapis/gpu/kernels/gemm_ws_variants.inc",
+           "lapis/gpu/kernels/gemm_ws_plan.h", "lapis/gpu/kernels/gemm_ws_plan.json", "lapis/gpu/kernels/harness.cuh",
+           "lapis/gpu/kernels/pipeline.cuh", "lapis/gpu/kernels/sm90.cuh", "lapis/gpu/kernels/wgmma_bf16_ss.cuh", "lapis/gpu/kernels/hang_test.cu", "lapis/gpu/ablate_gemm.py")
 TOLERANCE = 1e-2
 L2_BYTES = 50 * 2**20  # H200 L2; input sets cover 3x this
 WATCHDOG_NS = 1_000_000_000  # per mbarrier wait in the GEMM; the demo uses 20 ms
@@ -60,12 +66,13 @@ def timeline_capacity(v: dict, k: int) -> int:
     """Record slots per CTA: the row interleaves len(gemm_plan.ROLES) roles (harness.role_slots), each with room
     for the most records one role writes: producer 1 + 2 per K block; each consumer 1 + 3 per K block + 1;
     plus 4 of slack per role."""
-    kb = k // v["block_k"]
+    kb = k // sim_params(v)["block_k"]
     return harness.role_slots(max(1 + 2 * kb, 2 + 3 * kb) + 4, len(ROLES))
 
 
 def check_shape(v: dict, m: int, n: int, k: int) -> None:
-    for what, ext, blk in (("M", m, v["block_m"]), ("N", n, v["block_n"]), ("K", k, v["block_k"])):
+    t = sim_params(v)
+    for what, ext, blk in (("M", m, t["block_m"]), ("N", n, t["block_n"]), ("K", k, t["block_k"])):
         if ext % blk:
             raise ScheduleError(f"gemm_ws needs {what} to be a multiple of its block", f"{what} = {ext}, block {blk}",
                                 f"pad {what} to a multiple of {blk}")
@@ -162,7 +169,7 @@ class Gemm:
         return maps
 
     def launch(self, maps, c_out, m: int, n: int, k: int, hargs) -> None:
-        grid = (m // self.v["block_m"]) * (n // self.v["block_n"])
+        grid = (m // sim_params(self.v)["block_m"]) * (n // self.v["block_n"])
         self.fn((grid,), (self.threads,), (maps[0][()], maps[1][()], c_out, np.int32(m), np.int32(n), np.int32(k),
                                            hargs[()]), shared_mem=self.smem)
 
@@ -278,9 +285,9 @@ class Worker:
         for name in self.cfg["variants"]:
             v = VARIANTS[name]
             check_shape(v, m, n, k)
-            ve = entry["variants"][name] = dict(params=v, kernel=kernel_name(v))
+            ve = entry["variants"][name] = dict(params=sim_params(v), kernel=kernel_name(v))
             for build in ("plain",) if self.cfg.get("check_only") else ("plain", "timeline"):
-                self.progress(f"{kernel_name(v)} ({build} build) at {size}^3, params {v}")
+                self.progress(f"{kernel_name(v)} ({build} build) at {size}^3, params {sim_params(v)}")
                 ve[build] = self.variant(name, v, build, sets, ref, c, size, est)
                 self.save(entry)
             if "timeline" in ve:
@@ -302,7 +309,7 @@ class Worker:
         g = Gemm(cp, self.mods[build], v, self.plan)
         maps = [g.tensor_maps(self.lib, s[0].data_ptr(), s[1].data_ptr(), m, n, k) for s in sets]
         cap = timeline_capacity(v, k) if build == "timeline" else 0
-        tiles = (m // v["block_m"]) * (n // v["block_n"])
+        tiles = (m // sim_params(v)["block_m"]) * (n // v["block_n"])
         slots = harness.timeline_slots(cap) if cap else 0  # cap records + the two clock anchors
         rec = cp.zeros(tiles * slots * harness.RECORD_DTYPE.itemsize, cp.uint8) if cap else None
         counts = cp.zeros(tiles, cp.uint32) if cap else None
@@ -437,7 +444,7 @@ def write_manifest(dest: Path, prov: dict, builds: dict, results: list, demo, er
                    wall_s: float) -> dict:
     man = dict(
         provenance=prov, kernel="lapis/gpu/kernels/gemm_ws.cu", plan="lapis/gpu/kernels/gemm_ws_plan.json",
-        schedule="h200-gemm-ws", variants={n: VARIANTS[n] for e in results for n in e["variants"]},
+        schedule="h200-gemm-ws", variants={n: sim_params(VARIANTS[n]) for e in results for n in e["variants"]},
         units=dict(time="us (CUDA events per launch)", spread_pct="100 * IQR / median over the timed runs",
                    rel_err="||C - ref||_2 / ||ref||_2, ref = fp32 matmul of the bf16 inputs",
                    timeline="records: harness.RECORD_DTYPE [ctas, capacity], t_ns absolute %globaltimer ns "

@@ -131,7 +131,7 @@ def one(tool: str | None, variant: str, build: str, cubin: str, shape: str, logd
 def race_variant(chosen: list, variants: dict) -> str:
     """The variant whose planted-race build runs: s2 if chosen, else the first chosen warp-specialized one without
     GEMM turns, else s2 (the planted arrive needs a producer that refills the slot, and lives in the s1..s3 loop)."""
-    ws = [v for v in chosen if variants[split_variant(v)[0]]["ws"] and not variants[split_variant(v)[0]].get("pp")]
+    ws = [v for v in chosen if variants[split_variant(v)[0]]["ws"] and not variants[split_variant(v)[0]]["pp"]]
     return "s2" if "s2" in chosen or not ws else ws[0]
 
 
@@ -187,11 +187,11 @@ def main(argv=None) -> int:
     ap.add_argument("--provenance", help="JSON from `python -m lapis.captures.provenance $(... --sources)`, made where git is")
     ap.add_argument("--shape", default=SMALL_SHAPE, help=f"BxHxLxD (default {SMALL_SHAPE})")
     ap.add_argument("--variants", type=lambda s: s.split(","),
-                    default=[n for n, v in VARIANTS.items() if "diagnostic" not in v],
+                    default=[n for n, v in VARIANTS.items() if not v["diagnostic"]],
                     help=f"comma-separated, from {', '.join(VARIANTS)} (default: all)")
     a = ap.parse_args(argv)
     a.argv = argv
-    causal_ok = [n for n, v in VARIANTS.items() if "causal_entry" in v]
+    causal_ok = [n for n, v in VARIANTS.items() if v["causal_build"]]
     for v in a.variants:
         try:
             name, causal = split_variant(v)

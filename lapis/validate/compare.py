@@ -12,15 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from lapis.captures import gemm as gemm_capture
+from lapis.catalog import gemm
 from lapis.captures.store import captures_root
 from lapis.errors import CaptureError, ScheduleError
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim.predictions import model_hash, profile_hash
 from lapis.pipeline_sim.simulate import default_gpu, simulate
-from lapis.validate.blind import load
+from lapis.validate.blind import load, set_names
 from lapis.validate.timeline_compare import compare, err_pct
 
-BLIND_SETS = ("gemm_ws", "gemm_ws_n256")  # lapis/data/blind/<name>.json, each committed before its capture
+BLIND_SETS = set_names(gemm.VARIANTS)  # lapis/data/blind/<name>.json, each committed before its capture
 
 
 def blind_entry(variant: str, shape: str) -> dict | None:

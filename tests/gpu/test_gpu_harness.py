@@ -125,7 +125,8 @@ def test_manifest_writer_and_table(tmp_path):
     bench_gemm.write_manifest(tmp_path, dict(gpu="(synthetic)"), {}, results, demo, None, ["--out", "x"], plan, 1.0)
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert man["provenance"] == dict(gpu="(synthetic)") and man["schedule"] == "h200-gemm-ws"
-    assert man["variants"] == {"ws_s4_c2_n128": bench_gemm.VARIANTS["ws_s4_c2_n128"]}
+    # the simulator parameters of each variant: lapis compare simulates them
+    assert man["variants"] == {"ws_s4_c2_n128": dict(block_m=128, block_k=64, block_n=128, stages=4, consumer_wgs=2)}
     assert man["command"] == "python -m lapis.gpu.bench_gemm --out x" and "spread_pct" in man["units"]
     lines = bench_gemm.table(results, demo).splitlines()
     flop = 2 * 2048 ** 3

@@ -109,7 +109,7 @@ def test_role_slots_give_every_role_its_share():
 def test_benchmarks_give_each_role_room_for_its_records():
     # gemm: producer 1 + 2 per K block, a consumer 2 + 3 per K block; K = 1024, block_k 64 -> 16 K blocks
     v = bench_gemm.VARIANTS["ws_s4_c2_n128"]
-    kb = 1024 // v["block_k"]
+    kb = 1024 // bench_gemm.sim_params(v)["block_k"]
     assert bench_gemm.timeline_capacity(v, 1024) // 3 >= max(1 + 2 * kb, 2 + 3 * kb)
     # attention s5: a consumer warpgroup 3 + 11 per tile + 1 at 8 tiles; s4's producer 2 + 4 per tile
     assert bench_attention.timeline_capacity(bench_attention.VARIANTS["s5"], 1024) // 3 >= 3 + 11 * 8 + 1

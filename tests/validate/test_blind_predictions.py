@@ -41,6 +41,6 @@ def test_n256_blind_file_holds_the_opt_in_variant_at_4096_and_8192():
 
 
 def test_the_case_list_that_makes_the_file_is_the_benchmarks_default_grid():
-    from lapis.validate.blind import gemm_ws_cases
-    assert gemm_ws_cases() == [dict(variant=v, schedule="h200-gemm-ws", gpu="h200", shape=f"{n}x{n}x{n}",
+    from lapis.validate.blind import cases
+    assert cases("gemm_ws") == [dict(variant=v, schedule="h200-gemm-ws", gpu="h200", shape=f"{n}x{n}x{n}",
                                     params=params(*p)) for v, n, p, _ in GEMM_WS]

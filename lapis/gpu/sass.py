@@ -1,0 +1,149 @@
+"""SASS digests of the package's kernels: whether a change to the .cu sources changed a single instruction.
+
+Every lapis/gpu/kernels/*.cu is built for sm_90a (harness.NVCC_FLAGS; attention_h200.cu and gemm_ws.cu also with
+-DLAPIS_TIMELINE=1) and disassembled with `cuobjdump -sass`; each kernel function gets the sha256 of its instruction
+encodings (the two 64-bit words cuobjdump prints per 128-bit instruction), listed in cuobjdump's order. Equal
+digests are equal SASS, whatever cuobjdump version prints them. The CUTLASS oracles include CuTe: the headers come
+from the nvidia-cutlass wheel (cutlass_library), and cuobjdump and nvdisasm from the nvidia-cuda-cuobjdump and
+nvidia-cuda-nvdisasm wheels (site-packages/nvidia/cu13/bin) when they are not on PATH.
+
+    python -m lapis.gpu.sass OUT.json          # writes {nvcc, builds: {file: {build: [[function, sha256], ...]}}}
+    python -m lapis.gpu.sass --check FILE.json  # exit 1, naming each build whose digests differ
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from lapis.gpu.harness import NVCC_FLAGS
+
+KERNELS = Path(__file__).resolve().parent / "kernels"
+BUILDS = {"plain": {}, "timeline": {"LAPIS_TIMELINE": 1}}
+TIMELINE_SOURCES = ("attention_h200.cu", "gemm_ws.cu")  # the files built twice
+ENCODING = re.compile(r"/\* (0x[0-9a-f]{16}) \*/")
+
+
+def tool_dir() -> Path | None:
+    """The folder holding cuobjdump and nvdisasm: PATH's, else the nvidia-cuda-cuobjdump wheel's."""
+    if shutil.which("cuobjdump") and shutil.which("nvdisasm"):
+        return Path(shutil.which("cuobjdump")).parent
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations if spec else None) or []:
+        for d in sorted(Path(root).glob("cu*/bin")):
+            if (d / "cuobjdump").exists() and (d / "nvdisasm").exists():
+                return d
+    return None
+
+
+def cutlass_include() -> Path | None:
+    """CUTLASS's include folder inside the nvidia-cutlass wheel, or None without it."""
+    spec = importlib.util.find_spec("cutlass_library")
+    return Path(spec.origin).parent / "source" / "include" if spec and spec.origin else None
+
+
+def nvcc_version() -> str:
+    """nvcc's release line, e.g. 'Cuda compilation tools, release 13.0, V13.0.88'."""
+    out = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout
+    return next(line for line in out.splitlines() if line.startswith("Cuda compilation tools"))
+
+
+def builds(kernels: Path = KERNELS) -> list[tuple[str, str]]:
+    """(file name, build name) of every build, in file order."""
+    return [(cu.name, b) for cu in sorted(kernels.glob("*.cu"))
+            for b in (BUILDS if cu.name in TIMELINE_SOURCES else ("plain",))]
+
+
+def digests(sass: str) -> list[list[str]]:
+    """[[function, sha256 of its instruction encodings], ...] from `cuobjdump -sass` text, in its order."""
+    out = []
+    for part in re.split(r"^\s*Function : ", sass, flags=re.M)[1:]:
+        name, body = part.split("\n", 1)
+        words = ENCODING.findall(body)
+        out.append([name.strip(), hashlib.sha256(" ".join(words).encode()).hexdigest()])
+    return out
+
+
+def build_digests(source: Path, build: str, tools: Path, work: Path) -> list[list[str]]:
+    """Compile one build of `source` into `work`, disassemble it, and digest each function."""
+    cubin = work / f"{source.stem}.{build}.cubin"
+    inc = cutlass_include()
+    cmd = ["nvcc", *NVCC_FLAGS, *(["-I", str(inc)] if inc else []),
+           *[f"-D{k}={v}" for k, v in BUILDS[build].items()], "-o", str(cubin), str(source)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode:
+        raise RuntimeError(f"nvcc failed for {source.name} ({build}): {p.stderr[-2000:]}")
+    env = dict(os.environ, PATH=f"{tools}{os.pathsep}{os.environ.get('PATH', '')}")
+    sass = subprocess.run([str(tools / "cuobjdump"), "-sass", str(cubin)], capture_output=True, text=True,
+                          check=True, env=env).stdout
+    return digests(sass)
+
+
+def collect(kernels: Path = KERNELS, jobs: int | None = None) -> dict:
+    """{nvcc, builds: {file: {build: [[function, sha256], ...]}}} of every build (nvcc runs `jobs` at a time)."""
+    tools = tool_dir()
+    if tools is None:
+        raise RuntimeError("cuobjdump and nvdisasm not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
+    todo = builds(kernels)
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
+        done = list(pool.map(lambda fb: build_digests(kernels / fb[0], fb[1], tools, Path(tmp)), todo))
+    out: dict = {}
+    for (name, build), d in zip(todo, done):
+        out.setdefault(name, {})[build] = d
+    return dict(nvcc=nvcc_version(), builds=out)
+
+
+def differences(expected: dict, got: dict) -> list[str]:
+    """One line per build whose function list or digests differ ('file build: ...')."""
+    lines = []
+    for name in sorted(set(expected["builds"]) | set(got["builds"])):
+        a, b = expected["builds"].get(name, {}), got["builds"].get(name, {})
+        for build in sorted(set(a) | set(b)):
+            x, y = a.get(build), b.get(build)
+            if x == y:
+                continue
+            if x is None or y is None:
+                lines.append(f"{name} {build}: {'new' if x is None else 'gone'}")
+            elif [f for f, _ in x] != [f for f, _ in y]:
+                lines.append(f"{name} {build}: functions {[f for f, _ in x]} -> {[f for f, _ in y]}")
+            else:
+                lines.append(f"{name} {build}: SASS differs in {[f for (f, h), (_, g) in zip(x, y) if h != g]}")
+    return lines
+
+
+def dumps(got: dict) -> str:
+    """The digests as JSON, one [function, sha256] a line."""
+    return re.sub(r'\[\s+("[^"]+"),\s+("[0-9a-f]{64}")\s+\]', r"[\1, \2]", json.dumps(got, indent=1)) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    """Write the digests to argv[0], or with --check compare them with a file (exit 1 on a difference)."""
+    check = "--check" in argv
+    paths = [a for a in argv if a != "--check"]
+    if len(paths) != 1:
+        print("usage: python -m lapis.gpu.sass [--check] FILE.json", file=sys.stderr)
+        return 2
+    got = collect()
+    if not check:
+        Path(paths[0]).write_text(dumps(got))
+        return 0
+    expected = json.loads(Path(paths[0]).read_text())
+    if expected["nvcc"] != got["nvcc"]:
+        print(f"built with {got['nvcc']!r}, the digests are of {expected['nvcc']!r}", file=sys.stderr)
+        return 1
+    lines = differences(expected, got)
+    print("\n".join(lines) or "identical SASS")
+    return 1 if lines else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

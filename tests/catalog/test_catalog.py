@@ -1,0 +1,136 @@
+"""The kernel catalog (lapis/catalog/attention.py, lapis/catalog/gemm.py) is the one place a variant is defined: the
+kernels' instantiation lists are generated from it and checked in, every entry names its whole template and a
+schedule that takes its parameters, and a variant added to the table alone reaches the bench, the simulator and the
+sweep."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lapis.catalog import attention, gemm, generate
+from lapis.data import BLIND
+from lapis.pipeline_sim.simulate import SCHEDULES, check_params, simulate
+
+ROOT = Path(__file__).resolve().parents[2]
+META = ("entry", "schedule", "sim", "blind", "sweep", "diagnostic")
+GEMM_SHAPE = "512x512x512"
+
+
+def test_the_checked_in_instantiation_lists_are_the_generators_output():
+    assert generate.stale() == [], "run python -m lapis.catalog.generate"
+    r = subprocess.run([sys.executable, "-m", "lapis.catalog.generate", "--check"], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_generator_notices_a_stale_file(tmp_path):
+    for name, make in generate.FILES.items():
+        (tmp_path / name).write_text(make())
+    assert generate.stale(tmp_path) == []
+    (tmp_path / "gemm_ws_variants.inc").write_text(generate.gemm_inc().replace("4, 2, 256", "4, 2, 128"))
+    assert generate.stale(tmp_path) == ["gemm_ws_variants.inc"]
+
+
+def test_the_kernels_include_the_generated_lists_and_write_no_instantiation_by_hand():
+    for cu, inc, macro in (("attention_h200.cu", "attention_variants.inc", "LAPIS_ATTENTION("),
+                           ("gemm_ws.cu", "gemm_ws_variants.inc", "LAPIS_GEMM_WS(")):
+        src = (generate.KERNELS / cu).read_text()
+        assert f'#include "{inc}"' in src
+        assert [x for x in src.splitlines() if x.startswith(macro)] == []
+
+
+def test_every_entry_names_its_whole_template_and_its_role():
+    for v in attention.VARIANTS.values():
+        assert set(v) == set(attention.TEMPLATE + attention.FEATURES + META + ("causal_build",))
+        assert v["causal"] is False  # the causal build is the entry's causal_build
+        assert isinstance(v["ws"], bool) and v["emu"] in (0, 2, 4) and v["q_slots"] in (1, 2)
+    for v in gemm.VARIANTS.values():
+        assert set(v) == set(gemm.TEMPLATE + ("outputs",) + META)
+        assert v["outputs"] and set(v["outputs"]) <= set(gemm.OUTPUTS)
+    names = [attention.kernel_name(v, c) for v in attention.VARIANTS.values()
+             for c in (False, True) if not c or v["causal_build"]]
+    names += [gemm.kernel_name(v, o) for v in gemm.VARIANTS.values() for o in v["outputs"]]
+    assert len(names) == len(set(names)) == 18
+
+
+def test_emulate_frac_is_the_kernels_emu_share():
+    """EMU 4 sends 1/8 of the exponentials through the cubic, EMU 2 1/4 (attention_h200.cu Features)."""
+    for v in attention.VARIANTS.values():
+        frac = attention.sim_params(v).get("emulate_frac")
+        assert frac == ((1 / (2 * v["emu"]) if v["emu"] else 0.0) if v["exp2"] else None)
+
+
+def test_diagnostic_variants_are_never_predicted_nor_swept():
+    for table in (attention.VARIANTS, gemm.VARIANTS):
+        for v in table.values():
+            if v["diagnostic"]:
+                assert v["blind"] is None and v["sweep"] == ()
+
+
+def test_every_blind_set_and_sweep_schedule_the_catalog_names_exists():
+    sets = [v["blind"] for t in (attention.VARIANTS, gemm.VARIANTS) for v in t.values() if v["blind"]]
+    sets += [v["causal_build"]["blind"] for v in attention.VARIANTS.values() if v["causal_build"]]
+    assert sorted(set(sets)) == sorted(p.stem for p in BLIND.glob("*.json"))
+    for v in attention.VARIANTS.values():
+        assert all(s in SCHEDULES for s in v["sweep"])
+        assert not v["sweep"] or v["sweep"][0] == v["schedule"]
+
+
+CASES = ([(n, v["schedule"], attention.sim_params(v, c), attention.SMALL_SHAPE)
+          for n, v in attention.VARIANTS.items() for c in (False, True) if not c or v["causal_build"]]
+         + [(n, v["schedule"], gemm.sim_params(v), GEMM_SHAPE) for n, v in gemm.VARIANTS.items()])
+
+
+@pytest.mark.parametrize("name, schedule, params, shape", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_every_entrys_schedule_is_registered_and_takes_its_parameters(name, schedule, params, shape):
+    assert schedule in SCHEDULES
+    check_params(schedule, dict(params), SCHEDULES[schedule].defaults)
+    r = simulate(schedule, "h200", shape, dict(params))
+    assert r["predicted_us"] > 0
+    assert {k: r["params"][k] for k in params} == params
+
+
+ADDED = '''
+VARIANTS["s9_n64"] = dict(VARIANTS["s9"], entry="s9_tuned_n64", block_n=64, blind=None, sweep=("h200-s9-tuned",),
+                          causal_build=None)
+'''
+CHECK = '''
+import json
+from lapis.catalog import attention
+from lapis.gpu import bench_attention
+from lapis.pipeline_sim.simulate import simulate
+from lapis.sweep.runnable import runnable
+v = bench_attention.VARIANTS["s9_n64"]
+r = simulate(v["schedule"], "h200", attention.SMALL_SHAPE, attention.sim_params(v))
+print(json.dumps(dict(kernel=bench_attention.kernel_name(v), listed="s9_n64" in bench_attention.VARIANTS,
+                      params=r["params"], runnable=runnable(v["schedule"], r["params"], "8x16x4096x128"),
+                      s9=runnable("h200-s9-tuned", dict(r["params"], block_n=128), "8x16x4096x128"))))
+'''
+
+
+def test_a_variant_added_to_the_catalog_alone_reaches_the_bench_the_simulator_and_the_sweep(tmp_path):
+    """s9 at block_n 64 under a new entry point: one table entry, then the generator."""
+    shutil.copytree(ROOT / "lapis", tmp_path / "lapis",
+                    ignore=shutil.ignore_patterns("__pycache__", "captures", "predictions.json"))
+    with open(tmp_path / "lapis" / "catalog" / "attention.py", "a") as f:
+        f.write(ADDED)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    gen = subprocess.run([sys.executable, "-m", "lapis.catalog.generate"], capture_output=True, text=True,
+                         cwd=tmp_path, env=env)
+    assert gen.returncode == 0, gen.stderr
+    inc = (tmp_path / "lapis" / "gpu" / "kernels" / "attention_variants.inc").read_text()
+    assert ("LAPIS_ATTENTION(attn_s9_tuned_n64_s3_n64_c2, 3, 64, 2, true, true, true, true, 0, true, true, 1, false, "
+            "false)  // s9_n64\n") in inc
+    assert inc.startswith(generate.attention_inc())  # the other entry points, unchanged and in order
+    r = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["kernel"] == "attn_s9_tuned_n64_s3_n64_c2" and got["listed"]
+    assert (got["params"]["block_n"], got["params"]["stages"], got["params"]["consumer_wgs"]) == (64, 3, 2)
+    assert got["runnable"] == [True, "attn_s9_tuned_n64_s3_n64_c2"]
+    assert got["s9"] == [True, "attn_s9_tuned_s3_n128_c2"]  # the entries already there still map

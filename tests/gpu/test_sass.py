@@ -1,0 +1,47 @@
+"""The kernels' SASS equals the committed digests (tests/data/sass/kernels.json, written by `python -m lapis.gpu.sass`):
+every function of every build, in cuobjdump's order, has the committed instruction encodings, so a change to the
+sources that should change no instruction (the generated instantiation lists, the pipeline helpers) changes none.
+Skipped, with the reason, without nvcc, cuobjdump, nvdisasm or the CUTLASS headers, or under an nvcc release other
+than the digests'."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lapis.gpu import sass
+
+DIGESTS = Path(__file__).resolve().parents[1] / "data" / "sass" / "kernels.json"
+
+
+def test_digests_split_cuobjdump_output_by_function():
+    text = ("\tcode for sm_90a\n\t\tFunction : k2\n  /*0000*/ NOP ; /* 0x0000000000007918 */\n"
+            "  /* 0x000fc00000000000 */\n\t\tFunction : k1\n  /*0000*/ EXIT ; /* 0x000000000000794d */\n")
+    (k2, h2), (k1, h1) = sass.digests(text)
+    assert (k2, k1) == ("k2", "k1") and h1 != h2
+    assert sass.digests(text.replace("NOP", "NOP  ")) == [[k2, h2], [k1, h1]]  # the encodings, not the text
+
+
+def test_differences_name_the_build_and_the_function():
+    a = dict(builds={"x.cu": {"plain": [["f", "1"], ["g", "2"]]}})
+    assert sass.differences(a, a) == []
+    b = dict(builds={"x.cu": {"plain": [["f", "1"], ["g", "3"]]}})
+    assert sass.differences(a, b) == ["x.cu plain: SASS differs in ['g']"]
+    c = dict(builds={"x.cu": {"plain": [["g", "2"], ["f", "1"]]}})
+    assert sass.differences(a, c) == ["x.cu plain: functions ['f', 'g'] -> ['g', 'f']"]
+
+
+def test_every_kernel_build_has_the_committed_sass():
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not on PATH")
+    if sass.tool_dir() is None:
+        pytest.skip("cuobjdump/nvdisasm missing: pip install '.[test]' (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)")
+    if sass.cutlass_include() is None:
+        pytest.skip("CUTLASS headers missing (the descriptor oracles include CuTe): pip install '.[test]'")
+    expected = json.loads(DIGESTS.read_text())
+    if sass.nvcc_version() != expected["nvcc"]:
+        pytest.skip(f"the digests are of {expected['nvcc']}, nvcc here is {sass.nvcc_version()}")
+    got = sass.collect()
+    assert sass.differences(expected, got) == []
+    assert set(expected["builds"]) == {p.name for p in sass.KERNELS.glob("*.cu")}
