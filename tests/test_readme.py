@@ -80,3 +80,18 @@ def test_readme_cli_example_output(argv, expected, capsys):
     want = [line.rstrip() for line in expected if line.strip()]
     got = [line for line in out if line.strip()]
     assert got[: len(want)] == want
+
+
+def test_the_readme_shows_the_example_role_and_the_kernel_lines_as_they_are():
+    """The side-by-side in "Your own schedule" quotes examples/ws_gemm.py's consumer (its first lines, as they are)
+    and lines of lapis/gpu/kernels/gemm_ws.cu (each quoted line is in the kernel, in order)."""
+    text = (REPO / "README.md").read_text()
+    py = next(b for b in re.findall(r"```python\n(.+?)\n```", text, flags=re.S) if b.startswith("def consumer("))
+    source = (REPO / "examples" / "ws_gemm.py").read_text()
+    start = source.index("def consumer(ctx, ring, role):")
+    assert source[start:].startswith(py + "\n")
+    cpp = next(b for b in re.findall(r"```cpp\n(.+?)\n```", text, flags=re.S) if "consumer_wait" in b)
+    kernel = [line.strip() for line in (REPO / "lapis" / "gpu" / "kernels" / "gemm_ws.cu").read_text().splitlines()]
+    at = 0
+    for line in (x.strip() for x in cpp.splitlines() if not x.strip().startswith("...")):
+        at = kernel.index(line, at) + 1  # ValueError: a quoted line that is not (or no longer) in the kernel

@@ -64,9 +64,18 @@ class CommitGroups:
 
 
 class WgmmaGroups(CommitGroups):
-    """A warpgroup's `wgmma.mma_async` groups (sm90)."""
+    """A warpgroup's `wgmma.mma_async` groups (sm90), in PTX's words: fence, mma_async (issue), commit_group,
+    wait_group."""
 
     family = "wgmma"
+
+    def fence(self) -> None:
+        """`wgmma.fence`: orders the warpgroup's accesses to the accumulator registers and to shared memory before
+        the next wgmma (PTX ISA wgmma.fence). It takes no time in the model; a role calls it where its mainloop
+        does, so the two read alike."""
+
+    commit_group = CommitGroups.commit
+    wait_group = CommitGroups.wait
 
 
 class CpAsyncGroups(CommitGroups):
