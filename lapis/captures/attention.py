@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.captures.readers import read_attention, read_sanitizer
+from lapis.captures.readers import not_compared, read_attention, read_sanitizer
 from lapis.captures.store import has_timelines, kind_index, open_timelines
 from lapis.captures.timeline import decode_timeline
 from lapis.errors import CaptureError
@@ -59,12 +59,7 @@ def _manifest(folder: Path) -> dict:
 def not_timed(root: Path) -> dict:
     """"attention/<capture>" -> {reason: count} of the variant entries of each timed capture that hold no
     plain-build time (lapis.captures.readers.read_attention), for the captures that have any."""
-    out = {}
-    for folder in _timed(root):
-        skipped = read_attention(folder).not_compared
-        if skipped:
-            out[f"{KIND}/{folder.name}"] = skipped
-    return out
+    return not_compared(KIND, _timed(root), read_attention)
 
 
 def sanitizer_clean(root: Path) -> dict:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.captures.readers import read_gemm
+from lapis.captures.readers import not_compared, read_gemm
 from lapis.captures.store import has_timelines, kind_index, open_timelines
 from lapis.captures.timeline import decode_timeline
 from lapis.errors import CaptureError
@@ -85,12 +85,7 @@ def timed_entries(man: dict) -> list[tuple[dict, dict]]:
 def not_timed(root: Path) -> dict:
     """"gemm/<capture>" -> {reason: count} of the variant entries of each timed capture that hold no plain-build
     time (lapis.captures.readers.read_gemm), for the captures that have any."""
-    out = {}
-    for folder in timed_captures(root):
-        skipped = read_gemm(folder).not_compared
-        if skipped:
-            out[f"gemm/{folder.name}"] = skipped
-    return out
+    return not_compared("gemm", timed_captures(root), read_gemm)
 
 
 def entry(man: dict, shape: str) -> dict:

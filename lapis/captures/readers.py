@@ -357,5 +357,11 @@ def read_gemm(folder) -> Capture:
     return Capture("gemm", Path(folder), file, man, not_compared=_untimed(variants, _gemm_timed))
 
 
+def not_compared(kind: str, folders, read) -> dict:
+    """"<kind>/<capture>" -> {reason: count} of the entries each capture of `folders` (read by `read`, a reader
+    of this module) does not let its validator compare, for the captures that have any."""
+    return {f"{kind}/{Path(f).name}": n for f in folders if (n := read(f).not_compared)}
+
+
 READERS = {"tma": read_tma, "tma_encode": read_tma_encode, "wgmma": read_wgmma, "bank": read_bank,
            "cutlass_oracle": read_cutlass_oracle, "attention": read_attention, "gemm": read_gemm}
