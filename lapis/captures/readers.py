@@ -4,7 +4,9 @@ Every reader goes through lapis.captures.safe (regular files only, links kept in
 byte and shape LIMITS, schemas), and raises CaptureError naming the file and the field or array for anything
 it cannot read. Each returns a Capture; `not_compared` counts, by reason, the entries the capture itself marks
 as not measured (a timed-out or faulted run, a pattern without a measurement), which its validator reports.
-The schemas list the fields the validators read, with their types; other fields are allowed.
+The schemas list the fields the validators read, with their types; other fields are allowed. A capture none of
+whose entries can be compared (or that holds none) is a CaptureError, except attention and gemm runs: a run
+that timed nothing is a check-only run, which the index does not list as timed.
 
     kind             file(s) read                              entries     not compared
     tma              manifest.json, dumps.npz                  configs     status "timeout"
@@ -54,8 +56,9 @@ from lapis.errors import CaptureError
 
 @dataclass
 class Capture:
-    """What a reader gives: the capture folder, the manifest file it read and its checked JSON, the arrays it
-    read (name -> np.ndarray; {} for kinds without), and the count of entries not compared, by reason."""
+    """What a reader gives: the capture folder, the manifest file it read and its checked JSON, its arrays (tma:
+    name -> np.ndarray; wgmma: {"inputs", "d"} -> safe.Npz, each array decoded when asked for; {} for the other
+    kinds), and the count of entries not compared, by reason."""
 
     kind: str
     folder: Path
@@ -98,11 +101,13 @@ TMA_ELEMENT_BYTES = 16  # the widest element a tensor map holds (bytes), to boun
 
 
 def _tma_config(file, i: int, c: dict, dumps) -> None:
-    """A configuration's sizes and dumps fit: region, source image (bytes) and its boxes (elements, all boxes
-    together) at most LIMITS["array_bytes"], one destination per box, and each completed run's dump in
-    dumps.npz."""
+    """A loaded (not encode-rejected) configuration's sizes and dumps fit: rank 1-5 with as many dims, box,
+    elem_strides and coordinates, region, source image (bytes) and its boxes (elements, all boxes together) at
+    most LIMITS["array_bytes"], one destination per box, and each completed run's dump in dumps.npz."""
     where = f"configs[{i}] (id {c['id']})"
-    rank = c["rank"]
+    rank, res = c["rank"], c["result"]
+    if res["status"] == "encode_rejected":  # its arguments may be anything the driver refuses: the encode rules
+        return                              # replay them as they are
     if not (1 <= rank <= 5 and all(len(c[k]) == rank for k in ("dims", "box", "elem_strides"))
             and len(c["strides"]) == rank - 1 and all(len(x) == rank for x in c["coords"])
             and len(c["coords"]) == len(c["dst_offsets"])):
@@ -115,7 +120,6 @@ def _tma_config(file, i: int, c: dict, dumps) -> None:
             or any(d < 0 for d in c["dims"]):
         raise _error("tma", file, where, f"region, source image and boxes hold at most {limit} bytes (elements)",
                      f"region_bytes {c['region_bytes']}, image {image} bytes, boxes {boxes} elements")
-    res = c["result"]
     if res["status"] in ("ok", "timeout"):
         missing = [k for k in ("runs", "region_addr", "dst_addrs") if k not in res]
         if missing or len(res["dst_addrs"]) != len(c["coords"]):

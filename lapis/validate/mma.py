@@ -60,33 +60,48 @@ def case_result(case: dict, image: np.ndarray, d: np.ndarray) -> dict:
 
 
 def validate_cutlass_oracle(root: Path) -> dict:
-    """lapis's sm90 and sm100 descriptor builders against CUTLASS's make_gmma_desc / make_umma_desc, bit for bit."""
+    """lapis's sm90 and sm100 descriptor builders against CUTLASS's make_gmma_desc / make_umma_desc, bit for bit.
+    CaptureError naming the file and the layout for one the builders refuse (lapis.layouts raises)."""
     layouts = steps = bad = 0
     first = None
     provs = []
     for folder in manifests(root, "cutlass_oracle"):
-        man = read_cutlass_oracle(folder).manifest
+        cap = read_cutlass_oracle(folder)
+        man = cap.manifest
         provs.append(dict(man["provenance"], folder=f"cutlass_oracle/{folder.name}"))
-        base = man["smem_base"]
-        for lay in man["layouts"]:
+        for i, lay in enumerate(man["layouts"]):
+            try:
+                pairs = _oracle_steps(lay, man["smem_base"])
+            except (LapisError, ValueError, TypeError, IndexError, OverflowError) as exc:
+                raise CaptureError("a CUTLASS oracle layout can be replayed", f"{cap.file}: layouts[{i}]: "
+                                   f"{exc.__class__.__name__}: {exc}", FIX) from None
             layouts += 1
-            tile = CanonicalLayout(lay["major"], lay["swizzle"], lay["dtype"], lay["mn"], lay["k"], lay["order"])
-            for s in range(lay["steps"]):
+            for s, ours, theirs in pairs:
                 steps += 1
-                sm100 = umma_descriptor_for(tile, base, s).encode()
-                if "sm90" in lay and any(lay["sm90"]):  # v2 layouts (128B_base32B) have no sm90 descriptor
-                    ours, theirs = (descriptor_for(tile, base, s, wgmma_operand=False).encode(), sm100), \
-                        (lay["sm90"][s], lay["sm100"][s])
-                else:
-                    ours, theirs = (sm100,), (lay["sm100"][s],)
                 if ours != theirs:
                     bad += 1
                     first = first or dict(layout=lay, step=s, lapis=[hex(v) for v in ours])
     return dict(cases=layouts, k_steps=steps, disagreements=bad, first_disagreement=first, provenance=provs)
 
 
+def _oracle_steps(lay: dict, base: int) -> list[tuple[int, tuple, tuple]]:
+    """(K-step, lapis's descriptors, CUTLASS's) of every K-step of one oracle layout: sm90 and sm100, or sm100
+    alone where the layout has no sm90 descriptor."""
+    tile = CanonicalLayout(lay["major"], lay["swizzle"], lay["dtype"], lay["mn"], lay["k"], lay["order"])
+    out = []
+    for s in range(lay["steps"]):
+        sm100 = umma_descriptor_for(tile, base, s).encode()
+        if "sm90" in lay and any(lay["sm90"]):  # v2 layouts (128B_base32B) have no sm90 descriptor
+            out.append((s, (descriptor_for(tile, base, s, wgmma_operand=False).encode(), sm100),
+                        (lay["sm90"][s], lay["sm100"][s])))
+        else:
+            out.append((s, (sm100,), (lay["sm100"][s],)))
+    return out
+
+
 def validate_bank_conflicts(root: Path) -> dict:
-    """Wavefronts per pattern: lapis.layouts.bank_conflicts against Nsight Compute on the H200."""
+    """Wavefronts per pattern: lapis.layouts.bank_conflicts against Nsight Compute on the H200. CaptureError naming
+    the file and the pattern for one the model refuses (an unknown access kind, misaligned or too few lanes)."""
     rows, provs, skipped = [], [], {}
     for folder in manifests(root, "bank"):
         cap = read_bank(folder)
@@ -98,9 +113,9 @@ def validate_bank_conflicts(root: Path) -> dict:
                 continue
             try:
                 predicted, ideal = wavefronts(p["kernel"], p["offsets"])
-            except LapisError as exc:
+            except (LapisError, ValueError, TypeError, IndexError, OverflowError) as exc:
                 raise CaptureError("a bank pattern can be replayed", f"{cap.file}: patterns[{i}] (id {p['id']}): "
-                                   f"{exc}", FIX) from None
+                                   f"{exc.__class__.__name__}: {exc}", FIX) from None
             rows.append(dict(id=p["id"], kernel=p["kernel"], name=p["name"], ideal=ideal, predicted=predicted,
                              measured=p["measured"]["wavefronts"]))
     out = dict(patterns=len(rows), conflicting_patterns=sum(r["measured"] > r["ideal"] for r in rows),

@@ -119,6 +119,27 @@ def test_an_encode_case_that_is_not_an_object_is_named(tmp_path, capsys):
     refused_by_cli(capsys, "validate", "layouts", "--captures", str(root), names=(man, "cases[0]"))
 
 
+@pytest.mark.parametrize("capture,change,field", [
+    ("cutlass_oracle/h200-2026-11-29-v2", lambda d: d["layouts"][0].update(major="X"), "layouts[0]"),
+    ("bank/h200-2026-11-29", lambda d: d["patterns"][0].update(kernel="nope"), "patterns[0]"),
+])
+def test_a_value_the_model_refuses_names_the_capture_file(tmp_path, capsys, capture, change, field):
+    """Before: the model's LayoutError reached the CLI without naming the capture."""
+    root = copy(tmp_path, "wgmma/h200-2026-11-29", "cutlass_oracle/h200-2026-11-29-v2", "bank/h200-2026-11-29")
+    edit(root / capture / "manifest.json", lambda d: (d["layouts" if "layouts" in d else "patterns"].__setitem__(
+        slice(1, None), []), change(d)))
+    edit(root / "wgmma/h200-2026-11-29/manifest.json", lambda d: d.update(cases=d["cases"][:2]))
+    refused_by_cli(capsys, "validate", "mma", "--captures", str(root), names=(root / capture / "manifest.json", field))
+
+
+def test_an_encode_rejected_configuration_keeps_whatever_arguments_it_had(tmp_path):
+    root = copy(tmp_path, TMA)
+    edit(root / TMA / "manifest.json", lambda d: d["configs"][0].update(rank=9, result=dict(
+        status="encode_rejected", encode="CUDA_ERROR_INVALID_VALUE", runs=[])))
+    out = validate_layouts(str(root))
+    assert out["tma"]["verdicts"]["encode-rejected"] == 1 and passed(out)
+
+
 # ------------------------------------------------------------------ entries not measured
 
 def test_timed_out_configurations_are_counted_and_printed_and_do_not_fail(tmp_path, capsys):
