@@ -7,6 +7,8 @@ faster than cuDNN). Timelines come from the instrumented build (-DLAPIS_TIMELINE
 instrumentation_overhead_pct): offsets and fractions, never total times. timelines.npz keeps the whole record
 sequence of the CTAs on SM 0 (and CTAs 0-3), and every CTA's SM and first/last record time (%globaltimer ns);
 the shipped captures hold it packed (timelines.packed, lapis.captures.codec), read through lapis.captures.store.
+Manifests and sanitizer runs are read by lapis.captures.readers (read_attention, read_sanitizer): schema-checked,
+CaptureError naming the file and field.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lapis.captures.readers import not_compared, read_attention, read_sanitizer
 from lapis.captures.store import has_timelines, kind_index, open_timelines
 from lapis.captures.timeline import decode_timeline
 from lapis.errors import CaptureError
@@ -50,7 +53,13 @@ def timed(root: Path) -> Path:
 
 
 def _manifest(folder: Path) -> dict:
-    return json.loads((Path(folder) / "manifest.json").read_text())
+    return read_attention(folder).manifest
+
+
+def not_timed(root: Path) -> dict:
+    """"attention/<capture>" -> {reason: count} of the variant entries of each timed capture that hold no
+    plain-build time (lapis.captures.readers.read_attention), for the captures that have any."""
+    return not_compared(KIND, _timed(root), read_attention)
 
 
 def sanitizer_clean(root: Path) -> dict:
@@ -58,7 +67,7 @@ def sanitizer_clean(root: Path) -> dict:
     over every sanitizer capture (a later folder wins for a variant it covers); {} without one."""
     out = {}
     for folder in _folders(root, "sanitizer"):
-        s = json.loads((folder / "sanitizer.json").read_text())["summary"]
+        s = read_sanitizer(folder).manifest["summary"]
         by: dict = defaultdict(list)
         for key, ok in s["clean"].items():
             by[key.split("/")[1]].append(ok)
@@ -72,7 +81,8 @@ def rows(root: Path) -> list[dict]:
     variant timed again, causal or not, by a later capture is kept from the later one); TFLOP/s = flops / median."""
     clean, out, seen = sanitizer_clean(root), [], []
     for folder in _timed(root):
-        later = {(n, e["causal"]) for e in _manifest(folder)["results"] for n in e["variants"]}
+        later = {(n, e["causal"]) for e in _manifest(folder)["results"] for n, v in e["variants"].items()
+                 if "plain" in v}
         new = _rows(folder, clean)
         seen += new
         out = [r for r in out if (r["variant"], r["causal"]) not in later] + new
@@ -118,6 +128,8 @@ def _rows(folder: Path, clean: dict) -> list[dict]:
     man, out, has_tl = _manifest(folder), [], has_timelines(folder / "timelines.npz")
     for e in man["results"]:
         for name, v in e["variants"].items():
+            if "plain" not in v:  # counted by not_timed
+                continue
             cudnn = e["sdpa"].get("cudnn", {}).get("median_us")
             out.append(dict(
                 variant=name, schedule=v["schedule"], params=v["params"], shape=e["shape"], causal=e["causal"],
@@ -140,7 +152,7 @@ def timeline(root: Path, key: str, capture: str | None = None) -> dict:
     """The arrays of one timeline, without the '<key>/' prefix, from `capture` (a row's "attention/<name>"; by
     default the last timed capture): its timelines.npz, or the packed form of it (lapis.captures.store)."""
     folder = Path(root) / capture if capture else timed(root)
-    with open_timelines(folder / "timelines.npz") as z:
+    with open_timelines(folder / "timelines.npz", folder) as z:
         got = {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(key + "/")}
     if not got:
         raise CaptureError("no such timeline in the attention capture", key, "use a row's timeline_key")

@@ -20,6 +20,11 @@ where it compresses smaller), byte-shuffled (every item's byte 0, then every byt
 zlib level 9. The two CRC-32s (checked on opening) and each array's SHA-256 (checked on every decode) catch a
 damaged file.
 
+Reading stays within lapis.captures.safe.LIMITS: the file is a regular file of at most archive_bytes (checked by
+name before it is opened), its header at most json_bytes and archive_members arrays, an array's declared shape
+at most array_bytes (checked before anything is allocated), a column inflates to at most its declared size, and
+the arrays decoded from one file at most archive_inflated_bytes together.
+
 Errors: CaptureError naming the file, for anything that cannot be decoded exactly (never a raw zlib, JSON or
 numpy error); ValueError from `encode` for an array it cannot store (object dtype).
 """
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import struct
 import zlib
 from collections.abc import Mapping
@@ -36,6 +42,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.format import descr_to_dtype, dtype_to_descr
 
+from lapis.captures.safe import LIMITS, read_bytes
 from lapis.errors import CaptureError
 
 MAGIC = b"LAPISPK1"
@@ -128,18 +135,20 @@ def _descr(d):
 
 class Packed(Mapping):
     """The arrays of one packed file, decoded on access (name -> np.ndarray); `files` lists the names, as
-    numpy's NpzFile does. A context manager, like NpzFile."""
+    numpy's NpzFile does. A context manager, like NpzFile. `folder`: the capture folder the file must lie in
+    (lapis.captures.safe.regular; default its own folder). Reads within the module docstring's limits; every
+    failure is a CaptureError naming the file (and the array)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, folder: str | Path | None = None):
         self.path = Path(path)
-        try:
-            self._data = self.path.read_bytes()
-        except OSError as exc:
-            raise self._error(f"cannot be read ({exc.strerror})") from None
+        self._data = read_bytes(self.path, folder, LIMITS["archive_bytes"])
+        self._used = 0
         head = len(MAGIC) + _PREFIX.size
         if len(self._data) < head or self._data[:len(MAGIC)] != MAGIC:
             raise self._error("does not start with the packed format's magic bytes")
         n, crc = _PREFIX.unpack_from(self._data, len(MAGIC))
+        if n > LIMITS["json_bytes"]:
+            raise self._error(f"declares a header of {n} bytes, above the limit of {LIMITS['json_bytes']}")
         header = self._data[head:head + n]
         if len(header) != n or zlib.crc32(header) != crc:
             raise self._error("has a damaged header (CRC-32 mismatch or truncated)")
@@ -147,13 +156,15 @@ class Packed(Mapping):
             meta = json.loads(header)
             self.source = meta["source"]
             self._arrays = {e["name"]: e for e in meta["arrays"]}
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise self._error(f"has an unreadable header ({exc.__class__.__name__}: {exc})") from None
         if meta.get("format") != FORMAT:
             raise self._error(f"is format {meta.get('format')!r}, not {FORMAT}")
         self._blocks = head + n
         if zlib.crc32(self._data[self._blocks:]) != meta.get("blocks_crc32"):
             raise self._error("has damaged column blocks (CRC-32 mismatch or truncated)")
+        if len(self._arrays) > LIMITS["archive_members"]:
+            raise self._error(f"holds {len(self._arrays)} arrays, above the limit of {LIMITS['archive_members']}")
         self.files = list(self._arrays)
 
     def _error(self, what: str) -> CaptureError:
@@ -166,7 +177,9 @@ class Packed(Mapping):
         e = self._arrays[name]
         try:
             a = self._decode(e)
-        except (ValueError, TypeError, KeyError, IndexError, zlib.error) as exc:
+        except CaptureError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, zlib.error, SyntaxError) as exc:
             raise self._error(f"cannot decode array {name!r} ({exc.__class__.__name__}: {exc})") from None
         if array_sha256(a) != e["sha256"]:
             raise self._error(f"decodes array {name!r} to bytes whose SHA-256 differs from the recorded one")
@@ -174,7 +187,17 @@ class Packed(Mapping):
 
     def _decode(self, e: dict) -> np.ndarray:
         dtype, shape = descr_to_dtype(_descr(e["dtype"])), tuple(e["shape"])
-        count = int(np.prod(shape, dtype=np.int64))
+        if dtype.hasobject or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+            raise ValueError(f"dtype {dtype} or shape {shape!r} is not an array's")
+        count = math.prod(shape)
+        nbytes = count * dtype.itemsize
+        if nbytes > LIMITS["array_bytes"] or self._used + nbytes > LIMITS["archive_inflated_bytes"]:
+            raise self._error(f"declares array {e['name']!r} of shape {shape} of {dtype} = {nbytes} bytes, above "
+                              f"the limit of {LIMITS['array_bytes']} bytes an array (or "
+                              f"{LIMITS['archive_inflated_bytes']} a file)")
+        if count and not dtype.itemsize:
+            raise ValueError(f"dtype {dtype} has items of 0 bytes")
+        self._used += nbytes
         items = np.zeros((count, dtype.itemsize), np.uint8)
         spans = {f: (start, size) for f, start, size in _spans(dtype)}
         if [c["field"] for c in e["columns"]] != list(spans):
@@ -183,8 +206,11 @@ class Packed(Mapping):
             (start, size), at = spans[c["field"]], self._blocks + c["offset"]
             if c["offset"] < 0 or c["length"] < 0 or at + c["length"] > len(self._data):
                 raise ValueError("a column runs past the end of the file")
-            raw = zlib.decompress(self._data[at:at + c["length"]])
-            if len(raw) != size * count:
+            inflate = zlib.decompressobj()
+            raw = inflate.decompress(self._data[at:at + c["length"]], size * count + 1)  # never past its size
+            if len(raw) > size * count:
+                raise ValueError(f"a column inflates past the {size * count} bytes its array declares")
+            if len(raw) != size * count or not inflate.eof:
                 raise ValueError(f"a column holds {len(raw)} bytes, not {size * count}")
             raw = _unshuffle(raw, size)
             items[:, start:start + size] = np.frombuffer(_delta(raw, size, inverse=True) if c["delta"] else raw,

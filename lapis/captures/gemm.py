@@ -7,15 +7,16 @@ with spread_pct = 100 * IQR / median over the timed runs; the SM clock is nvidia
 Timelines come from the instrumented build (-DLAPIS_TIMELINE=1, slower by `timeline_overhead_pct`): use them
 for event offsets, never for the total time. bench_gemm saves the whole record sequence of the CTAs that ran on
 SMs 0 and 1 (and of CTAs 0-7), plus the first/last record time and SM of every CTA.
+Manifests are read by lapis.captures.readers.read_gemm: schema-checked, CaptureError naming the file and field.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
+from lapis.captures.readers import not_compared, read_gemm
 from lapis.captures.store import has_timelines, kind_index, open_timelines
 from lapis.captures.timeline import decode_timeline
 from lapis.errors import CaptureError
@@ -45,11 +46,11 @@ def find(root: Path, shape: str, variant: str | None = None) -> Path:
         return Path(root) / "gemm" / current
     shapes, variants = [], []
     for folder in reversed(timed_captures(root)):
-        for e in manifest(folder)["results"]:
-            if e["shape"] == shape and (variant is None or variant in e["variants"]):
+        for e, timed in timed_entries(manifest(folder)):
+            if e["shape"] == shape and (variant is None or variant in timed):
                 return folder
             shapes.append(e["shape"])
-            variants += list(e["variants"]) if e["shape"] == shape else []
+            variants += list(timed) if e["shape"] == shape else []
     if shape not in shapes:
         raise CaptureError("shape not in the GEMM captures", shape,
                            "use one of " + ", ".join(sorted(set(shapes), key=lambda x: int(x.split("x")[0]))))
@@ -62,31 +63,47 @@ def cases(root: Path) -> list[tuple[Path, str, str]]:
     a case measured again by a later capture is listed once, from the later one."""
     seen: dict = {}
     for folder in timed_captures(root):
-        for e in manifest(folder)["results"]:
-            for v in e["variants"]:
+        for e, timed in timed_entries(manifest(folder)):
+            for v in timed:
                 seen.pop((e["shape"], v), None)
                 seen[(e["shape"], v)] = folder
     return [(f, shape, v) for (shape, v), f in seen.items()]
 
 
 def manifest(folder: Path) -> dict:
-    return json.loads((Path(folder) / "manifest.json").read_text())
+    """The capture's manifest.json, checked (lapis.captures.readers.read_gemm)."""
+    return read_gemm(folder).manifest
+
+
+def timed_entries(man: dict) -> list[tuple[dict, dict]]:
+    """(results entry, {variant: its record}) of each entry holding variants, keeping the variants with a
+    plain-build time (the others: not_timed), in run order."""
+    return [(e, {n: v for n, v in e["variants"].items() if "median_us" in v.get("plain", {})})
+            for e in man["results"] if "variants" in e]
+
+
+def not_timed(root: Path) -> dict:
+    """"gemm/<capture>" -> {reason: count} of the variant entries of each timed capture that hold no plain-build
+    time (lapis.captures.readers.read_gemm), for the captures that have any."""
+    return not_compared("gemm", timed_captures(root), read_gemm)
 
 
 def entry(man: dict, shape: str) -> dict:
     """The manifest's results entry for `shape` (MxNxK); CaptureError listing the captured shapes."""
-    for e in man["results"]:
+    entries = [e for e, _ in timed_entries(man)]
+    for e in entries:
         if e["shape"] == shape:
             return e
-    raise CaptureError("shape not in the GEMM capture", shape,
-                       "use one of " + ", ".join(e["shape"] for e in man["results"]))
+    raise CaptureError("shape not in the GEMM capture", shape, "use one of " + ", ".join(e["shape"] for e in entries))
 
 
 def measured(man: dict, variant: str, shape: str) -> dict:
     """Plain-build time of one variant at one shape, cuBLAS's in the same run, and the SM clocks (MHz)."""
     e = entry(man, shape)
-    if variant not in e["variants"]:
-        raise CaptureError("variant not in the GEMM capture", variant, "use one of " + ", ".join(e["variants"]))
+    timed = [n for n, v in e["variants"].items() if "median_us" in v.get("plain", {})]
+    if variant not in timed:
+        raise CaptureError("variant not timed in the GEMM capture at this shape", variant,
+                           "use one of " + ", ".join(timed))
     v = e["variants"][variant]
     m, n, k = (int(x) for x in shape.split("x"))
     plain, cublas = v["plain"], e["cublas"]
@@ -133,7 +150,7 @@ def measured_events(folder: Path, timeline_file: str | None):
     path = Path(folder) / (timeline_file or "")
     if not timeline_file or not has_timelines(path):
         return None
-    with open_timelines(path) as z:
+    with open_timelines(path, folder) as z:
         sm, why = pick_sm(z)
         mine = np.isin(z["ctas"], np.flatnonzero(z["cta_sm"] == sm))
         t0 = sm_spans(z)[sm][0]

@@ -22,16 +22,26 @@ index.json (schema "lapis.capture-index/1"):
   (a commit that holds the blob), "packed" (the file that replaces it, in the repository)}.
 
 For the shipped captures the readers read index.json (lapis.captures.store); for any other root they build
-the same index in memory with `build_kind`. Errors: CaptureError naming the file.
+the same index in memory with `build_kind`, reading each capture through its kind's reader
+(lapis.captures.readers). Errors: CaptureError naming the file.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path, PurePosixPath
 
-from lapis.captures.manifest import NAME, capture_record, dumps, original, read_json
+from lapis.captures.manifest import (
+    NAME,
+    capture_record,
+    dumps,
+    original,
+    read_json,
+    read_original,
+)
+from lapis.captures.readers import read_attention, read_gemm, read_sanitizer
 from lapis.data import CAPTURES, INDEX
 from lapis.errors import CaptureError
 
@@ -67,23 +77,27 @@ def _timed_gemm(man: dict) -> bool:
     return any("median_us" in v.get("plain", {}) for e in results for v in e.get("variants", {}).values())
 
 
+def _there(path: Path) -> bool:
+    return os.path.lexists(path)  # whatever it is: reading it refuses a FIFO or an outside link by name
+
+
 def _attention(base: Path, names: list[str]) -> dict:
     manifests, timed, sanitizer = [], [], []
     for n in names:
-        if (base / n / "manifest.json").is_file():
-            man = read_json(base / n / "manifest.json")
+        if _there(base / n / "manifest.json"):
+            man = read_attention(base / n).manifest
             manifests.append((_date(man), n))
             if _timed_attention(man):
                 timed.append(((_date(man), n), man))
-        if (base / n / "sanitizer.json").is_file():
-            s = read_json(base / n / "sanitizer.json")
+        if _there(base / n / "sanitizer.json"):
+            s = read_sanitizer(base / n).manifest
             sanitizer.append(((_date(s), n), s))
     timed.sort(key=lambda x: x[0])
     sanitizer.sort(key=lambda x: x[0])
     kernels, clean = {}, {}
     for (_, n), man in timed:
         for e in man["results"]:
-            for v in e["variants"]:
+            for v in (v for v, rec in e["variants"].items() if "plain" in rec):
                 kernels[f"{v}:causal" if e["causal"] else v] = n
     for (_, n), s in sanitizer:
         for key in s["summary"]["clean"]:
@@ -97,12 +111,12 @@ def _attention(base: Path, names: list[str]) -> dict:
 def _gemm(base: Path, names: list[str]) -> dict:
     timed, kernels = [], {}
     for n in names:
-        if (base / n / "manifest.json").is_file():
-            man = read_json(base / n / "manifest.json")
+        if _there(base / n / "manifest.json"):
+            man = read_gemm(base / n).manifest
             if _timed_gemm(man):
                 timed.append(n)
                 for e in man["results"]:
-                    for v in e["variants"]:
+                    for v in (v for v, rec in e.get("variants", {}).items() if "median_us" in rec.get("plain", {})):
                         kernels.setdefault(v, {})[e["shape"]] = n
     return dict(timed=timed, current=dict(timed=timed[-1] if timed else None,
                                           kernels={v: kernels[v] for v in sorted(kernels)}))
@@ -123,7 +137,7 @@ def build_kind(root: Path, kind: str, details: bool = True) -> dict:
     out the kernels of kinds whose every capture is read (readers never ask for them; it reads less)."""
     found = folders(root, kind)
     names = [f.name for f in found]
-    caps = [dict(name=f.name, date=_date(read_json(f / original(f))), original=original(f)) for f in found]
+    caps = [dict(name=f.name, date=_date(read_original(f)), original=original(f)) for f in found]
     out = dict(rule=RULES.get(kind, EVERY), captures=caps)
     if kind == "attention":
         out.update(_attention(Path(root) / kind, names))

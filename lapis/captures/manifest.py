@@ -17,6 +17,7 @@ holds; capture.json beside it restates it (schema "lapis.capture/1"):
                 file (lapis.captures.codec), read from its header]}
 
 capture.json is written by `python -m lapis.captures.index --write`, never by hand; the original stays.
+Files are read through lapis.captures.safe (regular files inside the capture folder, within its LIMITS).
 Errors: CaptureError naming the folder or file.
 """
 
@@ -24,8 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
+from lapis.captures import safe
 from lapis.captures.codec import Packed
 from lapis.errors import CaptureError
 
@@ -38,37 +41,36 @@ FIX = "restore the capture from git (captures are never edited by hand)"
 
 
 def original(folder: Path) -> str | None:
-    """The folder's original provenance file (a path inside it), None when it holds none of ORIGINALS."""
-    return next((name for name in ORIGINALS if (Path(folder) / name).is_file()), None)
+    """The folder's original provenance file (a path inside it), None when it holds none of ORIGINALS. An entry of
+    that name counts whatever it is (a FIFO, a link), so that reading it refuses it by name."""
+    return next((name for name in ORIGINALS if os.path.lexists(Path(folder) / name)), None)
 
 
-def read_json(path: Path) -> dict:
-    """A capture's JSON file; CaptureError naming it when it is missing or not a JSON object."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise CaptureError("a capture's JSON file is readable", f"{path}: {exc.__class__.__name__}: {exc}",
-                           FIX) from None
-    if not isinstance(data, dict):
-        raise CaptureError("a capture's JSON file holds an object", f"{path}: {type(data).__name__}", FIX)
-    return data
+def read_json(path: Path, folder: Path | None = None) -> dict:
+    """A capture's JSON object (lapis.captures.safe.read_json: a regular file inside `folder`, default its own
+    folder, of at most LIMITS["json_bytes"]); CaptureError naming it when it is missing, unreadable or not an
+    object."""
+    return safe.read_json(path, folder)
 
 
 def read_original(folder: Path) -> dict:
-    """The JSON of the folder's original provenance file; CaptureError when it has none or it lacks provenance."""
+    """The JSON of the folder's original provenance file; CaptureError when it has none, or its provenance lacks
+    a field of lapis.captures.safe.PROVENANCE (gpu, date, commit, dirty, command, source_blobs) or has another
+    type."""
     name = original(folder)
     if name is None:
         raise CaptureError("a capture folder holds one of " + ", ".join(ORIGINALS), str(folder), FIX)
-    data = read_json(Path(folder) / name)
+    data = read_json(Path(folder) / name, folder)
     if not isinstance(data.get("provenance"), dict):
         raise CaptureError("a capture's original file records its provenance", f"{folder}/{name}", FIX)
+    safe.check(data["provenance"], safe.PROVENANCE, Path(folder) / name, "capture", "provenance")
     return data
 
 
 def _kernels(kind: str, folder: Path, man: dict) -> list[dict]:
     """What a capture measured, from its own files (module docstring, "kernels"), sorted."""
     if kind == "sweep":
-        man = read_json(folder / "validate" / "manifest.json")
+        man = read_json(folder / "validate" / "manifest.json", folder)
     out = []
     for e in man.get("results") or []:
         if isinstance(e.get("variants"), dict):
@@ -93,7 +95,7 @@ def _files(folder: Path) -> list[dict]:
     for p in sorted(folder.rglob("*")):
         rel = p.relative_to(folder).as_posix()
         if p.is_file() and rel != NAME:
-            data = p.read_bytes()
+            data = safe.read_bytes(p, folder)
             out.append(dict(path=rel, size=len(data), sha256=hashlib.sha256(data).hexdigest()))
     return out
 
@@ -102,7 +104,7 @@ def _packed(folder: Path, files: list[dict]) -> list[dict]:
     out = []
     for f in files:
         if f["path"].endswith(PACKED_SUFFIX):
-            with Packed(folder / f["path"]) as p:
+            with Packed(folder / f["path"], folder) as p:
                 out.append(dict(file=f["path"], original=p.source, arrays=p.sha256()))
     return out
 
@@ -113,7 +115,7 @@ def capture_record(kind: str, folder: Path) -> dict:
     man = read_original(folder)
     rec = dict(schema=SCHEMA, kind=kind, name=folder.name, provenance=man["provenance"], original=original(folder))
     if (folder / COMMIT_MATCH).is_file():
-        rec["provenance_commit"] = read_json(folder / COMMIT_MATCH)
+        rec["provenance_commit"] = read_json(folder / COMMIT_MATCH, folder)
     files = _files(folder)
     rec.update(files=files, kernels=_kernels(kind, folder, man))
     packed = _packed(folder, files)

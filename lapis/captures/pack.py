@@ -20,9 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from lapis.captures.codec import decode_all, encode
+from lapis.captures.safe import Npz, read_bytes
 from lapis.captures.store import SHIPPED, packed_path, timeline_files
 from lapis.errors import CaptureError
 
@@ -57,8 +56,8 @@ def source(npz: Path, data: bytes) -> dict:
 def pack_file(npz: Path) -> Path:
     """Write npz's packed form beside it and check it decodes to the same arrays; the packed file's path."""
     npz = Path(npz)
-    data = npz.read_bytes()
-    with np.load(npz, allow_pickle=False) as z:
+    data = read_bytes(npz)
+    with Npz(npz) as z:
         arrays = {k: z[k] for k in z.files}
     out = packed_path(npz)
     out.write_bytes(encode(arrays, source(npz, data)))

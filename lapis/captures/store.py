@@ -7,20 +7,21 @@
 - Timelines: a capture names an .npz (timelines.npz, timelines/<variant>_<size>.npz); the store opens it, or,
   where only its packed form (<stem>.packed, lapis.captures.codec) is there, that, giving the same arrays.
 
+Every file is read through lapis.captures.safe (regular files inside the capture folder, within its LIMITS); the
+kinds' readers (manifest schemas, entries not compared) are lapis.captures.readers.
 Errors: CaptureError naming the folder or file, with the fix.
 """
 
 from __future__ import annotations
 
-import zipfile
+import os
 from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
-
 from lapis.captures.codec import Packed
 from lapis.captures.index import build_kind, folders, read_index
-from lapis.captures.manifest import FIX, PACKED_SUFFIX, read_original
+from lapis.captures.manifest import PACKED_SUFFIX, read_original
+from lapis.captures.safe import Npz
 from lapis.data import CAPTURES, INDEX
 from lapis.errors import CaptureError
 
@@ -74,18 +75,14 @@ def read_manifest(folder: Path) -> dict:
 
 
 def load_capture(folder: Path, with_dumps: bool = True) -> tuple[dict, dict]:
-    """A capture's manifest (with provenance) and its dumps (dumps.npz: key -> array); CaptureError if either is
-    unreadable."""
-    try:
-        man = read_original(folder)
-        man["provenance"]["gpu"]  # every capture names its hardware
-        dumps = {}
-        if with_dumps:
-            with np.load(Path(folder) / "dumps.npz", allow_pickle=False) as z:
-                dumps = {k: z[k] for k in z.files}
-        return man, dumps
-    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
-        raise CaptureError("unreadable capture", f"{folder}: {exc.__class__.__name__}: {exc}", FIX) from None
+    """A capture's manifest (its original file, with provenance) and its dumps (dumps.npz: key -> array, read as
+    lapis.captures.safe.Npz); CaptureError naming the file if either is unreadable."""
+    man = read_original(folder)
+    dumps = {}
+    if with_dumps:
+        with Npz(Path(folder) / "dumps.npz", folder) as z:
+            dumps = {k: z[k] for k in z.files}
+    return man, dumps
 
 
 def packed_path(path: Path) -> Path:
@@ -94,19 +91,22 @@ def packed_path(path: Path) -> Path:
 
 
 def has_timelines(path: Path) -> bool:
-    """Whether the capture holds the timelines .npz `path` names, as itself or packed."""
-    return Path(path).is_file() or packed_path(path).is_file()
+    """Whether the capture holds the timelines .npz `path` names, as itself or packed (an entry of either name,
+    whatever it is: opening it refuses one that is not a regular file)."""
+    return os.path.lexists(path) or os.path.lexists(packed_path(path))
 
 
-def open_timelines(path: Path):
+def open_timelines(path: Path, folder: Path | None = None):
     """The arrays of the timelines .npz `path` names: name -> array, with `files`, as a context manager. Opens the
-    .npz where it is there (a fresh capture), else its packed form. FileNotFoundError when neither is; a damaged
-    packed file raises CaptureError naming it (on open, or on reading the damaged array)."""
+    .npz where it is there (a fresh capture; lapis.captures.safe.Npz), else its packed form (codec.Packed), both
+    within lapis.captures.safe.LIMITS and inside `folder`, the capture folder (default: the file's own folder).
+    FileNotFoundError when neither is there; a file that is not a regular file, too large or damaged raises
+    CaptureError naming it (on open, or on reading the damaged array)."""
     path = Path(path)
-    if path.is_file():
-        return np.load(path, allow_pickle=False)
-    if packed_path(path).is_file():
-        return Packed(packed_path(path))
+    if os.path.lexists(path):
+        return Npz(path, folder)
+    if os.path.lexists(packed_path(path)):
+        return Packed(packed_path(path), folder)
     raise FileNotFoundError(f"{path} (nor {packed_path(path).name}) is not in the capture")
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from lapis.validate.layouts import format_provenance, format_validation, passed, validate_layouts
+from lapis.validate.mma import not_compared_lines, validate_mma
 from lapis.validate.mma import passed as mma_passed
-from lapis.validate.mma import validate_mma
 from lapis.validate.timelines import render, validate_timelines
 
 
@@ -43,7 +43,7 @@ def cli_validate_mma(args) -> int:
         o = out["cutlass_oracle"]
         print(f"CUTLASS oracle (make_gmma_desc / make_umma_desc run on the H200): {o['cases']} layouts, "
               f"{o['k_steps']} K-steps, {o['disagreements']} disagreements with lapis's sm90 and sm100 builders")
-        print(format_provenance(out["provenance"]))
+        print("\n".join([*not_compared_lines(out), format_provenance(out["provenance"])]))
     return 0 if mma_passed(out) else 1
 
 

@@ -2,7 +2,16 @@
 
 Captures live in folders with a `manifest.json` naming their provenance; the
 default root is lapis/data/captures (lapis.data.CAPTURES). Nothing here
-edits a capture: a capture is data, the model is what gets checked.
+edits a capture: a capture is data, the model is what gets checked. Captures are
+read by lapis.captures.readers (read_tma, read_tma_encode): a capture it cannot
+read is a CaptureError naming the file and the field.
+
+Every TMA configuration gets one verdict (tma.verdicts in the JSON). Those not
+compared are counted and printed: "unmodelled" (interleaved placement, whatever
+the GPU did), "encode-rejected" (checked by the encode rules instead) and
+"timeout" (a modelled load whose copy never completed on the GPU). They do not
+fail the check; a capture none of whose configurations can be compared (every
+one timed out or unmodelled) is a CaptureError (exit 2).
 """
 
 from __future__ import annotations
@@ -13,8 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from lapis.captures.store import captures_root, load_capture, manifests
-from lapis.errors import CaptureError, LayoutError
+from lapis.captures.readers import read_tma, read_tma_encode
+from lapis.captures.safe import FIX, comparable
+from lapis.captures.store import captures_root, manifests
+from lapis.errors import CaptureError, LapisError, LayoutError
 from lapis.layouts.tma import SWIZZLE_CODES, NotModelled, TensorMap, load_box, place_box, tma_type
 from lapis.layouts.tma.rules import RULES, EncodeArgs, check
 
@@ -109,17 +120,26 @@ def config_key(cfg: dict) -> str:
     return json.dumps([cfg[k] for k in keys])
 
 
+NOT_COMPARED = ("timeout", "unmodelled")  # verdicts of configurations whose bytes tell nothing about the model
+
+
 def validate_tma(root: Path) -> dict:
-    """Replay every TMA dump capture under root/tma against the placement model."""
+    """Replay every TMA dump capture under root/tma against the placement model. CaptureError naming the file for
+    a capture it cannot read (lapis.captures.readers.read_tma) or none of whose configurations can be compared
+    (every one timed out or unmodelled)."""
     checks, prov = [], []
     for folder in manifests(root, "tma"):
-        man, dumps = load_capture(folder)
-        prov.append(dict(man["provenance"], folder=f"tma/{folder.name}"))
-        try:
-            checks += [check_dump(c, dumps) for c in man["configs"]]
-        except (KeyError, ValueError, IndexError, TypeError) as exc:
-            raise CaptureError("capture does not match its manifest", f"{folder}: {exc.__class__.__name__}: {exc}",
-                               "restore the folder from git (captures are never edited by hand)") from None
+        cap = read_tma(folder)
+        prov.append(dict(cap.manifest["provenance"], folder=f"tma/{folder.name}"))
+        mine = []
+        for i, c in enumerate(cap.manifest["configs"]):
+            try:
+                mine.append(check_dump(c, cap.arrays))
+            except (KeyError, ValueError, IndexError, TypeError, OverflowError) as exc:
+                raise CaptureError("a TMA configuration can be replayed", f"{cap.file}: configs[{i}] (id {c['id']}): "
+                                   f"{exc.__class__.__name__}: {exc}", FIX) from None
+        comparable(cap.file, "tma", len(mine), {v: sum(c.verdict == v for c in mine) for v in NOT_COMPARED})
+        checks += mine
     return summarize(checks, prov)
 
 
@@ -196,13 +216,20 @@ ENCODE_KEYS = ("dtype", "rank", "addr_offset", "dims", "strides", "box", "elem_s
 
 
 def validate_encode(root: Path) -> dict:
-    """Replay every recorded cuTensorMapEncodeTiled decision against lapis's rule checker."""
+    """Replay every recorded cuTensorMapEncodeTiled decision against lapis's rule checker. CaptureError naming the
+    file and the field for a capture it cannot read (lapis.captures.readers.read_tma_encode) or a case it cannot
+    replay."""
     seen, disagreements, fired, alone, provs = {}, [], set(), set(), []
     for folder in manifests(root, "tma_encode"):
-        man, _ = load_capture(folder, with_dumps=False)
+        cap = read_tma_encode(folder)
+        man = cap.manifest
         provs.append(dict(man["provenance"], folder=f"tma_encode/{folder.name}"))
-        for case in man["cases"]:
-            rules = {v.rule for v in check(EncodeArgs.from_case(case, base=256))}
+        for i, case in enumerate(man["cases"]):
+            try:
+                rules = {v.rule for v in check(EncodeArgs.from_case(case, base=256))}
+            except (LapisError, TypeError, OverflowError) as exc:
+                raise CaptureError("an encode case can be replayed", f"{cap.file}: cases[{i}] (id {case['id']}): "
+                                   f"{exc.__class__.__name__}: {exc}", FIX) from None
             accepted = case["result"]["accepted"]
             seen[json.dumps([case.get(k) for k in ENCODE_KEYS])] = accepted
             if bool(rules) == accepted:
@@ -235,7 +262,8 @@ def format_validation(out: dict) -> str:
         f"TMA faults: {f['observed']} observed, {f['predicted']} predicted, {f['missed']} missed, "
         f"{f['false_alarms']} false alarms",
         f"not compared: {v.get('unmodelled', 0)} interleaved loads (placement not modelled), "
-        f"{v.get('encode-rejected', 0)} whose encode the driver rejected (checked by the rules below)",
+        f"{v.get('encode-rejected', 0)} whose encode the driver rejected (checked by the rules below), "
+        f"{v.get('timeout', 0)} modelled loads that timed out on the GPU (the copy never completed)",
         f"cuTensorMapEncodeTiled: {e['cases']} distinct cases, {e['rejected']} rejected, {e['disagreements']} "
         f"disagreements; {e['rules_covered']} of {e['rules']} enforced rules seen rejecting",
     ]

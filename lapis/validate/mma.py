@@ -5,17 +5,26 @@ and the two descriptors alone (no knowledge of how the image was built) and
 compared with the measured D exactly. The intended D (the tested operand read as
 laid out) tells deliberate mismatches apart: a pair counts only when its
 predicted D differs from the intended one.
+
+Captures are read by lapis.captures.readers (read_wgmma, read_cutlass_oracle,
+read_bank): a capture it cannot read is a CaptureError naming the file and the
+field or array. Entries a capture marks as not measured (a wgmma case whose
+status is not "ok", a bank pattern without measured wavefronts) are not compared:
+they are counted in wgmma.not_compared and bank_conflicts.not_compared ({reason:
+count}, present when there are any) and printed; they do not fail the check. A
+capture none of whose entries can be compared is a CaptureError (exit 2).
 """
 
 from __future__ import annotations
 
 import json
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from lapis.captures.store import captures_root, load_capture, manifests
+from lapis.captures.readers import read_bank, read_cutlass_oracle, read_wgmma
+from lapis.captures.safe import FIX
+from lapis.captures.store import captures_root, manifests
 from lapis.errors import CaptureError, LapisError
 from lapis.gpu.wgmma_campaign import intended_d
 from lapis.layouts.bank_conflicts import wavefronts
@@ -30,11 +39,14 @@ CASE_KEYS = ("dtype", "n", "ta", "tb", "test", "major", "swizzle", "test_base", 
 
 
 def case_result(case: dict, image: np.ndarray, d: np.ndarray) -> dict:
-    """predicted == measured for every K-step, and whether the read is the intended one."""
+    """predicted == measured for every K-step, and whether the read is the intended one. ValueError when the
+    case's steps, descriptors, D (float, [steps, 64, n], no NaN) and image (1-D uint8) do not fit together."""
     reg, steps, n = case["result"]["region_addr"], case["steps"], case["n"]
     if not (isinstance(steps, int) and steps >= 1 and len(case["desc_a"]) == len(case["desc_b"]) == steps
-            and d.shape == (steps, 64, n) and not np.isnan(d).any() and image.ndim == 1):
-        raise ValueError(f"case {case.get('id')}: steps, descriptors, D shape or values do not fit together")
+            and d.shape == (steps, 64, n) and d.dtype.kind == "f" and not np.isnan(d).any() and image.ndim == 1
+            and image.dtype == np.uint8):
+        raise ValueError(f"case {case.get('id')}: steps, descriptors, D shape, dtypes or values do not fit together "
+                         f"(D {d.dtype} {d.shape}, image {image.dtype} {image.shape})")
     exact, intended, predicted_intended = True, True, True
     for s in range(case["steps"]):
         da = WgmmaDescriptor.decode(case["desc_a"][s] + (reg >> 4))  # the kernel adds region >> 4
@@ -48,73 +60,99 @@ def case_result(case: dict, image: np.ndarray, d: np.ndarray) -> dict:
 
 
 def validate_cutlass_oracle(root: Path) -> dict:
-    """lapis's sm90 and sm100 descriptor builders against CUTLASS's make_gmma_desc / make_umma_desc, bit for bit."""
+    """lapis's sm90 and sm100 descriptor builders against CUTLASS's make_gmma_desc / make_umma_desc, bit for bit.
+    CaptureError naming the file and the layout for one the builders refuse (lapis.layouts raises)."""
     layouts = steps = bad = 0
     first = None
     provs = []
     for folder in manifests(root, "cutlass_oracle"):
-        man, _ = load_capture(folder, with_dumps=False)
+        cap = read_cutlass_oracle(folder)
+        man = cap.manifest
         provs.append(dict(man["provenance"], folder=f"cutlass_oracle/{folder.name}"))
-        base = man["smem_base"]
-        for lay in man["layouts"]:
+        for i, lay in enumerate(man["layouts"]):
+            try:
+                pairs = _oracle_steps(lay, man["smem_base"])
+            except (LapisError, ValueError, TypeError, IndexError, OverflowError) as exc:
+                raise CaptureError("a CUTLASS oracle layout can be replayed", f"{cap.file}: layouts[{i}]: "
+                                   f"{exc.__class__.__name__}: {exc}", FIX) from None
             layouts += 1
-            tile = CanonicalLayout(lay["major"], lay["swizzle"], lay["dtype"], lay["mn"], lay["k"], lay["order"])
-            for s in range(lay["steps"]):
+            for s, ours, theirs in pairs:
                 steps += 1
-                sm100 = umma_descriptor_for(tile, base, s).encode()
-                if "sm90" in lay and any(lay["sm90"]):  # v2 layouts (128B_base32B) have no sm90 descriptor
-                    ours, theirs = (descriptor_for(tile, base, s, wgmma_operand=False).encode(), sm100), \
-                        (lay["sm90"][s], lay["sm100"][s])
-                else:
-                    ours, theirs = (sm100,), (lay["sm100"][s],)
                 if ours != theirs:
                     bad += 1
                     first = first or dict(layout=lay, step=s, lapis=[hex(v) for v in ours])
     return dict(cases=layouts, k_steps=steps, disagreements=bad, first_disagreement=first, provenance=provs)
 
 
+def _oracle_steps(lay: dict, base: int) -> list[tuple[int, tuple, tuple]]:
+    """(K-step, lapis's descriptors, CUTLASS's) of every K-step of one oracle layout: sm90 and sm100, or sm100
+    alone where the layout has no sm90 descriptor."""
+    tile = CanonicalLayout(lay["major"], lay["swizzle"], lay["dtype"], lay["mn"], lay["k"], lay["order"])
+    out = []
+    for s in range(lay["steps"]):
+        sm100 = umma_descriptor_for(tile, base, s).encode()
+        if "sm90" in lay and any(lay["sm90"]):  # v2 layouts (128B_base32B) have no sm90 descriptor
+            out.append((s, (descriptor_for(tile, base, s, wgmma_operand=False).encode(), sm100),
+                        (lay["sm90"][s], lay["sm100"][s])))
+        else:
+            out.append((s, (sm100,), (lay["sm100"][s],)))
+    return out
+
+
 def validate_bank_conflicts(root: Path) -> dict:
-    """Wavefronts per pattern: lapis.layouts.bank_conflicts against Nsight Compute on the H200."""
-    rows, provs = [], []
+    """Wavefronts per pattern: lapis.layouts.bank_conflicts against Nsight Compute on the H200. CaptureError naming
+    the file and the pattern for one the model refuses (an unknown access kind, misaligned or too few lanes)."""
+    rows, provs, skipped = [], [], {}
     for folder in manifests(root, "bank"):
-        man, _ = load_capture(folder, with_dumps=False)
+        cap = read_bank(folder)
+        man = cap.manifest
         provs.append(dict(man["provenance"], folder=f"bank/{folder.name}"))
-        for p in man["patterns"]:
-            predicted, ideal = wavefronts(p["kernel"], p["offsets"])
+        _add(skipped, cap.not_compared)
+        for i, p in enumerate(man["patterns"]):
+            if "measured" not in p:
+                continue
+            try:
+                predicted, ideal = wavefronts(p["kernel"], p["offsets"])
+            except (LapisError, ValueError, TypeError, IndexError, OverflowError) as exc:
+                raise CaptureError("a bank pattern can be replayed", f"{cap.file}: patterns[{i}] (id {p['id']}): "
+                                   f"{exc.__class__.__name__}: {exc}", FIX) from None
             rows.append(dict(id=p["id"], kernel=p["kernel"], name=p["name"], ideal=ideal, predicted=predicted,
                              measured=p["measured"]["wavefronts"]))
-    return dict(patterns=len(rows), conflicting_patterns=sum(r["measured"] > r["ideal"] for r in rows),
-                degrees=sorted({r["measured"] / r["ideal"] for r in rows if r["measured"] > r["ideal"]}),
-                disagreements=sum(r["predicted"] != r["measured"] for r in rows), table=rows, provenance=provs)
+    out = dict(patterns=len(rows), conflicting_patterns=sum(r["measured"] > r["ideal"] for r in rows),
+               degrees=sorted({r["measured"] / r["ideal"] for r in rows if r["measured"] > r["ideal"]}),
+               disagreements=sum(r["predicted"] != r["measured"] for r in rows), table=rows, provenance=provs)
+    return dict(out, not_compared=skipped) if skipped else out
+
+
+def _add(total: dict, counts: dict) -> None:
+    for reason, n in counts.items():
+        total[reason] = total.get(reason, 0) + n
 
 
 def validate_mma(captures: str | None = None) -> dict:
+    """wgmma reads, the CUTLASS oracle and bank conflicts against the captures under `captures` (module
+    docstring). CaptureError naming the file for a capture it cannot read, a case it cannot replay, or a capture
+    none of whose entries can be compared."""
     root = captures_root(captures, kinds=("wgmma", "cutlass_oracle", "bank"))
-    try:
-        return _validate_mma(root)
-    except LapisError:  # already names its rule (a capture, layout or bank error): passed on as it is
-        raise
-    except (KeyError, IndexError, TypeError, ValueError, OSError, AttributeError, zipfile.BadZipFile) as exc:
-        raise CaptureError("a capture does not match its manifest", f"{exc.__class__.__name__}: {exc}",
-                           "restore lapis/data/captures from git (captures are never edited by hand)") from None
-
-
-def _validate_mma(root: Path) -> dict:
-    rows, provs = [], []
+    rows, provs, skipped = [], [], {}
     for folder in manifests(root, "wgmma"):
-        man, _ = load_capture(folder, with_dumps=False)
+        cap = read_wgmma(folder)
+        man, imgs, ds = cap.manifest, cap.arrays["inputs"], cap.arrays["d"]
         provs.append(dict(man["provenance"], folder=f"wgmma/{folder.name}"))
-        try:
-            with np.load(folder / "inputs.npz") as imgs, np.load(folder / "d.npz") as ds:
-                for c in man["cases"]:
-                    if c["result"]["status"] != "ok":
-                        rows.append((c, dict(exact=False, status=c["result"]["status"])))
-                        continue
-                    rows.append((c, case_result(c, imgs[f"img{c['id']}"], ds[f"d{c['id']}"])))
-        except (OSError, KeyError, ValueError, IndexError, TypeError, zipfile.BadZipFile) as exc:
-            raise CaptureError("unreadable wgmma capture", f"{folder}: {exc.__class__.__name__}: {exc}",
-                               "restore the folder from git (captures are never edited by hand)") from None
+        _add(skipped, cap.not_compared)
+        for i, c in enumerate(man["cases"]):
+            if c["result"]["status"] != "ok":
+                continue
+            try:
+                rows.append((c, case_result(c, imgs[f"img{c['id']}"], ds[f"d{c['id']}"])))
+            except CaptureError:
+                raise
+            except (LapisError, KeyError, IndexError, TypeError, ValueError, OverflowError) as exc:
+                raise CaptureError("a wgmma case can be replayed", f"{cap.file}: cases[{i}] (id {c['id']}): "
+                                   f"{exc.__class__.__name__}: {exc}", FIX) from None
     out = summarize(rows, provs)
+    if skipped:
+        out["wgmma"]["not_compared"] = skipped
     oracle = validate_cutlass_oracle(root)
     banks = validate_bank_conflicts(root)
     out["provenance"] = merge_provenance(provs + oracle.pop("provenance") + banks.pop("provenance"))
@@ -162,6 +200,15 @@ def summarize(rows: list, provs: list) -> dict:
         },
         "provenance": merge_provenance(provs),
     }
+
+
+def not_compared_lines(out: dict) -> list[str]:
+    """The text lines that count the entries not compared (wgmma cases by status, bank patterns not measured);
+    none when every entry was compared."""
+    parts = [(what, out[key].get("not_compared", {})) for what, key in (("wgmma cases", "wgmma"),
+                                                                         ("bank patterns", "bank_conflicts"))]
+    return ["not compared: " + ", ".join(f"{n} {what} ({why})" for why, n in sorted(counts.items()))
+            for what, counts in parts if counts]
 
 
 def passed(out: dict) -> bool:

@@ -15,6 +15,9 @@ run-to-run spread.
   one capture (without repeats: the median within-run IQR spread, and spread_source says so). rank_pairs = pairs
   of variants at one shape (and causal flag) whose measured gap exceeds 2 spread_pct; rank_agreement = the
   fraction the prediction orders the same way (a predicted tie is wrong), null without pairs.
+- not_compared (present when there are any): {"<kind>/<capture>": {reason: count}} of the variant entries of a
+  timed capture that hold no plain-build time (the run stopped before timing them; lapis.captures.readers),
+  printed under the table. They are left out of the cases; they do not change the exit code.
 - Where the capture holds the case's timeline (the instrumented build: the truth for events, not for total
   time), both timelines are renamed into one vocabulary (lapis.validate.timeline_align) and give the steady-state
   iteration time (lapis.validate.timeline_compare), per-role busy and wait fractions, the ns per tile of each op, the
@@ -35,6 +38,7 @@ from pathlib import Path
 
 from lapis.captures import attention as ac
 from lapis.captures import gemm as gc
+from lapis.captures.manifest import read_original
 from lapis.captures.store import captures_root
 from lapis.errors import CaptureError, LapisError, NotModelled, ScheduleError
 from lapis.figures.compare_gantt import compare_gantt
@@ -58,7 +62,7 @@ MAX_JOBS = 8  # worker processes for the cases (each simulates one schedule: abo
 
 def _capture_date(root: Path, capture: str, memo: dict) -> str:
     if capture not in memo:
-        memo[capture] = json.loads((root / capture / "manifest.json").read_text())["provenance"]["date"][:10]
+        memo[capture] = read_original(root / capture)["provenance"]["date"][:10]
     return memo[capture]
 
 
@@ -74,8 +78,8 @@ def _gemm(root: Path) -> list[dict]:
     out = []
     for folder in gc.timed_captures(root):
         man = gc.manifest(folder)
-        for e in man["results"]:
-            for v in e["variants"]:
+        for e, timed in gc.timed_entries(man):
+            for v in timed:
                 m = gc.measured(man, v, e["shape"])
                 out.append(dict(family="gemm", variant=v, schedule=man["schedule"], shape=e["shape"], causal=False,
                                 params=dict(man["variants"][v]), measured_us=m["measured_us"],
@@ -92,7 +96,9 @@ def measured_cases(root: Path) -> list[dict]:
         rows = (_attention(root) if ac.has_timed(root) else []) + _gemm(root)
         for r in rows:
             _capture_date(root, r["capture"], dates)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
+    except CaptureError:  # the capture readers name the file and field
+        raise
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CaptureError("a timed capture's manifest is unreadable or incomplete", f"{type(exc).__name__}: {exc}",
                            "restore the capture from git, or point --captures at a folder of whole captures") from None
     for r in rows:
@@ -156,7 +162,7 @@ def measured_events(root: Path, case: dict) -> list | None:
         got = gc.measured_events(root / case["capture"], case["timeline"])
     except CaptureError:  # a damaged packed file: it names the file
         raise
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, EOFError, KeyError, IndexError, TypeError, zipfile.BadZipFile) as exc:
         raise CaptureError("a capture's timelines.npz is unreadable", f"{case['timeline_capture']}: "
                            f"{type(exc).__name__}: {exc}", "restore the capture from git") from None
     return None if got is None else got[0]
@@ -215,6 +221,9 @@ def validate_timelines(captures: str | None = None, figures: str | Path | None =
             _progress(progress, f"validate timelines: {i + 1}/{len(cases)} {case['variant']} {case['shape']}")
             per_case.append(row)
     out = summarize(per_case, tolerance_pct)
+    skipped = {**(ac.not_timed(root) if ac.has_timed(root) else {}), **gc.not_timed(root)}
+    if skipped:
+        out["not_compared"] = skipped
     if fig_dir:
         _progress(progress, "validate timelines: scatter and progression charts")
         scatter(out["per_case"], fig_dir / "validation_scatter.png")
@@ -336,4 +345,6 @@ def render(r: dict) -> str:
               f"{_f(c.get('clock_mhz'), '.0f'):>5} {_f(c.get('cycles_err_pct'), '+.1f'):>6}  "
               f"{c.get('error') or divergence_text(c['first_divergence'])} | {divergence_text(c['steady_divergence'])}"
               for c in r["per_case"]]
+    lines += [f"not compared: {capture}: " + ", ".join(f"{n} variant entries with {why}" for why, n in sorted(
+        counts.items())) for capture, counts in r.get("not_compared", {}).items()]
     return "\n".join(lines)

@@ -234,9 +234,18 @@ def _round_tf32(src: np.ndarray) -> np.ndarray:
 def load_box(tmap: TensorMap, global_image: np.ndarray, coords, dst: int, smem: np.ndarray, smem_base: int) -> BoxPlacement:
     """Write into `smem` (uint8 image starting at address smem_base) what the TMA load writes.
 
-    global_image: uint8 bytes of the tensor from its base address.
-    Returns the placement. Raises like place_box, and LayoutError if the box falls outside `smem`.
+    global_image: uint8 bytes of the tensor from its base address, 1-D (view a typed array as bytes:
+    a.view(np.uint8).ravel()); smem: a 1-D uint8 array, written in place.
+    Returns the placement. Raises like place_box, LayoutError if global_image or smem is not a 1-D uint8 array
+    (never cast: an int64 or float image would be read as values, not bytes), and LayoutError if the box falls
+    outside `smem`.
     """
+    for name, a in (("global_image", global_image), ("smem", smem)):
+        if not isinstance(a, np.ndarray) or a.dtype != np.uint8 or a.ndim != 1:
+            got = f"{a.dtype} array of shape {a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
+            raise LayoutError(f"load_box reads {name} as 1-D uint8 bytes", got,
+                              "pass the bytes: np.ascontiguousarray(x).view(np.uint8).ravel() of the tensor "
+                              "(its element values are not converted)")
     p = place_box(tmap, coords, dst)
     e = tmap.dtype.bytes
     idx = (p.smem_addr.ravel() - smem_base)[:, None] + np.arange(e)[None, :]
