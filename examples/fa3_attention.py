@@ -19,7 +19,6 @@ Simulate it:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from lapis.errors import ScheduleError

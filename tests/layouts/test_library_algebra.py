@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from tensor_layouts import congruent, flatten, size
 
-from lapis.errors import LayoutError
 from lapis.layouts import DTYPES, SWIZZLES, CanonicalLayout
 from lapis.layouts.canonical import library_swizzle
 from lapis.layouts.cute_input import canonical_match, element_offsets, parse
