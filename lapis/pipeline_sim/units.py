@@ -25,3 +25,20 @@ def load_share(p, active: int, reuse: float) -> float:
     fetched from HBM serves `reuse` loads through L2 (K/V are read by every Q tile of their head). With no reuse
     (one Q tile per head) every load is compulsory HBM traffic, so the schedule cannot beat the HBM roofline."""
     return min(p["l2_tb_s"] * 1e3, p.hbm_bytes_per_ns * max(reuse, 1)) / active
+
+
+SMSP_PER_SM = 4  # sub-partitions per SM (Hopper, Blackwell): one warp scheduler, tensor core and SFU each
+
+
+class SmspBusy:
+    """The SM's busy times as one sub-partition's unit adds to them: an op counts 1/SMSP_PER_SM of its time, so
+    utilization is a fraction of the SM's rate (exact: scaling by a power of two commutes with rounding)."""
+
+    def __init__(self, busy: dict):
+        self.busy = busy
+
+    def __getitem__(self, unit: str) -> float:
+        return self.busy[unit] * SMSP_PER_SM
+
+    def __setitem__(self, unit: str, ns: float) -> None:
+        self.busy[unit] = ns / SMSP_PER_SM

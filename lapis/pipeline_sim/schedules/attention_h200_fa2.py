@@ -38,7 +38,7 @@ from lapis.errors import ScheduleError
 from lapis.pipeline_sim.commit_groups import CpAsyncGroups
 from lapis.pipeline_sim.schedule import Schedule
 from lapis.pipeline_sim.schedules.attention_h200 import FMA_OPS_PER_SCORE
-from lapis.pipeline_sim.units import occupy
+from lapis.pipeline_sim.units import SMSP_PER_SM, SmspBusy, occupy
 from lapis.pipeline_sim.work_order import kv_per_sm
 
 __all__ = ["DEFAULTS", "FA2_SYNC", "SCHEDULES", "VARIANTS", "Fa2Costs", "warp"]
@@ -46,7 +46,6 @@ __all__ = ["DEFAULTS", "FA2_SYNC", "SCHEDULES", "VARIANTS", "Fa2Costs", "warp"]
 DEFAULTS = dict(block_m=128, block_n=64, stages=2, causal=0)
 VARIANTS = {"h200-fa2-sync": {}}
 WARPS = 4
-SMSP_PER_SM = 4  # four sub-partitions per SM, one tensor core each (Hopper SM)
 REGS_PER_THREAD = 255  # assumed: FA2's hdim-128 forward runs at the 255-register cap; it decides residency
 WAVEFRONT_BYTES = 128
 
@@ -132,20 +131,6 @@ class Fa2Costs:
     def lsu_ns(self, nbytes: int) -> float:
         """LSU time of nbytes of cp.async or ldmatrix: 128 B wavefronts at the SM's shared-memory rate."""
         return nbytes / WAVEFRONT_BYTES / self.lsu_rate
-
-
-class SmspBusy:
-    """The SM's busy times as one sub-partition's unit adds to them: its ns count 1 / SMSP_PER_SM each, so busy is
-    a fraction of the SM's rate (exactly the sum divided once: SMSP_PER_SM is a power of two)."""
-
-    def __init__(self, busy: dict):
-        self.busy = busy
-
-    def __getitem__(self, unit: str) -> float:
-        return self.busy[unit] * SMSP_PER_SM
-
-    def __setitem__(self, unit: str, ns: float) -> None:
-        self.busy[unit] = ns / SMSP_PER_SM
 
 
 class Smsp:

@@ -76,7 +76,7 @@ from lapis.pipeline_sim.pipeline import PipelineState
 from lapis.pipeline_sim.schedule import Schedule
 from lapis.pipeline_sim.schedules.attention_h200 import FMA_OPS_PER_SCORE, parse_shape
 from lapis.pipeline_sim.tma import TmaEngine
-from lapis.pipeline_sim.units import occupy
+from lapis.pipeline_sim.units import SMSP_PER_SM, SmspBusy, occupy
 
 __all__ = ["DEFAULTS", "SCHEDULES", "VARIANTS", "Sm120Costs", "parse_shape"]
 
@@ -120,7 +120,6 @@ MEASURED_US = {"sm120-m01-tensor-cores": 612.0, "sm120-m02-smem-staging": 612.0 
                "sm120-m03-c-to-a-repack": 271.0, "sm120-m04-q-hoist": 233.0,
                "sm120-m05-cp-async-ring": 233.0 / 1.05, "sm120-m06-tma": 233.0 / 1.05 / 1.04,
                "sm120-m07-register-tiling": 204.7}
-SMSP_PER_SM = 4  # 680 tensor cores / 170 SMs (profile source); one warp scheduler, tensor core, SFU each
 DIRECT_BYTES_PER_WAVEFRONT = 64  # m01 operand loads: one 16-bit element per lane per load instruction
 WAVEFRONT_BYTES = 128  # cp.async 16 B x 32 lanes = 4 wavefronts; ldmatrix.x4 512 B = 4 wavefronts
 KV_SLOTS = 2  # the K/V slabs of the cp.async ring (m05) and the slots of the TMA ring (m06 on)
@@ -264,20 +263,6 @@ def summary(per_sm: list, rep, dims: tuple, prm: dict, cost: Sm120Costs) -> dict
 
 
 # Units and loads: what every role's ops go through.
-
-class SmspBusy:
-    """The SM's busy times as one sub-partition's unit adds to them: an op counts 1/SMSP_PER_SM of its time, so
-    utilization is a fraction of the SM's rate (exact: scaling by a power of two commutes with rounding)."""
-
-    def __init__(self, busy: dict):
-        self.busy = busy
-
-    def __getitem__(self, unit: str) -> float:
-        return self.busy[unit] * SMSP_PER_SM
-
-    def __setitem__(self, unit: str, ns: float) -> None:
-        self.busy[unit] = ns / SMSP_PER_SM
-
 
 def on_smsp(ctx, unit: str, smsp: int, ns: float, role: str, op: str, **kw):
     """Hold sub-partition `smsp`'s `unit` (tensor, mufu or fma) for `ns`; an op of no time is not issued."""
