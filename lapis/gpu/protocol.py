@@ -1,0 +1,116 @@
+"""The timing protocol of every timed comparison: same process, interleaved rounds, ratios per round.
+
+- **Same process.** Every kernel compared is timed in one process, in `rounds` interleaved rounds (at least
+  MIN_ROUNDS). A round runs every kernel once, in a rotating order (round r starts at kernel r mod n), and times
+  `launches` launches of it (at least MIN_LAUNCHES), each with its own CUDA events, over rotating input sets.
+- **Summaries.** Per kernel: the median of all its launches (µs) and the spread, IQR / median (%); per round,
+  the round's median. Ratios to the reference kernel are taken per round (kernel round median over reference
+  round median, the speed-up of the kernel when below 1 is a slow-down) and summarised by their median and IQR.
+- **The clock.** A kernel that probes the SM clock itself (lapis's kernels: %clock64 and %globaltimer per CTA)
+  reports its probe per round; for the others the SM clock is sampled (nvidia-smi, lapis.gpu.bench_gemm
+  .SmiSampler) during their batches. Either way the summary gives the MHz with its source.
+
+`run` takes the launches and a `time_batch` function, so the protocol itself needs no GPU (tests give it fakes);
+`event_batch(cp, torch)` is the CUDA-event timer the benches use.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from lapis.errors import LapisError
+
+MIN_ROUNDS, MIN_LAUNCHES = 5, 30
+
+
+@dataclass
+class Timed:
+    """One kernel under the protocol. launch(i) enqueues one launch on input set i (0 <= i < n_sets);
+    probe() -> the SM clock (MHz) of the last launch from the kernel's own probe, or None."""
+
+    name: str
+    launch: Callable[[int], None]
+    n_sets: int = 1
+    probe: Callable[[], float | None] | None = None
+
+
+def rotation(items: list, r: int) -> list:
+    """Round r's order: the list rotated by r (every kernel leads once every len(items) rounds)."""
+    k = r % len(items)
+    return items[k:] + items[:k]
+
+
+def quartiles(xs) -> tuple[float, float, float]:
+    q1, med, q3 = np.percentile(np.asarray(xs, dtype=float), [25, 50, 75])
+    return float(q1), float(med), float(q3)
+
+
+def check_counts(rounds: int, launches: int) -> None:
+    if rounds < MIN_ROUNDS or launches < MIN_LAUNCHES:
+        raise LapisError(f"the timing protocol takes at least {MIN_ROUNDS} rounds of {MIN_LAUNCHES} launches",
+                         f"{rounds} rounds of {launches}", f"use rounds >= {MIN_ROUNDS} and launches >= {MIN_LAUNCHES}")
+
+
+def run(kernels: list[Timed], time_batch, reference: str | None = None, rounds: int = MIN_ROUNDS,
+        launches: int = MIN_LAUNCHES, sample_clock=None) -> dict:
+    """Time `kernels` under the protocol. time_batch(launch, n_sets, launches) -> the launches' times (µs);
+    sample_clock(t0, t1) -> sampled SM MHz over a wall-clock window (or None). reference: the kernel the ratios
+    are taken to (default the first). Returns {kernels: {name: summary}, rounds, launches, reference, order}."""
+    check_counts(rounds, launches)
+    names = [k.name for k in kernels]
+    if len(set(names)) != len(names):
+        raise LapisError("kernels under one protocol run have distinct names", names, "rename the duplicates")
+    reference = reference or names[0]
+    per = {n: dict(us=[], round_us=[], mhz=[], clock_source=None) for n in names}
+    order = []
+    for r in range(rounds):
+        order.append([k.name for k in rotation(kernels, r)])
+        for k in rotation(kernels, r):
+            t0 = time.time()
+            us = list(time_batch(k.launch, k.n_sets, launches))
+            mhz, source = (k.probe(), "probe") if k.probe else (
+                sample_clock(t0, time.time()) if sample_clock else None, "sampled")
+            p = per[k.name]
+            p["us"] += us
+            p["round_us"].append(float(np.median(us)))
+            if mhz is not None:
+                p["mhz"].append(float(mhz))
+                p["clock_source"] = source
+    return dict(kernels={n: summary(per[n], per[reference]["round_us"]) for n in names}, rounds=rounds,
+                launches=launches, reference=reference, order=order)
+
+
+def summary(p: dict, reference_rounds: list) -> dict:
+    """Median µs, spread (IQR / median, %), per-round medians, ratio to the reference per round (median, IQR)."""
+    q1, med, q3 = quartiles(p["us"])
+    ratios = [ref / mine for mine, ref in zip(p["round_us"], reference_rounds)]  # > 1: faster than the reference
+    r1, rmed, r3 = quartiles(ratios)
+    out = dict(median_us=med, spread_pct=100 * (q3 - q1) / med, round_median_us=p["round_us"],
+               speedup_to_reference=dict(median=rmed, iqr=r3 - r1, per_round=ratios), launches=len(p["us"]))
+    if p["mhz"]:
+        out["clock"] = dict(mhz_median=float(np.median(p["mhz"])), mhz_min=min(p["mhz"]), mhz_max=max(p["mhz"]),
+                            source=p["clock_source"])
+    return out
+
+
+def event_batch(cp, torch=None):
+    """time_batch over CUDA events (cupy's, on the current stream): the queue is filled ahead by a GPU sleep
+    (torch.cuda._sleep, when torch is there) so launch overhead does not show; times in µs."""
+    def time_batch(launch, n_sets: int, launches: int) -> list[float]:
+        for i in range(3):  # warm-up: module load, first-touch allocations
+            launch(i % n_sets)
+        cp.cuda.Device().synchronize()
+        evs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(launches)]
+        if torch is not None:
+            torch.cuda._sleep(int(launches * 60e-6 * 2e9))  # ~60 µs of host enqueue per launch at ~2 GHz
+        for i, (e0, e1) in enumerate(evs):
+            e0.record()
+            launch(i % n_sets)
+            e1.record()
+        evs[-1][1].synchronize()
+        return [1e3 * cp.cuda.get_elapsed_time(e0, e1) for e0, e1 in evs]
+    return time_batch

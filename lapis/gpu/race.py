@@ -1,0 +1,231 @@
+"""Time lapis's attention kernels beside torch SDPA's cuDNN and flash (FA2) backends and FA4's CuTe-DSL sm90
+forward, in one process under the timing protocol (lapis.gpu.protocol), at given shapes, causal and not.
+
+    python -m lapis.gpu.race --out DIR [--kernels s9,cudnn,flash,fa4] [--shapes BxHxLxD,...] [--causal both]
+                             [--rounds 5] [--launches 30] [--provenance FILE] [--fa4-site DIR]
+
+For each (shape, causal): every kernel is checked first (one launch on fresh normal inputs against a float64
+reference of the first B x H slice, ||out - ref|| / ||ref||, bf16 tolerance 1e-2), then timed under the protocol
+with cuDNN as the reference (ratios are cuDNN's time over the kernel's). FLOPs: 4 B H L^2 D, half of it causal
+(the FA benchmarks' convention). lapis's kernels report the SM clock of their own probe, the others the clock
+nvidia-smi sampled during their batches. The kernels SDPA launched are named (torch.profiler).
+FA4 (flash_attn.cute.interface.flash_attn_func, inputs B x L x H x D) runs when importable, after adding
+--fa4-site to the import path (site.addsitedir); else its rows say why. Writes DIR/manifest.json (provenance,
+units, every summary) and prints a table. GPU only: sm_90a, cupy and torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from lapis.catalog.attention import DEFAULT_SHAPES, VARIANTS, kernel_name
+from lapis.errors import LapisError, ScheduleError
+from lapis.gpu import bench_attention as ba
+from lapis.gpu import capture_tma, harness, protocol
+from lapis.gpu.bench_gemm import SmiSampler, smi_gpu_id
+
+THIRD_PARTY = ("cudnn", "flash", "fa4")
+TOLERANCE = 1e-2
+CHECK_HEADS = 1  # the reference covers the first batch x head slice (float64 on the GPU)
+
+
+def flops(shape: str, causal: bool) -> float:
+    b, h, seq, d = ba.parse_shape(shape)
+    return 4.0 * b * h * seq * seq * d / (2 if causal else 1)
+
+
+class Race:
+    """The GPU side: built cubin, inputs per shape, one Timed per kernel."""
+
+    def __init__(self, a):
+        import cupy as cp
+        import torch
+
+        self.cp, self.torch, self.a = cp, torch, a
+        torch.backends.cuda.matmul.allow_tf32 = False
+        cp.zeros(1)
+        cubin, self.ptxas = harness.build(ba.KERNEL, {})
+        self.module, self.plan, self.lib = harness.load(cubin), ba.load(), harness.libcuda()
+        self.status = harness.Status()
+        self.smi = SmiSampler(smi_gpu_id())
+        self.smi.start()
+        self.fa4, self.fa4_error = self._fa4(a.fa4_site)
+
+    def _fa4(self, site: str | None):
+        if site:
+            import site as site_mod
+            site_mod.addsitedir(site)
+        try:
+            from flash_attn.cute.interface import flash_attn_func
+            return flash_attn_func, None
+        except Exception as exc:  # an optional kernel: its rows say why it did not run
+            return None, f"{type(exc).__name__}: {exc}"[:300]
+
+    def inputs(self, shape: str, n: int, seed: int) -> list:
+        return [ba.make_inputs(self.torch, shape, "normal", seed + i) for i in range(n)]
+
+    def timed(self, name: str, shape: str, causal: bool, sets: list, o):
+        """(Timed, launch-once for the check) of kernel `name` on the input sets, writing into o where it can."""
+        torch = self.torch
+        if name in VARIANTS:
+            return self._lapis(name, shape, causal, sets, o)
+        if name in ("cudnn", "flash"):
+            f = torch.nn.functional.scaled_dot_product_attention
+
+            def launch(i, be=name):
+                with ba.sdpa_backend(torch, be):
+                    o.copy_(f(*sets[i], is_causal=causal))
+            return protocol.Timed(name, launch, len(sets))
+        if self.fa4 is None:
+            raise LapisError("FA4's sm90 forward is not importable here", self.fa4_error, "pass --fa4-site DIR")
+        blhd = [tuple(x.transpose(1, 2).contiguous() for x in s) for s in sets]
+
+        def launch(i):
+            out = self.fa4(*blhd[i], causal=causal)
+            o.copy_((out[0] if isinstance(out, tuple) else out).transpose(1, 2))
+        return protocol.Timed(name, launch, len(sets))
+
+    def _lapis(self, name: str, shape: str, causal: bool, sets: list, o):
+        v = VARIANTS[name]
+        att = ba.Attention(self.module, v, self.plan, self.lib, causal)
+        b, h, seq, d = ba.check_shape(v, shape, causal)
+        maps = [att.maps(q.data_ptr(), k.data_ptr(), vv.data_ptr(), b * h * seq) for q, k, vv in sets]
+        gx, gy = ba.grid(v, shape)
+        probe = self.cp.zeros(4 * gx * gy, self.cp.uint64)
+        hargs = harness.harness_args(self.status, 0, 0, 0, ba.WATCHDOG_NS, roles=len(ba.ROLES))
+
+        def launch(i):
+            att.launch(maps[i], o.data_ptr(), shape, hargs, probe.data.ptr)
+        return protocol.Timed(kernel_name(v, causal), launch, len(sets),
+                              probe=lambda: ba.probe_clock(probe.get()).get("mhz"))
+
+    def check(self, t: protocol.Timed, sets, o, ref, what: str) -> float:
+        o.fill_(float("nan"))
+        t.launch(0)
+        self.torch.cuda.synchronize()
+        harness.check_status(self.status, what)
+        return ba.rel_err(self.torch, o[:1, :CHECK_HEADS], ref)
+
+    def shape(self, shape: str, causal: bool, names: list[str]) -> dict:
+        torch = self.torch
+        b, h, seq, d = ba.parse_shape(shape)
+        n_sets = max(2, -(-3 * ba.L2_BYTES // (3 * b * h * seq * d * 2)))
+        sets = self.inputs(shape, n_sets, 2000)
+        o = torch.empty_like(sets[0][0])
+        q, k, v = (x[:1, :CHECK_HEADS] for x in sets[0])
+        ref = ba.reference(torch, q, k, v, causal=causal)
+        entry = dict(shape=shape, causal=causal, flops=flops(shape, causal), input_sets=n_sets, rel_err={},
+                     skipped={}, sdpa_kernels={})
+        kernels = []
+        for name in names:
+            try:
+                t = self.timed(name, shape, causal, sets, o)
+            except (LapisError, ScheduleError) as exc:
+                entry["skipped"][name] = str(exc)
+                continue
+            err = self.check(t, sets, o, ref, f"{name} at {shape}")
+            entry["rel_err"][t.name] = err
+            if not err < TOLERANCE:
+                entry["skipped"][t.name] = f"relative error {err:.2e} >= {TOLERANCE}"
+                continue
+            if name in ("cudnn", "flash"):
+                entry["sdpa_kernels"][name] = ba.kernels_launched(torch, lambda t=t: t.launch(0))
+            kernels.append(t)
+        names_ok = [t.name for t in kernels]
+        ref_name = "cudnn" if "cudnn" in names_ok else names_ok[0] if names_ok else None
+        if kernels:
+            r = protocol.run(kernels, protocol.event_batch(self.cp, torch), ref_name, self.a.rounds,
+                             self.a.launches, sample_clock=self.sampled_mhz)
+            for t in kernels:
+                s = r["kernels"][t.name]
+                s["tflops"] = entry["flops"] / s["median_us"] / 1e6
+            entry.update(protocol=dict(rounds=r["rounds"], launches=r["launches"], reference=r["reference"],
+                                       order=r["order"]), kernels=r["kernels"])
+        del sets, o
+        torch.cuda.empty_cache()
+        return entry
+
+    def sampled_mhz(self, t0: float, t1: float):
+        w = self.smi.window(t0, t1)
+        return (w.get("sm_clock_mhz") or {}).get("median")
+
+
+def table(results: list) -> str:
+    lines = [f"{'shape':<17}{'causal':<7}{'kernel':<28}{'median us':>11}{'spread %':>9}{'TFLOP/s':>9}{'/cuDNN':>8}"
+             f"{'MHz':>6}"]
+    for e in results:
+        for name, s in e.get("kernels", {}).items():
+            clk = s.get("clock", {}).get("mhz_median")
+            lines.append(f"{e['shape']:<17}{str(e['causal']):<7}{name:<28}{s['median_us']:>11.1f}"
+                         f"{s['spread_pct']:>9.2f}{s['tflops']:>9.0f}{s['speedup_to_reference']['median']:>8.3f}"
+                         f"{'' if clk is None else f'{clk:.0f}':>6}")
+        lines += [f"{e['shape']:<17}{str(e['causal']):<7}{n:<28}skipped: {why}" for n, why in e["skipped"].items()]
+    return "\n".join(lines)
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="python -m lapis.gpu.race", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="output folder (manifest.json)")
+    ap.add_argument("--kernels", default="s9,cudnn,flash,fa4", type=lambda s: [x for x in s.split(",") if x],
+                    help="lapis variants (lapis.catalog.attention) and cudnn, flash, fa4 (default s9,cudnn,flash,fa4)")
+    ap.add_argument("--shapes", default=list(DEFAULT_SHAPES), type=lambda s: [x for x in s.split(",") if x],
+                    help="BxHxLxD,... (default the five shapes)")
+    ap.add_argument("--causal", choices=("no", "yes", "both"), default="both")
+    ap.add_argument("--rounds", type=int, default=protocol.MIN_ROUNDS)
+    ap.add_argument("--launches", type=int, default=protocol.MIN_LAUNCHES)
+    ap.add_argument("--provenance", help="JSON from python -m lapis.captures.provenance (made where git is)")
+    ap.add_argument("--fa4-site", help="a folder of FA4's unpacked wheels (added with site.addsitedir)")
+    a = ap.parse_args(argv)
+    unknown = [k for k in a.kernels if k not in VARIANTS and k not in THIRD_PARTY]
+    if unknown:
+        ap.error(f"unknown kernels {unknown}: use lapis variants ({', '.join(VARIANTS)}) or {', '.join(THIRD_PARTY)}")
+    protocol.check_counts(a.rounds, a.launches)
+    return a
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parse_args(argv)
+    if not harness.gpu_present():
+        print("python -m lapis.gpu.race: needs an NVIDIA GPU with compute capability 9.0+, cupy and torch",
+              file=sys.stderr)
+        return 2
+    t0, dest = time.time(), Path(a.out)
+    dest.mkdir(parents=True, exist_ok=True)
+    prov = capture_tma.provenance(a.provenance, argv, "python -m lapis.gpu.race")
+    race = Race(a)
+    prov.update(torch=race.torch.__version__, cudnn=race.torch.backends.cudnn.version(),
+                fa4=None if race.fa4 is None else "flash_attn.cute.interface.flash_attn_func")
+    causal = {"no": [False], "yes": [True], "both": [False, True]}[a.causal]
+    results = []
+    for c in causal:
+        for shape in a.shapes:
+            print(f"[{time.time() - t0:6.1f}s] {shape} causal={c}", flush=True)
+            results.append(race.shape(shape, c, a.kernels))
+            (dest / "manifest.json").write_text(json.dumps(manifest(prov, race, results, time.time() - t0), indent=1))
+    race.smi.stop.set()
+    print(table(results))
+    return 0
+
+
+def manifest(prov: dict, race: Race, results: list, wall_s: float) -> dict:
+    return dict(provenance=prov, kind="race", kernel="lapis/gpu/kernels/attention_h200.cu",
+                ptxas=race.ptxas, fa4_error=race.fa4_error, wall_s=wall_s, protocol="lapis.gpu.protocol",
+                units=dict(median_us="µs, CUDA events per launch", spread_pct="100 IQR / median over every launch",
+                           tflops="flops / median_us", flops="4 B H L^2 D, halved when causal",
+                           speedup_to_reference="per round: the reference's round median / the kernel's, "
+                                                "then median and IQR over the rounds",
+                           rel_err="||out - ref|| / ||ref||, float64 reference of the first B x H slice",
+                           clock="SM MHz: the kernel's own probe, else nvidia-smi samples during its batches"),
+                results=results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""The timing protocol with fake launches: rotation, counts, medians, spreads, per-round ratios, clocks."""
+
+import pytest
+
+from lapis.errors import LapisError
+from lapis.gpu import protocol
+
+
+def fake_batch(times: dict, log: list):
+    """time_batch whose kernel `name` takes times[name][round] µs (every launch of a batch alike)."""
+    seen: dict = {}
+
+    def time_batch(launch, n_sets, launches):
+        name = launch(0)
+        r = seen.get(name, 0)
+        seen[name] = r + 1
+        log.append(name)
+        return [times[name][r]] * launches
+    return time_batch
+
+
+def kernel(name, probe=None):
+    return protocol.Timed(name, lambda i, n=name: n, probe=probe)
+
+
+def test_rounds_rotate_and_every_kernel_leads():
+    log = []
+    times = {"a": [10.0] * 5, "b": [20.0] * 5, "c": [5.0] * 5}
+    r = protocol.run([kernel("a"), kernel("b"), kernel("c")], fake_batch(times, log))
+    assert r["order"][:3] == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
+    assert log[:6] == ["a", "b", "c", "b", "c", "a"]
+    assert r["kernels"]["a"]["launches"] == 5 * 30
+
+
+def test_ratios_are_taken_per_round_then_summarised():
+    """The reference slows down in round 3 (a clock dip) and so does the kernel: the per-round ratio stays 2."""
+    times = {"ref": [20.0, 20.0, 30.0, 20.0, 20.0], "fast": [10.0, 10.0, 15.0, 10.0, 10.0]}
+    r = protocol.run([kernel("ref"), kernel("fast")], fake_batch(times, []))
+    s = r["kernels"]["fast"]["speedup_to_reference"]
+    assert s["per_round"] == [2.0, 2.0, 2.0, 2.0, 2.0] and s["median"] == 2.0 and s["iqr"] == 0.0
+    assert r["kernels"]["fast"]["median_us"] == 10.0
+    # the pooled medians alone would not tell the dip apart; the spread shows it
+    assert r["kernels"]["ref"]["spread_pct"] == 0.0 and r["kernels"]["ref"]["round_median_us"][2] == 30.0
+
+
+def test_the_spread_is_the_iqr_over_the_median():
+    times = {"k": [8.0, 9.0, 10.0, 11.0, 12.0]}
+    r = protocol.run([kernel("k")], fake_batch(times, []))
+    assert r["kernels"]["k"]["spread_pct"] == pytest.approx(100 * (11.0 - 9.0) / 10.0)
+
+
+def test_a_probing_kernel_reports_its_probe_the_others_the_sampled_clock():
+    times = {"lapis": [10.0] * 5, "cudnn": [10.0] * 5}
+    r = protocol.run([kernel("lapis", probe=lambda: 1500.0), kernel("cudnn")], fake_batch(times, []),
+                     sample_clock=lambda t0, t1: 1600.0)
+    assert r["kernels"]["lapis"]["clock"] == dict(mhz_median=1500.0, mhz_min=1500.0, mhz_max=1500.0, source="probe")
+    assert r["kernels"]["cudnn"]["clock"]["source"] == "sampled" and r["kernels"]["cudnn"]["clock"]["mhz_median"] == 1600.0
+
+
+@pytest.mark.parametrize("rounds, launches", [(4, 30), (5, 29)])
+def test_fewer_rounds_or_launches_than_the_protocol_asks_are_refused(rounds, launches):
+    with pytest.raises(LapisError, match="at least 5 rounds of 30 launches"):
+        protocol.run([kernel("k")], fake_batch({"k": [1.0] * 5}, []), rounds=rounds, launches=launches)
+
+
+def test_two_kernels_of_one_name_are_refused():
+    with pytest.raises(LapisError, match="distinct names"):
+        protocol.run([kernel("k"), kernel("k")], fake_batch({"k": [1.0] * 10}, []))
