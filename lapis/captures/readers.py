@@ -18,6 +18,7 @@ that timed nothing is a check-only run, which the index does not list as timed.
     attention        manifest.json                             variants    no plain-build time, in a timed run
     sanitizer        sanitizer.json (attention folders)        tool runs   -
     gemm             manifest.json                             variants    no plain-build time, in a timed run
+    ncu              manifest.json                             kernels     profile failed ("error")
 
 The profile fit (lapis.model.fit) reads micro/results.json itself: lapis.model lies below lapis.captures in the
 layers (.importlinter), so it cannot import read_micro.
@@ -361,6 +362,29 @@ def read_gemm(folder) -> Capture:
     return Capture("gemm", Path(folder), file, man, not_compared=_untimed(variants, _gemm_timed))
 
 
+# ---------------------------------------------------------------- ncu (per-unit counters)
+
+NCU_METRIC = {"value": ANY, "unit": STR}
+NCU_KERNEL = {"error?": STR, "demangled?": STR, "metrics?": Map(NCU_METRIC)}
+NCU = {"provenance": PROVENANCE, "schema": STR, "shape": SHAPE, "gemm_size": INT, "kernels": Map(NCU_KERNEL)}
+
+
+def read_ncu(folder) -> Capture:
+    """A per-unit Nsight Compute capture (lapis.gpu.ncu_units): manifest.json (schema NCU); every metric value a
+    finite number; a kernel whose profile failed ("error") is counted in not_compared; CaptureError when none
+    was profiled."""
+    file, man = _manifest("ncu", folder, NCU)
+    for k, e in man["kernels"].items():
+        for m, v in e.get("metrics", {}).items():
+            if not (isinstance(v["value"], (int, float)) and not isinstance(v["value"], bool)
+                    and math.isfinite(v["value"])):
+                raise _error("ncu", file, f"kernels.{k}.metrics.{m}.value", "metric value is a finite number",
+                             repr(v["value"]))
+    skipped = _count(man["kernels"].values(), lambda e: "profile failed" if "error" in e else None)
+    comparable(file, "ncu", len(man["kernels"]), skipped)
+    return Capture("ncu", Path(folder), file, man, not_compared=skipped)
+
+
 def not_compared(kind: str, folders, read) -> dict:
     """"<kind>/<capture>" -> {reason: count} of the entries each capture of `folders` (read by `read`, a reader
     of this module) does not let its validator compare, for the captures that have any."""
@@ -368,4 +392,5 @@ def not_compared(kind: str, folders, read) -> dict:
 
 
 READERS = {"tma": read_tma, "tma_encode": read_tma_encode, "wgmma": read_wgmma, "bank": read_bank,
-           "cutlass_oracle": read_cutlass_oracle, "attention": read_attention, "gemm": read_gemm}
+           "cutlass_oracle": read_cutlass_oracle, "attention": read_attention, "gemm": read_gemm,
+           "ncu": read_ncu}

@@ -59,7 +59,8 @@ def _dispatch(args) -> int | None:
         return cli_compare(args)
     from lapis.cli import validate
     return {"layouts": validate.cli_validate_layouts, "mma": validate.cli_validate_mma,
-            "timelines": validate.cli_validate_timelines}[args.validate_cmd](args)
+            "timelines": validate.cli_validate_timelines,
+            "units": validate.cli_validate_units}[args.validate_cmd](args)
 
 
 if __name__ == "__main__":

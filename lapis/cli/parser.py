@@ -193,6 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
     vt.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
     vt.add_argument("--figures", metavar="DIR", help="write a Gantt per case, the scatter and the progression chart")
     vt.add_argument("--json", action="store_true", help="machine-readable output")
+    vu = val.add_parser("units", help="per-unit numbers (cycles, clock, tensor pipe, DRAM bytes, instructions per "
+                        "pipe) of every kernel Nsight Compute measured, against the simulator")
+    vu.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
+    vu.add_argument("--json", action="store_true", help="machine-readable output")
     return ap
 
 

@@ -1,7 +1,7 @@
-"""`lapis validate layouts|mma|timelines`: the models against the captures.
+"""`lapis validate layouts|mma|timelines|units`: the models against the captures.
 
-layouts and mma exit 1 when a capture disagrees with the model; timelines exits 0 (its numbers are a measurement,
-not a pass/fail check).
+layouts and mma exit 1 when a capture disagrees with the model; timelines and units exit 0 (their numbers are a
+measurement, not a pass/fail check).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from lapis.validate.layouts import format_provenance, format_validation, passed,
 from lapis.validate.mma import not_compared_lines, validate_mma
 from lapis.validate.mma import passed as mma_passed
 from lapis.validate.timelines import render, validate_timelines
+from lapis.validate.units import render as render_units
+from lapis.validate.units import validate_units
 
 
 def cli_validate_layouts(args) -> int:
@@ -51,4 +53,11 @@ def cli_validate_timelines(args) -> int:
     """`lapis validate timelines`: exit 0 (the numbers are a measurement, not a pass/fail check)."""
     r = validate_timelines(args.captures, args.figures, progress=True)
     print(json.dumps(r, indent=1) if args.json else render(r))
+    return 0
+
+
+def cli_validate_units(args) -> int:
+    """`lapis validate units`: exit 0 (the numbers are a measurement, not a pass/fail check)."""
+    r = validate_units(args.captures)
+    print(json.dumps(r, indent=1) if args.json else render_units(r))
     return 0

@@ -1,0 +1,175 @@
+"""`lapis validate units`: the simulator's per-unit numbers against Nsight Compute's, kernel by kernel.
+
+The measurements are the `ncu` captures (lapis.gpu.ncu_units: `ncu --clock-control none`, one launch of each
+kernel; read by lapis.captures.readers.read_ncu), the last capture of each kernel. Each kernel is simulated
+with the schedule and parameters that mirror it (KERNELS: lapis's own from the variant catalogs, the third-party
+ones by their schedules) at the capture's shape, on the h200 profile.
+
+Units (UNITS), measured from the counters and predicted from the simulation:
+- time_us: sm__cycles_elapsed.avg / its per-second rate; predicted: the simulated time.
+- sm_cycles: sm__cycles_elapsed.avg (cycles per SM); predicted: simulated ns x the profile's clock_ghz.
+- clock_mhz: sm__cycles_elapsed.avg.per_second; predicted: the profile's one clock.
+- tensor_active_pct: sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed; predicted: the FLOPs per SM
+  over (the tensor instruction's FLOP per clock per SM x predicted cycles): the profile's tensor_flop_per_clk_sm
+  for wgmma, mma_sync_flop_per_clk_sm for mma.sync. (On the H200 capture this reproduces Nsight Compute's
+  percentage from the measured cycles to within a point for both instructions.)
+- dram_mb: dram__bytes_read.sum + dram__bytes_write.sum, in 10^6 bytes; predicted: the compulsory traffic
+  (attention: Q, K, V read once and O written, 2-byte elements; GEMM: A and B read once, C written), i.e. every
+  re-read hits L2, which is what the simulator assumes.
+- issue_active_pct (smsp__issue_active.avg.pct_of_peak_sustained_active) and inst_<pipe>_m
+  (sm__inst_executed_pipe_<pipe>.sum, millions of warp instructions): measured only; the simulator's costs carry
+  no instruction mix yet, so their predicted value is null with that reason.
+
+Errors: percentage units in points (predicted - measured); the others in % of the measured value. A kernel whose
+schedule is not registered, or whose profile failed, is listed with the reason and no numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lapis.captures.readers import read_ncu
+from lapis.captures.store import captures_root, manifests
+from lapis.catalog import attention, gemm
+from lapis.errors import LapisError
+from lapis.model.profile import load_profile
+from lapis.pipeline_sim import predictions
+
+GPU = "h200"
+NO_MIX = "not predicted: the simulator's op costs carry no instruction mix"
+PIPES = ("fma", "alu", "xu", "lsu", "tensor")
+UNITS = {"time_us": "µs", "sm_cycles": "cycles per SM", "clock_mhz": "MHz",
+         "tensor_active_pct": "% of peak, elapsed", "dram_mb": "10^6 bytes read + written",
+         "issue_active_pct": "% of issue slots, active cycles",
+         **{f"inst_{p}_m": f"10^6 warp instructions ({p} pipe)" for p in PIPES}}
+PCT_UNITS = ("tensor_active_pct", "issue_active_pct")
+THIRD_PARTY = {  # capture key -> (schedule, tensor instruction, where its structure comes from)
+    "flash": ("h200-flash2", "mma.sync", "lapis/pipeline_sim/schedules/fa2_flash.py"),
+    "cudnn": ("h200-cudnn-fprop", "wgmma", "lapis/pipeline_sim/schedules/cudnn_fprop.py"),
+}
+GEMM_VARIANT = "ws_s4_c2_n128"
+
+
+def kernel_case(key: str, shape: str, gemm_size: int) -> dict:
+    """The simulation that mirrors capture kernel `key`: schedule, params, shape, FLOPs, compulsory bytes and
+    tensor instruction. LapisError for a key no table names."""
+    if key == "gemm":
+        v, n = gemm.VARIANTS[GEMM_VARIANT], gemm_size
+        return dict(schedule=v["schedule"], params=gemm.sim_params(v), shape=f"{n}x{n}x{n}", flops=2.0 * n ** 3,
+                    compulsory_bytes=3 * n * n * 2, instruction="wgmma", variant=GEMM_VARIANT)
+    b, h, seq, d = (int(x) for x in shape.split("x"))
+    name, _, flag = key.partition(":")
+    causal = flag == "causal"
+    base = dict(shape=shape, flops=4.0 * b * h * seq * seq * d / (2 if causal else 1),
+                compulsory_bytes=4 * b * h * seq * d * 2)
+    if name in attention.VARIANTS:
+        v = attention.VARIANTS[name]
+        return dict(base, schedule=v["schedule"], params=attention.sim_params(v, causal), instruction="wgmma",
+                    variant=key)
+    if name in THIRD_PARTY:
+        sched, instr, _ = THIRD_PARTY[name]
+        return dict(base, schedule=sched, params=dict(causal=1) if causal else {}, instruction=instr, variant=key)
+    raise LapisError("a captured kernel is a catalog variant, 'gemm' or a third-party kernel of THIRD_PARTY",
+                     repr(key), "add it to lapis/validate/units.py")
+
+
+def measured(metrics: dict) -> dict:
+    """UNITS from one kernel's Nsight Compute metrics ({name: {"value", "unit"}})."""
+    m = {k: v["value"] for k, v in metrics.items()}
+    cyc, hz = m["sm__cycles_elapsed.avg"], m["sm__cycles_elapsed.avg.per_second"]
+    out = dict(time_us=cyc / hz * 1e6, sm_cycles=cyc, clock_mhz=hz / 1e6,
+               tensor_active_pct=m.get("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"),
+               dram_mb=(m["dram__bytes_read.sum"] + m["dram__bytes_write.sum"]) / 1e6,
+               issue_active_pct=m.get("smsp__issue_active.avg.pct_of_peak_sustained_active"))
+    for p in PIPES:
+        v = m.get(f"sm__inst_executed_pipe_{p}.sum")
+        out[f"inst_{p}_m"] = None if v is None else v / 1e6
+    return out
+
+
+def predicted(case: dict, cache: dict) -> tuple[dict, dict]:
+    """(UNITS predicted, reasons for those left null) for one kernel case."""
+    prof = load_profile(GPU)
+    val = lambda k: prof.values[k]["value"]  # noqa: E731
+    r, _ = predictions.predict(case["schedule"], GPU, case["shape"], case["params"], cache)
+    ghz = val("clock_ghz")
+    cycles = r["predicted_us"] * 1e3 * ghz
+    rate = val("tensor_flop_per_clk_sm" if case["instruction"] == "wgmma" else "mma_sync_flop_per_clk_sm")
+    out = dict(time_us=r["predicted_us"], sm_cycles=cycles, clock_mhz=ghz * 1e3,
+               tensor_active_pct=100.0 * case["flops"] / val("sm_count") / (rate * cycles),
+               dram_mb=case["compulsory_bytes"] / 1e6, issue_active_pct=None,
+               **{f"inst_{p}_m": None for p in PIPES})
+    return out, {k: NO_MIX for k, v in out.items() if v is None}
+
+
+def error(unit: str, pred, meas):
+    if pred is None or meas is None:
+        return None
+    return pred - meas if unit in PCT_UNITS else 100.0 * (pred - meas) / meas
+
+
+def kernel_row(key: str, entry: dict, shape: str, gemm_size: int, cache: dict) -> dict:
+    if "error" in entry:
+        return dict(kernel=key, not_compared=f"profile failed: {entry['error'][:200]}")
+    case = kernel_case(key, shape, gemm_size)
+    row = dict(kernel=key, name=entry.get("demangled", ""), schedule=case["schedule"], shape=case["shape"],
+               params=case["params"], instruction=case["instruction"])
+    meas = measured(entry["metrics"])
+    try:
+        pred, reasons = predicted(case, cache)
+    except LapisError as exc:
+        pred, reasons = dict.fromkeys(UNITS), dict.fromkeys(UNITS, f"not simulated: {exc}")
+    row["units"] = {u: dict(measured=meas.get(u), predicted=pred.get(u), error=error(u, pred.get(u), meas.get(u)),
+                            **({"why_not_predicted": reasons[u]} if u in reasons else {})) for u in UNITS}
+    return row
+
+
+def validate_units(captures: str | None = None) -> dict:
+    """Every kernel of the last ncu capture that measured it, predicted against measured (module docstring)."""
+    root = captures_root(captures, kinds=("ncu",))
+    folders = manifests(root, "ncu")
+    if not folders:
+        raise LapisError("validate units reads ncu captures (lapis.gpu.ncu_units)", f"none under {root}",
+                         "pass --captures DIR holding ncu/<name>/manifest.json")
+    latest: dict = {}
+    for f in folders:
+        cap = read_ncu(f)
+        for key, entry in cap.manifest["kernels"].items():
+            latest[key] = (Path(f).name, cap.manifest, entry)
+    cache = predictions.load()
+    rows = []
+    for key, (name, man, entry) in latest.items():
+        row = kernel_row(key, entry, man["shape"], man["gemm_size"], cache)
+        rows.append(dict(row, capture=f"ncu/{name}", clock_control=man.get("clock_control")))
+    return dict(gpu=GPU, units=UNITS, kernels=rows, largest_miss=largest_misses(rows))
+
+
+def largest_misses(rows: list) -> dict:
+    """{unit: {"kernel", "error"}}: the largest |error| of each predicted unit but the clock (one profile clock)."""
+    out: dict = {}
+    for r in (r for r in rows if "units" in r):
+        for u, v in r["units"].items():
+            if u != "clock_mhz" and v["error"] is not None and abs(v["error"]) > abs(out.get(u, {}).get("error", -1)):
+                out[u] = dict(kernel=r["kernel"], error=v["error"])
+    return out
+
+
+def render(r: dict) -> str:
+    """The table `lapis validate units` prints: one line per kernel and unit."""
+    lines = [f"{'kernel':<11}{'unit':<19}{'measured':>12}{'predicted':>12}{'error':>10}  schedule"]
+    for row in r["kernels"]:
+        if "units" not in row:
+            lines.append(f"{row['kernel']:<11}{row['not_compared']}")
+            continue
+        for u, v in row["units"].items():
+            m, p, e = v["measured"], v["predicted"], v["error"]
+            unit_err = "" if e is None else (f"{e:+.1f} pt" if u in PCT_UNITS else f"{e:+.1f}%")
+            lines.append(f"{row['kernel']:<11}{u:<19}{_num(m):>12}{_num(p):>12}{unit_err:>10}  {row['schedule']}")
+    for u, w in r["largest_miss"].items():
+        lines.append(f"largest {u} miss: {w['kernel']} ({w['error']:+.1f}{' points' if u in PCT_UNITS else '%'})")
+    lines.append("units: " + "; ".join(f"{k} {v}" for k, v in UNITS.items()))
+    return "\n".join(lines)
+
+
+def _num(x) -> str:
+    return "-" if x is None else f"{x:,.1f}" if abs(x) < 1e6 else f"{x:,.0f}"
