@@ -76,6 +76,8 @@ def _kernels(kind: str, folder: Path, man: dict) -> list[dict]:
         if isinstance(e.get("variants"), dict):
             out += [dict(variant=v, shape=e["shape"], **({"causal": e["causal"]} if "causal" in e else {}))
                     for v in e["variants"]]
+        elif isinstance(e.get("kernels"), dict):  # a race: kernels timed side by side
+            out += [dict(variant=k, shape=e["shape"], causal=e["causal"]) for k in e["kernels"]]
         elif "variant" in e:
             out.append(dict(variant=e["variant"], ablation=e.get("ablation"), size=e.get("size")))
     if isinstance(man.get("summary"), dict):  # a sanitizer run

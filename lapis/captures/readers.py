@@ -19,6 +19,7 @@ that timed nothing is a check-only run, which the index does not list as timed.
     sanitizer        sanitizer.json (attention folders)        tool runs   -
     gemm             manifest.json                             variants    no plain-build time, in a timed run
     ncu              manifest.json                             kernels     profile failed ("error")
+    race             manifest.json                             kernels     skipped at a shape (its reason)
 
 The profile fit (lapis.model.fit) reads micro/results.json itself: lapis.model lies below lapis.captures in the
 layers (.importlinter), so it cannot import read_micro.
@@ -385,6 +386,26 @@ def read_ncu(folder) -> Capture:
     return Capture("ncu", Path(folder), file, man, not_compared=skipped)
 
 
+# ---------------------------------------------------------------- race (same-process timings, lapis.gpu.race)
+
+RACE_CLOCK = {"mhz_median": NUM, "source": STR}
+RACE_KERNEL = {"median_us": POS, "spread_pct": NUM, "clock?": RACE_CLOCK, "speedup_to_reference?": DICT}
+RACE_RESULT = {"shape": SHAPE, "causal": BOOL, "flops": POS, "kernels?": Map(RACE_KERNEL), "skipped?": Map(STR)}
+RACE = {"provenance": PROVENANCE, "results": [RACE_RESULT]}
+
+
+def read_race(folder) -> Capture:
+    """A same-process timing run (lapis.gpu.race, under lapis.gpu.protocol): manifest.json (schema RACE); each
+    kernel a shape skipped (not importable, a failed check) is counted in not_compared by the first words of its
+    reason; CaptureError when it timed nothing."""
+    file, man = _manifest("race", folder, RACE)
+    skipped = _count((why for e in man["results"] for why in e.get("skipped", {}).values()),
+                     lambda why: " ".join(why.split()[:3]))
+    timed = sum(len(e.get("kernels", {})) for e in man["results"])
+    comparable(file, "race", timed + sum(skipped.values()), skipped)
+    return Capture("race", Path(folder), file, man, not_compared=skipped)
+
+
 def not_compared(kind: str, folders, read) -> dict:
     """"<kind>/<capture>" -> {reason: count} of the entries each capture of `folders` (read by `read`, a reader
     of this module) does not let its validator compare, for the captures that have any."""
@@ -393,4 +414,4 @@ def not_compared(kind: str, folders, read) -> dict:
 
 READERS = {"tma": read_tma, "tma_encode": read_tma_encode, "wgmma": read_wgmma, "bank": read_bank,
            "cutlass_oracle": read_cutlass_oracle, "attention": read_attention, "gemm": read_gemm,
-           "ncu": read_ncu}
+           "ncu": read_ncu, "race": read_race}

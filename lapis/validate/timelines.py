@@ -1,7 +1,8 @@
 """`lapis validate timelines`: every committed timed measurement against the simulator's prediction.
 
-A case is one (variant, shape, causal) of a timed capture: attention (lapis.captures.attention) and the GEMM
-(lapis.captures.gemm), found generically from the captures, so new variants and causal rows join by being
+A case is one (variant, shape, causal) of a timed capture: attention (lapis.captures.attention), the GEMM
+(lapis.captures.gemm) and the third-party kernels of the race captures (lapis.gpu.race: torch's FA2 `flash` and
+cuDNN `cudnn`, simulated by their schedules in lapis.catalog.third_party), found generically from the captures, so new variants and causal rows join by being
 captured. A case measured by several captures takes its time from the last one; the earlier ones give the
 run-to-run spread.
 - predicted_us: the calibrated profile and the schedule alone, with the kernel's parameters as the capture
@@ -39,7 +40,9 @@ from pathlib import Path
 from lapis.captures import attention as ac
 from lapis.captures import gemm as gc
 from lapis.captures.manifest import read_original
-from lapis.captures.store import captures_root
+from lapis.captures.readers import read_race
+from lapis.captures.store import captures_root, manifests
+from lapis.catalog import third_party
 from lapis.errors import CaptureError, LapisError, NotModelled, ScheduleError
 from lapis.figures.compare_gantt import compare_gantt
 from lapis.figures.validation import progression, scatter
@@ -88,12 +91,31 @@ def _gemm(root: Path) -> list[dict]:
     return out
 
 
+def _race(root: Path) -> list[dict]:
+    """The third-party kernels (lapis.catalog.third_party.TIMED) of every race capture (lapis.gpu.race): one case
+    per (kernel, shape, causal), with the SM clock nvidia-smi sampled during its batches."""
+    out = []
+    for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
+        man = read_race(folder).manifest
+        for e in man["results"]:
+            for name, k in e.get("kernels", {}).items():
+                if name not in third_party.TIMED:
+                    continue
+                clock = k.get("clock") or {}
+                out.append(dict(family="attention", variant=name, schedule=third_party.KERNELS[name]["schedule"],
+                                shape=e["shape"], causal=e["causal"], params={}, measured_us=k["median_us"],
+                                spread_pct=k["spread_pct"], capture=f"race/{folder.name}", timeline=None,
+                                timeline_capture=None, clock_mhz=clock.get("mhz_median"),
+                                clock_source=clock.get("source")))
+    return out
+
+
 def measured_cases(root: Path) -> list[dict]:
     """One dict per (family, variant, shape, causal), from the last capture that timed it; runs_us lists the
     medians of every capture that timed it, in capture order. Capture dates (YYYY-MM-DD) from provenance."""
     cases, dates = {}, {}
     try:
-        rows = (_attention(root) if ac.has_timed(root) else []) + _gemm(root)
+        rows = (_attention(root) if ac.has_timed(root) else []) + _gemm(root) + _race(root)
         for r in rows:
             _capture_date(root, r["capture"], dates)
     except CaptureError:  # the capture readers name the file and field
@@ -265,13 +287,15 @@ def _profile_clock_ghz() -> float:
 
 
 def cycles(pred_us: float, case: dict) -> dict:
-    """The error in SM cycles where the capture measured the run's clock (the plain build's clock probe): the
-    prediction at the profile's clock_ghz against the measurement at the probe's. The time error mixes this with
+    """The error in SM cycles where the capture measured the run's clock (clock: {"mhz", "source"}: "probed", the
+    plain build's clock probe, or "sampled", nvidia-smi during a third-party kernel's batches in a race capture):
+    the prediction at the profile's clock_ghz against the measurement at that clock. The time error mixes this with
     the clock the run had, which the model does not predict (one profile clock for every kernel)."""
     if not case.get("clock_mhz"):
-        return dict(clock_mhz=None, cycles_err_pct=None)
+        return dict(clock_mhz=None, clock=None, cycles_err_pct=None)
     ghz = _profile_clock_ghz()
-    return dict(clock_mhz=case["clock_mhz"], cycles_err_pct=err_pct(pred_us * ghz, case["measured_us"] *
+    return dict(clock_mhz=case["clock_mhz"], clock=dict(mhz=case["clock_mhz"], source=case.get("clock_source") or
+                                                        "probed"), cycles_err_pct=err_pct(pred_us * ghz, case["measured_us"] *
                                                                     case["clock_mhz"] / 1e3))
 
 

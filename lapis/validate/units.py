@@ -2,8 +2,8 @@
 
 The measurements are the `ncu` captures (lapis.gpu.ncu_units: `ncu --clock-control none`, one launch of each
 kernel; read by lapis.captures.readers.read_ncu), the last capture of each kernel. Each kernel is simulated
-with the schedule and parameters that mirror it (KERNELS: lapis's own from the variant catalogs, the third-party
-ones by their schedules) at the capture's shape, on the h200 profile.
+with the schedule and parameters that mirror it (lapis's own from the variant catalogs, the third-party
+ones from lapis.catalog.third_party) at the capture's shape, on the h200 profile.
 
 Units (UNITS), measured from the counters and predicted from the simulation:
 - time_us: sm__cycles_elapsed.avg / its per-second rate; predicted: the simulated time.
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from lapis.captures.readers import read_ncu
 from lapis.captures.store import captures_root, manifests
-from lapis.catalog import attention, gemm
+from lapis.catalog import attention, gemm, third_party
 from lapis.errors import LapisError
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import predictions
@@ -43,10 +43,6 @@ UNITS = {"time_us": "µs", "sm_cycles": "cycles per SM", "clock_mhz": "MHz",
          "issue_active_pct": "% of issue slots, active cycles",
          **{f"inst_{p}_m": f"10^6 warp instructions ({p} pipe)" for p in PIPES}}
 PCT_UNITS = ("tensor_active_pct", "issue_active_pct")
-THIRD_PARTY = {  # capture key -> (schedule, tensor instruction, where its structure comes from)
-    "flash": ("h200-flash2", "mma.sync", "lapis/pipeline_sim/schedules/fa2_flash.py"),
-    "cudnn": ("h200-cudnn-fprop", "wgmma", "lapis/pipeline_sim/schedules/cudnn_fprop.py"),
-}
 GEMM_VARIANT = "ws_s4_c2_n128"
 
 
@@ -66,10 +62,11 @@ def kernel_case(key: str, shape: str, gemm_size: int) -> dict:
         v = attention.VARIANTS[name]
         return dict(base, schedule=v["schedule"], params=attention.sim_params(v, causal), instruction="wgmma",
                     variant=key)
-    if name in THIRD_PARTY:
-        sched, instr, _ = THIRD_PARTY[name]
-        return dict(base, schedule=sched, params=dict(causal=1) if causal else {}, instruction=instr, variant=key)
-    raise LapisError("a captured kernel is a catalog variant, 'gemm' or a third-party kernel of THIRD_PARTY",
+    if name in third_party.KERNELS:
+        k = third_party.KERNELS[name]
+        return dict(base, schedule=k["schedule"], params=dict(causal=1) if causal else {},
+                    instruction=k["instruction"], variant=key)
+    raise LapisError("a captured kernel is a catalog variant, 'gemm' or one of lapis.catalog.third_party.KERNELS",
                      repr(key), "add it to lapis/validate/units.py")
 
 

@@ -1,0 +1,52 @@
+"""Third-party kernels of a race capture (lapis.gpu.race) become validation cases with a sampled clock."""
+
+import json
+
+import pytest
+
+from lapis.captures.readers import read_race
+from lapis.errors import CaptureError
+from lapis.validate.timelines import measured_cases
+
+PROV = {"gpu": "NVIDIA H200", "date": "2026-12-01T20:00:00+00:00", "commit": "0" * 40, "dirty": False,
+        "command": "python -m lapis.gpu.race --out x", "source_blobs": {}}
+
+
+def _kernel(us, mhz):
+    return {"median_us": us, "spread_pct": 0.5, "speedup_to_reference": {"median": 1.0},
+            "clock": {"mhz_median": mhz, "mhz_min": mhz, "mhz_max": mhz, "source": "sampled"}}
+
+
+def _race(root, results):
+    d = root / "race" / "h200-test"
+    d.mkdir(parents=True)
+    (d / "manifest.json").write_text(json.dumps({"provenance": PROV, "kind": "race", "results": results}))
+    return d
+
+
+def test_flash_and_cudnn_rows_become_cases(tmp_path):
+    _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12,
+                      "kernels": {"cudnn": _kernel(1700.0, 1650.0), "flash": _kernel(3300.0, 1700.0),
+                                  "attn_s9_tuned_s3_n128_c2": _kernel(1750.0, 1600.0)},
+                      "skipped": {"fa4": "LapisError: FA4's sm90 forward is not importable here"}},
+                     {"shape": "8x16x4096x128", "causal": True, "flops": 5.5e11,
+                      "kernels": {"flash": _kernel(1900.0, 1710.0)}}])
+    cases = {(c["variant"], c["causal"]): c for c in measured_cases(tmp_path)}
+    assert set(cases) == {("cudnn", False), ("flash", False), ("flash", True)}
+    f = cases[("flash", True)]
+    assert f["schedule"] == "h200-flash2" and f["measured_us"] == 1900.0
+    assert f["clock_mhz"] == 1710.0 and f["clock_source"] == "sampled"
+    assert cases[("cudnn", False)]["schedule"] == "h200-cudnn-fprop"
+    assert f["capture"] == "race/h200-test" and f["capture_date"] == "2026-12-01"
+
+
+def test_skipped_kernels_are_counted_and_a_bad_time_refused(tmp_path):
+    d = _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12,
+                          "kernels": {"cudnn": _kernel(1700.0, 1650.0)},
+                          "skipped": {"fa4": "LapisError: FA4's sm90 forward is not importable here"}}])
+    assert read_race(d).not_compared == {"LapisError: FA4's sm90": 1}
+    man = json.loads((d / "manifest.json").read_text())
+    man["results"][0]["kernels"]["cudnn"]["median_us"] = -3.0
+    (d / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(CaptureError):
+        read_race(d)
