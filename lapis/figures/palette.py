@@ -16,7 +16,7 @@ import re
 import zlib
 
 __all__ = ["KIND_COLOURS", "KIND_RULES", "WAIT_COLOUR", "FALLBACK_COLOURS", "SERIES_COLOURS", "VARIANT_COLOURS",
-           "VARIANT_MARKERS", "op_kind", "op_colour", "unmapped", "variant_style"]
+           "VARIANT_MARKERS", "INDEX_COLOURS", "UNTOUCHED_COLOUR", "op_kind", "op_colour", "unmapped", "variant_style"]
 
 # Op kind -> colour (hex). Tensor-core kinds are blues, data movement greens and cyan, the softmax orange, the
 # rescale red, the epilogue brown; grey is kept for waits.
@@ -93,3 +93,8 @@ def variant_style(i: int) -> tuple[str, str]:
     VARIANT_MARKERS[(i + i // 9) % 9]."""
     n = len(VARIANT_COLOURS)
     return VARIANT_COLOURS[i % n], VARIANT_MARKERS[(i + i // n) % len(VARIANT_MARKERS)]
+
+# Categorical colours for small indices (a 16-B chunk's column, a bank group 0-7): tab10 without its grey, which
+# the memory figures keep for untouched (sentinel) bytes.
+INDEX_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
+UNTOUCHED_COLOUR = "#d9d9d9"
