@@ -81,18 +81,20 @@ def scatter(rows: list[dict], path=None, title: str = "Predicted against measure
 
 def progression(rows: list[dict], path=None, title: str = "Hopper progression: predicted and measured",
                 ylabel: str = "µs (lower is faster)"):
-    """One panel per (shape, causal): predicted and measured bars side by side per variant, in the rows'
-    order. A row without measured_us (a prediction only) gets its predicted bar alone. Saves a PNG at `path`
-    if given; returns the Figure. ValueError without rows."""
+    """One panel per shape, three panels a row: predicted and measured bars side by side per variant, in the
+    rows' order; a causal row is labelled "VARIANT causal". Every panel's x axis holds as many groups as the
+    fullest one, so a bar has one width throughout. A row without measured_us (a prediction only) gets its
+    predicted bar alone. Saves a PNG at `path` if given (dpi 110); returns the Figure. ValueError without rows."""
     rows = [r for r in rows if r.get("predicted_us") is not None]
     if not rows:
         raise ValueError("no rows to draw")
-    groups = list(dict.fromkeys((r["shape"], bool(r.get("causal"))) for r in rows))
-    width = max(len([r for r in rows if (r["shape"], bool(r.get("causal"))) == g]) for g in groups)
-    fig = _figure((max(6.0, 0.55 * width + 2) * min(len(groups), 3) / 1.6, 3.2 * -(-len(groups) // 3)))
+    groups = list(dict.fromkeys(r["shape"] for r in rows))
+    width = max(len([r for r in rows if r["shape"] == g]) for g in groups)
+    ncols, nrows = min(len(groups), 3), -(-len(groups) // 3)
+    fig = _figure((max(6.0, 0.55 * width + 2) * ncols / 1.6, 0.5 + 3.2 * nrows))
     for i, g in enumerate(groups):
-        ax = fig.add_subplot(-(-len(groups) // 3), min(len(groups), 3), i + 1)
-        mine = [r for r in rows if (r["shape"], bool(r.get("causal"))) == g]
+        ax = fig.add_subplot(nrows, ncols, i + 1)
+        mine = [r for r in rows if r["shape"] == g]
         xs = range(len(mine))
         ax.bar([x - 0.2 for x in xs], [r["predicted_us"] for r in mine], 0.4, color=SERIES_COLOURS["predicted"],
                label="predicted", gid="bars:predicted")
@@ -100,19 +102,22 @@ def progression(rows: list[dict], path=None, title: str = "Hopper progression: p
         if meas:
             ax.bar([x + 0.2 for x, _ in meas], [m for _, m in meas], 0.4, color=SERIES_COLOURS["measured"],
                    label="measured (plain build)", gid="bars:measured")
+        names = [f"{r['variant']}{' causal' if r.get('causal') else ''}" for r in mine]
         ax.set_xticks(list(xs))
-        long = len(mine) > 6 or max(len(r["variant"]) for r in mine) > 6  # names that would overlap flat
-        ax.set_xticklabels([r["variant"] for r in mine], fontsize=7, rotation=30 if long else 0,
-                           ha="right" if long else "center")
-        ax.set_title(f"{g[0]}{' causal' if g[1] else ''}", fontsize=9)
+        long = len(mine) > 6 or max(len(n) for n in names) > 6  # names that would overlap flat
+        ax.set_xticklabels(names, fontsize=7, rotation=30 if long else 0, ha="right" if long else "center",
+                           rotation_mode="anchor")
+        ax.set_xlim(-0.6, width - 0.4)
+        ax.set_title(g, fontsize=9)
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(axis="y", linestyle=":", linewidth=0.5)
         ax.set_axisbelow(True)
-        if i == 0:
+        if i % ncols == 0:
             ax.set_ylabel(ylabel, fontsize=8)
+        if i == 0:
             ax.legend(fontsize=7, frameon=False)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_size_inches()[1]))  # room for the title
     if path is not None:
         fig.savefig(path, dpi=110)
     return fig

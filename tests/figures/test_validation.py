@@ -44,3 +44,17 @@ def test_every_variant_has_a_distinct_colour_and_marker():
         if (c.get_gid() or "").startswith("errors:"):
             v = c.get_gid().split(":")[1]
             assert (to_hex(c.get_edgecolor()[0]), c.get_paths()[0].vertices.round(6).tolist()) == style[v]
+
+
+def test_progression_is_one_panel_per_shape_with_causal_rows_labelled():
+    from lapis.figures.validation import progression
+    rows = [dict(variant=v, shape=s, causal=c, predicted_us=p, measured_us=m)
+            for v, s, c, p, m in (("s1", "A", False, 10.0, 12.0), ("s9", "A", False, 5.0, 6.0),
+                                  ("s9", "A", True, 3.0, 4.0), ("g", "B", False, 7.0, None))]
+    fig = progression(rows)
+    assert [ax.get_title() for ax in fig.axes] == ["A", "B"]
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["s1", "s9", "s9 causal"]
+    assert all(ax.get_xlim() == (-0.6, 2.6) for ax in fig.axes)  # one bar width in every panel
+    heights = {ax.get_title(): [(p.get_gid(), p.get_height()) for p in ax.patches] for ax in fig.axes}
+    assert heights["B"] == [("bars:predicted", 7.0)]
+    assert ("bars:measured", 4.0) in heights["A"]
