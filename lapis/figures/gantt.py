@@ -26,6 +26,7 @@ __all__ = ["gantt", "steady_state_window", "lane_order"]
 WAIT_HATCH = "////"
 LANE_HEIGHT = 0.8  # of the 1.0 a lane gets on the y axis
 MAX_SUBROWS = 6  # more overlapping ops than this in one lane are drawn over the last sub-row
+LEGEND_CHARS = 40  # op names listed in a legend entry, at most
 MIN_BAR_FRACTION = 0.003  # zero-length ops (an instant issue) are drawn this fraction of the window wide (>= 2 px)
 
 
@@ -124,12 +125,16 @@ def _pack(bars):
 
 
 def _legend_label(kind: str, names: list[str]) -> str:
+    """"kind: name, name" (the bare kind when it is its only name); past LEGEND_CHARS, "kind: N ops (first, …)"."""
     if kind not in KIND_COLOURS:
         return f"{kind} (unmapped op name)"
     if names == [kind]:
         return kind
-    shown = ", ".join(names[:3]) + (f", +{len(names) - 3} more" if len(names) > 3 else "")
-    return f"{kind}: {shown}"
+    text = ", ".join(names)
+    if len(text) <= LEGEND_CHARS:
+        return f"{kind}: {text}"
+    first = names[0] if len(names[0]) <= 24 else names[0][:23] + "…"
+    return f"{kind}: {len(names)} ops ({first}, …)"
 
 
 def gantt(events, path=None, title: str = "", window_ns=None, lanes=None):

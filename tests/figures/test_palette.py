@@ -70,6 +70,13 @@ def test_unknown_names_get_a_listed_deterministic_fallback():
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["frobnicate (unmapped op name)"]
 
 
+def test_long_legend_entries_are_cut_to_a_count():
+    evs = [Event("softmax0", f"S0 pass {i}: row max (tmem)", 10 * i, 10 * i + 5) for i in range(5)]
+    evs += [Event("tensor", "Q0K", 0, 5), Event("tensor", "wgmma QK", 5, 9)]
+    legend = [t.get_text() for t in gantt(evs).axes[0].get_legend().get_texts()]
+    assert legend == ["mma QK: Q0K, wgmma QK", "softmax: 5 ops (S0 pass 0: row max (tme…, …)"]
+
+
 def test_variant_styles_differ_in_colour_and_marker_for_the_first_nine():
     styles = [variant_style(i) for i in range(81)]
     assert len({c for c, _ in styles[:9]}) == 9 and len({m for _, m in styles[:9]}) == 9
