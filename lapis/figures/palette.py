@@ -2,7 +2,7 @@
 
 Op names differ between the simulator and the hardware timelines: the simulator's schedules
 (lapis.pipeline_sim.schedules, recorder events) write "wgmma QK", "TMA K", "S0 pass 2: P (mufu)", "cp.async K+V";
-the instrumented kernels' timelines (lapis.captures readers; lapis/gpu/attention_plan.OPS and the GEMM timelines'
+the instrumented kernels' timelines (lapis.captures readers; lapis.gpu.attention_plan.OPS and the GEMM timelines'
 "ops" arrays) write "issue QK", "issue wgmma", "issue TMA", "softmax", "O rescale". `op_kind` maps every such name
 to one kind by the first matching rule of KIND_RULES, and `op_colour` gives the kind's colour, so a predicted
 "wgmma" and a measured "issue wgmma" are one colour in every figure. A name no rule matches keeps its own name as
