@@ -32,7 +32,9 @@ def _gemm_label(r: dict) -> str:
 
 
 def _param_text(key: str, value) -> str:
-    return str(value) if isinstance(value, str) else f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+    if isinstance(value, str):
+        return value
+    return f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
 
 
 def build_label(row: dict, rows: list[dict]) -> str:

@@ -8,8 +8,15 @@ from lapis.captures import attention as ac
 from lapis.captures.store import captures_root, open_timelines, timeline_files
 from lapis.figures.compare_gantt import compare_gantt
 from lapis.figures.gantt import gantt
-from lapis.figures.palette import (FALLBACK_COLOURS, INDEX_COLOURS, KIND_COLOURS, op_colour, op_kind, unmapped,
-                                   variant_style)
+from lapis.figures.palette import (
+    FALLBACK_COLOURS,
+    INDEX_COLOURS,
+    KIND_COLOURS,
+    op_colour,
+    op_kind,
+    unmapped,
+    variant_style,
+)
 from lapis.gpu.attention_plan import OPS, ROLES
 from lapis.pipeline_sim.recorder import Event
 from lapis.pipeline_sim.simulate import simulate

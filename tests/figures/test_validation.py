@@ -33,7 +33,8 @@ def test_every_variant_has_a_distinct_colour_and_marker():
     style = {}
     for c in fig.axes[0].collections:
         if (c.get_gid() or "").startswith("points:"):
-            style[c.get_gid().split(":")[1]] = (to_hex(c.get_edgecolor()[0]), c.get_paths()[0].vertices.round(6).tolist())
+            outline = c.get_paths()[0].vertices.round(6).tolist()
+            style[c.get_gid().split(":")[1]] = (to_hex(c.get_edgecolor()[0]), outline)
     assert len(style) == 12
     first = [style[f"v{i}"] for i in range(9)]
     assert len({c for c, _ in first}) == 9 and len({str(p) for _, p in first}) == 9  # both differ
