@@ -102,7 +102,11 @@ def test_compare_png_interleaves_predicted_and_measured_lanes_with_shared_colour
             colour.setdefault(op, set()).add(tuple(p.get_facecolor()))
             assert lane in lanes
     assert len(colour["issue TMA"]) == 1  # one colour for the op on both the predicted and the measured lane
-    assert len({c for cs in colour.values() for c in cs}) == len(colour)
+    # one colour per op kind (lapis.figures.palette): predicted "wgmma" and measured "issue wgmma" alike
+    assert colour["wgmma"] == colour["issue wgmma"] and len(colour["wgmma"]) == 1
+    kinds = {"issue TMA": "TMA issue", "wgmma": "mma", "issue wgmma": "mma", "load A+B": "load", "epilogue": "epilogue"}
+    assert set(colour) <= set(kinds)
+    assert len({c for cs in colour.values() for c in cs}) == len({kinds[op] for op in colour})
     # both windows start at a K iteration: the axis starts at 0
     assert ax.get_xlim()[0] == 0.0
 
