@@ -67,7 +67,7 @@ def test_the_size_bound_is_a_lower_bound(monkeypatch):
         check_size("gemm", (2048, 2048, 4096), prm, 132)
 
 
-@pytest.mark.parametrize("flag", ["--trace", "--png"])
+@pytest.mark.parametrize("flag", ["--trace", "--figure"])
 def test_an_output_the_os_refuses_is_named_not_a_traceback(flag, capsys):
     """/proc is a folder, looks writable to root, and refuses new files: the write used to raise."""
     suffix = ".json" if flag == "--trace" else ".png"
@@ -77,8 +77,8 @@ def test_an_output_the_os_refuses_is_named_not_a_traceback(flag, capsys):
 
 
 def test_compare_png_and_report_out_the_os_refuses(capsys):
-    assert main(["compare", "--schedule", "h200-gemm-ws", "--shape", "4096x4096x4096", "--png", "/proc/c.png"]) == 2
-    assert "--png could not be written" in capsys.readouterr().err
+    assert main(["compare", "--schedule", "h200-gemm-ws", "--shape", "4096x4096x4096", "--figure", "/proc/c.png"]) == 2
+    assert "--figure could not be written" in capsys.readouterr().err
     assert main(["report", "--out", "/proc/lapis-report"]) == 2
     assert "--out must be a folder lapis can write" in capsys.readouterr().err
 
