@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from lapis.errors import LapisError
@@ -39,17 +40,21 @@ def _check_name(flag: str, path: str, example: str) -> None:
                          f"{len(os.fsencode(long[0]))} bytes", f"shorten it, e.g. {flag} {example}")
 
 
-def _writable_folder(flag: str, folder: Path, path: str, example: str) -> None:
-    """The nearest existing ancestor of `folder` must be a folder this process can write into."""
+def _writable_folder(flag: str, folder: Path, path: str, example: str, what: str) -> None:
+    """The nearest existing ancestor of `folder` must be a folder this process can create a file in: probed with
+    a temporary file (removed at once), since os.access says yes to root where the kernel says no (/proc)."""
     probe = folder
     while not os.path.lexists(probe) and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
-        raise LapisError(f"{flag} must be inside a folder, and {_shown(str(probe))} is not one", _shown(path),
-                         f"e.g. {flag} {example}")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise LapisError(f"{flag} must be in a folder lapis can write, and {_shown(str(probe))} is read-only",
+        raise LapisError(f"{flag} must be {what} lapis can write, and {_shown(str(probe))} is not a folder",
                          _shown(path), f"e.g. {flag} {example}")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
+        raise LapisError(f"{flag} must be {what} lapis can write, and {_shown(str(probe))} refuses new files "
+                         f"({exc.strerror})", _shown(path), f"e.g. {flag} {example}") from None
 
 
 def check_out_file(flag: str, path: str | None, suffixes: str | tuple[str, ...]) -> None:
@@ -76,7 +81,7 @@ def check_out_file(flag: str, path: str | None, suffixes: str | tuple[str, ...])
     parent = p.parent
     if not parent.is_dir():
         raise LapisError(f"{flag} must name a {'/'.join(suffixes)} file in an existing folder", _shown(path), f"e.g. {flag} {example}")
-    _writable_folder(flag, parent, path, example)
+    _writable_folder(flag, parent, path, example, "in a folder")
 
 
 def check_out_dir(flag: str, path: str | None, example: str = "out") -> None:
@@ -89,7 +94,7 @@ def check_out_dir(flag: str, path: str | None, example: str = "out") -> None:
     if os.path.lexists(p) and not p.is_dir():
         raise LapisError(f"{flag} must be a folder lapis can write, and this is a file", _shown(path),
                          f"pass a new or existing folder, e.g. {flag} {example}")
-    _writable_folder(flag, p, path, example)
+    _writable_folder(flag, p, path, example, "a folder")
 
 
 def write_output(flag: str, path: str, write) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import math
 import sys
 
 from lapis.cli.tma import add_map_args, integer
@@ -93,15 +92,38 @@ def count(least: int):
     return parse
 
 
-def seconds(text: str) -> float:
-    """An argparse type: a finite positive number of seconds."""
+def below_2_31(text: str) -> int:
+    """An argparse type: a whole number below 2**31 (counts whose lower bound the library checks and names)."""
     try:
-        value = float(text)
+        value = int(text, 10)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text}")
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value >= 2**31:
+        raise argparse.ArgumentTypeError(f"expected a whole number below 2**31, got {text}")
     return value
+
+
+def text(value: str) -> str:
+    """An argparse type: a non-empty string (an empty one would read as 'not given' and pick the default)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("expected a value, got an empty string")
+    return value
+
+
+# string options where an empty value means something: a rank-1 tensor has no strides; all 1 element strides
+EMPTY_ALLOWED = {"--strides", "--elem-strides"}
+
+
+def _non_empty_strings(parser: argparse.ArgumentParser) -> None:
+    """Give every plain string option of `parser` and its subcommands the `text` type."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _non_empty_strings(sub)
+        elif (action.option_strings and action.type is None and action.choices is None and action.nargs is None
+              and isinstance(action, (argparse._StoreAction, argparse._AppendAction))
+              and not EMPTY_ALLOWED & set(action.option_strings)):
+            action.type = text
 
 
 LIST_OPTIONS = ("--dims", "--strides", "--box", "--elem-strides", "--coords", "--shape")
@@ -291,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     vt.add_argument("--figures", metavar="DIR", help="write a Gantt per case, the scatter and the progression chart "
                     "into this folder")
     _json(vt)
+    _non_empty_strings(ap)
     return ap
 
 
@@ -308,15 +331,15 @@ def add_sweep_parser(sub) -> None:
     sw.add_argument("--seed", type=count(0), default=0, help="seed of --random and of the fast-mode check (default 0)")
     sw.add_argument("--fast", action="store_true", help="steady-state extrapolation from short runs (lapis.sweep."
                     "fast), checked against full simulations of --check sampled rows")
-    sw.add_argument("--check", type=int, default=3, metavar="N", help="rows simulated in full to measure the "
+    sw.add_argument("--check", type=below_2_31, default=3, metavar="N", help="rows simulated in full to measure the "
                     "fast-mode error (default 3; 0: none)")
     sw.add_argument("--executor", default="pool", help="serial, pool (default: a local process pool), dask-local "
                     "(a Dask LocalCluster) or dask://HOST:PORT (a running Dask scheduler)")
-    sw.add_argument("--workers", type=int, help="worker processes for pool and dask-local (default: CPU count)")
+    sw.add_argument("--workers", type=below_2_31, help="worker processes for pool and dask-local (default: CPU count)")
     sw.add_argument("--out", default="lapis-sweep", help="output folder: rows.jsonl, sweep.csv, pareto.png, "
                     "summary.json (default lapis-sweep)")
-    sw.add_argument("--top", type=int, default=5, help="configurations printed (default 5)")
-    sw.add_argument("--validate-top", type=int, metavar="K", help="GPU only: build and time the K best runnable "
+    sw.add_argument("--top", type=below_2_31, default=5, help="configurations printed (default 5)")
+    sw.add_argument("--validate-top", type=below_2_31, metavar="K", help="GPU only: build and time the K best runnable "
                     "configurations with lapis.gpu.bench_attention; adds measured columns (validated.csv)")
     sw.add_argument("--provenance", help="with --validate-top: JSON from `python -m lapis.captures.provenance $(lapis bench "
                     "attention --sources)`, made where git is, for the kernels' manifest")
