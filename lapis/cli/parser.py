@@ -13,6 +13,7 @@ import argparse
 import importlib.metadata
 import sys
 
+import lapis
 from lapis.cli.tma import add_map_args, integer
 
 # One set of exit codes for every subcommand; lapis.cli.main maps lapis.errors.LapisError to "bad input".
@@ -41,7 +42,6 @@ def package_version() -> str:
     try:
         return importlib.metadata.version("lapis")
     except importlib.metadata.PackageNotFoundError:
-        import lapis
         return getattr(lapis, "__version__", "unknown")
 
 
