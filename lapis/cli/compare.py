@@ -16,7 +16,8 @@ def cli_compare(args) -> int:
     """`lapis compare`: exit 0; 1 when --figure or --trace was asked for but the variant has no measured timeline."""
     check_out_file("--figure", args.figure, FIGURE_SUFFIXES)
     check_out_file("--trace", args.trace, ".json")
-    r = compare_gemm(args.schedule, args.shape, args.variant, args.captures, keep_events=bool(args.figure or args.trace))
+    r = compare_gemm(args.schedule, args.shape, args.variant, args.captures,
+                     keep_events=bool(args.figure or args.trace))
     pred, meas = r.pop("_predicted_events", None), r.pop("_measured_events", None)
     print(json.dumps(r, indent=1) if args.json else render(r))
     if not (args.figure or args.trace):

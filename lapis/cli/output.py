@@ -80,7 +80,8 @@ def check_out_file(flag: str, path: str | None, suffixes: str | tuple[str, ...])
             raise LapisError(f"{flag} names a read-only file", _shown(path), f"e.g. {flag} {example}")
     parent = p.parent
     if not parent.is_dir():
-        raise LapisError(f"{flag} must name a {'/'.join(suffixes)} file in an existing folder", _shown(path), f"e.g. {flag} {example}")
+        raise LapisError(f"{flag} must name a {'/'.join(suffixes)} file in an existing folder", _shown(path),
+                         f"e.g. {flag} {example}")
     _writable_folder(flag, parent, path, example, "in a folder")
 
 

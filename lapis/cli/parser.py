@@ -184,7 +184,8 @@ def _forwarded(sub, name: str, text: str):
 
 def build_parser() -> argparse.ArgumentParser:
     ap = LapisParser(prog="lapis", description="Layout and pipeline simulator for Hopper/Blackwell kernels, "
-                     "checked against H200 captures.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                     "checked against H200 captures.", epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", action="version", version=f"lapis {package_version()}")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 

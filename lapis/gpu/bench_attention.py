@@ -560,13 +560,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--variants", type=lambda s: s.split(","),
                     default=[n for n, v in VARIANTS.items() if not v["diagnostic"]],
                     help=f"comma-separated, from {', '.join(VARIANTS)}")
-    ap.add_argument("--repeats", dest="runs", metavar="N", type=int, default=30, help="least timed launches per kernel "
-                    "(default 30)")
+    ap.add_argument("--repeats", dest="runs", metavar="N", type=int, default=30,
+                    help="least timed launches per kernel (default 30)")
     ap.add_argument("--runs", dest="runs", type=int, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--min-seconds", type=float, default=0.3, help="least timed GPU seconds per kernel")
-    ap.add_argument("--timeout-s", dest="timeout", metavar="SECONDS", type=float, default=230, help="seconds before the worker counts "
-                    "as hung (default 230)")
+    ap.add_argument("--timeout-s", dest="timeout", metavar="SECONDS", type=float, default=230,
+                    help="seconds before the worker counts as hung (default 230)")
     ap.add_argument("--timeout", dest="timeout", type=float, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     ap.add_argument("--check-only", action="store_true", help="correctness only, no timing")
     ap.add_argument("--causal", action="store_true", help="causal masking (variants with a causal build: s9); "

@@ -552,13 +552,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="cube sizes M = N = K, comma-separated (default 2048,4096,8192)")
     ap.add_argument("--variants", type=lambda s: s.split(","), default=list(DEFAULT_VARIANTS),
                     help=f"comma-separated, from {', '.join(VARIANTS)} (default: the first three)")
-    ap.add_argument("--repeats", dest="runs", metavar="N", type=int, default=200, help="least timed launches per kernel "
-                    "(default 200)")
+    ap.add_argument("--repeats", dest="runs", metavar="N", type=int, default=200,
+                    help="least timed launches per kernel (default 200)")
     ap.add_argument("--runs", dest="runs", type=int, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--min-seconds", type=float, default=0.25, help="least timed GPU seconds per kernel")
-    ap.add_argument("--timeout-s", dest="timeout", metavar="SECONDS", type=float, default=200, help="seconds before the worker counts "
-                    "as hung (default 200)")
+    ap.add_argument("--timeout-s", dest="timeout", metavar="SECONDS", type=float, default=200,
+                    help="seconds before the worker counts as hung (default 200)")
     ap.add_argument("--timeout", dest="timeout", type=float, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     ap.add_argument("--no-demo", action="store_true", help="skip the watchdog demo")
     ap.add_argument("--check-only", action="store_true",

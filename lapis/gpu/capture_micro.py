@@ -510,8 +510,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--provenance", help="JSON from `python -m lapis.captures.provenance` (commit, dirty, blobs)")
     ap.add_argument("--only", help="comma-separated name prefixes to run (default: all)")
     ap.add_argument("--repeats", type=int, default=mc.REPEATS, help=f"timed launches each (default {mc.REPEATS})")
-    ap.add_argument("--timeout-s", dest="item_timeout_s", metavar="SECONDS", type=float, default=30.0, help="seconds before a "
-                    "measurement is killed (default 30)")
+    ap.add_argument("--timeout-s", dest="item_timeout_s", metavar="SECONDS", type=float, default=30.0,
+                    help="seconds before a measurement is killed (default 30)")
     ap.add_argument("--item-timeout-s", dest="item_timeout_s", type=float, default=argparse.SUPPRESS,
                     help=argparse.SUPPRESS)
     ap.add_argument("--budget-s", type=float, default=170.0, help="stop starting measurements after this")
