@@ -13,6 +13,7 @@ the error is also printed on stdout as {"ok": false, "exit_code": 2, "error": ..
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -35,11 +36,20 @@ def json_error(message: str, code: int) -> None:
 def parse(argv: list[str]):
     """The parsed namespace; forwarded subcommands (FORWARDED) keep their unknown options in args.forward_args."""
     parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
     if tuple(argv[:2]) in FORWARDED:
-        args, extra = parser.parse_known_args(argv)
         args.forward_args = extra
-        return args
-    return parser.parse_args(argv)
+    elif extra:  # named by the subcommand's parser, so its usage line is the one printed
+        subcommand(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def subcommand(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
+    """The parser of the subcommand `args` was parsed into (e.g. `lapis layout show`'s)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and getattr(args, action.dest, None) in action.choices:
+            return subcommand(action.choices[getattr(args, action.dest)], args)
+    return parser
 
 
 def main(argv=None) -> int:
@@ -49,7 +59,10 @@ def main(argv=None) -> int:
     try:
         args = parse(argv)
     except SystemExit as exc:  # --help, --version (0) and usage errors (2): argparse has printed them
-        return exc.code if isinstance(exc.code, int) else EXIT_CODES["bad input"]
+        code = exc.code if isinstance(exc.code, int) else EXIT_CODES["bad input"]
+        if code and "--json" in argv:
+            json_error(getattr(exc, "usage_error", "usage error (see stderr)"), code)
+        return code
     try:
         return _dispatch(args) or 0
     except LapisError as exc:

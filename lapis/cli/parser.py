@@ -70,6 +70,15 @@ class LapisParser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    def error(self, message):
+        """argparse's usage error (usage and message on stderr, exit 2), with the message kept on the SystemExit
+        for lapis.cli.main's --json answer."""
+        self.print_usage(sys.stderr)
+        exc = SystemExit(2)
+        exc.usage_error = f"{self.prog}: error: {message}"
+        self._print_message(exc.usage_error + "\n", sys.stderr)
+        raise exc
+
     def _print_message(self, message, file=None):
         # usage errors quote what was typed, which may hold bytes no encoding takes (os.fsdecode(b"\xff"))
         if message:

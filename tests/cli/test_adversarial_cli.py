@@ -169,7 +169,7 @@ def _guard_gpu(name):
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-@settings(max_examples=40, derandomize=True, deadline=None,
+@settings(max_examples=40, derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_hostile_values_exit_2_or_a_documented_code(name, data, capsys, tmp_path):
@@ -187,7 +187,7 @@ def test_hostile_values_exit_2_or_a_documented_code(name, data, capsys, tmp_path
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-@settings(max_examples=10, derandomize=True, deadline=None,
+@settings(max_examples=10, derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), junk=st.text(max_size=12))
 def test_arbitrary_text_never_escapes(name, data, junk, capsys):

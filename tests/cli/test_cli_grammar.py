@@ -209,6 +209,14 @@ def test_json_is_all_that_goes_to_stdout(name, tmp_path, capsys):
         assert isinstance(out, (dict, list)) and out
 
 
+def test_a_usage_error_with_json_answers_in_json(capsys):
+    assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "256x256x256", "--nope", "--json"]) == 2
+    out = capsys.readouterr()
+    assert json.loads(out.out) == {"ok": False, "exit_code": 2,
+                                   "error": "lapis simulate: error: unrecognized arguments: --nope"}
+    assert "usage: lapis simulate" in out.err
+
+
 def test_version_is_the_package_version(capsys):
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     import lapis
