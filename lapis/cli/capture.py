@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import os
 import sys
 
 from lapis.cli.output import check_out_dir
@@ -50,6 +51,22 @@ def forward(key: tuple[str, str], args) -> int:
     return run_campaign(" ".join(key), FORWARDED[key], argv, args.json, needs_gpu=not cpu_only, needs=needs)
 
 
+@contextlib.contextmanager
+def stdout_to_stderr():
+    """Send everything written to stdout to stderr, the campaign's worker processes included (file descriptor 1
+    is pointed at 2), so that --json leaves one object on stdout."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def run_campaign(name: str, module: str, argv: list[str], as_json: bool, needs_gpu: bool,
                  needs: str = GPU_NEEDED) -> int:
     """Run module.main(argv): exit 2 with a message (and a JSON error object with --json) when there is no GPU."""
@@ -62,7 +79,7 @@ def run_campaign(name: str, module: str, argv: list[str], as_json: bool, needs_g
                 print(json.dumps({"ok": False, "exit_code": EXIT_CODES["bad input"], "error": needs}))
             return EXIT_CODES["bad input"]
     main = importlib.import_module(module).main
-    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+    with stdout_to_stderr() if as_json else contextlib.nullcontext():
         try:
             code = main(argv) or 0
         except SystemExit as exc:  # argparse's --help and usage errors

@@ -217,6 +217,13 @@ def test_a_usage_error_with_json_answers_in_json(capsys):
     assert "usage: lapis simulate" in out.err
 
 
+def test_a_forwarded_command_under_json_keeps_its_own_output_off_stdout(capfd):
+    """`capture gemm --sources` prints the kernel sources (no GPU needed); under --json they go to stderr."""
+    assert main(["capture", "gemm", "--sources", "--json"]) == 0
+    out = capfd.readouterr()
+    assert json.loads(out.out) == {"ok": True, "exit_code": 0} and "lapis/gpu/kernels/gemm_ws.cu" in out.err
+
+
 def test_version_is_the_package_version(capsys):
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     import lapis
