@@ -139,7 +139,7 @@ def test_bad_window_is_refused(tmp_path):
 @pytest.mark.parametrize("schedule,shape", RUNS)
 def test_cli_png(schedule, shape, tmp_path, capsys):
     path = tmp_path / "gantt.png"
-    assert main(["simulate", "--schedule", schedule, "--shape", shape, "--png", str(path)]) == 0
+    assert main(["simulate", "--schedule", schedule, "--shape", shape, "--figure", str(path)]) == 0
     assert str(path) in capsys.readouterr().out
     assert _is_png(path)
 
@@ -148,11 +148,11 @@ def test_cli_png_keeps_json_parseable_and_checks_the_path(tmp_path, capsys):
     import json
     path = tmp_path / "gantt.png"
     assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "1024x1024x1024", "--json",
-                 "--png", str(path)]) == 0
+                 "--figure", str(path)]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["schedule"] == "h200-gemm-ws" and str(path) in out.err
     assert _is_png(path)
     assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "1024x1024x1024",
-                 "--png", str(tmp_path / "no" / "g.png")]) == 2
+                 "--figure", str(tmp_path / "no" / "g.png")]) == 2
     assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "1024x1024x1024",
-                 "--png", str(tmp_path / "g.txt")]) == 2
+                 "--figure", str(tmp_path / "g.txt")]) == 2
