@@ -8,15 +8,20 @@ For a loop body run by every warp, the cycles the SMSP spends per warp-iteration
     pipe p    n_p / rate_p                            (n_p: its instructions on pipe p; lapis.model.sass.PIPE_OF)
     latency   T_warp / warps                          (T_warp: one warp alone, in-order issue, per iteration)
 
-T_warp is the steady-state period of one warp issuing the body in order: each instruction issues one cycle after
-the previous at the earliest and not before its source registers are ready (producer issue + latency of the
-producer's pipe), over several iterations so loop-carried chains count. It is at least the RAW critical path x
-latency. Combination: the plain max (no smoothing, nothing fitted); `bound` names the largest term.
+T_warp is one warp's period when it runs alone: simulate(body, 1) for cuobjdump input (the compiler's stall
+counts, scoreboard waits, pipe spacing), else warp_period (in-order issue, each instruction waits for its source
+registers: producer issue + latency of the producer's pipe; at least the RAW critical path x latency).
+Combination: the plain max (no smoothing, nothing fitted); `bound` names the largest term.
 
-Constants (Constants.load): the pipes capture once it exists; until then PENDING (lapis/data/smsp_pending.json),
+simulate() is the second, finer answer: the warps issue cycle by cycle on one SMSP (stall counts, scoreboards,
+shared pipes with fractional rates, greedy-then-oldest warp choice), so bounds that are close interfere as on
+the hardware instead of the larger one hiding the other.
+
+Constants: Constants.from_pipes_capture (benchmarks/h200_pipes.sh's results.json) once it exists; until then
+Constants.load() of PENDING (lapis/data/smsp_pending.json),
 a file marked pending whose rates come partly from lapis micro captures and partly from published figures.
 
-    python -m lapis.model.smsp --micro     # predicted vs measured cycles of the softmax microbenchmarks
+    python -m lapis.model.smsp --micro     # bound model and simulation vs measured softmax microbenchmarks
 
 --micro compiles lapis/gpu/kernels/micro_softmax_v1.cu for sm_90a (nvcc, cuobjdump), takes each kernel's
 outer loop, and compares with the softmax.* measurements of MICRO_CAPTURE: tiles/clk/SM R gives 1 / R SMSP cycles
@@ -45,6 +50,8 @@ SOFTMAX_SOURCE = DATA.parent / "gpu" / "kernels" / "micro_softmax_v1.cu"
 FLAVOURS = ("exp2f", "ex2", "ex2_cond", "emu8", "emu4")
 COND_FLAVOURS = ("ex2_cond",)  # the O rescale's forward branch is taken every iteration (micro_softmax_v1.cu)
 MAX_JSON_BYTES = 16 << 20
+# the micro_pipes.cu class whose throughput and latency stand for each pipe
+PIPE_CLASS = {"fma": "ffma", "alu": "fmnmx", "xu": "ex2", "lsu": "shfl", "tensor": "hmma"}
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,27 @@ class Constants:
                                "write {issue_per_clk: {value}, rate: {pipe: {value}}, latency: {pipe: {value}}}")
         srcs = {f"rate.{p}": v.get("source", "") for p, v in d["rate"].items()}
         return cls(issue, rate, latency, "PENDING" in str(d.get("status", "")), srcs)
+
+
+    @classmethod
+    def from_pipes_capture(cls, results: Path, base: Path = PENDING) -> Constants:
+        """Constants from a pipes capture (lapis.gpu.capture_pipes results.json): rate[pipe] = the throughput of
+        PIPE_CLASS[pipe] at the most warps per SMSP measured, latency[pipe] = its dependent-issue latency; pipes
+        without a class there keep `base`'s values. pending is False only when every PIPE_CLASS pipe was measured."""
+        base_c = cls.load(base)
+        rate, latency, sources = dict(base_c.rate), dict(base_c.latency), dict(base_c.sources)
+        found = {m["name"]: m for m in _read_json(results).get("measurements", []) if m.get("status") == "ok"}
+        measured = 0
+        for pipe, c in PIPE_CLASS.items():
+            tputs = sorted((m["warps_per_smsp"], m) for m in found.values()
+                           if m.get("cls") == c and m.get("kind") == "tput")
+            lat = found.get(f"pipes.{c}.lat")
+            if tputs and lat:
+                rate[pipe] = float(tputs[-1][1]["value"]["median"])
+                latency[pipe] = float(lat["value"]["median"])
+                sources[f"rate.{pipe}"] = f"{results}: {tputs[-1][1]['name']}"
+                measured += 1
+        return cls(base_c.issue_per_clk, rate, latency, measured < len(PIPE_CLASS), sources)
 
 
 @dataclass(frozen=True)
@@ -105,6 +133,55 @@ def warp_period(body: list[sass.Instruction], consts: Constants, iterations: int
     return starts[-1] - starts[-2]
 
 
+def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterations: int = 8) -> float:
+    """SMSP cycles per warp-iteration when `warps` warps each run `body` `iterations` times, cycle by cycle.
+
+    Each cycle the SMSP issues at most one instruction (issue_per_clk = 1), greedy-then-oldest: the warp that
+    issued last keeps issuing while it can, else the lowest-numbered ready warp. A warp can issue its next
+    instruction when (1) the previous one's stall count has passed (the control bits: the compiler's fixed
+    latencies, including the same warp's pipe spacing), (2) every scoreboard in its wait mask is released (a
+    write scoreboard at issue + latency[pipe]: MUFU, SHFL, LDS, LDC; a read scoreboard at issue + 1 / rate[pipe]),
+    (3) its pipe accepts: each pipe keeps a backlog of 1 / rate[pipe] cycles per accepted warp-instruction, shared
+    by the warps, and accepts while the backlog is under one cycle (so a rate of 0.97 loses one cycle in 33).
+    Needs cuobjdump input (control bits). The period is measured between the 3rd and the last iteration."""
+    if warps < 1 or iterations < 4:
+        raise CaptureError("simulate needs warps >= 1 and iterations >= 4", (warps, iterations),
+                           "pass the resident warps per SMSP and at least 4 iterations")
+    if any(ins.control is None for ins in body):
+        raise CaptureError("simulate needs control bits (cuobjdump -sass input)", "an instruction without them",
+                           "use predict() with warp_period() for ncu source-page input")
+    occ = {p: 1.0 / r for p, r in consts.rate.items()}
+    pc, it, nxt = [0] * warps, [0] * warps, [0.0] * warps
+    sb = [[0.0] * 6 for _ in range(warps)]
+    ends: list[list[float]] = [[] for _ in range(warps)]
+    pipe_free: dict[str, float] = {}
+    t, last = 0.0, 0
+    while min(it) < iterations:
+        order = [last] + [w for w in range(warps) if w != last]
+        for w in order:
+            if it[w] >= iterations or nxt[w] > t:
+                continue
+            ins = body[pc[w]]
+            c, p = ins.control, ins.pipe
+            if any(sb[w][k] > t for k in range(6) if c.wait_mask >> k & 1) or pipe_free.get(p, 0.0) - t >= 1.0 - 1e-9:
+                continue
+            nxt[w] = t + max(c.stall, 1)
+            pipe_free[p] = max(pipe_free.get(p, 0.0), t) + occ[p]  # fractional rates: a work backlog
+            if c.write_sb is not None:
+                sb[w][c.write_sb] = max(sb[w][c.write_sb], t + consts.latency[p])
+            if c.read_sb is not None:
+                sb[w][c.read_sb] = max(sb[w][c.read_sb], t + occ[p])
+            pc[w] += 1
+            if pc[w] == len(body):
+                pc[w], it[w] = 0, it[w] + 1
+                ends[w].append(t + 1)
+            last = w
+            break
+        t += 1.0
+    periods = [(e[-1] - e[2]) / (len(e) - 3) for e in ends]
+    return sum(periods) / len(periods) / warps
+
+
 def predict(n_per_pipe: dict, warp_cycles: float, warps: int, consts: Constants) -> Prediction:
     """The max of issue, pipe and latency bounds (module docstring) for instruction counts per pipe of one
     iteration, one warp's in-order period `warp_cycles` and `warps` resident warps per SMSP."""
@@ -122,8 +199,11 @@ def predict(n_per_pipe: dict, warp_cycles: float, warps: int, consts: Constants)
 
 
 def predict_loop(body: list[sass.Instruction], warps: int, consts: Constants) -> Prediction:
-    """predict() for a loop body given as SASS instructions."""
-    return predict(dict(sass.pipe_mix(body)), warp_period(body, consts), warps, consts)
+    """predict() for a loop body given as SASS instructions. One warp's period: simulate(body, 1) when the body
+    has control bits (cuobjdump), which honours the compiler's stall counts, else warp_period (ncu input)."""
+    has_control = all(ins.control is not None for ins in body)
+    period = simulate(body, 1, consts) if has_control else warp_period(body, consts)
+    return predict(dict(sass.pipe_mix(body)), period, warps, consts)
 
 
 # ------------------------------------------------------------------------------------------ --micro --
@@ -162,21 +242,23 @@ def softmax_body(instrs: list[sass.Instruction], flavour: str) -> list[sass.Inst
 
 
 def micro_table(consts: Constants, functions=None, capture: Path = MICRO_CAPTURE) -> list[dict]:
-    """Predicted vs measured SMSP cycles per warp-iteration of every softmax.<flavour>.wg<1|2> measurement."""
+    """Predicted vs measured SMSP cycles per warp-iteration of every softmax.<flavour>.wg<1|2> measurement: the
+    bound model (predict) and the cycle simulation (simulate), each from the kernel's own loop body."""
     functions = functions or softmax_sass()
     measured = {m["name"]: m for m in _read_json(capture)["measurements"]}
     rows = []
     for fl in FLAVOURS:
-        body = softmax_body(functions[f"micro_softmax_{fl}_wg1"], fl)
-        period = warp_period(body, consts)
-        for wg in (1, 2):
+        for wg in (1, 2):  # wg warpgroups of 4 warps: wg warps per SMSP
             m = measured.get(f"softmax.{fl}.wg{wg}")
             if not m or m.get("status") != "ok":
                 continue
-            p = predict(dict(sass.pipe_mix(body)), period, wg, consts)  # wg warpgroups: wg warps per SMSP
+            body = softmax_body(functions[f"micro_softmax_{fl}_wg{wg}"], fl)
+            p = predict_loop(body, wg, consts)
+            sim = simulate(body, wg, consts)
             meas = 1.0 / m["value"]["median"]
-            rows.append(dict(name=m["name"], instructions=len(body), predicted=p.cycles, bound=p.bound,
-                             measured=meas, error_pct=100 * (p.cycles / meas - 1), bounds=p.bounds))
+            rows.append(dict(name=m["name"], instructions=len(body), bound_model=p.cycles, bound=p.bound,
+                             simulated=sim, measured=meas, bound_error_pct=100 * (p.cycles / meas - 1),
+                             sim_error_pct=100 * (sim / meas - 1), bounds=p.bounds))
     return rows
 
 
@@ -184,21 +266,25 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lapis.model.smsp", description=__doc__.splitlines()[0])
     ap.add_argument("--micro", action="store_true", help="predict the softmax microbenchmarks (compiles here)")
     ap.add_argument("--constants", default=str(PENDING), help="constants file (default: the pending one)")
+    ap.add_argument("--pipes", help="a pipes capture's results.json (lapis.gpu.capture_pipes): its constants")
     a = ap.parse_args(argv)
     if not a.micro:
         ap.print_help()
         return 0
-    consts = Constants.load(Path(a.constants))
+    consts = (Constants.from_pipes_capture(Path(a.pipes), Path(a.constants)) if a.pipes
+              else Constants.load(Path(a.constants)))
     if consts.pending:
-        print("CONSTANTS PENDING (lapis/data/smsp_pending.json): not a pipes capture; no claim", file=sys.stderr)
+        print("CONSTANTS PENDING (lapis/data/smsp_pending.json): not a pipes capture; no claim")
     rows = micro_table(consts)
-    print(f"{'measurement':<22} {'instr':>5} {'predicted':>9} {'measured':>9} {'error':>7}  bound   (SMSP cycles per "
-          "warp-iteration)")
+    print("SMSP cycles per warp-iteration; bound model = max(issue, pipes, latency); simulated = cycle by cycle")
+    print(f"{'measurement':<22} {'instr':>5} {'bound model':>11} {'(bound)':<11} {'simulated':>9} {'measured':>8}"
+          f" {'err bound':>9} {'err sim':>8}")
     for r in rows:
-        print(f"{r['name']:<22} {r['instructions']:>5} {r['predicted']:>9.0f} {r['measured']:>9.0f} "
-              f"{r['error_pct']:>+6.1f}%  {r['bound']}")
-    errs = [abs(r["error_pct"]) for r in rows]
-    print(f"mean |error| {sum(errs) / len(errs):.1f}%, max {max(errs):.1f}%")
+        print(f"{r['name']:<22} {r['instructions']:>5} {r['bound_model']:>11.0f} {r['bound']:<11} "
+              f"{r['simulated']:>9.0f} {r['measured']:>8.0f} {r['bound_error_pct']:>+8.1f}% {r['sim_error_pct']:>+7.1f}%")
+    for key in ("bound_error_pct", "sim_error_pct"):
+        errs = [abs(r[key]) for r in rows]
+        print(f"{key}: mean |error| {sum(errs) / len(errs):.1f}%, max {max(errs):.1f}%")
     return 0
 
 
