@@ -133,37 +133,20 @@ def warp_period(body: list[sass.Instruction], consts: Constants, iterations: int
     return starts[-1] - starts[-2]
 
 
-def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterations: int = 8) -> float:
-    """SMSP cycles per warp-iteration when `warps` warps each run `body` `iterations` times, cycle by cycle.
-
-    Each cycle the SMSP issues at most one instruction (issue_per_clk = 1), greedy-then-oldest: the warp that
-    issued last keeps issuing while it can, else the lowest-numbered ready warp. A warp can issue its next
-    instruction when (1) the previous one's stall count has passed (the control bits: the compiler's fixed
-    latencies, including the same warp's pipe spacing), (2) every scoreboard in its wait mask is released (a
-    write scoreboard at issue + latency[pipe]: MUFU, SHFL, LDS, LDC; a read scoreboard at issue + 1 / rate[pipe]),
-    (3) its pipe accepts: each pipe keeps a backlog of 1 / rate[pipe] cycles per accepted warp-instruction, shared
-    by the warps, and accepts while the backlog is under one cycle (so a rate of 0.97 loses one cycle in 33).
-    Needs cuobjdump input (control bits). The period is measured between the 3rd and the last iteration."""
-    if warps < 1 or iterations < 4:
-        raise CaptureError("simulate needs warps >= 1 and iterations >= 4", (warps, iterations),
-                           "pass the resident warps per SMSP and at least 4 iterations")
-    if any(ins.control is None for ins in body):
-        raise CaptureError("simulate needs control bits (cuobjdump -sass input)", "an instruction without them",
-                           "use predict() with warp_period() for ncu source-page input")
+def _issue_all(body: list[sass.Instruction], warps: int, consts: Constants, iterations: int) -> float:
+    """Cycles until `warps` warps have each issued `body` `iterations` times (simulate's mechanism)."""
     occ = {p: 1.0 / r for p, r in consts.rate.items()}
     pc, it, nxt = [0] * warps, [0] * warps, [0.0] * warps
     sb = [[0.0] * 6 for _ in range(warps)]
-    ends: list[list[float]] = [[] for _ in range(warps)]
     pipe_free: dict[str, float] = {}
     t, last = 0.0, 0
     while min(it) < iterations:
-        order = [last] + [w for w in range(warps) if w != last]
-        for w in order:
+        for w in [last] + [w for w in range(warps) if w != last]:
             if it[w] >= iterations or nxt[w] > t:
                 continue
             ins = body[pc[w]]
             c, p = ins.control, ins.pipe
-            if any(sb[w][k] > t for k in range(6) if c.wait_mask >> k & 1) or pipe_free.get(p, 0.0) - t >= 1.0 - 1e-9:
+            if any(sb[w][k] > t for k in range(6) if c.wait_mask >> k & 1) or pipe_free.get(p, 0.0) - t >= 1 - 1e-9:
                 continue
             nxt[w] = t + max(c.stall, 1)
             pipe_free[p] = max(pipe_free.get(p, 0.0), t) + occ[p]  # fractional rates: a work backlog
@@ -174,12 +157,37 @@ def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterat
             pc[w] += 1
             if pc[w] == len(body):
                 pc[w], it[w] = 0, it[w] + 1
-                ends[w].append(t + 1)
             last = w
             break
         t += 1.0
-    periods = [(e[-1] - e[2]) / (len(e) - 3) for e in ends]
-    return sum(periods) / len(periods) / warps
+    return t
+
+
+def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterations: int = 8) -> float:
+    """SMSP cycles per warp-iteration when `warps` warps each run `body` in a loop, cycle by cycle.
+
+    Each cycle the SMSP issues at most one instruction (issue_per_clk = 1), greedy-then-oldest: the warp that
+    issued last keeps issuing while it can, else the lowest-numbered ready warp. A warp can issue its next
+    instruction when (1) the previous one's stall count has passed (the control bits: the compiler's fixed
+    latencies, including the same warp's pipe spacing), (2) every scoreboard in its wait mask is released (a
+    write scoreboard at issue + latency[pipe]: MUFU, SHFL, LDS, LDC; a read scoreboard at issue + 1 / rate[pipe]),
+    (3) its pipe accepts: each pipe keeps a backlog of 1 / rate[pipe] cycles per accepted warp-instruction, shared
+    by the warps, and accepts while the backlog is under one cycle (so a rate of 0.97 loses one cycle in 33).
+    Steady state without warm-up and drain: (T(iterations) - T(iterations / 2)) / (iterations / 2 x warps), T the
+    cycles until every warp is done. Needs cuobjdump input (control bits)."""
+    if warps < 1 or iterations < 4:
+        raise CaptureError("simulate needs warps >= 1 and iterations >= 4", (warps, iterations),
+                           "pass the resident warps per SMSP and at least 4 iterations")
+    if any(ins.control is None for ins in body):
+        raise CaptureError("simulate needs control bits (cuobjdump -sass input)", "an instruction without them",
+                           "use predict() with warp_period() for ncu source-page input")
+    missing = {ins.pipe for ins in body} - (set(consts.rate) & set(consts.latency))
+    if missing:
+        raise CaptureError("the body uses pipes the constants lack", sorted(missing),
+                           "give rate and latency for every pipe of lapis.model.sass.PIPES")
+    half = iterations // 2
+    return (_issue_all(body, warps, consts, iterations) - _issue_all(body, warps, consts, half)) / (
+        (iterations - half) * warps)
 
 
 def predict(n_per_pipe: dict, warp_cycles: float, warps: int, consts: Constants) -> Prediction:
