@@ -7,9 +7,10 @@ lapis/gpu/kernels/micro_pipes.cu (one instruction class each: CLASSES).
 Throughput (kind "tput"): one CTA per SM with 4 x w warps (w = 1, 2, 4, 8 warps per SMSP; 16 = two CTAs of 1024
 threads per SM), value = warp-instructions of the class per clock per SMSP = (SASS instructions per CTA) /
 (4 x clock64 cycles of the CTA), median over the CTAs, then over the repeats. Latency (kind "lat"): one warp, one
-dependent chain, value = clock64 cycles per dependent step. SASS_PER_STEP converts PTX steps into SASS
-instructions of the class (ptxas merges two 32-bit adds into one IADD3; tests/gpu/test_capture_pipes.py checks the
-table against the compiled loop bodies). The ldsm latency includes one integer add per step (subtract iadd3's).
+dependent chain, value = clock64 cycles per dependent SASS instruction (LAT_LINKS_PER_STEP of them per PTX step).
+SASS_PER_STEP converts PTX steps into SASS instructions of the class (ptxas merges two 32-bit adds into one IADD3);
+tests/gpu/test_capture_pipes.py checks both tables against the compiled loop bodies. The ldsm latency is per step:
+one LDSM and one integer add (subtract iadd3's).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ SASS_OPCODE = {"ffma": "FFMA", "fmul": "FMUL", "fadd": "FADD", "fmnmx": "FMNMX",
 CHAINS = {"ex2": 4, "lds128": 4, "ldsm": 4, "hmma": 4}  # independent chains per thread (tput); others 8
 UNROLL = 8  # PTX steps per chain per loop iteration (micro_pipes.cu UNROLL)
 SASS_PER_STEP = {"iadd3": 0.5}  # SASS instructions of the class per PTX step; others 1
+# dependent SASS instructions per PTX step of the lat kernels (others 1): iadd3's chain is 16 IADD3 and one
+# IMAD.IADD per 32 steps (ptxas pairs the adds); ldsm's step is one LDSM and one add (both counted in its value)
+LAT_LINKS_PER_STEP = {"iadd3": 17 / 32}
 WARPS_PER_SMSP = (1, 2, 4, 8, 16)
 SMEM_BYTES = 16384
 ITERS = {"tput": 2048, "lat": 4096}
@@ -78,8 +82,8 @@ def measure(mod, item: dict, sms: int, repeats: int) -> dict:
         if not r:
             continue
         if kind == "lat":
-            steps = iters * UNROLL * SASS_PER_STEP.get(cls, 1.0)
-            values.append(float(out.get()[0]) / steps)
+            links = iters * UNROLL * LAT_LINKS_PER_STEP.get(cls, 1.0)
+            values.append(float(out.get()[0]) / links)
         else:
             rec = out.get().reshape(-1, 5).astype(np.int64)
             cycles = rec[:, 1] - rec[:, 0]

@@ -170,7 +170,8 @@ __device__ __forceinline__ void tput(uint32_t iters, uint32_t sink_flag, uint64_
 #pragma unroll
   for (int c = 0; c < P::CHAINS; ++c) {
     if constexpr (__is_same(P, Lds128) || __is_same(P, Ldsm))
-      x[c] = CHASE ? base + ((threadIdx.x * P::CHAINS + c) * 16u) % SMEM_BYTES : base + (threadIdx.x % 16) * 16u;
+      // lds128: chain c of thread t reads slot c x blockDim + t (a warp's 32 slots are contiguous: no bank conflict)
+      x[c] = CHASE ? base + ((c * blockDim.x + threadIdx.x) * 16u) % SMEM_BYTES : base + (threadIdx.x % 16) * 16u;
     else
       x[c] = P::init(c);
   }
