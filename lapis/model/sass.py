@@ -10,7 +10,7 @@ min/max, moves, conversions packing two floats: F2FP), xu (MUFU transcendentals 
 lsu (shared/global/local memory, shuffles, special registers, CTA barriers), tensor (HMMA: mma.sync; HGMMA:
 wgmma), uniform (U* datapath), cbu (convergence barriers, exit), adu (branches, constant loads). The table is
 checked against hardware: the FA2 forward kernel's per-instruction executed counts, summed per pipe, reproduce
-that capture's sm__inst_executed_pipe_{fma,alu,xu,lsu,tensor}.sum within 0.1 % (tests/model/test_sass.py,
+that capture's sm__inst_executed_pipe_{fma,alu,xu,lsu,tensor}.sum within 0.1 % (tests/model/test_sass_reader.py,
 lapis/data/captures/ncu/h200-2026-12-01-units). The cbu/adu/uniform rows are not checked that way.
 
 Register operands: R<n>, UR<n>, P<n>, UP<n> (RZ, URZ, PT, UPT are constants). Vector widths (REGISTERS_OF) follow
