@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lapis.data import CAPTURES, DATA
-from lapis.errors import CaptureError
+from lapis.errors import CaptureError, LapisError
 from lapis.model import sass
 
 PENDING = DATA / "smsp_pending.json"
@@ -232,10 +232,14 @@ def softmax_sass(source: Path = SOFTMAX_SOURCE) -> dict[str, list[sass.Instructi
     """The micro_softmax kernels' SASS (sm_90a), compiled here."""
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "softmax.cubin"
-        subprocess.run([_tool("nvcc"), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-o",
-                        str(cubin), str(source)], check=True, capture_output=True, timeout=600)
-        text = subprocess.run([_tool("cuobjdump"), "-sass", str(cubin)], check=True, capture_output=True,
-                              text=True, timeout=120).stdout
+        try:
+            subprocess.run([_tool("nvcc"), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-o",
+                            str(cubin), str(source)], check=True, capture_output=True, timeout=600)
+            text = subprocess.run([_tool("cuobjdump"), "-sass", str(cubin)], check=True, capture_output=True,
+                                  text=True, timeout=120).stdout
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+            raise CaptureError("compiling or disassembling the softmax kernels failed", f"{source.name}: {e}",
+                               "check nvcc 13 (sm_90a) and cuobjdump")
     return sass.parse_cuobjdump(text)
 
 
@@ -279,11 +283,16 @@ def main(argv=None) -> int:
     if not a.micro:
         ap.print_help()
         return 0
-    consts = (Constants.from_pipes_capture(Path(a.pipes), Path(a.constants)) if a.pipes
-              else Constants.load(Path(a.constants)))
+    try:
+        consts = (Constants.from_pipes_capture(Path(a.pipes), Path(a.constants)) if a.pipes
+                  else Constants.load(Path(a.constants)))
+        rows = micro_table(consts)
+    except LapisError as e:
+        print(f"lapis.model.smsp: {e}", file=sys.stderr)
+        return 2
     if consts.pending:
-        print("CONSTANTS PENDING (lapis/data/smsp_pending.json): not a pipes capture; no claim")
-    rows = micro_table(consts)
+        print(f"CONSTANTS PENDING ({a.constants}, {a.pipes or 'no pipes capture'}): no claim is made")
+    print(f"measured: {MICRO_CAPTURE.relative_to(DATA.parent.parent)} (tiles/clk/SM -> 1 / value)")
     print("SMSP cycles per warp-iteration; bound model = max(issue, pipes, latency); simulated = cycle by cycle")
     print(f"{'measurement':<22} {'instr':>5} {'bound model':>11} {'(bound)':<11} {'simulated':>9} {'measured':>8}"
           f" {'err bound':>9} {'err sim':>8}")

@@ -129,3 +129,8 @@ def test_micro_table_rows(softmax):
     assert [r["name"] for r in rows] == [f"softmax.{fl}.wg{w}" for fl in smsp.FLAVOURS for w in (1, 2)]
     assert rows[0]["measured"] == pytest.approx(1 / 0.0012576915, rel=1e-6)  # tiles/clk/SM of the capture
     assert all(r["simulated"] >= r["instructions"] - 1e-9 for r in rows)  # one issue slot per instruction
+
+
+def test_cli_bad_constants_is_exit_2(tmp_path, capsys):
+    assert smsp.main(["--micro", "--constants", str(tmp_path / "none.json")]) == 2
+    assert "fix:" in capsys.readouterr().err
