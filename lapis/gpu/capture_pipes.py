@@ -5,8 +5,9 @@ FILE` (benchmarks/h200_pipes.sh). Imports the standard library, numpy and cupy o
 lapis/gpu/kernels/micro_pipes.cu (one instruction class each: CLASSES).
 
 Throughput (kind "tput"): one CTA per SM with 4 x w warps (w = 1, 2, 4, 8 warps per SMSP; 16 = two CTAs of 1024
-threads per SM), value = warp-instructions of the class per clock per SMSP = (SASS instructions per CTA) /
-(4 x clock64 cycles of the CTA), median over the CTAs, then over the repeats. Latency (kind "lat"): one warp, one
+threads per SM; shared_bytes keeps a second CTA off an SM that should hold one), value = warp-instructions of the
+class per clock per SMSP = (SASS instructions per CTA) x (CTAs per SM) / (4 x clock64 cycles of the CTA), median
+over the CTAs, then over the repeats. Latency (kind "lat"): one warp, one
 dependent chain, value = clock64 cycles per dependent SASS instruction (LAT_LINKS_PER_STEP of them per PTX step).
 SASS_PER_STEP converts PTX steps into SASS instructions of the class (ptxas merges two 32-bit adds into one IADD3);
 tests/gpu/test_capture_pipes.py checks both tables against the compiled loop bodies. The ldsm latency is per step:
@@ -60,24 +61,33 @@ def instructions_per_cta(cls: str, threads: int, iters: int) -> float:
     return threads / 32 * iters * UNROLL * CHAINS.get(cls, 8) * SASS_PER_STEP.get(cls, 1.0)
 
 
-def measure(mod, item: dict, sms: int, repeats: int) -> dict:
+def shared_bytes(ctas_per_sm: int, smem_per_sm: int, smem_optin: int) -> int:
+    """Dynamic shared memory per CTA: one CTA per SM takes over half the SM's shared memory, so that no second CTA
+    lands on an SM that has one (the grid is one CTA per SM); two CTAs of 1024 threads fill the SM's 2048 threads."""
+    if ctas_per_sm == 1:
+        return min(max(SMEM_BYTES, smem_per_sm // 2 + 1024), smem_optin)
+    return SMEM_BYTES
+
+
+def measure(mod, item: dict, attrs: dict, repeats: int) -> dict:
     import cupy as cp
     cls, kind = item["cls"], item["kind"]
     f = mod.get_function(f"micro_pipes_{cls}_{kind}")
-    f.max_dynamic_shared_size_bytes = SMEM_BYTES
     iters = ITERS[kind]
     if kind == "lat":
         out, sink = cp.zeros(1, cp.uint64), cp.zeros(32, cp.float32)
-        args, grid, block = (np.uint32(iters), np.uint32(0), out, sink), 1, 32
+        args, grid, block, smem = (np.uint32(iters), np.uint32(0), out, sink), 1, 32, SMEM_BYTES
     else:
         threads = 128 * item["warps_per_smsp"]
         ctas_per_sm = (threads + 1023) // 1024
-        block, grid = threads // ctas_per_sm, sms * ctas_per_sm
+        block, grid = threads // ctas_per_sm, attrs["multiProcessorCount"] * ctas_per_sm
+        smem = shared_bytes(ctas_per_sm, attrs["sharedMemPerMultiprocessor"], attrs["sharedMemPerBlockOptin"])
         out, sink = cp.zeros(5 * grid, cp.uint64), cp.zeros(grid * block, cp.float32)
         args = (np.uint32(iters), np.uint32(0), out, sink)
+    f.max_dynamic_shared_size_bytes = smem
     values = []
     for r in range(repeats + 1):  # the first launch warms up
-        f((grid,), (block,), args, shared_mem=SMEM_BYTES)
+        f((grid,), (block,), args, shared_mem=smem)
         cp.cuda.Device().synchronize()
         if not r:
             continue
@@ -111,7 +121,9 @@ def main(argv=None) -> int:
     import cupy as cp
     t0 = time.time()
     prov = capture_tma.provenance(a.provenance, argv, "lapis capture pipes")
-    sms = int(cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"])
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    attrs = {k: int(props[k]) for k in ("multiProcessorCount", "sharedMemPerMultiprocessor", "sharedMemPerBlockOptin")}
+    sms = attrs["multiProcessorCount"]
     work = Path(tempfile.mkdtemp(prefix="lapis-pipes-"))
     cubin = work / "micro_pipes.cubin"
     subprocess.run(NVCC + ["-o", str(cubin), str(KERNEL)], check=True, timeout=300)
@@ -119,7 +131,7 @@ def main(argv=None) -> int:
     todo = [m for m in items() if not a.only or m["cls"] in a.only.split(",")]
     for m in todo:
         try:
-            m.update(measure(mod, m, sms, a.repeats))
+            m.update(measure(mod, m, attrs, a.repeats))
         except Exception as e:  # a failed launch is recorded, the next measurement still runs
             m.update(status="fault", error=f"{type(e).__name__}: {e}"[:300])
         v = m.get("value")
@@ -128,7 +140,8 @@ def main(argv=None) -> int:
     dest = Path(a.out) / "pipes"
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "results.json").write_text(json.dumps(dict(
-        sm_count=sms, unroll=UNROLL, chains=CHAINS, sass_per_step=SASS_PER_STEP, iters=ITERS, measurements=todo),
+        device_attributes=attrs, sm_count=sms, unroll=UNROLL, chains=CHAINS, sass_per_step=SASS_PER_STEP,
+        lat_links_per_step=LAT_LINKS_PER_STEP, iters=ITERS, measurements=todo),
         indent=1))
     (dest / "manifest.json").write_text(json.dumps(dict(
         provenance=prov, kernels=["lapis/gpu/kernels/micro_pipes.cu"], files=["results.json"],

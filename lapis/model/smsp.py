@@ -298,7 +298,8 @@ def main(argv=None) -> int:
           f" {'err bound':>9} {'err sim':>8}")
     for r in rows:
         print(f"{r['name']:<22} {r['instructions']:>5} {r['bound_model']:>11.0f} {r['bound']:<11} "
-              f"{r['simulated']:>9.0f} {r['measured']:>8.0f} {r['bound_error_pct']:>+8.1f}% {r['sim_error_pct']:>+7.1f}%")
+              f"{r['simulated']:>9.0f} {r['measured']:>8.0f} {r['bound_error_pct']:>+8.1f}% "
+              f"{r['sim_error_pct']:>+7.1f}%")
     for key in ("bound_error_pct", "sim_error_pct"):
         errs = [abs(r[key]) for r in rows]
         print(f"{key}: mean |error| {sum(errs) / len(errs):.1f}%, max {max(errs):.1f}%")

@@ -62,3 +62,10 @@ def test_loop_issues_the_intended_instruction(kernels, cls, kind):
         assert sass.critical_path(body).per_iteration == steps * links, (cls, ops)
     elif cls not in ("iadd3", "ldsm"):  # tput: next to nothing but the class (iadd3, ldsm: see the kernel)
         assert sum(c for op, c in ops.items() if op != cp.SASS_OPCODE[cls]) <= max(3, n // 8), (cls, kind, ops)
+
+
+def test_one_cta_per_sm_by_shared_memory():
+    # H100/H200: 228 KiB shared memory per SM, 227 KiB per CTA opt-in
+    smem = cp.shared_bytes(1, 233472, 232448)
+    assert 2 * smem > 233472 and smem <= 232448
+    assert cp.shared_bytes(2, 233472, 232448) == cp.SMEM_BYTES  # 2 x 1024 threads: the thread limit decides
