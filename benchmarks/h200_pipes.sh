@@ -3,9 +3,10 @@
 # (lapis/gpu/capture_pipes.py, kernels lapis/gpu/kernels/micro_pipes.cu) into $OUT/cap/pipes/.
 # Usage on the device, from the repo root:  bash benchmarks/h200_pipes.sh
 # Needs pipes-provenance.json made here first (untracked, it travels with the tree):
-#   python -m lapis.captures.provenance lapis/gpu/kernels/micro_pipes.cu lapis/gpu/capture_pipes.py > pipes-provenance.json
+#   python -m lapis.captures.provenance lapis/gpu/kernels/micro_pipes.cu lapis/gpu/kernels/micro_common.cuh \
+#     lapis/gpu/capture_pipes.py benchmarks/h200_pipes.sh > pipes-provenance.json
 # Commit $OUT/cap as lapis/data/captures/micro/<gpu>-<date>-pipes/; lapis.model.smsp reads it in place of the
-# pending constants (lapis/model/smsp.py PENDING).
+# pending constants: python -m lapis.model.smsp --micro --pipes lapis/data/captures/micro/<that>/pipes/results.json
 set -u
 export PYTHONPATH=.
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv

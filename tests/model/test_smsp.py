@@ -75,7 +75,12 @@ def test_warp_period_from_registers():
 def test_pending_constants_are_marked():
     c = smsp.Constants.load()
     assert c.pending
-    assert c.rate["xu"] == pytest.approx(15.98 / 128, rel=1e-3)  # micro capture ex2.rate, lanes/clk/SM / 128
+    # the rates the file says come from a micro capture: lanes (FLOP for mma.sync) per clk per SM over 4 SMSPs
+    got = json.loads((smsp.CAPTURES / "micro" / "h200-2026-11-29" / "micro" / "results.json").read_text())
+    v = {m["name"]: m["value"]["median"] for m in got["measurements"] if m.get("value")}
+    assert c.rate["fma"] == pytest.approx(v["fma.rate"] / 128, rel=1e-3)
+    assert c.rate["xu"] == pytest.approx(v["ex2.rate"] / 128, rel=1e-3)
+    assert c.rate["tensor"] == pytest.approx(v["mma_sync.rate"] / 4096 / 4, rel=1e-3)
     assert set(smsp.PIPE_CLASS) <= set(c.rate) and set(c.rate) == set(c.latency)
 
 
