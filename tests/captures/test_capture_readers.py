@@ -377,8 +377,9 @@ def test_entries_not_measured_are_counted_by_reason(tmp_path, kind):
 
 
 def test_every_shipped_capture_passes_its_reader():
+    assert {"tma", "wgmma", "attention", "gemm", "ncu"} <= {p.name for p in SHIPPED.iterdir()}
     for kind, read in readers.READERS.items():
-        for folder in sorted((SHIPPED / kind).iterdir()):
+        for folder in sorted((SHIPPED / kind).iterdir()) if (SHIPPED / kind).is_dir() else []:
             if (folder / "manifest.json").exists():
                 assert read(folder).not_compared in ({}, {"timeout": 2}), folder  # tma's 2 interleaved timeouts
     for folder in sorted((SHIPPED / "attention").glob("*/sanitizer.json")):
