@@ -17,9 +17,9 @@ simulate() is the second, finer answer: the warps issue cycle by cycle on one SM
 shared pipes with fractional rates, greedy-then-oldest warp choice), so bounds that are close interfere as on
 the hardware instead of the larger one hiding the other.
 
-Constants: Constants.from_pipes_capture (benchmarks/h200_pipes.sh's results.json) once it exists; until then
-Constants.load() of PENDING (lapis/data/smsp_pending.json),
-a file marked pending whose rates come partly from lapis micro captures and partly from published figures.
+Constants: Constants.from_pipes_capture of PIPES_CAPTURE (the H200 pipes capture, benchmarks/h200_pipes.sh), over
+PENDING (lapis/data/smsp_pending.json) for the pipes it does not measure (marked pending: partly lapis micro
+captures, partly published figures).
 
     python -m lapis.model.smsp --micro     # bound model and simulation vs measured softmax microbenchmarks
 
@@ -45,6 +45,8 @@ from lapis.errors import CaptureError, LapisError
 from lapis.model import sass
 
 PENDING = DATA / "smsp_pending.json"
+PIPES_CAPTURE = DATA / "captures" / "micro" / "h200-2026-12-01-pipes" / "pipes" / "results.json"
+ONE_CTA_WARPS = 8  # the most warps per SMSP one CTA per SM gives in the pipes capture
 MICRO_CAPTURE = CAPTURES / "micro" / "h200-2026-11-30-v3" / "micro" / "results.json"
 SOFTMAX_SOURCE = DATA.parent / "gpu" / "kernels" / "micro_softmax_v1.cu"
 FLAVOURS = ("exp2f", "ex2", "ex2_cond", "emu8", "emu4")
@@ -83,7 +85,9 @@ class Constants:
     @classmethod
     def from_pipes_capture(cls, results: Path, base: Path = PENDING) -> Constants:
         """Constants from a pipes capture (lapis.gpu.capture_pipes results.json): rate[pipe] = the throughput of
-        PIPE_CLASS[pipe] at the most warps per SMSP measured, latency[pipe] = its dependent-issue latency; pipes
+        PIPE_CLASS[pipe] at the most warps per SMSP one CTA per SM measures (ONE_CTA_WARPS; the 16-warp points run
+        two CTAs per SM over one CTA's clock window and read above the one-instruction-per-clock issue limit, so
+        they are not used), latency[pipe] = its dependent-issue latency; pipes
         without a class there keep `base`'s values. pending is False only when every PIPE_CLASS pipe was measured."""
         base_c = cls.load(base)
         rate, latency, sources = dict(base_c.rate), dict(base_c.latency), dict(base_c.sources)
@@ -91,7 +95,7 @@ class Constants:
         measured = 0
         for pipe, c in PIPE_CLASS.items():
             tputs = sorted((m["warps_per_smsp"], m) for m in found.values()
-                           if m.get("cls") == c and m.get("kind") == "tput")
+                           if m.get("cls") == c and m.get("kind") == "tput" and m["warps_per_smsp"] <= ONE_CTA_WARPS)
             lat = found.get(f"pipes.{c}.lat")
             if tputs and lat:
                 rate[pipe] = float(tputs[-1][1]["value"]["median"])
@@ -278,7 +282,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lapis.model.smsp", description=__doc__.splitlines()[0])
     ap.add_argument("--micro", action="store_true", help="predict the softmax microbenchmarks (compiles here)")
     ap.add_argument("--constants", default=str(PENDING), help="constants file (default: the pending one)")
-    ap.add_argument("--pipes", help="a pipes capture's results.json (lapis.gpu.capture_pipes): its constants")
+    ap.add_argument("--pipes", default=str(PIPES_CAPTURE) if PIPES_CAPTURE.is_file() else None,
+                    help="a pipes capture's results.json (lapis.gpu.capture_pipes): its constants (default: the "
+                         "H200 capture shipped with lapis)")
     a = ap.parse_args(argv)
     if not a.micro:
         ap.print_help()
