@@ -113,11 +113,20 @@ def source_bytes(case: dict) -> int:
     return int(case["dims"][0]) * _ELEM[case["dtype"]]
 
 
-def global_image(tensor_map, seed: int = 0) -> np.ndarray:
-    """The bytes the oracle puts in the global tensor by default: seeded random uint8 over source_bytes
-    (every element of every type distinct with high probability, NaN bit patterns included)."""
-    n = source_bytes(encode_case(tensor_map))
-    return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8)
+def global_image(tensor_map) -> np.ndarray:
+    """The bytes the oracle puts in the global tensor unless told otherwise: seeded random uint8 over
+    source_bytes (numpy default_rng(0)), so every element of every type differs with high probability and NaN
+    bit patterns occur."""
+    return _pattern(source_bytes(encode_case(tensor_map))).copy()
+
+
+_PATTERN: dict = {}
+
+
+def _pattern(n: int) -> np.ndarray:
+    if _PATTERN.get("n") != n:  # one cached pattern: consecutive requests often share a tensor size
+        _PATTERN["n"], _PATTERN["bytes"] = n, np.random.default_rng(0).integers(0, 256, n, dtype=np.uint8)
+    return _PATTERN["bytes"]
 
 
 def footprint(case: dict) -> int:
@@ -205,7 +214,10 @@ class Oracle:
             self._stop()
             return OracleFault(op, "timeout", f"no answer within {timeout_s or self.timeout_s} s; child replaced")
         except (EOFError, BrokenPipeError, OSError) as exc:
-            rc = self._proc.poll() if self._proc else None
+            try:
+                rc = self._proc.wait(timeout=5)  # the pipe closes as the child dies; its status follows
+            except subprocess.TimeoutExpired:
+                rc = None
             self._stop()
             return OracleFault(op, "child exited", f"rc {rc}: {exc!r}")
         head, data = reply
@@ -236,7 +248,7 @@ class Oracle:
             raise LayoutError("the box must land in the oracle's 200 KiB shared-memory region",
                               f"smem_offset {smem_offset} + footprint {footprint(case)} B",
                               "use a smaller box or smem_offset")
-        g = global_image if global_image is not None else _default_image(case)
+        g = global_image if global_image is not None else _pattern(n)
         if not isinstance(g, np.ndarray) or g.dtype != np.uint8 or g.ndim != 1 or g.size < n:
             raise LayoutError("global_image must be 1-D uint8 bytes covering the tensor", getattr(g, "shape", g),
                               f"pass at least {n} bytes (np.ascontiguousarray(x).view(np.uint8).ravel())")
@@ -268,16 +280,6 @@ class Oracle:
         r = self.request({"op": "wgmma", "dtype": dtype, "n": int(n), "ta": ta, "tb": tb,
                           "desc_a": int(desc_a), "desc_b": int(desc_b)}, (np.ascontiguousarray(image),))
         return r if isinstance(r, OracleFault) else np.frombuffer(r[1][0], np.float32).reshape(64, n).copy()
-
-
-_IMAGES: dict = {}
-
-
-def _default_image(case: dict) -> np.ndarray:
-    n = source_bytes(case)
-    if _IMAGES.get("n", -1) < n:  # one cached pattern, grown as needed: the prefix of a longer one
-        _IMAGES["n"], _IMAGES["img"] = n, np.random.default_rng(0).integers(0, 256, max(n, 1 << 16), dtype=np.uint8)
-    return _IMAGES["img"][:n]
 
 
 # ------------------------------------------------------------------- framing --

@@ -10,7 +10,8 @@ The sampled lists below cover every data type, swizzle and rank of the committed
 
 - TMA_DTYPES (the 13 non-packed CUtensorMapDataType names: 1, 2, 4 and 8-byte elements), TMA_SWIZZLES (none,
   32B, 64B, 128B), RANKS (1..5): what a tiled TMA load accepts on sm_90;
-- PACKED_DTYPES and ATOM_SWIZZLES: what cuTensorMapEncodeTiled rejects on sm_90 (drawn by `valid=False` only);
+- PACKED_DTYPES and ATOM_SWIZZLES: what cuTensorMapEncodeTiled rejects on sm_90, and BAD_RANKS,
+  BAD_DTYPE_CODES, BAD_SWIZZLE_CODES: what it rejects anywhere (drawn by `valid=False` only);
 - LAYOUT_DTYPES, LAYOUT_SWIZZLES, WGMMA_DTYPES, WGMMA_N: canonical operand layouts and wgmma shapes
   (PTX ISA 9.7.15.5.1.2; the N values are those of kernels/wgmma_capture_v1.cu);
 - SM100_SWIZZLES adds tcgen05's 128B_base32B (MN-major only).
@@ -27,10 +28,10 @@ from hypothesis import strategies as st
 
 from lapis.errors import LayoutError
 from lapis.layouts.canonical import CanonicalLayout
-from lapis.layouts.dtypes import dtype as layout_dtype
 from lapis.layouts.descriptors.mma_read import operand_addresses
 from lapis.layouts.descriptors.sm90 import WgmmaDescriptor, descriptor_for
 from lapis.layouts.descriptors.sm100 import UmmaDescriptor, umma_descriptor_for
+from lapis.layouts.dtypes import dtype as layout_dtype
 from lapis.layouts.swizzle import B128_BASE32B, SWIZZLES
 from lapis.layouts.tma import EncodeArgs, TensorMap, check, tma_type
 from lapis.layouts.tma.rules import BOX_BYTES_MAX
@@ -41,6 +42,9 @@ PACKED_DTYPES = tuple(n for n, t in TMA_TYPES.items() if t.packed)
 TMA_SWIZZLES = ("none", "32B", "64B", "128B")
 ATOM_SWIZZLES = ("128B_atom32B", "128B_atom32B_flip8B", "128B_atom64B")
 RANKS = (1, 2, 3, 4, 5)
+BAD_RANKS = (0, 6, 7, 8)  # cuuint32_t ranks outside 1..5
+BAD_DTYPE_CODES = tuple(range(-8, 0)) + tuple(range(16, 128))  # C ints that are no CUtensorMapDataType
+BAD_SWIZZLE_CODES = tuple(range(-8, 0)) + tuple(range(7, 256))  # C ints that are no CUtensorMapSwizzle
 LAYOUT_DTYPES = ("e4m3", "e5m2", "u8", "s8", "f16", "bf16", "tf32", "f32")
 LAYOUT_SWIZZLES = ("none", "32B", "64B", "128B")
 SM100_SWIZZLES = LAYOUT_SWIZZLES + ("128B_base32B",)
@@ -106,9 +110,9 @@ def rejected_encode_args(draw, sm: int = 90):
                                     interleave=0, swizzle=0),
         "atom-swizzle": lambda: dict(swizzle=draw(st.sampled_from([SWIZZLE_CODES[n] for n in ATOM_SWIZZLES])),
                                      interleave=0),
-        "rank": lambda: dict(rank=draw(st.sampled_from((0, 6, 7)))),
-        "dtype-enum": lambda: dict(dtype=draw(st.integers(16, 64))),
-        "swizzle-enum": lambda: dict(swizzle=draw(st.integers(7, 64))),
+        "rank": lambda: dict(rank=draw(st.sampled_from(BAD_RANKS))),
+        "dtype-enum": lambda: dict(dtype=draw(st.sampled_from(BAD_DTYPE_CODES))),
+        "swizzle-enum": lambda: dict(swizzle=draw(st.sampled_from(BAD_SWIZZLE_CODES))),
         "box-range": lambda: dict(box=_with(a.box, i, draw(st.sampled_from((0, 257, 512))))),
         "elem-stride-range": lambda: dict(elem_strides=_with(a.elem_strides, i, draw(st.sampled_from((0, 9, 16))))),
         "global-address-16B": lambda: dict(global_address=a.global_address + draw(st.integers(1, 15))),
@@ -199,33 +203,49 @@ def _aligned_range(lo, hi, unit):
 
 
 @st.composite
+def _overlapping(draw, tmap: TensorMap, i: int, side: str = "any") -> int:
+    """A coordinate along dimension i whose box samples hit the tensor at least once; side 'low'/'high' also
+    makes it stick out before the start / past the end. Dimension 0 keeps 16 B alignment (step 1)."""
+    n, d = tmap.loaded[i], tmap.dims[i]
+    if i == 0:
+        unit = 16 // tmap.dtype.bytes
+        lo, hi = {"any": (-(n - 1), d - 1), "low": (-(n - 1), -1), "high": (d - n + 1, d - 1)}[side]
+        rg = _aligned_range(lo, hi, unit)
+        assume(rg is not None)
+        return draw(st.integers(rg[0] // unit, rg[1] // unit)) * unit
+    s = tmap.elem_strides[i]
+    if side == "any":
+        j, g = draw(st.integers(0, n - 1)), draw(st.integers(0, d - 1))  # sample j lands on element g
+    elif side == "low":  # a sample j >= 1 on element g < j * s: the box starts before 0
+        j = draw(st.integers(1, n - 1))
+        g = draw(st.integers(0, min(d - 1, j * s - 1)))
+    else:  # a sample j <= n - 2 on element g with the last sample past the end
+        j = draw(st.integers(0, n - 2))
+        g = draw(st.integers(max(0, d - (n - 1 - j) * s), d - 1))
+    return g - j * s
+
+
+@st.composite
 def box_coords(draw, tmap: TensorMap, bounds: str = "any"):
     """Box-corner coordinates (innermost first) for `tmap`: coords[0] x element bytes a multiple of 16 (else the
-    H200 raises cudaErrorIllegalInstruction). bounds: 'inside' (the whole box in the tensor, where it fits),
-    'partly-outside' (at least one dimension sticks out, every dimension overlaps the tensor), or 'any'."""
-    unit = 16 // tmap.dtype.bytes
-    ranges = []
+    H200 raises cudaErrorIllegalInstruction), and in every dimension at least one loaded element inside the
+    tensor. bounds: 'inside' (the whole box in the tensor, where it fits), 'partly-outside' (at least one
+    dimension sticks out), or 'any'."""
+    coords = []
     for i in range(tmap.rank):
         ext, d = _extent(tmap, i), tmap.dims[i]
-        lo, hi = -(ext - 1), d - 1
         if bounds == "inside" and ext <= d:
-            lo, hi = 0, d - ext
-        ranges.append(_aligned_range(lo, hi, unit) if i == 0 else (lo, hi))
-    assume(ranges[0] is not None)
-    coords = [draw(st.integers(ranges[0][0] // unit, ranges[0][1] // unit)) * unit] + \
-             [draw(st.integers(lo, hi)) for lo, hi in ranges[1:]]
+            unit = 16 // tmap.dtype.bytes if i == 0 else 1
+            rg = _aligned_range(0, d - ext, unit)
+            assume(rg is not None)
+            coords.append(draw(st.integers(rg[0] // unit, rg[1] // unit)) * unit)
+        else:
+            coords.append(draw(_overlapping(tmap, i)))
     if bounds == "partly-outside":
-        outs = []
-        for i in range(tmap.rank):
-            ext, d = _extent(tmap, i), tmap.dims[i]
-            for lo, hi in ((-(ext - 1), -1), (d - ext + 1, d - 1)):
-                rg = _aligned_range(lo, hi, unit) if i == 0 else ((lo, hi) if lo <= hi else None)
-                if rg is not None:
-                    outs.append((i, rg))
-        assume(outs)
-        i, (lo, hi) = draw(st.sampled_from(outs))
-        u = unit if i == 0 else 1
-        coords[i] = draw(st.integers(lo // u, hi // u)) * u
+        sides = [(i, side) for i in range(tmap.rank) for side in ("low", "high") if tmap.loaded[i] >= 2]
+        assume(sides)
+        i, side = draw(st.sampled_from(sides))
+        coords[i] = draw(_overlapping(tmap, i, side))
     return tuple(coords)
 
 
@@ -394,15 +414,17 @@ def mismatched_operands(draw, arch: str = "sm90", fields=MISMATCH_FIELDS, **oper
     d0 = good.descs[0]
     sws = SM100_SWIZZLES if arch == "sm100" else LAYOUT_SWIZZLES
     delta = draw(st.integers(1, 64)) * 16
+    other = draw(st.sampled_from([s for s in sws if s != d0.swizzle.name]))
+    other = B128_BASE32B if other == B128_BASE32B.name else SWIZZLES[other]
+    phase = draw(st.integers(1, 7))
     changes = {
         "sbo": lambda d: replace(d, sbo=d.sbo + delta if d.sbo + delta <= 0x3FFF0 else d.sbo - delta),
         "lbo": lambda d: replace(d, lbo=d.lbo + delta if d.lbo + delta <= 0x3FFF0 else d.lbo - delta),
         "swap-lbo-sbo": lambda d: replace(d, lbo=d.sbo, sbo=d.lbo),
-        "swizzle": lambda d, s=draw(st.sampled_from([s for s in sws if s != d0.swizzle.name])): replace(
-            d, swizzle=B128_BASE32B if s == B128_BASE32B.name else SWIZZLES[s]),
+        "swizzle": lambda d: replace(d, swizzle=other),
         "start_address": lambda d: replace(d, start_address=d.start_address + delta
                                            if d.start_address + delta < (1 << 18) - 16 else d.start_address - delta),
-        "base_offset": lambda d, b=draw(st.integers(1, 7)): replace(d, base_offset=b),
+        "base_offset": lambda d: replace(d, base_offset=phase),
     }
     options = []
     for name in fields:
@@ -413,7 +435,7 @@ def mismatched_operands(draw, arch: str = "sm90", fields=MISMATCH_FIELDS, **oper
             continue
         try:
             bad = tuple(changes[name](d) for d in good.descs)
-        except Exception:  # the change does not encode (a field out of range): not a candidate here
+        except LayoutError:  # the change does not encode (a field out of range): not a candidate here
             continue
         if bad != good.descs and _reads_differ(good, bad, good.transpose):
             options.append((name, bad, good.transpose))
