@@ -145,10 +145,11 @@ class Oracle:
     """The persistent oracle child and the requests to it. Use as a context manager or call close().
 
     backend: 'gpu' or 'model' (default: $LAPIS_ORACLE_BACKEND, else 'gpu').
-    timeout_s: the longest one request may take (the first GPU request also compiles the kernel).
+    timeout_s: the longest one request may take, in seconds (the first GPU request of a kind also compiles its
+    kernel file with nvcc: tens of seconds for wgmma_capture_v1.cu).
     """
 
-    def __init__(self, backend: str | None = None, timeout_s: float = 120.0):
+    def __init__(self, backend: str | None = None, timeout_s: float = 300.0):
         backend = backend or os.environ.get(ENV, "gpu")
         if backend not in BACKENDS:
             raise LayoutError("unknown oracle backend", repr(backend), f"use one of {', '.join(BACKENDS)} "
@@ -438,13 +439,19 @@ def _box_bytes(case: dict) -> int:
 
 
 def _compile(cp, src: Path):
-    """A cupy module of `src` for sm_90a: nvcc's cubin when nvcc is on PATH (as the captures build it), else NVRTC."""
+    """A cupy module of `src` for sm_90a: nvcc's cubin when nvcc is on PATH (as the captures build it), else NVRTC.
+    The cubin is kept in the temp folder under the source's hash, so a child started after a fault loads it."""
+    import hashlib
     import shutil
     import tempfile
     if shutil.which("nvcc"):
-        out = Path(tempfile.mkdtemp(prefix="lapis-oracle-")) / (src.stem + ".cubin")
-        subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-o", str(out), str(src)],
-                       check=True, stdout=sys.stderr, stderr=sys.stderr)
+        tag = hashlib.sha256(src.read_bytes()).hexdigest()[:16]
+        out = Path(tempfile.gettempdir()) / f"lapis-oracle-{src.stem}-{tag}.cubin"
+        if not out.exists():
+            part = out.with_suffix(f".{os.getpid()}.part")
+            subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-o", str(part), str(src)],
+                           check=True, stdout=sys.stderr, stderr=sys.stderr)
+            part.replace(out)  # atomic: a concurrent child never loads half a file
         return cp.RawModule(path=str(out))
     return cp.RawModule(code=src.read_text(), options=("-arch=sm_90a", "-std=c++17"))
 
