@@ -4,6 +4,9 @@
 # Usage on the device, from the repo root (lapis need not be installed: PYTHONPATH=.):
 #   bash benchmarks/h200_props.sh [provenance.json]
 # provenance.json (optional, made here where git is): python -m lapis.captures.provenance > props-provenance.json
+# The example suite needs hypothesis, pytest and tensor-layouts on the device (the H200 image lacked
+# tensor-layouts): carry wheels in .wheels/ (e.g. pip download tensor-layouts==0.3.2 --no-deps -d .wheels, name
+# .wheels in `carry`) and they are installed first, offline.
 # Writes $OUT/props.json: examples run and per second per suite run, failures, whether the planted bug was found,
 # oracle requests per second (tma_load, encode, wgmma_read), the model-vs-GPU byte check, and provenance
 # (lapis.gpu.capture_tma.provenance). Logs: $OUT/props_clean.log, $OUT/props_planted.log.
@@ -12,6 +15,7 @@ export PYTHONPATH=.
 OUT=${OUT:-/tmp/lapis-props}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv
+if [ -d .wheels ]; then python3 -m pip install -q --no-index --find-links .wheels .wheels/*.whl; echo "wheels rc $?"; fi
 python3 -c "import hypothesis, pytest; print('hypothesis', hypothesis.__version__, 'pytest', pytest.__version__)"
 echo "import hypothesis, pytest: rc $?"
 python3 -c "import tensor_layouts, numpy, cupy; print('tensor_layouts ok, numpy', numpy.__version__, 'cupy', cupy.__version__)"
