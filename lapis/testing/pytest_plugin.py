@@ -1,7 +1,7 @@
 """pytest plugin: run a suite's `lapis_gpu` property tests against the GPU oracles of lapis.gpu.oracle.
 
 Registered as the `lapis` pytest11 entry point (pyproject.toml); without an install, load it with
-`-p lapis.testing.pytest_plugin`. It adds:
+`-p lapis.testing.pytest_plugin` (not both: pytest refuses a plugin registered twice). It adds:
 
 - the marker `lapis_gpu`: the test needs the oracle on a GPU (named so as not to clash with a suite's own `gpu`);
 - the option `--lapis-gpu`: run the `lapis_gpu` tests. Without it, or without a usable device (the oracle child
