@@ -20,6 +20,7 @@ from lapis.layouts import (
     swizzle,
     swizzle_from_layout_type,
 )
+from lapis.testing.strategies import wgmma_descriptors
 
 FAST = settings(max_examples=150, deadline=None)
 SPAN = {"none": 16, "32B": 32, "64B": 64, "128B": 128}
@@ -115,14 +116,7 @@ def test_fields_and_printer():
 
 RESERVED = (0b11 << 14) | (0b11 << 30) | (0b111 << 46) | (((1 << 10) - 1) << 52)
 
-descriptors = st.builds(
-    WgmmaDescriptor,
-    st.integers(0, (1 << 14) - 1).map(lambda v: v << 4),
-    st.integers(0, (1 << 14) - 1).map(lambda v: v << 4),
-    st.integers(0, (1 << 14) - 1).map(lambda v: v << 4),
-    st.integers(0, 7),
-    st.sampled_from(["none", "32B", "64B", "128B"]),
-)
+descriptors = wgmma_descriptors  # every field over its whole range (lapis.testing.strategies)
 
 
 @FAST

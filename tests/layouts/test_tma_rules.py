@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from lapis.errors import LayoutError
 from lapis.layouts.tma import TensorMap
 from lapis.layouts.tma.rules import (
-    BOX_BYTES_MAX,
     ADVISORIES,
+    BOX_BYTES_MAX,
     DOC,
     DRIVER,
     OBSERVED,
@@ -33,6 +33,7 @@ from lapis.layouts.tma.rules import (
     rule_table,
     validate,
 )
+from lapis.testing.strategies import encode_args
 
 ENCODE = Path(__file__).resolve().parents[2] / "lapis/data/captures/tma_encode"
 MANIFESTS = sorted(ENCODE.glob("*/manifest.json"))
@@ -199,36 +200,7 @@ FLOATS = (6, 7, 8, 9, 10, 11, 12)
 SPAN = {0: 0, 1: 32, 2: 64, 3: 128}
 
 
-@st.composite
-def valid_args(draw):
-    """A parameter set valid on sm_90 by every rule (non-packed types, no 128B_ATOM swizzles)."""
-    dtype = draw(st.sampled_from(sorted(ELEM)))
-    e = ELEM[dtype]
-    il = draw(st.sampled_from((0, 0, 0, 1, 2)))
-    rank = draw(st.integers(3 if il else 1, 5))
-    align = 32 if il == 2 else 16
-    if il == 0:
-        sw = draw(st.sampled_from((0, 1, 2, 3)))
-        cap = (SPAN[sw] // e) if sw else 256
-        box0 = draw(st.integers(1, cap // (16 // e))) * (16 // e)
-    else:
-        sw = 1 if il == 2 else draw(st.sampled_from((0, 1, 2, 3)))
-        box0 = draw(st.integers(1, 256 // (16 // e))) * (16 // e)
-    box = [box0] + draw(st.lists(st.integers(1, 256), min_size=rank - 1, max_size=rank - 1))
-    while math.prod(box) * e > BOX_BYTES_MAX:  # keep the box within one SM's shared memory
-        k = max(range(1, rank), key=lambda j: box[j])
-        box[k] = max(1, box[k] // 2)
-    return EncodeArgs(
-        dtype=dtype, rank=rank,
-        global_address=draw(st.integers(0, 2**40)) * align,
-        dims=draw(st.lists(st.integers(1, 2**32), min_size=rank, max_size=rank)),
-        strides=draw(st.lists(st.integers(0, (2**40 - 1) // align), min_size=rank - 1, max_size=rank - 1).map(
-            lambda s: [x * align for x in s])),
-        box=box,
-        elem_strides=draw(st.lists(st.integers(1, 8), min_size=rank, max_size=rank)),
-        interleave=il, swizzle=sw, l2=draw(st.integers(0, 3)),
-        oob=draw(st.sampled_from((0, 1))) if dtype in FLOATS else 0,
-        map_address=draw(st.integers(0, 2**20)) * 64)
+valid_args = encode_args  # the public strategy: valid on sm_90 by every rule
 
 
 @given(valid_args())
