@@ -79,6 +79,25 @@ def test_flash2_runs_without_deadlock_or_race_and_longer_sequences_take_longer()
         "predicted_us"]
 
 
+def test_flash2_race_log_orders_a_k_rewrite_only_through_syncthreads():
+    from lapis.pipeline_sim.races import HappensBefore
+
+    def run_log(sync: bool) -> list:
+        log = fa2_flash.CtaLog(HappensBefore())
+        log.landed[("K", 1)] = log.hb.access("cp.async K[1]", "K", 0, 1, "write")
+        log.waited("w0", [("K", 1)]), log.waited("w1", [("K", 1)])  # cp.async.wait_group 0 in both warps
+        log.read("w0", ("K", 1))
+        if sync:  # the second __syncthreads of the tile: w0's read of K 1 is before w1 passes it
+            log.arrive("w0", 1), log.arrive("w1", 1), log.passed("w1", 1)
+        issued = log.hb.op("w1", "cp.async K[0]")
+        log.hb.access("cp.async K[0]", "K", 0, 0, "write", after=issued)
+        return log.hb.races()
+
+    assert run_log(True) == []
+    assert [str(r) for r in run_log(False)] == [
+        "race on K[0]: w0 reads token 1 and cp.async K[0] writes token 0 are not ordered by any barrier"]
+
+
 def test_flash2_refuses_a_head_dim_without_traits_and_tiles_that_do_not_divide():
     with pytest.raises(ScheduleError, match="head dims 64, 128, 256"):
         run("h200-flash2", "1x2x1024x96")

@@ -51,7 +51,7 @@ Costs (Flash2Costs): per warp, on its SM sub-partition (warp w of a CTA on SMSP 
   Check (not a fit): an in-order issue replay of the measured SASS mainloop, two warps per sub-partition sharing
   tensor pipe (6 cycles per HMMA), MUFU (8 cycles each) and one issue per cycle, latencies FP32 4, MUFU 20, SHFL
   24, LDS 30, HMMA 33 cycles, gives 4515 cycles per warp and tile (tensor pipe 68% busy); this model gives about
-  4180 (74%) at 8x16x4096x128, in_order = 0 about 3200 (96%).
+  4020 (77%) at 8x16x4096x128, in_order = 0 about 3220 (96%); Nsight Compute measured 5560 (55%).
 - Latencies in cycles: FP32_LATENCY_CLK, SHFL_LATENCY_CLK, MUFU_LATENCY_CLK, MMA_LATENCY_CLK are assumed (the h200
   profile has rates, no per-instruction latency).
 - cp.async: one copy per tile for the CTA (the first warp to reach the instruction starts it): LSU wavefronts, the
@@ -63,6 +63,10 @@ limit (warps x 32 threads x regs_per_thread, allocated per warp in 256-register 
 to 255 (the measured launch at hdim 128; assumed at 64 and 256). Two CTAs per SM at every head dim: 8 warps, 2 per
 sub-partition. The work order: slot_dispatch (the block scheduler: the first wave fills every slot round-robin,
 then each CTA goes to the slot that frees first).
+Roles (top-level generator functions over a lapis.pipeline_sim.context.Context): `slot<s>` (cta_slot) takes the
+SM's CTAs one after another; each CTA (cta) is `warps` warps `cta<s>.w<w>` (warp, the loop above) meeting at one
+__syncthreads barrier. With races checked each CTA keeps its own happens-before log (CtaLog: the K and V buffers'
+copies and ldmatrix reads, ordered through cp.async.wait_group and __syncthreads).
 Not modelled: bank conflicts, instruction-cache misses, the 14 LDL + 14 STL register spills per tile the SASS
 shows, the epilogue's smem round trip of O.
 """
@@ -255,25 +259,64 @@ class Smsp:
         yield from occupy(self.ctx.env, self.ctx.rec, self.units[unit], ns, self.busy, unit, role, op, **kw)
 
 
-def cp_async(ctx, loads: dict, key: tuple, nbytes: int, reuse: float, op: str, **kw):
+class CtaLog:
+    """A CTA's copies and, when races are checked, its happens-before log (lapis.pipeline_sim.races): every
+    __syncthreads use is a node after each warp's arrival and before each warp's pass; a copy's landing writes its
+    buffer (K or V, one slot each: kSmemSize holds one of each) after the issuing warp's issue; cp.async.wait_group
+    orders the waiting warp after the landings of its groups; ldmatrix reads the buffer."""
+
+    def __init__(self, hb):
+        self.hb, self.loads, self.uses, self.landed = hb, {}, {}, {}
+
+    def use_node(self, use: int) -> int:
+        if use not in self.uses:
+            self.uses[use] = self.hb.op("__syncthreads", f"bar 0 use {use} completes")
+        return self.uses[use]
+
+    def arrive(self, role: str, use: int) -> None:
+        if self.hb is not None:
+            self.hb.edge(self.hb.op(role, f"arrive bar 0 use {use}"), self.use_node(use))
+
+    def passed(self, role: str, use: int) -> None:
+        if self.hb is not None:
+            self.hb.op(role, f"pass bar 0 use {use}", after=self.use_node(use))
+
+    def waited(self, role: str, keys: list) -> None:
+        if self.hb is not None:
+            n = self.hb.op(role, "cp.async.wait_group 0")
+            for k in keys:
+                self.hb.edge(self.landed[k], n)
+
+    def read(self, role: str, key: tuple) -> None:
+        if self.hb is not None:
+            self.hb.access(role, key[0], 0, key[1], "read")
+
+
+def cp_async(ctx, log: CtaLog, key: tuple, nbytes: int, reuse: float, role: str, op: str, **kw):
     """The CTA's cp.async of one tile (each warp copies its share; modelled as one copy started by the first warp
     to reach the instruction): its LSU wavefronts, the bytes over the load path, then the latency. Returns the copy
     (a simpy process) for the warp's commit group; every warp's group holds the same copy."""
-    if key not in loads:
-        loads[key] = ctx.child(_land(ctx, nbytes, reuse, op, kw))
-    return loads[key]
+    if key not in log.loads:
+        issued = log.hb.op(role, f"cp.async {key[0]}[{key[1]}]") if log.hb is not None else None
+        log.loads[key] = ctx.child(_land(ctx, log, key, issued, nbytes, reuse, op, kw))
+    return log.loads[key]
 
 
-def _land(ctx, nbytes: int, reuse: float, op: str, kw: dict):
+def _land(ctx, log: CtaLog, key: tuple, issued, nbytes: int, reuse: float, op: str, kw: dict):
     yield from ctx.occupy("lsu", ctx.cost.lsu_ns(nbytes), "cp.async", op, **kw)
     yield from ctx.occupy("l2", lambda: nbytes / ctx.grid.share(reuse), "l2", f"{op} lands", **kw)
     yield ctx.env.timeout(ctx.cost.latency_ns)
+    if log.hb is not None:
+        log.landed[key] = log.hb.access(f"cp.async {key[0]}[{key[1]}]", key[0], 0, key[1], "write", after=issued)
 
 
-def wait_and_sync(ctx, groups: CpAsyncGroups, bar, role: str):
+def wait_and_sync(ctx, groups: CpAsyncGroups, keys: list, log: CtaLog, use: int, bar, role: str):
     """cp_async_wait<0> then __syncthreads (bar.sync 0 over the CTA's threads), one wait."""
     yield groups.wait(0)
+    log.waited(role, keys)
+    log.arrive(role, use)
     yield bar.sync(role, 32, event=ctx.rec.last_id(role))
+    log.passed(role, use)
     yield ctx.env.timeout(ctx.cost.sync_ns)
 
 
@@ -342,41 +385,48 @@ def pv_stream(ctx, smsp: Smsp, first: bool, role: str, **kw):
     yield ctx.env.timeout(c.mma_tail_ns)
 
 
-def warp(ctx, smsp: Smsp, role: str, item: int, n_kv: int, bar, loads: dict):
+def warp(ctx, smsp: Smsp, role: str, item: int, n_kv: int, bar, log: CtaLog):
     """One warp of compute_attn_1rowblock (module docstring): its block_m / warps Q rows against K/V tiles
-    n_kv - 1 .. 0, then its O rows stored. loads: the CTA's tile copies, by (tensor, tile)."""
-    c, groups = ctx.cost, CpAsyncGroups(ctx.env, role)
-    groups.issue(cp_async(ctx, loads, ("Q", 0), c.q_bytes, 1, "cp.async Q", work_item=item))
-    groups.issue(cp_async(ctx, loads, ("K", n_kv - 1), c.tile_bytes, c.q_tiles, "cp.async K", work_item=item,
+    n_kv - 1 .. 0, then its O rows stored. log: the CTA's copies and race log."""
+    c, groups, keys = ctx.cost, CpAsyncGroups(ctx.env, role), [("Q", 0), ("K", n_kv - 1)]
+    groups.issue(cp_async(ctx, log, keys[0], c.q_bytes, 1, role, "cp.async Q", work_item=item))
+    groups.issue(cp_async(ctx, log, keys[1], c.tile_bytes, c.q_tiles, role, "cp.async K", work_item=item,
                           k_index=n_kv - 1))
     groups.commit()
     for step, n in enumerate(range(n_kv - 1, -1, -1)):
         kw = dict(work_item=item, k_index=n)
-        yield from ctx.waited(role, "wait cp.async K + __syncthreads", wait_and_sync(ctx, groups, bar, role),
+        yield from ctx.waited(role, "wait cp.async K + __syncthreads",
+                              wait_and_sync(ctx, groups, list(keys), log, 2 * step, bar, role),
                               flow=lambda: bar.last_completer, **kw)
-        groups.issue(cp_async(ctx, loads, ("V", n), c.tile_bytes, c.q_tiles, "cp.async V", **kw))
+        keys.append(("V", n))
+        groups.issue(cp_async(ctx, log, keys[-1], c.tile_bytes, c.q_tiles, role, "cp.async V", **kw))
         groups.commit()
+        log.read(role, ("K", n))
         yield from gemm(ctx, smsp, c.qk_ns, c.qk_bytes, role, "QK", **kw)
         if step < c.masking_steps:
             yield from smsp.use("fma", c.mask_ns, role, "causal mask", **kw)
-        yield from ctx.waited(role, "wait cp.async V + __syncthreads", wait_and_sync(ctx, groups, bar, role),
+        yield from ctx.waited(role, "wait cp.async V + __syncthreads",
+                              wait_and_sync(ctx, groups, list(keys), log, 2 * step + 1, bar, role),
                               flow=lambda: bar.last_completer, **kw)
         if n > 0:
-            groups.issue(cp_async(ctx, loads, ("K", n - 1), c.tile_bytes, c.q_tiles, "cp.async K", work_item=item,
+            keys.append(("K", n - 1))
+            groups.issue(cp_async(ctx, log, keys[-1], c.tile_bytes, c.q_tiles, role, "cp.async K", work_item=item,
                                   k_index=n - 1))
             groups.commit()
+        log.read(role, ("V", n))
         yield from pv_stream(ctx, smsp, step == 0, role, **kw)
     yield from ctx.occupy("l2", lambda: c.o_bytes / ctx.grid.share(1), role, "store O", work_item=item)
 
 
 def cta(ctx, smsps: list, slot: int, item: int, n_kv: int):
-    """One CTA: its warps on sub-partitions (slot warps + w) % 4, meeting at one __syncthreads barrier."""
+    """One CTA: its warps on sub-partitions (slot warps + w) % 4, meeting at one __syncthreads barrier; its own
+    race log when races are checked (its K and V buffers are its own)."""
     w = ctx.prm["warps"]
     roles = [f"cta{slot}.w{i}" for i in range(w)]
     bar = ctx.named_barrier(f"__syncthreads cta{slot} item {item}", 0, 32 * w, {r: 32 for r in roles})
-    loads = {}
+    log = CtaLog(ctx.race_log())
     yield ctx.env.all_of([ctx.spawn(f"{r}.item{item}", warp(ctx, smsps[(slot * w + i) % SMSP_PER_SM], r, item, n_kv,
-                                                            bar, loads)) for i, r in enumerate(roles)])
+                                                            bar, log)) for i, r in enumerate(roles)])
 
 
 def cta_slot(ctx, smsps: list, slot: int, queue: deque):
@@ -419,5 +469,5 @@ FLASH2 = Schedule(
     name="h200-flash2", description="FlashAttention-2 forward (torch SDPA flash): 4 warps, mma.sync, cp.async K/V "
     "alternating, softmax as a latency chain", shape="attention", defaults=DEFAULTS, resolve=resolve, work=deal,
     costs=Flash2Costs.of, launch=launch, flops=flops, summary=summary, units=("lsu", "l2"),
-    busy=("tensor", "mufu", "fma", "lsu", "l2"), work_cost=sum, sm_fit=sm_fit)
+    busy=("tensor", "mufu", "fma", "lsu", "l2"), work_cost=sum, sm_fit=sm_fit, races="slot")
 SCHEDULES = (FLASH2,)
