@@ -9,12 +9,12 @@ Facts and where they come from:
   block_n 128 keys per K/V tile, head dim 128 (assumed: the name does not say which number is which; these are the
   three a 64-row wgmma over 128 keys at D 128 has). "4x1x1" is not interpreted (assumed: it does not change the
   schedule).
-- its launch (Nsight Compute on the H200 at 8x16x4096x128, /work/notes/gpu: launch__block_size 384, grid (132, 1, 1),
-  launch__registers_per_thread 168, launch__shared_mem_per_block_dynamic 232448 B, one CTA per SM by registers and
-  shared memory): a persistent grid of one CTA per SM, three warpgroups, taken as one producer and two consumer
-  warpgroups (assumed; 168 is the mean of the setmaxnreg split 24 / 240 / 240, lapis.pipeline_sim.setmaxnreg's
-  split for two consumers), so block_m = 128 rows per work item; 232448 B holds the 32 KiB Q tile and 3 K+V stages
-  of 64 KiB (224 KiB; 4 stages would not fit): stages = 3 (derived).
+- its launch (Nsight Compute 2025.3 on the H200, capture of 2026-12-01 at 8x16x4096x128: block 384, grid
+  (132, 1, 1), launch__registers_per_thread 168, launch__shared_mem_per_block_dynamic 232448 B, one CTA per SM by
+  registers and shared memory): a persistent grid of one CTA per SM, three warpgroups, taken as one producer and
+  two consumer warpgroups (assumed; 168 is the mean of the setmaxnreg split 24 / 240 / 240,
+  lapis.pipeline_sim.setmaxnreg's split for two consumers), so block_m = 128 rows per work item; 232448 B holds
+  the 32 KiB Q tile and 3 K+V stages of 64 KiB (224 KiB; 4 stages would not fit): stages = 3 (derived).
 - its counters (same capture): sm__inst_executed_pipe_xu 69.3M, equal to lapis's s9 (ex2.approx per score: the
   ex2 flavour, assumed); pipe_fma 288M, between s9's 170M (conditional rescale) and s5's 411M (exp2f): taken as an
   unconditional O rescale every tile (assumed).

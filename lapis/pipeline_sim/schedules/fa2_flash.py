@@ -23,7 +23,7 @@ Source: Dao-AILab/flash-attention, csrc/flash_attn/src (read at commit 0251105a2
   scores_scale = exp2f((max_prev - max) scale_log2) per row, row_sum and acc_o (block_m D / (32 warps) per thread)
   multiplied by it; scale_apply_exp2: exp2f(x scale - max_scaled) per score; reduce_sum: R C FADD (thread-local);
   convert_type: R C / 2 F2FP (bf16x2 pack). mask.h apply_mask: lapis.pipeline_sim.causal.MASK_OPS_PER_SCORE per score.
-Launch facts (Nsight Compute on the H200, /work/notes/gpu, 8x16x4096x128: launch__registers_per_thread 255,
+Launch facts (Nsight Compute 2025.3 on the H200, capture of 2026-12-01 at 8x16x4096x128: registers 255,
 launch__occupancy_limit_registers = launch__occupancy_limit_shared_mem = 2 blocks, 66560 B of shared memory per
 block with the driver's 1 KiB, block 128, grid (32, 8, 16)) and the mainloop's SASS (the same capture's per-
 instruction counts: 1220 instructions per warp and K/V tile) check the counts: HMMA 256 = 2 x 128 mma.sync, LDSM 80
