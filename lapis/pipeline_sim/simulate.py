@@ -21,7 +21,7 @@ from lapis.pipeline_sim.recorder import union_spans as _union
 from lapis.pipeline_sim.work_order import ORDERS
 
 # The built-in schedule modules, in `lapis simulate --list` order; each lists its Schedule objects in SCHEDULES.
-BUILT_IN = ("gemm_ws", "attention_h200", "attention_h200_fa2", "attention_b200", "attention_sm120")
+BUILT_IN = ("gemm_ws", "attention_h200", "attention_h200_fa2", "attention_b200", "attention_sm120", "fa2_flash", "fa4_sm90", "cudnn_fprop")
 for _name in BUILT_IN:
     register(*importlib.import_module(f"lapis.pipeline_sim.schedules.{_name}").SCHEDULES)
 SCHEDULES = REGISTRY  # name -> Schedule, every built-in one

@@ -1,7 +1,7 @@
 """Blind predictions: the simulator's numbers for real kernels, committed before the kernels' first timed run.
 
 The sets are the catalog's: a variant's `blind` (lapis/catalog/attention.py, lapis/catalog/gemm.py) names the set
-that predicts it. Each file lapis/data/blind/<name>.json holds one entry per (variant, shape): the schedule and
+that predicts it; a kernel lapis did not write names its set in lapis/catalog/third_party.py. Each file lapis/data/blind/<name>.json holds one entry per (variant, shape): the schedule and
 parameters that mirror the kernel, the predicted time (µs) and TFLOP/s, and the profile and model hashes it came from. The git history
 shows the file landing before the capture it predicts; a CPU test keeps the file consistent with the code that
 wrote it (a re-run with the same profile and model must reproduce it), and `lapis compare` reads it.
@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path
 
 import lapis
-from lapis.catalog import attention, gemm
+from lapis.catalog import attention, gemm, third_party
 from lapis.data import BLIND
 from lapis.pipeline_sim.predictions import model_hash, profile_hash
 from lapis.pipeline_sim.simulate import simulate
@@ -28,7 +28,8 @@ from lapis.pipeline_sim.simulate import simulate
 def cases(name: str) -> list[dict]:
     """The cases of set `name`: every catalog variant (or causal build) whose `blind` names it, in table order; a
     GEMM variant at its set's cube sizes (gemm.BLIND_SIZES, else DEFAULT_SIZES), an attention variant at
-    attention.DEFAULT_SHAPES; params: the simulator parameters the kernel fixes (the catalog's sim_params)."""
+    attention.DEFAULT_SHAPES; params: the simulator parameters the kernel fixes (the catalog's sim_params). A set of
+    lapis.catalog.third_party (kernels lapis did not write) holds that table's cases."""
     out = []
     for n, v in gemm.VARIANTS.items():
         if v["blind"] == name:
@@ -39,7 +40,7 @@ def cases(name: str) -> list[dict]:
             if build is not None and build["blind"] == name:
                 out += [dict(variant=n, **(dict(causal=True) if causal else {}), schedule=v["schedule"], gpu="h200",
                              shape=s, params=attention.sim_params(v, causal)) for s in attention.DEFAULT_SHAPES]
-    return out
+    return out + third_party.cases(name)
 
 
 def set_names(variants: dict) -> tuple[str, ...]:
@@ -48,7 +49,8 @@ def set_names(variants: dict) -> tuple[str, ...]:
     return tuple(dict.fromkeys(b["blind"] for b in builds if b["blind"]))
 
 
-SETS = {name: partial(cases, name) for name in set_names(gemm.VARIANTS) + set_names(attention.VARIANTS)}
+SETS = {name: partial(cases, name) for name in set_names(gemm.VARIANTS) + set_names(attention.VARIANTS)
+        + third_party.set_names()}
 
 
 def predict(cases: list[dict]) -> list[dict]:

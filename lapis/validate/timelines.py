@@ -92,18 +92,24 @@ def _gemm(root: Path) -> list[dict]:
 
 
 def _race(root: Path) -> list[dict]:
-    """The third-party kernels (lapis.catalog.third_party.TIMED) of every race capture (lapis.gpu.race): one case
-    per (kernel, shape, causal), with the SM clock nvidia-smi sampled during its batches."""
+    """The third-party kernels (lapis.catalog.third_party, by their `timed` name) of every race capture
+    (lapis.gpu.race): one case per (kernel, shape, causal), with the SM clock nvidia-smi sampled during its
+    batches and the kernel's tile parameters at that head dim."""
     out = []
     for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
         man = read_race(folder).manifest
         for e in man["results"]:
             for name, k in e.get("kernels", {}).items():
-                if name not in third_party.TIMED:
+                found = third_party.by_timed_name(name)
+                if not found:
                     continue
+                variant, entry = found
+                d = e["shape"].split("x")[-1]
+                params = next((dict(c[2]) for c in entry["cases"] if c[0].endswith(f"x{d}")), {})
+                params.pop("causal", None)
                 clock = k.get("clock") or {}
-                out.append(dict(family="attention", variant=name, schedule=third_party.KERNELS[name]["schedule"],
-                                shape=e["shape"], causal=e["causal"], params={}, measured_us=k["median_us"],
+                out.append(dict(family="attention", variant=variant, schedule=entry["schedule"],
+                                shape=e["shape"], causal=e["causal"], params=params, measured_us=k["median_us"],
                                 spread_pct=k["spread_pct"], capture=f"race/{folder.name}", timeline=None,
                                 timeline_capture=None, clock_mhz=clock.get("mhz_median"),
                                 clock_source=clock.get("source")))
@@ -166,7 +172,11 @@ def blind_entries() -> list[dict]:
 
 
 def blind_for(case: dict, entries: list[dict]) -> dict | None:
-    """The blind entry of this case dated no later than its capture, or None."""
+    """The blind entry of this case dated no later than its capture, or None; never for a third-party
+    configuration measured before its predictions were made (lapis.catalog.third_party `seen`)."""
+    seen = third_party.KERNELS.get(case["variant"], {}).get("seen", ())
+    if (case["shape"], case["causal"]) in seen:
+        return None
     return next((e for e in entries if e["schedule"] == case["schedule"] and e["variant"] == case["variant"]
                  and e["shape"] == case["shape"] and bool(e["params"].get("causal", 0)) == case["causal"]
                  and e["date"] <= case["capture_date"]), None)

@@ -62,11 +62,13 @@ def kernel_case(key: str, shape: str, gemm_size: int) -> dict:
         v = attention.VARIANTS[name]
         return dict(base, schedule=v["schedule"], params=attention.sim_params(v, causal), instruction="wgmma",
                     variant=key)
-    if name in third_party.KERNELS:
-        k = third_party.KERNELS[name]
-        return dict(base, schedule=k["schedule"], params=dict(causal=1) if causal else {},
-                    instruction=k["instruction"], variant=key)
-    raise LapisError("a captured kernel is a catalog variant, 'gemm' or one of lapis.catalog.third_party.KERNELS",
+    found = third_party.by_timed_name(name)
+    if found:
+        variant, k = found
+        case = next(c for c in k["cases"] if c[0].endswith(f"x{d}"))  # the kernel's tile choice at this head dim
+        return dict(base, schedule=k["schedule"], params=dict(case[2], **({"causal": 1} if causal else {})),
+                    instruction=k["instruction"], variant=variant)
+    raise LapisError("a captured kernel is a catalog variant, 'gemm' or a kernel of lapis.catalog.third_party",
                      repr(key), "add it to lapis/validate/units.py")
 
 

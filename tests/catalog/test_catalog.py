@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lapis.catalog import attention, gemm, generate
+from lapis.catalog import attention, gemm, generate, third_party
 from lapis.data import BLIND
 from lapis.pipeline_sim.simulate import SCHEDULES, check_params, simulate
 
@@ -75,6 +75,7 @@ def test_diagnostic_variants_are_never_predicted_nor_swept():
 def test_every_blind_set_and_sweep_schedule_the_catalog_names_exists():
     sets = [v["blind"] for t in (attention.VARIANTS, gemm.VARIANTS) for v in t.values() if v["blind"]]
     sets += [v["causal_build"]["blind"] for v in attention.VARIANTS.values() if v["causal_build"]]
+    sets += [k["blind"] for k in third_party.KERNELS.values()]  # kernels lapis did not write
     assert sorted(set(sets)) == sorted(p.stem for p in BLIND.glob("*.json"))
     for v in attention.VARIANTS.values():
         assert all(s in SCHEDULES for s in v["sweep"])

@@ -31,7 +31,7 @@ def test_no_function_in_pipeline_sim_is_longer_than_80_lines():
 
 
 def test_every_built_in_schedule_is_a_schedule_object_run_by_the_engine():
-    assert len(SCHEDULES) == 36
+    assert len(SCHEDULES) == 39
     assert all(isinstance(s, Schedule) and s.launch is not None for s in SCHEDULES.values())
 
 

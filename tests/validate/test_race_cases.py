@@ -32,11 +32,23 @@ def test_flash_and_cudnn_rows_become_cases(tmp_path):
                      {"shape": "8x16x4096x128", "causal": True, "flops": 5.5e11,
                       "kernels": {"flash": _kernel(1900.0, 1710.0)}}])
     cases = {(c["variant"], c["causal"]): c for c in measured_cases(tmp_path)}
-    assert set(cases) == {("cudnn", False), ("flash", False), ("flash", True)}
-    f = cases[("flash", True)]
+    assert set(cases) == {("cudnn_fprop", False), ("flash2", False), ("flash2", True)}
+    f = cases[("flash2", True)]
     assert f["schedule"] == "h200-flash2" and f["measured_us"] == 1900.0
     assert f["clock_mhz"] == 1710.0 and f["clock_source"] == "sampled"
-    assert cases[("cudnn", False)]["schedule"] == "h200-cudnn-fprop"
+    assert cases[("cudnn_fprop", False)]["schedule"] == "h200-cudnn-fprop"
+    # FA2's tile at head dim 128 (Flash_fwd_kernel_traits<128, 128, 64, 4>)
+    assert (f["params"]["block_m"], f["params"]["block_n"], f["params"]["warps"]) == (128, 64, 4)
+
+
+def test_configurations_seen_before_the_predictions_are_not_blind():
+    from lapis.validate.timelines import blind_entries, blind_for
+    entries = blind_entries()
+    case = dict(schedule="h200-flash2", variant="flash2", shape="8x16x4096x128", causal=False,
+                capture_date="2026-12-02")
+    assert blind_for(case, entries) is None
+    causal = dict(case, causal=True)
+    assert blind_for(causal, entries)["set"] == "flash2_h200"
     assert f["capture"] == "race/h200-test" and f["capture_date"] == "2026-12-01"
 
 
