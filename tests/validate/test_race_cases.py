@@ -39,6 +39,7 @@ def test_flash_and_cudnn_rows_become_cases(tmp_path):
     assert cases[("cudnn_fprop", False)]["schedule"] == "h200-cudnn-fprop"
     # FA2's tile at head dim 128 (Flash_fwd_kernel_traits<128, 128, 64, 4>)
     assert (f["params"]["block_m"], f["params"]["block_n"], f["params"]["warps"]) == (128, 64, 4)
+    assert f["capture"] == "race/h200-test" and f["capture_date"] == "2026-12-01"
 
 
 def test_configurations_seen_before_the_predictions_are_not_blind():
@@ -49,7 +50,6 @@ def test_configurations_seen_before_the_predictions_are_not_blind():
     assert blind_for(case, entries) is None
     causal = dict(case, causal=True)
     assert blind_for(causal, entries)["set"] == "flash2_h200"
-    assert f["capture"] == "race/h200-test" and f["capture_date"] == "2026-12-01"
 
 
 def test_skipped_kernels_are_counted_and_a_bad_time_refused(tmp_path):
