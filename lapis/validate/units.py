@@ -66,7 +66,8 @@ def kernel_case(key: str, shape: str, gemm_size: int) -> dict:
     if found:
         variant, k = found
         case = next(c for c in k["cases"] if c[0].endswith(f"x{d}"))  # the kernel's tile choice at this head dim
-        return dict(base, schedule=k["schedule"], params=dict(case[2], **({"causal": 1} if causal else {})),
+        tile = {p: v for p, v in case[2].items() if p != "causal"}
+        return dict(base, schedule=k["schedule"], params=dict(tile, **({"causal": 1} if causal else {})),
                     instruction=k["instruction"], variant=variant)
     raise LapisError("a captured kernel is a catalog variant, 'gemm' or a kernel of lapis.catalog.third_party",
                      repr(key), "add it to lapis/validate/units.py")

@@ -82,3 +82,11 @@ def test_reader_refuses_a_non_number_metric(tmp_path):
     with pytest.raises(CaptureError, match="finite number"):
         read_ncu(dest)
     assert read_ncu(CAPTURE).not_compared == {}
+
+
+def test_third_party_cases_take_the_kernels_tile_and_causal_flag():
+    f = units.kernel_case("flash", "8x16x4096x128", 8192)
+    assert f["schedule"] == "h200-flash2" and "causal" not in f["params"]
+    assert (f["params"]["block_m"], f["params"]["block_n"]) == (128, 64) and f["instruction"] == "mma.sync"
+    c = units.kernel_case("cudnn:causal", "8x16x4096x128", 8192)
+    assert c["params"]["causal"] == 1 and c["instruction"] == "wgmma"
