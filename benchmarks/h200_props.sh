@@ -71,7 +71,7 @@ def suite(bug):
     if bug:
         env["LAPIS_EXAMPLE_BUG"] = bug
     cmd = [sys.executable, "-m", "pytest", "examples/test_my_layouts.py", "--lapis-gpu", "-q", "-p",
-           "lapis.testing.pytest_plugin", "-p", "no:cacheprovider", "--hypothesis-show-statistics", "-rs"]
+           "lapis.testing.pytest_plugin", "-p", "no:cacheprovider", "--hypothesis-show-statistics", "-rfs"]
     t0 = time.perf_counter()
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     wall = time.perf_counter() - t0
