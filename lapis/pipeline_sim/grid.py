@@ -83,13 +83,13 @@ class GridRun:
     slowest: SmGroup
 
 
-def run_sms(env, p, per_sm: list, full: bool, build, cost=len, on_check=None) -> GridRun:
+def run_sms(env, p, per_sm: list, full: bool, build, cost=len, on_check=None, budget=None) -> GridRun:
     """Simulate the representative SM (full=False) or every SM (full=True) in `env`.
 
     per_sm: each SM's work list (any hashable items, in the order the SM runs them);
     build(rec, grid, group) -> (processes: dict role -> simpy process, barriers: list, busy: dict unit -> ns)
     spawns one SM's roles; cost ranks work lists for the representative choice; on_check() is called every few
-    thousand events (a progress display). The processes dict and the
+    thousand events (a progress display); budget: the recorder.EventBudget the SMs' recorders share. The processes dict and the
     barrier list are read again after the run, so a schedule may add roles and barriers as its CTAs start.
     Raises deadlock.Deadlock when a role is left alive (roles are prefixed `smN/` in full mode), including a role
     that only polls a barrier that no longer changes (deadlock.drive)."""
@@ -103,7 +103,7 @@ def run_sms(env, p, per_sm: list, full: bool, build, cost=len, on_check=None) ->
     grid = Grid(p, active, static=not full)
     built, recs, busy, ids = [], {}, {}, itertools.count()
     for g in groups:
-        rec = recs[g.sm] = Recorder(env, sm=g.sm, ids=ids)
+        rec = recs[g.sm] = Recorder(env, sm=g.sm, ids=ids, budget=budget)
         pr, bars, busy[g.sm] = build(rec, grid, g)
         built.append((g, pr, bars))
         env.all_of(list(pr.values())).callbacks.append(lambda _, g=g: grid.finish(g, env.now))
