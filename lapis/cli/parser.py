@@ -305,6 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "(SMs with identical work lists are simulated once; the tail gets more bandwidth per SM)")
     sim.add_argument("--races", action="store_true", help="also run the happens-before race check over every "
                      "ring slot access (exit status 4 if a race is found; best at small shapes)")
+    sim.add_argument("--max-events", type=int, metavar="N", help="the run's event bound (default 1,000,000 on the "
+                     "representative SM; with --full, 500,000 over every SM simulated, estimated before the run)")
     _json(sim)
 
     add_sweep_parser(sub)

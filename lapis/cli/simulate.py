@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 from lapis.cli.output import FIGURE_SUFFIXES, check_out_file, write_output
 from lapis.cli.parser import EXIT_CODES
@@ -38,7 +39,13 @@ def cli_simulate(args) -> int:
                               "give one of them")
         params = {**params, **({"causal": 1} if args.causal else {})}
         gpu = args.gpu or default_gpu(args.schedule)
-        r = simulate(args.schedule, gpu, args.shape, params, check_races=args.races, full=args.full)
+        bar = RunProgress() if sys.stdout.isatty() and not args.json else None
+        try:
+            r = simulate(args.schedule, gpu, args.shape, params, check_races=args.races, full=args.full,
+                         max_events=args.max_events, progress=bar)
+        finally:
+            if bar is not None:
+                bar.close()
     except Deadlock as dl:
         print(f"lapis simulate: {dl}", file=sys.stderr)
         return EXIT_CODES["deadlock"]
@@ -70,3 +77,30 @@ def cli_simulate(args) -> int:
             print(f"races: {len(r['races'])} found (happens-before over the barrier edges)")
         return EXIT_CODES["race"] if r["races"] else EXIT_CODES["ok"]
     return 0
+
+
+class RunProgress:
+    """A progress bar of the events recorded (of the estimate, for --full) on stderr, shown once a run has taken
+    `after_s` seconds; cleared when the run ends. Needs rich; without it nothing is shown."""
+
+    def __init__(self, after_s: float = 1.0):
+        self.t0, self.after_s, self.bar, self.task = time.monotonic(), after_s, None, None
+
+    def __call__(self, events: int, total: int | None) -> None:
+        if self.bar is None:
+            if time.monotonic() - self.t0 < self.after_s:
+                return
+            try:
+                from rich.console import Console
+                from rich.progress import Progress
+            except ImportError:
+                self.after_s = float("inf")
+                return
+            self.bar = Progress(console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("simulating (events)", total=total)
+        self.bar.update(self.task, completed=events)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -37,7 +37,7 @@ class Context:
         self.env, self.rec, self.grid, self.group = env, rec, grid, group
         self.p, self.prm, self.cost, self.dims, self.flags = p, prm, cost, dims, flags or {}
         self.hb, self.check_races = hb, check_races
-        self.units = {u: simpy.Resource(env, 1) for u in units}
+        self.units = {u: _unit(env, u) for u in units}
         self.busy = {u: 0.0 for u in (busy or units)}
         self.barriers: list = []
         self.processes: dict = {}
@@ -106,3 +106,10 @@ class Context:
         b = NamedBarrier(self.env, name, bar_id, threads, arrivers)
         self.barriers.append(b)
         return b
+
+
+def _unit(env, name: str) -> simpy.Resource:
+    """A unit of capacity 1, named so that a deadlock report can say which unit a role is stuck on."""
+    res = simpy.Resource(env, 1)
+    res.name = name
+    return res

@@ -83,14 +83,16 @@ class GridRun:
     slowest: SmGroup
 
 
-def run_sms(env, p, per_sm: list, full: bool, build, cost=len) -> GridRun:
+def run_sms(env, p, per_sm: list, full: bool, build, cost=len, on_check=None, budget=None) -> GridRun:
     """Simulate the representative SM (full=False) or every SM (full=True) in `env`.
 
     per_sm: each SM's work list (any hashable items, in the order the SM runs them);
     build(rec, grid, group) -> (processes: dict role -> simpy process, barriers: list, busy: dict unit -> ns)
-    spawns one SM's roles; cost ranks work lists for the representative choice. The processes dict and the
+    spawns one SM's roles; cost ranks work lists for the representative choice; on_check() is called every few
+    thousand events (a progress display); budget: the recorder.EventBudget the SMs' recorders share. The processes dict and the
     barrier list are read again after the run, so a schedule may add roles and barriers as its CTAs start.
-    Raises deadlock.Deadlock when a role is left waiting (roles are prefixed `smN/` in full mode)."""
+    Raises deadlock.Deadlock when a role is left alive (roles are prefixed `smN/` in full mode), including a role
+    that only polls a barrier that no longer changes (deadlock.drive)."""
 
     active = sum(1 for w in per_sm if w)
     if full:
@@ -101,19 +103,20 @@ def run_sms(env, p, per_sm: list, full: bool, build, cost=len) -> GridRun:
     grid = Grid(p, active, static=not full)
     built, recs, busy, ids = [], {}, {}, itertools.count()
     for g in groups:
-        rec = recs[g.sm] = Recorder(env, sm=g.sm, ids=ids)
+        rec = recs[g.sm] = Recorder(env, sm=g.sm, ids=ids, budget=budget)
         pr, bars, busy[g.sm] = build(rec, grid, g)
         built.append((g, pr, bars))
         env.all_of(list(pr.values())).callbacks.append(lambda _, g=g: grid.finish(g, env.now))
     gc_was_on = gc.isenabled()
     gc.disable()  # a long run keeps millions of live events: collections would rescan them (a third of full mode)
+    barriers = lambda: [b for _, _, bars in built for b in bars]  # noqa: E731 (read again as CTAs start)
+    processes = lambda: {(f"sm{g.sm}/{r}" if full else r): x for g, pr, _ in built for r, x in pr.items()}  # noqa: E731
     try:
-        env.run()
+        deadlock.drive(env, barriers, processes, on_check=on_check)
     finally:
         if gc_was_on:
             gc.enable()
-    deadlock.check([b for _, _, bars in built for b in bars],
-                   {(f"sm{g.sm}/{r}" if full else r): x for g, pr, _ in built for r, x in pr.items()})
+    deadlock.check(barriers(), processes())
     slowest = max(groups, key=lambda g: (grid.finish_ns.get(g.sm, env.now), -g.sm)) if groups else None
     return GridRun(groups, recs, busy, grid.finish_ns, slowest)
 

@@ -9,6 +9,9 @@ for the next phase and the phase parity flips. Operations kept here:
 - `expect_tx(n)` / `arrive_expect_tx(n)`: raise the tx-count by n bytes (range
   -(2^20 - 1) .. 2^20 - 1, PTX), optionally with an arrival.
 - `complete_tx(n)`: what a TMA load does as its bytes land.
+- `try_wait(parity)`: one `mbarrier.try_wait.parity` that returns at once, True when the phase with that
+  parity has completed (a role that polls it with `env.timeout` back-off is followed by the deadlock check's
+  stall detection, lapis.pipeline_sim.deadlock.drive).
 - `wait(parity)`: `mbarrier.try_wait.parity` looped until it succeeds. It succeeds
   once the phase with that parity has completed, i.e. when the current phase's
   parity differs from `parity`. So a fresh barrier waited with parity 1 passes at
@@ -21,11 +24,20 @@ into the next phase: that is recorded as a race (`races`), not a deadlock.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 from lapis.errors import ScheduleError
 
 TX_LIMIT = (1 << 20) - 1  # PTX: tx-count range -(2^20 - 1) .. 2^20 - 1
+# env -> {process: passed} of each process's latest try_wait on any barrier: the stall check reads it in O(1)
+# instead of visiting every barrier of a full run.
+_LATEST_POLL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def failed_pollers(env) -> set:
+    """The processes of `env` whose latest try_wait (on any barrier) failed."""
+    return {proc for proc, passed in _LATEST_POLL.get(env, {}).items() if not passed}
 
 
 @dataclass
@@ -33,6 +45,7 @@ class Waiter:
     role: str
     parity: int
     event: object
+    proc: object = None  # the simpy process that waits (None when the wait is made outside a process)
 
 
 @dataclass
@@ -53,6 +66,10 @@ class MBarrier:
     _completed: dict = field(default_factory=dict)  # phase -> hb node of its completion
     last_completer: int | None = None  # id of the recorded event whose arrival or bytes completed the last phase
     _last_event: int | None = None
+    ring: tuple | None = None  # (pipeline name, "full" or "empty", slot) for a TmaPipeline's barrier
+    arrived_roles: list = field(default_factory=list)  # roles that arrived in the current phase
+    arrivals_by_role: dict = field(default_factory=dict)  # role -> arrivals over the whole run
+    polls: dict = field(default_factory=dict)  # process -> (role, parity, ns, passed) of its latest try_wait
 
     def __post_init__(self):
         if self.count < 1:
@@ -70,6 +87,8 @@ class MBarrier:
         if self.hb is not None:
             self._arrivals.append(node if node is not None else self.hb.op(role, f"arrive {self.name}"))
         self.pending -= 1
+        self.arrived_roles.append(role)
+        self.arrivals_by_role[role] = self.arrivals_by_role.get(role, 0) + 1
         if self.pending < 0:
             self.races.append(f"{role or '?'} arrived on {self.name} more often than its count {self.count} "
                               f"in phase {self.phase}")
@@ -111,6 +130,7 @@ class MBarrier:
             self.last_completer, self._last_event = self._last_event, None
             self.phase += 1
             self.pending += self.count
+            self.arrived_roles = []
             for w in [w for w in self.waiters if w.parity != self.parity]:
                 self.waiters.remove(w)
                 if self.hb is not None:
@@ -127,5 +147,17 @@ class MBarrier:
                 self.hb.op(role, f"wait {self.name} passes", after=self._completed.get(self.phase - 1))
             ev.succeed()
         else:
-            self.waiters.append(Waiter(role, parity, ev))
+            self.waiters.append(Waiter(role, parity, ev, self.env.active_process))
         return ev
+
+    def try_wait(self, parity: int, role: str = "") -> bool:
+        """One non-blocking try_wait.parity(parity): True once the phase with that parity has completed. The
+        poll is remembered per process, so a role that polls forever is reported as stalled on this barrier."""
+        if parity not in (0, 1):
+            raise ScheduleError("try_wait.parity takes a phase parity", parity, "pass 0 or 1")
+        passed = self.parity != parity
+        self.polls[self.env.active_process] = (role, parity, self.env.now, passed)
+        _LATEST_POLL.setdefault(self.env, {})[self.env.active_process] = passed
+        if passed and self.hb is not None:
+            self.hb.op(role, f"try_wait {self.name} passes", after=self._completed.get(self.phase - 1))
+        return passed

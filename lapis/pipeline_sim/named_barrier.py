@@ -29,6 +29,7 @@ class NamedWaiter:
     role: str
     generation: int  # the use of the barrier whose completion releases this waiter
     event: object
+    proc: object = None  # the simpy process that waits
 
 
 @dataclass
@@ -70,7 +71,7 @@ class NamedBarrier:
         if gen < self.generation:
             ev.succeed()
         else:
-            self.waiters.append(NamedWaiter(role, gen, ev))
+            self.waiters.append(NamedWaiter(role, gen, ev, self.env.active_process))
         return ev
 
     def missing(self) -> list[str]:

@@ -61,6 +61,9 @@ class TmaPipeline:
         self.tma, self.last_event = tma, last_event or (lambda role: None)
         self.full = [MBarrier(env, f"{name}.full[{i}]", 1, (producer,)) for i in range(stages)]
         self.empty = [MBarrier(env, f"{name}.empty[{i}]", len(consumers), tuple(consumers)) for i in range(stages)]
+        for kind, bars in (("full", self.full), ("empty", self.empty)):
+            for i, bar in enumerate(bars):
+                bar.ring = (name, kind, i)  # lets a deadlock report compare the roles' ring positions
         self.attach(hb)
 
     @property

@@ -23,7 +23,22 @@ class Race:
 
     def __str__(self) -> str:
         return (f"race on {self.buffer}[{self.slot}]: {self.first[0]} {self.first[1]}s token {self.first[2]} and "
-                f"{self.second[0]} {self.second[1]}s token {self.second[2]} are not ordered by any barrier")
+                f"{self.second[0]} {self.second[1]}s token {self.second[2]} are not ordered by any barrier"
+                f"{self.cause()}")
+
+    def cause(self) -> str:
+        """What the pair's kinds and tokens show: a read of a token unordered with that token's own write passed
+        its wait before the bytes landed; a write unordered with an access of the slot's previous token refilled
+        the slot before it was released."""
+        kinds = {self.first[1], self.second[1]}
+        if self.first[2] == self.second[2] and kinds == {"read", "write"}:
+            return ("; cause: the read's wait passed before this token's bytes landed (a wait on a parity that "
+                    "has already completed, e.g. a consumer state starting at phase 1, or a full barrier that "
+                    "completed early)")
+        if self.first[2] != self.second[2]:
+            return ("; cause: the slot was refilled before every access of the previous token was released to the "
+                    "writer (a release before the last read, or a write that does not wait on the empty barrier)")
+        return ""
 
 
 class HappensBefore:

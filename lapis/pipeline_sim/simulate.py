@@ -91,9 +91,10 @@ def check_params(schedule: str, params: dict, defaults: dict) -> None:
             params[key] = int(v)
 
 
-def check_size(kind: str, dims: tuple, prm: dict, sm_count: int, q_rows: int = 0) -> None:
-    """Refuse a run whose busiest SM would record more than recorder.MAX_EVENTS events, before any work list
-    is built (a huge shape would otherwise take minutes or run out of memory before the in-run bound trips).
+def check_size(kind: str, dims: tuple, prm: dict, sm_count: int, q_rows: int = 0, bound: int | None = None) -> None:
+    """Refuse a run whose busiest SM would record more than `bound` events (default recorder.MAX_EVENTS), before
+    any work list is built (a huge shape would otherwise take minutes or run out of memory before the in-run
+    bound trips).
 
     prm: the schedule's defaults, variant and parameters merged; q_rows: the most Q rows a work item can take
     where no parameter says (b200: two 128-row tiles). The count is a lower bound: an item records at least
@@ -109,11 +110,26 @@ def check_size(kind: str, dims: tuple, prm: dict, sm_count: int, q_rows: int = 0
                    q_rows)
         tiles = math.ceil(seq / prm["block_n"])
         items, per_item = b * h * math.ceil(seq / rows), 2 * (max(1, tiles // 2) if prm.get("causal") else tiles)
-    least = math.ceil(items / sm_count) * per_item
-    if least > recorder.MAX_EVENTS:
+    least, bound = math.ceil(items / sm_count) * per_item, bound or recorder.MAX_EVENTS
+    if least > bound:
         raise ScheduleError("the run exceeds the simulator's event bound", f"at least {least:,} tile-level events on "
-                            f"the busiest SM (bound {recorder.MAX_EVENTS:,})",
-                            "simulate a smaller shape: per-SM throughput settles within a few thousand tiles")
+                            f"the busiest SM (bound {bound:,})",
+                            "simulate a smaller shape: per-SM throughput settles within a few thousand tiles, or "
+                            "raise the bound with --max-events")
+
+
+def check_full_size(s, p, dims: tuple, params: dict, bound: int | None = None) -> int:
+    """Refuse a --full run whose estimated events over every SM simulated (engine.estimate_events: a pilot of one
+    work item, scaled by the work of every distinct work list) exceed `bound` (default
+    recorder.MAX_FULL_EVENTS), before the run; returns the estimate."""
+    bound = bound or recorder.MAX_FULL_EVENTS
+    est = engine.estimate_events(s, p, dims, params)
+    if est > bound:
+        raise ScheduleError("the --full run exceeds the simulator's event bound", f"about {est:,} tile-level events "
+                            f"estimated over every SM simulated (bound {bound:,})",
+                            f"simulate a smaller shape, drop --full, or raise the bound with --max-events {est} "
+                            "(a full run takes about 0.3 KB and 0.1-0.3 ms per event on a 2-core machine)")
+    return est
 
 
 def _example(key: str, defaults: dict):
@@ -122,7 +138,7 @@ def _example(key: str, defaults: dict):
 
 
 def simulate(schedule, gpu: str, shape: str, params: dict | None = None, check_races: bool = False,
-             full: bool = False, cut=None) -> dict:
+             full: bool = False, cut=None, max_events: int | None = None, progress=None) -> dict:
     """Simulate `schedule` on profile `gpu` at `shape`; the JSON-able summary `lapis simulate --json` prints.
 
     full: simulate every SM (`--full`; lapis.pipeline_sim.grid: SMs with identical work lists are simulated once,
@@ -134,6 +150,10 @@ def simulate(schedule, gpu: str, shape: str, params: dict | None = None, check_r
     node per barrier operation, so it suits the small shapes a protocol check needs.
     schedule: a registered name, `path/to/file.py:NAME` (a Schedule in the user's file) or a Schedule.
     cut: shortens the SMs' work lists before the run (lapis.sweep.fast; engine.run).
+    max_events: the run's event bound (`--max-events`; default recorder.MAX_EVENTS on the representative SM, or
+    recorder.MAX_FULL_EVENTS over every SM simulated when full); a full run is refused before it starts when
+    its estimate (check_full_size) is over the bound, and any run ends with a ScheduleError once it records more.
+    progress(events so far, estimated total): called every few thousand simpy events (a progress display).
     Raises ScheduleError for an unknown schedule, parameter or shape, NotModelled for causal masking on a
     schedule that does not model it, and deadlock.Deadlock on a hang."""
     s = lookup(schedule)
@@ -148,12 +168,17 @@ def simulate(schedule, gpu: str, shape: str, params: dict | None = None, check_r
                             "(wgmma .m64nNk16, tcgen05 kind::f16, mma.sync .m16n8k16)", f"D = {dims[3]}",
                             "use a head dimension that is a multiple of 16, e.g. 64, 128")
     p = load_profile(gpu)
-    check_size(kind, dims, {**s.defaults, **s.flags, **params}, p["sm_count"], s.q_rows)
+    if max_events is not None and (isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1):
+        raise ScheduleError("the event bound is a count >= 1", repr(max_events), "e.g. --max-events 5000000")
+    check_size(kind, dims, {**s.defaults, **s.flags, **params}, p["sm_count"], s.q_rows,
+               max_events or (recorder.MAX_FULL_EVENTS if full else None))
     if p.arch != s.arch:
         raise ScheduleError(f"{schedule} is written for {s.arch} hardware", f"profile {gpu} ({p.arch})",
                             f"use --gpu {s.gpu} or a schedule of the {p.arch} family")
     t0 = time.time()
-    r = engine.run(s, p, dims, params, check_races, full, cut)
+    expected = check_full_size(s, p, dims, params, max_events) if full and cut is None else None
+    tick = None if progress is None else (lambda n: progress(n, expected))
+    r = engine.run(s, p, dims, params, check_races, full, cut, max_events, tick)
     if kind == "attention":
         roof = roofline.attention(p, *dims, causal=bool(r["params"].get("causal")))
     else:

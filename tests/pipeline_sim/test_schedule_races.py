@@ -85,3 +85,30 @@ def test_well_formed_random_pipelines_never_hang_race_or_beat_the_roofline(stage
     r = simulate(name, "h200", shape, params, check_races=True)
     assert r["races"] == [] and 0 < r["tflops"] <= r["roofline_tflops"]
 
+
+
+# Three shapes per form: one CTA per SM, several CTAs per SM in turn (smem slots reused across CTAs), and
+# extents that leave a partial wave.
+THREE_SHAPES = {"gemm": ("512x512x1024", "2048x2048x2048", "1024x3072x512"),
+                "attention": ("1x2x1024x128", "1x3x3072x64", "8x16x1024x128")}
+
+
+@pytest.mark.parametrize("name, shape", [(n, sh) for n in sorted(SCHEDULES) for sh in THREE_SHAPES[SCHEDULES[n].shape]])
+def test_every_built_in_schedule_is_race_free_at_three_shapes(name, shape):
+    assert simulate(name, default_gpu(name), shape, check_races=True)["races"] == []
+
+
+@pytest.mark.parametrize("shape", THREE_SHAPES["gemm"])
+def test_a_planted_race_is_still_caught_when_ctas_follow_each_other(shape, monkeypatch):
+    """Positive control for the CTA-exit edge: releasing at the wait races within every CTA of the SM."""
+    release_at_the_wait(monkeypatch)
+    races = simulate("h200-gemm-ws", "h200", shape, check_races=True)["races"]
+    tiles = {r.split("token (")[1].split(",")[0] for r in races}
+    assert races and all("race on ring[" in r for r in races) and len(tiles) == (1 if shape == "512x512x1024" else 2)
+
+
+def test_successive_ctas_on_an_sm_are_ordered_by_the_cta_exit():
+    """h200-gemm-ws at 2048^3: 256 tiles on 132 SMs, two CTAs in turn on the representative SM, each with a fresh
+    ring over the same smem; the second CTA's TMA writes come after the first CTA's reads through the exit."""
+    from lapis.cli import main
+    assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "2048x2048x2048", "--races"]) == 0

@@ -113,16 +113,29 @@ class GemmCosts:
 
 
 class CtaExit:
-    """The kernel's final __syncthreads: the next CTA on the SM (the next tile) starts when every role is done."""
+    """The kernel's final __syncthreads: the next CTA on the SM (the next tile) starts when every role is done.
+
+    The next CTA reuses the same shared memory (its ring has the same buffer name in the race check), so the
+    exit is logged as a happens-before edge: every role's arrival comes before the exit, and the exit before
+    whatever each role does for the next tile (the next CTA's TMA writes come after this CTA's reads)."""
 
     def __init__(self, env, roles: int):
         self.env, self.left, self.done = env, roles, env.event()
+        self.arrivals, self.node = [], None  # hb nodes of the roles' arrivals; the exit's node
 
     def sync(self, ctx, role: str, tile: int):
+        if ctx.hb is not None:
+            self.arrivals.append(ctx.hb.op(role, f"arrive CTA {tile} exit"))
         self.left -= 1
         if not self.left:
+            if ctx.hb is not None:
+                self.node = ctx.hb.op(f"[cta{tile} exit]", f"CTA {tile} exits")
+                for n in self.arrivals:
+                    ctx.hb.edge(n, self.node)
             self.done.succeed()
         yield from ctx.waited(role, "wait CTA exit", self.done, work_item=tile)
+        if ctx.hb is not None:
+            ctx.hb.op(role, f"CTA {tile} exited", after=self.node)
 
 
 def producer(ctx, ctas):

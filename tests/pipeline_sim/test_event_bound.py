@@ -1,0 +1,85 @@
+"""The event bound of a --full run: over every SM simulated, estimated before the run from a pilot of one work
+item, enforced while it runs, raised with --max-events; and the progress display of long runs."""
+
+import pytest
+
+from lapis.cli import main
+from lapis.errors import ScheduleError
+from lapis.model.profile import load_profile
+from lapis.pipeline_sim import engine, recorder
+from lapis.pipeline_sim.simulate import SCHEDULES, simulate
+
+# h200-s8-persistent 1x16x4096x128 causal: 132 SMs as 48 distinct work lists, 43,233 events in all, at most
+# about 1,500 on any one SM.
+S8, SHAPE, CAUSAL = "h200-s8-persistent", "1x16x4096x128", {"causal": 1}
+
+
+def test_a_full_run_is_bounded_over_every_sm_not_per_sm(monkeypatch):
+    monkeypatch.setattr(recorder, "MAX_EVENTS", 5000)  # every SM alone records fewer
+    monkeypatch.setattr(recorder, "MAX_FULL_EVENTS", 5000, raising=False)
+    with pytest.raises(ScheduleError, match=r"the --full run exceeds the simulator's event bound: got about 41,201 "
+                                            r"tile-level events estimated over every SM simulated \(bound 5,000\); "
+                                            r"fix: .*--max-events 41201"):
+        simulate(S8, "h200", SHAPE, CAUSAL, full=True)
+    assert simulate(S8, "h200", SHAPE, CAUSAL)["events"] < 5000  # the representative run stays under it
+
+
+def test_max_events_raises_the_bound_for_one_run(monkeypatch):
+    monkeypatch.setattr(recorder, "MAX_FULL_EVENTS", 5000, raising=False)
+    r = simulate(S8, "h200", SHAPE, CAUSAL, full=True, max_events=50_000)
+    assert r["grid"]["work_lists"] == 48
+
+
+def test_the_in_run_bound_counts_every_sm():
+    s, p = SCHEDULES[S8], load_profile("h200")
+    with pytest.raises(ScheduleError, match="more than 20,000 tile-level events in the whole run"):
+        engine.run(s, p, s.parse_shape(SHAPE), CAUSAL, full=True, max_events=20_000)
+    assert engine.run(s, p, s.parse_shape(SHAPE), CAUSAL, full=True)["events_total"] == 43_233
+
+
+@pytest.mark.parametrize("name, gpu, shape, params", [
+    (S8, "h200", SHAPE, CAUSAL), ("b200-k14-persistent", "b200", "2x16x4096x128", {}),
+    ("h200-gemm-ws", "h200", "4096x4096x4096", {})])
+def test_the_estimate_is_within_a_quarter_of_the_events_recorded(name, gpu, shape, params):
+    s, p = SCHEDULES[name], load_profile(gpu)
+    est = engine.estimate_events(s, p, s.parse_shape(shape), params)
+    total = engine.run(s, p, s.parse_shape(shape), params, full=True)["events_total"]
+    assert 0.75 * total <= est <= 1.25 * total, (est, total)
+
+
+def test_the_cli_names_the_flag_and_takes_it(monkeypatch, capsys):
+    monkeypatch.setattr(recorder, "MAX_FULL_EVENTS", 5000, raising=False)
+    args = ["simulate", "--schedule", S8, "--shape", SHAPE, "--causal", "--full"]
+    assert main(args) == 2
+    assert "raise the bound with --max-events 41201" in capsys.readouterr().err
+    assert main(args + ["--max-events", "50000", "--json"]) == 0
+
+
+def test_progress_is_off_for_json_and_for_a_pipe(monkeypatch):
+    import lapis.cli.simulate as cli
+    seen = []
+
+    def fake(*a, **kw):
+        seen.append(kw["progress"])
+        raise ScheduleError("stop", 0, "-")
+
+    monkeypatch.setattr(cli, "simulate", fake)
+    base = ["simulate", "--schedule", S8, "--shape", SHAPE]
+    main(base)  # stdout is captured by pytest: not a terminal
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    main(base + ["--json"])
+    main(base)
+    assert seen[:2] == [None, None] and isinstance(seen[2], cli.RunProgress)
+
+
+def test_the_progress_bar_shows_the_events_of_the_estimate_after_its_delay():
+    from lapis.cli.simulate import RunProgress
+    late = RunProgress(after_s=3600)
+    late(10, 100)
+    assert late.bar is None
+    bar = RunProgress(after_s=0)
+    bar(10, 100)
+    bar(40, 100)
+    task = bar.bar.tasks[0]
+    bar.close()
+    assert (task.completed, task.total) == (40, 100)
