@@ -105,12 +105,20 @@ __host__ __device__ constexpr uint64_t buffer_bytes(uint32_t rows, uint32_t capa
 __host__ __device__ constexpr uint32_t rows_for(uint32_t grid_ctas, uint32_t cta_first, uint32_t cta_every) {
   return grid_ctas > cta_first ? (grid_ctas - cta_first + cta_every - 1) / cta_every : 0;
 }
-// Args for `per_role` records of each of `roles` roles per sampled CTA.
-__host__ __device__ constexpr Args make_args(void* buffer, uint32_t grid_ctas, uint32_t roles, uint32_t per_role,
+// Args for `per_role` records of each of `roles` roles per sampled CTA (size the buffer with
+// buffer_bytes(args.rows, args.capacity)).
+__host__ __device__ constexpr Args make_args(uint8_t* buffer, uint32_t grid_ctas, uint32_t roles, uint32_t per_role,
                                              uint32_t cta_every = 1, uint32_t iter_every = 1,
                                              uint32_t cta_first = 0, uint64_t cta_mask = ~0ull) {
-  return Args{static_cast<uint8_t*>(buffer), per_role * roles + ANCHOR_SLOTS,
-              rows_for(grid_ctas, cta_first, cta_every), roles, cta_first, cta_every, iter_every, cta_mask};
+  return Args{buffer, per_role * roles + ANCHOR_SLOTS, rows_for(grid_ctas, cta_first, cta_every), roles, cta_first,
+              cta_every, iter_every, cta_mask};
+}
+// The same for the void* that cudaMalloc gives.
+__host__ __device__ inline Args make_args(void* buffer, uint32_t grid_ctas, uint32_t roles, uint32_t per_role,
+                                          uint32_t cta_every = 1, uint32_t iter_every = 1, uint32_t cta_first = 0,
+                                          uint64_t cta_mask = ~0ull) {
+  return make_args(static_cast<uint8_t*>(buffer), grid_ctas, roles, per_role, cta_every, iter_every, cta_first,
+                   cta_mask);
 }
 
 // ----------------------------------------------------------------------------------- device primitives --
@@ -211,7 +219,7 @@ __device__ __forceinline__ CtaState* cta_state() {
 }
 
 // Row j of CTA c under the sampling of `a`, or -1 when c is not sampled (Header: cta_first/every/mask).
-__host__ __device__ __forceinline__ int64_t sampled_row(const Args& a, uint32_t c) {
+__host__ __device__ constexpr int64_t sampled_row(const Args& a, uint32_t c) {
   if (c < a.cta_first || a.cta_every == 0 || (c - a.cta_first) % a.cta_every) return -1;
   const uint32_t j = (c - a.cta_first) / a.cta_every;
   return j < a.rows && (a.cta_mask >> (j % 64)) & 1u ? static_cast<int64_t>(j) : -1;
