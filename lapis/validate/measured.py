@@ -1,5 +1,5 @@
 """A user's measured timeline (lapis_timeline.cuh, decoded by lapis.captures.user_timeline) against the user's
-own schedule (lapis.pipeline_sim.Schedule, named as path/to/file.py:NAME): the errors `lapis compare
+own schedule (lapis.pipeline_sim.schedule.Schedule, named as path/to/file.py:NAME): the errors `lapis compare
 --measured` states.
 
 The two sides meet by logical ids only: role and op names (the kernel's records name its roles and ops as the
