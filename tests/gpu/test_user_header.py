@@ -2,6 +2,7 @@
 layout and sizing rules of docs/timeline-format.md at compile time, and a Recorder<false> that leaves the SASS
 of a kernel exactly as without it. Skipped without nvcc (and, for the SASS, without cuobjdump)."""
 
+import json
 import re
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "lapis" / "gpu" / "kernels"
 HEADER = KERNELS / "lapis_timeline.cuh"
 EXAMPLE = ROOT / "examples" / "ws_gemm_timeline.cu"
+DIGESTS = ROOT / "tests" / "data" / "sass" / "kernels.json"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 
 
@@ -102,3 +104,21 @@ def test_a_disabled_recorder_leaves_the_sass_unchanged(tmp_path):
     got = dict(sass.digests(text))
     assert got["with_calls"] == got["without_calls"]
     assert got["recording"] != got["without_calls"]  # the recording build does differ: the digest sees records
+
+
+@needs_nvcc
+def test_the_harness_samples_lapis_kernels_at_compile_time(tmp_path):
+    """gemm_ws.cu's timeline build with -DLAPIS_TIMELINE_CTA_EVERY / ITER_EVERY: no spills, and other SASS than
+    the committed unsampled timeline build (which tests/gpu/test_sass.py pins, the defaults of 1 and 1)."""
+    src = KERNELS / "gemm_ws.cu"
+    report = harness.parse_ptxas(nvcc(src, tmp_path / "g.cubin", "-DLAPIS_TIMELINE=1", "-DLAPIS_TIMELINE_CTA_EVERY=8",
+                                      "-DLAPIS_TIMELINE_ITER_EVERY=4"))
+    assert report and all(r["spill_stores"] == 0 and r["spill_loads"] == 0 for r in report.values())
+    tools = sass.tool_dir()
+    if tools is None:
+        pytest.skip("cuobjdump/nvdisasm missing: pip install '.[test]'")
+    text = subprocess.run([str(tools / "cuobjdump"), "-sass", str(tmp_path / "g.cubin")], capture_output=True,
+                          text=True, check=True).stdout
+    committed = dict(json.loads(DIGESTS.read_text())["builds"]["gemm_ws.cu"]["timeline"])
+    got = dict(sass.digests(text))
+    assert set(got) == set(committed) and all(got[k] != committed[k] for k in got)
