@@ -99,6 +99,26 @@ def parse_header(data: bytes, path="buffer") -> dict:
     return h
 
 
+def harness_buffer(raw: np.ndarray, counts: np.ndarray, roles: int, cta_every: int = 1, iter_every: int = 1) -> bytes:
+    """Rows of a lapis kernel (harness.cuh, one per CTA, as read back from the device: RECORD_DTYPE [ctas,
+    capacity], t_ns in cycles; counts uint32 [ctas]) as this format's buffer, so `decode` reads them: the same
+    rows with a header block in front (cta_first 0, every mask bit set). With -DLAPIS_TIMELINE_CTA_EVERY=N
+    (cta_every) only every Nth CTA's row is kept: the others hold anchors only."""
+    raw, counts = np.asarray(raw, RECORD_DTYPE), np.asarray(counts, np.uint32)
+    if raw.ndim != 2 or counts.shape != raw.shape[:1] or cta_every < 1 or iter_every < 1:
+        raise CaptureError("harness rows are RECORD_DTYPE [ctas, capacity] with one count per CTA, sampled every "
+                           ">= 1 CTA and iteration", f"rows {raw.shape}, counts {counts.shape}, cta_every "
+                           f"{cta_every}, iter_every {iter_every}", "pass the rows and counts as read back")
+    rows, ro = raw[::cta_every], rows_offset(-(-raw.shape[0] // cta_every))
+    head = np.zeros((), HEADER_DTYPE)
+    head["magic"], head["version"], head["header_bytes"], head["record_bytes"] = MAGIC, VERSION, 64, 24
+    head["capacity"], head["rows"], head["roles"], head["grid_ctas"] = raw.shape[1], rows.shape[0], roles, raw.shape[0]
+    head["cta_every"], head["iter_every"], head["cta_mask"] = cta_every, iter_every, (1 << 64) - 1
+    head["counts_offset"], head["rows_offset"] = 64, ro
+    cnt = counts[::cta_every].astype("<u4").tobytes()
+    return head.tobytes() + cnt + bytes(ro - 64 - len(cnt)) + np.ascontiguousarray(rows).tobytes()
+
+
 def _check_rows(path, h: dict, raw: np.ndarray, counts: np.ndarray, used: dict) -> None:
     """Rows outside the sampling are empty; each sampled row's records sit in their role's slots, name its CTA,
     and none was lost to overflow."""

@@ -89,7 +89,8 @@ def compare_measured(path, schedule: str, shape: str, params: dict | None = None
     sim = simulate(schedule, gpu, shape, dict(params or {}))
     pred = predicted_view(sim["_events"], s.units)
     span_ns = max(e.end_ns for e in events) - min(e.start_ns for e in events)
-    measured_ns = 1e3 * meta["plain_us"] if isinstance(meta.get("plain_us"), (int, float)) else span_ns
+    plain = isinstance(meta.get("plain_us"), (int, float)) and not isinstance(meta["plain_us"], bool)
+    measured_ns = 1e3 * meta["plain_us"] if plain else span_ns
     it_p, it_m = iteration_ns(pred), iteration_ns(meas)
     bp, bm = busy_fractions(pred), busy_fractions(meas)
     tp, tm = busy_ns(pred), busy_ns(meas)
@@ -103,7 +104,7 @@ def compare_measured(path, schedule: str, shape: str, params: dict | None = None
                sampling=dict(cta_first=h["cta_first"], cta_every=h["cta_every"], cta_mask=h["cta_mask"],
                              iter_every=h["iter_every"], ctas_sampled=len(got["ctas"]), grid_ctas=h["grid_ctas"]),
                cta=cta, sm=sm, predicted_us=sim["predicted_us"], measured_us=measured_ns / 1e3,
-               measured_total="plain build (meta plain_us)" if measured_ns != span_ns else
+               measured_total="plain build (meta plain_us)" if plain else
                "instrumented timeline span (no plain_us in the file's meta)",
                total_err_pct=err_pct(sim["predicted_us"] * 1e3, measured_ns),
                iteration_ns=dict(predicted=it_p, measured=it_m, err_pct=err_pct(it_p, it_m) if it_p and it_m

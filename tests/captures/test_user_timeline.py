@@ -178,3 +178,21 @@ def test_npz_members_are_checked(tmp_path):
     (tmp_path / "x.npz").write_bytes(b"PK\x03\x04 truncated")
     with pytest.raises(CaptureError):
         user_timeline.read(tmp_path / "x.npz")
+
+
+def test_lapis_kernel_rows_decode_as_the_harness_decodes_them():
+    """harness.cuh rows (one per CTA, no header block; CTA 1 not sampled: anchors and a count of 0) read through
+    harness_buffer give the spans lapis.captures.timeline.decode_timeline gives for the same rows."""
+    from lapis.captures.timeline import RECORD_DTYPE, anchored_to_ns, decode_timeline
+    row2 = (2, 4, A0, A1, [(1300, 0, 0, 0, 3, -1), (1500, 1, 0, 0, 3, -1), (1900, 0, 1, 1, 3, 0),
+                           (2900, 1, 2, 0, 3, 0)])
+    empty1 = (1, 8, A0, A1, [])
+    body = write({0: ROW0, 1: empty1, 2: row2}, roles=2, capacity=10, grid_ctas=3, nrows=3)
+    raw = np.frombuffer(body, RECORD_DTYPE, 30, 80).reshape(3, 10)
+    counts = np.frombuffer(body, "<u4", 3, 64)
+    d = user_timeline.decode(user_timeline.harness_buffer(raw, counts, roles=2, cta_every=2), ROLES, OPS)
+    records, _ = anchored_to_ns(raw[::2], counts[::2])
+    ref = decode_timeline(records, counts[::2], ROLES, OPS)
+    assert d["events"] == ref["events"] and len(d["events"]) == 5 and d["ctas"] == [0, 2]
+    with pytest.raises(CaptureError, match="one count per CTA"):
+        user_timeline.harness_buffer(raw, counts[:2], roles=2)
