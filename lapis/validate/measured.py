@@ -18,6 +18,7 @@ over every sampled CTA (an instrumented build: slower than the plain one by the 
 from __future__ import annotations
 
 from collections import defaultdict
+from statistics import median
 
 from lapis.captures import user_timeline
 from lapis.errors import CaptureError
@@ -25,7 +26,7 @@ from lapis.pipeline_sim.recorder import Event, union_spans
 from lapis.pipeline_sim.schedule import lookup
 from lapis.pipeline_sim.simulate import default_gpu, simulate
 from lapis.validate.timeline_align import first_divergence, steady_divergence
-from lapis.validate.timeline_compare import busy_fractions, err_pct, iteration_ns
+from lapis.validate.timeline_compare import PRODUCER_ROLES, busy_fractions, err_pct
 
 
 def predicted_view(events, units) -> list:
@@ -62,6 +63,26 @@ def busy_ns(events) -> dict:
         if e.kind != "wait":
             spans[e.role].append((e.start_ns, e.end_ns))
     return {r: sum(hi - lo for lo, hi in union_spans(s)) for r, s in sorted(spans.items())}
+
+
+def iteration_ns(events) -> float | None:
+    """Steady-state K-iteration time in ns, as lapis.validate.timeline_compare.iteration_ns (the median over work
+    items of the median gap between the starts of successive K iterations of the consumer roles, middle half of
+    the K range), each gap divided by the K indices it spans: a timeline that recorded every Nth iteration
+    (iter_every) gives the time of one iteration, not of N. None without two K iterations."""
+    starts: dict = defaultdict(dict)
+    for e in events:
+        if e.k_index >= 0 and e.kind != "wait" and not e.role.lower().startswith(PRODUCER_ROLES):
+            k = starts[(e.sm, e.cta, e.work_item)]
+            k[e.k_index] = min(k.get(e.k_index, e.start_ns), e.start_ns)
+    per_item = []
+    for ks in starts.values():
+        order = sorted(ks)
+        mid = order[len(order) // 4: max(len(order) * 3 // 4, len(order) // 4 + 2)]
+        gaps = [(ks[b] - ks[a]) / (b - a) for a, b in zip(mid, mid[1:])]
+        if gaps:
+            per_item.append(median(gaps))
+    return median(per_item) if per_item else None
 
 
 def compare_measured(path, schedule: str, shape: str, params: dict | None = None, tolerance_pct: float = 10.0,
@@ -154,7 +175,8 @@ def render(r: dict) -> str:
     it = r["iteration_ns"]
     lines.append(f"steady-state K iteration: predicted {_ns(it['predicted'])}, measured {_ns(it['measured'])}: "
                  f"error {_pct(it['err_pct'])}")
-    lines.append("per role: busy fraction predicted / measured, busy time error")
+    lines.append("per role: busy fraction predicted / measured, busy time error" + (
+        f" (measured: the recorded iterations only, 1 in {sm['iter_every']})" if sm["iter_every"] > 1 else ""))
     width = max((len(x) for x in r["roles"]), default=4)
     lines += [f"  {role:<{width}}  {_frac(v['busy_predicted'])} / {_frac(v['busy_measured'])}  "
               f"{_pct(v['err_pct'])}" for role, v in r["roles"].items()]

@@ -50,8 +50,11 @@ def kernel_records(events, delay: dict | None = None) -> list:
     return out
 
 
-def write_measured(path: Path, records: list, meta: dict) -> None:
-    """One sampled CTA (CTA 0 of 4, every 2nd CTA sampled: rows for CTAs 0 and 2, the mask keeping row 0)."""
+def write_measured(path: Path, records: list, meta: dict, iter_every: int = 1) -> None:
+    """One sampled CTA (CTA 0 of 4, every 2nd CTA sampled: rows for CTAs 0 and 2, the mask keeping row 0); with
+    iter_every, the records of K indices >= 0 that are not multiples of it are left out, as the header skips
+    them."""
+    records = [x for x in records if x[5] < 0 or x[5] % iter_every == 0]
     roles, per = len(ROLES), {}
     slots = {}
     for t, r, op, complete, work, k in records:
@@ -70,8 +73,8 @@ def write_measured(path: Path, records: list, meta: dict) -> None:
     for s, rec in slots.items():
         row[s * 24:(s + 1) * 24] = rec
     rows = 2
-    head = b"LAPISTL1" + struct.pack("<IIIIIIIIIIQII", 1, 64, 24, capacity, rows, roles, 4, 0, 2, 1, 0b01, 64,
-                                     64 + 8)
+    head = b"LAPISTL1" + struct.pack("<IIIIIIIIIIQII", 1, 64, 24, capacity, rows, roles, 4, 0, 2, iter_every, 0b01,
+                                     64, 64 + 8)
     data = head + struct.pack("<II", len(records), 0) + bytes(row) + bytes(capacity * 24)
     np.savez(path, buffer=np.frombuffer(data, np.uint8),
              meta=np.frombuffer(json.dumps(dict(roles=ROLES, ops=OPS, shape=SHAPE, **meta)).encode(), np.uint8))
@@ -135,3 +138,15 @@ def test_text_output_and_bad_input(tmp_path, capsys):
     (tmp_path / "cut.bin").write_bytes(np.load(f)["buffer"].tobytes()[:-24])
     assert main(["compare", "--schedule", SCHEDULE, "--shape", SHAPE, "--measured", str(tmp_path / "cut.bin")]) == 2
     assert "truncated" in capsys.readouterr().err
+
+
+def test_iteration_sampling_keeps_the_iteration_time_per_iteration(tmp_path, capsys):
+    sim = simulate(SCHEDULE, "h200", SHAPE)
+    f = tmp_path / "every2.npz"
+    write_measured(f, kernel_records(sim["_events"]), {}, iter_every=2)
+    rc, r = run_json(capsys, "--measured", str(f))
+    assert rc == 0 and r["sampling"]["iter_every"] == 2
+    assert abs(r["iteration_ns"]["err_pct"]) < 1.0  # gaps of 2 K blocks count as 2 iterations
+    d = r["first_divergence"]
+    assert d["diverged"] is False and d["matched"] > 10
+    assert d["k_index"] < 0 or d["k_index"] % 2 == 0  # only recorded iterations match
