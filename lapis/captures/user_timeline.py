@@ -11,7 +11,8 @@ Files: a raw `.bin` (the buffer as copied back from the device; role and op name
 the same stem, when there is one), or an `.npz` holding `buffer` (uint8, the same bytes) and optionally `meta`
 (uint8, UTF-8 JSON: {"roles": [names by code], "ops": [names by code], "provenance": {...}, ...}).
 
-`read(path)` -> dict: header (dict), events (dicts of lapis.pipeline_sim.recorder.Event's fields, times in ns
+`harness_buffer(rows, counts, roles)` wraps the rows of lapis's own kernels in a header block, so this decoder
+reads them too. `read(path)` -> dict: header (dict), events (dicts of lapis.pipeline_sim.recorder.Event's fields, times in ns
 from the earliest record), ctas (the sampled CTAs), clock_mhz per CTA, roles, ops, meta. Every check (LIMITS
 of lapis.captures.safe, sizes, offsets, the sampling rule, anchors, record fields) raises CaptureError naming
 the file, the rule and the value: a malformed, truncated or overflowed buffer never gives a traceback or a
