@@ -202,7 +202,7 @@ __device__ __forceinline__ uint64_t record_word2(int32_t k_index, uint32_t sm_ro
 
 // ------------------------------------------------------------------------------------------ recorder --
 
-// Per-CTA state in static shared memory (112 bytes, instrumented builds only), written by init.
+// Per-CTA state in static shared memory (104 bytes, instrumented builds only), written by init.
 struct CtaState {
   uint2 role[MAX_ROLES];  // x: records the role attempted (its cursor); y: sm | role << 16
   ClockPair opening;      // the opening anchor, written out at finish
