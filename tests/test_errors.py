@@ -89,7 +89,7 @@ def test_an_interleaved_tma_placement_is_not_modelled():
 
 def test_an_output_path_in_a_missing_folder_is_a_plain_lapis_error(tmp_path):
     exc = raised(check_out_file, "--png", str(tmp_path / "missing" / "tile.png"), ".png")
-    assert type(exc) is LapisError and exc.rule == "--png must name a .png file in a writable folder"
+    assert type(exc) is LapisError and exc.rule == "--png must name a .png file in an existing folder"
 
 
 def cli_cases(tmp_path):
@@ -106,7 +106,8 @@ def cli_cases(tmp_path):
           "--interleave", "16B", "--coords", "0,0,0", "--smem-base", "0"], NotModelled,
          "placement of interleaved tensor maps is not modelled"),
         (["layout", "show", "--major", "K", "--swizzle", "128B", "--dtype", "bf16", "--rows", "64", "--cols", "64",
-          "--png", str(tmp_path / "missing" / "tile.png")], LapisError, "--png must name a .png file"),
+          "--figure", str(tmp_path / "missing" / "tile.png")], LapisError,
+         "--figure must name a .png/.svg/.pdf file"),
     ]
 
 

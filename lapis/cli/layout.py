@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
+from lapis.cli.output import FIGURE_SUFFIXES, check_out_file, write_output
 from lapis.cli.tma import ints, tensor_map_from_args
-from lapis.errors import LapisError, LayoutError
+from lapis.errors import LayoutError
 from lapis.figures.tile import plot_tile_chunks
 from lapis.layouts.canonical import CanonicalLayout, canonical_layout
 from lapis.layouts.cute_input import canonical_match, placement
@@ -20,6 +20,11 @@ from lapis.layouts.descriptors.sm90 import WgmmaDescriptor, descriptor_for
 from lapis.layouts.descriptors.sm100 import UmmaDescriptor, umma_descriptor_for
 from lapis.layouts.show import describe, describe_descriptor, format_text, layout_title, lbo_role, sbo_role
 from lapis.layouts.tma import wide_tile_boxes
+
+
+# The CLI's one spelling (the driver's CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B, PTX's "128B with 32B atomicity",
+# as `lapis tma` spells it) -> lapis.layouts' name of the same mode.
+SWIZZLE_NAMES = {"128B_atom32B": "128B_base32B"}
 
 
 def _layout(args) -> CanonicalLayout:
@@ -38,7 +43,8 @@ def _layout(args) -> CanonicalLayout:
     if missing:
         raise LayoutError("a layout needs --cute or all of --major --swizzle --dtype --rows --cols",
                           "missing " + " ".join(missing), "give the missing flags or --cute 'Sw<3,4,3> o ...'")
-    return canonical_layout(args.major, args.swizzle, args.dtype, args.rows, args.cols, args.order)
+    return canonical_layout(args.major, SWIZZLE_NAMES.get(args.swizzle, args.swizzle), args.dtype, args.rows, args.cols,
+                            args.order)
 
 
 def _print_json(obj) -> None:
@@ -46,38 +52,34 @@ def _print_json(obj) -> None:
 
 
 def cli_show(args) -> int:
+    check_out_file("--figure", args.figure, FIGURE_SUFFIXES)
     lay = _layout(args)
-    if getattr(args, "png", None):
-        png = Path(args.png)
-        if png.suffix.lower() != ".png" or not png.parent.is_dir():
-            raise LapisError("--png must name a .png file in an existing folder", args.png,
-                             "e.g. --png tile.png")
     if args.json:
-        _print_json(describe(lay, args.base))
+        _print_json(describe(lay, args.smem_base))
     else:
         lines = None if args.lines == "all" else int(args.lines)
-        print(format_text(lay, args.base, lines))
-    if getattr(args, "png", None):
-        plot_tile_chunks(lay, args.base, path=args.png)
-        print(f"wrote {args.png}", file=sys.stderr)  # stderr keeps --json output parseable
+        print(format_text(lay, args.smem_base, lines))
+    if args.figure:
+        write_output("--figure", args.figure, lambda: plot_tile_chunks(lay, args.smem_base, path=args.figure))
+        print(f"wrote {args.figure}", file=sys.stderr)  # stderr keeps --json output parseable
     return 0
 
 
 def _descriptor(lay, args):
     if args.arch == "sm100":  # tcgen05: spec-checked against PTX and CUTLASS, not hardware
-        return umma_descriptor_for(lay, args.base, args.step)
-    return descriptor_for(lay, args.base, args.step)
+        return umma_descriptor_for(lay, args.smem_base, args.step)
+    return descriptor_for(lay, args.smem_base, args.step)
 
 
 def cli_desc(args) -> int:
     lay = _layout(args)
     d = _descriptor(lay, args)
     if args.json:
-        _print_json({**describe_descriptor(d), "layout": describe(lay, args.base), "step": args.step,
+        _print_json({**describe_descriptor(d), "layout": describe(lay, args.smem_base), "step": args.step,
                      "lbo_role": lbo_role(lay), "sbo_role": sbo_role(lay)})
         return 0
     print(f"{d.encode():#018x}")
-    print(f"{layout_title(lay, args.base)}, K-step {args.step}")
+    print(f"{layout_title(lay, args.smem_base)}, K-step {args.step}")
     print(d)
     print(f"  LBO role: {lbo_role(lay)}")
     print(f"  SBO role: {sbo_role(lay)}")

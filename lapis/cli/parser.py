@@ -1,24 +1,138 @@
 """The argument parser of every `lapis` subcommand, in one place, so one grammar serves all of them.
 
+One name per idea: an option or value spelled two ways is spelled one way here; the old spellings still work for
+one release (DEPRECATED_OPTIONS, DEPRECATED_VALUES), rewritten before parsing with a note on stderr. Every
+subcommand takes --json (its result as JSON on stdout, nothing else there) and exits with EXIT_CODES.
+
 Imports nothing heavy: `lapis --help` and `lapis capture ...` run on a GPU host without simpy or tensor-layouts.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import sys
 
-from lapis.cli.tma import add_map_args
+import lapis
+from lapis.cli.tma import add_map_args, integer
 
 # One set of exit codes for every subcommand; lapis.cli.main maps lapis.errors.LapisError to "bad input".
 EXIT_CODES = {"ok": 0, "check failed": 1, "bad input": 2, "deadlock": 3, "race": 4}
+EXIT_MEANINGS = {0: "ok", 1: "a check found a problem (a disagreement, a tensor map the driver would reject, a "
+                 "prediction off)", 2: "bad input (a named error on stderr)", 3: "deadlock (lapis simulate)",
+                 4: "race (lapis simulate --races)"}
+EPILOG = "exit status, the same for every command:\n" + "\n".join(f"  {c}  {m}" for c, m in EXIT_MEANINGS.items())
+
+# Old spelling -> the one name. Accepted for one release; lapis.cli.main rewrites them and says so on stderr.
+DEPRECATED_OPTIONS = {"--base": "--smem-base", "--png": "--figure", "--runs": "--repeats",
+                      "--timeout": "--timeout-s", "--item-timeout-s": "--timeout-s"}
+# Values of --swizzle: the driver's CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B and PTX's "128B with 32B atomicity".
+DEPRECATED_VALUES = {"--swizzle": {"128B_base32B": "128B_atom32B"}}
+
+# Subcommands whose options belong to a lapis.gpu module's own parser: lapis reads --json, forwards the rest.
+FORWARDED = {("capture", "wgmma"): "lapis.gpu.capture_wgmma", ("capture", "micro"): "lapis.gpu.capture_micro",
+             ("capture", "gemm"): "lapis.gpu.bench_gemm", ("bench", "attention"): "lapis.gpu.bench_attention"}
 
 DTYPE_CHOICES = ("e4m3", "e5m2", "f16", "bf16", "tf32", "f32", "u8", "s8")
-SWIZZLE_CHOICES = ("none", "32B", "64B", "128B", "128B_base32B")
+SWIZZLE_CHOICES = ("none", "32B", "64B", "128B", "128B_atom32B")
 
 
-def integer(text: str) -> int:
-    """Integers in decimal or 0x hex (sizes, addresses, descriptors)."""
-    return int(text, 0)
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml), else lapis.__version__ (a source checkout)."""
+    try:
+        return importlib.metadata.version("lapis")
+    except importlib.metadata.PackageNotFoundError:
+        return getattr(lapis, "__version__", "unknown")
+
+
+def deprecations(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(argv with every old spelling replaced by its one name, one note per replacement for stderr)."""
+    out, notes = [], []
+    for tok in argv:
+        name, eq, value = tok.partition("=")
+        if name in DEPRECATED_OPTIONS:
+            notes.append(f"{name} is deprecated; use {DEPRECATED_OPTIONS[name]}")
+            name = DEPRECATED_OPTIONS[name]
+            tok = name + eq + value
+        flag, old = (name, value) if eq else (out[-1] if out else "", tok)
+        new = DEPRECATED_VALUES.get(flag, {}).get(old)
+        if new:
+            notes.append(f"{flag} {old} is deprecated; use {flag} {new}")
+            tok = f"{flag}={new}" if eq else new
+        out.append(tok)
+    return out, notes
+
+
+class LapisParser(argparse.ArgumentParser):
+    """argparse with abbreviations off: `--rep` is not a second name of `--repeats`."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        """argparse's usage error (usage and message on stderr, exit 2), with the message kept on the SystemExit
+        for lapis.cli.main's --json answer."""
+        self.print_usage(sys.stderr)
+        exc = SystemExit(2)
+        exc.usage_error = f"{self.prog}: error: {message}"
+        self._print_message(exc.usage_error + "\n", sys.stderr)
+        raise exc
+
+    def _print_message(self, message, file=None):
+        # usage errors quote what was typed, which may hold bytes no encoding takes (os.fsdecode(b"\xff"))
+        if message:
+            file = file or sys.stderr
+            enc = getattr(file, "encoding", None) or "utf-8"
+            file.write(message.encode(enc, "backslashreplace").decode(enc, "replace"))
+
+
+def count(least: int):
+    """An argparse type: a whole number >= least (a count of rows, workers, configurations...)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}") from None
+        if value < least or value >= 2**31:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {least} to 2**31 - 1, got {text}")
+        return value
+    parse.__name__ = f"count>={least}"
+    return parse
+
+
+def below_2_31(text: str) -> int:
+    """An argparse type: a whole number below 2**31 (counts whose lower bound the library checks and names)."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value >= 2**31:
+        raise argparse.ArgumentTypeError(f"expected a whole number below 2**31, got {text}")
+    return value
+
+
+def text(value: str) -> str:
+    """An argparse type: a non-empty string (an empty one would read as 'not given' and pick the default)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("expected a value, got an empty string")
+    return value
+
+
+# string options where an empty value means something: a rank-1 tensor has no strides; all 1 element strides
+EMPTY_ALLOWED = {"--strides", "--elem-strides"}
+
+
+def _non_empty_strings(parser: argparse.ArgumentParser) -> None:
+    """Give every plain string option of `parser` and its subcommands the `text` type."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _non_empty_strings(sub)
+        elif (action.option_strings and action.type is None and action.choices is None and action.nargs is None
+              and isinstance(action, (argparse._StoreAction, argparse._AppendAction))
+              and not EMPTY_ALLOWED & set(action.option_strings)):
+            action.type = text
 
 
 LIST_OPTIONS = ("--dims", "--strides", "--box", "--elem-strides", "--coords", "--shape")
@@ -45,30 +159,49 @@ def _lines(text: str):
     raise argparse.ArgumentTypeError(f"expected a positive line count or 'all', got {text!r}")
 
 
+def _json(p: argparse.ArgumentParser, text: str = "machine-readable output") -> None:
+    p.add_argument("--json", action="store_true", help=text + " (JSON on stdout; messages go to stderr)")
+
+
+FIGURE_HELP = "(.png, .svg or .pdf, from the suffix)"
+
+
 def _layout_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cute", help="the layout as CuTe prints it, e.g. 'Sw<3,4,3> o smem_ptr[16b](unset) o "
                    "(_8,_64):(_64,_1)' (strides in elements, swizzle on byte addresses); replaces the next 5 flags")
     p.add_argument("--major", choices=("K", "MN"), help="K-major or MN-major operand")
-    p.add_argument("--swizzle", choices=SWIZZLE_CHOICES, help="swizzle span; none = interleave")
+    p.add_argument("--swizzle", choices=SWIZZLE_CHOICES, help="swizzle span; none = interleave; 128B_atom32B = "
+                   "128B with 32B atomicity (tcgen05, MN-major)")
     p.add_argument("--dtype", choices=DTYPE_CHOICES, help="element type")
     p.add_argument("--rows", type=integer, help="MN extent of the tile, in elements")
     p.add_argument("--cols", type=integer, help="K extent of the tile, in elements")
-    p.add_argument("--base", type=integer, default=0,
+    p.add_argument("--smem-base", type=integer, default=0,
                    help="absolute shared-memory byte address of the tile (decimal or 0x hex); default 0")
     p.add_argument("--order", choices=("mn-first", "k-first"),
                    help="atom stacking order; default mn-first for K-major, k-first for MN-major")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _json(p)
+
+
+def _forwarded(sub, name: str, text: str):
+    """A subcommand whose options are a lapis.gpu module's (FORWARDED): lapis reads --json, the module the rest
+    (--help included)."""
+    p = sub.add_parser(name, help=text, add_help=False)
+    _json(p, "a JSON summary: the exit status, and the error when there is one")
+    p.set_defaults(forward_args=[])
+    return p
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="lapis", description="Layout and pipeline simulator for Hopper/Blackwell "
-                                 "kernels, checked against H200 captures.")
+    ap = LapisParser(prog="lapis", description="Layout and pipeline simulator for Hopper/Blackwell kernels, "
+                     "checked against H200 captures.", epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=f"lapis {package_version()}")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     rep = sub.add_parser("report", help="validate the model against the shipped captures and write a report")
     rep.add_argument("--out", default="lapis-report", help="output folder (default lapis-report/)")
     rep.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
-    rep.add_argument("--json", action="store_true", help="print the report's numbers as JSON")
+    _json(rep, "the report's numbers")
     rep.add_argument("--resimulate", action="store_true", help="re-simulate every schedule prediction instead of "
                      "reading the current ones from the committed cache")
 
@@ -76,14 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
         dest="layout_cmd", required=True, metavar="SUBCOMMAND")
     show = lay.add_parser("show", help="print a canonical layout: atom, CuTe form, LBO/SBO, byte map")
     _layout_args(show)
-    show.add_argument("--png", help="also draw the tile's 16-byte chunks to this PNG")
+    show.add_argument("--figure", help="also draw the tile's 16-byte chunks to this file " + FIGURE_HELP)
     show.add_argument("--lines", default="16", type=_lines, help="byte-map lines to print (one swizzle span each), or 'all' "
                       "(default 16)")
     desc = lay.add_parser("desc", help="the matrix descriptor of a canonical layout, field by field")
     desc.add_argument("--arch", required=True, choices=("sm90", "sm100"),
                       help="sm90: the wgmma matrix descriptor; sm100: the tcgen05 smem descriptor (spec-checked)")
     _layout_args(desc)
-    desc.add_argument("--step", type=integer, default=0,
+    desc.add_argument("--step", type=count(0), default=0,
                       help="MMA K-step index (each step is 32 B of K; the start address advances per step)")
     chk = lay.add_parser("check", help="do TMA loads and wgmma descriptors agree? (exit 1 if not)",
                          description="Places the tile with the TMA model and reads it through each K-step's "
@@ -106,13 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
     dec.add_argument("--arch", required=True, choices=("sm90", "sm100"),
                      help="sm90: the wgmma matrix descriptor; sm100: the tcgen05 smem descriptor (spec-checked)")
     dec.add_argument("value", type=integer, help="descriptor value, e.g. 0x4000004000010040")
-    dec.add_argument("--json", action="store_true", help="machine-readable output")
+    _json(dec)
 
     tma = sub.add_parser("tma", help="TMA tensor maps: cuTensorMapEncodeTiled rules and box placement").add_subparsers(
         dest="tma_cmd", required=True, metavar="SUBCOMMAND")
     add_map_args(tma.add_parser("check", help="list every cuTensorMapEncodeTiled rule the tensor map breaks",
-                                description="Exit status: 0 if every rule holds, 2 if any is broken (each is "
-                                "listed) or the input is malformed."))
+                                description="Exit status: 0 if every rule holds, 1 if any is broken (each is "
+                                "listed: the driver would reject the map), 2 if the input is malformed."))
     place = tma.add_parser("place", help="where each element of one box lands in shared memory")
     add_map_args(place)
     place.add_argument("--smem-base", required=True, type=integer,
@@ -127,25 +260,20 @@ def build_parser() -> argparse.ArgumentParser:
     ctma.add_argument("--what", choices=("all", "dumps", "encode"), default="all",
                       help="which campaign to run (default all)")
     ctma.add_argument("--tags", help="comma-separated campaign tags to run (default: all)")
+    _json(ctma, "a JSON summary: the exit status, and the error when there is one")
 
-    cwg = cap.add_parser("wgmma", help="wgmma reads through matrix descriptors: `prepare --out DIR` (CPU), then "
-                         "`run --inputs DIR --out OUT` (GPU only)")
-    cwg.add_argument("wgmma_args", nargs=argparse.REMAINDER, help="prepare|run and their options")
-    # micro and gemm forward every option to their module's own parser ('+' prefix: argparse leaves '--out' alone)
-    for name, text in (("micro", "microbenchmarks for the h200 profile: --out DIR [--provenance FILE] (GPU only; "
-                                 "--help lists the rest)"),
-                       ("gemm", "time the warp-specialized GEMM against cuBLAS, with timelines: --out DIR "
-                                "[--provenance FILE] [--sizes ...] [--variants ...] (GPU only; --help lists the rest)")):
-        forward = cap.add_parser(name, help=text, prefix_chars="+", add_help=False)
-        forward.add_argument("forward_args", nargs=argparse.REMAINDER, help="the options of " + name)
+    _forwarded(cap, "wgmma", "wgmma reads through matrix descriptors: `prepare --out DIR` (CPU), then "
+               "`run --inputs DIR --out OUT` (GPU only)")
+    _forwarded(cap, "micro", "microbenchmarks for the h200 profile: --out DIR [--provenance FILE] (GPU only; "
+               "--help lists the rest)")
+    _forwarded(cap, "gemm", "time the warp-specialized GEMM against cuBLAS, with timelines: --out DIR "
+               "[--provenance FILE] [--sizes ...] [--variants ...] (GPU only; --help lists the rest)")
 
     bench = sub.add_parser("bench", help="benchmark real kernels on the GPU").add_subparsers(
         dest="bench_cmd", required=True, metavar="KERNEL")
-    att = bench.add_parser("attention", prefix_chars="+", add_help=False,
-                           help="check and time the Hopper attention kernels against torch SDPA, with timelines: "
-                           "[--variants s1,s2] [--shapes BxHxLxD,...] --out DIR [--provenance FILE] [--check-only] "
-                           "(GPU only; --help lists the rest)")
-    att.add_argument("forward_args", nargs=argparse.REMAINDER, help="the options of lapis.gpu.bench_attention")
+    _forwarded(bench, "attention", "check and time the Hopper attention kernels against torch SDPA, with timelines: "
+               "[--variants s1,s2] [--shapes BxHxLxD,...] --out DIR [--provenance FILE] [--check-only] "
+               "(GPU only; --help lists the rest)")
 
     cmp = sub.add_parser("compare", help="a GEMM schedule predicted against the committed H200 capture, or your "
                          "schedule against your kernel's measured timeline (--measured)",
@@ -162,10 +290,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--variant", help="a captured variant, e.g. ws_s3_c2_n128 (default: the capture's first with a "
                      "saved timeline at this shape)")
     cmp.add_argument("--captures", help="captures folder holding gemm/<capture>/ (default: the ones shipped)")
-    cmp.add_argument("--png", help="write predicted and measured Gantt rows per role, interleaved, to this PNG")
+    cmp.add_argument("--figure", help="write predicted and measured Gantt rows per role, interleaved, to this file "
+                     + FIGURE_HELP)
     cmp.add_argument("--trace", help="write the predicted and the measured run into one Chrome/Perfetto trace (JSON, "
                      "µs), as two processes")
-    cmp.add_argument("--json", action="store_true", help="machine-readable output")
+    _json(cmp)
 
     sim = sub.add_parser("simulate", help="simulate a warp-specialized schedule on a GPU profile")
     sim.add_argument("--list", action="store_true", help="list the schedules")
@@ -175,14 +304,14 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--shape", help="the schedule's own shape form: MxNxK for the GEMM, BxHxLxD for attention")
     sim.add_argument("--param", action="append", help="key=value schedule parameter (repeat)")
     sim.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON, µs) to this file")
-    sim.add_argument("--png", help="write a Gantt chart of the run (one lane per role, a steady-state window of "
-                     "~3 K iterations, µs) to this PNG")
+    sim.add_argument("--figure", help="write a Gantt chart of the run (one lane per role, a steady-state window of "
+                     "~3 K iterations, µs) to this file " + FIGURE_HELP)
     sim.add_argument("--causal", action="store_true", help="causal masking (the same as --param causal=1)")
     sim.add_argument("--full", action="store_true", help="simulate every SM, not only the representative one "
                      "(SMs with identical work lists are simulated once; the tail gets more bandwidth per SM)")
     sim.add_argument("--races", action="store_true", help="also run the happens-before race check over every "
                      "ring slot access (exit status 4 if a race is found; best at small shapes)")
-    sim.add_argument("--json", action="store_true", help="machine-readable output")
+    _json(sim)
 
     add_sweep_parser(sub)
 
@@ -190,19 +319,21 @@ def build_parser() -> argparse.ArgumentParser:
         dest="validate_cmd", required=True, metavar="WHAT")
     vl = val.add_parser("layouts", help="TMA placement and encode rules against H200 captures")
     vl.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
-    vl.add_argument("--json", action="store_true", help="machine-readable output")
+    _json(vl)
     vm = val.add_parser("mma", help="what wgmma reads through matrix descriptors, against H200 captures")
     vm.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
-    vm.add_argument("--json", action="store_true", help="machine-readable output")
+    _json(vm)
     vt = val.add_parser("timelines", help="every timed kernel capture against the simulator: total-time error, "
                         "rank agreement, first divergence of the timelines")
     vt.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
-    vt.add_argument("--figures", metavar="DIR", help="write a Gantt per case, the scatter and the progression chart")
-    vt.add_argument("--json", action="store_true", help="machine-readable output")
+    vt.add_argument("--figures", metavar="DIR", help="write a Gantt per case, the scatter and the progression chart "
+                    "into this folder")
+    _json(vt)
     vu = val.add_parser("units", help="per-unit numbers (cycles, clock, tensor pipe, DRAM bytes, instructions per "
                         "pipe) of every kernel Nsight Compute measured, against the simulator")
     vu.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
-    vu.add_argument("--json", action="store_true", help="machine-readable output")
+    _json(vu)
+    _non_empty_strings(ap)
     return ap
 
 
@@ -216,20 +347,20 @@ def add_sweep_parser(sub) -> None:
     sw.add_argument("--shapes", required=True, type=lambda s: [x for x in s.split(",") if x],
                     help="comma-separated shapes in the schedule's form, e.g. 8x16x4096x128,4x16x8192x128")
     sw.add_argument("--grid", action="append", metavar="KEY=V1,V2,...", help="a swept parameter (repeat)")
-    sw.add_argument("--random", type=int, metavar="N", help="N configurations drawn from the grid, not all")
-    sw.add_argument("--seed", type=int, default=0, help="seed of --random and of the fast-mode check (default 0)")
+    sw.add_argument("--random", type=count(1), metavar="N", help="N configurations drawn from the grid, not all")
+    sw.add_argument("--seed", type=count(0), default=0, help="seed of --random and of the fast-mode check (default 0)")
     sw.add_argument("--fast", action="store_true", help="steady-state extrapolation from short runs (lapis.sweep."
                     "fast), checked against full simulations of --check sampled rows")
-    sw.add_argument("--check", type=int, default=3, metavar="N", help="rows simulated in full to measure the "
+    sw.add_argument("--check", type=below_2_31, default=3, metavar="N", help="rows simulated in full to measure the "
                     "fast-mode error (default 3; 0: none)")
     sw.add_argument("--executor", default="pool", help="serial, pool (default: a local process pool), dask-local "
                     "(a Dask LocalCluster) or dask://HOST:PORT (a running Dask scheduler)")
-    sw.add_argument("--workers", type=int, help="worker processes for pool and dask-local (default: CPU count)")
+    sw.add_argument("--workers", type=below_2_31, help="worker processes for pool and dask-local (default: CPU count)")
     sw.add_argument("--out", default="lapis-sweep", help="output folder: rows.jsonl, sweep.csv, pareto.png, "
                     "summary.json (default lapis-sweep)")
-    sw.add_argument("--top", type=int, default=5, help="configurations printed (default 5)")
-    sw.add_argument("--validate-top", type=int, metavar="K", help="GPU only: build and time the K best runnable "
+    sw.add_argument("--top", type=below_2_31, default=5, help="configurations printed (default 5)")
+    sw.add_argument("--validate-top", type=below_2_31, metavar="K", help="GPU only: build and time the K best runnable "
                     "configurations with lapis.gpu.bench_attention; adds measured columns (validated.csv)")
     sw.add_argument("--provenance", help="with --validate-top: JSON from `python -m lapis.captures.provenance $(lapis bench "
                     "attention --sources)`, made where git is, for the kernels' manifest")
-    sw.add_argument("--json", action="store_true", help="machine-readable output (summary and rows)")
+    _json(sw, "machine-readable output (summary and rows)")

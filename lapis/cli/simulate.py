@@ -5,13 +5,19 @@ from __future__ import annotations
 import json
 import sys
 
-from lapis.cli.output import check_out_file, write_output
+from lapis.cli.output import FIGURE_SUFFIXES, check_out_file, write_output
 from lapis.cli.parser import EXIT_CODES
 from lapis.errors import ScheduleError
 from lapis.figures.gantt import gantt, steady_state_window
 from lapis.pipeline_sim.deadlock import Deadlock
 from lapis.pipeline_sim.simulate import SCHEDULES, default_gpu, parse_params, simulate
 from lapis.pipeline_sim.trace import write_chrome
+
+
+def bound_text(r: dict) -> str:
+    """What bounds a simulated run, as every command prints it: "bound: <unit>", the unit busiest over the run
+    (lapis.pipeline_sim.simulate's bound_by; `lapis compare` prints the same words)."""
+    return f"bound: {r['bound_by']}"
 
 
 def cli_simulate(args) -> int:
@@ -23,7 +29,7 @@ def cli_simulate(args) -> int:
         missing = " and ".join(f for f, v in (("--schedule", args.schedule), ("--shape", args.shape)) if not v)
         raise ScheduleError("simulate needs --schedule and --shape", f"{missing} missing", "e.g. --schedule h200-gemm-ws "
                           "--shape 8192x8192x8192 (lapis simulate --list)")
-    check_out_file("--png", args.png, ".png")
+    check_out_file("--figure", args.figure, FIGURE_SUFFIXES)
     check_out_file("--trace", args.trace, ".json")
     try:
         params = parse_params(args.param)
@@ -45,17 +51,18 @@ def cli_simulate(args) -> int:
     if args.json:
         print(json.dumps(r, indent=1))
     else:
-        print(f"{r['schedule']} on {r['gpu']} at {r['shape']}: {r['predicted_us']:.1f} us, {r['tflops']:.0f} TFLOP/s "
-              f"(roofline {r['roofline_tflops']:.0f}, {r['roofline_bound_by']}-bound); busiest unit: {r['bound_by']} "
+        print(f"{r['schedule']} on {r['gpu']} at {r['shape']}: {r['predicted_us']:.1f} µs, {r['tflops']:.0f} TFLOP/s "
+              f"(roofline {r['roofline_tflops']:.0f} TFLOP/s, {r['roofline_bound_by']} limit); {bound_text(r)} "
               f"({', '.join(f'{u} {v:.0%}' for u, v in r['utilization'].items())}); {r['events']} events in "
               f"{r['wall_s']:.2f} s")
         g = r["grid"]
         print(f"grid: {g['sms_simulated']} SMs simulated as {g['work_lists']} distinct work list(s); SM finish "
-              f"min/median/max {g['finish_us_min']:.1f}/{g['finish_us_median']:.1f}/{g['finish_us_max']:.1f} us")
-    if args.png:
-        write_output("--png", args.png, lambda: gantt(events, args.png, title=f"{r['schedule']} on {r['gpu']} at "
-                                                      f"{r['shape']}", window_ns=steady_state_window(events)))
-        print(f"wrote {args.png}", file=sys.stderr if args.json else sys.stdout)  # --json output stays parseable
+              f"min/median/max {g['finish_us_min']:.1f}/{g['finish_us_median']:.1f}/{g['finish_us_max']:.1f} µs")
+    if args.figure:
+        write_output("--figure", args.figure, lambda: gantt(events, args.figure, title=f"{r['schedule']} on "
+                                                            f"{r['gpu']} at {r['shape']}",
+                                                            window_ns=steady_state_window(events)))
+        print(f"wrote {args.figure}", file=sys.stderr if args.json else sys.stdout)  # --json output stays parseable
     if args.races:
         for race in r["races"]:
             print(f"lapis simulate: {race}", file=sys.stderr)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
+from lapis.cli.output import check_out_dir
 from lapis.errors import LapisError
 from lapis.sweep.run import run_sweep
 from lapis.sweep.table import top_text
@@ -26,6 +27,7 @@ def check_validate_args(args) -> None:
 
 def cli_sweep(args) -> int:
     check_validate_args(args)
+    check_out_dir("--out", args.out, "lapis-sweep")
     r = run_sweep(args.schedule, args.shapes, args.grid, args.gpu, args.random, args.seed, args.fast,
                   args.executor, args.workers, args.out, args.check, args.top)
     if args.json:

@@ -7,6 +7,7 @@ them, for dimensions 1..rank-1).
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import numpy as np
@@ -25,6 +26,17 @@ from lapis.layouts.tma import (
 from lapis.layouts.tma.rules import EncodeArgs, check
 
 DEFAULT_ADDR = 0x7F0000000000  # a 256 B-aligned device pointer, when --addr is not given
+
+
+def integer(text: str) -> int:
+    """An argparse type: an integer in decimal or 0x hex that fits 64 bits (sizes, addresses, descriptors)."""
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer (decimal or 0x hex), got {text!r}") from None
+    if not -(2**63) <= value < 2**64:
+        raise argparse.ArgumentTypeError(f"expected a 64-bit value, got {text} (more than 64 bits)")
+    return value
 
 
 def ints(text: str) -> list[int]:
@@ -54,7 +66,7 @@ def add_map_args(p, required: bool = True) -> None:
     p.add_argument("--l2", default="none", choices=list(L2_CODES), help="CU_TENSOR_MAP_L2_PROMOTION_* (default none)")
     p.add_argument("--oob", default="zero", choices=list(OOB_CODES),
                    help="out-of-bounds fill: zero, or nan (FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA; float types only)")
-    p.add_argument("--addr", type=lambda t: int(t, 0), default=DEFAULT_ADDR,
+    p.add_argument("--addr", type=integer, default=DEFAULT_ADDR,
                    help="global address of the tensor (default: a 256 B-aligned pointer)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -70,6 +82,8 @@ def encode_args(a) -> EncodeArgs:
 
 
 def cli_check(a) -> int:
+    """`lapis tma check`: exit 0 when every rule holds, 1 when the driver would reject the map (a check found a
+    problem), 2 on malformed input (a LapisError from the list parsing and length checks)."""
     violations = check(encode_args(a))
     if a.json:
         print(json.dumps({"ok": not violations, "units": "dims/box: elements; strides: bytes; innermost first",
@@ -80,7 +94,7 @@ def cli_check(a) -> int:
             print(f"  - {v}")
     else:
         print("ok: every cuTensorMapEncodeTiled rule lapis knows holds (lapis tma place shows the smem layout)")
-    return 2 if violations else 0
+    return 1 if violations else 0
 
 
 def tensor_map_from_args(a) -> TensorMap:
@@ -91,8 +105,10 @@ def tensor_map_from_args(a) -> TensorMap:
 
 
 def cli_place(a) -> int:
+    """`lapis tma place`: exit 0; 2 when the map is one the driver rejects (placement needs a map it takes)."""
     if check(encode_args(a)):
-        return cli_check(a)
+        cli_check(a)
+        return 2
     tmap = tensor_map_from_args(a)
     p = place_box(tmap, ints(a.coords), a.smem_base)
     out = placement_summary(p)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from lapis.cli.output import check_out_dir
 from lapis.validate.layouts import format_provenance, format_validation, passed, validate_layouts
 from lapis.validate.mma import not_compared_lines, validate_mma
 from lapis.validate.mma import passed as mma_passed
@@ -51,6 +52,7 @@ def cli_validate_mma(args) -> int:
 
 def cli_validate_timelines(args) -> int:
     """`lapis validate timelines`: exit 0 (the numbers are a measurement, not a pass/fail check)."""
+    check_out_dir("--figures", args.figures, "figures")
     r = validate_timelines(args.captures, args.figures, progress=True)
     print(json.dumps(r, indent=1) if args.json else render(r))
     return 0

@@ -4,7 +4,8 @@ Inputs: two lists of `lapis.pipeline_sim.recorder.Event` (ns): the simulator's r
 a real kernel's timeline (lapis.captures.gemm). Each side is cut to its own steady-state window of a few K
 iterations (`gantt.steady_state_window`) and shifted so that the window starts at 0, the start of a K
 iteration on both sides; the axis runs for the longer of the two windows. Drawn by `gantt.gantt`, so an op
-name has the same colour in every lane (measured and predicted ops of one name match) and waits are grey.
+kind has the same colour in every lane (a predicted "wgmma" and a measured "issue wgmma" match) and waits
+are grey.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@ paper's pipelining figures.
 
 Input: `lapis.pipeline_sim.recorder.Event`s, times in ns (as `simulate(...)["_events"]` returns them).
 Output: a PNG whose x axis is in µs. Each role is one horizontal lane (producer/load roles on top, then the
-consumers, then the "tma" unit); each op is a bar coloured by its op name (one colour per name, the same
-whichever window is drawn); waits (events of kind "wait") are the light grey hatched background of the lane.
-Ops that overlap inside one role (queued TMA loads, for example) are stacked as thinner sub-rows of the lane.
+consumers, then the "tma" unit); each op is a bar coloured by its op kind (lapis.figures.palette: the same
+colour in every figure, predicted or measured); waits (events of kind "wait") are the light grey hatched
+background of the lane. Ops that overlap inside one role (queued TMA loads, for example) are stacked as thinner
+sub-rows of the lane, and the lane says so; an instant (zero-length) issue gets a marker above its lane.
 
 The timeline is expected to be one SM's (the simulator records a representative SM). matplotlib is imported
 inside the functions and the figure is a bare `matplotlib.figure.Figure` rendered by Agg: no pyplot, no
@@ -17,15 +18,16 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from lapis.figures.palette import KIND_COLOURS, WAIT_COLOUR, op_colour, op_kind
 from lapis.pipeline_sim.recorder import union_spans as _union
 
 __all__ = ["gantt", "steady_state_window", "lane_order"]
 
-WAIT_COLOUR = "#d9d9d9"
 WAIT_HATCH = "////"
 LANE_HEIGHT = 0.8  # of the 1.0 a lane gets on the y axis
 MAX_SUBROWS = 6  # more overlapping ops than this in one lane are drawn over the last sub-row
-MIN_BAR_FRACTION = 0.002  # zero-length ops (an instant issue) are drawn this fraction of the window wide
+LEGEND_CHARS = 40  # op names listed in a legend entry, at most
+MIN_BAR_FRACTION = 0.003  # zero-length ops (an instant issue) are drawn this fraction of the window wide (>= 2 px)
 
 
 def _natural(text: str):
@@ -122,16 +124,33 @@ def _pack(bars):
     return out, max(1, len(ends))
 
 
+def _legend_label(kind: str, names: list[str]) -> str:
+    """"kind: name, name" (the bare kind when it is its only name); past LEGEND_CHARS, "kind: N ops (first, …)"."""
+    if kind not in KIND_COLOURS:
+        return f"{kind} (unmapped op name)"
+    if names == [kind]:
+        return kind
+    text = ", ".join(names)
+    if len(text) <= LEGEND_CHARS:
+        return f"{kind}: {text}"
+    first = names[0] if len(names[0]) <= 24 else names[0][:23] + "…"
+    return f"{kind}: {len(names)} ops ({first}, …)"
+
+
 def gantt(events, path=None, title: str = "", window_ns=None, lanes=None):
     """Draw `events` (times in ns) as a Gantt chart with one lane per role and save it as a PNG at `path`.
 
     window_ns: optional (t0_ns, t1_ns); events outside it are dropped and those crossing it are clipped
     (see `steady_state_window`). lanes: the roles top to bottom (default `lane_order`); every event's role
-    must be one of them, else ValueError. The x axis is in µs (absolute time of the run). Colours are one per op
-    name, assigned over all events so a window keeps the colours of the whole run; waits are light grey
-    and hatched, behind the lane's ops (a role's overlapping waits merged into one span). Returns the
-    Figure: its single Axes has one y tick per role and one `Rectangle` patch per bar, whose gid is
-    "op:ROLE:OP" or "wait:ROLE".
+    must be one of them, else ValueError. The x axis is in µs (absolute time of the run). An op's colour is its
+    kind's (`lapis.figures.palette.op_colour`: "wgmma" and "issue wgmma" alike), the same in every figure;
+    the legend has one entry per kind, naming the ops it covers. Waits are light grey and hatched, behind the
+    lane's ops (a role's overlapping waits merged into one span). Ops overlapping inside one lane are stacked
+    in up to MAX_SUBROWS sub-rows, and the lane says so under its name ("(3 overlapping ops: sub-rows)", a Text
+    whose gid is "subrows:ROLE"). A zero-length op (an instant issue) is a bar MIN_BAR_FRACTION of the window
+    wide with a "v" marker above it (a collection whose gid is "instant:ROLE:OP"). Returns the Figure: its
+    first Axes has one y tick per role and one `Rectangle` patch per bar, whose gid is "op:ROLE:OP" or
+    "wait:ROLE".
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -143,13 +162,6 @@ def gantt(events, path=None, title: str = "", window_ns=None, lanes=None):
     roles = lane_order(e.role for e in events) if lanes is None else list(lanes)
     if not {e.role for e in events} <= set(roles):
         raise ValueError(f"roles without a lane: {sorted({e.role for e in events} - set(roles))}")
-    op_names = list(dict.fromkeys(e.op for e in events if e.kind != "wait"))
-    import matplotlib
-    if len(op_names) <= 9:
-        palette = [c for i, c in enumerate(matplotlib.colormaps["tab10"].colors) if i != 7]  # grey means wait
-    else:
-        palette = [c for i, c in enumerate(matplotlib.colormaps["tab20"].colors) if i not in (14, 15)]
-    colour = {op: palette[i % len(palette)] for i, op in enumerate(op_names)}
 
     shown = _clip(events, window_ns)
     if window_ns is not None:
@@ -161,7 +173,7 @@ def gantt(events, path=None, title: str = "", window_ns=None, lanes=None):
     fig = Figure(figsize=(12, 1.0 + 0.75 * len(roles)))
     FigureCanvasAgg(fig)  # render with Agg whatever pyplot's backend is
     ax = fig.add_subplot(1, 1, 1)
-    used_ops, any_wait = set(), False
+    used_ops, any_wait = [], False
     for lane, role in enumerate(roles):
         y = len(roles) - 1 - lane  # first role on top
         mine = [(e, s, t) for e, s, t in shown if e.role == role]
@@ -172,11 +184,22 @@ def gantt(events, path=None, title: str = "", window_ns=None, lanes=None):
             any_wait = True
         bars, rows = _pack([(s, t, e.op) for e, s, t in mine if e.kind != "wait"])
         h = LANE_HEIGHT / rows
+        instants: dict = defaultdict(list)
         for row, s, t, op in bars:
-            w = max(t - s, min_w)
-            ax.add_patch(Rectangle((s / 1e3, y + LANE_HEIGHT / 2 - (row + 1) * h), w / 1e3, h, facecolor=colour[op],
-                                   edgecolor="black", linewidth=0.3, zorder=2, gid=f"op:{role}:{op}"))
-            used_ops.add(op)
+            ax.add_patch(Rectangle((s / 1e3, y + LANE_HEIGHT / 2 - (row + 1) * h), max(t - s, min_w) / 1e3, h,
+                                   facecolor=op_colour(op), edgecolor="black", linewidth=0.3, zorder=2,
+                                   gid=f"op:{role}:{op}"))
+            used_ops.append(op)
+            if t <= s:
+                instants[op].append(s)
+        for op, xs in instants.items():  # an instant issue: a marker above the lane, so it is seen at any zoom
+            ax.scatter([(x + min_w / 2) / 1e3 for x in xs], [y + LANE_HEIGHT / 2 + 0.06] * len(xs), marker="v",
+                       s=22, color=op_colour(op), edgecolors="black", linewidths=0.4, zorder=4, clip_on=False,
+                       gid=f"instant:{role}:{op}")
+        if rows > 1:
+            ax.annotate(f"({rows}{'+' if rows == MAX_SUBROWS else ''} overlapping ops: sub-rows)", xy=(0, y),
+                        xycoords=("axes fraction", "data"), xytext=(-6, -10), textcoords="offset points",
+                        ha="right", va="center", fontsize=7, fontstyle="italic", color="0.25", gid=f"subrows:{role}")
     ax.set_yticks(range(len(roles)))
     ax.set_yticklabels(list(reversed(roles)))
     ax.set_ylim(-0.6, len(roles) - 0.4)
@@ -184,8 +207,12 @@ def gantt(events, path=None, title: str = "", window_ns=None, lanes=None):
     ax.set_xlabel("time (µs)")
     ax.grid(axis="x", linestyle=":", linewidth=0.5, zorder=0)
     ax.set_axisbelow(True)
-    handles = [Patch(facecolor=colour[op], edgecolor="black", linewidth=0.3, label=op)
-               for op in op_names if op in used_ops]
+    kinds: dict = {}
+    for op in dict.fromkeys(used_ops):
+        kinds.setdefault(op_kind(op), []).append(op)
+    order = {k: i for i, k in enumerate(KIND_COLOURS)}
+    handles = [Patch(facecolor=op_colour(names[0]), edgecolor="black", linewidth=0.3, label=_legend_label(k, names))
+               for k, names in sorted(kinds.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))]
     if any_wait:
         handles.append(Patch(facecolor=WAIT_COLOUR, edgecolor="#a0a0a0", hatch=WAIT_HATCH, label="wait"))
     if handles:

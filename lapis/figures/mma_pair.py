@@ -13,14 +13,16 @@ import numpy as np
 
 def plot_pair(panels: list[tuple[str, np.ndarray]], title: str, path: str, row_len: int) -> None:
     """panels: (name, ids) with ids (rows, K) = logical element index (row * row_len + col), -1 for poison."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib import colormaps
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import ListedColormap
+    from matplotlib.figure import Figure
 
     shown = 16  # rows drawn: enough to see the pattern, large enough to label
-    palette = [c for i, c in enumerate(plt.get_cmap("tab20").colors) if i not in (14, 15)]  # greys mean poison
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 7.5))
+    palette = [c for i, c in enumerate(colormaps["tab20"].colors) if i not in (14, 15)]  # greys mean poison
+    fig = Figure(figsize=(6.4 * len(panels), 7.5))
+    FigureCanvasAgg(fig)  # render with Agg whatever pyplot's backend is
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (name, ids) in zip(axes, panels):
         ids = ids[:shown]
         row = np.where(ids >= 0, ids // row_len, np.nan).astype(float)
@@ -37,4 +39,3 @@ def plot_pair(panels: list[tuple[str, np.ndarray]], title: str, path: str, row_l
                  "element read; grey: poison", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)

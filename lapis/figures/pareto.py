@@ -10,7 +10,11 @@ from __future__ import annotations
 __all__ = ["pareto_figure"]
 
 
-def pareto_figure(configs: list[dict], front: list[dict], path: str, title: str, label_top: int = 3) -> None:
+def pareto_figure(configs: list[dict], front: list[dict], path: str, title: str, label_top: int = 3):
+    """Draw the configurations (lapis.sweep.table.ranked rows: smem_bytes, geomean_tflops, runnable, config) and
+    the front, label the first `label_top` configurations (right of a point in the left half of the x range,
+    left of it in the right half, so labels stay inside the figure), save a PNG at `path` (dpi 120) and return
+    the Figure."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -29,9 +33,12 @@ def pareto_figure(configs: list[dict], front: list[dict], path: str, title: str,
                 color="#de2d26", zorder=3, label="Pareto front (max TFLOP/s, min smem)")
         ax.scatter([c["smem_bytes"] / 1024 for c in front], [c["geomean_tflops"] for c in front], s=60,
                    facecolors="none", edgecolors="#de2d26", zorder=4)
-    for c in configs[:label_top]:
-        ax.annotate(c["config"], (c["smem_bytes"] / 1024, c["geomean_tflops"]), fontsize=7,
-                    xytext=(4, 4), textcoords="offset points")
+    xs = [c["smem_bytes"] / 1024 for c in configs]
+    mid = (min(xs) + max(xs)) / 2
+    for c in configs[:label_top]:  # a label right of its point, or left of it in the right half (kept inside)
+        right = c["smem_bytes"] / 1024 > mid
+        ax.annotate(c["config"], (c["smem_bytes"] / 1024, c["geomean_tflops"]), fontsize=7, ha="right" if right
+                    else "left", xytext=(-6 if right else 4, 4), textcoords="offset points", gid=f"label:{c['config']}")
     ax.set_xlabel("shared memory per CTA (KiB, the schedule's tiles)")
     ax.set_ylabel("predicted TFLOP/s (geometric mean over shapes)")
     ax.set_title(title, fontsize=9)
@@ -40,3 +47,4 @@ def pareto_figure(configs: list[dict], front: list[dict], path: str, title: str,
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    return fig

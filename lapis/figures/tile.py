@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lapis.figures.palette import INDEX_COLOURS
 from lapis.layouts.canonical import CanonicalLayout
 from lapis.layouts.show import CHUNK, any_descriptor, chunk_label, chunk_map, map_line_bytes
 
@@ -70,14 +71,15 @@ def _panels(lines: int, per_line: int, cell_in: tuple[float, float], gap: float)
 
 
 def _colours(layout: CanonicalLayout, mn, k, inside):
-    from matplotlib import colormaps
+    from matplotlib.colors import to_rgb
 
     t = layout.dtype.per_16b
     col, row = (k // t, mn % 8) if layout.major == "K" else (mn // t, k % 8)
-    # tab10, cycled past 10 columns: every chunk of one swizzle row (<= 8) gets a
-    # clearly different hue, which is what shows the XOR (tab20's pairs would not).
-    base = colormaps["tab10"](np.arange(10))[:, :3]
-    rgb = base[np.where(inside, col, 0) % 10]
+    # palette.INDEX_COLOURS (tab10 without its grey), cycled past 9 columns: every chunk of one swizzle row
+    # (<= 8) gets a clearly different hue, which is what shows the XOR, and logical chunk c has the colour it
+    # has in the TMA box figure.
+    base = np.array([to_rgb(c) for c in INDEX_COLOURS])
+    rgb = base[np.where(inside, col, 0) % len(base)]
     fade = (0.25 + 0.5 * row / 7.0)[..., None]  # row 0 strongest, row 7 palest
     rgb = rgb * (1 - fade) + fade
     rgb[~inside] = 1.0

@@ -525,22 +525,7 @@ def main(argv=None) -> int:
         w.add_argument("--min-seconds", type=float, default=0.3)
         Worker(w.parse_args(argv)).run()
         return 0
-    ap = argparse.ArgumentParser(prog="python -m lapis.gpu.bench_attention", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", help="output folder: manifest.json and timelines.npz (GPU only)")
-    ap.add_argument("--provenance", help="JSON from `python -m lapis.captures.provenance $(... --sources)`, made where git is")
-    ap.add_argument("--shapes", type=lambda s: s.split(","), default=list(DEFAULT_SHAPES),
-                    help="BxHxLxD, comma-separated (default: the five benchmark shapes)")
-    ap.add_argument("--variants", type=lambda s: s.split(","),
-                    default=[n for n, v in VARIANTS.items() if not v["diagnostic"]],
-                    help=f"comma-separated, from {', '.join(VARIANTS)}")
-    ap.add_argument("--runs", type=int, default=30, help="least timed launches per kernel (default 30)")
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--min-seconds", type=float, default=0.3, help="least timed GPU seconds per kernel")
-    ap.add_argument("--timeout", type=float, default=230, help="seconds before the worker counts as hung")
-    ap.add_argument("--check-only", action="store_true", help="correctness only, no timing")
-    ap.add_argument("--causal", action="store_true", help="causal masking (variants with a causal build: s9); "
-                    "FLOPs are counted as half, SDPA runs with is_causal=True")
-    ap.add_argument("--sources", action="store_true", help="print the sources to pass to lapis.captures.provenance and exit")
+    ap = build_parser()
     a = ap.parse_args(argv)
     if a.sources:
         print(" ".join(SOURCES))
@@ -558,9 +543,36 @@ def main(argv=None) -> int:
         print(f"lapis bench attention: error: {exc}", file=sys.stderr)
         return 2
     if a.runs < 1 or a.warmup < 0 or a.min_seconds < 0 or a.timeout <= 0:
-        ap.error(f"--runs >= 1, --warmup >= 0, --min-seconds >= 0 and --timeout > 0: got {a.runs}, {a.warmup}, "
+        ap.error(f"--repeats >= 1, --warmup >= 0, --min-seconds >= 0 and --timeout-s > 0: got {a.runs}, {a.warmup}, "
                  f"{a.min_seconds}, {a.timeout}")
     return run(a, argv)
+
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The options of `lapis bench attention` (also `python -m lapis.gpu.bench_attention`). --runs and --timeout
+    are the deprecated spellings of --repeats and --timeout-s (hidden; lapis.cli.parser.DEPRECATED_OPTIONS)."""
+    ap = argparse.ArgumentParser(prog="lapis bench attention", description=__doc__.splitlines()[0], allow_abbrev=False)
+    ap.add_argument("--out", help="output folder: manifest.json and timelines.npz (GPU only)")
+    ap.add_argument("--provenance", help="JSON from `python -m lapis.captures.provenance $(... --sources)`, made where git is")
+    ap.add_argument("--shapes", type=lambda s: s.split(","), default=list(DEFAULT_SHAPES),
+                    help="BxHxLxD, comma-separated (default: the five benchmark shapes)")
+    ap.add_argument("--variants", type=lambda s: s.split(","),
+                    default=[n for n, v in VARIANTS.items() if not v["diagnostic"]],
+                    help=f"comma-separated, from {', '.join(VARIANTS)}")
+    ap.add_argument("--repeats", dest="runs", metavar="N", type=int, default=30,
+                    help="least timed launches per kernel (default 30)")
+    ap.add_argument("--runs", dest="runs", type=int, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--min-seconds", type=float, default=0.3, help="least timed GPU seconds per kernel")
+    ap.add_argument("--timeout-s", dest="timeout", metavar="SECONDS", type=float, default=230,
+                    help="seconds before the worker counts as hung (default 230)")
+    ap.add_argument("--timeout", dest="timeout", type=float, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    ap.add_argument("--check-only", action="store_true", help="correctness only, no timing")
+    ap.add_argument("--causal", action="store_true", help="causal masking (variants with a causal build: s9); "
+                    "FLOPs are counted as half, SDPA runs with is_causal=True")
+    ap.add_argument("--sources", action="store_true", help="print the sources to pass to lapis.captures.provenance and exit")
+    return ap
 
 
 if __name__ == "__main__":

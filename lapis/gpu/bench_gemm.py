@@ -525,21 +525,7 @@ def main(argv=None) -> int:
         h.add_argument("--kernel", required=True, choices=("mbarrier_ok", "hang_mbarrier", "hang_bar_sync"))
         _hang_worker(h.parse_args(argv))
         return 0
-    ap = argparse.ArgumentParser(prog="python -m lapis.gpu.bench_gemm", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", help="output folder: manifest.json and timelines/ (GPU only)")
-    ap.add_argument("--provenance", help="JSON from `python -m lapis.captures.provenance $(... --sources)`, made where git is")
-    ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=list(DEFAULT_SIZES),
-                    help="cube sizes M = N = K, comma-separated (default 2048,4096,8192)")
-    ap.add_argument("--variants", type=lambda s: s.split(","), default=list(DEFAULT_VARIANTS),
-                    help=f"comma-separated, from {', '.join(VARIANTS)} (default: the first three)")
-    ap.add_argument("--runs", type=int, default=200, help="least timed launches per kernel (default 200)")
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--min-seconds", type=float, default=0.25, help="least timed GPU seconds per kernel")
-    ap.add_argument("--timeout", type=float, default=200, help="seconds before the worker counts as hung")
-    ap.add_argument("--no-demo", action="store_true", help="skip the watchdog demo")
-    ap.add_argument("--check-only", action="store_true",
-                    help="correctness and the watchdog demo only, no timing (run before predictions are committed)")
-    ap.add_argument("--sources", action="store_true", help="print the sources to pass to lapis.captures.provenance and exit")
+    ap = build_parser()
     a = ap.parse_args(argv)
     if a.sources:
         print(" ".join(SOURCES))
@@ -554,6 +540,31 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     return run(a, argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The options of `lapis capture gemm` (also `python -m lapis.gpu.bench_gemm`). --runs and --timeout are
+    the deprecated spellings of --repeats and --timeout-s (hidden; lapis.cli.parser.DEPRECATED_OPTIONS)."""
+    ap = argparse.ArgumentParser(prog="lapis capture gemm", description=__doc__.splitlines()[0], allow_abbrev=False)
+    ap.add_argument("--out", help="output folder: manifest.json and timelines/ (GPU only)")
+    ap.add_argument("--provenance", help="JSON from `python -m lapis.captures.provenance $(... --sources)`, made where git is")
+    ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=list(DEFAULT_SIZES),
+                    help="cube sizes M = N = K, comma-separated (default 2048,4096,8192)")
+    ap.add_argument("--variants", type=lambda s: s.split(","), default=list(DEFAULT_VARIANTS),
+                    help=f"comma-separated, from {', '.join(VARIANTS)} (default: the first three)")
+    ap.add_argument("--repeats", dest="runs", metavar="N", type=int, default=200,
+                    help="least timed launches per kernel (default 200)")
+    ap.add_argument("--runs", dest="runs", type=int, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--min-seconds", type=float, default=0.25, help="least timed GPU seconds per kernel")
+    ap.add_argument("--timeout-s", dest="timeout", metavar="SECONDS", type=float, default=200,
+                    help="seconds before the worker counts as hung (default 200)")
+    ap.add_argument("--timeout", dest="timeout", type=float, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    ap.add_argument("--no-demo", action="store_true", help="skip the watchdog demo")
+    ap.add_argument("--check-only", action="store_true",
+                    help="correctness and the watchdog demo only, no timing (run before predictions are committed)")
+    ap.add_argument("--sources", action="store_true", help="print the sources to pass to lapis.captures.provenance and exit")
+    return ap
 
 
 if __name__ == "__main__":

@@ -448,13 +448,7 @@ def device_attributes() -> dict:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(prog="lapis capture micro", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, help="output folder; gets micro/ (manifest.json, results.json)")
-    ap.add_argument("--provenance", help="JSON from `python -m lapis.captures.provenance` (commit, dirty, blobs)")
-    ap.add_argument("--only", help="comma-separated name prefixes to run (default: all)")
-    ap.add_argument("--repeats", type=int, default=mc.REPEATS, help=f"timed launches each (default {mc.REPEATS})")
-    ap.add_argument("--item-timeout-s", type=float, default=30.0, help="kill a measurement after this (default 30)")
-    ap.add_argument("--budget-s", type=float, default=170.0, help="stop starting measurements after this")
+    ap = build_parser()
     a = ap.parse_args(argv)
     if not harness.gpu_present():
         print("lapis capture micro: needs an NVIDIA GPU with compute capability 9.0+ (sm_90a) and cupy",
@@ -505,6 +499,23 @@ def main(argv=None) -> int:
         log(f"  {m['name']:<34} " + (f"{v['median']:12.4g} {v['unit']:<16} spread {v['spread_pct']:.2f}%"
                                       if v else m["status"] + ": " + m.get("error", "")[:80]))
     return 0
+
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The options of `lapis capture micro`. --item-timeout-s is the deprecated spelling of --timeout-s (hidden;
+    lapis.cli.parser.DEPRECATED_OPTIONS)."""
+    ap = argparse.ArgumentParser(prog="lapis capture micro", description=__doc__.splitlines()[0], allow_abbrev=False)
+    ap.add_argument("--out", required=True, help="output folder; gets micro/ (manifest.json, results.json)")
+    ap.add_argument("--provenance", help="JSON from `python -m lapis.captures.provenance` (commit, dirty, blobs)")
+    ap.add_argument("--only", help="comma-separated name prefixes to run (default: all)")
+    ap.add_argument("--repeats", type=int, default=mc.REPEATS, help=f"timed launches each (default {mc.REPEATS})")
+    ap.add_argument("--timeout-s", dest="item_timeout_s", metavar="SECONDS", type=float, default=30.0,
+                    help="seconds before a measurement is killed (default 30)")
+    ap.add_argument("--item-timeout-s", dest="item_timeout_s", type=float, default=argparse.SUPPRESS,
+                    help=argparse.SUPPRESS)
+    ap.add_argument("--budget-s", type=float, default=170.0, help="stop starting measurements after this")
+    return ap
 
 
 if __name__ == "__main__":

@@ -111,7 +111,18 @@ def run(inputs: Path, out: Path, git_file: str | None, argv: list[str]) -> int:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(prog="lapis capture wgmma", description=__doc__.splitlines()[0])
+    a = build_parser().parse_args(argv)
+    if a.step == "prepare":
+        return prepare(Path(a.out))
+    if a.step == "_worker":
+        _worker(a)
+        return 0
+    return run(Path(a.inputs), Path(a.out), a.provenance, argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The options of `lapis capture wgmma` (prepare, run; _worker is internal)."""
+    ap = argparse.ArgumentParser(prog="lapis capture wgmma", description=__doc__.splitlines()[0], allow_abbrev=False)
     sub = ap.add_subparsers(dest="step", required=True, metavar="STEP")
     p = sub.add_parser("prepare", help="build images and descriptors with lapis (CPU)")
     p.add_argument("--out", required=True, help="folder for inputs.npz and cases.json")
@@ -125,13 +136,7 @@ def main(argv=None) -> int:
     w.add_argument("--cubin", required=True)
     w.add_argument("--start", type=int, default=0)
     w.add_argument("--only", type=int)
-    a = ap.parse_args(argv)
-    if a.step == "prepare":
-        return prepare(Path(a.out))
-    if a.step == "_worker":
-        _worker(a)
-        return 0
-    return run(Path(a.inputs), Path(a.out), a.provenance, argv)
+    return ap
 
 
 if __name__ == "__main__":

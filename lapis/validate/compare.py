@@ -99,7 +99,7 @@ def render(r: dict) -> str:
              f"{p['stages']}, consumer_wgs {p['consumer_wgs']}, block {p['block_m']}x{p['block_n']}x{p['block_k']}) "
              f"at {r['shape']} on {r['gpu']}, capture {r['capture']}",
              f"total time: predicted {r['predicted_us']:.1f} µs ({r['predicted_tflops']:.0f} TFLOP/s, "
-             f"{r['bound_by']}-bound), measured {r['measured_us']:.1f} µs ({r['tflops']:.0f} TFLOP/s; plain build, "
+             f"bound: {r['bound_by']}), measured {r['measured_us']:.1f} µs ({r['tflops']:.0f} TFLOP/s; plain build, "
              f"spread {r['spread_pct']:.2f}%): error {_pct(r['total_err_pct'])}"]
     b = r["blind"]
     if b:

@@ -67,18 +67,33 @@ def test_the_size_bound_is_a_lower_bound(monkeypatch):
         check_size("gemm", (2048, 2048, 4096), prm, 132)
 
 
-@pytest.mark.parametrize("flag", ["--trace", "--png"])
-def test_an_output_the_os_refuses_is_named_not_a_traceback(flag, capsys):
-    """/proc is a folder, looks writable to root, and refuses new files: the write used to raise."""
+@pytest.mark.parametrize("flag", ["--trace", "--figure"])
+def test_an_output_the_os_refuses_is_named_not_a_traceback(flag, capsys, monkeypatch):
+    """/proc is a folder, looks writable to root, and refuses new files: refused before the simulation runs."""
+    from lapis.cli import simulate as cli_simulate
+    monkeypatch.setattr(cli_simulate, "simulate", lambda *a, **k: pytest.fail("simulated before the path check"))
     suffix = ".json" if flag == "--trace" else ".png"
     assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "256x256x256", flag, "/proc/t" + suffix]) == 2
     err = capsys.readouterr().err
-    assert f"{flag} could not be written" in err and "Traceback" not in err
+    assert f"{flag} must be in a folder lapis can write, and '/proc' refuses new files" in err
+    assert "Traceback" not in err
+
+
+def test_a_write_that_fails_after_the_run_is_named(tmp_path, capsys, monkeypatch):
+    """A disk that fills during the run: the OS error is named after the flag, not a traceback."""
+    from lapis.cli import simulate as cli_simulate
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(cli_simulate, "write_chrome", full)
+    assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "256x256x256", "--trace",
+                 str(tmp_path / "t.json")]) == 2
+    assert "--trace could not be written (No space left on device)" in capsys.readouterr().err
 
 
 def test_compare_png_and_report_out_the_os_refuses(capsys):
-    assert main(["compare", "--schedule", "h200-gemm-ws", "--shape", "4096x4096x4096", "--png", "/proc/c.png"]) == 2
-    assert "--png could not be written" in capsys.readouterr().err
+    assert main(["compare", "--schedule", "h200-gemm-ws", "--shape", "4096x4096x4096", "--figure", "/proc/c.png"]) == 2
+    assert "--figure must be in a folder lapis can write" in capsys.readouterr().err
     assert main(["report", "--out", "/proc/lapis-report"]) == 2
     assert "--out must be a folder lapis can write" in capsys.readouterr().err
 

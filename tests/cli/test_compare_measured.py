@@ -110,7 +110,7 @@ def test_a_delay_is_named_as_the_first_divergence(tmp_path, capsys):
     first_item = min(e.work_item for e in sim["_events"])
     f = tmp_path / "late.npz"
     write_measured(f, kernel_records(sim["_events"], {("consumer0", "wgmma", first_item, 3): 800.0}), {})
-    rc, r = run_json(capsys, "--measured", str(f), "--png", str(tmp_path / "g.png"), "--trace",
+    rc, r = run_json(capsys, "--measured", str(f), "--figure", str(tmp_path / "g.png"), "--trace",
                      str(tmp_path / "t.json"))
     assert rc == 0
     d = r["first_divergence"]

@@ -12,8 +12,9 @@ BAD = ["--dtype", "bf16", "--dims", "128,64", "--strides", "250", "--box", "72,8
 GOOD = ["--dtype", "bf16", "--dims", "128,64", "--strides", "256", "--box", "64,8", "--swizzle", "128B"]
 
 
-def test_check_lists_every_broken_rule_and_exits_2(capsys):
-    assert main(["tma", "check", *BAD, "--json"]) == 2
+def test_check_lists_every_broken_rule_and_exits_1(capsys):
+    """A map the driver would reject is a check that found a problem (exit 1), not malformed input (exit 2)."""
+    assert main(["tma", "check", *BAD, "--json"]) == 1
     rules = {v["rule"] for v in json.loads(capsys.readouterr().out)["violations"]}
     assert rules == {"stride-multiple-16", "inner-box-within-swizzle-span"}
 
@@ -77,8 +78,10 @@ def test_validate_and_report(report_run, capsys):
 
 
 def test_bad_inputs_get_named_errors_not_tracebacks(capsys, tmp_path):
+    # a negative stride is a rule the driver checks (it reads cuuint64_t): a rejected map, exit 1
+    assert main(["tma", "check", "--dtype", "bf16", "--dims", "64,8", "--strides=-128", "--box", "64,8"]) == 1
+    assert "is negative" in capsys.readouterr().out
     cases = [
-        (["tma", "check", "--dtype", "bf16", "--dims", "64,8", "--strides=-128", "--box", "64,8"], "negative"),
         (["tma", "check", "--dtype", "bf16", "--dims", "4096", "--box", "64,64"], "--box needs 1 value"),
         (["tma", "check", "--dtype", "bf16", "--dims", "64,,8", "--box", "64,8"], "comma-separated integers"),
         (["tma", "place", *GOOD, "--smem-base", "0x38e00", "--coords", "0,0"], "228 KiB"),
@@ -86,7 +89,8 @@ def test_bad_inputs_get_named_errors_not_tracebacks(capsys, tmp_path):
         (["layout", "show", "--major", "K", "--swizzle", "128B", "--dtype", "bf16", "--rows", "8", "--cols",
           "640000000"], "228 KiB"),
         (["layout", "show", "--major", "K", "--swizzle", "128B", "--dtype", "bf16", "--rows", "8", "--cols", "64",
-          "--png", str(tmp_path / "no" / "x.png")], ".png file in an existing folder"),
+          "--figure", str(tmp_path / "no" / "x.png")],
+         "--figure must name a .png/.svg/.pdf file in an existing folder"),
         (["layout", "desc", "--arch", "sm90", "--major", "K", "--swizzle", "none", "--dtype", "bf16", "--rows", "8",
           "--cols", "8"], "one MMA K-step"),
         (["report", "--out", str(tmp_path / "f.txt"), "--captures", str(tmp_path)], "lacks tma/"),

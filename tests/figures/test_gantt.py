@@ -1,9 +1,11 @@
 """The per-role Gantt figure of a simulated timeline: a real PNG, one lane per role, window clipping, the CLI."""
 
 import pytest
+from matplotlib.colors import to_hex
 
 from lapis.cli import main
 from lapis.figures.gantt import gantt, lane_order, steady_state_window
+from lapis.figures.palette import op_kind
 from lapis.pipeline_sim.recorder import Event
 from lapis.pipeline_sim.simulate import simulate
 
@@ -55,7 +57,13 @@ def test_waits_are_hatched_grey_behind_ops(events, tmp_path):
     assert all(p.get_hatch() for p in waits) and not any(p.get_hatch() for p in ops)
     assert all(p.zorder < min(o.zorder for o in ops) for p in waits)
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert "wait" in legend and set(legend) - {"wait"} == {e.op for e in events if e.kind != "wait"}
+    # one entry per op kind, "kind: the op names it covers" (or the bare kind when it is the only name)
+    kinds = {op_kind(e.op) for e in events if e.kind != "wait"}
+    assert "wait" in legend and {t.split(":")[0] for t in legend} - {"wait"} == kinds
+    for e in events:
+        if e.kind != "wait":
+            entry = next(t for t in legend if t.split(":")[0] == op_kind(e.op))
+            assert entry == e.op or e.op in entry.split(": ", 1)[1] or " ops (" in entry
 
 
 def test_window_clips_bars(events, tmp_path):
@@ -68,7 +76,7 @@ def test_window_clips_bars(events, tmp_path):
     assert _is_png(path)
     bars = _bars(win)
     assert 0 < len(bars) < len(_bars(full))
-    min_w = (t1 - t0) * 0.002
+    min_w = (t1 - t0) * 0.003
     for p in bars:  # every bar lies inside the window (µs on the axis)
         assert p.get_x() >= t0 / 1e3 - 1e-9 and p.get_x() + p.get_width() <= (t1 + min_w) / 1e3 + 1e-9
     # exactly the ops overlapping the window are drawn
@@ -97,6 +105,30 @@ def test_zero_length_issues_are_still_visible(tmp_path):
     fig = gantt(evs, str(tmp_path / "z.png"))
     issue = [p for p in _bars(fig) if p.get_gid() == "op:producer:issue TMA"]
     assert len(issue) == 1 and issue[0].get_width() > 0
+    # at least 2 pixels wide as drawn (dpi 110), and marked by a "v" in the op's colour above the producer lane
+    fig.set_dpi(110)
+    fig.canvas.draw()
+    assert issue[0].get_window_extent().width >= 2.0
+    marks = [c for c in fig.axes[0].collections if c.get_gid() == "instant:producer:issue TMA"]
+    assert len(marks) == 1 and to_hex(marks[0].get_facecolor()[0]) == "#98df8a"
+    (x, y), = marks[0].get_offsets()
+    assert x == pytest.approx((100 + 1000 * 0.003 / 2) / 1e3) and y > 2 + 0.4  # producer lane is y = 2
+    assert not [c for c in fig.axes[0].collections if c.get_gid() == "instant:consumer0:mma"]
+
+
+def test_lanes_split_into_sub_rows_say_so():
+    # two TMA loads in flight at once on the tma unit: 2 sub-rows, and the lane says why
+    evs = [Event("producer", "issue TMA", 0, 0), Event("tma", "TMA K", 0, 600), Event("tma", "TMA V", 100, 700),
+           Event("consumer0", "wgmma QK", 600, 900)]
+    fig = gantt(evs)
+    ax = fig.axes[0]
+    notes = {t.get_gid(): t.get_text() for t in ax.texts if (t.get_gid() or "").startswith("subrows:")}
+    assert notes == {"subrows:tma": "(2 overlapping ops: sub-rows)"}
+    heights = {p.get_gid(): p.get_height() for p in _bars(fig)}
+    assert heights["op:tma:TMA K"] == pytest.approx(0.4) and heights["op:consumer0:wgmma QK"] == pytest.approx(0.8)
+    # the note sits beside the lane's own tick: the tma lane is the bottom one, y = 0
+    note = next(t for t in ax.texts if t.get_gid() == "subrows:tma")
+    assert note.xy == (0, 0)
 
 
 def test_bad_window_is_refused(tmp_path):
@@ -107,7 +139,7 @@ def test_bad_window_is_refused(tmp_path):
 @pytest.mark.parametrize("schedule,shape", RUNS)
 def test_cli_png(schedule, shape, tmp_path, capsys):
     path = tmp_path / "gantt.png"
-    assert main(["simulate", "--schedule", schedule, "--shape", shape, "--png", str(path)]) == 0
+    assert main(["simulate", "--schedule", schedule, "--shape", shape, "--figure", str(path)]) == 0
     assert str(path) in capsys.readouterr().out
     assert _is_png(path)
 
@@ -116,11 +148,11 @@ def test_cli_png_keeps_json_parseable_and_checks_the_path(tmp_path, capsys):
     import json
     path = tmp_path / "gantt.png"
     assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "1024x1024x1024", "--json",
-                 "--png", str(path)]) == 0
+                 "--figure", str(path)]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["schedule"] == "h200-gemm-ws" and str(path) in out.err
     assert _is_png(path)
     assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "1024x1024x1024",
-                 "--png", str(tmp_path / "no" / "g.png")]) == 2
+                 "--figure", str(tmp_path / "no" / "g.png")]) == 2
     assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "1024x1024x1024",
-                 "--png", str(tmp_path / "g.txt")]) == 2
+                 "--figure", str(tmp_path / "g.txt")]) == 2

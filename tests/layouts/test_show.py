@@ -166,7 +166,7 @@ def test_show_k_major_no_swizzle_core_matrices(capsys):
 @pytest.mark.parametrize("argv,needle", [
     (["layout", "show", "--major", "K", "--swizzle", "128B", "--dtype", "bf16", "--rows", "100", "--cols", "64"],
      "100"),
-    (SHOW_K128 + ["--base", "0x408"], "0x408"),
+    (SHOW_K128 + ["--smem-base", "0x408"], "0x408"),
     (["layout", "desc"] + K128 + ["--step", "4"], "step 4"),
     (["layout", "decode", "--arch", "sm90", hex(DESC_K128 | 1 << 46)], "0x400000000000"),
 ])
@@ -184,7 +184,7 @@ def test_errors_exit_2(capsys, argv, needle):
 def test_show_png_written(capsys, tmp_path):
     png = tmp_path / "tile.png"
     args = ["layout", "show", "--major", "K", "--swizzle", "128B", "--dtype", "bf16", "--rows", "16", "--cols", "64"]
-    d = run_json(capsys, *args, "--png", str(png))  # the JSON on stdout stays parseable
+    d = run_json(capsys, *args, "--figure", str(png))  # the JSON on stdout stays parseable
     assert d["rows"] == 16
     data = png.read_bytes()
     assert len(data) > 1000 and data[:8] == b"\x89PNG\r\n\x1a\n"

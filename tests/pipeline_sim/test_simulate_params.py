@@ -57,9 +57,9 @@ def test_nan_on_the_command_line_and_unwritable_outputs(capsys, tmp_path):
                  "emulate_frac=nan"]) == 2
     assert "finite number" in capsys.readouterr().err
     (tmp_path / "d.png").mkdir()
-    assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "512x512x512", "--png",
+    assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "512x512x512", "--figure",
                  str(tmp_path / "d.png")]) == 2
-    assert "writable folder" in capsys.readouterr().err
+    assert "--figure must name a regular file, and this is a folder" in capsys.readouterr().err
 
 
 def test_schedules_stay_on_their_own_architecture(capsys):

@@ -74,18 +74,18 @@ def test_missing_timeline_still_gives_total_errors_and_refuses_the_png(capsys, t
     assert not has_timelines(CAPTURE / "timelines" / "ws_s4_c2_n128_4096.npz")  # not returned by the device run
     png = tmp_path / "g.png"
     rc, out, err = run(["compare", "--schedule", "h200-gemm-ws", "--shape", SHAPE, "--variant", "ws_s4_c2_n128",
-                        "--png", str(png)], capsys)
+                        "--figure", str(png)], capsys)
     meas = plain("ws_s4_c2_n128", SHAPE)["median_us"]
     b = blind("ws_s4_c2_n128", SHAPE)["predicted_us"]
     assert rc == 1 and not png.exists()
-    assert "ws_s4_c2_n128_4096.npz is not in gemm/h200-2026-11-29" in out and "--png not written" in err
+    assert "ws_s4_c2_n128_4096.npz is not in gemm/h200-2026-11-29" in out and "--figure not written" in err
     assert f"measured {meas:.1f} µs" in out and f"error {(b - meas) / meas * 100:+.1f}%" in out
 
 
 def test_compare_png_interleaves_predicted_and_measured_lanes_with_shared_colours(capsys, tmp_path):
     png = tmp_path / "g.png"
     rc, out, _ = run(["compare", "--schedule", "h200-gemm-ws", "--shape", "2048x2048x2048", "--variant",
-                      "ws_s4_c1_n128", "--png", str(png)], capsys)
+                      "ws_s4_c1_n128", "--figure", str(png)], capsys)
     assert rc == 0 and png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 10_000
     from lapis.validate.compare import compare_gemm
     from lapis.figures.compare_gantt import compare_gantt
@@ -102,7 +102,11 @@ def test_compare_png_interleaves_predicted_and_measured_lanes_with_shared_colour
             colour.setdefault(op, set()).add(tuple(p.get_facecolor()))
             assert lane in lanes
     assert len(colour["issue TMA"]) == 1  # one colour for the op on both the predicted and the measured lane
-    assert len({c for cs in colour.values() for c in cs}) == len(colour)
+    # one colour per op kind (lapis.figures.palette): predicted "wgmma" and measured "issue wgmma" alike
+    assert colour["wgmma"] == colour["issue wgmma"] and len(colour["wgmma"]) == 1
+    kinds = {"issue TMA": "TMA issue", "wgmma": "mma", "issue wgmma": "mma", "load A+B": "load", "epilogue": "epilogue"}
+    assert set(colour) <= set(kinds)
+    assert len({c for cs in colour.values() for c in cs}) == len({kinds[op] for op in colour})
     # both windows start at a K iteration: the axis starts at 0
     assert ax.get_xlim()[0] == 0.0
 

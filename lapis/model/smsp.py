@@ -1,0 +1,310 @@
+"""An SM sub-partition (SMSP) issue model: cycles per loop iteration from the loop body's SASS.
+
+One SMSP holds `warps` resident warps and issues at most `issue_per_clk` warp-instructions per clock to pipes
+of given throughput (warp-instructions per clock) and latency (cycles until a dependent instruction may issue).
+For a loop body run by every warp, the cycles the SMSP spends per warp-iteration are the largest of
+
+    issue     N / issue_per_clk                       (N: instructions of one iteration)
+    pipe p    n_p / rate_p                            (n_p: its instructions on pipe p; lapis.model.sass.PIPE_OF)
+    latency   T_warp / warps                          (T_warp: one warp alone, in-order issue, per iteration)
+
+T_warp is one warp's period when it runs alone: simulate(body, 1) for cuobjdump input (the compiler's stall
+counts, scoreboard waits, pipe spacing), else warp_period (in-order issue, each instruction waits for its source
+registers: producer issue + latency of the producer's pipe; at least the RAW critical path x latency).
+Combination: the plain max (no smoothing, nothing fitted); `bound` names the largest term.
+
+simulate() is the second, finer answer: the warps issue cycle by cycle on one SMSP (stall counts, scoreboards,
+shared pipes with fractional rates, greedy-then-oldest warp choice), so bounds that are close interfere as on
+the hardware instead of the larger one hiding the other.
+
+Constants: Constants.from_pipes_capture (benchmarks/h200_pipes.sh's results.json) once it exists; until then
+Constants.load() of PENDING (lapis/data/smsp_pending.json),
+a file marked pending whose rates come partly from lapis micro captures and partly from published figures.
+
+    python -m lapis.model.smsp --micro     # bound model and simulation vs measured softmax microbenchmarks
+
+--micro compiles lapis/gpu/kernels/micro_softmax_v1.cu for sm_90a (nvcc, cuobjdump), takes each kernel's
+outer loop, and compares with the softmax.* measurements of MICRO_CAPTURE: tiles/clk/SM R gives 1 / R SMSP cycles
+per warp-iteration (each tile is one iteration of one warp on each of the 4 SMSPs). Nothing is fitted to them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lapis.data import CAPTURES, DATA
+from lapis.errors import CaptureError, LapisError
+from lapis.model import sass
+
+PENDING = DATA / "smsp_pending.json"
+MICRO_CAPTURE = CAPTURES / "micro" / "h200-2026-11-30-v3" / "micro" / "results.json"
+SOFTMAX_SOURCE = DATA.parent / "gpu" / "kernels" / "micro_softmax_v1.cu"
+FLAVOURS = ("exp2f", "ex2", "ex2_cond", "emu8", "emu4")
+COND_FLAVOURS = ("ex2_cond",)  # the O rescale's forward branch is taken every iteration (micro_softmax_v1.cu)
+MAX_JSON_BYTES = 16 << 20
+# the micro_pipes.cu class whose throughput and latency stand for each pipe
+PIPE_CLASS = {"fma": "ffma", "alu": "fmnmx", "xu": "ex2", "lsu": "shfl", "tensor": "hmma"}
+
+
+@dataclass(frozen=True)
+class Constants:
+    """Hardware constants of one SMSP: issue slots per clock, rate[pipe] (warp-instructions per clock), latency[pipe]
+    (cycles); pending: True when they are not all from a pipes capture."""
+
+    issue_per_clk: float
+    rate: dict
+    latency: dict
+    pending: bool = True
+    sources: dict = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path = PENDING) -> Constants:
+        """Read a constants file ({issue_per_clk, rate, latency} of {value, source}); CaptureError if unreadable."""
+        d = _read_json(path)
+        try:
+            rate = {p: float(v["value"]) for p, v in d["rate"].items()}
+            latency = {p: float(v["value"]) for p, v in d["latency"].items()}
+            issue = float(d["issue_per_clk"]["value"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise CaptureError("SMSP constants file lacks issue_per_clk/rate/latency values", f"{path}: {e}",
+                               "write {issue_per_clk: {value}, rate: {pipe: {value}}, latency: {pipe: {value}}}")
+        srcs = {f"rate.{p}": v.get("source", "") for p, v in d["rate"].items()}
+        return cls(issue, rate, latency, "PENDING" in str(d.get("status", "")), srcs)
+
+
+    @classmethod
+    def from_pipes_capture(cls, results: Path, base: Path = PENDING) -> Constants:
+        """Constants from a pipes capture (lapis.gpu.capture_pipes results.json): rate[pipe] = the throughput of
+        PIPE_CLASS[pipe] at the most warps per SMSP measured, latency[pipe] = its dependent-issue latency; pipes
+        without a class there keep `base`'s values. pending is False only when every PIPE_CLASS pipe was measured."""
+        base_c = cls.load(base)
+        rate, latency, sources = dict(base_c.rate), dict(base_c.latency), dict(base_c.sources)
+        found = {m["name"]: m for m in _read_json(results).get("measurements", []) if m.get("status") == "ok"}
+        measured = 0
+        for pipe, c in PIPE_CLASS.items():
+            tputs = sorted((m["warps_per_smsp"], m) for m in found.values()
+                           if m.get("cls") == c and m.get("kind") == "tput")
+            lat = found.get(f"pipes.{c}.lat")
+            if tputs and lat:
+                rate[pipe] = float(tputs[-1][1]["value"]["median"])
+                latency[pipe] = float(lat["value"]["median"])
+                sources[f"rate.{pipe}"] = f"{results}: {tputs[-1][1]['name']}"
+                measured += 1
+        return cls(base_c.issue_per_clk, rate, latency, measured < len(PIPE_CLASS), sources)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """SMSP cycles per warp-iteration (`cycles`), every bound term, and the name of the largest."""
+
+    cycles: float
+    bounds: dict
+    bound: str
+
+
+def _read_json(path: Path) -> dict:
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size > MAX_JSON_BYTES:
+        raise CaptureError(f"JSON file missing or over {MAX_JSON_BYTES} bytes", str(path), "pass an existing file")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CaptureError("JSON file unreadable", f"{path}: {e}", "regenerate the file")
+
+
+def warp_period(body: list[sass.Instruction], consts: Constants, iterations: int = 6) -> float:
+    """Cycles per iteration of one warp issuing `body` alone, in order (see the module docstring)."""
+    ready: dict[str, float] = {}
+    t, starts = -1.0, []
+    for _ in range(iterations):
+        starts.append(t + 1)
+        for ins in body:
+            t = max([t + 1.0] + [ready.get(r, 0.0) for r in ins.srcs])
+            for d in ins.dests:
+                ready[d] = t + consts.latency[ins.pipe]
+    return starts[-1] - starts[-2]
+
+
+def _issue_all(body: list[sass.Instruction], warps: int, consts: Constants, iterations: int) -> float:
+    """Cycles until `warps` warps have each issued `body` `iterations` times (simulate's mechanism)."""
+    occ = {p: 1.0 / r for p, r in consts.rate.items()}
+    pc, it, nxt = [0] * warps, [0] * warps, [0.0] * warps
+    sb = [[0.0] * 6 for _ in range(warps)]
+    pipe_free: dict[str, float] = {}
+    t, last = 0.0, 0
+    while min(it) < iterations:
+        for w in [last] + [w for w in range(warps) if w != last]:
+            if it[w] >= iterations or nxt[w] > t:
+                continue
+            ins = body[pc[w]]
+            c, p = ins.control, ins.pipe
+            if any(sb[w][k] > t for k in range(6) if c.wait_mask >> k & 1) or pipe_free.get(p, 0.0) - t >= 1 - 1e-9:
+                continue
+            nxt[w] = t + max(c.stall, 1)
+            pipe_free[p] = max(pipe_free.get(p, 0.0), t) + occ[p]  # fractional rates: a work backlog
+            if c.write_sb is not None:
+                sb[w][c.write_sb] = max(sb[w][c.write_sb], t + consts.latency[p])
+            if c.read_sb is not None:
+                sb[w][c.read_sb] = max(sb[w][c.read_sb], t + occ[p])
+            pc[w] += 1
+            if pc[w] == len(body):
+                pc[w], it[w] = 0, it[w] + 1
+            last = w
+            break
+        t += 1.0
+    return t
+
+
+def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterations: int = 8) -> float:
+    """SMSP cycles per warp-iteration when `warps` warps each run `body` in a loop, cycle by cycle.
+
+    Each cycle the SMSP issues at most one instruction (issue_per_clk = 1), greedy-then-oldest: the warp that
+    issued last keeps issuing while it can, else the lowest-numbered ready warp. A warp can issue its next
+    instruction when (1) the previous one's stall count has passed (the control bits: the compiler's fixed
+    latencies, including the same warp's pipe spacing), (2) every scoreboard in its wait mask is released (a
+    write scoreboard at issue + latency[pipe]: MUFU, SHFL, LDS, LDC; a read scoreboard at issue + 1 / rate[pipe]),
+    (3) its pipe accepts: each pipe keeps a backlog of 1 / rate[pipe] cycles per accepted warp-instruction, shared
+    by the warps, and accepts while the backlog is under one cycle (so a rate of 0.97 loses one cycle in 33).
+    Steady state without warm-up and drain: (T(iterations) - T(iterations / 2)) / (iterations / 2 x warps), T the
+    cycles until every warp is done. Needs cuobjdump input (control bits)."""
+    if warps < 1 or iterations < 4:
+        raise CaptureError("simulate needs warps >= 1 and iterations >= 4", (warps, iterations),
+                           "pass the resident warps per SMSP and at least 4 iterations")
+    if any(ins.control is None for ins in body):
+        raise CaptureError("simulate needs control bits (cuobjdump -sass input)", "an instruction without them",
+                           "use predict() with warp_period() for ncu source-page input")
+    missing = {ins.pipe for ins in body} - (set(consts.rate) & set(consts.latency))
+    if missing:
+        raise CaptureError("the body uses pipes the constants lack", sorted(missing),
+                           "give rate and latency for every pipe of lapis.model.sass.PIPES")
+    half = iterations // 2
+    return (_issue_all(body, warps, consts, iterations) - _issue_all(body, warps, consts, half)) / (
+        (iterations - half) * warps)
+
+
+def predict(n_per_pipe: dict, warp_cycles: float, warps: int, consts: Constants) -> Prediction:
+    """The max of issue, pipe and latency bounds (module docstring) for instruction counts per pipe of one
+    iteration, one warp's in-order period `warp_cycles` and `warps` resident warps per SMSP."""
+    if warps < 1:
+        raise CaptureError("warps per SMSP must be at least 1", warps, "pass the resident warps per SMSP")
+    unknown = set(n_per_pipe) - set(consts.rate)
+    if unknown:
+        raise CaptureError("instruction counts name pipes the constants lack", sorted(unknown),
+                           f"use pipes of {sorted(consts.rate)}")
+    bounds = {"issue": sum(n_per_pipe.values()) / consts.issue_per_clk,
+              **{f"pipe.{p}": n / consts.rate[p] for p, n in n_per_pipe.items() if n},
+              "latency": warp_cycles / warps}
+    name = max(bounds, key=bounds.get)
+    return Prediction(bounds[name], bounds, name)
+
+
+def predict_loop(body: list[sass.Instruction], warps: int, consts: Constants) -> Prediction:
+    """predict() for a loop body given as SASS instructions. One warp's period: simulate(body, 1) when the body
+    has control bits (cuobjdump), which honours the compiler's stall counts, else warp_period (ncu input)."""
+    has_control = all(ins.control is not None for ins in body)
+    period = simulate(body, 1, consts) if has_control else warp_period(body, consts)
+    return predict(dict(sass.pipe_mix(body)), period, warps, consts)
+
+
+# ------------------------------------------------------------------------------------------ --micro --
+
+def _tool(name: str) -> str:
+    """nvcc / cuobjdump: on PATH, else the nvidia-cuda-cuobjdump wheel's bin folder."""
+    if shutil.which(name):
+        return shutil.which(name)
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations if spec else None) or []:
+        for d in sorted(Path(root).glob("cu*/bin")):
+            if (d / name).exists():
+                return str(d / name)
+    raise CaptureError(f"{name} not found", "PATH and the nvidia wheels", f"install the CUDA toolkit ({name})")
+
+
+def softmax_sass(source: Path = SOFTMAX_SOURCE) -> dict[str, list[sass.Instruction]]:
+    """The micro_softmax kernels' SASS (sm_90a), compiled here."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "softmax.cubin"
+        try:
+            subprocess.run([_tool("nvcc"), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-o",
+                            str(cubin), str(source)], check=True, capture_output=True, timeout=600)
+            text = subprocess.run([_tool("cuobjdump"), "-sass", str(cubin)], check=True, capture_output=True,
+                                  text=True, timeout=120).stdout
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+            raise CaptureError("compiling or disassembling the softmax kernels failed", f"{source.name}: {e}",
+                               "check nvcc 13 (sm_90a) and cuobjdump")
+    return sass.parse_cuobjdump(text)
+
+
+def softmax_body(instrs: list[sass.Instruction], flavour: str) -> list[sass.Instruction]:
+    """One iteration of the kernel's tile loop (its longest loop): the rescale branch taken for COND_FLAVOURS."""
+    found = sass.loops(instrs)
+    if not found:
+        raise CaptureError("no backward branch in the softmax kernel", flavour, "check the kernel's SASS")
+    lp = max(found, key=lambda x: x.tail - x.head)
+    fwd = {i.address for i in instrs[lp.head:lp.tail] if i.opcode == "BRA" and i.target > i.address}
+    return [instrs[k] for k in sass.loop_body(instrs, lp, fwd if flavour in COND_FLAVOURS else set())]
+
+
+def micro_table(consts: Constants, functions=None, capture: Path = MICRO_CAPTURE) -> list[dict]:
+    """Predicted vs measured SMSP cycles per warp-iteration of every softmax.<flavour>.wg<1|2> measurement: the
+    bound model (predict) and the cycle simulation (simulate), each from the kernel's own loop body."""
+    functions = functions or softmax_sass()
+    measured = {m["name"]: m for m in _read_json(capture)["measurements"]}
+    rows = []
+    for fl in FLAVOURS:
+        for wg in (1, 2):  # wg warpgroups of 4 warps: wg warps per SMSP
+            m = measured.get(f"softmax.{fl}.wg{wg}")
+            if not m or m.get("status") != "ok":
+                continue
+            body = softmax_body(functions[f"micro_softmax_{fl}_wg{wg}"], fl)
+            p = predict_loop(body, wg, consts)
+            sim = simulate(body, wg, consts)
+            meas = 1.0 / m["value"]["median"]
+            rows.append(dict(name=m["name"], instructions=len(body), bound_model=p.cycles, bound=p.bound,
+                             simulated=sim, measured=meas, bound_error_pct=100 * (p.cycles / meas - 1),
+                             sim_error_pct=100 * (sim / meas - 1), bounds=p.bounds))
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lapis.model.smsp", description=__doc__.splitlines()[0])
+    ap.add_argument("--micro", action="store_true", help="predict the softmax microbenchmarks (compiles here)")
+    ap.add_argument("--constants", default=str(PENDING), help="constants file (default: the pending one)")
+    ap.add_argument("--pipes", help="a pipes capture's results.json (lapis.gpu.capture_pipes): its constants")
+    a = ap.parse_args(argv)
+    if not a.micro:
+        ap.print_help()
+        return 0
+    try:
+        consts = (Constants.from_pipes_capture(Path(a.pipes), Path(a.constants)) if a.pipes
+                  else Constants.load(Path(a.constants)))
+        rows = micro_table(consts)
+    except LapisError as e:
+        print(f"lapis.model.smsp: {e}", file=sys.stderr)
+        return 2
+    if consts.pending:
+        print(f"CONSTANTS PENDING ({a.constants}, {a.pipes or 'no pipes capture'}): no claim is made")
+    print(f"measured: {MICRO_CAPTURE.relative_to(DATA.parent.parent)} (tiles/clk/SM -> 1 / value)")
+    print("SMSP cycles per warp-iteration; bound model = max(issue, pipes, latency); simulated = cycle by cycle")
+    print(f"{'measurement':<22} {'instr':>5} {'bound model':>11} {'(bound)':<11} {'simulated':>9} {'measured':>8}"
+          f" {'err bound':>9} {'err sim':>8}")
+    for r in rows:
+        print(f"{r['name']:<22} {r['instructions']:>5} {r['bound_model']:>11.0f} {r['bound']:<11} "
+              f"{r['simulated']:>9.0f} {r['measured']:>8.0f} {r['bound_error_pct']:>+8.1f}% "
+              f"{r['sim_error_pct']:>+7.1f}%")
+    for key in ("bound_error_pct", "sim_error_pct"):
+        errs = [abs(r[key]) for r in rows]
+        print(f"{key}: mean |error| {sum(errs) / len(errs):.1f}%, max {max(errs):.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

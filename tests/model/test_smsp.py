@@ -1,0 +1,141 @@
+"""lapis.model.smsp: the bound model's and the issue simulation's arithmetic (with textbook constants, never as a
+prediction), constants files, and the softmax microbenchmark loop bodies it reads."""
+
+import dataclasses
+import json
+import shutil
+
+import pytest
+
+from lapis.errors import CaptureError
+from lapis.model import sass, smsp
+
+# H100 textbook figures, for arithmetic only: 1 issue/clk, FP32 32 lanes (1/clk), INT 16 lanes (0.5/clk),
+# MUFU 4 lanes (1/8 clk) per SMSP.
+BOOK = smsp.Constants(1.0, {"fma": 1.0, "alu": 0.5, "xu": 0.125, "lsu": 0.25, "tensor": 0.125, "adu": 0.5,
+                            "uniform": 1.0, "cbu": 0.5},
+                      {"fma": 4, "alu": 4, "xu": 18, "lsu": 24, "tensor": 32, "adu": 4, "uniform": 2, "cbu": 4})
+
+
+def ins(text, stall=1, write_sb=None, wait_mask=0):
+    return dataclasses.replace(sass.parse_instruction(text),
+                               control=sass.Control(stall, False, write_sb, None, wait_mask, 0))
+
+
+def test_bounds_and_their_max():
+    p = smsp.predict({"fma": 100, "xu": 20}, warp_cycles=300, warps=1, consts=BOOK)
+    assert p.bounds == {"issue": 120, "pipe.fma": 100, "pipe.xu": 160, "latency": 300}
+    assert (p.cycles, p.bound) == (300, "latency")
+    p = smsp.predict({"fma": 100, "xu": 20}, warp_cycles=300, warps=2, consts=BOOK)
+    assert (p.cycles, p.bound) == (160, "pipe.xu")
+    p = smsp.predict({"fma": 50, "alu": 100}, warp_cycles=300, warps=4, consts=BOOK)
+    assert (p.cycles, p.bound) == (200, "pipe.alu")
+
+
+def test_bad_inputs_are_named_errors():
+    with pytest.raises(CaptureError, match="at least 1"):
+        smsp.predict({"fma": 1}, 10, 0, BOOK)
+    with pytest.raises(CaptureError, match="pipes the constants lack"):
+        smsp.predict({"cbu": 1}, 10, 1, dataclasses.replace(BOOK, rate={"fma": 1.0}))
+    with pytest.raises(CaptureError, match="control bits"):
+        smsp.simulate([sass.parse_instruction("FMUL R1, R2, R2")], 1, BOOK)
+
+
+def test_simulation_pipe_bound():
+    body = [ins(f"MUFU.EX2 R{k}, R{k}") for k in range(8)]  # independent: only the pipe's 8 cycles each
+    assert smsp.simulate(body, 1, BOOK) == pytest.approx(64)
+    assert smsp.simulate(body, 4, BOOK) == pytest.approx(64)  # the pipe is shared: per warp-iteration
+    with pytest.raises(CaptureError, match="pipes the constants lack"):
+        smsp.simulate(body, 1, dataclasses.replace(BOOK, rate={"fma": 1.0}))
+
+
+def test_simulation_hides_stalls_with_more_warps():
+    body = [ins(f"FFMA R{k}, R{k}, R{k}, R{k}", stall=4) for k in range(10)]  # the compiler's 4-cycle spacing
+    assert smsp.simulate(body, 1, BOOK) == pytest.approx(40)
+    assert smsp.simulate(body, 2, BOOK) == pytest.approx(20)
+    assert smsp.simulate(body, 8, BOOK) == pytest.approx(10)  # issue-bound: one instruction per clock
+
+
+def test_simulation_waits_on_scoreboards():
+    body = [ins("MUFU.EX2 R1, R0", write_sb=0), ins("FADD R0, R1, R1", wait_mask=1)]
+    assert smsp.simulate(body, 1, BOOK) == pytest.approx(19)  # MUFU latency 18, then the FADD's issue slot
+
+
+def test_fractional_rates_lose_cycles_in_proportion():
+    body = [ins(f"FMUL R{k}, R{k}, R{k}") for k in range(100)]
+    slow = dataclasses.replace(BOOK, rate={**BOOK.rate, "fma": 0.8})
+    assert smsp.simulate(body, 1, slow) == pytest.approx(125, abs=1)
+
+
+def test_warp_period_from_registers():
+    body = [sass.parse_instruction(t) for t in ("MUFU.EX2 R1, R0", "FADD R0, R1, R1")]
+    assert smsp.warp_period(body, BOOK) == 22  # 18 + 4 per iteration: the loop-carried chain
+
+
+def test_pending_constants_are_marked():
+    c = smsp.Constants.load()
+    assert c.pending
+    # the rates the file says come from a micro capture: lanes (FLOP for mma.sync) per clk per SM over 4 SMSPs
+    got = json.loads((smsp.CAPTURES / "micro" / "h200-2026-11-29" / "micro" / "results.json").read_text())
+    v = {m["name"]: m["value"]["median"] for m in got["measurements"] if m.get("value")}
+    assert c.rate["fma"] == pytest.approx(v["fma.rate"] / 128, rel=1e-3)
+    assert c.rate["xu"] == pytest.approx(v["ex2.rate"] / 128, rel=1e-3)
+    assert c.rate["tensor"] == pytest.approx(v["mma_sync.rate"] / 4096 / 4, rel=1e-3)
+    assert set(smsp.PIPE_CLASS) <= set(c.rate) and set(c.rate) == set(c.latency)
+
+
+def test_bad_constants_file(tmp_path):
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"rate": {}}))
+    with pytest.raises(CaptureError, match="issue_per_clk"):
+        smsp.Constants.load(f)
+    with pytest.raises(CaptureError, match="missing"):
+        smsp.Constants.load(tmp_path / "none.json")
+
+
+def test_constants_from_a_pipes_capture(tmp_path):
+    ms = [dict(name=f"pipes.ffma.tput.w{w}", kind="tput", cls="ffma", warps_per_smsp=w, status="ok",
+               value=dict(median=v)) for w, v in ((1, 0.3), (16, 0.98))]
+    ms.append(dict(name="pipes.ffma.lat", kind="lat", cls="ffma", warps_per_smsp=1, status="ok",
+                   value=dict(median=4.5)))
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps(dict(measurements=ms)))
+    c = smsp.Constants.from_pipes_capture(f)
+    assert (c.rate["fma"], c.latency["fma"]) == (0.98, 4.5)
+    assert c.rate["xu"] == smsp.Constants.load().rate["xu"] and c.pending  # four pipes still unmeasured
+
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+
+
+@pytest.fixture(scope="module")
+def softmax():
+    return smsp.softmax_sass()
+
+
+@needs_nvcc
+def test_softmax_loop_bodies(softmax):
+    # 64 scores per thread and 2 row corrections: 66 exponentials per tile, all on MUFU but emu8/emu4's
+    # 64/8 and 64/4 on the FMA pipe
+    ex2 = {fl: sum(i.opcode == "MUFU" for i in smsp.softmax_body(softmax[f"micro_softmax_{fl}_wg1"], fl))
+           for fl in smsp.FLAVOURS}
+    assert ex2 == {"exp2f": 66, "ex2": 66, "ex2_cond": 66, "emu8": 58, "emu4": 50}
+    # the O rescale (64 FMULs) runs every tile but for ex2_cond, whose rows never move after the first tile
+    fmul = {fl: sum(i.opcode == "FMUL" for i in smsp.softmax_body(softmax[f"micro_softmax_{fl}_wg1"], fl))
+            for fl in ("ex2", "ex2_cond")}
+    assert fmul["ex2"] >= 64 > fmul["ex2_cond"]
+    assert all(i.opcode == "F2FP" for i in smsp.softmax_body(softmax["micro_softmax_ex2_wg1"], "ex2")
+               if i.opcode.startswith("F2F"))
+
+
+@needs_nvcc
+def test_micro_table_rows(softmax):
+    rows = smsp.micro_table(BOOK, softmax)
+    assert [r["name"] for r in rows] == [f"softmax.{fl}.wg{w}" for fl in smsp.FLAVOURS for w in (1, 2)]
+    assert rows[0]["measured"] == pytest.approx(1 / 0.0012576915, rel=1e-6)  # tiles/clk/SM of the capture
+    assert all(r["simulated"] >= r["instructions"] - 1e-9 for r in rows)  # one issue slot per instruction
+
+
+def test_cli_bad_constants_is_exit_2(tmp_path, capsys):
+    assert smsp.main(["--micro", "--constants", str(tmp_path / "none.json")]) == 2
+    assert "fix:" in capsys.readouterr().err
