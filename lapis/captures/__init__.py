@@ -8,6 +8,8 @@
 - codec.py: the packed array format of the shipped timelines; pack.py re-encodes an .npz into it.
 - attention.py, gemm.py: the timed kernel captures (times, timelines, clock probes).
 - timeline.py: the timeline wire format and its decoding into events.
+- user_timeline.py: timelines a user's kernel recorded with lapis_timeline.cuh (docs/timeline-format.md): the
+  dumped buffer, checked, into events.
 - provenance.py: what a capture records about the GPU, driver, CUDA, command, commit and source blobs.
 The captures root and the layout captures' manifests are read by lapis.validate.layouts (captures_root).
 """

@@ -132,10 +132,14 @@ def test_anchors_one_tick_apart_give_one_time_and_no_clock():
 
 
 def test_slots_and_codes_agree_with_harness_cuh_and_the_plans():
+    # harness.cuh takes the record encoding from the user header (using lapis_tl::...): the constants live there
     cuh = (KERNELS / "harness.cuh").read_text()
+    assert "using lapis_tl::ANCHOR;" in cuh and "using lapis_tl::anchor_record;" in cuh
+    cuh += (KERNELS / "lapis_timeline.cuh").read_text()
     assert int(re.search(r"constexpr uint8_t ANCHOR = (0x[0-9A-Fa-f]+);", cuh)[1], 16) == harness.ANCHOR_OP == 0x7F
     assert int(re.search(r"constexpr uint32_t ANCHOR_SLOTS = (\d+);", cuh)[1]) == harness.ANCHOR_SLOTS == 2
-    assert "r.role = 0xFF;" in cuh and harness.ANCHOR_ROLE == 0xFF
+    assert int(re.search(r"constexpr uint8_t ANCHOR_ROLE = (0x[0-9A-Fa-f]+);", cuh)[1], 16) == harness.ANCHOR_ROLE
+    assert "r.role = ANCHOR_ROLE;" in cuh and harness.ANCHOR_ROLE == 0xFF
     assert harness.timeline_slots(77) == 79
     for plan in (attention_plan.load(), gemm_plan.load()):  # no kernel op or role collides with the anchor's
         assert len(plan["ops"]) <= 0x7F and len(plan["roles"]) < 0xFF

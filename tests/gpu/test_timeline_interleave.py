@@ -119,7 +119,10 @@ def test_benchmarks_give_each_role_room_for_its_records():
 
 
 def test_role_codes_fit_the_rows_the_benchmarks_interleave():
-    cuh = (Path(harness.__file__).parent / "kernels" / "harness.cuh").read_text()
+    kernels = Path(harness.__file__).parent / "kernels"  # harness.cuh uses lapis_timeline.cuh's MAX_ROLES
+    cuh = (kernels / "harness.cuh").read_text()
+    assert "using lapis_tl::MAX_ROLES;" in cuh
+    cuh += (kernels / "lapis_timeline.cuh").read_text()
     assert int(re.search(r"constexpr uint32_t MAX_ROLES = (\d+);", cuh)[1]) == harness.MAX_ROLES
     for plan_mod in (attention_plan, gemm_plan):
         plan = plan_mod.load()

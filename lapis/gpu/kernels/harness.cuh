@@ -9,7 +9,10 @@
 //    traps, so a lost arrive or a wrong expect_tx is an error that names its barrier, never a hang.
 //    Blocking waits the harness cannot time out (bar.sync, wgmma.wait_group) are covered on the host by
 //    running each kernel in a subprocess with a timeout.
-// 2. Timeline (compiled in with -DLAPIS_TIMELINE=1; otherwise every record call is empty). Each record is
+// 2. Timeline (compiled in with -DLAPIS_TIMELINE=1; otherwise every record call is empty). The records, their
+//    anchors and stores are the user header's (lapis_timeline.cuh, docs/timeline-format.md): a row here is
+//    byte for byte a row of that format, without its Header block; -DLAPIS_TIMELINE_CTA_EVERY=N and
+//    -DLAPIS_TIMELINE_ITER_EVERY=M sample as it does (below). Each record is
 //    an instant: "op `op` of role `role` ended now", either an issue (the role issued work: a TMA, a
 //    wgmma batch, stores) or a completion (a wait returned, which is when hardware completion is seen).
 //    A role's activity spans from its previous record to this one; each role starts with a START record.
@@ -27,6 +30,8 @@
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
+
+#include "lapis_timeline.cuh"
 
 #ifndef LAPIS_TIMELINE
 #define LAPIS_TIMELINE 0
@@ -49,25 +54,18 @@ struct Status {
   uint64_t t_ns;     // %globaltimer at expiry
 };
 
-enum Kind : uint8_t { ISSUE = 0, COMPLETE = 1 };
-constexpr uint8_t START = 0;  // op 0 of every kernel: a role begins (seeds its first span)
+using lapis_tl::Kind;
+using lapis_tl::ISSUE;
+using lapis_tl::COMPLETE;
+constexpr uint8_t START = lapis_tl::BEGIN;  // op 0 of every kernel: a role begins (seeds its first span)
 // Reserved op (kind ISSUE, role 0xFF): a clock anchor. t_ns holds %clock64 (cycles), work_item the low and
 // k_index the high 32 bits of %globaltimer (ns). Kernels' own op codes stay below it (harness.ANCHOR_OP).
-constexpr uint8_t ANCHOR = 0x7F;
-constexpr uint32_t ANCHOR_SLOTS = 2;  // slot 0: at init; slot capacity-1: at finish; records in between
+using lapis_tl::ANCHOR;
+using lapis_tl::ANCHOR_SLOTS;  // slot 0: at init; slot capacity-1: at finish; records in between
 
 // 24 bytes, little-endian, no padding (numpy: t_ns u8, cta u4, work_item u4, k_index i4, sm u2, role u1,
 // op u1; op's bit 7 is the kind). On the device t_ns is %clock64 cycles; the host turns it into ns.
-struct Record {
-  uint64_t t_ns;
-  uint32_t cta;
-  uint32_t work_item;
-  int32_t k_index;
-  uint16_t sm;
-  uint8_t role;
-  uint8_t op;
-};
-static_assert(sizeof(Record) == 24 && offsetof(Record, sm) == 20, "Record layout (harness.RECORD_DTYPE)");
+using lapis_tl::Record;
 
 // Kernel parameter, passed by value (a numpy structured scalar, align=True, on the host).
 struct HarnessArgs {
@@ -83,29 +81,12 @@ static_assert(sizeof(HarnessArgs) == 40 && offsetof(HarnessArgs, capacity) == 24
                   offsetof(HarnessArgs, timeout_ns) == 32, "HarnessArgs layout (harness.HARNESS_DTYPE)");
 
 // ------------------------------------------------------------------------------- clocks --
+// The clocks, the Record, its anchors and its stores are lapis_timeline.cuh's (the user header): one encoding.
 
-__device__ __forceinline__ uint64_t globaltimer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-// SM cycle counter (PTX ISA special registers, %clock64): per SM, not synchronized across SMs.
-__device__ __forceinline__ uint64_t clock64_cycles() {
-  uint64_t c;
-  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
-  return c;
-}
-
-__device__ __forceinline__ uint32_t smid() {
-  uint32_t s;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
-  return s;
-}
-
-__device__ __forceinline__ uint32_t cta_linear() {
-  return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-}
+using lapis_tl::clock64_cycles;
+using lapis_tl::cta_linear;
+using lapis_tl::globaltimer_ns;
+using lapis_tl::smid;
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -171,18 +152,8 @@ struct Timeline {
   __device__ __forceinline__ void finish(const HarnessArgs&, uint32_t*) {}
 };
 
-// One (%globaltimer, %clock64) pair. The globaltimer read sits between two clock reads and is paired with
-// their mean: its own latency then biases both anchors of a CTA alike (an offset, not a slope).
-struct ClockPair {
-  uint64_t cycles, ns;
-};
-
-__device__ __forceinline__ ClockPair clock_pair() {
-  const uint64_t c0 = clock64_cycles();
-  const uint64_t ns = globaltimer_ns();
-  const uint64_t c1 = clock64_cycles();
-  return ClockPair{c0 + (c1 - c0) / 2, ns};
-}
+using lapis_tl::ClockPair;
+using lapis_tl::clock_pair;
 
 // The CTA's opening pair, taken at init and written out at finish (init has no HarnessArgs): 16 bytes of
 // static shared memory in kernels built with the timeline only.
@@ -191,20 +162,10 @@ __device__ __forceinline__ ClockPair* opening_pair() {
   return &pair;
 }
 
-__device__ __forceinline__ Record anchor_record(ClockPair p) {
-  Record r;
-  r.t_ns = p.cycles;
-  r.cta = cta_linear();
-  r.work_item = static_cast<uint32_t>(p.ns);
-  r.k_index = static_cast<int32_t>(static_cast<uint32_t>(p.ns >> 32));
-  r.sm = static_cast<uint16_t>(smid());
-  r.role = 0xFF;
-  r.op = ANCHOR;
-  return r;
-}
+using lapis_tl::anchor_record;
 
 // The number of role codes a CTA's row can interleave (HarnessArgs.roles <= MAX_ROLES; harness.MAX_ROLES).
-constexpr uint32_t MAX_ROLES = 8;
+using lapis_tl::MAX_ROLES;
 
 // Per role code of the CTA, in static shared memory (64 bytes, timeline builds only), written by init:
 // x = records the role attempted (its cursor), y = sm | role << 16, the constant half of the record's last
@@ -214,32 +175,24 @@ __device__ __forceinline__ uint2* role_state() {
   return state;
 }
 
-// One 24-byte Record as three 64-bit words (w0 = t_ns; w1 = cta | work_item << 32; w2 = k_index | sm << 32 |
-// role << 48 | op << 56). A slot is 8-byte aligned only (24-byte stride), so a 16-byte store (st.v2.u64
-// needs 16-byte alignment, PTX ISA "Vectors" / ld, st alignment) fits on the half of the slot that is
-// 16-byte aligned. STORES = 3: three 8-byte stores, no branch (the default: the two-store form needs an
-// aligned register quad, which spills attention s3 at its 168-register limit); 2: a 16-byte and an
-// 8-byte store, their order chosen by the address. Plain stores: the host reads the rows after the kernel.
-template <int STORES>
-__device__ __forceinline__ void store_record(Record* slot, uint64_t w0, uint64_t w1, uint64_t w2) {
-  static_assert(STORES == 2 || STORES == 3, "a Record goes out in 2 (16 + 8 byte) or 3 (8-byte) stores");
-  uint64_t* p = reinterpret_cast<uint64_t*>(slot);
-  if constexpr (STORES == 3) {
-    asm volatile("st.global.u64 [%0], %1;" ::"l"(p), "l"(w0) : "memory");
-    asm volatile("st.global.u64 [%0], %1;" ::"l"(p + 1), "l"(w1) : "memory");
-    asm volatile("st.global.u64 [%0], %1;" ::"l"(p + 2), "l"(w2) : "memory");
-  } else if ((reinterpret_cast<uintptr_t>(p) & 8u) == 0) {
-    asm volatile("st.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(w0), "l"(w1) : "memory");
-    asm volatile("st.global.u64 [%0], %1;" ::"l"(p + 2), "l"(w2) : "memory");
-  } else {
-    asm volatile("st.global.u64 [%0], %1;" ::"l"(p), "l"(w0) : "memory");
-    asm volatile("st.global.v2.u64 [%0], {%1, %2};" ::"l"(p + 1), "l"(w1), "l"(w2) : "memory");
-  }
-}
+// One 24-byte Record as three 64-bit words, in 2 or 3 stores (lapis_timeline.cuh store_record).
+using lapis_tl::store_record;
 
 #ifndef LAPIS_TIMELINE_STORES
 #define LAPIS_TIMELINE_STORES 3
 #endif
+// Sampling of timeline builds (lapis_timeline.cuh's rule, fixed at compile time): only CTAs whose linear index
+// is a multiple of LAPIS_TIMELINE_CTA_EVERY record, and a record with k_index >= 0 is written only when k_index
+// % LAPIS_TIMELINE_ITER_EVERY == 0 (skipped ones are not counted). Every CTA keeps its row, its anchors and its
+// count (0 when not sampled), so the host reads the rows as before. 1 and 1 (the defaults) compile to the
+// unsampled recorder.
+#ifndef LAPIS_TIMELINE_CTA_EVERY
+#define LAPIS_TIMELINE_CTA_EVERY 1
+#endif
+#ifndef LAPIS_TIMELINE_ITER_EVERY
+#define LAPIS_TIMELINE_ITER_EVERY 1
+#endif
+static_assert(LAPIS_TIMELINE_CTA_EVERY >= 1 && LAPIS_TIMELINE_ITER_EVERY >= 1, "sampling periods are >= 1");
 
 template <>
 struct Timeline<true> {
@@ -272,6 +225,12 @@ struct Timeline<true> {
   template <int STORES, bool REGISTER>
   __device__ __forceinline__ void record_with(const HarnessArgs& h, uint32_t* cursor, uint8_t role, uint8_t op,
                                               Kind kind, uint32_t work_item, int32_t k_index) {
+    if constexpr (LAPIS_TIMELINE_CTA_EVERY > 1) {
+      if (cta_linear() % LAPIS_TIMELINE_CTA_EVERY) return;
+    }
+    if constexpr (LAPIS_TIMELINE_ITER_EVERY > 1) {
+      if (k_index >= 0 && k_index % LAPIS_TIMELINE_ITER_EVERY) return;
+    }
     const uint64_t t = clock64_cycles();
     if (role >= h.roles || role >= MAX_ROLES) {
       atomicAdd(cursor, 1u);

@@ -1,0 +1,152 @@
+"""`lapis compare --measured`: a user's schedule (examples/ws_gemm.py:WS_GEMM) against a measured file written
+here, in the format of docs/timeline-format.md, from a simulated run of the same schedule recorded as the kernel
+would record it (a begin at each span's start, an end at its finish; the tensor pipe's queue is invisible to a
+warp, so a wait for the tensor pipe belongs to the op that follows it). A known delay in the written run must
+come back as the first divergence."""
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from lapis.cli import main
+from lapis.pipeline_sim.simulate import simulate
+from lapis.pipeline_sim.trace import check_chrome
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEDULE = f"{ROOT / 'examples' / 'ws_gemm.py'}:WS_GEMM"
+SHAPE = "2048x2048x512"
+ROLES = ["producer", "consumer0", "consumer1"]
+OPS = ["begin", "wait empty", "issue TMA", "wait full", "wgmma", "wait wgmma", "store C"]
+CYCLES_PER_NS, C0, G0 = 2, 10_000, 7_000_000_000
+
+
+def kernel_records(events, delay: dict | None = None) -> list:
+    """Per role, (t_ns, role code, op code, complete, work, k) as a kernel records them: a begin at a span's
+    start and an end at its finish. A warp runs its role in program order, while the simulator lets a role's
+    asynchronous work overlap (a wgmma on the pipe while the warp waits for the next slot): an event that starts
+    before the role's previous record is left out, as a kernel with one recording thread per role would not
+    see it. A wait for the tensor pipe starts the next op (not a wait) of its role: a warp issues at once and
+    the pipe queues the work. `delay`: {(role, op, work_item, k_index): ns} moves that op's begin, and every
+    later record of its role, that much later."""
+    out = []
+    for r, role in enumerate(ROLES):
+        mine = sorted((e for e in events if e.role == role), key=lambda e: (e.start_ns, e.id))
+        last, start, shift = None, None, 0.0
+        for e in mine:
+            if e.op == "wait tensor":
+                start = e.start_ns if start is None else start
+                continue
+            wait = e.kind == "wait"
+            begin = e.start_ns if start is None or wait else start
+            start = start if wait else None
+            if last is not None and begin < last:
+                continue
+            shift += (delay or {}).get((role, e.op, e.work_item, e.k_index), 0.0)
+            out.append((begin + shift, r, 0, False, e.work_item, e.k_index))
+            out.append((e.end_ns + shift, r, OPS.index(e.op), wait, e.work_item, e.k_index))
+            last = e.end_ns
+    return out
+
+
+def write_measured(path: Path, records: list, meta: dict, iter_every: int = 1) -> None:
+    """One sampled CTA (CTA 0 of 4, every 2nd CTA sampled: rows for CTAs 0 and 2, the mask keeping row 0); with
+    iter_every, the records of K indices >= 0 that are not multiples of it are left out, as the header skips
+    them."""
+    records = [x for x in records if x[5] < 0 or x[5] % iter_every == 0]
+    roles, per = len(ROLES), {}
+    slots = {}
+    for t, r, op, complete, work, k in records:
+        n = per.get(r, 0)
+        per[r] = n + 1
+        slots[1 + r + roles * n] = struct.pack("<QIIiHBB", C0 + round(t * CYCLES_PER_NS), 0, work, k, 5, r,
+                                               op | (0x80 if complete else 0))
+    capacity = max(slots) + 2
+    end_ns = int(max(t for t, *_ in records)) + 100
+
+    def anchor(cycles, ns):
+        return struct.pack("<QIIIHBB", cycles, 0, ns & 0xFFFFFFFF, ns >> 32, 5, 0xFF, 0x7F)
+    row = bytearray(capacity * 24)
+    row[:24] = anchor(C0, G0)
+    row[-24:] = anchor(C0 + end_ns * CYCLES_PER_NS, G0 + end_ns)
+    for s, rec in slots.items():
+        row[s * 24:(s + 1) * 24] = rec
+    rows = 2
+    head = b"LAPISTL1" + struct.pack("<IIIIIIIIIIQII", 1, 64, 24, capacity, rows, roles, 4, 0, 2, iter_every, 0b01,
+                                     64, 64 + 8)
+    data = head + struct.pack("<II", len(records), 0) + bytes(row) + bytes(capacity * 24)
+    np.savez(path, buffer=np.frombuffer(data, np.uint8),
+             meta=np.frombuffer(json.dumps(dict(roles=ROLES, ops=OPS, shape=SHAPE, **meta)).encode(), np.uint8))
+
+
+def run_json(capsys, *args):
+    capsys.readouterr()
+    rc = main(["compare", "--schedule", SCHEDULE, "--shape", SHAPE, "--json", *args])
+    out = capsys.readouterr()
+    return rc, (json.loads(out.out) if rc == 0 else out.err)
+
+
+def test_an_exact_run_matches_and_the_total_error_uses_the_plain_time(tmp_path, capsys):
+    sim = simulate(SCHEDULE, "h200", SHAPE)
+    f = tmp_path / "run.npz"
+    write_measured(f, kernel_records(sim["_events"]), dict(plain_us=1.25 * sim["predicted_us"]))
+    rc, r = run_json(capsys, "--measured", str(f))
+    assert rc == 0
+    assert abs(r["total_err_pct"] - (-20.0)) < 1e-9
+    assert r["cta"] == 0 and r["sm"] == 5
+    assert r["sampling"]["cta_every"] == 2 and r["sampling"]["ctas_sampled"] == 1
+    assert abs(r["iteration_ns"]["err_pct"]) < 1.0
+    assert r["first_divergence"]["diverged"] is False and r["first_divergence"]["matched"] > 20
+    assert set(r["roles"]) == set(ROLES)
+    # consumer0's busy time: its op spans as written (ops of one role never overlap here), to 1 ns a span
+    recs = kernel_records(sim["_events"])
+    ops = [(b[0], e[0]) for b, e in zip(recs[::2], recs[1::2]) if e[1] == 1 and not e[3]]
+    assert abs(r["roles"]["consumer0"]["busy_ns_measured"] - sum(t1 - t0 for t0, t1 in ops)) <= len(ops)
+
+
+def test_a_delay_is_named_as_the_first_divergence(tmp_path, capsys):
+    sim = simulate(SCHEDULE, "h200", SHAPE)
+    first_item = min(e.work_item for e in sim["_events"])
+    f = tmp_path / "late.npz"
+    write_measured(f, kernel_records(sim["_events"], {("consumer0", "wgmma", first_item, 3): 800.0}), {})
+    rc, r = run_json(capsys, "--measured", str(f), "--figure", str(tmp_path / "g.png"), "--trace",
+                     str(tmp_path / "t.json"))
+    assert rc == 0
+    d = r["first_divergence"]
+    assert (d["diverged"], d["role"], d["op"], d["work_item"], d["k_index"]) == (True, "consumer0", "wgmma", 0, 3)
+    assert abs(d["offset_ns"] - 800.0) < 2.0
+    assert r["measured_total"].startswith("instrumented timeline span")
+    assert (tmp_path / "g.png").stat().st_size > 10_000
+    trace = json.loads((tmp_path / "t.json").read_text())
+    assert check_chrome(trace) == []
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert names == {"predicted SM 0", "measured SM 5"}
+
+
+def test_text_output_and_bad_input(tmp_path, capsys):
+    sim = simulate(SCHEDULE, "h200", SHAPE)
+    f = tmp_path / "run.npz"
+    write_measured(f, kernel_records(sim["_events"]), {})
+    assert main(["compare", "--schedule", SCHEDULE, "--shape", SHAPE, "--measured", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "first divergence: none beyond" in out and "CTA 0 on SM 5" in out
+    assert main(["compare", "--schedule", SCHEDULE, "--shape", "4096x4096x4096", "--measured", str(f)]) == 2
+    assert "recorded at 2048x2048x512" in capsys.readouterr().err
+    assert main(["compare", "--schedule", SCHEDULE, "--shape", SHAPE, "--measured", str(f), "--variant", "x"]) == 2
+    assert "no capture options" in capsys.readouterr().err
+    (tmp_path / "cut.bin").write_bytes(np.load(f)["buffer"].tobytes()[:-24])
+    assert main(["compare", "--schedule", SCHEDULE, "--shape", SHAPE, "--measured", str(tmp_path / "cut.bin")]) == 2
+    assert "truncated" in capsys.readouterr().err
+
+
+def test_iteration_sampling_keeps_the_iteration_time_per_iteration(tmp_path, capsys):
+    sim = simulate(SCHEDULE, "h200", SHAPE)
+    f = tmp_path / "every2.npz"
+    write_measured(f, kernel_records(sim["_events"]), {}, iter_every=2)
+    rc, r = run_json(capsys, "--measured", str(f))
+    assert rc == 0 and r["sampling"]["iter_every"] == 2
+    assert abs(r["iteration_ns"]["err_pct"]) < 1.0  # gaps of 2 K blocks count as 2 iterations
+    d = r["first_divergence"]
+    assert d["diverged"] is False and d["matched"] > 10
+    assert d["k_index"] < 0 or d["k_index"] % 2 == 0  # only recorded iterations match
