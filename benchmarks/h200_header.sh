@@ -50,7 +50,8 @@ from lapis.gpu import bench_attention as b
 n, m, out = sys.argv[1:4]
 b.BUILDS["timeline"] = {"LAPIS_TIMELINE": 1, "LAPIS_TIMELINE_CTA_EVERY": int(n), "LAPIS_TIMELINE_ITER_EVERY": int(m)}
 print(f"== s9, cta_every {n}, iter_every {m}", flush=True)
-sys.exit(b.main(["--out", out, "--variants", "s9", "--shapes", "8x16x4096x128", "--runs", "30"]))
+prov = ["--provenance", "hdr-provenance.json"] if __import__("os").path.exists("hdr-provenance.json") else []
+sys.exit(b.main(["--out", out, "--variants", "s9", "--shapes", "8x16x4096x128", "--repeats", "30", *prov]))
 EOF
   echo "s9 $s rc $?" >> "$OUT/s9.log"
 done
@@ -69,3 +70,17 @@ for m in sorted(Path(sys.argv[1]).glob("s9_*/manifest.json")):
 print(json.dumps(rows, indent=1))
 EOF
 rm -rf "$OUT"/s9_*/timelines.npz
+# One manifest with provenance (made here from hdr-provenance.json, written where git is) for the whole call.
+python3 - "$OUT" <<'EOF'
+import json, sys
+from pathlib import Path
+from lapis.gpu.capture_tma import provenance
+out = Path(sys.argv[1])
+git = "hdr-provenance.json" if Path("hdr-provenance.json").exists() else None
+man = dict(provenance=provenance(git, [], "bash benchmarks/h200_header.sh"), kind="user_timeline",
+           kernel="examples/ws_gemm_timeline.cu", example_log="ws_gemm.log",
+           s9_overhead=json.loads((out / "s9_overhead.json").read_text()) if (out / "s9_overhead.json").exists()
+           else None)
+(out / "manifest.json").write_text(json.dumps(man, indent=1))
+print("manifest written")
+EOF
