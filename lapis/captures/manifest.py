@@ -34,7 +34,8 @@ from lapis.errors import CaptureError
 
 SCHEMA = "lapis.capture/1"
 NAME = "capture.json"
-ORIGINALS = ("manifest.json", "micro/manifest.json", "pipes/manifest.json", "sanitizer.json", "timeline_cost.json", "summary.json")
+ORIGINALS = ("manifest.json", "micro/manifest.json", "pipes/manifest.json", "props.json", "sanitizer.json",
+             "timeline_cost.json", "summary.json")
 COMMIT_MATCH = "provenance-commit.json"
 PACKED_SUFFIX = ".packed"
 FIX = "restore the capture from git (captures are never edited by hand)"
