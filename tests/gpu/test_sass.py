@@ -32,6 +32,7 @@ def test_differences_name_the_build_and_the_function():
     assert sass.differences(a, c) == ["x.cu plain: functions ['f', 'g'] -> ['g', 'f']"]
 
 
+@pytest.mark.nvcc
 def test_every_kernel_build_has_the_committed_sass():
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not on PATH")
