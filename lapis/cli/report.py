@@ -11,7 +11,7 @@ from lapis.validate.mma import passed as mma_passed
 
 
 def cli_report(args) -> int:
-    numbers = build_report(args.out, args.captures, getattr(args, "resimulate", False))
+    numbers = build_report(args.out, args.captures, getattr(args, "resimulate", False), progress=not args.json)
     if args.json:
         print(json.dumps(numbers, indent=1))
     else:

@@ -1,0 +1,51 @@
+"""The report's Schedules text and the Kernels headings against the report's own data: the schedules said to be
+measured are the ones a shipped capture timed (listed here from the capture manifests), every Measured heading
+names its build."""
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CAP = ROOT / "lapis" / "data" / "captures"
+# every h200 schedule a shipped capture timed: the manifests' "schedule" fields (attention and gemm)
+TIMED = {"h200-s1-serial", "h200-s2-ws-ring", "h200-s3-two-consumers", "h200-s4-pingpong", "h200-s5-intra-overlap",
+         "h200-s6-exp2", "h200-s7-cond-rescale", "h200-s8-persistent", "h200-s9-tuned", "h200-gemm-ws"}
+
+
+def _manifest_schedules() -> set:
+    out = set()
+    for kind in ("attention", "gemm"):
+        for man in (CAP / kind).glob("*/manifest.json"):
+            text = man.read_text()
+            out |= set(re.findall(r'"schedule": "(h200-[\w-]+)"', text))
+    return out
+
+
+def test_the_timed_list_is_the_manifests():
+    assert _manifest_schedules() == TIMED
+
+
+def test_schedules_text_names_the_measured_and_the_unmeasured_rows(report_run):
+    out, numbers = report_run
+    md = (out / "report.md").read_text()
+    section = md[md.index("## Schedules"):md.index("## Calibration")]
+    assert set(numbers["schedules"]["measured"]) == TIMED
+    assert "only s1-s3" not in section and "rows past s3" not in section
+    sentence = next(line for line in section.splitlines() if "timed on the H200 by a capture" in line)
+    assert "10 of these 11 schedules have been timed" in sentence
+    for name in TIMED:
+        assert f"`{name}`" in sentence.split("; not validated")[0], name
+    assert sentence.endswith("not validated on hardware: `h200-fa2-sync`.")
+
+
+def test_every_measured_heading_names_its_build(report_run):
+    out, numbers = report_run
+    md = (out / "report.md").read_text()
+    headings = [line for line in md.splitlines() if line.startswith("### Measured:")]
+    builds = [re.search(r"the `(\w+)` build", h)[1] for h in headings]
+    assert len(builds) == len(set(builds)) == len(headings)
+    assert {"s6", "s6_emu8", "s6_emu4"} <= set(builds)
+    assert "### Measured: the `s6_emu4` build (schedule `h200-s6-exp2`) at 8x16x4096x128, SM 0" in headings
+    assert set(builds) == {r["variant"] for r in numbers["kernels"]}
+    assert json.loads((out / "report.json").read_text())["schedules"]["measured"] == sorted(TIMED)
