@@ -132,7 +132,7 @@ def _sections(out_dir: Path, captures: str | None, resimulate: bool, bar: Progre
     numbers.update(sched_numbers)
     if timed_captures(root):
         with bar.section("calibration"):
-            cal_md, cal_numbers = calibration_section(out_dir, captures)
+            cal_md, cal_numbers = calibration_section(out_dir, captures, resimulate)
         md += "\n\n" + cal_md
         numbers.update(cal_numbers)
     else:

@@ -1,11 +1,12 @@
 """Recompute every prediction the report shows into the committed cache (lapis/data/predictions.json): the
-schedule rows, the kernels' rows, the numerics' rescale frequencies, and every timed case's predicted time and
+schedule rows, the kernels' rows, the numerics' rescale frequencies, the GEMM comparisons, and every timed case's predicted time and
 timeline metrics (lapis.validate.timelines). About a minute or two.
 
     python -m lapis.report.refresh
 """
 
 from lapis.pipeline_sim.predictions import COMMITTED, predict, save
+from lapis.report.calibration import gemm_rows
 from lapis.report.kernels import kernel_cases, rescale_rows
 from lapis.report.schedules import report_cases
 from lapis.validate.timelines import validate_timelines
@@ -17,6 +18,7 @@ def refresh() -> int:
     for case in report_cases() + kernel_cases():
         predict(*case, cache=cache, resimulate=True)
     rescale_rows(cache=cache, resimulate=True)
+    gemm_rows(cache=cache, resimulate=True)
     validate_timelines(cache=cache, resimulate=True, progress=True)
     return save(cache, COMMITTED)
 
