@@ -58,15 +58,18 @@ def _cases(r: dict) -> list[str]:
     return md
 
 
-def _largest_miss(r: dict, out: Path, captures: str | None) -> list[str]:
-    """The largest miss: where its timelines first diverge and what a steady-state tile costs per op, and its
-    Gantt chart (drawn into `out`)."""
+def _miss(r: dict) -> dict | None:
+    """The per_case row with the largest |err_pct|, or None."""
     scored = [c for c in r["per_case"] if c["err_pct"] is not None]
-    if not scored:
+    return max(scored, key=lambda c: abs(c["err_pct"])) if scored else None
+
+
+def _largest_miss(r: dict) -> list[str]:
+    """The largest miss: where its timelines first diverge and what a steady-state tile costs per op (and its
+    Gantt chart, where the row names one)."""
+    w = _miss(r)
+    if w is None:
         return []
-    w = max(scored, key=lambda c: abs(c["err_pct"]))
-    if w.get("timeline") is not None:
-        w["gantt"] = case_gantt(captures, w, out)
     md = [f"### Largest miss: `{w['variant']}` at {w['shape']}{' causal' if w['causal'] else ''}, "
           f"{w['err_pct']:+.1f}%", ""]
     if w.get("cycles_err_pct") is not None:
@@ -146,7 +149,10 @@ def validation_section(out: Path, captures: str | None = None, resimulate: bool 
         md += ["Pairs the model orders wrongly (or ties): " + "; ".join(
             f"{p['shape']}: `{p['faster']}` measured {p['gap_pct']:.1f}% faster than `{p['slower']}`" for p in wrong)
             + ".", ""]
-    md += _largest_miss(r, out, captures)
+    w = _miss(r)
+    if w is not None and w.get("timeline") is not None:
+        w["gantt"] = case_gantt(captures, w, out)  # the one per-case chart the report draws
+    md += _largest_miss(r)
     md += ["Every case's Gantt chart (predicted and measured lanes per role, one colour per op): "
            "`lapis validate timelines --figures DIR`.", ""]
     b_md, b_rows = b200_progression(out)
