@@ -23,6 +23,18 @@ def profiles_of_56d4f41(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="session")
+def kernel_cache():
+    """A folder for lapis.gpu.harness.build's cubins that outlives the session: builds are keyed by the hash of
+    the source, its local headers, the defines and nvcc's version, so a run rebuilds only what changed."""
+    import getpass
+    import tempfile
+    from pathlib import Path
+    path = Path(tempfile.gettempdir()) / f"lapis-test-kernels-{getpass.getuser()}"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
 def report_run(tmp_path_factory):
     """(out folder, --json numbers) of one `lapis report` over the shipped captures, shared by the tests that read
     it: the report takes minutes, so the suite runs it once."""

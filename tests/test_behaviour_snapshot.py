@@ -34,8 +34,12 @@ def as_json(value):
 def test_cached_predictions_equal_the_snapshot():
     """Keyed by (schedule, gpu, shape, params): the hashes in the committed keys change with the sources."""
     cache = json.loads(PREDICTIONS.read_text())
-    values = {json.dumps(json.loads(k)[:4]): v for k, v in cache.items()}
-    assert values == snapshot("predictions")
+    # the schedule entries; the rescale frequencies and timeline metrics cached beside them (not in the snapshot's
+    # tree) are compared through the report's JSON below
+    values = {json.dumps(json.loads(k)[:4]): v for k, v in cache.items()
+              if json.loads(k)[0] not in ("rescale_frequency_of", "timeline_metrics", "compare_gemm")}
+    want = snapshot("predictions")  # the cache also holds cases the snapshot's cache lacked: not compared here
+    assert {k: values.get(k) for k in want} == want
 
 
 def test_validate_layouts_and_mma_equal_the_snapshot():

@@ -13,7 +13,7 @@ from lapis.validate.mma import passed as mma_passed
 
 def cli_report(args) -> int:
     check_out_dir("--out", args.out, "lapis-report")
-    numbers = build_report(args.out, args.captures, getattr(args, "resimulate", False))
+    numbers = build_report(args.out, args.captures, getattr(args, "resimulate", False), progress=not args.json)
     if args.json:
         print(json.dumps(numbers, indent=1))
     else:

@@ -25,7 +25,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from lapis.gpu.harness import NVCC_FLAGS
+from lapis.gpu.harness import NVCC_FLAGS, build_key
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 BUILDS = {"plain": {}, "timeline": {"LAPIS_TIMELINE": 1}}
@@ -88,14 +88,37 @@ def build_digests(source: Path, build: str, tools: Path, work: Path) -> list[lis
     return digests(sass)
 
 
-def collect(kernels: Path = KERNELS, jobs: int | None = None) -> dict:
-    """{nvcc, builds: {file: {build: [[function, sha256], ...]}}} of every build (nvcc runs `jobs` at a time)."""
+def _cached_digests(source: Path, build: str, tools: Path, work: Path, cache: Path | None) -> list[list[str]]:
+    """build_digests, read from `cache` when a build with the same key was digested before (key: harness.build_key
+    over the source, its local headers, the build's defines, the flags, the CUTLASS headers' folder and version,
+    and nvcc's release)."""
+    if cache is None:
+        return build_digests(source, build, tools, work)
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        cutlass = version("nvidia-cutlass")
+    except PackageNotFoundError:
+        cutlass = None
+    key = build_key(source, BUILDS[build], f"{nvcc_version()} {NVCC_FLAGS} {cutlass_include()} {cutlass}")
+    path = cache / f"{source.stem}.{build}-{key}.sass.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    d = build_digests(source, build, tools, work)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(d))
+    tmp.replace(path)
+    return d
+
+
+def collect(kernels: Path = KERNELS, jobs: int | None = None, cache: Path | None = None) -> dict:
+    """{nvcc, builds: {file: {build: [[function, sha256], ...]}}} of every build (nvcc runs `jobs` at a time).
+    cache: a folder of digests keyed by build (see _cached_digests): only changed builds are compiled."""
     tools = tool_dir()
     if tools is None:
         raise RuntimeError("cuobjdump and nvdisasm not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
     todo = builds(kernels)
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
-        done = list(pool.map(lambda fb: build_digests(kernels / fb[0], fb[1], tools, Path(tmp)), todo))
+        done = list(pool.map(lambda fb: _cached_digests(kernels / fb[0], fb[1], tools, Path(tmp), cache), todo))
     out: dict = {}
     for (name, build), d in zip(todo, done):
         out.setdefault(name, {})[build] = d

@@ -303,7 +303,7 @@ class CanonicalLayout:
         return ComposedLayout(library_swizzle(self.swizzle, self.elem_bytes), self.layout)
 
     @classmethod
-    def from_tensor_layouts(cls, layout, dtype: str | DType) -> "CanonicalLayout":
+    def from_tensor_layouts(cls, layout: Layout | ComposedLayout, dtype: str | DType) -> "CanonicalLayout":
         """The canonical layout a tensor-layouts layout of `dtype` elements is, swizzle included.
 
         Takes what to_tensor_layouts gives: a ComposedLayout of a Swizzle on element offsets (Swizzle<B, M -
@@ -384,7 +384,7 @@ class CanonicalLayout:
         """Element offsets of every mn and every k (mode_offsets of the tile_to_shape layout)."""
         return mode_offsets(self.layout)
 
-    def offset_bytes(self, mn, k):
+    def offset_bytes(self, mn: int | np.ndarray, k: int | np.ndarray) -> int | np.ndarray:
         """Pre-swizzle byte offset of element (mn, k) from the tile start (vectorized).
 
         The tile's layout evaluated by tensor-layouts, one table per mode, times the element bytes.
@@ -394,7 +394,7 @@ class CanonicalLayout:
         out = (t0[mn] + t1[k]) * self.elem_bytes
         return int(out) if np.ndim(out) == 0 else out
 
-    def address(self, mn, k, base: int = 0):
+    def address(self, mn: int | np.ndarray, k: int | np.ndarray, base: int = 0) -> int | np.ndarray:
         """Absolute smem byte address of element (mn, k) for a tile at `base` (vectorized).
 
         = swizzle(base + offset_bytes), the tensor-layouts Swizzle on byte addresses: the XOR uses absolute
@@ -417,7 +417,7 @@ class CanonicalLayout:
         k[off] = np.tile(np.arange(self.cols), self.rows)
         return mn, k
 
-    def element_at(self, addr, base: int = 0):
+    def element_at(self, addr: int | np.ndarray, base: int = 0) -> tuple[int, int] | tuple[np.ndarray, np.ndarray]:
         """(mn, k) of the element at absolute smem byte address `addr` (vectorized).
 
         Un-swizzles with the same XOR (an involution on 16-B chunks, so it keeps element alignment), then looks

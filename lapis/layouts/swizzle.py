@@ -42,7 +42,7 @@ class SwizzleMode:
     def cute(self) -> str:
         return f"Sw<{self.bits},{self.base},{self.shift}>"
 
-    def apply(self, addr):
+    def apply(self, addr: int | np.ndarray) -> int | np.ndarray:
         """Swizzle byte addresses (int or integer numpy array); an involution. The TMA model's XOR."""
         mask = ((1 << self.bits) - 1) << (self.base + self.shift)
         a = np.asarray(addr, dtype=np.int64)

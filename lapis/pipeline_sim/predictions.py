@@ -1,9 +1,11 @@
 """Committed schedule predictions, so `lapis report` does not re-simulate what has not changed.
 
-An entry is keyed by (schedule, gpu, shape, parameters, profile hash, model hash, lapis version). The model hash
-covers the simulator's own sources (lapis/pipeline_sim, lapis/model), so an edited schedule or cost makes its
-entries stale instead of silently wrong. Stale or missing entries are re-simulated; `refresh()` rewrites the
-committed file (`python -m lapis.report.refresh` re-simulates every case the report shows).
+An entry is keyed by (schedule, gpu, shape, parameters, profile hash, model hash). The model hash covers the
+simulator's own sources (lapis/pipeline_sim, lapis/model), so an edited schedule or cost makes its entries stale
+instead of silently wrong; the key holds no version or install path, so a source tree and an installed wheel
+read the same entries. Stale or missing entries are re-simulated. Other predictions the report shows (the
+numerics' rescale frequency, the timeline comparisons) live in the same file under their own keys, made by
+`cached()`. `python -m lapis.report.refresh` recomputes every entry the report reads.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def _name(p: Path) -> str:
         return p.name
 
 
-def _digest(paths) -> str:
+def digest(paths) -> str:
+    """sha256 (16 hex digits) over the files' names inside the package and their bytes."""
     h = hashlib.sha256()
     for p in sorted(paths, key=_name):
         h.update(_name(p).encode())
@@ -44,16 +47,15 @@ def _digest(paths) -> str:
 
 @lru_cache(maxsize=None)
 def model_hash() -> str:
-    return _digest([*PACKAGE.glob("pipeline_sim/**/*.py"), *PACKAGE.glob("model/**/*.py")])
+    return digest([*PACKAGE.glob("pipeline_sim/**/*.py"), *PACKAGE.glob("model/**/*.py")])
 
 
 def profile_hash(gpu: str) -> str:
-    return _digest([PROFILES / f"{gpu}.json"])
+    return digest([PROFILES / f"{gpu}.json"])
 
 
 def key(schedule: str, gpu: str, shape: str, params: dict) -> str:
-    return json.dumps([schedule, gpu, shape, sorted(params.items()), profile_hash(gpu), model_hash(),
-                       lapis.__version__])
+    return json.dumps([schedule, gpu, shape, sorted(params.items()), profile_hash(gpu), model_hash()])
 
 
 def load(path: Path = COMMITTED) -> dict:
@@ -75,10 +77,28 @@ def predict(schedule: str, gpu: str, shape: str, params: dict | None = None, cac
     return out, True
 
 
+def cached(parts: list, compute, cache: dict | None, resimulate: bool = False) -> tuple[object, bool]:
+    """(value, fresh) of a prediction other than a schedule's: the entry keyed by `parts` (JSON-able inputs that
+    decide it) and the model hash when `cache` holds it and resimulate is False, else compute() (fresh=True),
+    stored in `cache`."""
+    k = json.dumps([*parts, model_hash()])
+    if cache is not None and not resimulate and k in cache:
+        return cache[k], False
+    value = compute()
+    if cache is not None:
+        cache[k] = value
+    return value, True
+
+
+def save(cache: dict, path: Path = COMMITTED) -> int:
+    """Write `cache` as the committed file (sorted keys); returns how many entries."""
+    path.write_text(json.dumps(cache, indent=0, sort_keys=True) + "\n")
+    return len(cache)
+
+
 def refresh(cases, path: Path = COMMITTED) -> int:
     """Re-simulate `cases` ((schedule, gpu, shape, params) tuples) into `path`; returns how many."""
     cache = {}
     for case in cases:
         predict(*case, cache=cache, resimulate=True)
-    path.write_text(json.dumps(cache, indent=0, sort_keys=True) + "\n")
-    return len(cache)
+    return save(cache, path)

@@ -86,7 +86,7 @@ def register(*schedules: Schedule) -> None:
         REGISTRY[s.name] = s
 
 
-def lookup(name) -> Schedule:
+def lookup(name: str | Schedule) -> Schedule:
     """A Schedule by registered name, or `path/to/file.py:NAME` (a Schedule in the user's file), or the
     Schedule itself. ScheduleError names what is wrong and what exists."""
     if isinstance(name, Schedule):

@@ -7,6 +7,7 @@ Each section is one function returning (markdown, numbers).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from lapis.layouts.descriptors.sm90 import WgmmaDescriptor
 from lapis.layouts.tma.rules import rule_table
 from lapis.report.calibration import calibration_section
 from lapis.report.kernels import kernels_section
+from lapis.report.progress import Progress
 from lapis.report.schedules import schedules_section
 from lapis.report.validation import validation_section
 from lapis.validate.layouts import predict_region, validate_layouts
@@ -92,7 +94,11 @@ def summary_table(numbers: dict) -> str:
     return "\n".join("  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(r)) for r in rows)
 
 
-def build_report(out: str = "lapis-report", captures: str | None = None, resimulate: bool = False) -> dict:
+def build_report(out: str = "lapis-report", captures: str | None = None, resimulate: bool = False,
+                 progress: bool = True) -> dict:
+    """Write report.md, report.json and the figures into `out`; returns the numbers. resimulate: recompute
+    every prediction instead of reading the committed cache. progress: a progress bar on stderr, shown only
+    when stdout is a terminal."""
     out_dir = Path(out)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -100,40 +106,53 @@ def build_report(out: str = "lapis-report", captures: str | None = None, resimul
         raise LapisError("--out must be a folder lapis can write", out, "pass a new or existing folder") from exc
     captures_root(captures)  # fail early with a clear message
     t0 = time.time()
-    md, numbers = layouts_section(captures, out_dir)
-    md += "\n\n" + tma_section(captures, out_dir, numbers)
+    with Progress(progress and sys.stdout.isatty()) as bar:
+        md, numbers = _sections(out_dir, captures, resimulate, bar)
+    numbers["wall_s"] = round(time.time() - t0, 2)
+    (out_dir / "report.md").write_text("# lapis report\n\n```\n" + summary_table(numbers) + "\n```\n\n" + md + "\n")
+    (out_dir / "report.json").write_text(json.dumps(numbers, indent=1))
+    return numbers
+
+
+def _sections(out_dir: Path, captures: str | None, resimulate: bool, bar: Progress) -> tuple[str, dict]:
+    with bar.section("layouts"):
+        md, numbers = layouts_section(captures, out_dir)
+        md += "\n\n" + tma_section(captures, out_dir, numbers)
     root = captures_root(captures)
     if all(manifests(root, k) for k in ("wgmma", "cutlass_oracle", "bank")):
-        mma_md, mma_numbers = mma_section(captures, out_dir)
+        with bar.section("MMA descriptors"):
+            mma_md, mma_numbers = mma_section(captures, out_dir)
         md += "\n\n" + mma_md
         numbers.update(mma_numbers)
     else:
         md += "\n\n## MMA descriptors\n\nSkipped: this captures folder has no wgmma/, cutlass_oracle/ and bank/ captures."
-    sched_md, sched_numbers = schedules_section(out_dir, resimulate)
+    with bar.section("schedules"):
+        sched_md, sched_numbers = schedules_section(out_dir, resimulate, captures)
     md += "\n\n" + sched_md
     numbers.update(sched_numbers)
     if timed_captures(root):
-        cal_md, cal_numbers = calibration_section(out_dir, captures)
+        with bar.section("calibration"):
+            cal_md, cal_numbers = calibration_section(out_dir, captures, resimulate)
         md += "\n\n" + cal_md
         numbers.update(cal_numbers)
     else:
         md += "\n\n## Calibration\n\nSkipped: this captures folder has no timed gemm/ capture."
     if attention_capture.has_timed(root):
-        k_md, k_numbers = kernels_section(out_dir, captures)
+        with bar.section("kernels"):
+            k_md, k_numbers = kernels_section(out_dir, captures, resimulate)
         md += "\n\n" + k_md
         numbers.update(k_numbers)
     else:
         md += "\n\n## Kernels\n\nSkipped: this captures folder has no timed attention/ capture."
     if attention_capture.has_timed(root) or timed_captures(root):
-        v_md, v_numbers = validation_section(out_dir, captures)
+        with bar.section("predicted vs measured"):
+            v_md, v_numbers = validation_section(out_dir, captures, resimulate,
+                                                 progress=bar.cases if bar.enabled else False)
         md += "\n\n" + v_md
         numbers.update(v_numbers)
     else:
         md += "\n\n## Predicted vs measured (Hopper progression)\n\nSkipped: no timed attention/ or gemm/ capture."
-    numbers["wall_s"] = round(time.time() - t0, 2)
-    (out_dir / "report.md").write_text("# lapis report\n\n```\n" + summary_table(numbers) + "\n```\n\n" + md + "\n")
-    (out_dir / "report.json").write_text(json.dumps(numbers, indent=1))
-    return numbers
+    return md, numbers
 
 
 def tma_section(captures: str | None, out: Path, numbers: dict) -> str:

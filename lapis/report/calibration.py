@@ -3,12 +3,14 @@
 CPU only: the profile is read from lapis/data/profiles/h200.json (fitted by lapis.model.fit from the micro
 captures), the measurements from the timed GEMM captures (lapis.captures.gemm; a case timed again by a later
 capture comes from the later one), the blind predictions from lapis/data/blind/gemm_ws*.json
-(lapis.validate.compare.BLIND_SETS); the current predictions are simulated.
+(lapis.validate.compare.BLIND_SETS); the current predictions (lapis.validate.compare.compare_gemm) from the
+prediction cache where current, else simulated; the Gantt chart's case is simulated.
 err_pct = 100 * (predicted - measured) / measured, measured = the plain build's median.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from lapis.captures.store import captures_root
 from lapis.figures.compare_gantt import compare_gantt
 from lapis.figures.predicted_measured import predicted_measured_bars
 from lapis.model.profile import PROFILES
+from lapis.pipeline_sim import predictions
 from lapis.validate.compare import compare_gemm
 from lapis.validate.ordering import ordering
 
@@ -35,14 +38,30 @@ def profile_numbers(name: str = PROFILE) -> dict:
     return dict(name=name, fitted_from=data.get("fitted_from", {}), values=values)
 
 
-def gemm_rows(captures: str | None = None) -> list[dict]:
+COMPARED_BY = ("validate/compare.py", "validate/timeline_compare.py", "captures/gemm.py")  # compare_gemm's code
+
+
+def _compare(shape: str, variant: str, captures: str | None, cache: dict, resimulate: bool) -> dict:
+    """compare_gemm's dict from the prediction cache where current (key: the case, the h200 profile's hash, the
+    digest of the capture's manifest and timelines files, the comparing code and the model hash), else computed
+    (one simulation) and stored in `cache`."""
+    folder = gemm_capture.find(captures_root(captures, kinds=("gemm",)), shape, variant)
+    files = [f for f in sorted(folder.iterdir()) if f.is_file()]
+    parts = ["compare_gemm", SCHEDULE, shape, variant, predictions.profile_hash("h200"), predictions.digest(files),
+             predictions.digest([predictions.PACKAGE / p for p in COMPARED_BY])]
+    value, _ = predictions.cached(parts, lambda: json.loads(json.dumps(compare_gemm(SCHEDULE, shape, variant,
+                                                                                    captures))), cache, resimulate)
+    return value
+
+
+def gemm_rows(captures: str | None = None, cache: dict | None = None, resimulate: bool = False) -> list[dict]:
     """One row per captured (variant, shape) over every timed capture (a later capture of a case wins);
-    times in µs, errors in percent."""
-    rows = []
+    times in µs, errors in percent. Predictions through _compare (cache None: the committed one, read only)."""
+    rows, cache = [], predictions.load() if cache is None else cache
     for _, shape, variant in gemm_capture.cases(captures_root(captures, kinds=("gemm",))):
         m, n, k = (int(x) for x in shape.split("x"))
         flop = 2.0 * m * n * k
-        c = compare_gemm(SCHEDULE, shape, variant, captures)
+        c = _compare(shape, variant, captures, cache, resimulate)
         b, t = c["blind"], c["timeline"]
         rows.append(dict(
             variant=variant, shape=shape, predicted_us=c["predicted_us"], measured_us=c["measured_us"],
@@ -62,7 +81,7 @@ def _f(x, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def calibration_section(out: Path, captures: str | None = None) -> tuple[str, dict]:
+def calibration_section(out: Path, captures: str | None = None, resimulate: bool = False) -> tuple[str, dict]:
     """(markdown, {"calibration": {profile, gemm, ...}}); writes two figures into `out`."""
     t0 = time.time()
     prof = profile_numbers()
@@ -73,7 +92,7 @@ def calibration_section(out: Path, captures: str | None = None) -> tuple[str, di
           "| key | value | unit | spread % | source |", "|---|---:|---|---:|---|"]
     md += [f"| `{k}` | {v['value']:g} | {v['unit']} | {_f(v['spread_pct'], '.2f')} | {v['source']} |"
            for k, v in prof["values"].items()]
-    rows = gemm_rows(captures)
+    rows = gemm_rows(captures, resimulate=resimulate)
     order = ordering(rows)
     md += ["", f"### GEMM `{SCHEDULE}`: predicted against the H200 (plain build, CUDA events)", "",
            "| variant | shape | predicted µs (blind) | predicted µs (now) | measured µs | err % (blind) | err % (now) | "

@@ -9,6 +9,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from lapis.captures import attention as ac
+from lapis.captures import gemm as gc
+from lapis.captures.store import captures_root
 from lapis.figures.gantt import gantt, steady_state_window
 from lapis.pipeline_sim import predictions
 from lapis.pipeline_sim.schedules.attention_b200 import UNMODELLED, VARIANTS
@@ -36,7 +39,17 @@ def report_cases() -> list[tuple]:
     return cases
 
 
-def schedules_section(out: Path, resimulate: bool = False) -> tuple[str, dict]:
+def measured_schedules(captures: str | None = None) -> set[str]:
+    """The schedules a timed capture measured on the H200 (attention kernels and the GEMM), from the captures."""
+    root = captures_root(captures, kinds=())
+    found = {r["schedule"] for r in ac.rows(root)} if ac.has_timed(root) else set()
+    return found | {gc.manifest(folder)["schedule"] for folder in gc.timed_captures(root)}
+
+
+def schedules_section(out: Path, resimulate: bool = False, captures: str | None = None) -> tuple[str, dict]:
+    """(markdown, {"schedules": numbers}): the tables of every built-in schedule's prediction, the B200
+    statements, the Emmy moves and three Gantt charts (drawn into `out`). captures: where to look for the
+    schedules measured on hardware (the text names them)."""
     t0 = time.time()
     cache, rows, stale = predictions.load(), {}, 0
     for name, gpu, shape, params in report_cases():
@@ -46,7 +59,8 @@ def schedules_section(out: Path, resimulate: bool = False) -> tuple[str, dict]:
     md = ["## Schedules (predicted: h200 fitted to H200 microbenchmarks, b200 and rtx5090 from datasheets)", "",
           f"{len(report_cases())} predictions, {stale} re-simulated (the rest from the committed cache: "
           "`python -m lapis.report.refresh` refreshes it).", ""]
-    md += _table("h200", {n: v for (g, n), v in rows.items() if g == "h200"}) + _h200_measured(rows)
+    measured = measured_schedules(captures)
+    md += _table("h200", {n: v for (g, n), v in rows.items() if g == "h200"}) + _h200_measured(rows, measured)
     md += _table("b200", {n: v for (g, n), v in rows.items() if g == "b200"})
     md += ["FA4 measured on B200 (flash-attention PR #2605): " + ", ".join(map(str, FA4_MEASURED)) +
            " TFLOP/s at the three shapes; the write-up's final kernel claims 94.4% of that: " +
@@ -64,7 +78,8 @@ def schedules_section(out: Path, resimulate: bool = False) -> tuple[str, dict]:
     for name, shape in GANTT:
         md += [f"![{name} at {shape}]({_gantt(out, name, shape).name})", ""]
     return "\n".join(md), {"schedules": dict(predictions=len(report_cases()), resimulated=stale,
-                                             statements=statements, wall_s=round(time.time() - t0, 2))}
+                                             measured=sorted(measured), statements=statements,
+                                             wall_s=round(time.time() - t0, 2))}
 
 
 def _gain(rows: dict, name: str, prev: str) -> float:
@@ -120,17 +135,21 @@ def _table(gpu: str, rows: dict) -> list[str]:
                  *gemm, ""]
 
 
-def _h200_measured(rows: dict) -> list[str]:
-    """The bar the Hopper rows have to meet: torch SDPA measured on the H200."""
+def _h200_measured(rows: dict, measured: set[str]) -> list[str]:
+    """The bar the Hopper rows have to meet (torch SDPA measured on the H200), and which rows a capture measured."""
     h200 = [r["tflops"] for (g, n), v in rows.items() if g == "h200" for s, r in v.items() if s in FA4_SHAPES]
     if not h200:
         return []
     (lo, hi), (f_lo, f_hi) = H200_MEASURED["cudnn"], H200_MEASURED["flash2"]
+    names = [n for (g, n) in rows if g == "h200"]
+    done, not_yet = [n for n in names if n in measured], [n for n in names if n not in measured]
     return [f"Measured on the H200 (torch SDPA at these shapes, 2026-11-29): cuDNN {lo}-{hi} TFLOP/s, "
             f"FlashAttention-2 {f_lo}-{f_hi}. The best predicted Hopper schedule reaches {max(h200):.0f}, "
-            f"{max(h200) / hi:.2f}x cuDNN's best. The h200 profile is fitted to microbenchmarks, but only s1-s3 and "
-            "the GEMM have been measured against it so far (sections Calibration and Kernels): the rows past s3 are "
-            "not validated on hardware yet.", ""]
+            f"{max(h200) / hi:.2f}x cuDNN's best. The h200 profile is fitted to microbenchmarks; "
+            + (f"{len(done)} of these {len(names)} schedules have been timed on the H200 by a capture "
+               f"({', '.join(f'`{n}`' for n in done)}: sections Calibration, Kernels and Predicted vs measured)"
+               if done else "none of these schedules has been timed on the H200 by a capture")
+            + (f"; not validated on hardware: {', '.join(f'`{n}`' for n in not_yet)}." if not_yet else "."), ""]
 
 
 def _emmy_table(rows: dict) -> list[str]:

@@ -1,9 +1,10 @@
 """The report's "Predicted vs measured (Hopper progression)" section: `lapis validate timelines` as tables and
 figures, and the B200 progression, predicted only.
 
-CPU only: measurements and timelines from the committed captures, predictions from the committed cache (the
-cases it lacks, and every case with a timeline, are simulated: about half a minute in all, with a progress line
-per case on stderr). Definitions: lapis.validate.timelines.
+CPU only: measurements and timelines from the committed captures; predicted times and timeline metrics from the
+committed prediction cache (the cases it lacks are simulated, as is every case with --resimulate). The largest
+miss gets its Gantt chart (one simulation); every case's chart: `lapis validate timelines --figures DIR`.
+Definitions: lapis.validate.timelines.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from lapis.figures.validation import progression
 from lapis.pipeline_sim import predictions
 from lapis.pipeline_sim.simulate import SCHEDULES
 from lapis.report.schedules import FA4_SHAPES
-from lapis.validate.timelines import divergence_text, validate_timelines
+from lapis.validate.timelines import case_gantt, divergence_text, validate_timelines
 
 GOALS = dict(mape_pct=5.0, max_abs_err_pct=10.0, rank_agreement=1.0)  # the headline table's met / not met
 B200_PREFIX = "b200-k"  # the B200 write-up's kernels k01..k14 (lapis.pipeline_sim.schedules.attention_b200)
@@ -57,12 +58,18 @@ def _cases(r: dict) -> list[str]:
     return md
 
 
-def _largest_miss(r: dict) -> list[str]:
-    """The largest miss: where its timelines first diverge and what a steady-state tile costs per op."""
+def _miss(r: dict) -> dict | None:
+    """The per_case row with the largest |err_pct|, or None."""
     scored = [c for c in r["per_case"] if c["err_pct"] is not None]
-    if not scored:
+    return max(scored, key=lambda c: abs(c["err_pct"])) if scored else None
+
+
+def _largest_miss(r: dict) -> list[str]:
+    """The largest miss: where its timelines first diverge and what a steady-state tile costs per op (and its
+    Gantt chart, where the row names one)."""
+    w = _miss(r)
+    if w is None:
         return []
-    w = max(scored, key=lambda c: abs(c["err_pct"]))
     md = [f"### Largest miss: `{w['variant']}` at {w['shape']}{' causal' if w['causal'] else ''}, "
           f"{w['err_pct']:+.1f}%", ""]
     if w.get("cycles_err_pct") is not None:
@@ -116,10 +123,12 @@ def b200_progression(out: Path) -> tuple[list[str], list[dict]]:
     return md, rows
 
 
-def validation_section(out: Path, captures: str | None = None) -> tuple[str, dict]:
-    """(markdown, {"validation": numbers, "b200_progression": rows}); writes the figures into `out`."""
+def validation_section(out: Path, captures: str | None = None, resimulate: bool = False,
+                       progress=False) -> tuple[str, dict]:
+    """(markdown, {"validation": numbers, "b200_progression": rows}); writes the figures into `out`.
+    progress: as lapis.validate.timelines.validate_timelines takes it."""
     t0 = time.time()
-    r = validate_timelines(captures, figures=out, progress=True)
+    r = validate_timelines(captures, figures=out, progress=progress, gantts=False, resimulate=resimulate)
     md = ["## Predicted vs measured (Hopper progression)", "",
           "Every committed timed measurement (variant, shape, causal) against the simulator's prediction from the "
           "calibrated h200 profile and the variant's schedule alone (`lapis validate timelines`). Measured = the "
@@ -140,11 +149,12 @@ def validation_section(out: Path, captures: str | None = None) -> tuple[str, dic
         md += ["Pairs the model orders wrongly (or ties): " + "; ".join(
             f"{p['shape']}: `{p['faster']}` measured {p['gap_pct']:.1f}% faster than `{p['slower']}`" for p in wrong)
             + ".", ""]
+    w = _miss(r)
+    if w is not None and w.get("timeline") is not None:
+        w["gantt"] = case_gantt(captures, w, out)  # the one per-case chart the report draws
     md += _largest_miss(r)
-    gantts = [c["gantt"] for c in r["per_case"] if c.get("gantt")]
-    if gantts:
-        md += ["Per-case Gantt charts (predicted and measured lanes per role, one colour per op): "
-               + ", ".join(f"[{g.removeprefix('validation_gantt_').removesuffix('.png')}]({g})" for g in gantts), ""]
+    md += ["Every case's Gantt chart (predicted and measured lanes per role, one colour per op): "
+           "`lapis validate timelines --figures DIR`.", ""]
     b_md, b_rows = b200_progression(out)
     md += b_md
     r["wall_s"] = round(time.time() - t0, 2)

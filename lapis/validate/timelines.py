@@ -24,10 +24,14 @@ run-to-run spread.
   iteration time (lapis.validate.timeline_compare), per-role busy and wait fractions, the ns per tile of each op, the
   first divergence from the launch on, and the steady-state divergence (the same inside the middle work item,
   from its third K/V tile on): logical ids, never buffer positions; offsets in ns and % of the measured iteration.
+  These metrics are cached beside the predicted times (key: the schedule's prediction key, the measured
+  canonical events' digest, the tolerance, compare_hash() and the model hash), so a run that draws no per-case
+  Gantt chart simulates only what the cache lacks.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -150,18 +154,6 @@ def sim_params(schedule: str, params: dict, causal: bool) -> dict:
     return {**out, "causal": 1} if causal else out
 
 
-def predict(case: dict, cache: dict, events: bool) -> tuple[float, list | None, str]:
-    """(predicted µs, simulated events or None, "cache" | "simulated"). events=True always simulates (the cache
-    keeps no events) but still takes the time from the cache where it holds the case."""
-    params = sim_params(case["schedule"], case["params"], case["causal"])
-    hit = cache.get(predictions.key(case["schedule"], GPU, case["shape"], params))
-    if not events:
-        r, fresh = predictions.predict(case["schedule"], GPU, case["shape"], params, cache)
-        return r["predicted_us"], None, "simulated" if fresh else "cache"
-    r = simulate(case["schedule"], GPU, case["shape"], dict(params))
-    return (hit or r)["predicted_us"], r["_events"], "cache" if hit else "simulated"
-
-
 def blind_entries() -> list[dict]:
     """Every entry of lapis/data/blind/*.json, with its set's name and date."""
     out = []
@@ -220,16 +212,39 @@ def timeline_metrics(pred, meas, family: str, tolerance_pct: float = TOLERANCE_P
 
 # ---------------------------------------------------------------- the whole table
 
-def _progress(progress, text: str) -> None:
-    if progress:
+def _progress(progress, text: str, done: int | None = None, total: int | None = None) -> None:
+    """progress: False (silent), True (a line on stderr) or a callable(text, done, total) (the report's bar)."""
+    if callable(progress):
+        progress(text, done, total)
+    elif progress:
         print(text, file=sys.stderr, flush=True)
 
 
-def validate_timelines(captures: str | None = None, figures: str | Path | None = None, progress: bool = False,
-                       tolerance_pct: float = TOLERANCE_PCT, select=None) -> dict:
-    """The table (module docstring) as a JSON-able dict. figures: a folder for the per-case Gantt charts, the
-    scatter and the progression chart (lapis.figures.validation). progress: one line per case on stderr.
-    select: keep only the cases (measured_cases dicts) for which it returns True.
+COMPARED_BY = ("validate/timeline_align.py", "validate/timeline_compare.py", "validate/timelines.py",
+               "captures/attention.py", "captures/gemm.py")  # the code that turns two timelines into metrics
+
+
+@lru_cache(maxsize=None)
+def compare_hash() -> str:
+    """Digest of the modules that compute a case's timeline metrics (a cached entry goes stale with them)."""
+    return predictions.digest([predictions.PACKAGE / p for p in COMPARED_BY])
+
+
+def events_digest(events) -> str:
+    """sha256 (16 hex digits) of an event list, field by field: the measured side of a cached comparison."""
+    return hashlib.sha256(repr(list(events)).encode()).hexdigest()[:16]
+
+
+def validate_timelines(captures: str | None = None, figures: str | Path | None = None, progress=False,
+                       tolerance_pct: float = TOLERANCE_PCT, select=None, gantts: bool = True,
+                       cache: dict | None = None, resimulate: bool = False) -> dict:
+    """The table (module docstring) as a JSON-able dict. figures: a folder for the scatter and the progression
+    chart (lapis.figures.validation) and, with gantts, every case's Gantt chart (each one simulates its case).
+    progress: see _progress. select: keep only the cases (measured_cases dicts) for which it returns True.
+    cache: the prediction cache to read and extend (None: the committed one, read only); a case's predicted time
+    and its timeline metrics come from it where current (keys: the schedule's, and for the metrics also the
+    measured timeline's digest, the tolerance and compare_hash), else are computed; resimulate recomputes all.
+    Each row's predicted_source says which ("cache" or "simulated").
     Raises CaptureError when the captures hold no timed attention or GEMM capture (or select keeps none), and
     LapisError for a figures folder it cannot make."""
     root = captures_root(captures, kinds=())
@@ -244,13 +259,17 @@ def validate_timelines(captures: str | None = None, figures: str | Path | None =
         except OSError as exc:  # an existing file, a read-only or pseudo file system
             raise LapisError("--figures must be a folder lapis can write", str(fig_dir),
                              "pass a new or existing folder") from exc
-    cache, blinds, per_case = predictions.load(), blind_entries(), []
-    args = [(root, case, cache, blind_for(case, blinds), fig_dir, tolerance_pct) for case in cases]
+    cache = predictions.load() if cache is None else cache
+    blinds, per_case = blind_entries(), []
+    args = [(root, case, cache, blind_for(case, blinds), fig_dir if gantts else None, tolerance_pct, resimulate)
+            for case in cases]
     jobs = min(len(cases), os.cpu_count() or 1, MAX_JOBS)
     with ProcessPoolExecutor(jobs) if jobs > 1 else nullcontext() as pool:
         rows = pool.map(_case_row, *zip(*args)) if pool else map(_case_row, *zip(*args))
-        for i, (case, row) in enumerate(zip(cases, rows)):  # in order, as each case completes
-            _progress(progress, f"validate timelines: {i + 1}/{len(cases)} {case['variant']} {case['shape']}")
+        for i, (case, (row, new)) in enumerate(zip(cases, rows)):  # in order, as each case completes
+            _progress(progress, f"validate timelines: {i + 1}/{len(cases)} {case['variant']} {case['shape']}",
+                      i + 1, len(cases))
+            cache.update(new)
             per_case.append(row)
     out = summarize(per_case, tolerance_pct)
     skipped = {**(ac.not_timed(root) if ac.has_timed(root) else {}), **gc.not_timed(root)}
@@ -265,30 +284,66 @@ def validate_timelines(captures: str | None = None, figures: str | Path | None =
 
 
 def _case_row(root: Path, case: dict, cache: dict, blind: dict | None, fig_dir: Path | None,
-              tolerance_pct: float) -> dict:
-    """One per_case row (module docstring); draws the case's Gantt into fig_dir when given. A top-level
-    function: validate_timelines runs it in worker processes."""
+              tolerance_pct: float, resimulate: bool = False) -> tuple[dict, dict]:
+    """(one per_case row (module docstring), the cache entries it computed); draws the case's Gantt into fig_dir
+    when given. A top-level function: validate_timelines runs it in worker processes."""
     meas_ev = measured_events(root, case)
     row = {k: case[k] for k in ("family", "variant", "schedule", "shape", "causal", "capture", "runs_us")}
+    new = {}
+    mc = None if meas_ev is None else canonical(meas_ev, case["family"])
     try:
-        pred_us, pred_ev, source = predict(case, cache, events=meas_ev is not None)
+        metrics_key = None if mc is None else json.dumps([*_metrics_parts(case, mc, tolerance_pct),
+                                                          predictions.model_hash()])
+        params = sim_params(case["schedule"], case["params"], case["causal"])
+        pkey = predictions.key(case["schedule"], GPU, case["shape"], params)
+        fresh = resimulate or pkey not in cache or (metrics_key is not None and metrics_key not in cache)
+        pred_ev = None
+        if fresh or fig_dir is not None and mc is not None:
+            r = simulate(case["schedule"], GPU, case["shape"], dict(params))
+            pred_ev = r["_events"]
+            if resimulate or pkey not in cache:
+                new[pkey] = {f: r[f] for f in predictions.KEPT}
+        pred_us = (new.get(pkey) or cache[pkey])["predicted_us"]
     except (ScheduleError, NotModelled) as exc:  # a schedule that cannot run this case (e.g. causal not modelled)
         return dict(row, predicted_us=None, measured_us=case["measured_us"], err_pct=None, blind=False,
-                    blind_err_pct=None, first_divergence=None, steady_divergence=None, error=str(exc))
-    row.update(predicted_us=pred_us, predicted_source=source, measured_us=case["measured_us"],
-               err_pct=err_pct(pred_us, case["measured_us"]), within_run_spread_pct=case["spread_pct"],
-               **cycles(pred_us, case),
+                    blind_err_pct=None, first_divergence=None, steady_divergence=None, error=str(exc)), new
+    row.update(predicted_us=pred_us, predicted_source="simulated" if pkey in new else "cache",
+               measured_us=case["measured_us"], err_pct=err_pct(pred_us, case["measured_us"]),
+               within_run_spread_pct=case["spread_pct"], **cycles(pred_us, case),
                blind=blind is not None, blind_set=blind and blind["set"],
                blind_predicted_us=blind and blind["predicted_us"],
                blind_err_pct=blind and err_pct(blind["predicted_us"], case["measured_us"]))
-    if meas_ev is None:
-        return dict(row, first_divergence=None, steady_divergence=None, timeline=None)
-    pc, mc = canonical(pred_ev, case["family"]), canonical(meas_ev, case["family"])
-    t = timeline_metrics(pc, mc, case["family"], tolerance_pct)
+    if mc is None:
+        return dict(row, first_divergence=None, steady_divergence=None, timeline=None), new
+    pc = None if pred_ev is None else canonical(pred_ev, case["family"])
+    if resimulate or metrics_key not in cache:
+        # through JSON, so a computed entry reads exactly as the cached one will
+        new[metrics_key] = json.loads(json.dumps(timeline_metrics(pc, mc, case["family"], tolerance_pct)))
+    t = dict(new.get(metrics_key) or cache[metrics_key])
     row.update(first_divergence=t.pop("first_divergence"), steady_divergence=t.pop("steady_divergence"), timeline=t)
     if fig_dir:
         row["gantt"] = _gantt(fig_dir, row, pc, mc)
-    return row
+    return row, new
+
+
+def _metrics_parts(case: dict, measured, tolerance_pct: float) -> list:
+    """What decides a case's timeline metrics besides the model: the schedule's prediction key, the measured
+    canonical events, the tolerance and the comparing code."""
+    params = sim_params(case["schedule"], case["params"], case["causal"])
+    return ["timeline_metrics", case["schedule"], GPU, case["shape"], sorted(params.items()),
+            predictions.profile_hash(GPU), events_digest(measured), tolerance_pct, compare_hash()]
+
+
+def case_gantt(captures: str | None, row: dict, folder: Path) -> str:
+    """Draw one per_case row's predicted-against-measured Gantt chart into `folder` (simulates the case: the
+    chart needs every predicted event); returns the file name."""
+    root = captures_root(captures, kinds=())
+    case = next(c for c in measured_cases(root) if all(c[k] == row[k] for k in ("family", "variant", "shape",
+                                                                                  "causal")))
+    params = sim_params(case["schedule"], case["params"], case["causal"])
+    pred = simulate(case["schedule"], GPU, case["shape"], dict(params))["_events"]
+    return _gantt(folder, row, canonical(pred, case["family"]),
+                  canonical(measured_events(root, case), case["family"]))
 
 
 @lru_cache(maxsize=1)

@@ -85,10 +85,11 @@ def test_agreement_catches_v_read_without_the_transpose(plan):
     assert not check_agreement(tmap, wide_tile_boxes(tmap, 128, (0, 0), 1024), (0, 0), "MN", 128, descs, False).ok
 
 
+@pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
-def test_kernels_build_without_spills(tmp_path):
+def test_kernels_build_without_spills(kernel_cache):
     from lapis.gpu import bench_attention as ba
-    builds = {b: harness.build(ba.KERNEL, d, tmp_path) for b, d in ba.BUILDS.items()}
+    builds = {b: harness.build(ba.KERNEL, d, kernel_cache) for b, d in ba.BUILDS.items()}
     names = {ba.kernel_name(v) for v in ba.VARIANTS.values()}
     for b, (_, report) in builds.items():
         assert names <= set(report), b

@@ -59,11 +59,12 @@ def test_variants_fit_shared_memory(plan):
         assert bench_gemm.smem_bytes(v, plan) + 1024 <= 227 * 1024  # + the kernel's 1 KiB static smem
 
 
+@pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
-def test_kernels_build_without_spills(tmp_path):
-    plain, ptxas = harness.build(bench_gemm.KERNEL, {}, tmp_path)
-    timeline, ptxas_tl = harness.build(bench_gemm.KERNEL, {"LAPIS_TIMELINE": 1}, tmp_path)
-    hang, ptxas_hang = harness.build(bench_gemm.HANG_KERNEL, {}, tmp_path)
+def test_kernels_build_without_spills(kernel_cache):
+    plain, ptxas = harness.build(bench_gemm.KERNEL, {}, kernel_cache)
+    timeline, ptxas_tl = harness.build(bench_gemm.KERNEL, {"LAPIS_TIMELINE": 1}, kernel_cache)
+    hang, ptxas_hang = harness.build(bench_gemm.HANG_KERNEL, {}, kernel_cache)
     assert plain != timeline and plain.exists() and hang.exists()
     names = {bench_gemm.kernel_name(v) for v in bench_gemm.VARIANTS.values()}
     assert names <= set(ptxas) and names <= set(ptxas_tl)
@@ -73,4 +74,4 @@ def test_kernels_build_without_spills(tmp_path):
             assert r["spill_stores"] == r["spill_loads"] == 0, (name, r)
     # 2 consumer warpgroups: 384 threads x 168 registers (the whole 64K file) for setmaxnreg to rebalance
     assert ptxas["gemm_ws_s4_c2_n128_bf16"]["registers"] == 168
-    assert harness.build(bench_gemm.KERNEL, {}, tmp_path)[0] == plain  # cached by source hash + defines
+    assert harness.build(bench_gemm.KERNEL, {}, kernel_cache)[0] == plain  # cached by source hash + defines

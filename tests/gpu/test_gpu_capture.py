@@ -19,6 +19,7 @@ def _gpu_reason():
 
 
 @pytest.mark.gpu
+@pytest.mark.nvcc
 @pytest.mark.skipif(_gpu_reason() is not None, reason=str(_gpu_reason()))
 def test_fresh_capture_matches_model(tmp_path):
     import json

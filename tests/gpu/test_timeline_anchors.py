@@ -158,9 +158,10 @@ def test_committed_captures_hold_no_anchor_records():
         assert ops and all(((o & 0x7F) != harness.ANCHOR_OP).all() for o in ops), f
 
 
+@pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
-def test_timeline_cost_kernels_build_without_spills(tmp_path):
-    _, report = harness.build(timeline_cost.KERNEL, {}, tmp_path)
+def test_timeline_cost_kernels_build_without_spills(kernel_cache):
+    _, report = harness.build(timeline_cost.KERNEL, {}, kernel_cache)
     assert {f"timeline_cost_{m}" for m in timeline_cost.MODES} <= set(report)
     for name, r in report.items():
         assert r["spill_stores"] == r["spill_loads"] == 0 == r["stack_bytes"], (name, r)

@@ -51,6 +51,7 @@ def _cutlass_include():
     return inc if (inc / "cute" / "arch" / "mma_sm100_desc.hpp").exists() else None
 
 
+@pytest.mark.nvcc
 @pytest.mark.skipif(not shutil.which("nvcc") or _cutlass_include() is None,
                     reason="needs nvcc and the nvidia-cutlass wheel's headers (pip install .[test])")
 def test_cutlass_make_instr_desc_and_smem_descriptor_fields_agree(tmp_path):

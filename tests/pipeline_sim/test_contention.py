@@ -212,11 +212,29 @@ def test_every_causal_schedule_costs_the_diagonal_mask():
 
 
 def test_the_probe_captures_sources_are_the_committed_probe_build():
-    # their provenance recorded a stale commit (the device copy's git metadata lagged): the source blobs they
-    # recorded first appear together at the commit that added the clock probe
+    # their provenance recorded a stale commit (the device copy's git metadata lagged): provenance-commit.json,
+    # kept beside the capture, names the commit that added the clock probe as the first holding every source blob
+    folder = Path(__file__).resolve().parents[2] / "lapis/data/captures/attention/h200-2026-11-30-probe"
+    prov = json.loads((folder / "manifest.json").read_text())["provenance"]
+    kept = json.loads((folder / "provenance-commit.json").read_text())
+    assert (kept["recorded_commit"], kept["recorded_dirty"]) == (prov["commit"], prov["dirty"])
+    assert kept["recorded_commit"].startswith("ecf7d88") and kept["first"].startswith("3c5e3fa")
+    assert kept["commits_holding_every_source_blob"][0] == kept["first"]
+
+
+def test_the_kept_probe_commit_is_what_the_git_history_says():
+    """The same answer from the history itself (lapis.captures.provenance.match_capture walks every commit):
+    what this checks is the git metadata, so it needs a checkout holding that history."""
+    import shutil
+    import subprocess
+
     from lapis.captures.provenance import match_capture
-    root = Path(__file__).resolve().parents[2] / "lapis/data/captures/attention"
-    got = match_capture(str(root / "h200-2026-11-30-probe"))
+    repo = Path(__file__).resolve().parents[2]
+    if shutil.which("git") is None or subprocess.run(["git", "-C", str(repo), "cat-file", "-e", "3c5e3fa^{commit}"],
+                                                     capture_output=True).returncode != 0:
+        pytest.skip("no git checkout holding the history (an sdist or a shallow clone): the history is what it checks")
+    folder = repo / "lapis/data/captures/attention/h200-2026-11-30-probe"
+    got = match_capture(str(folder))
+    kept = json.loads((folder / "provenance-commit.json").read_text())
     assert got["recorded_commit"].startswith("ecf7d88") and got["first"].startswith("3c5e3fa")
-    kept = json.loads((root / "h200-2026-11-30-probe" / "provenance-commit.json").read_text())
     assert kept["commits_holding_every_source_blob"][0] == got["first"]

@@ -1,0 +1,56 @@
+"""The report's Schedules text and the Kernels headings against the report's own data: the schedules said to be
+measured are the ones a shipped capture timed (listed here from the capture manifests), every Measured heading
+names its build."""
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CAP = ROOT / "lapis" / "data" / "captures"
+# every h200 schedule a shipped capture timed: the manifests' "schedule" fields (attention and gemm)
+TIMED = {"h200-s1-serial", "h200-s2-ws-ring", "h200-s3-two-consumers", "h200-s4-pingpong", "h200-s5-intra-overlap",
+         "h200-s6-exp2", "h200-s7-cond-rescale", "h200-s8-persistent", "h200-s9-tuned", "h200-gemm-ws"}
+
+
+def _manifest_schedules() -> set:
+    out = set()
+    for kind in ("attention", "gemm"):
+        for man in (CAP / kind).glob("*/manifest.json"):
+            text = man.read_text()
+            out |= set(re.findall(r'"schedule": "(h200-[\w-]+)"', text))
+    return out
+
+
+def test_the_timed_list_is_the_manifests():
+    assert _manifest_schedules() == TIMED
+
+
+def test_schedules_text_names_the_measured_and_the_unmeasured_rows(report_run):
+    out, numbers = report_run
+    md = (out / "report.md").read_text()
+    section = md[md.index("## Schedules"):md.index("## Calibration")]
+    h200 = section[section.index("### h200"):section.index("### b200")]
+    rows = re.findall(r"^\| `(h200-[\w-]+)` \|", h200, re.M) + re.findall(r"^`(h200-[\w-]+)` at ", h200, re.M)
+    assert "h200-gemm-ws" in rows and "h200-s9-tuned" in rows
+    assert set(numbers["schedules"]["measured"]) == TIMED
+    assert "only s1-s3" not in section and "rows past s3" not in section
+    sentence = next(line for line in section.splitlines() if "timed on the H200 by a capture" in line)
+    done, rest = [n for n in rows if n in TIMED], [n for n in rows if n not in TIMED]
+    assert f"{len(done)} of these {len(rows)} schedules have been timed" in sentence
+    timed_part, _, rest_part = sentence.partition("; not validated on hardware: ")
+    assert set(re.findall(r"`(h200-[\w-]+)`", timed_part)) == set(done)
+    assert set(re.findall(r"`(h200-[\w-]+)`", rest_part)) == set(rest)
+    assert ("h200-fa2-sync" in rest) == ("`h200-fa2-sync`" in rest_part)
+
+
+def test_every_measured_heading_names_its_build(report_run):
+    out, numbers = report_run
+    md = (out / "report.md").read_text()
+    headings = [line for line in md.splitlines() if line.startswith("### Measured:")]
+    builds = [re.search(r"the `(\w+)` build", h)[1] for h in headings]
+    assert len(builds) == len(set(builds)) == len(headings)
+    assert {"s6", "s6_emu8", "s6_emu4"} <= set(builds)
+    assert "### Measured: the `s6_emu4` build (schedule `h200-s6-exp2`) at 8x16x4096x128, SM 0" in headings
+    assert set(builds) == {r["variant"] for r in numbers["kernels"]}
+    assert json.loads((out / "report.json").read_text())["schedules"]["measured"] == sorted(TIMED)
