@@ -13,8 +13,9 @@
 //
 // Timeline (-DTL_ON=1, the default; -DTL_ON=0 builds the plain kernel): roles and ops below, named as the
 // schedule names them (ROLE_NAMES / OP_NAMES, which the host runner writes beside the buffer); work item =
-// the output tile, k index = the K block. Each iteration opens with begin(), so iteration sampling
-// (Args::iter_every) leaves whole iterations out.
+// the output tile, k index = the K block. Each iteration opens with a BEGIN record, so iteration sampling
+// (Args::iter_every) leaves whole iterations out. The loops time ops with tl.now() and write the records with
+// tl.record() off the wgmma critical path (below, before the producer branch).
 #include <cuda_bf16.h>
 #include <stdint.h>
 

@@ -21,6 +21,12 @@
 //     if (threadIdx.x == 0) tl.finish(tl_args);
 //   }
 //
+// On a hot path (between an mbarrier wait and the wgmma it releases, or between wgmma.wait_group and the next
+// issue) a begin/end call puts a shared load and branches on the warpgroup's critical path in every CTA, sampled
+// or not, and in a recording CTA a division by iter_every and the record's stores too. There, read the clock (tl.now(): one CS2R) and write the record later with
+// tl.record(tl_args, t, ...) where the thread waits anyway (after the wgmma issue), testing tl.sampled() once
+// and sampling iterations with a counter: examples/ws_gemm_timeline.cu does so.
+//
 // Buffer (one allocation, zeroed by the host before the launch; little-endian): a 64-byte Header (written by CTA
 // 0 at finish: what was sampled), uint32 counts[rows] (records each sampled CTA attempted), padded to 8 bytes,
 // then Record rows[rows][capacity]: slot 0 and slot capacity-1 hold the CTA's opening and closing clock anchors;
