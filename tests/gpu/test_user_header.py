@@ -56,7 +56,9 @@ def consumer_k_loop(text: str) -> dict[str, list[str]]:
                       if a > dep and (m := re.search(r"\bBRA (0x[0-9a-f]+)", t)) and int(m.group(1), 16) < a)
     arrive = next(a for a, t in ins if a >= head and t.startswith("WARPGROUP.ARRIVE"))
     last_hgmma = max(a for a, t in ins if head <= a < dep and t.startswith("HGMMA"))
-    piece = lambda lo, hi: [t for a, t in ins if lo <= a < hi]  # noqa: E731
+    def piece(lo: int, hi: int) -> list[str]:
+        return [t for a, t in ins if lo <= a < hi]
+
     return {"issue": piece(head, arrive), "shadow": piece(last_hgmma + 1, dep), "release": piece(dep, back + 1),
             "hgmma": [t for a, t in ins if head <= a < dep and t.startswith("HGMMA")]}
 
