@@ -45,3 +45,17 @@ if os.path.exists(p):
     print(f"decoded: {len(d['events'])} spans from {len(d['ctas'])} CTAs, header {d['header']}")
 PY
 grep -E "==|built|TL_ON|overhead|rc |summary|decoded|Error" "$LOG"
+# One manifest with provenance (made from hdr-provenance.json, written where git is) for the whole call.
+python3 - "$OUT" <<'PY'
+import json, sys
+from pathlib import Path
+from lapis.gpu.capture_tma import provenance
+out = Path(sys.argv[1])
+git = "hdr-provenance.json" if Path("hdr-provenance.json").exists() else None
+res = out / "ws_gemm_example.json"
+man = dict(provenance=provenance(git, [], "bash benchmarks/h200_header_example.sh"), kind="user_timeline",
+           kernel="examples/ws_gemm_timeline.cu", log="ws_gemm_example.log",
+           results=json.loads(res.read_text()) if res.exists() else None)
+(out / "manifest.json").write_text(json.dumps(man, indent=1))
+print("manifest written")
+PY
