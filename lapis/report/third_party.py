@@ -121,9 +121,9 @@ def unit_summary(v: dict) -> dict:
     return dict(kernels=kernels, largest_miss={u: v["largest_miss"][u] for u in MISS_UNITS if u in v["largest_miss"]})
 
 
-def _units_table(u: dict, capture: str) -> list[str]:
+def _units_table(u: dict, captures: str) -> list[str]:
     md = ["### Per unit against Nsight Compute (`lapis validate units`)", "",
-          f"The kernels of `{capture}` (`ncu --clock-control none`, one launch each) on the {GPU} profile, "
+          f"The kernels of {captures} (`ncu --clock-control none`, one launch each) on the {GPU} profile, "
           "third-party and lapis's own. Errors: sm_cycles and dram_mb in % of the measured value, tensor_active_pct "
           "in points; dram_mb is predicted as the compulsory traffic.", "",
           "| kernel | schedule | shape | sm_cycles | tensor_active_pct | dram_mb |", "|---|---|---|---:|---:|---:|"]
@@ -171,24 +171,36 @@ def third_party_section(captures: str | None = None, validation: dict | None = N
           "blind = a prediction committed before the capture (lapis/data/blind/).", ""]
     numbers: dict = {}
     for variant, rows in by_kernel.items():
-        if rows:
-            s = kernel_summary(rows)
-            md += _timed_table(variant, rows, s)
-            numbers[variant] = dict(s, schedule=KERNELS[variant]["schedule"], source=KERNELS[variant]["source"],
-                                    rows=[_row_numbers(c) for c in rows])
-        else:
-            held = held_out_rows(variant)
-            md += _held_out_table(variant, held)
-            numbers[variant] = dict(schedule=KERNELS[variant]["schedule"], source=KERNELS[variant]["source"],
-                                    measured=NOT_MEASURED, blind=held)
-    if (root / "ncu").is_dir() and manifests(root, "ncu"):
-        v = validate_units(captures)
-        numbers["units"] = unit_summary(v)
-        md += _units_table(numbers["units"], v["kernels"][0]["capture"] if v["kernels"] else "-")
-    else:
-        md += ["### Per unit against Nsight Compute", "", "Skipped: this captures folder has no ncu/ capture.", ""]
+        k_md, numbers[variant] = _kernel_part(variant, rows)
+        md += k_md
+    u_md, units = _units_part(root, captures)
+    md += u_md
+    if units is not None:
+        numbers["units"] = units
     numbers["wall_s"] = round(time.time() - t0, 2)
     return "\n".join(md), {"third_party": numbers}
+
+
+def _kernel_part(variant: str, rows: list[dict]) -> tuple[list[str], dict]:
+    """One catalog kernel: its predicted-against-measured table when a capture timed it, else its blind rows."""
+    k = KERNELS[variant]
+    if rows:
+        s = kernel_summary(rows)
+        return _timed_table(variant, rows, s), dict(s, schedule=k["schedule"], source=k["source"],
+                                                     rows=[_row_numbers(c) for c in rows])
+    held = held_out_rows(variant)
+    return _held_out_table(variant, held), dict(schedule=k["schedule"], source=k["source"], measured=NOT_MEASURED,
+                                                blind=held)
+
+
+def _units_part(root, captures: str | None) -> tuple[list[str], dict | None]:
+    """The per-unit table and unit_summary, or a skip line and None without an ncu capture."""
+    if not ((root / "ncu").is_dir() and manifests(root, "ncu")):
+        return ["### Per unit against Nsight Compute", "", "Skipped: this captures folder has no ncu/ capture.", ""], None
+    v = validate_units(captures)
+    u = unit_summary(v)
+    folders = ", ".join(f"`{c}`" for c in sorted({r["capture"] for r in v["kernels"]}))
+    return _units_table(u, folders), u
 
 
 def _row_numbers(c: dict) -> dict:
