@@ -196,7 +196,8 @@ def _kernel_part(variant: str, rows: list[dict]) -> tuple[list[str], dict]:
 def _units_part(root, captures: str | None) -> tuple[list[str], dict | None]:
     """The per-unit table and unit_summary, or a skip line and None without an ncu capture."""
     if not ((root / "ncu").is_dir() and manifests(root, "ncu")):
-        return ["### Per unit against Nsight Compute", "", "Skipped: this captures folder has no ncu/ capture.", ""], None
+        return ["### Per unit against Nsight Compute", "", "Skipped: this captures folder has no ncu/ capture.",
+                ""], None
     v = validate_units(captures)
     u = unit_summary(v)
     folders = ", ".join(f"`{c}`" for c in sorted({r["capture"] for r in v["kernels"]}))
