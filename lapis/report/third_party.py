@@ -50,9 +50,10 @@ def third_party_rows(per_case: list[dict]) -> dict[str, list[dict]]:
 
 
 def kernel_summary(rows: list[dict]) -> dict:
-    """Headline numbers of one kernel's rows: cases, blind cases, mean and largest |err_pct| and |cycles_err_pct|
+    """Headline numbers of one kernel's rows: cases, scored (predicted) cases, blind cases, mean and largest |err_pct| and |cycles_err_pct|
     (in %), and the mean |error| of the blind rows."""
-    return dict(cases=len(rows), blind_cases=sum(bool(c["blind"]) for c in rows),
+    return dict(cases=len(rows), scored=sum(c["err_pct"] is not None for c in rows),
+                blind_cases=sum(bool(c["blind"]) for c in rows),
                 mape_pct=_mean_abs([c["err_pct"] for c in rows]),
                 max_abs_err_pct=_max_abs([c["err_pct"] for c in rows]),
                 mape_cycles_pct=_mean_abs([c.get("cycles_err_pct") for c in rows]),
@@ -64,7 +65,7 @@ def _timed_table(variant: str, rows: list[dict], s: dict) -> list[str]:
     k = KERNELS[variant]
     md = [f"### `{variant}`: {k['kernel']}, schedule `{k['schedule']}`", "",
           f"Source: {k['source']}.", "",
-          f"{s['cases']} cases ({s['blind_cases']} blind): mean |error| {_f(s['mape_pct'], '.1f')}% in time "
+          f"{s['cases']} cases ({s['scored']} predicted, {s['blind_cases']} blind): mean |error| {_f(s['mape_pct'], '.1f')}% in time "
           f"(largest {_f(s['max_abs_err_pct'], '.1f')}%), {_f(s['mape_cycles_pct'], '.1f')}% in SM cycles (largest "
           f"{_f(s['max_abs_cycles_err_pct'], '.1f')}%); blind cases {_f(s['mape_pct_blind'], '.1f')}% in time.", "",
           "| shape | causal | predicted µs | measured µs | error (time) | error (cycles) | clock MHz | blind "

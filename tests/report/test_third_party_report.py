@@ -29,7 +29,7 @@ def test_kernel_summary_by_hand():
     rows = [dict(err_pct=-10.0, cycles_err_pct=-20.0, blind=False), dict(err_pct=30.0, cycles_err_pct=None, blind=True),
             dict(err_pct=None, blind=False)]
     s = kernel_summary(rows)
-    assert s == dict(cases=3, blind_cases=1, mape_pct=20.0, max_abs_err_pct=30.0, mape_cycles_pct=20.0,
+    assert s == dict(cases=3, scored=2, blind_cases=1, mape_pct=20.0, max_abs_err_pct=30.0, mape_cycles_pct=20.0,
                      max_abs_cycles_err_pct=20.0, mape_pct_blind=30.0)
 
 
@@ -86,7 +86,8 @@ def test_cudnn_rows_and_the_cases_its_schedule_cannot_run(section):
     # head dim 256: its three stages of K+V do not fit shared memory; listed, with the reason, never scored
     assert [r[2] for r in rows if r[0].endswith("x256")] == ["-", "-", "-"]
     assert "does not fit shared memory" in md[md.index("### `cudnn_fprop`"):]
-    assert numbers["cudnn_fprop"]["cases"] == 16
+    assert numbers["cudnn_fprop"]["cases"] == 16 and numbers["cudnn_fprop"]["scored"] == 13
+    assert "16 cases (13 predicted, 7 blind)" in md
     assert "its name, launch configuration and Nsight Compute counters" in numbers["cudnn_fprop"]["source"]
 
 
