@@ -27,6 +27,7 @@ from lapis.report.calibration import calibration_section
 from lapis.report.kernels import kernels_section
 from lapis.report.progress import Progress
 from lapis.report.schedules import schedules_section
+from lapis.report.third_party import third_party_section
 from lapis.report.validation import validation_section
 from lapis.validate.layouts import predict_region, validate_layouts
 from lapis.validate.mma import validate_mma
@@ -152,6 +153,10 @@ def _sections(out_dir: Path, captures: str | None, resimulate: bool, bar: Progre
         numbers.update(v_numbers)
     else:
         md += "\n\n## Predicted vs measured (Hopper progression)\n\nSkipped: no timed attention/ or gemm/ capture."
+    with bar.section("kernels no one here wrote"):
+        tp_md, tp_numbers = third_party_section(captures, numbers.get("validation"))
+    md += "\n\n" + tp_md
+    numbers.update(tp_numbers)
     return md, numbers
 
 

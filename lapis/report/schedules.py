@@ -11,7 +11,9 @@ from pathlib import Path
 
 from lapis.captures import attention as ac
 from lapis.captures import gemm as gc
-from lapis.captures.store import captures_root
+from lapis.captures.readers import read_race
+from lapis.captures.store import captures_root, manifests
+from lapis.catalog import third_party
 from lapis.figures.gantt import gantt, steady_state_window
 from lapis.pipeline_sim import predictions
 from lapis.pipeline_sim.schedules.attention_b200 import UNMODELLED, VARIANTS
@@ -40,10 +42,22 @@ def report_cases() -> list[tuple]:
 
 
 def measured_schedules(captures: str | None = None) -> set[str]:
-    """The schedules a timed capture measured on the H200 (attention kernels and the GEMM), from the captures."""
+    """The schedules a timed capture measured on the H200, from the captures: lapis's attention kernels and GEMM,
+    and the schedules mirroring the third-party kernels a race capture timed (lapis.catalog.third_party, by their
+    `timed` name)."""
     root = captures_root(captures, kinds=())
     found = {r["schedule"] for r in ac.rows(root)} if ac.has_timed(root) else set()
-    return found | {gc.manifest(folder)["schedule"] for folder in gc.timed_captures(root)}
+    return found | {gc.manifest(folder)["schedule"] for folder in gc.timed_captures(root)} | _race_schedules(root)
+
+
+def _race_schedules(root: Path) -> set[str]:
+    """The schedules of the third-party kernels the race captures under `root` timed."""
+    out = set()
+    for folder in manifests(root, "race") if (root / "race").is_dir() else []:
+        for e in read_race(folder).manifest["results"]:
+            out |= {found[1]["schedule"] for name in e.get("kernels", {})
+                    if (found := third_party.by_timed_name(name))}
+    return out
 
 
 def schedules_section(out: Path, resimulate: bool = False, captures: str | None = None) -> tuple[str, dict]:
@@ -147,7 +161,7 @@ def _h200_measured(rows: dict, measured: set[str]) -> list[str]:
             f"FlashAttention-2 {f_lo}-{f_hi}. The best predicted Hopper schedule reaches {max(h200):.0f}, "
             f"{max(h200) / hi:.2f}x cuDNN's best. The h200 profile is fitted to microbenchmarks; "
             + (f"{len(done)} of these {len(names)} schedules have been timed on the H200 by a capture "
-               f"({', '.join(f'`{n}`' for n in done)}: sections Calibration, Kernels and Predicted vs measured)"
+               f"({', '.join(f'`{n}`' for n in done)}: sections Calibration, Kernels, Predicted vs measured and Kernels no one here wrote)"
                if done else "none of these schedules has been timed on the H200 by a capture")
             + (f"; not validated on hardware: {', '.join(f'`{n}`' for n in not_yet)}." if not_yet else "."), ""]
 

@@ -8,9 +8,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CAP = ROOT / "lapis" / "data" / "captures"
-# every h200 schedule a shipped capture timed: the manifests' "schedule" fields (attention and gemm)
+# every h200 schedule of lapis's own kernels a shipped capture timed: the manifests' "schedule" fields (attention, gemm)
 TIMED = {"h200-s1-serial", "h200-s2-ws-ring", "h200-s3-two-consumers", "h200-s4-pingpong", "h200-s5-intra-overlap",
          "h200-s6-exp2", "h200-s7-cond-rescale", "h200-s8-persistent", "h200-s9-tuned", "h200-gemm-ws"}
+# the third-party kernels the race captures timed (their "kernels" names) and the schedules that mirror them
+RACE_TIMED = {"flash": "h200-flash2", "cudnn": "h200-cudnn-fprop"}
 
 
 def _manifest_schedules() -> set:
@@ -22,8 +24,19 @@ def _manifest_schedules() -> set:
     return out
 
 
+def _race_kernels() -> set:
+    return {name for man in (CAP / "race").glob("*/manifest.json")
+            for e in json.loads(man.read_text())["results"] for name in e.get("kernels", {})}
+
+
 def test_the_timed_list_is_the_manifests():
     assert _manifest_schedules() == TIMED
+    assert set(RACE_TIMED) <= _race_kernels()
+
+
+def test_measured_schedules_include_the_race_captures_third_party_kernels():
+    from lapis.report.schedules import measured_schedules
+    assert measured_schedules() == TIMED | set(RACE_TIMED.values())
 
 
 def test_schedules_text_names_the_measured_and_the_unmeasured_rows(report_run):
@@ -33,10 +46,12 @@ def test_schedules_text_names_the_measured_and_the_unmeasured_rows(report_run):
     h200 = section[section.index("### h200"):section.index("### b200")]
     rows = re.findall(r"^\| `(h200-[\w-]+)` \|", h200, re.M) + re.findall(r"^`(h200-[\w-]+)` at ", h200, re.M)
     assert "h200-gemm-ws" in rows and "h200-s9-tuned" in rows
-    assert set(numbers["schedules"]["measured"]) == TIMED
+    assert set(numbers["schedules"]["measured"]) == TIMED | set(RACE_TIMED.values())
     assert "only s1-s3" not in section and "rows past s3" not in section
     sentence = next(line for line in section.splitlines() if "timed on the H200 by a capture" in line)
-    done, rest = [n for n in rows if n in TIMED], [n for n in rows if n not in TIMED]
+    timed = TIMED | set(RACE_TIMED.values())
+    done, rest = [n for n in rows if n in timed], [n for n in rows if n not in timed]
+    assert "h200-flash2" in done and "h200-cudnn-fprop" in done
     assert f"{len(done)} of these {len(rows)} schedules have been timed" in sentence
     timed_part, _, rest_part = sentence.partition("; not validated on hardware: ")
     assert set(re.findall(r"`(h200-[\w-]+)`", timed_part)) == set(done)
@@ -53,4 +68,5 @@ def test_every_measured_heading_names_its_build(report_run):
     assert {"s6", "s6_emu8", "s6_emu4"} <= set(builds)
     assert "### Measured: the `s6_emu4` build (schedule `h200-s6-exp2`) at 8x16x4096x128, SM 0" in headings
     assert set(builds) == {r["variant"] for r in numbers["kernels"]}
-    assert json.loads((out / "report.json").read_text())["schedules"]["measured"] == sorted(TIMED)
+    assert json.loads((out / "report.json").read_text())["schedules"]["measured"] == sorted(
+        TIMED | set(RACE_TIMED.values()))

@@ -1,0 +1,127 @@
+"""The report's "Kernels no one here wrote" section against the shipped captures: the race captures' FA2 and cuDNN
+rows, the ncu per-unit table, and FA4's sm90 forward listed blind and not measured."""
+
+import re
+
+import pytest
+
+from lapis.report.third_party import held_out_rows, kernel_summary, third_party_section, unit_cases
+
+RACE = "race/h200-2026-12-01-race"
+
+
+@pytest.fixture(scope="module")
+def section():
+    """(markdown, numbers) of the section, validating its own cases (from the prediction cache)."""
+    md, numbers = third_party_section()
+    return md, numbers["third_party"]
+
+
+def _table(md: str, heading_start: str) -> list[list[str]]:
+    """The cells of the first table after the heading that starts with `heading_start`."""
+    part = md[md.index(heading_start):]
+    part = part[:part.index("\n### ", 1)] if "\n### " in part[1:] else part
+    return [[c.strip() for c in line.strip("|").split("|")] for line in part.splitlines()
+            if line.startswith("| ") and not line.startswith("| shape") and not line.startswith("| kernel")]
+
+
+def test_kernel_summary_by_hand():
+    rows = [dict(err_pct=-10.0, cycles_err_pct=-20.0, blind=False), dict(err_pct=30.0, cycles_err_pct=None, blind=True),
+            dict(err_pct=None, blind=False)]
+    s = kernel_summary(rows)
+    assert s == dict(cases=3, scored=2, blind_cases=1, mape_pct=20.0, max_abs_err_pct=30.0, mape_cycles_pct=20.0,
+                     max_abs_cycles_err_pct=20.0, mape_pct_blind=30.0)
+
+
+def test_fa4_rows_are_the_blind_file_and_not_measured():
+    rows = held_out_rows("fa4_sm90")
+    assert len(rows) == 16 and {r["measured"] for r in rows} == {"not measured here"}
+    assert rows[0] == dict(shape="8x16x4096x128", causal=False, predicted_us=1688.876, tflops=651.0,
+                           bound_by="softmax", date="2026-12-01", measured="not measured here")
+    assert sum(r["causal"] for r in rows) == 5
+
+
+def test_unit_cases_are_the_ncu_kernels_schedules():
+    cases = unit_cases()
+    assert [c[0] for c in cases] == ["h200-s3-two-consumers", "h200-s5-intra-overlap", "h200-s9-tuned",
+                                     "h200-s9-tuned", "h200-gemm-ws", "h200-flash2", "h200-cudnn-fprop"]
+    assert cases[5] == ("h200-flash2", "h200", "8x16x4096x128", dict(block_m=128, block_n=64, warps=4))
+    assert cases[3][3]["causal"] == 1
+
+
+def test_fa2_rows_from_the_race_capture(section):
+    md, numbers = section
+    assert "### `flash2`: flash_fwd_kernel<" in md and "schedule `h200-flash2`" in md
+    rows = _table(md, "### `flash2`")
+    assert len(rows) == 16
+    row = next(r for r in rows if r[0] == "8x16x4096x128" and r[1] == "no")
+    assert row[3] == "3304.0" and row[7] == "no" and row[8] == f"`{RACE}`"
+    assert row[6].endswith("(sampled)") and row[6].startswith("1770")
+    assert all(r[7] == "yes" for r in rows if r[1] == "yes") and sum(r[1] == "yes" for r in rows) == 5
+    # the FA4 shapes, head dim 128, non-causal, were seen before the blind predictions: never blind
+    assert [r[0] for r in rows if r[1] == "no" and r[7] == "no"] == ["8x16x4096x128", "4x16x8192x128",
+                                                                      "2x16x16384x128"]
+    fa2 = numbers["flash2"]
+    assert fa2["schedule"] == "h200-flash2" and fa2["cases"] == 16 and fa2["blind_cases"] == 13
+    assert fa2["source"].startswith("Dao-AILab/flash-attention csrc/flash_attn/src")
+
+
+def test_headline_numbers_are_the_tables(section):
+    md, numbers = section
+    for variant in ("flash2", "cudnn_fprop"):
+        rows = [r for r in _table(md, f"### `{variant}`") if r[4] != "-"]
+        errs = [abs(float(r[4].rstrip("%"))) for r in rows]
+        cyc = [abs(float(r[5].rstrip("%"))) for r in rows if r[5] != "-"]
+        assert numbers[variant]["mape_pct"] == pytest.approx(sum(errs) / len(errs), abs=0.06)
+        assert numbers[variant]["mape_cycles_pct"] == pytest.approx(sum(cyc) / len(cyc), abs=0.06)
+        assert f"mean |error| {numbers[variant]['mape_pct']:.1f}% in time" in md
+
+
+def test_cudnn_rows_and_the_cases_its_schedule_cannot_run(section):
+    md, numbers = section
+    assert "### `cudnn_fprop`: cudnn_generated_fort_native_sdpa_sm90_flash_fprop" in md
+    rows = _table(md, "### `cudnn_fprop`")
+    row = next(r for r in rows if r[0] == "8x16x4096x128" and r[1] == "no")
+    assert row[3] == "1833.2" and row[7] == "no"
+    # head dim 256: its three stages of K+V do not fit shared memory; listed, with the reason, never scored
+    assert [r[2] for r in rows if r[0].endswith("x256")] == ["-", "-", "-"]
+    assert "does not fit shared memory" in md[md.index("### `cudnn_fprop`"):]
+    assert numbers["cudnn_fprop"]["cases"] == 16 and numbers["cudnn_fprop"]["scored"] == 13
+    assert "16 cases (13 predicted, 7 blind)" in md
+    assert "its name, launch configuration and Nsight Compute counters" in numbers["cudnn_fprop"]["source"]
+
+
+def test_fa4_is_listed_not_measured(section):
+    md, numbers = section
+    heading = "### `fa4_sm90`: FlashAttentionForwardSm90"
+    assert heading in md and "schedule `h200-fa4-sm90` (not measured here)" in md
+    rows = _table(md, heading)
+    assert len(rows) == 16 and {r[-1] for r in rows} == {"not measured here"}
+    assert rows[0][:3] == ["8x16x4096x128", "no", "1688.9"]
+    assert "held out: never timed here" in md
+    assert numbers["fa4_sm90"]["measured"] == "not measured here" and len(numbers["fa4_sm90"]["blind"]) == 16
+
+
+def test_units_table(section):
+    md, numbers = section
+    rows = _table(md, "### Per unit against Nsight Compute")
+    assert [r[0] for r in rows] == ["`s3`", "`s5`", "`s9`", "`s9:causal`", "`gemm`", "`flash`", "`cudnn`"]
+    assert next(r for r in rows if r[0] == "`flash`")[1] == "`h200-flash2`"
+    assert all(re.fullmatch(r"[+-]\d+\.\d pt", r[4]) for r in rows)
+    u = numbers["units"]
+    assert {k["kernel"] for k in u["kernels"]} == {"s3", "s5", "s9", "s9:causal", "gemm", "flash", "cudnn"}
+    assert set(u["largest_miss"]) == {"time_us", "sm_cycles", "tensor_active_pct", "dram_mb"}
+    for unit, w in u["largest_miss"].items():
+        assert f"{unit} `{w['kernel']}`" in md
+        if unit in ("sm_cycles", "tensor_active_pct", "dram_mb"):
+            assert abs(w["error"]) == max(abs(k["errors"][unit]) for k in u["kernels"])
+
+
+def test_report_has_the_section_and_its_numbers(report_run):
+    out, numbers = report_run
+    md = (out / "report.md").read_text()
+    assert "## Kernels no one here wrote" in md and "### `fa4_sm90`" in md
+    tp = numbers["third_party"]
+    assert tp["flash2"]["cases"] == 16 and tp["cudnn_fprop"]["cases"] == 16
+    assert tp["flash2"]["mape_cycles_pct"] > 0 and tp["cudnn_fprop"]["mape_cycles_pct"] > 0
+    assert tp["fa4_sm90"]["measured"] == "not measured here"
