@@ -24,9 +24,9 @@ not shown). Filters, applied left to right:
   which change from run to run; the page shows the line without them.
 Commands must print the same thing on every machine: no wall-clock times (filter them), no absolute paths.
 
-docs_values.NAME functions read the captures and the code only (never a GPU, never the clock). A value that is slow
-to compute is cached in docs/.generate-cache.json under the SHA-256 of the files it reads; a stale entry is
-recomputed.
+docs_values.NAME functions read the captures and the code only (never a GPU, never the clock). A value that needs
+simulations is cached in docs/.generate-cache.json under the SHA-256 of its name, the source of the function that
+computes it and model_inputs() (the prediction cache, the capture index, the profiles); a stale entry is recomputed.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import argparse
 import contextlib
 import difflib
 import hashlib
+import inspect
 import io
 import json
 import re
@@ -117,9 +118,11 @@ def model_inputs() -> list[Path]:
 
 
 def cached(name: str, inputs: list[Path], compute):
-    """compute() from docs/.generate-cache.json when the SHA-256 of `inputs` (and of this file) is the one stored."""
-    h = hashlib.sha256()
-    for p in [Path(__file__), *inputs]:
+    """compute() from docs/.generate-cache.json when the key stored under `name` is the SHA-256 of `name`, the
+    source of `compute` and the bytes of `inputs`; else computed (and stored, unless --check)."""
+    h = hashlib.sha256(name.encode())
+    h.update(inspect.getsource(compute).encode())
+    for p in inputs:
         h.update(p.read_bytes())
     key = h.hexdigest()
     store = json.loads(CACHE.read_text()) if CACHE.exists() else {}
