@@ -38,6 +38,7 @@ import hashlib
 import inspect
 import io
 import json
+import os
 import re
 import shlex
 import sys
@@ -59,6 +60,16 @@ def pages() -> list[Path]:
 
 # ------------------------------------------------------------------------------------------------ commands --
 
+@contextlib.contextmanager
+def _chdir(path: str):  # contextlib.chdir is Python 3.11+; lapis supports 3.10
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
 def run_lapis(argv: list[str], in_tmp: bool = False) -> str:
     """What `lapis ARGV` prints on stdout, run in this process (in_tmp: in a fresh temporary folder, so relative
     output paths such as --out are new and print without an absolute path)."""
@@ -67,7 +78,7 @@ def run_lapis(argv: list[str], in_tmp: bool = False) -> str:
     out = io.StringIO()
     with contextlib.ExitStack() as stack:
         if in_tmp:
-            stack.enter_context(contextlib.chdir(stack.enter_context(tempfile.TemporaryDirectory())))
+            stack.enter_context(_chdir(stack.enter_context(tempfile.TemporaryDirectory())))
         stack.enter_context(contextlib.redirect_stdout(out))
         stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
         try:
