@@ -54,7 +54,7 @@ def build(on: int, work: Path) -> Path:
     if p.returncode:
         sys.exit(f"nvcc failed (TL_ON={on}):\n{p.stderr[-3000:]}")
     print(f"built TL_ON={on}: " + " ".join(ln.strip() for ln in p.stderr.splitlines() if "registers" in ln
-                                            or "spill" in ln))
+                                            or "spill" in ln or "serialized" in ln))
     return cubin
 
 

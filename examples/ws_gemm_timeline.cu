@@ -13,8 +13,9 @@
 //
 // Timeline (-DTL_ON=1, the default; -DTL_ON=0 builds the plain kernel): roles and ops below, named as the
 // schedule names them (ROLE_NAMES / OP_NAMES, which the host runner writes beside the buffer); work item =
-// the output tile, k index = the K block. Each iteration opens with begin(), so iteration sampling
-// (Args::iter_every) leaves whole iterations out.
+// the output tile, k index = the K block. Each iteration opens with a BEGIN record, so iteration sampling
+// (Args::iter_every) leaves whole iterations out. The loops time ops with tl.now() and write the records with
+// tl.record() off the wgmma critical path (below, before the producer branch).
 #include <cuda_bf16.h>
 #include <stdint.h>
 
@@ -135,22 +136,36 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   }
   __syncthreads();
 
+  // Recording stays off the critical path: the loops read %clock64 where an op ends (tl.now(): one CS2R, no
+  // branch, every thread alike) and write the records later, where the thread waits anyway (the producer after
+  // its TMA issue, the consumers while their wgmma run). Whether this thread records is one shared load per
+  // CTA (tl.sampled()); iteration sampling is a counter (kb % iter_every == 0), not a division per record.
+  const uint32_t iter_every = tl_args.iter_every > 1 ? tl_args.iter_every : 1;
   if (wg == 0) {  // ------------------------------------------------------------------------ producer --
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0) {
+      const bool rec = tl.sampled();
       int s = 0;
       uint32_t phase = 0;
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         const int tm = tile / tiles_n, tn = tile % tiles_n;
+        uint32_t since = 0;  // K blocks since the last sampled one
         for (int kb = 0; kb < k_blocks; ++kb) {
-          tl.begin(tl_args, PRODUCER, tile, kb);
+          const bool rk = rec && since == 0;
+          if (++since == iter_every) since = 0;
+          const uint64_t t_begin = tl.now();
           mbar_wait(&empty[s], phase ^ 1u);
-          tl.end(tl_args, PRODUCER, OP_WAIT_EMPTY, lapis_tl::COMPLETE, tile, kb);
+          const uint64_t t_empty = tl.now();
           const uint32_t slot = ring + s * STAGE_BYTES;
           mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
           tma_load_2d(slot, &tmap_a, kb * BK, tm * BM, &full[s]);
           tma_load_2d(slot + A_BYTES, &tmap_b, kb * BK, tn * BN, &full[s]);
-          tl.end(tl_args, PRODUCER, OP_ISSUE_TMA, lapis_tl::ISSUE, tile, kb);
+          const uint64_t t_issue = tl.now();
+          if (rk) {
+            tl.record(tl_args, t_begin, PRODUCER, lapis_tl::BEGIN, lapis_tl::ISSUE, tile, kb);
+            tl.record(tl_args, t_empty, PRODUCER, OP_WAIT_EMPTY, lapis_tl::COMPLETE, tile, kb);
+            tl.record(tl_args, t_issue, PRODUCER, OP_ISSUE_TMA, lapis_tl::ISSUE, tile, kb);
+          }
           if (++s == STAGES) s = 0, phase ^= 1u;
         }
       }
@@ -161,16 +176,23 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     const int c = wg - 1;
     const uint8_t role = CONSUMER0 + c;
     const bool lead = threadIdx.x % 128 == 0, warp_lead = threadIdx.x % 32 == 0;
+    const bool rec = lead && tl.sampled();
+    const bool last_sampled = (k_blocks - 1) % iter_every == 0;  // the tile's last K block is a sampled one
     int s = 0;
     uint32_t phase = 0;
     float acc[64];
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       const int tm = tile / tiles_n, tn = tile % tiles_n;
       int prev = 0;
+      uint32_t since = 0;     // K blocks since the last sampled one
+      bool pending = false;   // the previous K block's OP_WAIT_WGMMA record is yet to be written
+      uint64_t t_wait = 0;
       for (int kb = 0; kb < k_blocks; ++kb) {
-        if (lead) tl.begin(tl_args, role, tile, kb);
+        const bool rk = rec && since == 0;
+        if (++since == iter_every) since = 0;
+        const uint64_t t_begin = tl.now();
         mbar_wait(&full[s], phase);
-        if (lead) tl.end(tl_args, role, OP_WAIT_FULL, lapis_tl::COMPLETE, tile, kb);
+        const uint64_t t_full = tl.now();
         const uint32_t a = ring + s * STAGE_BYTES + c * ROWS64_BYTES, b = ring + s * STAGE_BYTES + A_BYTES;
         fence_acc(acc);
         wgmma_fence();
@@ -179,10 +201,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
           wgmma_m64n128k16(acc, desc(a + ks * KSTEP_BYTES), desc(b + ks * KSTEP_BYTES), kb > 0 || ks > 0);
         wgmma_commit();
         fence_acc(acc);
-        if (lead) tl.end(tl_args, role, OP_WGMMA, lapis_tl::ISSUE, tile, kb);
+        const uint64_t t_issue = tl.now();
+        // While this K block's wgmma run: the previous block's wait, then this block's records, in time order.
+        if (pending) tl.record(tl_args, t_wait, role, OP_WAIT_WGMMA, lapis_tl::COMPLETE, tile, kb - 1);
+        if (rk) {
+          tl.record(tl_args, t_begin, role, lapis_tl::BEGIN, lapis_tl::ISSUE, tile, kb);
+          tl.record(tl_args, t_full, role, OP_WAIT_FULL, lapis_tl::COMPLETE, tile, kb);
+          tl.record(tl_args, t_issue, role, OP_WGMMA, lapis_tl::ISSUE, tile, kb);
+        }
+        pending = false;
         if (kb > 0) {
           wgmma_wait<1>();  // the previous K block's wgmma have read their slot
-          if (lead) tl.end(tl_args, role, OP_WAIT_WGMMA, lapis_tl::COMPLETE, tile, kb);
+          t_wait = tl.now();
+          pending = rk;
           if (warp_lead) mbar_arrive(&empty[prev]);
         }
         prev = s;
@@ -190,11 +221,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       }
       wgmma_wait<0>();
       fence_acc(acc);
-      if (lead) tl.end(tl_args, role, OP_WAIT_WGMMA, lapis_tl::COMPLETE, tile, k_blocks - 1);
+      const uint64_t t_drain = tl.now();
       if (warp_lead) mbar_arrive(&empty[prev]);
-      if (lead) tl.begin(tl_args, role, tile, -1);
+      if (pending) tl.record(tl_args, t_wait, role, OP_WAIT_WGMMA, lapis_tl::COMPLETE, tile, k_blocks - 1);
+      if (rec && last_sampled)
+        tl.record(tl_args, t_drain, role, OP_WAIT_WGMMA, lapis_tl::COMPLETE, tile, k_blocks - 1);
+      const uint64_t t_store0 = tl.now();
       store_rows(acc, C, N, tm * BM + c * 64, tn * BN);
-      if (lead) tl.end(tl_args, role, OP_STORE_C, lapis_tl::ISSUE, tile, -1);
+      const uint64_t t_store = tl.now();
+      if (rec) {
+        tl.record(tl_args, t_store0, role, lapis_tl::BEGIN, lapis_tl::ISSUE, tile, -1);
+        tl.record(tl_args, t_store, role, OP_STORE_C, lapis_tl::ISSUE, tile, -1);
+      }
     }
   }
   __syncthreads();  // every role's last record is in before the counts are written

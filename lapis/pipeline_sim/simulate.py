@@ -155,7 +155,13 @@ def simulate(schedule, gpu: str, shape: str, params: dict | None = None, check_r
     its estimate (check_full_size) is over the bound, and any run ends with a ScheduleError once it records more.
     progress(events so far, estimated total): called every few thousand simpy events (a progress display).
     Raises ScheduleError for an unknown schedule, parameter or shape, NotModelled for causal masking on a
-    schedule that does not model it, and deadlock.Deadlock on a hang."""
+    schedule that does not model it, and deadlock.Deadlock on a hang; ScheduleError also for arguments of the
+    wrong type (params not a dict, max_events not a positive integer)."""
+    if params is not None and not isinstance(params, dict):
+        raise ScheduleError("params is a dict of schedule parameters", f"{type(params).__name__} {params!r}"[:200],
+                            "pass e.g. {'block_n': 128, 'stages': 3}, or None for the schedule's defaults")
+    if max_events is not None and (isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1):
+        raise ScheduleError("max_events is a positive integer", repr(max_events)[:100], "pass e.g. 1_000_000")
     s = lookup(schedule)
     schedule, kind = s.name, s.shape
     params = dict(params or {})

@@ -1,6 +1,6 @@
 """lapis_timeline.cuh (the user header) builds for sm_90a: the example kernel in both builds without spills, the
 layout and sizing rules of docs/timeline-format.md at compile time, and a Recorder<false> that leaves the SASS
-of a kernel exactly as without it. Skipped without nvcc (and, for the SASS, without cuobjdump)."""
+of a kernel exactly as without it; the example records off its wgmma critical path. Skipped without nvcc (and, for the SASS, without cuobjdump)."""
 
 import json
 import re
@@ -42,6 +42,54 @@ def test_the_example_builds_plain_and_instrumented_without_spills(tmp_path):
         report = harness.parse_ptxas(nvcc(EXAMPLE, tmp_path / f"ws{on}.cubin", f"-DTL_ON={on}"))
         assert report["ws_gemm"]["spill_stores"] == 0 and report["ws_gemm"]["spill_loads"] == 0
 
+
+
+def consumer_k_loop(text: str) -> dict[str, list[str]]:
+    """The consumer K loop of the example's SASS (cuobjdump -sass), in three straight-line pieces: `issue`, from
+    the loop head (the target of the back edge that follows WARPGROUP.DEPBAR.LE gsb0, 0x1) to WARPGROUP.ARRIVE
+    (the mbarrier wait on full[s], then the wgmma issue); `shadow`, from the last HGMMA to that DEPBAR (while the
+    K block's wgmma run); `release`, from the DEPBAR to the back edge (empty[s] arrive, loop bookkeeping)."""
+    ins = [(int(m.group(1), 16), m.group(2).strip())
+           for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", text)]
+    dep = next(a for a, t in ins if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in t)
+    back, head = next((a, int(m.group(1), 16)) for a, t in ins
+                      if a > dep and (m := re.search(r"\bBRA (0x[0-9a-f]+)", t)) and int(m.group(1), 16) < a)
+    arrive = next(a for a, t in ins if a >= head and t.startswith("WARPGROUP.ARRIVE"))
+    last_hgmma = max(a for a, t in ins if head <= a < dep and t.startswith("HGMMA"))
+    def piece(lo: int, hi: int) -> list[str]:
+        return [t for a, t in ins if lo <= a < hi]
+
+    return {"issue": piece(head, arrive), "shadow": piece(last_hgmma + 1, dep), "release": piece(dep, back + 1),
+            "hgmma": [t for a, t in ins if head <= a < dep and t.startswith("HGMMA")]}
+
+
+@needs_nvcc
+def test_the_example_records_off_the_wgmma_critical_path(tmp_path):
+    """Instrumented (TL_ON=1) build: between the K loop's wgmma wait and the next K block's wgmma issue only
+    clock reads are added (no shared load, no global store, no division, no branch on a sampling predicate); the
+    records are written while the wgmma run. ptxas keeps the wgmma pipelined (no serialization warning; one K
+    block in flight: DEPBAR.LE gsb0, 0x1) in both builds."""
+    tools = sass.tool_dir()
+    if tools is None:
+        pytest.skip("cuobjdump/nvdisasm missing: pip install '.[test]'")
+    loops = {}
+    for on in (0, 1):
+        log = nvcc(EXAMPLE, tmp_path / f"ws{on}.cubin", f"-DTL_ON={on}")
+        assert "serialized" not in log, log
+        text = subprocess.run([str(tools / "cuobjdump"), "-sass", str(tmp_path / f"ws{on}.cubin")],
+                              capture_output=True, text=True, check=True).stdout
+        loops[on] = consumer_k_loop(text)
+    plain, rec = loops[0], loops[1]
+    assert len(plain["hgmma"]) == len(rec["hgmma"]) == 4  # BK / 16 wgmma m64n128k16 per K block
+    def opcodes(lines, pattern=r"LDS|STS|STG|ST|ATOMS|MUFU|I2F|F2I|BSSY|BRA"):
+        ops = [re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for t in lines]
+        return [op for op in ops if re.fullmatch(pattern, op)]
+
+    on_path, plain_path = rec["issue"] + rec["release"], plain["issue"] + plain["release"]
+    assert opcodes(on_path) == opcodes(plain_path) == ["BRA", "BRA"]  # the mbarrier retry and the back edge
+    assert sum("SR_CLOCKLO" in t for t in on_path) == 3  # K block begins, full[s] wait returns, wgmma wait returns
+    assert len(on_path) <= len(plain_path) + 6
+    assert opcodes(rec["shadow"], "STG").count("STG") == 12  # 4 records x 3 stores, while the wgmma run
 
 SIZES = r"""
 #include "lapis_timeline.cuh"

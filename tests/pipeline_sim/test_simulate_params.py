@@ -77,3 +77,14 @@ def test_a_prediction_above_the_roofline_is_flagged(monkeypatch, capsys):
     monkeypatch.setattr(roofline, "gemm", lambda *a: SimpleNamespace(tflops=lambda: 1.0, bound_by="hbm"))
     assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "512x512x512"]) == 0
     assert "beats the roofline" in capsys.readouterr().err
+
+
+def test_arguments_of_the_wrong_type_are_named():
+    import pytest as _pytest
+
+    from lapis.errors import ScheduleError
+    from lapis.pipeline_sim.simulate import simulate as _simulate
+    with _pytest.raises(ScheduleError, match="params is a dict"):
+        _simulate("h200-s9-tuned", "h200", "1x2x1024x128", [1, 2])
+    with _pytest.raises(ScheduleError, match="max_events is a positive integer"):
+        _simulate("h200-s9-tuned", "h200", "1x2x1024x128", max_events=0)

@@ -21,6 +21,12 @@
 //     if (threadIdx.x == 0) tl.finish(tl_args);
 //   }
 //
+// On a hot path (between an mbarrier wait and the wgmma it releases, or between wgmma.wait_group and the next
+// issue) a begin/end call puts a shared load and branches on the warpgroup's critical path in every CTA, sampled
+// or not, and in a recording CTA a division by iter_every and the record's stores too. There, read the clock (tl.now(): one CS2R) and write the record later with
+// tl.record(tl_args, t, ...) where the thread waits anyway (after the wgmma issue), testing tl.sampled() once
+// and sampling iterations with a counter: examples/ws_gemm_timeline.cu does so.
+//
 // Buffer (one allocation, zeroed by the host before the launch; little-endian): a 64-byte Header (written by CTA
 // 0 at finish: what was sampled), uint32 counts[rows] (records each sampled CTA attempted), padded to 8 bytes,
 // then Record rows[rows][capacity]: slot 0 and slot capacity-1 hold the CTA's opening and closing clock anchors;
@@ -231,6 +237,9 @@ struct Recorder {
   __device__ __forceinline__ void begin(const Args&, uint8_t, uint32_t, int32_t) {}
   __device__ __forceinline__ void end(const Args&, uint8_t, uint8_t, Kind, uint32_t, int32_t) {}
   __device__ __forceinline__ bool iteration(const Args&, int32_t) { return false; }
+  __device__ __forceinline__ bool sampled() const { return false; }
+  __device__ __forceinline__ uint64_t now() const { return 0; }
+  __device__ __forceinline__ void record(const Args&, uint64_t, uint8_t, uint8_t, Kind, uint32_t, int32_t) {}
   __device__ __forceinline__ void finish(const Args&) {}
 };
 
@@ -257,6 +266,13 @@ struct Recorder<true> {
     return cta_state()->row != nullptr && (k < 0 || a.iter_every <= 1 || k % a.iter_every == 0);
   }
 
+  // Whether this CTA records (init's decision; valid after the CTA's first __syncthreads). One shared load:
+  // read it once, before the loop, not per record.
+  __device__ __forceinline__ bool sampled() const { return cta_state()->row != nullptr; }
+
+  // %clock64 now (one CS2R, no branch, no memory access): the time of a record written later by record().
+  __device__ __forceinline__ uint64_t now() const { return clock64_cycles(); }
+
   // Opens role's next span (op BEGIN).
   __device__ __forceinline__ void begin(const Args& a, uint8_t role, uint32_t work_item, int32_t k_index) {
     end(a, role, BEGIN, ISSUE, work_item, k_index);
@@ -267,21 +283,38 @@ struct Recorder<true> {
   // thread records each role: its cursor is a plain shared load and store, no atomic.
   __device__ __forceinline__ void end(const Args& a, uint8_t role, uint8_t op, Kind kind, uint32_t work_item,
                                       int32_t k_index) {
-    CtaState* s = cta_state();
-    Record* row = s->row;
+    Record* row = cta_state()->row;
     if (row == nullptr) return;                                                 // CTA not sampled
     if (k_index >= 0 && a.iter_every > 1 && k_index % a.iter_every) return;   // iteration not sampled
-    const uint64_t t = clock64_cycles();
+    record(a, clock64_cycles(), role, op, kind, work_item, k_index);
+  }
+
+  // The record end() writes, at time t (a now() value taken earlier), with no sampling test: for a caller
+  // that tested sampled() once and samples its iterations itself (k % iter_every == 0 by a counter, not a
+  // division per record). end() sits where the op ends; record() can come later, off the critical path (e.g.
+  // while wgmma run, between wgmma.commit_group and wgmma.wait_group), in the role's time order.
+  __device__ __forceinline__ void record(const Args& a, uint64_t t, uint8_t role, uint8_t op, Kind kind,
+                                         uint32_t work_item, int32_t k_index) {
+    // The three shared loads come first, independent of each other (one shared-memory latency per record,
+    // not three in a row); a role code >= MAX_ROLES reads role 0's state, unused.
+    CtaState* s = cta_state();
+    Record* row = s->row;
+    const uint2 st = s->role[role < MAX_ROLES ? role : 0];
+    const uint32_t cta = s->cta;
+    if (row == nullptr) return;  // CTA not sampled: nothing written, nothing counted
     if (role >= a.roles) {
       atomicAdd(&s->other, 1u);
       return;
     }
-    const uint2 st = s->role[role];
     s->role[role].x = st.x + 1;
     const uint32_t i = role + a.roles * st.x;
     if (i + ANCHOR_SLOTS >= a.capacity) return;  // counted, not written
-    store_record<3>(row + 1 + i, t, s->cta | static_cast<uint64_t>(work_item) << 32,
-                    record_word2(k_index, st.y, op, kind));
+    // st.global without store_record's "memory" clobber: plain stores that nothing in the kernel reads (the
+    // host reads the row after the kernel), so the compiler may schedule the next record's loads among them.
+    uint64_t* w = reinterpret_cast<uint64_t*>(row + 1 + i);
+    asm volatile("st.global.u64 [%0], %1;" ::"l"(w), "l"(t));
+    asm volatile("st.global.u64 [%0], %1;" ::"l"(w + 1), "l"(cta | static_cast<uint64_t>(work_item) << 32));
+    asm volatile("st.global.u64 [%0], %1;" ::"l"(w + 2), "l"(record_word2(k_index, st.y, op, kind)));
   }
 
   // After the CTA's last record (behind a CTA-wide barrier), by one thread: CTA 0 writes the Header; a sampled
