@@ -49,3 +49,22 @@ def test_every_link_between_pages_reaches_a_page_and_a_heading():
             linked = (page.parent / target) if target else page
             assert linked.exists(), f"{page.name} links {target}, which does not exist"
             assert not anchor or anchor in anchors(linked), f"{page.name} links {target}#{anchor}: no such heading"
+
+
+def test_the_check_names_a_stale_cached_value_without_recomputing_it(tmp_path, monkeypatch):
+    gen = generator()
+    inputs = tmp_path / "predictions.json"
+    inputs.write_text("{}")
+    monkeypatch.setattr(gen, "CACHE", tmp_path / "cache.json")
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return "value"
+
+    assert gen.cached("v", [inputs], compute) == "value" and len(calls) == 1  # written
+    assert gen.cached("v", [inputs], compute) == "value" and len(calls) == 1  # read back
+    inputs.write_text('{"new": 1}')  # the inputs change: stale
+    monkeypatch.setattr(gen, "WRITE_CACHE", False)
+    assert gen.cached("v", [inputs], compute) == "value" and len(calls) == 1  # --check does not recompute
+    assert gen.STALE_CACHE == ["v"]
