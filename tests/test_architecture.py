@@ -120,4 +120,5 @@ def test_tests_mirror_the_package_tree():
     assert [f for f in folders if f not in packages] == []
     assert sorted(packages - set(folders)) == ["data"]  # read by the tests of every other package
     assert sorted(p.name for p in tests.glob("test_*.py")) == [
-        "test_architecture.py", "test_behaviour_snapshot.py", "test_docstrings.py", "test_errors.py", "test_readme.py"]
+        "test_architecture.py", "test_behaviour_snapshot.py", "test_docs.py", "test_docstrings.py", "test_errors.py",
+        "test_readme.py"]
