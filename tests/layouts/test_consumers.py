@@ -56,13 +56,13 @@ def test_ldmatrix_fragment_mapping_by_hand():
 
 def test_a_mismatched_pitch_is_caught_past_lane_0():
     # the consumer believes rows are 64 B apart but TMA wrote 128 B rows: lane 0 is right, row 1 is not
-    tmap, w = where("none", 64, 0)
+    _, w = where("none", 64, 0)
     v = check_consumer(w, "ldmatrix", "absolute", "none", 0, 64, 2)
     assert not v.ok and v.lane == 0 and v.register == 1 and v.wanted == (8, 0) and v.read == (4, 0)
 
 
 def test_bad_requests_are_named():
-    tmap, w = where("128B", 64, 0)
+    _, w = where("128B", 64, 0)
     with pytest.raises(LayoutError, match="16-bit elements"):
         check_consumer(w, "ldmatrix", "absolute", "128B", 0, 128, 4)
     with pytest.raises(LayoutError, match="absolute or relative"):

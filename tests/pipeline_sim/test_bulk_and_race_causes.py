@@ -93,9 +93,9 @@ def test_more_arrivals_than_the_count_are_flagged():
     b = MBarrier(simpy.Environment(), "full", 1, ("load", "helper"))  # buggy: two roles arrive, count 1
     b.arrive_expect_tx(1024, "load")
     b.arrive("helper")
-    assert b.races == ["helper arrived on full more often than its count 1 in phase 0 (2 arrivals while 1024 B "
-                       "are outstanding): a count mismatch, the barrier's init count is below the arrivals its "
-                       "roles make per phase"]
+    assert b.races == [("helper arrived on full more often than its count 1 in phase 0 (2 arrivals while 1024 B "
+                        "are outstanding): a count mismatch, the barrier's init count is below the arrivals its "
+                        "roles make per phase")]
     fixed = MBarrier(simpy.Environment(), "full", 2, ("load", "helper"))
     fixed.arrive_expect_tx(1024, "load")
     fixed.arrive("helper")
