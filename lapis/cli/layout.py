@@ -10,16 +10,17 @@ import json
 import sys
 
 from lapis.cli.output import FIGURE_SUFFIXES, check_out_file, write_output
-from lapis.cli.tma import ints, tensor_map_from_args
+from lapis.cli.tma import ints, print_warnings, tensor_map_from_args
 from lapis.errors import LayoutError
 from lapis.figures.tile import plot_tile_chunks
 from lapis.layouts.canonical import CanonicalLayout, canonical_layout
+from lapis.layouts.consumers import check_consumer
 from lapis.layouts.cute_input import canonical_match, placement
-from lapis.layouts.descriptors.agreement import check_agreement, check_reads
+from lapis.layouts.descriptors.agreement import check_agreement, check_reads, tile_map
 from lapis.layouts.descriptors.sm90 import WgmmaDescriptor, descriptor_for
 from lapis.layouts.descriptors.sm100 import UmmaDescriptor, umma_descriptor_for
 from lapis.layouts.show import describe, describe_descriptor, format_text, layout_title, lbo_role, sbo_role
-from lapis.layouts.tma import wide_tile_boxes
+from lapis.layouts.tma import boundary_warnings, wide_tile_boxes
 
 
 # The CLI's one spelling (the driver's CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B, PTX's "128B with 32B atomicity",
@@ -100,7 +101,12 @@ def cli_decode(args) -> int:
 
 
 def cli_check(a) -> int:
-    """`lapis layout check`: exit 0 when every K-step reads the intended tile, 1 when not, 2 on bad input."""
+    """`lapis layout check`: exit 0 when every K-step (or the --consumer's lanes) reads the intended tile, 1 when
+    not, 2 on bad input."""
+    if a.consumer:
+        return cli_consumer(a)
+    if a.rows is None:
+        raise LayoutError("a descriptor check needs the operand rows", "no --rows", "give --rows 64 for A or N for B")
     if not a.desc:
         raise LayoutError("give one --desc per MMA K-step", "none", "e.g. --desc 0x4000004000010040 --desc ...")
     if a.arch == "sm100":
@@ -116,6 +122,7 @@ def cli_check(a) -> int:
         where, plan = placement(p, m["offsets"], a.smem_base), "the CuTe layout"
         v = check_reads(where, p["swizzle"], m["major"], a.rows, descs, bool(a.trans), p["elem_bits"] // 8, plan,
                         a.arch)
+        warnings = print_warnings(boundary_warnings(p["swizzle"], [a.smem_base]))
     else:
         missing = [f for f in ("dtype", "dims", "box", "coords", "major") if getattr(a, f) is None]
         if missing:
@@ -132,11 +139,39 @@ def cli_check(a) -> int:
         boxes = wide_tile_boxes(tmap, width, coords, a.smem_base) if width != tmap.box[0] else [(coords, a.smem_base)]
         plan = f"{len(boxes)} TMA box(es)"
         v = check_agreement(tmap, boxes, coords, a.major, a.rows, descs, bool(a.trans), a.arch)
+        warnings = print_warnings(boundary_warnings(tmap.swizzle, [dst for _, dst in boxes]))
     if a.json:
         print(json.dumps(dict(ok=v.ok, units="(r, k): operand row and K index, elements", steps=[
             dict(step=s.step, ok=s.ok, first_wrong=s.first_wrong, read=s.read, causes=[m for _, m in s.causes],
-                 harmless=[m for _, m in s.harmless]) for s in v.steps]), indent=1))
+                 harmless=[m for _, m in s.harmless]) for s in v.steps], warnings=warnings), indent=1))
     else:
         print(("agree: " if v.ok else "DISAGREE: ") + f"{len(descs)} K-step(s) against {plan}")
         print(v.summary())
+    return 0 if v.ok else 1
+
+
+def cli_consumer(a) -> int:
+    """`lapis layout check --consumer`: one warp's ldmatrix/LDS.128 read of the TMA box at --smem-base, with the
+    XOR computed as --consumer-xor says; exit 0 when every lane reads what it wants, 1 when not."""
+    if a.desc or a.cute:
+        raise LayoutError("--consumer checks a register read of a TMA box, not descriptors or a CuTe layout",
+                          "--desc" if a.desc else "--cute", "drop it, or check the descriptors without --consumer")
+    missing = [f"--{f.replace('_', '-')}" for f in ("dtype", "dims", "box", "coords") if getattr(a, f) is None]
+    if missing:
+        raise LayoutError("a consumer check needs the TMA plan: --dtype --dims --box --coords",
+                          "missing " + ", ".join(missing), "give them")
+    tmap = tensor_map_from_args(a)
+    if tmap.rank != 2:
+        raise LayoutError("the consumer check takes 2-D tiles", f"rank {tmap.rank}", "use a rank-2 tensor map")
+    coords = tuple(ints(a.coords))
+    where = tile_map(tmap, [(coords, a.smem_base)], coords, "K")  # (box dim 1, box dim 0) as stored
+    v = check_consumer(where, a.consumer, a.consumer_xor, tmap.swizzle, a.smem_base, tmap.row_pitch,
+                       tmap.dtype.bytes)
+    warnings = print_warnings(boundary_warnings(tmap.swizzle, [a.smem_base]))
+    if a.json:
+        print(json.dumps(dict(ok=v.ok, consumer=v.consumer, xor=v.xor, units="(row, col): box dimension 1 and 0, "
+                              "elements", lane=v.lane, register=v.register, element=v.half, wanted=v.wanted,
+                              read=v.read, warnings=warnings), indent=1))
+    else:
+        print(("agree: " if v.ok else "DISAGREE: ") + v.summary())
     return 0 if v.ok else 1

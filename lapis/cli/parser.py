@@ -218,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     _layout_args(desc)
     desc.add_argument("--step", type=count(0), default=0,
                       help="MMA K-step index (each step is 32 B of K; the start address advances per step)")
-    chk = lay.add_parser("check", help="do TMA loads and wgmma descriptors agree? (exit 1 if not)",
+    chk = lay.add_parser("check", help="do TMA loads and wgmma descriptors (or ldmatrix/LDS reads) agree? (exit 1 if "
+                         "not)",
                          description="Places the tile with the TMA model and reads it through each K-step's "
                          "descriptor; names the first wrong element and the field that causes it.")
     add_map_args(chk, required=False)
@@ -229,12 +230,18 @@ def build_parser() -> argparse.ArgumentParser:
                      "(loaded as several boxes, one footprint apart)")
     chk.add_argument("--major", choices=("K", "MN"), help="the tile's major-ness in the tensor (dimension 0 is K "
                      "for K-major, MN for MN-major); with --cute it is read from the layout")
-    chk.add_argument("--rows", required=True, type=integer, help="operand rows: 64 for A, N for B")
+    chk.add_argument("--rows", type=integer, help="operand rows: 64 for A, N for B (with --desc)")
     chk.add_argument("--desc", action="append", type=integer, help="matrix descriptor of K-step 0, 1, ... (repeat)")
     chk.add_argument("--trans", type=int, choices=(0, 1), default=0,
                      help="the instruction's transpose: wgmma imm-trans, tcgen05 a/b_major (1 = MN-major)")
     chk.add_argument("--arch", choices=("sm90", "sm100"), default="sm90",
                      help="sm90: wgmma descriptors (default); sm100: tcgen05 descriptors (spec-checked)")
+    chk.add_argument("--consumer", choices=("ldmatrix", "ldmatrix.trans", "lds128"),
+                     help="instead of --desc: a warp reading the TMA tile's first block with ldmatrix .x4 (.trans) "
+                     "or 16 B LDS per thread (rows: box dimension 1, columns: dimension 0)")
+    chk.add_argument("--consumer-xor", choices=("absolute", "relative"), default="absolute",
+                     help="how the consumer computes the swizzle XOR: absolute = on the smem byte address (CuTe "
+                     "Swizzle<3,4,3>, as CUTLASS does; default), relative = on offsets from --smem-base")
     dec = lay.add_parser("decode", help="decode a 64-bit matrix descriptor")
     dec.add_argument("--arch", required=True, choices=("sm90", "sm100"),
                      help="sm90: the wgmma matrix descriptor; sm100: the tcgen05 smem descriptor (spec-checked)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from lapis.layouts.tma import (
     OOB_CODES,
     SWIZZLE_CODES,
     TensorMap,
+    boundary_warnings,
     check_lengths,
     place_box,
     tma_type,
@@ -104,14 +106,24 @@ def tensor_map_from_args(a) -> TensorMap:
                      a.interleave, a.swizzle, a.l2, a.oob)
 
 
+def print_warnings(warnings) -> list[str]:
+    """Each warning on stderr (stdout stays the result, parseable with --json); returns them as strings."""
+    out = [str(w) for w in warnings]
+    for w in out:
+        print(w, file=sys.stderr)
+    return out
+
+
 def cli_place(a) -> int:
-    """`lapis tma place`: exit 0; 2 when the map is one the driver rejects (placement needs a map it takes)."""
+    """`lapis tma place`: exit 0 (a destination off its swizzle repeat boundary is a warning on stderr and in
+    --json's "warnings"); 2 when the map is one the driver rejects (placement needs a map it takes)."""
     if check(encode_args(a)):
         cli_check(a)
         return 2
     tmap = tensor_map_from_args(a)
     p = place_box(tmap, ints(a.coords), a.smem_base)
     out = placement_summary(p)
+    out["warnings"] = print_warnings(boundary_warnings(tmap.swizzle, [p.dst]))
     if a.json:
         print(json.dumps(out, indent=1))
     else:

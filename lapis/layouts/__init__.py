@@ -6,6 +6,7 @@ Where each rule lives:
 - canonical.py: canonical wgmma/tcgen05 operand layouts, LBO and SBO (PTX ISA 9.7.15.5.1.2).
 - descriptors/: the sm90 wgmma and sm100 tcgen05 matrix descriptors (PTX ISA 9.7.15.5.1.2.2, 9.7.16.4), what an
   MMA reads through them, and their agreement with TMA-placed tiles.
+- consumers.py: what ldmatrix, ldmatrix.trans and LDS.128 read from a swizzled tile, lane by lane.
 - bank_conflicts.py: shared-memory wavefronts of one warp-wide instruction.
 - tma/: tensor maps, the cuTensorMapEncodeTiled rules, and where a tiled TMA load places each element.
 - cute_input.py, show.py: CuTe layouts as CuTe prints them; printing a layout and its descriptor.
@@ -28,6 +29,7 @@ _WHERE = {
     "WgmmaDescriptor": "descriptors.sm90", "DescriptorField": "descriptors.sm90", "descriptor_for": "descriptors.sm90",
     "base_offset_for": "descriptors.sm90", "layout_type": "descriptors.sm90",
     "swizzle_from_layout_type": "descriptors.sm90",
+    "check_consumer": "consumers", "ConsumerVerdict": "consumers",
 }
 
 
@@ -57,4 +59,6 @@ __all__ = [
     "base_offset_for",
     "layout_type",
     "swizzle_from_layout_type",
+    "check_consumer",
+    "ConsumerVerdict",
 ]

@@ -14,8 +14,10 @@ The report names the cycle of waits, role -> what it waits on -> the role that w
 finds the cycle; a chain that ends in a finished role is reported as such), then the cause where the barriers'
 state shows it: a missing arrival (the role that never arrived and the counts), a count mismatch (an
 mbarrier initialised with more arrivals than its declared roles make per phase), transaction bytes that never
-landed, a waiter whose phase parity is ahead of what its finished arrivers made (a wrong parity formula), or
-a producer and a consumer of one TMA ring waiting at different slots (a phase or index reset by one side).
+landed, a waiter whose phase parity is ahead of what its finished arrivers made (a wrong parity formula), a
+producer and a consumer of one TMA ring waiting at different slots (a phase or index reset by one side), or an
+mbarrier initialised with fewer arrivals than its declared roles make (a count below the arrivers). The report
+ends with the pending arrivals and outstanding transaction bytes of each mbarrier left mid-phase.
 """
 
 from __future__ import annotations
@@ -32,21 +34,26 @@ from lapis.pipeline_sim.mbarrier import failed_pollers
 
 STALL_NS = 1_000_000  # simulated ns with only polling timeouts pending and no barrier change: a stall
 CHECK_EVERY = 4096  # events processed between two stall checks
+MAX_STATES = 8  # mbarrier state lines in one deadlock report
 
 
 @dataclass
 class Deadlock(Exception):
     """Raised by run_checked; `cycle` lists (role, what it waits on, arriver) hops; `causes` what the barriers'
-    state shows went wrong (a missing arrival, a count mismatch, a parity ahead of the arrivers, ...)."""
+    state shows went wrong (a missing arrival, a count mismatch, a parity ahead of the arrivers, ...);
+    `barriers` the pending arrivals and outstanding transaction bytes of each mbarrier a role waits on whose
+    phase has partly arrived or has bytes outstanding (at most MAX_STATES, then a count)."""
 
     cycle: list
     finished: list
     causes: list = field(default_factory=list)
+    barriers: list = field(default_factory=list)  # state lines of the mbarriers left mid-phase (MBarrier.state)
 
     def __str__(self) -> str:
         hops = " -> ".join(f"{r} waits on {w} for {a}" for r, w, a in self.cycle)
         tail = f"; finished roles that never arrive: {', '.join(self.finished)}" if self.finished else ""
-        return f"deadlock: {hops}{tail}" + "".join(f"; cause: {c}" for c in self.causes)
+        state = f"; mbarrier state: {'; '.join(self.barriers)}" if self.barriers else ""
+        return f"deadlock: {hops}{tail}" + "".join(f"; cause: {c}" for c in self.causes) + state
 
 
 def drive(env, barriers, processes, stall_ns: float = STALL_NS, on_check=None) -> bool:
@@ -120,7 +127,19 @@ def find_deadlock(barriers, alive: set, finished: set, processes: dict | None = 
                                                                     for r in sorted(alive)]
     blocked = [g.edges[u, v]["barrier"] for u, v, *_ in edges if g.edges[u, v].get("barrier") is not None]
     return Deadlock(hops, sorted({a for _, _, a in hops if a in finished}),
-                    causes(blocked, finished, processes or {}, barriers))
+                    causes(blocked, finished, processes or {}, barriers), barrier_states(barriers))
+
+
+def barrier_states(barriers) -> list[str]:
+    """MBarrier.state of each mbarrier that is waited on (or polled) while its phase has partly arrived or has
+    transaction bytes outstanding (an untouched phase says nothing): what a hang leaves pending."""
+    out = [b.state() for b in barriers if hasattr(b, "state") and (b.waiters or _failed_polls(b))
+           and (b.pending != b.count or b.tx != 0)]
+    return out[:MAX_STATES] + ([f"and {len(out) - MAX_STATES} more"] if len(out) > MAX_STATES else [])
+
+
+def _failed_polls(b) -> bool:
+    return any(not passed for _, _, _, passed in b.polls.values())
 
 
 def wait_for_graph(barriers, alive: set, processes: dict | None = None) -> nx.DiGraph:
@@ -190,6 +209,10 @@ def causes(blocked, finished: set, processes: dict, barriers=()) -> list[str]:
         if getattr(b, "ring", None):
             name, kind, slot = b.ring
             rings.setdefault(name, {}).setdefault(kind, set()).add(slot)
+    under = [b for b in barriers if not hasattr(b, "bar_id") and len(set(getattr(b, "arrivers", ()))) > b.count]
+    out += [f"count mismatch: {b.name} (init count {b.count}) has {len(set(b.arrivers))} declared arrivers "
+            f"({', '.join(b.arrivers)}): each phase completes on the first {b.count} arrival(s) and the rest "
+            "complete later phases early, so the roles fall out of step" for b in under[:2]]
     for name, kinds in sorted(rings.items()):
         if "full" in kinds and "empty" in kinds and kinds["full"] != kinds["empty"]:
             out.append(f"ring {name}: the producer waits at slot(s) {sorted(kinds['empty'])} and the consumer at "

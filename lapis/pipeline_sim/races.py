@@ -9,7 +9,7 @@ while a reader of the previous token is not ordered before the write, or a read 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import networkx as nx
 
@@ -20,6 +20,7 @@ class Race:
     slot: int
     first: tuple  # (role, kind, token)
     second: tuple
+    notes: tuple = field(default=(), compare=False)  # what the barriers saw: a wrong parity, a reset, a count
 
     def __str__(self) -> str:
         return (f"race on {self.buffer}[{self.slot}]: {self.first[0]} {self.first[1]}s token {self.first[2]} and "
@@ -27,18 +28,21 @@ class Race:
                 f"{self.cause()}")
 
     def cause(self) -> str:
-        """What the pair's kinds and tokens show: a read of a token unordered with that token's own write passed
+        """What the pair's kinds and tokens show, then the barriers' notes that name it (a wrong parity, a phase
+        reset, a count mismatch): a read of a token unordered with that token's own write passed
         its wait before the bytes landed; a write unordered with an access of the slot's previous token refilled
         the slot before it was released."""
+        seen = "".join(f"; {n}" for n in self.notes)
         kinds = {self.first[1], self.second[1]}
         if self.first[2] == self.second[2] and kinds == {"read", "write"}:
             return ("; cause: the read's wait passed before this token's bytes landed (a wait on a parity that "
                     "has already completed, e.g. a consumer state starting at phase 1, or a full barrier that "
-                    "completed early)")
+                    "completed early)" + seen)
         if self.first[2] != self.second[2]:
             return ("; cause: the slot was refilled before every access of the previous token was released to the "
-                    "writer (a release before the last read, or a write that does not wait on the empty barrier)")
-        return ""
+                    "writer (a release before the last read, or a write that does not wait on the empty barrier)"
+                    + seen)
+        return "; cause: " + "; ".join(self.notes) if self.notes else ""
 
 
 class HappensBefore:
@@ -51,6 +55,25 @@ class HappensBefore:
         self.last: dict = {}  # role -> its latest node
         self.accesses: list = []  # (node, role, buffer, slot, token, kind)
         self._n = 0
+        # (kind, role, slot) -> first text: what the barriers saw (MBarrier._note_pass, _note_count)
+        self.notes: dict = {}
+
+    def note(self, kind: str, role: str, text: str, slot=None) -> None:
+        """A barrier observation ('parity', 'reset' or 'count') on a ring slot's barrier (slot None: not a
+        ring's), kept to explain races; the first per kind, role and slot is kept."""
+        self.notes.setdefault((kind, role, slot), text)
+
+    def explain(self, race: Race) -> Race:
+        """`race` with the notes that explain it: for a read unordered with its own token's write, the reader's
+        wrong-parity or reset notes; for accesses of different tokens, count mismatches and any role's reset.
+        Notes on the race's own slot come first; at most two are kept."""
+        same = race.first[2] == race.second[2]
+        readers = {r[0] for r in (race.first, race.second) if r[1] == "read"}
+        hits = [(slot != race.slot, t) for (kind, role, slot), t in self.notes.items()
+                if (same and role in readers and kind in ("parity", "reset"))
+                or (not same and kind in ("count", "reset"))]
+        keep = [t for _, t in sorted(hits, key=lambda h: h[0])][:2]
+        return Race(race.buffer, race.slot, race.first, race.second, tuple(keep))
 
     def op(self, role: str, label: str, after=None) -> int:
         """A node in `role`'s program order (and after `after`, e.g. the phase completion a wait observed)."""
@@ -84,11 +107,11 @@ class HappensBefore:
             for i, accs in enumerate(groups):
                 for w in (a for a in accs if a[5] == "write"):
                     for r in (a for a in accs if a[5] == "read" and not self._before(w[0], a[0])):
-                        out.append(Race(buf, slot, (r[1], r[5], r[4]), (w[1], w[5], w[4])))
+                        out.append(self.explain(Race(buf, slot, (r[1], r[5], r[4]), (w[1], w[5], w[4]))))
                 for a in accs:
                     for b in (groups[i + 1] if i + 1 < len(groups) else ()):
                         if "write" in (a[5], b[5]) and not (self._before(a[0], b[0]) or self._before(b[0], a[0])):
-                            out.append(Race(buf, slot, (a[1], a[5], a[4]), (b[1], b[5], b[4])))
+                            out.append(self.explain(Race(buf, slot, (a[1], a[5], a[4]), (b[1], b[5], b[4]))))
         return out
 
     def _before(self, a: int, b: int) -> bool:

@@ -11,6 +11,7 @@ cp.async.bulk.tensor, .mbarrier::complete_tx::bytes). Two ways to draw it on the
 from __future__ import annotations
 
 from lapis.errors import ScheduleError
+from lapis.pipeline_sim.mbarrier import check_bulk_bytes
 
 STYLES = ("span", "transfer")
 
@@ -27,7 +28,9 @@ class TmaEngine:
                                 "pass style='span' or style='transfer'")
 
     def copy(self, pipe, st, nbytes: int, token, issue, op: str | None = None, writer: str | None = None, **kw):
-        """Start the copy of a committed slot (PipelineState `st`) as a process; it calls pipe.landed."""
+        """Start the copy of a committed slot (PipelineState `st`) as a process; it calls pipe.landed.
+        ScheduleError unless nbytes is a multiple of 16 B (PTX ISA cp.async.bulk)."""
+        check_bulk_bytes(nbytes, f"TMA copy into {pipe.buffer}")
         op = op or f"TMA {pipe.buffer}"
         writer = writer or f"{self.role} {pipe.buffer} {token}"
         run = self._span if self.style == "span" else self._transfer

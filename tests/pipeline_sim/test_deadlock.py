@@ -110,7 +110,8 @@ def test_the_missing_arrival_names_the_role_the_barrier_and_the_counts():
     assert deadlock_of(env, [done], procs) == (
         "deadlock: epilogue waits on done (phase 0) for wg2; finished roles that never arrive: wg2; cause: done (init "
         "count 3) has 2 of 3 arrivals in phase 0; never arrived: wg2; wg2 finished without ever arriving on done (its "
-        "arrive is missing)")
+        "arrive is missing); mbarrier state: done phase 0 (parity 0): 1 of 3 arrivals pending (arrived: wg0, wg1), "
+        "0 B of transaction bytes outstanding")
 
 
 def test_a_count_above_the_declared_arrivers_is_named_a_count_mismatch():
