@@ -16,14 +16,15 @@ from lapis.pipeline_sim.schedules import attention_h200_fa2 as fa2
 from lapis.pipeline_sim.simulate import SCHEDULES
 
 H200 = load_profile("h200")
-TILE = 100  # bytes of a K or V tile: the load path moves 1 B/ns here, so a copy holds it 100 ns
+TILE = 400  # bytes of a K or V tile (a bulk copy is a multiple of 16 B): the load path moves 4 B/ns here, so a copy
+# holds it 100 ns
 
 
 def costs(**over) -> ah.AttentionCosts:
     """Round numbers (ns, bytes) and no contention, so the timelines can be written down by hand."""
     base = dict(gemm_ns=100.0, wgmma_latency_ns=10.0, softmax_ns=50.0, rescale_ns=5.0, mask_ns=0.0,
-                softmax_pair=1.0, softmax_under_gemm=1.0, pipe_under_softmax=1.0, turnover_ns=0.0, q_bytes=40,
-                o_bytes=64, tile_bytes=TILE, l2_latency_ns=7.0, hbm_latency_ns=20.0, q_tiles=4, kv_tiles=2, items=1,
+                softmax_pair=1.0, softmax_under_gemm=1.0, pipe_under_softmax=1.0, turnover_ns=0.0, q_bytes=160,
+                o_bytes=256, tile_bytes=TILE, l2_latency_ns=7.0, hbm_latency_ns=20.0, q_tiles=4, kv_tiles=2, items=1,
                 rescale_frequency=1.0, causal=False, flavour="exp2f", emulate_frac=0.0)
     return ah.AttentionCosts(**{**base, **over})
 
@@ -31,7 +32,7 @@ def costs(**over) -> ah.AttentionCosts:
 def slot_of(flags: dict, work=((2,),), wgs=1):
     """One SM running `work` (CTAs, each its Q tiles' K/V tile counts) in one CTA slot, roles not started."""
     env = simpy.Environment()
-    ctx = Context(env, Recorder(env), SimpleNamespace(share=lambda reuse: 1.0), SimpleNamespace(work=work), H200,
+    ctx = Context(env, Recorder(env), SimpleNamespace(share=lambda reuse: 4.0), SimpleNamespace(work=work), H200,
                   dict(stages=2, consumer_wgs=wgs, ctas_per_sm=1), costs(), flags=flags, units=("tensor", "tma"),
                   busy=("tensor", "softmax", "tma"))
     return ctx, ah.CtaSlot(ctx, ah.SmCtas(ctx), 0, 1)

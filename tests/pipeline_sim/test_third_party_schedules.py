@@ -94,8 +94,10 @@ def test_flash2_race_log_orders_a_k_rewrite_only_through_syncthreads():
         return log.hb.races()
 
     assert run_log(True) == []
-    assert [str(r) for r in run_log(False)] == [
-        "race on K[0]: w0 reads token 1 and cp.async K[0] writes token 0 are not ordered by any barrier"]
+    races = [str(r) for r in run_log(False)]
+    assert len(races) == 1 and races[0].startswith(
+        "race on K[0]: w0 reads token 1 and cp.async K[0] writes token 0 are not ordered by any barrier; cause: "
+        "the slot was refilled before every access of the previous token was released to the writer")
 
 
 def test_flash2_refuses_a_head_dim_without_traits_and_tiles_that_do_not_divide():
