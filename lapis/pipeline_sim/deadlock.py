@@ -26,14 +26,17 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 import simpy
+
 from simpy.core import EmptySchedule
 from simpy.resources.base import Put
 from simpy.resources.store import StoreGet, StorePut
 
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.mbarrier import failed_pollers
 
 STALL_NS = 1_000_000  # simulated ns with only polling timeouts pending and no barrier change: a stall
 CHECK_EVERY = 4096  # events processed between two stall checks
+IDLE_STEPS = 2_000_000  # simpy events in a row with no op recorded: roles that loop without doing work
 MAX_STATES = 8  # mbarrier state lines in one deadlock report
 
 
@@ -56,17 +59,30 @@ class Deadlock(Exception):
         return f"deadlock: {hops}{tail}" + "".join(f"; cause: {c}" for c in self.causes) + state
 
 
-def drive(env, barriers, processes, stall_ns: float = STALL_NS, on_check=None) -> bool:
+def drive(env, barriers, processes, stall_ns: float = STALL_NS, on_check=None, recorded=None,
+          idle_steps: int = IDLE_STEPS) -> bool:
     """env.run(), stopped early when the roles only poll: True when stopped so (a stall), False when no event
     was left. barriers() and processes() give the live lists (a schedule adds them as its CTAs start);
-    on_check(): called every CHECK_EVERY events (a progress display)."""
+    on_check(): called every CHECK_EVERY events (a progress display); recorded(): the ops recorded so far --
+    idle_steps simpy events in a row without a new one (roles that yield in a loop and record nothing, which the
+    event bound cannot see) end the run with a ScheduleError."""
     step, since, state = env.step, None, None
+    last, idle = None, 0
     try:
         while True:
             for _ in range(CHECK_EVERY):
                 step()
             if on_check is not None:
                 on_check()
+            if recorded is not None:
+                n = recorded()
+                idle = idle + CHECK_EVERY if n == last else 0
+                last = n
+                if idle >= idle_steps:
+                    raise ScheduleError("a run makes progress: its roles record ops as they go",
+                                        f"{idle:,} simulator events in a row at t = {env.now:,.0f} ns with no op "
+                                        "recorded (a role that loops on timeouts or yields without working)",
+                                        "end the role's loop, or record its work with ctx.record / ctx.occupy")
             if not _only_polls_pending(env):
                 since = None
                 continue

@@ -112,7 +112,8 @@ def run_sms(env, p, per_sm: list, full: bool, build, cost=len, on_check=None, bu
     barriers = lambda: [b for _, _, bars in built for b in bars]  # noqa: E731 (read again as CTAs start)
     processes = lambda: {(f"sm{g.sm}/{r}" if full else r): x for g, pr, _ in built for r, x in pr.items()}  # noqa: E731
     try:
-        deadlock.drive(env, barriers, processes, on_check=on_check)
+        deadlock.drive(env, barriers, processes, on_check=on_check,
+                       recorded=(lambda: budget.count) if budget is not None else None)
     finally:
         if gc_was_on:
             gc.enable()

@@ -11,12 +11,13 @@ import math
 import time
 from collections import defaultdict
 
-from lapis.errors import NotModelled, ScheduleError
+from lapis.errors import LapisError, NotModelled, ScheduleError
 from lapis.pipeline_sim import engine
 from lapis.pipeline_sim.schedule import REGISTRY, lookup, register
 from lapis.model import roofline
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import recorder
+from lapis.pipeline_sim.deadlock import Deadlock
 from lapis.pipeline_sim.recorder import union_spans as _union
 from lapis.pipeline_sim.work_order import ORDERS
 
@@ -137,6 +138,28 @@ def _example(key: str, defaults: dict):
     return defaults[key] if defaults[key] is not None else PARAM_RANGES.get(key, (1, None))[0]
 
 
+def _run(s, *args):
+    """engine.run, with an exception a schedule's own code raises (a user's role, costs or work function) turned
+    into a ScheduleError naming the schedule; lapis's own errors pass as they are."""
+    try:
+        return engine.run(s, *args)
+    except (LapisError, Deadlock):
+        raise
+    except (Exception, RecursionError) as exc:  # a bug in the schedule's code, not bad input to lapis
+        raise ScheduleError("a schedule's roles and cost functions run without raising",
+                            f"{s.name}: {type(exc).__name__}: {exc}"[:400],
+                            "fix the schedule; simulate it from Python (lapis.pipeline_sim.simulate) for the "
+                            "traceback") from exc
+
+
+def _check_result(name: str, ns: float, flops: float) -> None:
+    """A run's time (ns) and FLOPs are finite and positive: a NaN or negative cost would print as a result."""
+    if not (math.isfinite(ns) and ns > 0 and math.isfinite(flops) and flops > 0):
+        raise ScheduleError("a schedule's run takes a finite positive time and does a finite positive FLOP count",
+                            f"{name}: {ns!r} ns, {flops!r} FLOP", "check the schedule's costs and flops function "
+                            "for NaN, infinite or negative values")
+
+
 def simulate(schedule, gpu: str, shape: str, params: dict | None = None, check_races: bool = False,
              full: bool = False, cut=None, max_events: int | None = None, progress=None) -> dict:
     """Simulate `schedule` on profile `gpu` at `shape`; the JSON-able summary `lapis simulate --json` prints.
@@ -184,7 +207,7 @@ def simulate(schedule, gpu: str, shape: str, params: dict | None = None, check_r
     t0 = time.time()
     expected = check_full_size(s, p, dims, params, max_events) if full and cut is None else None
     tick = None if progress is None else (lambda n: progress(n, expected))
-    r = engine.run(s, p, dims, params, check_races, full, cut, max_events, tick)
+    r = _run(s, p, dims, params, check_races, full, cut, max_events, tick)
     if kind == "attention":
         roof = roofline.attention(p, *dims, causal=bool(r["params"].get("causal")))
     else:
@@ -192,6 +215,7 @@ def simulate(schedule, gpu: str, shape: str, params: dict | None = None, check_r
     wall = time.time() - t0
     # The representative (or, full, the last) SM's finish is the kernel's time (the worst wave decides).
     ns = r["env_ns"]
+    _check_result(schedule, ns, r["flops"])
     util = {u: busy / ns for u, busy in r["units"].items()}
     # The simulator must never beat the roofline; where it does, a bound is missing from the schedule's model
     # (e.g. Q/O traffic not held to HBM at tiny L), and the output says so instead of hiding it.

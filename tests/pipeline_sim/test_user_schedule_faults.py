@@ -1,0 +1,57 @@
+"""A user's schedule with a bug ends in a named ScheduleError: a role that loops without recording work, a role
+that raises, a NaN cost. The schedules are the ws_gemm example with one role or cost changed."""
+
+import dataclasses
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from lapis.errors import ScheduleError
+from lapis.pipeline_sim.simulate import simulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+import ws_gemm  # noqa: E402
+
+SHAPE = "512x512x1024"
+
+
+def _with_role(role):
+    def launch(ctx):
+        ws_gemm.launch(ctx)
+        ctx.spawn("user_role", role(ctx))
+    return dataclasses.replace(ws_gemm.WS_GEMM, name="user-bug", launch=launch)
+
+
+def _spin(ctx):
+    while True:  # yields forever and records nothing: the event bound cannot see it
+        yield ctx.env.timeout(1)
+
+
+def _boom(ctx):
+    yield ctx.env.timeout(1)
+    raise ZeroDivisionError("user bug")
+
+
+def test_the_example_itself_runs():
+    assert simulate(ws_gemm.WS_GEMM, "h200", SHAPE)["predicted_us"] > 0
+
+
+def test_a_role_that_loops_without_working_is_stopped_by_name():
+    with pytest.raises(ScheduleError, match="no op recorded"):
+        simulate(_with_role(_spin), "h200", SHAPE)
+
+
+def test_a_role_that_raises_is_a_schedule_error_naming_it():
+    with pytest.raises(ScheduleError, match="user-bug: ZeroDivisionError: user bug"):
+        simulate(_with_role(_boom), "h200", SHAPE)
+
+
+def test_a_nan_cost_is_refused_not_printed():
+    def costs(p, dims, prm, flags):
+        c = ws_gemm.costs(p, dims, prm, flags)
+        return dataclasses.replace(c, **{f.name: math.nan for f in dataclasses.fields(c)
+                                         if isinstance(getattr(c, f.name), float)})
+    with pytest.raises(ScheduleError):
+        simulate(dataclasses.replace(ws_gemm.WS_GEMM, name="nan-cost", costs=costs), "h200", SHAPE)
