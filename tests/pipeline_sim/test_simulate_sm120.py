@@ -1,6 +1,5 @@
 """sm120 (RTX 5090) schedules: the Emmy FlashAttention-2 move stack on the rtx5090 profile."""
 
-import time
 
 import pytest
 
@@ -18,10 +17,8 @@ def test_every_move_is_registered():
 
 
 @pytest.mark.parametrize("name", list(m.VARIANTS))
-def test_each_move_runs_fast_under_the_roofline(name):
-    t0 = time.time()
+def test_each_move_runs_under_the_roofline(name):
     r = simulate(name, "rtx5090", SHAPE)
-    assert time.time() - t0 < 2.0
     roof = roofline.attention(load_profile("rtx5090"), 1, 8, 4096, 64)
     assert 0 < r["tflops"] < roof.tflops()
     assert r["predicted_us"] > roof.ns / 1e3

@@ -100,18 +100,14 @@ def unused_port() -> int:
 
 
 def test_no_scheduler_at_the_address_times_out_with_a_clear_error(tmp_path, monkeypatch):
-    import time
-
     from lapis.sweep import executors
     pytest.importorskip("distributed")
     monkeypatch.setattr(executors, "CONNECT_TIMEOUT_S", 2)
     port = unused_port()
-    t0 = time.perf_counter()
     with pytest.raises(LapisError, match=f"no Dask scheduler answered within 2 s: got tcp://127.0.0.1:{port}.*"
                                          "start one with `dask scheduler`"):
         run_sweep("h200-s8-persistent", ["1x2x512x128"], ["stages=2"], executor=f"dask://127.0.0.1:{port}",
                   out=tmp_path, figure=False)
-    assert time.perf_counter() - t0 < 15
 
 
 def test_a_scheduler_without_workers_or_whose_workers_lack_lapis_is_refused(tmp_path, monkeypatch):
