@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import simpy
+
 
 def occupy(env, rec, unit, ns: float, busy: dict, name: str, role: str, op: str, **kw):
     """Hold `unit` (a simpy Resource) for `ns` ns on behalf of `role`: a "wait <name>" event while it queues
@@ -42,3 +44,16 @@ class SmspBusy:
 
     def __setitem__(self, unit: str, ns: float) -> None:
         self.busy[unit] = ns / SMSP_PER_SM
+
+
+class Smsp:
+    """One SM sub-partition of an mma.sync kernel: its tensor core, MUFU and FMA pipe, each a simpy resource held
+    by one warp at a time; busy time counts 1/SMSP_PER_SM toward the SM's utilization (SmspBusy)."""
+
+    def __init__(self, ctx):
+        self.ctx, self.busy = ctx, SmspBusy(ctx.busy)
+        self.units = {u: simpy.Resource(ctx.env, 1) for u in ("tensor", "mufu", "fma")}
+
+    def use(self, unit: str, ns: float, role: str, op: str, **kw):
+        """Hold this sub-partition's `unit` for ns, recording the queueing and the op."""
+        yield from occupy(self.ctx.env, self.ctx.rec, self.units[unit], ns, self.busy, unit, role, op, **kw)

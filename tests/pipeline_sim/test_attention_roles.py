@@ -14,6 +14,7 @@ from lapis.pipeline_sim.recorder import Recorder
 from lapis.pipeline_sim.schedules import attention_h200 as ah
 from lapis.pipeline_sim.schedules import attention_h200_fa2 as fa2
 from lapis.pipeline_sim.simulate import SCHEDULES
+from lapis.pipeline_sim.units import SmspBusy
 
 H200 = load_profile("h200")
 TILE = 400  # bytes of a K or V tile (a bulk copy is a multiple of 16 B): the load path moves 4 B/ns here, so a copy
@@ -155,7 +156,7 @@ def test_two_pingpong_warpgroups_alone_take_turns_in_order():
 
 def test_fa2_sub_partition_busy_is_the_sum_divided_exactly():
     busy = {"tensor": 0.0}
-    quarter = fa2.SmspBusy(busy)
+    quarter = SmspBusy(busy)
     parts = [0.1, 1 / 3, 2.7, 1e-3, 12.34]
     for ns in parts:
         quarter["tensor"] += ns

@@ -32,13 +32,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import simpy
 
 from lapis.errors import ScheduleError
 from lapis.pipeline_sim.commit_groups import CpAsyncGroups
 from lapis.pipeline_sim.schedule import Schedule
 from lapis.pipeline_sim.schedules.attention_h200 import FMA_OPS_PER_SCORE
-from lapis.pipeline_sim.units import SMSP_PER_SM, SmspBusy, occupy
+from lapis.pipeline_sim.units import SMSP_PER_SM, Smsp
 from lapis.pipeline_sim.work_order import kv_per_sm
 
 __all__ = ["DEFAULTS", "FA2_SYNC", "SCHEDULES", "VARIANTS", "Fa2Costs", "warp"]
@@ -133,16 +132,6 @@ class Fa2Costs:
         return nbytes / WAVEFRONT_BYTES / self.lsu_rate
 
 
-class Smsp:
-    """One SM sub-partition: its tensor core, MUFU and FMA pipe, each held by one warp at a time."""
-
-    def __init__(self, ctx):
-        self.ctx, self.busy = ctx, SmspBusy(ctx.busy)
-        self.units = {u: simpy.Resource(ctx.env, 1) for u in ("tensor", "mufu", "fma")}
-
-    def use(self, unit: str, ns: float, role: str, op: str, **kw):
-        """Hold this sub-partition's `unit` for ns, recording the queueing and the op."""
-        yield from occupy(self.ctx.env, self.ctx.rec, self.units[unit], ns, self.busy, unit, role, op, **kw)
 
 
 def lsu(ctx, nbytes: int, role: str, op: str, **kw):

@@ -78,13 +78,12 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-import simpy
 
 from lapis.errors import ScheduleError
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE
 from lapis.pipeline_sim.commit_groups import CpAsyncGroups
 from lapis.pipeline_sim.schedule import Schedule
-from lapis.pipeline_sim.units import SMSP_PER_SM, SmspBusy, occupy
+from lapis.pipeline_sim.units import SMSP_PER_SM, Smsp
 from lapis.pipeline_sim.work_order import kv_tiles_per_item
 
 __all__ = ["DEFAULTS", "FLASH2", "SCHEDULES", "TRAITS", "Flash2Costs", "cta", "launch", "traits", "warp"]
@@ -248,15 +247,6 @@ class Flash2Costs:
         return nbytes / WAVEFRONT_BYTES / self.lsu_rate
 
 
-class Smsp:
-    """One SM sub-partition: its tensor core, MUFU and FP32 issue, each held by one warp at a time."""
-
-    def __init__(self, ctx):
-        self.ctx, self.busy = ctx, SmspBusy(ctx.busy)
-        self.units = {u: simpy.Resource(ctx.env, 1) for u in ("tensor", "mufu", "fma")}
-
-    def use(self, unit: str, ns: float, role: str, op: str, **kw):
-        yield from occupy(self.ctx.env, self.ctx.rec, self.units[unit], ns, self.busy, unit, role, op, **kw)
 
 
 class CtaLog:
