@@ -73,7 +73,10 @@ def _kernels(kind: str, folder: Path, man: dict) -> list[dict]:
     if kind == "sweep":
         man = read_json(folder / "validate" / "manifest.json", folder)
     out = []
-    for e in man.get("results") or []:
+    results = man.get("results")
+    for e in results if isinstance(results, list) else []:  # a dict of results (per sampling) names no kernel
+        if not isinstance(e, dict):
+            continue
         if isinstance(e.get("variants"), dict):
             out += [dict(variant=v, shape=e["shape"], **({"causal": e["causal"]} if "causal" in e else {}))
                     for v in e["variants"]]
