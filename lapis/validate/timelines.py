@@ -101,6 +101,8 @@ def _race(root: Path) -> list[dict]:
     batches and the kernel's tile parameters at that head dim."""
     out = []
     for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
+        if not third_party.timed_alone(folder.name):
+            continue
         man = read_race(folder).manifest
         for e in man["results"]:
             for name, k in e.get("kernels", {}).items():
