@@ -150,3 +150,40 @@ def test_iteration_sampling_keeps_the_iteration_time_per_iteration(tmp_path, cap
     d = r["first_divergence"]
     assert d["diverged"] is False and d["matched"] > 10
     assert d["k_index"] < 0 or d["k_index"] % 2 == 0  # only recorded iterations match
+
+
+def test_a_proton_capture_folder_compares_like_a_timeline_file(proton_capture, capsys):
+    """tests/conftest.py proton_ws_gemm: CTA 0 (SM 5) runs 2 tiles in 4400 ns, 4 K iterations of 500 ns each."""
+    rc, r = run_json(capsys, "--measured", str(proton_capture()))
+    assert rc == 0
+    assert (r["cta"], r["sm"], r["kernel"]) == (0, 5, "ws_matmul_kernel")
+    assert r["measured_us"] == 100.0 and r["measured_total"].startswith("plain build")
+    assert r["sampling"]["ctas_sampled"] == 2 and r["sampling"]["grid_ctas"] == 132
+    assert r["iteration_ns"]["measured"] == 500.0
+    assert r["time_base"] == "SM cycles at 2000 MHz (capture.json clock_mhz)"
+    c0, p = r["roles"]["consumer0"], r["roles"]["producer"]
+    # consumer0: inside wgmma 8 x 50 ns and store C 2 x 200 ns; in its waits 8 x (100 + 250) ns
+    assert c0["busy_ns_measured"] == 800.0 and c0["busy_measured"] == 800 / 4400
+    assert c0["waiting_measured"] == 2800 / 4400
+    assert p["busy_ns_measured"] == 160.0 and p["waiting_measured"] == 2400 / 4400
+    assert r["first_divergence"]["matched"] > 0
+
+
+def test_the_committed_capture_counts_busy_alike_on_both_sides(capsys):
+    """lapis/data/captures/user_timeline/h200-2026-12-01 at 4096^3: busy is the time inside a role's ops on both
+    sides; the predicted wait of consumer1 for the tensor pipe (consumer0 holds it) is queued, not busy."""
+    f = ROOT / "lapis" / "data" / "captures" / "user_timeline" / "h200-2026-12-01" / "ws_gemm_timeline.npz"
+    capsys.readouterr()
+    assert main(["compare", "--schedule", SCHEDULE, "--shape", "4096x4096x4096", "--measured", str(f), "--json"]) == 0
+    roles = json.loads(capsys.readouterr().out)["roles"]
+    two = {r: {k: round(v, 2) for k, v in x.items() if isinstance(v, float) and not k.startswith("busy_ns")}
+           for r, x in roles.items()}
+    # each consumer's wgmma holds the tensor pipe as long as the other's: the same busy fraction
+    assert two["consumer0"]["busy_predicted"] == two["consumer1"]["busy_predicted"] == 0.34
+    assert (two["consumer0"]["queued_predicted"], two["consumer1"]["queued_predicted"]) == (0.0, 0.32)
+    # measured, CTA 0 (SM 128), the instrumented build: wgmma + store C spans, and the wait spans
+    assert [two[r]["busy_measured"] for r in ("consumer0", "consumer1", "producer")] == [0.34, 0.31, 0.29]
+    assert [two[r]["waiting_measured"] for r in ("consumer0", "consumer1", "producer")] == [0.44, 0.47, 0.42]
+    assert "queued_measured" not in roles["consumer0"]
+    assert round(roles["consumer0"]["busy_ns_measured"]) == 159641
+    assert round(roles["consumer1"]["busy_ns_err_pct"], 1) == -41.5

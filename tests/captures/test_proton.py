@@ -1,0 +1,128 @@
+"""lapis.captures.proton on Proton traces written here in the format of Triton 3.6's StreamChromeTraceWriter
+(tests/conftest.py proton_ws_gemm: hand-set times, so every expected value below is worked out by hand).
+A trace from a real H200 run is not committed yet: these tests use the written one only."""
+
+import json
+
+import pytest
+
+from lapis.captures import proton, safe
+from lapis.errors import CaptureError
+
+
+def spans(r, role, cta=0, work_item=None):
+    return [(e["op"], e["start_ns"], e["end_ns"], e["work_item"], e["k_index"], e["kind"]) for e in r["events"]
+            if e["role"] == role and e["cta"] == cta and (work_item is None or e["work_item"] == work_item)]
+
+
+def test_a_capture_folder_reads_as_roles_ops_work_items_and_k_indices(proton_capture):
+    r = proton.read(proton_capture())
+    assert r["kernel"] == "ws_matmul_kernel" and r["ctas"] == [0, 1] and r["roles"] == ["consumer0", "consumer1",
+                                                                                          "producer"]
+    assert r["header"]["grid_ctas"] == 132 and r["header"]["cta_every"] == 1 and r["header"]["iter_every"] == 1
+    assert r["clock_mhz"] == {0: 2000.0, 1: 2000.0} and r["time_base"].startswith("SM cycles at 2000 MHz")
+    # ns = cycles / 2 (2000 MHz); consumer0's first iteration, and the store that ends its first tile
+    assert spans(r, "consumer0")[:3] == [("wait full", 0.0, 100.0, 0, 0, "wait"),
+                                         ("wgmma", 100.0, 150.0, 0, 0, "issue"),
+                                         ("wait wgmma", 150.0, 400.0, 0, 0, "wait")]
+    assert spans(r, "consumer0")[12] == ("store C", 2000.0, 2200.0, 0, -1, "issue")
+    assert spans(r, "producer", work_item=1)[-2:] == [("wait empty", 3700.0, 4000.0, 1, 3, "wait"),
+                                                      ("issue TMA", 4000.0, 4020.0, 1, 3, "issue")]
+    # CTA 1 started 1000 ns after CTA 0 (its init time), one tile; warp 1 (no role) and the "kernel"
+    # containers give no event
+    assert spans(r, "consumer1", cta=1)[0] == ("wait full", 1000.0, 1100.0, 0, 0, "wait")
+    assert len(r["events"]) == 2 * 2 * 13 + 2 * 8 + 2 * 13 + 8 == 102
+    assert r["dropped"] == {"containers": 2, "outside_work_items": 0}
+    assert [e["sm"] for e in r["events"] if e["cta"] == 1][:1] == [7]
+
+
+def test_a_bare_trace_gets_a_role_per_warp_and_proton_s_1_ghz(proton_capture):
+    r = proton.read(proton_capture() / "ws.chrome_trace")
+    assert r["roles"] == ["warp0", "warp1", "warp4", "warp8"]
+    assert r["time_base"].startswith("SM cycles at Proton's assumed 1000 MHz")
+    # without a work-item scope the "tile" scopes are containers and the CTA's run is work item 0: times in cycles
+    assert spans(r, "warp0")[:2] == [("wait full", 0.0, 200.0, 0, 0, "wait"), ("wgmma", 200.0, 300.0, 0, 0, "issue")]
+    assert spans(r, "warp1")[0] == ("other", 0.0, 20.0, 0, 0, "issue")
+    assert r["dropped"]["containers"] == 2 + 3 * 4  # the kernels, the tiles of warps 0, 4, 8 and 1
+
+
+def test_wait_ops_and_the_lead_warp_of_a_role_come_from_capture_json(proton_capture):
+    r = proton.read(proton_capture(dict(wait_ops=["wait full"], roles={"consumer0": [4, 5], "producer": 8})))
+    assert r["roles"] == ["consumer0", "producer"]
+    assert {(e["op"], e["kind"]) for e in r["events"] if e["role"] == "consumer0"} == {
+        ("wait full", "wait"), ("wgmma", "issue"), ("wait wgmma", "issue"), ("store C", "issue")}
+
+
+def test_ops_outside_the_work_item_scope_are_dropped_and_counted(proton_capture):
+    r = proton.read(proton_capture(dict(work_item_scope="kernel")))
+    # "kernel" wraps warp 0 only: the other roles' warps hold no instance, so their ops are outside
+    assert r["roles"] == ["consumer0"]
+    assert r["dropped"]["outside_work_items"] == (13 + 8) * 2 + 13 + 8  # consumer1 and producer, both CTAs
+    assert spans(r, "consumer0")[4] == ("wgmma", 600.0, 650.0, 0, 1, "issue")  # the tiles are containers now
+
+
+@pytest.mark.parametrize("meta, words", [
+    (dict(status="unsupported", error="RuntimeError: proton: no instrumentation on sm_90"), "no instrumentation"),
+    (dict(trace="../ws.chrome_trace"), "name of the trace file"),
+    (dict(roles={"producer": 3}), "warps in the trace: [0, 1, 4, 8]"),
+    (dict(roles={"a": 0, "b": [0]}), "own lead warp"),
+    (dict(roles={"a": "0"}), "warp id"),
+    (dict(clock_mhz=0), "clock_mhz"),
+    (dict(clock_mhz=True), "clock_mhz"),
+    (dict(kernel="other_kernel"), "['ws_matmul_kernel']"),
+    (dict(wait_ops="wait full"), "wait_ops"),
+    (dict(work_item_scope="no such scope"), "outside 'no such scope'"),
+])
+def test_a_capture_json_that_breaks_a_rule_is_a_capture_error(proton_capture, meta, words):
+    with pytest.raises(CaptureError) as err:
+        proton.read(proton_capture(meta))
+    assert words in str(err.value)
+
+
+def rewrite(folder, edit):
+    f = folder / "ws.chrome_trace"
+    doc = json.loads(f.read_text())
+    f.write_text(edit(doc) if callable(edit) else edit)
+    return folder
+
+
+@pytest.mark.parametrize("edit, words", [
+    ("{\"traceEvents\": [", "a Proton trace is JSON"),
+    ("[]", "a JSON object with a traceEvents list"),
+    (lambda d: json.dumps(dict(d, traceEvents=[1])), "every trace event is a JSON object"),
+    (lambda d: json.dumps(dict(d, traceEvents=d["traceEvents"] + [dict(d["traceEvents"][-1], pid="CTA 0")])),
+     "pid is \"<kernel> Core<sm> CTA<cta>\""),
+    (lambda d: json.dumps(dict(d, traceEvents=d["traceEvents"] + [dict(d["traceEvents"][-1], tid="warp x")])),
+     "tid \"warp <w> (line <l>)\""),
+    (lambda d: json.dumps(dict(d, traceEvents=d["traceEvents"] + [dict(d["traceEvents"][-1], dur=-1)])),
+     "dur is a finite number >= 0"),
+    (lambda d: json.dumps(dict(d, traceEvents=d["traceEvents"] + [dict(d["traceEvents"][-1], ts="1")])),
+     "ts is a finite number >= 0"),
+    (lambda d: json.dumps(dict(d, traceEvents=d["traceEvents"] + [dict(d["traceEvents"][-1], name="")])),
+     "names its scope"),
+    (lambda d: json.dumps(dict(d, traceEvents=d["traceEvents"][:2])), "holds scope events"),
+])
+def test_a_corrupt_trace_is_a_capture_error(proton_capture, edit, words):
+    with pytest.raises(CaptureError) as err:
+        proton.read(rewrite(proton_capture(), edit))
+    assert words in str(err.value)
+
+
+def test_two_kernels_need_a_choice_and_the_size_is_limited(proton_capture, monkeypatch):
+    folder = rewrite(proton_capture(), lambda d: json.dumps(dict(d, traceEvents=d["traceEvents"] + [
+        dict(d["traceEvents"][-1], pid="k2 Core1 CTA0", cat="k2")])))
+    with pytest.raises(CaptureError, match="holds one kernel"):
+        proton.read(folder / "ws.chrome_trace")
+    assert proton.read(folder)["kernel"] == "ws_matmul_kernel"  # capture.json names it
+    size = (folder / "ws.chrome_trace").stat().st_size
+    monkeypatch.setitem(safe.LIMITS, "json_bytes", size - 1)
+    with pytest.raises(CaptureError, match=f"{size} bytes"):
+        proton.read(folder / "ws.chrome_trace")
+
+
+def test_a_folder_without_capture_json_and_which_paths_are_proton(tmp_path, proton_capture):
+    with pytest.raises(CaptureError, match="holds capture.json"):
+        proton.read(tmp_path)
+    assert proton.is_proton(tmp_path) and proton.is_proton(tmp_path / "x.chrome_trace")
+    assert proton.is_proton(tmp_path / "x.json")
+    assert not proton.is_proton(tmp_path / "x.npz") and not proton.is_proton(tmp_path / "x.bin")
