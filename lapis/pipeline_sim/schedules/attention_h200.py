@@ -29,7 +29,7 @@ Variant flags (VARIANTS; each step of the table adds one):
   cond_rescale (s7+): flavour ex2_cond; O is rescaled only when a row max grows by more than `threshold` (log2
      units), with the frequency lapis.model.numerics measures on normal inputs (rescale_frequency).
   persistent (s8, s9): one CTA per SM walks the work units `persistent_order` deals (work_order.py: grid_stride,
-     lpt, heavy_first), with no CTA turnover between them; its producer runs ahead into the next unit (the
+     lpt, heavy_first, lpt_l2), with no CTA turnover between them; its producer runs ahead into the next unit (the
      kernel's second Q slot). With one CTA per SM (a grid within one wave) s8 = s7.
   masked_tail (s9): L need not be a multiple of the tiles; a ragged last Q or K/V tile costs a full tile (a full
      TMA box and wgmma). s1..s8 raise ScheduleError for tiles that do not divide L.
@@ -93,6 +93,7 @@ from lapis.pipeline_sim.work_order import (  # noqa: F401 (re-exported)
     kv_tiles_per_item,
     kv_units_per_sm,
     representative_sm,
+    section_heads,
 )
 
 S9_BLOCK_N, S9_STAGES, S9_WGS = 128, 3, 2  # the measured s9 kernel's (module docstring)
@@ -277,11 +278,11 @@ def resolve_run(variant: str, p, dims: tuple, params: dict) -> tuple[dict, dict]
 def deal(masked: bool, p, dims: tuple, prm: dict) -> list:
     """The work units (CTAs, or a persistent CTA's units) of every SM, each the tuple of its Q tiles' K/V tile
     counts (work_order.kv_units_per_sm). Raises ScheduleError for tiles that do not divide L unless `masked`."""
-    b, h, seq, _ = dims
+    b, h, seq, d = dims
     bm, bn = prm["block_m"], prm["block_n"]
     q_tiles, kv_tiles = _tiles(seq, bm, bn, masked)
     return kv_units_per_sm(b * h, q_tiles, kv_tiles, bm, bn, prm["causal"], p["sm_count"], prm["q_tiles_per_cta"],
-                           prm["persistent_order"])
+                           prm["persistent_order"], section_heads(seq, d))
 
 
 @dataclass(frozen=True)
