@@ -36,6 +36,8 @@
 //                 sections, each section's Q tiles longest first, each to the CTA with the least K/V tiles so far):
 //                 worklist[c] .. worklist[c + 1] - 1 index CTA c's items in worklist[gridDim.x + 1 + k], an item
 //                 being q tile + (L / block_m) x (b h). Its causal build as s9's, in the list's order.
+// s11 (CHAINS 4)  s10 with each row's max and sum over a tile in four independent partial chains, combined by a
+//                 tree (32 dependent FMNMX and FADD a row become 8 and 8, then two levels).
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -86,9 +88,11 @@ struct Bool {
 // conditional O rescale, PERSIST s8's persistent grid (gridDim.x CTAs walk the work items w = blockIdx.x + k
 // gridDim.x, w = q tile + (L / block_m) x (b h)) with Q_SLOTS Q slots (2 by default; s9 has 1), CAUSAL the causal
 // mask (Q tile t visits K/V tiles 0..t and masks key > query in tile t; items go heaviest first: t = L / block_m - 1
-// - w / (b h), b h = w % (b h), dealt grid-stride), WORKLIST s10's host-made work list in place of the grid stride.
+// - w / (b h), b h = w % (b h), dealt grid-stride), WORKLIST s10's host-made work list in place of the grid stride,
+// CHAINS s11's independent partial maxima and sums per row (1: one running max and sum).
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
-          int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false>
+          int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false,
+          int CHAINS_ = 1>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
   // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
@@ -98,6 +102,9 @@ struct Features {
   static_assert(!CAUSAL || (PERSIST && OVERLAP), "the causal build is of the persistent overlap kernel (s9)");
   static constexpr bool WORKLIST = WORKLIST_;
   static_assert(!WORKLIST || PERSIST, "a work list is walked by a persistent CTA");
+  // s11: partial maxima and sums per row in the ex2 softmax (attention_softmax.cuh softmax_scores)
+  static constexpr int CHAINS = CHAINS_;
+  static_assert(CHAINS == 1 || ((CHAINS == 2 || CHAINS == 4) && EXP2), "1, or 2 or 4 chains on the ex2 path");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
   static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");

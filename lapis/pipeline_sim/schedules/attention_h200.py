@@ -63,7 +63,7 @@ representative SM (the most K/V tiles) is simulated; `full` simulates every SM.
 Parameters (DEFAULTS; `--param k=v`): block_m, block_n, stages, consumer_wgs, emulate_frac, threshold, causal,
 regs_producer / regs_consumer (setmaxnreg.py: derived 56/256, 24/240, 32/160 for 1, 2, 3 consumer WGs; refused
 outside 24..256 step 8 or over registers_per_sm), regs_per_thread (s1 only), ctas_per_sm, q_tiles_per_cta
-(work_order.py), persistent_order (s8, s9). Registers set the residency and are reported (`fit`); spills, and
+(work_order.py), persistent_order (s8, s9), softmax_chains (softmax_costs). Registers set the residency and are reported (`fit`); spills, and
 the per-tile overheads a larger block_n amortizes on hardware, are not modelled. FMA_OPS_PER_SCORE (4; 3 with
 the scale folded into log2 units) is the FMA-pipe count per score the FA2, sm120 and B200 schedules cost their
 softmax by; these schedules cost it from the contend measurements.
@@ -81,6 +81,7 @@ import numpy as np
 from lapis.errors import ScheduleError
 from lapis.model.numerics import flash_forward
 from lapis.model.occupancy import resident_ctas
+from lapis.model.softmax_body import chain_factor
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE
 from lapis.pipeline_sim.commit_groups import WgmmaGroups
 from lapis.pipeline_sim.contention import Contention
@@ -103,7 +104,7 @@ S1_PTXAS_REGS = 154  # ptxas's count for attn_s1_serial (capture attention/h200-
 KERNEL_SMEM_EXTRA = 1024 + 1024
 DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0,
                 regs_producer=None, regs_consumer=None, regs_per_thread=None, ctas_per_sm=None, q_tiles_per_cta=1,
-                persistent_order="grid_stride")
+                persistent_order="grid_stride", softmax_chains=1)
 _S8 = dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True, persistent=True)
 VARIANTS = {
     "h200-s1-serial": dict(block_m=64, consumer_wgs=1, stages=1, ws=False, regs_per_thread=S1_PTXAS_REGS),
@@ -185,7 +186,9 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     softmax_ns: a rows x bn tile's softmax alone without its O rescale, scaled from the measured 64 x 128 tile (the
     always-rescale flavours' measured tile holds one O rescale, which is taken out; ex2_cond's, on scores whose max
     never moves, holds none); rescale_ns: one O rescale (rows x d FMA-pipe multiplies alone); wgmma_latency_ns: the
-    pair's time beyond the pipe at peak (PAIR_FLOP / tensor_flop_per_clk_sm); factors: Contention's rates."""
+    pair's time beyond the pipe at peak (PAIR_FLOP / tensor_flop_per_clk_sm); factors: Contention's rates.
+    softmax_chains (1, 2 or 4): partial maxima and sums per row; softmax_ns scales by
+    lapis.model.softmax_body.chain_factor (the SMSP model's cycles of the tile's stream against one chain)."""
     base, emulate = flavour(flags), emulated(flags, prm)
     tile = {st: _flavour_cycles(p, "softmax_cycles_{}" + st, base, emulate) for st in STATES}
     pipe_alone = _measured(p, "gemm_pair_cycles")
@@ -193,7 +196,8 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     pipe_softmax = _flavour_cycles(p, "gemm_pair_cycles_under_softmax_{}", base, emulate, softmax=False)
     ghz = p["clock_ghz"]
     in_tile = 0.0 if flags.get("cond_rescale") else 64 * 128 / p["fma_per_clk_sm"]  # cycles: the tile's O rescale
-    return dict(softmax_ns=(tile[""] - in_tile) * (rows / 64) * (bn / 128) / ghz,
+    chains = chain_factor(prm.get("softmax_chains", 1))  # the measured tiles are s9's: one chain per row
+    return dict(softmax_ns=(tile[""] - in_tile) * (rows / 64) * (bn / 128) * chains / ghz,
                 rescale_ns=rows * d / p.per_ns("fma_per_clk_sm"),
                 wgmma_latency_ns=max(latency, 0.0) / ghz,
                 factors=dict(softmax_pair=tile[""] / tile["_pair"], softmax_under_gemm=tile[""] / tile["_under_gemm"],
