@@ -78,14 +78,16 @@ VARIANTS = {
     # s8: s7 on a persistent grid (one CTA per SM, grid-stride work items, two Q slots)
     "s8": dict(entry="s8_persistent", stages=2, block_n=128, consumer_wgs=2, ws=True,
                pp=True, overlap=True, exp2=True, emu=0, cond=True, persist=True, q_slots=2, causal=False,
-               noload=False, worklist=False, chains=1, schedule="h200-s8-persistent", sim=dict(_S8_REGS, emulate_frac=0.0, threshold=8.0),
+               noload=False, worklist=False, chains=1, schedule="h200-s8-persistent",
+               sim=dict(_S8_REGS, emulate_frac=0.0, threshold=8.0),
                blind="attention_h200_s8", sweep=("h200-s8-persistent", "h200-s9-tuned"), diagnostic=None,
                causal_build=None),
     # s9: s8 at the simulator's tuned defaults (3 stages leave room for one Q slot: the next item's Q loads once both
     # warpgroups' last QK of this one completed); its causal build visits K/V tiles 0..t for Q tile t, heaviest first
     "s9": dict(entry="s9_tuned", stages=3, block_n=128, consumer_wgs=2, ws=True,
                pp=True, overlap=True, exp2=True, emu=0, cond=True, persist=True, q_slots=1, causal=False,
-               noload=False, worklist=False, chains=1, schedule="h200-s9-tuned", sim=dict(_S8_REGS, emulate_frac=0.0, threshold=8.0),
+               noload=False, worklist=False, chains=1, schedule="h200-s9-tuned",
+               sim=dict(_S8_REGS, emulate_frac=0.0, threshold=8.0),
                blind="attention_h200_s9", sweep=("h200-s9-tuned", "h200-s8-persistent"), diagnostic=None,
                causal_build=dict(entry="s9_tuned_causal", blind="attention_h200_s9_causal")),
     # s10: s9 walking a work list the host made (lapis.pipeline_sim.work_order, order lpt_l2): the heads in L2
@@ -107,6 +109,15 @@ VARIANTS = {
                 sim=dict(_S8_REGS, emulate_frac=0.0, threshold=8.0, persistent_order="lpt_l2", softmax_chains=4),
                 blind="attention_h200_s11", sweep=(), diagnostic=None,
                 causal_build=dict(entry="s11_chains_causal", blind="attention_h200_s11")),
+    # s12: s11 at 2 stages with 2 Q slots (s8's split of shared memory): the next item's Q loads while this one
+    # runs, for one K/V stage less
+    "s12": dict(entry="s12_two_q", stages=2, block_n=128, consumer_wgs=2, ws=True,
+                pp=True, overlap=True, exp2=True, emu=0, cond=True, persist=True, q_slots=2, causal=False,
+                noload=False, worklist=True, chains=4, schedule="h200-s9-tuned",
+                sim=dict(_S8_REGS, emulate_frac=0.0, threshold=8.0, persistent_order="lpt_l2", softmax_chains=4,
+                         q_slots=2),
+                blind="attention_h200_s12", sweep=(), diagnostic=None,
+                causal_build=dict(entry="s12_two_q_causal", blind="attention_h200_s12")),
 }
 DEFAULT_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128", "16x16x2048x128", "32x16x1024x128")
 SMALL_SHAPE = "1x2x512x128"

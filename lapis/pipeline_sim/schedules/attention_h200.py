@@ -104,7 +104,7 @@ S1_PTXAS_REGS = 154  # ptxas's count for attn_s1_serial (capture attention/h200-
 KERNEL_SMEM_EXTRA = 1024 + 1024
 DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0,
                 regs_producer=None, regs_consumer=None, regs_per_thread=None, ctas_per_sm=None, q_tiles_per_cta=1,
-                persistent_order="grid_stride", softmax_chains=1)
+                persistent_order="grid_stride", softmax_chains=1, q_slots=1)
 _S8 = dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True, persistent=True)
 VARIANTS = {
     "h200-s1-serial": dict(block_m=64, consumer_wgs=1, stages=1, ws=False, regs_per_thread=S1_PTXAS_REGS),
@@ -114,10 +114,10 @@ VARIANTS = {
     "h200-s5-intra-overlap": dict(ws=True, pingpong=True, overlap=True),
     "h200-s6-exp2": dict(ws=True, pingpong=True, overlap=True, exp2=True),
     "h200-s7-cond-rescale": dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True),
-    "h200-s8-persistent": _S8,
+    "h200-s8-persistent": dict(_S8, q_slots=2),
     # s9: s8 at the S9_* defaults (see the module docstring); K/V and Q tails are masked
     "h200-s9-tuned": dict(_S8, masked_tail=True, block_n=S9_BLOCK_N, stages=S9_STAGES, consumer_wgs=S9_WGS,
-                          block_m=64 * S9_WGS),
+                          block_m=64 * S9_WGS, q_slots=1),
 }
 FMA_OPS_PER_SCORE = {False: 4, True: 3}  # without / with the scale folded into log2 units
 CUBIC_FMA_OPS = 6  # floor, subtract, three FMAs, exponent add: the write-up's software exp2 (ch. 9)
@@ -232,11 +232,14 @@ def resolve(p, params: dict, variant: str, d: int) -> dict:
     if prm["persistent_order"] != "grid_stride" and not flags.get("persistent"):
         raise ScheduleError("persistent_order applies to the persistent schedules", f"{variant}: "
                             f"{prm['persistent_order']}", "use h200-s8-persistent or h200-s9-tuned")
-    smem = bm * d * 2 + prm["stages"] * 2 * bn * d * 2  # Q, and `stages` K and V tiles
+    if prm["q_slots"] not in (1, 2) or (prm["q_slots"] == 2 and not flags.get("persistent")):
+        raise ScheduleError("q_slots is 1, or 2 on a persistent schedule (the next item's Q loads while this one "
+                            "runs)", f"{variant}: q_slots {prm['q_slots']!r}", "use 1, or 2 with h200-s8/s9")
+    smem = prm["q_slots"] * bm * d * 2 + prm["stages"] * 2 * bn * d * 2  # Q slots, and `stages` K and V tiles
     if smem > p["smem_bytes_per_block"]:
-        raise ScheduleError("the schedule does not fit shared memory", f"Q {bm * d * 2} B + {prm['stages']} stages x "
-                            f"K+V {2 * bn * d * 2} B = {smem} B > {p['smem_bytes_per_block']} B",
-                            "lower stages, block_n or block_m")
+        raise ScheduleError("the schedule does not fit shared memory", f"{prm['q_slots']} x Q {bm * d * 2} B + "
+                            f"{prm['stages']} stages x K+V {2 * bn * d * 2} B = {smem} B > "
+                            f"{p['smem_bytes_per_block']} B", "lower stages, q_slots, block_n or block_m")
     if flags.get("ws"):
         if "regs_per_thread" in params:
             raise ScheduleError(f"{variant} launches with its setmaxnreg split's mean register count",
@@ -386,7 +389,7 @@ class CtaSlot:
         self.hb = ctx.race_log()
         self.roles = len(self.consumers) + ws  # the roles that meet at the CTA's exit
         self.taken, self.retired = [], {}  # the slot's CTAs in order; CTA ordinal -> [roles done, next may start]
-        self.rings, self.turns = {}, []
+        self.rings, self.turns, self.q_empty = {}, [], []
 
     def role(self, name: str) -> str:
         return self.prefix + name
@@ -400,6 +403,9 @@ class CtaSlot:
                         latency_ns=cost.latency_ns(cost.q_tiles))
         self.rings = {x: ctx.pipeline(self.role(x), ctx.prm["stages"], self.role("producer"), self.consumers,
                                       cost.tile_bytes, tma=tma, buffer=x, hb=self.hb) for x in ("K", "V")}
+        if ctx.flags.get("persistent"):  # q_empty[s]: every consumer warpgroup, after the item's last QK
+            self.q_empty = [ctx.barrier(f"{self.role('Q')}.empty[{i}]", len(self.consumers), self.consumers,
+                                        hb=self.hb) for i in range(ctx.prm["q_slots"])]
         if pingpong(ctx.flags, len(self.consumers)):
             c = self.consumers
             self.turns = [ctx.named_barrier(f"gemm turn of {r}", PINGPONG_BAR0 + i, 2 * WARPGROUP_THREADS,
@@ -418,6 +424,21 @@ class CtaSlot:
                 return
             yield from ((self.sm.first[cta] + q, n, k, q) for q, n in enumerate(self.sm.ctas[cta]))
             k += 1
+
+    def acquire_q(self, st: PipelineState, item: int):
+        """The producer's wait for Q slot st to be free (a persistent CTA's q_empty; attention_h200.cu s8+):
+        with one Q slot the next item's Q, and the K/V loads behind it, wait for this item's last QK."""
+        if self.q_empty:
+            bar = self.q_empty[st.index]
+            yield from self.ctx.waited(self.role("producer"), "wait Q slot", bar.wait(st.phase, self.role("producer")),
+                                       flow=lambda: bar.last_completer, work_item=item)
+            st.advance()
+
+    def release_q(self, wg: Warpgroup) -> None:
+        """Consumer wg's arrival on its Q slot's q_empty once the item's last QK is done."""
+        if self.q_empty:
+            self.q_empty[wg.q.index].arrive(wg.role, event=self.ctx.rec.last_id(wg.role))
+            wg.q.advance()
 
     def enter(self, k: int, q: int):
         """A role reaching Q tile q of the slot's CTA k: a slot runs one CTA at a time, as the SM does, so the
@@ -475,11 +496,13 @@ class Warpgroup:
     groups: WgmmaGroups
     k: PipelineState
     v: PipelineState
+    q: PipelineState
 
     @classmethod
     def of(cls, ctx, slot: CtaSlot, i: int) -> Warpgroup:
         role, stages = slot.consumers[i], ctx.prm["stages"]
-        return cls(i, role, WgmmaGroups(ctx.env, role), PipelineState(stages), PipelineState(stages))
+        return cls(i, role, WgmmaGroups(ctx.env, role), PipelineState(stages), PipelineState(stages),
+                   PipelineState(ctx.prm["q_slots"]))
 
     def take(self) -> tuple[PipelineState, PipelineState]:
         """The states of the next K and V tiles' slots (copies kept while the tiles are in use)."""
@@ -602,8 +625,10 @@ def producer(ctx, slot: CtaSlot):
     role, stages = slot.role("producer"), ctx.prm["stages"]
     st = {x: PipelineState.producer_start(stages) for x in slot.rings}
     v_lags = pingpong(ctx.flags, len(slot.consumers)) or bool(ctx.flags.get("overlap"))
+    q_st = PipelineState.producer_start(ctx.prm["q_slots"])
     for item, n_kv, k, q in slot.cta_items():
         yield from slot.enter(k, q)
+        yield from slot.acquire_q(q_st, item)
         yield from load(ctx, ctx.cost.q_bytes, role, "TMA Q", 1, work_item=item)
         for x, j in load_order(n_kv, v_lags):
             ring, empty = slot.rings[x], slot.rings[x].empty[st[x].index]
@@ -699,6 +724,8 @@ def turn_pingpong(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: in
     pass_turn(ctx, slot, wg)
     yield from wait_group(ctx, wg, 0, item, j)
     slot.rings["K"].consumer_release(ks, wg.role)
+    if j == n_kv - 1:
+        slot.release_q(wg)
     if held:
         slot.rings["V"].consumer_release(held[1], wg.role)
     yield from softmax(ctx, slot, wg, item, j, n_kv, with_rescale=True)
@@ -718,6 +745,8 @@ def turn_overlap(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int
     pass_turn(ctx, slot, wg)
     yield from wait_group(ctx, wg, 1 if held else 0, item, j)  # S_j ready; PV_{j-1} may run on
     k_ring.consumer_release(ks, wg.role)
+    if j == n_kv - 1:  # the item's last QK: its Q slot is free (attention_h200.cu q_empty)
+        slot.release_q(wg)
     yield from softmax(ctx, slot, wg, item, j, n_kv, with_rescale=False)
     if held:
         yield from wait_group(ctx, wg, 0, item, j)
