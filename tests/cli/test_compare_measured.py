@@ -153,11 +153,12 @@ def test_iteration_sampling_keeps_the_iteration_time_per_iteration(tmp_path, cap
 
 
 def test_a_proton_capture_folder_compares_like_a_timeline_file(proton_capture, capsys):
-    """tests/conftest.py proton_ws_gemm: CTA 0 (SM 5) runs 2 tiles in 4400 ns, 4 K iterations of 500 ns each."""
-    rc, r = run_json(capsys, "--measured", str(proton_capture()))
+    """tests/conftest.py proton_ws_gemm: CTA 0 (SM 5) runs 2 tiles in 4400 ns, 4 K iterations of 500 ns each;
+    every record spans 4400 ns (CTA 1's single tile ends inside it). A plain time of 5 µs is the total."""
+    rc, r = run_json(capsys, "--measured", str(proton_capture(dict(plain_us=5.0))))
     assert rc == 0
     assert (r["cta"], r["sm"], r["kernel"]) == (0, 5, "ws_matmul_kernel")
-    assert r["measured_us"] == 100.0 and r["measured_total"].startswith("plain build")
+    assert r["measured_us"] == 5.0 and r["measured_total"].startswith("plain build")
     assert r["sampling"]["ctas_sampled"] == 2 and r["sampling"]["grid_ctas"] == 132
     assert r["iteration_ns"]["measured"] == 500.0
     assert r["time_base"] == "SM cycles at 2000 MHz (capture.json clock_mhz)"
@@ -167,6 +168,15 @@ def test_a_proton_capture_folder_compares_like_a_timeline_file(proton_capture, c
     assert c0["waiting_measured"] == 2800 / 4400
     assert p["busy_ns_measured"] == 160.0 and p["waiting_measured"] == 2400 / 4400
     assert r["first_divergence"]["matched"] > 0
+
+
+def test_a_plain_time_far_above_the_instrumented_span_is_not_the_kernel_s(proton_capture, capsys):
+    """conftest's plain_us, 100 µs, is 22.7x the 4.4 µs the records span (more than PLAIN_OVER_SPAN = 2): a
+    host-bound launch loop was timed, so the span is the total and the report says why."""
+    rc, r = run_json(capsys, "--measured", str(proton_capture()))
+    assert rc == 0 and r["measured_us"] == 4.4
+    assert r["measured_total"] == ("instrumented timeline span: the meta's plain_us, 100.0 µs, is 22.7x it, a "
+                                   "host-bound launch time, not the kernel's")
 
 
 def test_the_committed_capture_counts_busy_alike_on_both_sides(capsys):
