@@ -197,3 +197,43 @@ def test_the_committed_capture_counts_busy_alike_on_both_sides(capsys):
     assert "queued_measured" not in roles["consumer0"]
     assert round(roles["consumer0"]["busy_ns_measured"]) == 159641
     assert round(roles["consumer1"]["busy_ns_err_pct"], 1) == -41.5
+
+
+PROTON_H200 = ROOT / "lapis" / "data" / "captures" / "proton" / "h200-2026-12-01"
+
+
+def printed(capsys, folder, shape) -> list[str]:
+    capsys.readouterr()
+    assert main(["compare", "--schedule", SCHEDULE, "--shape", shape, "--measured", str(PROTON_H200 / folder)]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_the_h200_proton_ws_gemm_compares_its_consumers_and_names_the_producer_not_recorded(capsys):
+    """The Gluon WS GEMM (Triton 3.6, H200, 2026-12-01), at the schedule's defaults (its capture.json params):
+    warp 8 left no record, so the producer is predicted only; the plain time (54.7 µs, a Python launch loop)
+    is 8.5x the 6.4 µs the records span, so the span is the total."""
+    out = printed(capsys, "gluon_ws_matmul", "2048x2048x512")
+    assert out[1].endswith("compared: CTA 0 on SM 124") and out[1].startswith("sampled 132 of 132 CTAs")
+    assert out[2] == ("total time: predicted 8.8 µs, measured 6.4 µs (instrumented timeline span: the meta's "
+                      "plain_us, 54.7 µs, is 8.5x it, a host-bound launch time, not the kernel's): error +35.9%")
+    assert out[3] == "steady-state K iteration: predicted 477 ns, measured 298 ns: error +60.0%"
+    assert out[7] == "  consumer0  0.40 / 0.23  0.58 / 0.38    0.01  3509 ns / 1434 ns (+144.6%)"
+    assert out[8] == "  consumer1  0.40 / 0.23  0.33 / 0.37    0.27  3509 ns / 1397 ns (+151.1%)"
+    assert out[9] == "  producer   0.00 /    -  0.74 /    -    0.00  0 ns / - (-) not recorded"
+    assert out[10].startswith("  not recorded: producer: warp 8 recorded no scope (the trace holds warps [0, 4])")
+    assert out[11] == ("first divergence: consumer0 wgmma of work item 0, K 1: measured -190 ns (-64% of an "
+                       "iteration) off the prediction, 36 milestones matched")
+
+
+def test_the_h200_proton_pipelined_gemm_compares_its_one_warpgroup(capsys):
+    """Proton's tutorial Gluon GEMM (no warp specialization: one warpgroup issues its own TMA) against the WS
+    schedule at its defaults: consumer0 meets the kernel's warpgroup; consumer1 and the producer have no warp
+    in the kernel (not in its roles), so they are predicted only."""
+    out = printed(capsys, "gluon_matmul", "512x512x1024")
+    assert out[1].endswith("compared: CTA 0 on SM 128") and out[1].startswith("sampled 16 of 16 CTAs")
+    assert out[2] == ("total time: predicted 5.4 µs, measured 8.7 µs (instrumented timeline span: the meta's "
+                      "plain_us, 25.4 µs, is 2.9x it, a host-bound launch time, not the kernel's): error -37.7%")
+    assert out[3] == "steady-state K iteration: predicted 313 ns, measured 910 ns: error -65.6%"
+    assert out[7] == "  consumer0  0.47 / 0.44  0.07 / 0.47    0.43  2567 ns / 3769 ns (-31.9%)"
+    assert out[8] == "  consumer1  0.47 /    -  0.07 /    -    0.46  2567 ns / - (-)"
+    assert not any(line.startswith("  not recorded") for line in out)
