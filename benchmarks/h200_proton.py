@@ -5,7 +5,8 @@ Each kernel is one attempt, written to OUT/proton/<name>/:
     <name>.chrome_trace   Proton's trace as written by proton.finalize() (when the attempt got that far)
     capture.json          the manifest lapis.captures.proton reads: status "ok" | "unsupported" | "failed",
                           error (exception text and traceback tail), the Proton mode, roles (role -> warp id),
-                          work_item_scope, wait_ops, shape, grid, plain_us (the uninstrumented build), clock_mhz
+                          work_item_scope, wait_ops, shape, grid, plain_us (the uninstrumented build, one CUDA
+                          graph replay of 20 launches over 20; plain_timing says how), clock_mhz
                           (nvidia-smi clocks.sm while the plain build ran), versions and provenance;
                           h200_proton.sh adds exit_status and log_tail (what the process printed)
 An attempt that raises never stops the others: "unsupported" when the error names Proton or instrumentation
@@ -21,8 +22,12 @@ Kernels:
     gluon_matmul     Gluon pipelined (not specialized) GEMM of Proton's intra-kernel tutorial (matmul_dsl.py)
     gluon_ws_matmul_all  the WS GEMM at 1024x1024x512 with every warp recorded (h200_proton.sh runs it only
                      when gluon_ws_matmul fails)
-Proton mode: warp granularity, a shared-memory circular buffer; the WS GEMM samples warps 0, 4, 8 (one per
-role: sampling_strategy="selective") to keep the trace small.
+    gluon_ws_matmul_shared  the WS GEMM with Proton's default shared-memory buffer, as run on 2026-12-01
+Proton mode: warp granularity, a circular buffer in shared memory (Proton's default), except the WS GEMM's: in
+global memory (buffer_type="global"), because a shared buffer reaches global memory only through the finalize
+code each warp runs at the kernel's end, which the warp_specialize worker warp (the producer, warp 8) never
+runs (2026-12-01: the trace held warps 0 and 4 only). The WS GEMM samples warps 0, 4, 8 (one per role:
+sampling_strategy="selective") to keep the trace small.
 """
 
 import json
@@ -219,7 +224,7 @@ def case_triton_add():
                 mode=dict(), flops=None)
 
 
-def case_gluon_ws_matmul(m=2048, n=2048, k=512, sampled="0,4,8"):
+def case_gluon_ws_matmul(m=2048, n=2048, k=512, sampled="0,4,8", buffer="global"):
     bm, bn, bk, stages = 128, 128, 64, 4
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
     b = torch.randn(k, n, device="cuda", dtype=torch.float16)
@@ -236,8 +241,8 @@ def case_gluon_ws_matmul(m=2048, n=2048, k=512, sampled="0,4,8"):
 
     return dict(launch=launch, check=check, kernel="ws_matmul_kernel", shape=f"{m}x{n}x{k}", grid=[ctas],
                 num_warps=9, roles={"consumer0": 0, "consumer1": 4, "producer": 8}, work_item_scope="tile",
-                semantic="gluon", mode=dict(sampling_strategy="selective", sampling_options=sampled) if sampled
-                else dict(),
+                semantic="gluon", mode=dict(sampling_strategy="selective", sampling_options=sampled,
+                                            buffer_type=buffer) if sampled else dict(buffer_type=buffer),
                 params=dict(block_m=bm, block_n=bn, block_k=bk, stages=stages, consumers=2),
                 schedule="examples/ws_gemm.py:WS_GEMM", flops=2.0 * m * n * k)
 
@@ -267,8 +272,14 @@ def case_gluon_ws_matmul_all():
     return case_gluon_ws_matmul(1024, 1024, 512, sampled=None)
 
 
+def case_gluon_ws_matmul_shared():
+    """The WS GEMM as run on 2026-12-01: Proton's default shared-memory buffer, which lost the producer warp's
+    records (the worker warp never runs the finalize code that copies a warp's segment to global memory)."""
+    return case_gluon_ws_matmul(buffer="shared")
+
+
 CASES = {"triton_add": case_triton_add, "gluon_ws_matmul": case_gluon_ws_matmul, "gluon_matmul": case_gluon_matmul,
-         "gluon_ws_matmul_all": case_gluon_ws_matmul_all}
+         "gluon_ws_matmul_all": case_gluon_ws_matmul_all, "gluon_ws_matmul_shared": case_gluon_ws_matmul_shared}
 
 
 def sm_clock_samples(stop: threading.Event, out: list) -> None:
@@ -283,10 +294,38 @@ def sm_clock_samples(stop: threading.Event, out: list) -> None:
         stop.wait(0.05)
 
 
+GRAPH_LAUNCHES = 20  # launches per CUDA graph replay: one replay is timed, so the host's launch cost is not
+
+
+def graph_of(launch):
+    """A CUDA graph of GRAPH_LAUNCHES launches (replayed, the GPU runs them back to back), or None with the reason
+    when capture fails. A Python launch of these small kernels takes ~25 µs of host time, longer than the
+    kernel: launches timed one by one measured the host (2026-12-01: 25-55 µs against 1-9 µs on the GPU)."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            launch()  # warm up outside the capture: compile, load the module
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(GRAPH_LAUNCHES):
+                launch()
+        torch.cuda.synchronize()
+        return g, None
+    except Exception as exc:  # noqa: BLE001 -- the launch loop still times it, and the manifest says why
+        torch.cuda.synchronize()
+        return None, f"{exc.__class__.__name__}: {exc}"[:500]
+
+
 def time_plain(launch, seconds: float = 1.0) -> dict:
-    """The uninstrumented build: µs per launch (median of CUDA-event timings) and the SM clock meanwhile."""
+    """The uninstrumented build: µs per launch (median of CUDA-event timings of one CUDA graph replay of
+    GRAPH_LAUNCHES launches, else of a loop of 10 Python launches) and the SM clock meanwhile."""
     launch()
     torch.cuda.synchronize()
+    graph, graph_error = graph_of(launch)
+    per = GRAPH_LAUNCHES if graph is not None else 10
     samples, stop = [], threading.Event()
     th = threading.Thread(target=sm_clock_samples, args=(stop, samples), daemon=True)
     th.start()
@@ -294,16 +333,21 @@ def time_plain(launch, seconds: float = 1.0) -> dict:
     while time.time() < t_end and len(times) < 5000:
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         e0.record()
-        for _ in range(10):
-            launch()
+        if graph is not None:
+            graph.replay()
+        else:
+            for _ in range(per):
+                launch()
         e1.record()
         e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1e3 / 10)
+        times.append(e0.elapsed_time(e1) * 1e3 / per)
     stop.set()
     th.join(timeout=10)
     times.sort()
     samples.sort()
-    return dict(plain_us=times[len(times) // 2], plain_runs=10 * len(times),
+    return dict(plain_us=times[len(times) // 2], plain_runs=per * len(times),
+                plain_timing=f"CUDA graph of {per} launches, one replay timed" if graph is not None else
+                f"loop of {per} Python launches (graph capture failed: {graph_error})",
                 clock_mhz=samples[len(samples) // 2] if samples else None, clock_samples=len(samples))
 
 
