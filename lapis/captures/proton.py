@@ -24,7 +24,10 @@ What lapis makes of it (the choices below come from a capture folder's capture.j
   base) x 1000 / clock_mhz. clock_mhz: capture.json's clock_mhz (the SM clock the run had), else 1000 (Proton's
   own assumption: times are then cycles). Times are ns from the earliest record.
 - Roles: capture.json's roles, {role: warp} or {role: [warps]}: a role's events are its first warp's (every
-  warp of a warpgroup records the same scopes); without it each warp is a role "warp<w>".
+  warp of a warpgroup records the same scopes); without it each warp is a role "warp<w>". A role whose warp
+  recorded no scope is left out and listed in `not_recorded` with the reason capture.json's mode gives: outside
+  the selective sampling, or, with Proton's shared-memory buffer, a warp_specialize worker warp (it never runs
+  the finalize code that copies a warp's records to global memory; the H200 WS GEMM's producer, 2026-12-01).
 - Ops: the leaf scopes; a scope that encloses another scope of its warp is a container and not an op.
 - Work items: each instance of the scope capture.json names as work_item_scope (e.g. "tile") is one work
   item, numbered 0, 1, ... per warp in time order; ops outside every instance are dropped (counted in
@@ -36,11 +39,13 @@ What lapis makes of it (the choices below come from a capture folder's capture.j
 Proton records every CTA: the sampling is every CTA, every iteration (a circular buffer that overflowed drops
 its earliest records and Proton prints a warning: then early work items are missing). One launch per trace.
 
-`read(path)`: path is a capture folder (capture.json with "trace": the file's name in the folder; a capture
-whose status is not "ok" is refused with the error it recorded) or a trace file (.chrome_trace or .json).
-Returns {header, events, ctas, clock_mhz (per CTA), t0_ns, roles, ops, meta, file, kernel, time_base, dropped}.
-Every check (sizes within lapis.captures.safe.LIMITS["json_bytes"], JSON, fields, names, roles, clock) raises
-CaptureError naming the file, the rule and the value.
+`read(path)`: path is a capture folder (capture.json with "trace": the file's name in the folder, read as
+<trace>.gz where only the gzip-compressed copy is there, as in lapis/data/captures/proton; a capture whose
+status is not "ok" is refused with the error it recorded) or a trace file (.chrome_trace or .json, either
+possibly .gz). Returns {header, events, ctas, clock_mhz (per CTA), t0_ns, roles, ops, meta, file, kernel,
+time_base, dropped, not_recorded}. Every check (sizes within lapis.captures.safe.LIMITS["json_bytes"], the
+inflated size of a .gz too, JSON, fields, names, roles, clock) raises CaptureError naming the file, the rule and
+the value; so does a folder of several kernels' captures (proton/<date>/: give one subfolder).
 """
 
 from __future__ import annotations
