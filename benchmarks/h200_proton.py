@@ -20,14 +20,12 @@ Kernels:
                      each) the consumers ("wait full", "wgmma", "wait wgmma", "store C"), each tile inside a
                      "tile" scope: the roles, ops and parameters of examples/ws_gemm.py:WS_GEMM
     gluon_matmul     Gluon pipelined (not specialized) GEMM of Proton's intra-kernel tutorial (matmul_dsl.py)
-    gluon_ws_matmul_all  the WS GEMM at 1024x1024x512 with every warp recorded (h200_proton.sh runs it only
-                     when gluon_ws_matmul fails)
-    gluon_ws_matmul_shared  the WS GEMM with Proton's default shared-memory buffer, as run on 2026-12-01
-Proton mode: warp granularity, a circular buffer in shared memory (Proton's default), except the WS GEMM's: in
-global memory (buffer_type="global"), because a shared buffer reaches global memory only through the finalize
-code each warp runs at the kernel's end, which the warp_specialize worker warp (the producer, warp 8) never
-runs (2026-12-01: the trace held warps 0 and 4 only). The WS GEMM samples warps 0, 4, 8 (one per role:
-sampling_strategy="selective") to keep the trace small.
+    gluon_ws_matmul_all  the WS GEMM at 1024x1024x512 with every warp recorded: which warps run what
+Proton mode: warp granularity, a shared-memory circular buffer (Proton's defaults). The WS GEMM samples warps
+0, 4, 10 (one per role: sampling_strategy="selective") to keep the trace small: warp 10, not 8, is the
+producer (WS_WARPS; 2026-12-01 sampled 0, 4, 8 and warp 8, an idle padding warp, recorded nothing).
+trace_summary lists the scopes each warp recorded (warp_scopes), and remaps a role to the warp that recorded
+its scopes when the trace shows it elsewhere (roles_note).
 """
 
 import json
@@ -214,7 +212,7 @@ def case_triton_add():
     grid = (triton.cdiv(n, block), )
 
     def launch():
-        add_kernel[grid](x, y, z, n, BLOCK=block, num_warps=4)
+        return add_kernel[grid](x, y, z, n, BLOCK=block, num_warps=4)
 
     def check():
         torch.testing.assert_close(z, x + y)
@@ -224,7 +222,14 @@ def case_triton_add():
                 mode=dict(), flops=None)
 
 
-def case_gluon_ws_matmul(m=2048, n=2048, k=512, sampled="0,4,8", buffer="global"):
+# Warps of the WS GEMM as Triton 3.6 lays them out (TritonGPUAllocateWarpGroups, read off the compiled kernel's
+# warpGroupStartIds [10, 8, 11] with the Triton 3.6.0 wheel, no GPU needed): the 8 default warps (0-7) are the
+# consumers; the 1-warp worker partition (24 registers) is padded to a whole warpgroup for setmaxnreg, so the
+# kernel runs 12 warps: idle padding partitions on warps 8-9 and 11, the producer on warp 10.
+WS_WARPS = dict(total=12, roles={"consumer0": 0, "consumer1": 4, "producer": 10})
+
+
+def case_gluon_ws_matmul(m=2048, n=2048, k=512, sampled="0,4,10"):
     bm, bn, bk, stages = 128, 128, 64, 4
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
     b = torch.randn(k, n, device="cuda", dtype=torch.float16)
@@ -234,15 +239,15 @@ def case_gluon_ws_matmul(m=2048, n=2048, k=512, sampled="0,4,8", buffer="global"
     ctas = min(tiles, torch.cuda.get_device_properties(0).multi_processor_count)
 
     def launch():
-        ws_matmul_kernel[(ctas, )](da, db, dc, tiles, tiles_n, STAGES=stages, num_warps=8)
+        return ws_matmul_kernel[(ctas, )](da, db, dc, tiles, tiles_n, STAGES=stages, num_warps=8)
 
     def check():
         torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-1)
 
     return dict(launch=launch, check=check, kernel="ws_matmul_kernel", shape=f"{m}x{n}x{k}", grid=[ctas],
-                num_warps=9, roles={"consumer0": 0, "consumer1": 4, "producer": 8}, work_item_scope="tile",
-                semantic="gluon", mode=dict(sampling_strategy="selective", sampling_options=sampled,
-                                            buffer_type=buffer) if sampled else dict(buffer_type=buffer),
+                num_warps=WS_WARPS["total"], roles=dict(WS_WARPS["roles"]), work_item_scope="tile",
+                semantic="gluon", mode=dict(sampling_strategy="selective", sampling_options=sampled) if sampled
+                else dict(),
                 params=dict(block_m=bm, block_n=bn, block_k=bk, stages=stages, consumers=2),
                 schedule="examples/ws_gemm.py:WS_GEMM", flops=2.0 * m * n * k)
 
@@ -257,7 +262,7 @@ def case_gluon_matmul():
     grid = (m // bm, n // bn)
 
     def launch():
-        pipelined_matmul_kernel[grid](da, db, dc, num_warps=4)
+        return pipelined_matmul_kernel[grid](da, db, dc, num_warps=4)
 
     def check():
         torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-1)
@@ -272,14 +277,9 @@ def case_gluon_ws_matmul_all():
     return case_gluon_ws_matmul(1024, 1024, 512, sampled=None)
 
 
-def case_gluon_ws_matmul_shared():
-    """The WS GEMM as run on 2026-12-01: Proton's default shared-memory buffer, which lost the producer warp's
-    records (the worker warp never runs the finalize code that copies a warp's segment to global memory)."""
-    return case_gluon_ws_matmul(buffer="shared")
-
 
 CASES = {"triton_add": case_triton_add, "gluon_ws_matmul": case_gluon_ws_matmul, "gluon_matmul": case_gluon_matmul,
-         "gluon_ws_matmul_all": case_gluon_ws_matmul_all, "gluon_ws_matmul_shared": case_gluon_ws_matmul_shared}
+         "gluon_ws_matmul_all": case_gluon_ws_matmul_all}
 
 
 def sm_clock_samples(stop: threading.Event, out: list) -> None:
@@ -374,7 +374,8 @@ def attempt(name: str, git_file: str | None) -> dict:
         launch, check = case.pop("launch"), case.pop("check")
         man.update({k: v for k, v in case.items() if k not in ("mode", "semantic")})
         stage = "plain build"
-        launch()
+        compiled = launch()  # the CompiledKernel: its num_warps counts every partition's warps, padding included
+        man["compiled_num_warps"] = getattr(getattr(compiled, "metadata", None), "num_warps", None)
         torch.cuda.synchronize()
         check()
         man.update(time_plain(launch))
@@ -419,9 +420,13 @@ def attempt(name: str, git_file: str | None) -> dict:
     return man
 
 
+PRODUCER_SCOPES = {"wait empty", "issue TMA"}  # the WS GEMM's producer records these; its consumers do not
+
+
 def trace_summary(path: Path, roles: dict) -> dict:
-    """What the trace holds (events, kernels, CTAs, warps), and roles remapped when Proton numbers the sampled
-    warps by their order in sampling_options instead of by warp id."""
+    """What the trace holds (events, kernels, CTAs, the scopes each warp recorded: warp_scopes), and roles
+    remapped when Proton numbers the sampled warps by their order in sampling_options instead of by warp id, or
+    when the producer's scopes come from another warp than the one its role names."""
     doc = json.loads(path.read_text())
     ev = [e for e in doc.get("traceEvents", []) if isinstance(e, dict) and e.get("ph") == "X"]
     pids = sorted({str(e.get("pid")) for e in ev})
@@ -430,8 +435,19 @@ def trace_summary(path: Path, roles: dict) -> dict:
     out = dict(trace_bytes=path.stat().st_size, x_events=len(ev), tracks=len(pids), warps_seen=warps,
                scopes=sorted({str(e.get("name")) for e in ev}), first_event=ev[0] if ev else None,
                display_time_unit=doc.get("displayTimeUnit"))
+    by_warp: dict = {}
+    for e in ev:
+        t = str(e.get("tid", "")).split()
+        if len(t) > 1 and t[0] == "warp" and t[1].isdigit():
+            by_warp.setdefault(int(t[1]), set()).add(str(e.get("name")))
+    out["warp_scopes"] = {w: sorted(by_warp[w]) for w in sorted(by_warp)}
     want = list(roles.values())
-    if warps and not set(want) <= set(warps) and len(warps) == len(want):
+    producers = [w for w in sorted(by_warp) if by_warp[w] & PRODUCER_SCOPES and w not in want]
+    if "producer" in roles and roles["producer"] not in by_warp and producers:
+        out["roles"] = dict(roles, producer=producers[0])
+        out["roles_note"] = (f"the producer's scopes come from warp {producers[0]}, not warp {roles['producer']}: "
+                             "role remapped")
+    elif warps and not set(want) <= set(warps) and len(warps) == len(want):
         out["roles"] = dict(zip(roles, warps))
         out["roles_note"] = f"trace warps {warps} are the sampled warps {want} in order: roles remapped"
     return out

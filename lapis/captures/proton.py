@@ -26,8 +26,9 @@ What lapis makes of it (the choices below come from a capture folder's capture.j
 - Roles: capture.json's roles, {role: warp} or {role: [warps]}: a role's events are its first warp's (every
   warp of a warpgroup records the same scopes); without it each warp is a role "warp<w>". A role whose warp
   recorded no scope is left out and listed in `not_recorded` with the reason capture.json's mode gives: outside
-  the selective sampling, or, with Proton's shared-memory buffer, a warp_specialize worker warp (it never runs
-  the finalize code that copies a warp's records to global memory; the H200 WS GEMM's producer, 2026-12-01).
+  the selective sampling, or a sampled warp that ran nothing (a warp_specialize worker is not at warp num_warps:
+  Triton pads partitions to whole warpgroups; the H200 WS GEMM of 2026-12-01 sampled warp 8, an idle padding
+  warp, while its producer ran on warp 10).
 - Ops: the leaf scopes; a scope that encloses another scope of its warp is a container and not an op.
 - Work items: each instance of the scope capture.json names as work_item_scope (e.g. "tile") is one work
   item, numbered 0, 1, ... per warp in time order; ops outside every instance are dropped (counted in
@@ -249,11 +250,12 @@ def _why(meta: dict, warp: int, warps: list) -> str:
     if "SELECTIVE" in mode and ids and warp not in ids:
         return f"warp {warp} is not in the selective sampling ({sorted(ids)}): Proton did not record it"
     why = f"warp {warp} recorded no scope (the trace holds warps {warps})"
-    if "BUFFER_TYPE.SHARED" in mode:  # ProtonGPU FinalizeOp copies the warp's own shared segment out
-        why += (f"; if warp {warp} is a warp_specialize worker warp: with buffer_type=shared each warp's records "
-                "reach global memory only when that warp runs Proton's finalize code at the kernel's end, which "
-                "the default partition's warps run and a worker warp does not; record with "
-                "buffer_type=\"global\"")
+    if "SELECTIVE" in mode:  # TritonGPUAllocateWarpGroups: padding partitions, workers not at num_warps
+        why += (f"; if warp {warp} was meant to be a warp_specialize worker partition: Triton places workers "
+                "where its warp-group allocation puts them (warpGroupStartIds), padding to whole warpgroups with "
+                "idle warps; Triton 3.6 runs 8 default warps and one 1-warp worker as 12 warps, the worker on "
+                "warp 10 and idle warps on 8, 9 and 11. Sample the worker's own warp, or record every warp once "
+                "to find it")
     return why
 
 
