@@ -5,7 +5,8 @@ Each kernel is one attempt, written to OUT/proton/<name>/:
     <name>.chrome_trace   Proton's trace as written by proton.finalize() (when the attempt got that far)
     capture.json          the manifest lapis.captures.proton reads: status "ok" | "unsupported" | "failed",
                           error (exception text and traceback tail), the Proton mode, roles (role -> warp id),
-                          work_item_scope, wait_ops, shape, grid, plain_us (the uninstrumented build), clock_mhz
+                          work_item_scope, wait_ops, shape, grid, plain_us (the uninstrumented build, one CUDA
+                          graph replay of 20 launches over 20; plain_timing says how), clock_mhz
                           (nvidia-smi clocks.sm while the plain build ran), versions and provenance;
                           h200_proton.sh adds exit_status and log_tail (what the process printed)
 An attempt that raises never stops the others: "unsupported" when the error names Proton or instrumentation
@@ -19,10 +20,12 @@ Kernels:
                      each) the consumers ("wait full", "wgmma", "wait wgmma", "store C"), each tile inside a
                      "tile" scope: the roles, ops and parameters of examples/ws_gemm.py:WS_GEMM
     gluon_matmul     Gluon pipelined (not specialized) GEMM of Proton's intra-kernel tutorial (matmul_dsl.py)
-    gluon_ws_matmul_all  the WS GEMM at 1024x1024x512 with every warp recorded (h200_proton.sh runs it only
-                     when gluon_ws_matmul fails)
-Proton mode: warp granularity, a shared-memory circular buffer; the WS GEMM samples warps 0, 4, 8 (one per
-role: sampling_strategy="selective") to keep the trace small.
+    gluon_ws_matmul_all  the WS GEMM at 1024x1024x512 with every warp recorded: which warps run what
+Proton mode: warp granularity, a shared-memory circular buffer (Proton's defaults). The WS GEMM samples warps
+0, 4, 10 (one per role: sampling_strategy="selective") to keep the trace small: warp 10, not 8, is the
+producer (WS_WARPS; 2026-12-01 sampled 0, 4, 8 and warp 8, an idle padding warp, recorded nothing).
+trace_summary lists the scopes each warp recorded (warp_scopes), and remaps a role to the warp that recorded
+its scopes when the trace shows it elsewhere (roles_note).
 """
 
 import json
@@ -209,7 +212,7 @@ def case_triton_add():
     grid = (triton.cdiv(n, block), )
 
     def launch():
-        add_kernel[grid](x, y, z, n, BLOCK=block, num_warps=4)
+        return add_kernel[grid](x, y, z, n, BLOCK=block, num_warps=4)
 
     def check():
         torch.testing.assert_close(z, x + y)
@@ -219,7 +222,14 @@ def case_triton_add():
                 mode=dict(), flops=None)
 
 
-def case_gluon_ws_matmul(m=2048, n=2048, k=512, sampled="0,4,8"):
+# Warps of the WS GEMM as Triton 3.6 lays them out (TritonGPUAllocateWarpGroups, read off the compiled kernel's
+# warpGroupStartIds [10, 8, 11] with the Triton 3.6.0 wheel, no GPU needed): the 8 default warps (0-7) are the
+# consumers; the 1-warp worker partition (24 registers) is padded to a whole warpgroup for setmaxnreg, so the
+# kernel runs 12 warps: idle padding partitions on warps 8-9 and 11, the producer on warp 10.
+WS_WARPS = dict(total=12, roles={"consumer0": 0, "consumer1": 4, "producer": 10})
+
+
+def case_gluon_ws_matmul(m=2048, n=2048, k=512, sampled="0,4,10"):
     bm, bn, bk, stages = 128, 128, 64, 4
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
     b = torch.randn(k, n, device="cuda", dtype=torch.float16)
@@ -229,13 +239,13 @@ def case_gluon_ws_matmul(m=2048, n=2048, k=512, sampled="0,4,8"):
     ctas = min(tiles, torch.cuda.get_device_properties(0).multi_processor_count)
 
     def launch():
-        ws_matmul_kernel[(ctas, )](da, db, dc, tiles, tiles_n, STAGES=stages, num_warps=8)
+        return ws_matmul_kernel[(ctas, )](da, db, dc, tiles, tiles_n, STAGES=stages, num_warps=8)
 
     def check():
         torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-1)
 
     return dict(launch=launch, check=check, kernel="ws_matmul_kernel", shape=f"{m}x{n}x{k}", grid=[ctas],
-                num_warps=9, roles={"consumer0": 0, "consumer1": 4, "producer": 8}, work_item_scope="tile",
+                num_warps=WS_WARPS["total"], roles=dict(WS_WARPS["roles"]), work_item_scope="tile",
                 semantic="gluon", mode=dict(sampling_strategy="selective", sampling_options=sampled) if sampled
                 else dict(),
                 params=dict(block_m=bm, block_n=bn, block_k=bk, stages=stages, consumers=2),
@@ -252,7 +262,7 @@ def case_gluon_matmul():
     grid = (m // bm, n // bn)
 
     def launch():
-        pipelined_matmul_kernel[grid](da, db, dc, num_warps=4)
+        return pipelined_matmul_kernel[grid](da, db, dc, num_warps=4)
 
     def check():
         torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-1)
@@ -265,6 +275,7 @@ def case_gluon_matmul():
 def case_gluon_ws_matmul_all():
     """The WS GEMM with every warp recorded (no selective sampling), at 1024x1024x512 so the trace stays small."""
     return case_gluon_ws_matmul(1024, 1024, 512, sampled=None)
+
 
 
 CASES = {"triton_add": case_triton_add, "gluon_ws_matmul": case_gluon_ws_matmul, "gluon_matmul": case_gluon_matmul,
@@ -283,10 +294,38 @@ def sm_clock_samples(stop: threading.Event, out: list) -> None:
         stop.wait(0.05)
 
 
+GRAPH_LAUNCHES = 20  # launches per CUDA graph replay: one replay is timed, so the host's launch cost is not
+
+
+def graph_of(launch):
+    """A CUDA graph of GRAPH_LAUNCHES launches (replayed, the GPU runs them back to back), or None with the reason
+    when capture fails. A Python launch of these small kernels takes ~25 µs of host time, longer than the
+    kernel: launches timed one by one measured the host (2026-12-01: 25-55 µs against 1-9 µs on the GPU)."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            launch()  # warm up outside the capture: compile, load the module
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(GRAPH_LAUNCHES):
+                launch()
+        torch.cuda.synchronize()
+        return g, None
+    except Exception as exc:  # noqa: BLE001 -- the launch loop still times it, and the manifest says why
+        torch.cuda.synchronize()
+        return None, f"{exc.__class__.__name__}: {exc}"[:500]
+
+
 def time_plain(launch, seconds: float = 1.0) -> dict:
-    """The uninstrumented build: µs per launch (median of CUDA-event timings) and the SM clock meanwhile."""
+    """The uninstrumented build: µs per launch (median of CUDA-event timings of one CUDA graph replay of
+    GRAPH_LAUNCHES launches, else of a loop of 10 Python launches) and the SM clock meanwhile."""
     launch()
     torch.cuda.synchronize()
+    graph, graph_error = graph_of(launch)
+    per = GRAPH_LAUNCHES if graph is not None else 10
     samples, stop = [], threading.Event()
     th = threading.Thread(target=sm_clock_samples, args=(stop, samples), daemon=True)
     th.start()
@@ -294,16 +333,21 @@ def time_plain(launch, seconds: float = 1.0) -> dict:
     while time.time() < t_end and len(times) < 5000:
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         e0.record()
-        for _ in range(10):
-            launch()
+        if graph is not None:
+            graph.replay()
+        else:
+            for _ in range(per):
+                launch()
         e1.record()
         e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1e3 / 10)
+        times.append(e0.elapsed_time(e1) * 1e3 / per)
     stop.set()
     th.join(timeout=10)
     times.sort()
     samples.sort()
-    return dict(plain_us=times[len(times) // 2], plain_runs=10 * len(times),
+    return dict(plain_us=times[len(times) // 2], plain_runs=per * len(times),
+                plain_timing=f"CUDA graph of {per} launches, one replay timed" if graph is not None else
+                f"loop of {per} Python launches (graph capture failed: {graph_error})",
                 clock_mhz=samples[len(samples) // 2] if samples else None, clock_samples=len(samples))
 
 
@@ -330,7 +374,8 @@ def attempt(name: str, git_file: str | None) -> dict:
         launch, check = case.pop("launch"), case.pop("check")
         man.update({k: v for k, v in case.items() if k not in ("mode", "semantic")})
         stage = "plain build"
-        launch()
+        compiled = launch()  # the CompiledKernel: its num_warps counts every partition's warps, padding included
+        man["compiled_num_warps"] = getattr(getattr(compiled, "metadata", None), "num_warps", None)
         torch.cuda.synchronize()
         check()
         man.update(time_plain(launch))
@@ -375,9 +420,13 @@ def attempt(name: str, git_file: str | None) -> dict:
     return man
 
 
+PRODUCER_SCOPES = {"wait empty", "issue TMA"}  # the WS GEMM's producer records these; its consumers do not
+
+
 def trace_summary(path: Path, roles: dict) -> dict:
-    """What the trace holds (events, kernels, CTAs, warps), and roles remapped when Proton numbers the sampled
-    warps by their order in sampling_options instead of by warp id."""
+    """What the trace holds (events, kernels, CTAs, the scopes each warp recorded: warp_scopes), and roles
+    remapped when Proton numbers the sampled warps by their order in sampling_options instead of by warp id, or
+    when the producer's scopes come from another warp than the one its role names."""
     doc = json.loads(path.read_text())
     ev = [e for e in doc.get("traceEvents", []) if isinstance(e, dict) and e.get("ph") == "X"]
     pids = sorted({str(e.get("pid")) for e in ev})
@@ -386,8 +435,19 @@ def trace_summary(path: Path, roles: dict) -> dict:
     out = dict(trace_bytes=path.stat().st_size, x_events=len(ev), tracks=len(pids), warps_seen=warps,
                scopes=sorted({str(e.get("name")) for e in ev}), first_event=ev[0] if ev else None,
                display_time_unit=doc.get("displayTimeUnit"))
+    by_warp: dict = {}
+    for e in ev:
+        t = str(e.get("tid", "")).split()
+        if len(t) > 1 and t[0] == "warp" and t[1].isdigit():
+            by_warp.setdefault(int(t[1]), set()).add(str(e.get("name")))
+    out["warp_scopes"] = {w: sorted(by_warp[w]) for w in sorted(by_warp)}
     want = list(roles.values())
-    if warps and not set(want) <= set(warps) and len(warps) == len(want):
+    producers = [w for w in sorted(by_warp) if by_warp[w] & PRODUCER_SCOPES and w not in want]
+    if "producer" in roles and roles["producer"] not in by_warp and producers:
+        out["roles"] = dict(roles, producer=producers[0])
+        out["roles_note"] = (f"the producer's scopes come from warp {producers[0]}, not warp {roles['producer']}: "
+                             "role remapped")
+    elif warps and not set(want) <= set(warps) and len(warps) == len(want):
         out["roles"] = dict(zip(roles, warps))
         out["roles_note"] = f"trace warps {warps} are the sampled warps {want} in order: roles remapped"
     return out

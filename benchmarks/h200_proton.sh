@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device call on the H200 (lapis `run` tool), from the repo root: Triton Proton's intra-kernel
-# (instrumentation-mode) trace of small kernels (benchmarks/h200_proton.py): a Triton vector add, a Gluon
-# persistent warp-specialized GEMM with examples/ws_gemm.py's roles and ops (warps 0, 4, 8 sampled; run again
-# with every warp recorded, at a smaller shape, only if that fails), and Proton's tutorial Gluon GEMM.
+# (instrumentation-mode) trace of small kernels (benchmarks/h200_proton.py). By default: a Gluon persistent
+# warp-specialized GEMM with examples/ws_gemm.py's roles and ops (warps 0, 4, 10 sampled: the producer runs on
+# warp 10, Triton's padding warps on 8, 9, 11), and the same GEMM at 1024x1024x512 with every warp recorded.
+# Named on the command line: triton_add (a Triton vector add), gluon_matmul (Proton's tutorial Gluon GEMM).
 # Each kernel runs in its own process and fails soft: its capture.json says "ok", or "unsupported"/"failed"
 # with the exception text; what the process printed (Proton's warnings included) goes into capture.json's
 # log_tail and into $OUT/proton/h200_proton.log.
@@ -51,14 +52,10 @@ print(f"{d.name}: status {man['status']}")
 PY
 }
 
-status_of() { python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('status'))" "$OUT/proton/$1/capture.json" 2>/dev/null; }
 
-for name in ${*:-triton_add gluon_ws_matmul gluon_matmul}; do
+for name in ${*:-gluon_ws_matmul gluon_ws_matmul_all}; do
   run_case "$name"
 done
-if [ $# -eq 0 ] && [ "$(status_of gluon_ws_matmul)" != "ok" ]; then
-  run_case gluon_ws_matmul_all
-fi
 python3 - "$OUT/proton" >> "$LOG" 2>&1 <<'PY'
 import json, sys
 from pathlib import Path

@@ -24,7 +24,11 @@ What lapis makes of it (the choices below come from a capture folder's capture.j
   base) x 1000 / clock_mhz. clock_mhz: capture.json's clock_mhz (the SM clock the run had), else 1000 (Proton's
   own assumption: times are then cycles). Times are ns from the earliest record.
 - Roles: capture.json's roles, {role: warp} or {role: [warps]}: a role's events are its first warp's (every
-  warp of a warpgroup records the same scopes); without it each warp is a role "warp<w>".
+  warp of a warpgroup records the same scopes); without it each warp is a role "warp<w>". A role whose warp
+  recorded no scope is left out and listed in `not_recorded` with the reason capture.json's mode gives: outside
+  the selective sampling, or a sampled warp that ran nothing (a warp_specialize worker is not at warp num_warps:
+  Triton pads partitions to whole warpgroups; the H200 WS GEMM of 2026-12-01 sampled warp 8, an idle padding
+  warp, while its producer ran on warp 10).
 - Ops: the leaf scopes; a scope that encloses another scope of its warp is a container and not an op.
 - Work items: each instance of the scope capture.json names as work_item_scope (e.g. "tile") is one work
   item, numbered 0, 1, ... per warp in time order; ops outside every instance are dropped (counted in
@@ -36,11 +40,13 @@ What lapis makes of it (the choices below come from a capture folder's capture.j
 Proton records every CTA: the sampling is every CTA, every iteration (a circular buffer that overflowed drops
 its earliest records and Proton prints a warning: then early work items are missing). One launch per trace.
 
-`read(path)`: path is a capture folder (capture.json with "trace": the file's name in the folder; a capture
-whose status is not "ok" is refused with the error it recorded) or a trace file (.chrome_trace or .json).
-Returns {header, events, ctas, clock_mhz (per CTA), t0_ns, roles, ops, meta, file, kernel, time_base, dropped}.
-Every check (sizes within lapis.captures.safe.LIMITS["json_bytes"], JSON, fields, names, roles, clock) raises
-CaptureError naming the file, the rule and the value.
+`read(path)`: path is a capture folder (capture.json with "trace": the file's name in the folder, read as
+<trace>.gz where only the gzip-compressed copy is there, as in lapis/data/captures/proton; a capture whose
+status is not "ok" is refused with the error it recorded) or a trace file (.chrome_trace or .json, either
+possibly .gz). Returns {header, events, ctas, clock_mhz (per CTA), t0_ns, roles, ops, meta, file, kernel,
+time_base, dropped, not_recorded}. Every check (sizes within lapis.captures.safe.LIMITS["json_bytes"], the
+inflated size of a .gz too, JSON, fields, names, roles, clock) raises CaptureError naming the file, the rule and
+the value; so does a folder of several kernels' captures (proton/<date>/: give one subfolder).
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ from lapis.errors import CaptureError
 PID = re.compile(r"^(?P<kernel>.*) Core(?P<sm>\d+) CTA(?P<cta>\d+)$")
 TID = re.compile(r"^warp (?P<warp>\d+)(?: \(line (?P<line>\d+)\))?$")
 SUFFIXES = (".chrome_trace", ".json")
+GZ = ".gz"  # a trace stored gzip-compressed (the shipped captures): read within safe.LIMITS, inflated bytes too
 PROTON_MHZ = 1000.0  # Proton's Chrome trace counts 1000 cycles a µs (TraceWriter.cpp: "we assume freq is 1GHz")
 CLOCK_RANGE_MHZ = (100.0, 5000.0)
 FIX = ("give the .chrome_trace proton.finalize() wrote (backend=\"instrumentation\", data=\"trace\"), or the "
@@ -69,10 +76,10 @@ def _fail(path, rule: str, value, fix: str = FIX) -> CaptureError:
 
 
 def is_proton(path) -> bool:
-    """Whether `path` is for this reader: a folder, or a file ending in .chrome_trace or .json (lapis_timeline.cuh
-    dumps are .npz or .bin)."""
+    """Whether `path` is for this reader: a folder, or a file ending in .chrome_trace or .json, either one possibly
+    followed by .gz (lapis_timeline.cuh dumps are .npz or .bin)."""
     path = Path(path)
-    return path.is_dir() or path.suffix in SUFFIXES
+    return path.is_dir() or path.name.removesuffix(GZ).endswith(SUFFIXES)
 
 
 def read(path) -> dict:
@@ -80,17 +87,18 @@ def read(path) -> dict:
     path = Path(path)
     if path.is_dir():
         meta = _manifest(path)
-        trace = safe.regular(path / meta["trace"], path)
+        trace = _trace_file(path, meta["trace"])
     else:
         meta, trace = {}, path
     doc = _load(trace)
     scopes, kernel = _scopes(doc, trace, meta.get("kernel"))
     clock = _clock(meta, path)
-    roles = _roles(meta, scopes, trace)
+    roles, missing = _roles(meta, scopes, trace)
     out = _events(scopes, roles, clock, meta, trace)
     ctas = sorted({s["cta"] for s in scopes})
     header = dict(cta_first=0, cta_every=1, cta_mask=(1 << 64) - 1, iter_every=1, grid_ctas=_grid_ctas(meta, ctas))
     out.update(header=header, ctas=ctas, clock_mhz={c: clock for c in ctas}, meta=meta, file=str(path),
+               not_recorded=missing,
                kernel=kernel, roles=sorted({e["role"] for e in out["events"]}),
                ops=sorted({e["op"] for e in out["events"]}),
                time_base=(f"SM cycles at {clock:g} MHz (capture.json clock_mhz)" if "clock_mhz" in meta else
@@ -104,6 +112,11 @@ def _manifest(folder: Path) -> dict:
     if not f.is_file():
         raise _fail(folder, "a Proton capture folder holds capture.json", "no capture.json", FIX)
     meta = safe.read_json(f, kind="proton_timeline")
+    kernels = meta.get("kernels") if "trace" not in meta else None  # lapis.captures.manifest NESTED's record
+    subs = [k.get("capture") for k in kernels if isinstance(k, dict)] if isinstance(kernels, list) else []
+    if subs and all(isinstance(x, str) for x in subs):
+        raise _fail(f, "a Proton capture compared is one kernel's folder", f"a capture of {len(subs)} kernels",
+                    "give one of its subfolders: " + ", ".join(str(folder / x) for x in subs))
     if meta.get("status", "ok") != "ok":
         raise _fail(f, "a Proton capture compared is one whose run succeeded (status \"ok\")",
                     f"status {meta.get('status')!r}: {str(meta.get('error'))[:600]}",
@@ -115,8 +128,17 @@ def _manifest(folder: Path) -> dict:
     return {k: v for k, v in meta.items() if v is not None}  # a null field counts as left out
 
 
+def _trace_file(folder: Path, name: str) -> Path:
+    """The trace capture.json names, or, where only its compressed copy is there, <name>.gz."""
+    path = folder / name
+    if not path.exists() and (folder / (name + GZ)).exists():
+        path = folder / (name + GZ)
+    return safe.regular(path, folder)
+
+
 def _load(path: Path) -> dict:
-    data = safe.read_bytes(path, limit=safe.LIMITS["json_bytes"])
+    limit = safe.LIMITS["json_bytes"]
+    data = safe.read_gzip(path, limit=limit) if path.name.endswith(GZ) else safe.read_bytes(path, limit=limit)
     try:
         doc = json.loads(data)
     except (ValueError, RecursionError) as exc:
@@ -187,16 +209,17 @@ def _clock(meta: dict, path) -> float:
     return float(v)
 
 
-def _roles(meta: dict, scopes: list, path) -> dict:
-    """warp -> role name."""
+def _roles(meta: dict, scopes: list, path) -> tuple[dict, dict]:
+    """(warp -> role name, role -> why it has no records) for the roles capture.json names. A role whose warp
+    recorded nothing is left out with the reason (`not_recorded`); no role recorded at all is a CaptureError."""
     warps = sorted({s["warp"] for s in scopes})
     given = meta.get("roles")
     if given is None:
-        return {w: f"warp{w}" for w in warps}
+        return {w: f"warp{w}" for w in warps}, {}
     if not isinstance(given, dict) or not given:
         raise _fail(path, "capture.json's roles map each role to its warp, {role: warp} or {role: [warps]}",
                     repr(given)[:200], "e.g. {\"producer\": 8, \"consumer0\": 0, \"consumer1\": 4}")
-    out = {}
+    out, missing = {}, {}
     for role, w in given.items():
         lead = w[0] if isinstance(w, list) and w else w
         if isinstance(lead, bool) or not isinstance(lead, int) or lead < 0:
@@ -205,12 +228,35 @@ def _roles(meta: dict, scopes: list, path) -> dict:
         if lead in out:
             raise _fail(path, "each role has its own lead warp", f"{out[lead]!r} and {role!r} both warp {lead}",
                         "give each role the first warp of its warpgroup")
+        if lead in missing.values():
+            raise _fail(path, "each role has its own lead warp", f"{role!r}: warp {lead} again",
+                        "give each role the first warp of its warpgroup")
         if lead not in warps:
-            raise _fail(path, "each role's warp recorded scopes", f"{role!r}: warp {lead}; warps in the trace: "
-                        f"{warps}", "map the roles to warps the trace holds (a selective sampling records only "
-                        "the warps in sampling_options)")
+            missing[str(role)] = lead
+            continue
         out[lead] = str(role)
-    return out
+    if not out:
+        raise _fail(path, "each role's warp recorded scopes", f"{sorted(missing.items())}; warps in the trace: "
+                    f"{warps}", "map the roles to warps the trace holds (a selective sampling records only "
+                    "the warps in sampling_options)")
+    return out, {role: _why(meta, w, warps) for role, w in missing.items()}
+
+
+def _why(meta: dict, warp: int, warps: list) -> str:
+    """Why a role's warp has no records, from what capture.json says of the run (mode, sampling)."""
+    mode = str(meta.get("mode", ""))
+    sampled = re.search(r"sampling_options=([\d,\s]*)", mode)
+    ids = {int(x) for x in sampled.group(1).split(",") if x.strip()} if sampled else set()
+    if "SELECTIVE" in mode and ids and warp not in ids:
+        return f"warp {warp} is not in the selective sampling ({sorted(ids)}): Proton did not record it"
+    why = f"warp {warp} recorded no scope (the trace holds warps {warps})"
+    if "SELECTIVE" in mode:  # TritonGPUAllocateWarpGroups: padding partitions, workers not at num_warps
+        why += (f"; if warp {warp} was meant to be a warp_specialize worker partition: Triton places workers "
+                "where its warp-group allocation puts them (warpGroupStartIds), padding to whole warpgroups with "
+                "idle warps; Triton 3.6 runs 8 default warps and one 1-warp worker as 12 warps, the worker on "
+                "warp 10 and idle warps on 8, 9 and 11. Sample the worker's own warp, or record every warp once "
+                "to find it")
+    return why
 
 
 def _wait(meta: dict, path):

@@ -13,7 +13,10 @@ wait began; timeline_align.canonical does the same for lapis's kernels).
 
 Errors are (predicted - measured) / measured in percent: negative means the model is too fast. Total time:
 the file's plain (uninstrumented) build time when its meta holds `plain_us`, else the measured timeline's span
-over every sampled CTA (an instrumented build: slower than the plain one by the recording cost). Times in ns.
+over every sampled CTA (an instrumented build: slower than the plain one by the recording cost). A plain time
+more than PLAIN_OVER_SPAN times that span cannot be the kernel's (the plain build runs the same work without
+the records): it is a host-bound launch time (the launches came slower than the GPU ran them), so the span is
+compared instead and the report says so. Times in ns.
 
 Per role, both sides count the same things, each as a fraction of its own timeline's span (the simulated SM's
 run; the compared CTA's instrumented run) (`role_times`):
@@ -25,6 +28,11 @@ run; the compared CTA's instrumented run) (`role_times`):
   shows up there as busy or waiting, wherever the kernel put its records;
 - busy ns: the busy time itself on each side and its error (predicted - measured) / measured. The measured run
   is the instrumented build, slower than the plain one, so compare the fractions first.
+
+A role the file names but whose warp recorded nothing (a Proton trace without the producer warp's records:
+lapis.captures.proton `not_recorded`) is reported as not recorded, with the reason, and left out of the
+comparison on both sides (its predicted row keeps the prediction only; the divergences use the recorded roles'
+milestones); the other roles are compared as usual.
 """
 
 from __future__ import annotations
@@ -39,6 +47,9 @@ from lapis.pipeline_sim.schedule import lookup
 from lapis.pipeline_sim.simulate import default_gpu, simulate
 from lapis.validate.timeline_align import first_divergence, steady_divergence
 from lapis.validate.timeline_compare import PRODUCER_ROLES, err_pct
+
+
+PLAIN_OVER_SPAN = 2.0  # plain_us above this many instrumented spans: the launch loop, not the kernel, was timed
 
 
 def predicted_view(events, units) -> list:
@@ -156,12 +167,15 @@ def compare_measured(path, schedule: str, shape: str, params: dict | None = None
     meas = [e for e in events if e.cta == cta]
     gpu = default_gpu(schedule)
     sim = simulate(schedule, gpu, shape, dict(params or {}))
-    pred = predicted_view(sim["_events"], s.units)
+    missing = got.get("not_recorded") or {}
+    pred = [e for e in predicted_view(sim["_events"], s.units) if e.role not in missing]
     span_ns = max(e.end_ns for e in events) - min(e.start_ns for e in events)
     plain = isinstance(meta.get("plain_us"), (int, float)) and not isinstance(meta["plain_us"], bool)
-    measured_ns = 1e3 * meta["plain_us"] if plain else span_ns
+    host_bound = plain and 1e3 * meta["plain_us"] > PLAIN_OVER_SPAN * span_ns
+    measured_ns = 1e3 * meta["plain_us"] if plain and not host_bound else span_ns
     it_p, it_m = iteration_ns(pred), iteration_ns(meas)
     own = [e for e in sim["_events"] if e.role not in s.units]  # unit waits kept apart: not predicted_view
+    # a role with no records keeps its predicted fractions; not_recorded says why it has no measured side
     tp, tm = role_times(own, s.units), role_times(meas)
     roles = {}
     for r in sorted(set(tp) | set(tm)):
@@ -171,6 +185,8 @@ def compare_measured(path, schedule: str, shape: str, params: dict | None = None
                         waiting_predicted=p.get("waiting"), waiting_measured=m.get("waiting"),
                         queued_predicted=p.get("queued"), busy_ns_predicted=bp, busy_ns_measured=bm,
                         busy_ns_err_pct=err_pct(bp, bm) if bp is not None and bm else None)
+        if r in missing:
+            roles[r]["not_recorded"] = missing[r]
     h = got["header"]
     out = dict(schedule=s.name, schedule_arg=schedule, gpu=gpu, shape=shape, params=sim["params"],
                measured_file=str(path), kernel=meta.get("kernel") or got.get("kernel"),
@@ -178,12 +194,14 @@ def compare_measured(path, schedule: str, shape: str, params: dict | None = None
                sampling=dict(cta_first=h["cta_first"], cta_every=h["cta_every"], cta_mask=h["cta_mask"],
                              iter_every=h["iter_every"], ctas_sampled=len(got["ctas"]), grid_ctas=h["grid_ctas"]),
                cta=cta, sm=sm, predicted_us=sim["predicted_us"], measured_us=measured_ns / 1e3,
-               measured_total="plain build (meta plain_us)" if plain else
-               "instrumented timeline span (no plain_us in the file's meta)",
+               measured_total="plain build (meta plain_us)" if plain and not host_bound else
+               (f"instrumented timeline span: the meta's plain_us, {meta['plain_us']:.1f} µs, is "
+                f"{1e3 * meta['plain_us'] / span_ns:.1f}x it, a host-bound launch time, not the kernel's"
+                if host_bound else "instrumented timeline span (no plain_us in the file's meta)"),
                total_err_pct=err_pct(sim["predicted_us"] * 1e3, measured_ns),
                iteration_ns=dict(predicted=it_p, measured=it_m, err_pct=err_pct(it_p, it_m) if it_p and it_m
                                  else None),
-               roles=roles)
+               roles=roles, not_recorded=dict(missing))
     ref = it_m or it_p or span_ns
     out["first_divergence"] = first_divergence(pred, meas, ref, tolerance_pct)
     out["steady_divergence"] = steady_divergence(pred, meas, ref, tolerance_pct)
@@ -240,7 +258,9 @@ def render(r: dict) -> str:
     lines += [f"  {role:<{width}}  {_frac(v['busy_predicted']):>4} / {_frac(v['busy_measured']):>4}  "
               f"{_frac(v['waiting_predicted']):>4} / {_frac(v['waiting_measured']):>4}  "
               f"{_frac(v['queued_predicted']):>6}  {_ns(v['busy_ns_predicted'])} / {_ns(v['busy_ns_measured'])} "
-              f"({_pct(v['busy_ns_err_pct'])})" for role, v in r["roles"].items()]
+              f"({_pct(v['busy_ns_err_pct'])})" + (" not recorded" if "not_recorded" in v else "")
+              for role, v in r["roles"].items()]
+    lines += [f"  not recorded: {role}: {why}" for role, why in r.get("not_recorded", {}).items()]
     lines.append(_divergence("first divergence", r["first_divergence"]))
     lines.append(_divergence("steady-state divergence", r["steady_divergence"]))
     return "\n".join(lines)

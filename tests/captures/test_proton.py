@@ -1,8 +1,12 @@
 """lapis.captures.proton on Proton traces written here in the format of Triton 3.6's StreamChromeTraceWriter
-(tests/conftest.py proton_ws_gemm: hand-set times, so every expected value below is worked out by hand).
-A trace from a real H200 run is not committed yet: these tests use the written one only."""
+(tests/conftest.py proton_ws_gemm: hand-set times, so every expected value below is worked out by hand), and on
+the H200 captures committed under lapis/data/captures/proton/h200-2026-12-01 (Triton 3.6; the expected values
+come from the raw trace's ts/dur, read by eye, and the SM clock of 1980 MHz its capture.json records)."""
 
+import gzip
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +130,68 @@ def test_a_folder_without_capture_json_and_which_paths_are_proton(tmp_path, prot
     assert proton.is_proton(tmp_path) and proton.is_proton(tmp_path / "x.chrome_trace")
     assert proton.is_proton(tmp_path / "x.json")
     assert not proton.is_proton(tmp_path / "x.npz") and not proton.is_proton(tmp_path / "x.bin")
+
+
+H200 = Path(__file__).resolve().parents[2] / "lapis" / "data" / "captures" / "proton" / "h200-2026-12-01"
+
+
+def test_the_h200_ws_gemm_capture_reads_its_consumers_and_says_the_producer_recorded_nothing():
+    r = proton.read(H200 / "gluon_ws_matmul")
+    assert r["kernel"] == "ws_matmul_kernel" and r["ctas"] == list(range(132)) and r["header"]["grid_ctas"] == 132
+    assert r["roles"] == ["consumer0", "consumer1"] and r["ops"] == ["store C", "wait full", "wait wgmma", "wgmma"]
+    # warp 8, named the producer, ran no partition (Triton padded the 1-warp worker to a warpgroup and put the
+    # producer on warp 10, outside the sampling 0, 4, 8): reported with that cause, not refused
+    assert list(r["not_recorded"]) == ["producer"]
+    assert r["not_recorded"]["producer"].startswith("warp 8 recorded no scope (the trace holds warps [0, 4])")
+    assert "the worker on warp 10 and idle warps on 8, 9 and 11" in r["not_recorded"]["producer"]
+    # 256 tiles over 132 CTAs, 2 consumer warps: each tile 8 K blocks x (wait full, wgmma, wait wgmma), the
+    # last wait wgmma and store C: 26 ops; the "tile" scopes are work items, not ops
+    assert len(r["events"]) == 256 * 2 * 26 == 13312 and r["dropped"] == dict(containers=0, outside_work_items=0)
+    c0 = [(e["op"], e["work_item"], e["k_index"], e["kind"], e["end_ns"] - e["start_ns"], e["sm"])
+          for e in r["events"] if e["cta"] == 0 and e["role"] == "consumer0"]
+    # the trace's CTA0 warp 0: wait full ts 0.378 dur 1.027, wgmma ts 1.441 dur 0.089 (µs at Proton's 1 GHz,
+    # i.e. kilocycles), on Core124: ns = cycles / 1.98
+    assert [x[:4] for x in c0[:3]] == [("wait full", 0, 0, "wait"), ("wgmma", 0, 0, "issue"),
+                                       ("wait wgmma", 0, 0, "wait")]
+    assert c0[0][4] == pytest.approx(1027 / 1.98) and c0[1][4] == pytest.approx(89 / 1.98) and c0[0][5] == 124
+    starts = [e["start_ns"] for e in r["events"] if e["cta"] == 0 and e["role"] == "consumer0"]
+    assert starts[1] - starts[0] == pytest.approx((1441 - 378) / 1.98)
+    assert len(c0) == 52 and c0[-1][:3] == ("store C", 1, -1)  # CTA 0 ran tiles 0 and 132
+
+
+def test_the_h200_pipelined_gemm_and_add_captures_read_every_warp_s_scopes():
+    r = proton.read(H200 / "gluon_matmul")
+    assert r["kernel"] == "pipelined_matmul_kernel" and r["roles"] == ["consumer0"] and r["not_recorded"] == {}
+    # 16 CTAs, 1 tile each: 8 K blocks of 128 x (issue TMA, wait full, wait wgmma, wgmma), the last wait, store C
+    assert len(r["events"]) == 16 * (8 * 4 + 2) == 544
+    first = r["events"][0]
+    assert (first["op"], first["k_index"], first["cta"], first["sm"]) == ("issue TMA", 0, 0, 128)
+    a = proton.read(H200 / "triton_add")
+    assert a["kernel"] == "add_kernel" and a["roles"] == ["thread_block"] and a["header"]["grid_ctas"] == 256
+    assert len(a["events"]) == 256 * 3 and a["ops"] == ["add", "load", "store"]  # warp 0 of each CTA
+
+
+def test_a_trace_stored_gzip_compressed_reads_as_the_plain_one(proton_capture, tmp_path):
+    folder = proton_capture()
+    plain = proton.read(folder)
+    f = folder / "ws.chrome_trace"
+    (folder / "ws.chrome_trace.gz").write_bytes(gzip.compress(f.read_bytes(), mtime=0))
+    f.unlink()
+    assert proton.read(folder)["events"] == plain["events"]
+    assert proton.read(folder / "ws.chrome_trace.gz")["events"] != []  # a bare .gz trace: one role a warp
+    assert proton.is_proton(tmp_path / "x.chrome_trace.gz") and proton.is_proton(tmp_path / "x.json.gz")
+    assert not proton.is_proton(tmp_path / "x.npz.gz")
+
+
+def test_the_date_folder_of_several_kernels_names_its_subfolders(tmp_path):
+    shutil.copytree(H200, tmp_path / "d")
+    with pytest.raises(CaptureError, match="one kernel's folder.*gluon_matmul"):
+        proton.read(tmp_path / "d")
+
+
+def test_a_role_outside_the_selective_sampling_is_named_as_such(proton_capture):
+    mode = "default:sampling_strategy=SAMPLING_STRATEGY.SELECTIVE:sampling_options=0,4:buffer_type=BUFFER_TYPE.SHARED"
+    r = proton.read(proton_capture(dict(mode=mode, roles={"consumer0": 0, "producer": 9})))
+    assert r["roles"] == ["consumer0"]
+    assert r["not_recorded"] == {"producer": "warp 9 is not in the selective sampling ([0, 4]): Proton did not "
+                                             "record it"}
