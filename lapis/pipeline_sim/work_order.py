@@ -27,7 +27,6 @@ import heapq
 import math
 
 from lapis.errors import ScheduleError
-from lapis.pipeline_sim.grid import fullest
 
 ORDERS = ("grid_stride", "lpt", "heavy_first", "lpt_l2")
 L2_SECTION_BYTES = 50 * 2**20  # K and V bytes a section's heads may keep in the H200's 50 MiB L2 (FA4's budget)
@@ -39,6 +38,11 @@ def section_heads(seq: int, d: int, elem_bytes: int = 2, l2_bytes: int = L2_SECT
     per_head = seq * 2 * d * elem_bytes
     fit = l2_bytes // per_head
     return 1 if fit < 1 else 1 << (fit.bit_length() - 1)
+
+
+def fullest(per_sm: list, cost=len):
+    """The work list with the largest cost (ties: the lowest SM index): the representative SM's."""
+    return max((w for w in per_sm if w), key=cost, default=[])
 
 
 def kv_tiles_per_item(q_tile: int, kv_tiles: int, bm: int, bn: int, causal: bool) -> int:
