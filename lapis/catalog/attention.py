@@ -119,6 +119,10 @@ VARIANTS = {
                 blind="attention_h200_s12", sweep=(), diagnostic=None,
                 causal_build=dict(entry="s12_two_q_causal", blind="attention_h200_s12")),
 }
+# s13: s12 with one chain per softmax row again (s11's four chains ran 1-3% slower than s10 on the H200)
+VARIANTS["s13"] = dict(VARIANTS["s12"], entry="s13_two_q_one_chain", chains=1, blind="attention_h200_s13",
+                       sim=dict(_S8_REGS, emulate_frac=0.0, threshold=8.0, persistent_order="lpt_l2", q_slots=2),
+                       causal_build=dict(entry="s13_two_q_one_chain_causal", blind="attention_h200_s13"))
 DEFAULT_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128", "16x16x2048x128", "32x16x1024x128")
 SMALL_SHAPE = "1x2x512x128"
 

@@ -12,8 +12,8 @@ chains = 1 is s9's (one running max and one running sum per row: 32-long depende
 FA4's sm90 forward does for the max (flash_attn/cute/utils.py fmax_reduce: four partial maxima).
 
 The stream is written here, not read from a compiled kernel's SASS (no cuobjdump on the CPU machines): register
-names are placeholders, and the cost is smsp.predict_loop with one warp on the SMSP (in the ping-pong schedule the
-other consumer warpgroup's warp on that SMSP is issuing its GEMMs, not the softmax).
+names are placeholders, and the cost is smsp.predict_loop with the softmax warps the SMSP holds at once
+(chain_factor).
 """
 
 from __future__ import annotations
@@ -73,12 +73,18 @@ def tile_body(chains: int) -> list[sass.Instruction]:
     return [sass.parse_instruction(t) for t in _max(chains) + _exp_sum(chains)]
 
 
-@lru_cache(maxsize=8)
-def chain_factor(chains: int) -> float:
-    """SMSP cycles of a tile's softmax with `chains` chains per row over those with one (one warp on the SMSP,
-    smsp.Constants from the pipes capture): < 1 where the dependent FMNMX and FADD chains set the time."""
+@lru_cache(maxsize=16)
+def chain_factor(chains: int, warps: int = 2) -> float:
+    """SMSP cycles of a tile's softmax with `chains` chains per row over those with one, with `warps` softmax warps
+    on the SMSP (smsp.predict_loop; smsp.Constants from the pipes capture). In the ping-pong schedules with intra-
+    warpgroup overlap both consumer warpgroups' softmaxes overlap, so each SMSP holds one warp of each (warps = the
+    consumer warpgroups): then MUFU's rate bounds the tile with one chain or four, and the factor is about 1. With
+    one warp alone the dependent FMNMX and FADD chains set the time and four chains save about 13%. Raises
+    LapisError for a chain count outside CHAINS or warps < 1."""
     body = tile_body(chains)
+    if warps < 1:
+        raise LapisError("softmax warps per SMSP are at least 1", repr(warps), "pass the consumer warpgroups")
     if chains == 1:  # the measured tiles' own stream: nothing to read
         return 1.0
     consts = smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE)
-    return smsp.predict_loop(body, 1, consts).cycles / smsp.predict_loop(tile_body(1), 1, consts).cycles
+    return smsp.predict_loop(body, warps, consts).cycles / smsp.predict_loop(tile_body(1), warps, consts).cycles

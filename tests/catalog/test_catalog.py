@@ -55,7 +55,7 @@ def test_every_entry_names_its_whole_template_and_its_role():
     names = [attention.kernel_name(v, c) for v in attention.VARIANTS.values()
              for c in (False, True) if not c or v["causal_build"]]
     names += [gemm.kernel_name(v, o) for v in gemm.VARIANTS.values() for o in v["outputs"]]
-    assert len(names) == len(set(names)) == 24
+    assert len(names) == len(set(names)) == 26
 
 
 def test_emulate_frac_is_the_kernels_emu_share():

@@ -82,6 +82,7 @@ def test_flops_smem_and_threads_by_hand():
     assert instantiated("s10") == "3 128 2 true true true true 0 true true 1 false false true 1".split()
     assert instantiated("s11") == "3 128 2 true true true true 0 true true 1 false false true 4".split()
     assert instantiated("s12") == "2 128 2 true true true true 0 true true 2 false false true 4".split()
+    assert instantiated("s13") == "2 128 2 true true true true 0 true true 2 false false true 1".split()
     assert ba.smem_bytes(ba.VARIANTS["s9"], plan) == 32768 + 3 * 65536 + 1024 <= 227 * 1024 - 1024
     with pytest.raises(ScheduleError, match="multiple of the kernel's block_m"):
         ba.check_shape(ba.VARIANTS["s3"], "1x2x576x128")  # 576 = 4.5 x 128

@@ -25,8 +25,13 @@ def test_four_chains_add_only_the_trees_and_cut_the_dependent_chains():
     assert p4.bound == "pipe.xu" and p4.cycles == pytest.approx(64 / consts.rate["xu"])  # MUFU-bound at 4 chains
 
 
-def test_chain_factor_is_one_for_one_chain_and_below_for_more():
-    assert chain_factor(1) == 1.0
-    assert 0.8 < chain_factor(4) <= chain_factor(2) < 1.0
+def test_chain_factor_saves_only_for_one_softmax_warp_per_smsp():
+    assert chain_factor(1) == chain_factor(1, 1) == 1.0
+    assert 0.8 < chain_factor(4, 1) <= chain_factor(2, 1) < 1.0  # one warp alone: latency-bound with one chain
+    # two warps (both consumer warpgroups' softmaxes, as s11 ran on the H200: 1-3% slower than s10 at the same
+    # clock, capture race/h200-2026-12-01-steps): MUFU-bound with one chain or four
+    assert chain_factor(4, 2) == pytest.approx(1.0)
     with pytest.raises(LapisError, match="softmax_chains is 1, 2 or 4"):
         chain_factor(3)
+    with pytest.raises(LapisError, match="at least 1"):
+        chain_factor(4, 0)

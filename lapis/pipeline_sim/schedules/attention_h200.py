@@ -188,7 +188,8 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     never moves, holds none); rescale_ns: one O rescale (rows x d FMA-pipe multiplies alone); wgmma_latency_ns: the
     pair's time beyond the pipe at peak (PAIR_FLOP / tensor_flop_per_clk_sm); factors: Contention's rates.
     softmax_chains (1, 2 or 4): partial maxima and sums per row; softmax_ns scales by
-    lapis.model.softmax_body.chain_factor (the SMSP model's cycles of the tile's stream against one chain)."""
+    lapis.model.softmax_body.chain_factor (the SMSP model's cycles of the tile's stream against one chain, with one
+    softmax warp per consumer warpgroup on each SMSP)."""
     base, emulate = flavour(flags), emulated(flags, prm)
     tile = {st: _flavour_cycles(p, "softmax_cycles_{}" + st, base, emulate) for st in STATES}
     pipe_alone = _measured(p, "gemm_pair_cycles")
@@ -196,7 +197,8 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     pipe_softmax = _flavour_cycles(p, "gemm_pair_cycles_under_softmax_{}", base, emulate, softmax=False)
     ghz = p["clock_ghz"]
     in_tile = 0.0 if flags.get("cond_rescale") else 64 * 128 / p["fma_per_clk_sm"]  # cycles: the tile's O rescale
-    chains = chain_factor(prm.get("softmax_chains", 1))  # the measured tiles are s9's: one chain per row
+    # the measured tiles are s9's (one chain per row); both consumer warpgroups' softmaxes overlap on each SMSP
+    chains = chain_factor(prm.get("softmax_chains", 1), prm["consumer_wgs"])
     return dict(softmax_ns=(tile[""] - in_tile) * (rows / 64) * (bn / 128) * chains / ghz,
                 rescale_ns=rows * d / p.per_ns("fma_per_clk_sm"),
                 wgmma_latency_ns=max(latency, 0.0) / ghz,
