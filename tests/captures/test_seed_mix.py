@@ -1,0 +1,50 @@
+"""lapis.captures.seed_mix: loops, roles and mixes from a listing, and the shipped B200 seed capture."""
+
+import json
+
+import pytest
+
+from lapis.captures import seed_mix
+from lapis.data import CAPTURES
+from lapis.errors import CaptureError
+
+# A hand-written sm_100a-style listing: a 9-instruction loop 0x10..0x90 (an MMA issue and its commit, a TMEM
+# load, an exp) that waits on an mbarrier whose retry sits after EXIT (0xb0..0xc0, branching back into the loop).
+WORD = "/* 0x000fe20000000000 */"
+LINES = [(0x00, "MOV R0, RZ"), (0x10, "UTCHMMA gdesc[UR6], gdesc[UR10], tmem[UR5], tmem[UR8], idesc[UR9], !UPT"),
+         (0x20, "UTCBAR [UR4], URZ"), (0x30, "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R20+URZ], R25"),
+         (0x40, "@!P0 BRA 0xb0"), (0x50, "LDTM.x8 R4, tmem[UR4]"), (0x60, "FMNMX3 R4, R4, R5, R6, !PT"),
+         (0x70, "MUFU.EX2 R1, R4"), (0x80, "FADD R0, R0, R1"), (0x90, "@P1 BRA 0x10"), (0xa0, "EXIT"),
+         (0xb0, "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R20+URZ], R25"), (0xc0, "@!P0 BRA 0xb0"), (0xd0, "BRA 0x50")]
+LISTING = "\tcode for sm_100a\n\t\tFunction : toy\n" + "".join(
+    f"        /*{a:04x}*/   {t} ;   /* 0x0000000000000000 */\n        {WORD}\n" for a, t in LINES)
+
+
+def test_loop_record_of_a_toy_listing(tmp_path):
+    (tmp_path / "toy.sass").write_text(LISTING)
+    r = seed_mix.kernel_record(tmp_path / "toy.sass")
+    assert r["instructions"] == 14 and r["wait_loops"] == 1
+    # MOV and FMNMX3 on alu; four BRAs on adu; two SYNCS on lsu
+    assert r["pipes"] == {"fma": 1, "alu": 2, "xu": 1, "lsu": 2, "tensor": 2, "tmem": 1, "cbu": 1, "adu": 4}
+    (loop,) = r["loops"]
+    assert (loop["head"], loop["branch"], loop["depth"], loop["instructions"]) == ("0x10", "0x90", 0, 9)
+    assert loop["role"] == "serial"  # an MMA issue and an exp in one loop: k01's single role
+    assert loop["ops"]["MUFU.EX2"] == 1 and loop["ops"]["LDTM.x8"] == 1
+    assert loop["pipes"] == {"fma": 1, "alu": 1, "xu": 1, "lsu": 1, "tensor": 2, "tmem": 1, "adu": 2}
+    # LDTM -> FMNMX3 -> MUFU -> FADD: 4 instructions in one pass; only the FADD's R0 is carried, so the chain
+    # grows by that one instruction per further iteration
+    assert loop["chain_first"] == 4 and loop["chain_per_iteration"] == 1
+
+
+def test_roles_by_first_rule():
+    from collections import Counter
+    assert seed_mix.role_of(Counter({"UTCHMMA": 8, "UTCBAR": 1})) == "mma"
+    assert seed_mix.role_of(Counter({"LDTM.x32": 4, "STTM.x32": 4, "FMUL": 8})) == "correction"
+    assert seed_mix.role_of(Counter({"UTMALDG.2D": 2, "SYNCS.ARRIVE.TRANS64": 1})) == "load"
+    assert seed_mix.role_of(Counter({"LDTM.x8": 1, "MUFU.EX2": 8})) == "softmax"
+    assert seed_mix.role_of(Counter({"IADD3": 1})) == "other"
+
+
+def test_a_missing_listing_is_a_capture_error(tmp_path):
+    with pytest.raises(CaptureError, match="has a listing"):
+        seed_mix.capture(tmp_path, dict(kernels={"k01": "kernels/k01.cu"}))
