@@ -48,3 +48,30 @@ def test_roles_by_first_rule():
 def test_a_missing_listing_is_a_capture_error(tmp_path):
     with pytest.raises(CaptureError, match="has a listing"):
         seed_mix.capture(tmp_path, dict(kernels={"k01": "kernels/k01.cu"}))
+
+
+SHIPPED = CAPTURES / "seeds" / "b200-481f9aa" / "manifest.json"
+
+
+def _loop(kernel, role, depth):
+    return next(lp for lp in kernel["loops"] if lp["role"] == role and lp["depth"] == depth)
+
+
+def test_shipped_b200_capture_counts_what_the_sources_issue():
+    man = json.loads(SHIPPED.read_text())
+    assert man["provenance"]["repository"] == "IaroslavElistratov/b200-attention"
+    assert man["provenance"]["flags"].startswith("-arch=sm_100a")
+    k01, k18 = man["kernels"]["k01"], man["kernels"]["k18"]
+    # k01: one serial loop; per K/V tile 8 QK + 8 PV tcgen05.mma (head dim 128 / K 16 each) and 128 + 1 __expf
+    serial = _loop(k01, "serial", 0)
+    assert serial["ops"]["UTCHMMA"] == 16 and serial["ops"]["MUFU.EX2"] == 129
+    # k18: the roles of the source's warp split, each with its K/V-tile loop nested in the persistent loop
+    assert {lp["role"] for lp in k18["loops"]} == {"load", "mma", "softmax", "correction"}
+    # MMA: two Q stages x (8 PV + 8 QK) per K/V tile
+    assert _loop(k18, "mma", 1)["ops"]["UTCHMMA"] == 32
+    # softmax: 12 of every 16 exps on MUFU (96 of 128) + the rescale's; the other 32 as 16 pairs of 3 packed FMAs
+    soft = _loop(k18, "softmax", 1)
+    assert soft["ops"]["MUFU.EX2"] == 97 and soft["ops"]["FFMA2"] == 48
+    # correction: O (128 columns) in x8 TMEM loads and stores for each of the two Q stages, one FMUL per value
+    corr = _loop(k18, "correction", 1)
+    assert corr["ops"]["LDTM.x8"] == corr["ops"]["STTM.x8"] == 2 * 16 and corr["ops"]["FMUL"] == 2 * 128
