@@ -75,3 +75,15 @@ def test_shipped_b200_capture_counts_what_the_sources_issue():
     # correction: O (128 columns) in x8 TMEM loads and stores for each of the two Q stages, one FMUL per value
     corr = _loop(k18, "correction", 1)
     assert corr["ops"]["LDTM.x8"] == corr["ops"]["STTM.x8"] == 2 * 16 and corr["ops"]["FMUL"] == 2 * 128
+
+
+def test_shipped_capture_shows_the_minor_steps_source_changes():
+    k = json.loads(SHIPPED.read_text())["kernels"]
+    # k15 loads S as x16 without a wait each: 8 x16 + 4 x8 rereads instead of k14's 16 x8 + 4 x8
+    assert _loop(k["k14"], "softmax", 1)["ops"]["LDTM.x8"] == 20 and _loop(k["k15"], "softmax", 1)["ops"]["LDTM.x16"] == 8
+    # k16 sums the 96 cached exps pairwise: 48 more packed adds (FADD2.FTZ), about 96 fewer scalar FADDs
+    s15, s16 = _loop(k["k15"], "softmax", 1)["ops"], _loop(k["k16"], "softmax", 1)["ops"]
+    assert s16["FADD2.FTZ"] - s15["FADD2.FTZ"] == 48 and s15["FADD"] - s16["FADD"] >= 90
+    # k18 (k17's body) keeps the MMA warp's barrier phases in bitmasks: k16's indexed phase arrays live in local memory
+    mma16, mma18 = _loop(k["k16"], "mma", 1)["ops"], _loop(k["k18"], "mma", 1)["ops"]
+    assert any(op.startswith("LDL") for op in mma16) and not any(op.startswith(("LDL", "STL")) for op in mma18)
