@@ -87,3 +87,14 @@ def test_shipped_capture_shows_the_minor_steps_source_changes():
     # k18 (k17's body) keeps the MMA warp's barrier phases in bitmasks: k16's indexed phase arrays live in local memory
     mma16, mma18 = _loop(k["k16"], "mma", 1)["ops"], _loop(k["k18"], "mma", 1)["ops"]
     assert any(op.startswith("LDL") for op in mma16) and not any(op.startswith(("LDL", "STL")) for op in mma18)
+
+
+def test_shipped_capture_shows_the_exp_steps():
+    k = json.loads(SHIPPED.read_text())["kernels"]
+    row = {name: _loop(k[name], "softmax", 0)["ops"] for name in ("k07", "k08", "k09")}
+    # k07 (__expf) and k08 (ex2.approx) put all 128 exps of a row and the rescale's on MUFU
+    assert row["k07"]["MUFU.EX2"] == row["k08"]["MUFU.EX2"] == 129
+    # k09 moves 4 of every 16 to the cubic: 96 + 1 on MUFU, 16 pairs x 3 packed Horner FMAs
+    assert row["k09"]["MUFU.EX2"] == 97 and row["k09"]["FFMA2"] == 48
+    # k08 folds the log2(e) scale into the score multiply: fewer FMA-pipe instructions than k07's __expf
+    assert _loop(k["k08"], "softmax", 0)["pipes"]["fma"] < _loop(k["k07"], "softmax", 0)["pipes"]["fma"]
