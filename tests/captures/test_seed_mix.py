@@ -61,6 +61,7 @@ def test_shipped_b200_capture_counts_what_the_sources_issue():
     man = json.loads(SHIPPED.read_text())
     assert man["provenance"]["repository"] == "IaroslavElistratov/b200-attention"
     assert man["provenance"]["flags"].startswith("-arch=sm_100a")
+    assert list(man["kernels"]) == [f"k{n:02d}" for n in range(1, 19)]
     k01, k18 = man["kernels"]["k01"], man["kernels"]["k18"]
     # k01: one serial loop; per K/V tile 8 QK + 8 PV tcgen05.mma (head dim 128 / K 16 each) and 128 + 1 __expf
     serial = _loop(k01, "serial", 0)
@@ -98,3 +99,11 @@ def test_shipped_capture_shows_the_exp_steps():
     assert row["k09"]["MUFU.EX2"] == 97 and row["k09"]["FFMA2"] == 48
     # k08 folds the log2(e) scale into the score multiply: fewer FMA-pipe instructions than k07's __expf
     assert _loop(k["k08"], "softmax", 0)["pipes"]["fma"] < _loop(k["k07"], "softmax", 0)["pipes"]["fma"]
+
+
+def test_shipped_capture_shows_the_swizzle_step_cuts_tma_issues():
+    k = json.loads(SHIPPED.read_text())["kernels"]
+    tma = {name: sum(c for op, c in _loop(k[name], "serial", 0)["ops"].items() if op.startswith("UTMALDG"))
+           for name in ("k02", "k03")}
+    # no swizzle: K in 16 boxes of 8 columns, V in 16 x 16 boxes of 8 x 8; SW128: K in 2 boxes, V in 16 x 2
+    assert tma == {"k02": 16 + 256, "k03": 2 + 32}
