@@ -344,6 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "pipe) of every kernel Nsight Compute measured, against the simulator")
     vu.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
     _json(vu)
+    vs = val.add_parser("seeds", help="the seed write-ups' measured tables (B200 progression %% of FA4, Emmy's RTX 5090 "
+                        "moves in µs) beside lapis's predictions: error and step direction")
+    _json(vs)
     _non_empty_strings(ap)
     return ap
 
