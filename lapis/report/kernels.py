@@ -16,7 +16,9 @@ import time
 from pathlib import Path
 
 from lapis.captures import attention as ac
-from lapis.captures.store import captures_root
+from lapis.captures.readers import read_race
+from lapis.captures.store import captures_root, manifests
+from lapis.catalog.attention import sim_params
 from lapis.data import BLIND
 from lapis.figures.gantt import gantt, lane_order, steady_state_window
 from lapis.figures.predicted_measured import predicted_measured_bars
@@ -58,6 +60,52 @@ def kernel_rows(captures: str | None = None) -> list[dict]:
                     "predicted_bound_by": pred["bound_by"], "blind_predicted_tflops": b,
                     "err_pct": _err(pred["tflops"], r["tflops"]), "blind_err_pct": _err(b, r["tflops"])})
     return out
+
+
+def _step_base(name: str) -> str | None:
+    """The variant a step builds on: the one before it in the catalog's order, skipping diagnostic builds."""
+    order = [n for n, v in VARIANTS.items() if not v["diagnostic"]]
+    i = order.index(name)
+    return order[i - 1] if i else None
+
+
+def step_rows(captures: str | None = None) -> list[dict]:
+    """The steps timed in a race beside the variant they build on (lapis.gpu.race, one process): per step, shape and
+    causal flag, the measured gain (base's median time / the step's - 1, same run) and the gain the current model
+    predicts at both kernels' parameters (lapis.catalog.attention.sim_params). A later capture's row replaces an
+    earlier one's."""
+    root = captures_root(captures, kinds=())
+    if not (root / "race").is_dir():
+        return []
+    names = {(kernel_name(v, c), c): n for n, v in VARIANTS.items() for c in (False, True)
+             if not c or v["causal_build"]}
+    cache, out = predictions.load(), {}
+    for folder in manifests(root, "race"):
+        for e in read_race(folder).manifest["results"]:
+            times = {names[(k, e["causal"])]: r["median_us"] for k, r in e.get("kernels", {}).items()
+                     if (k, e["causal"]) in names}
+            for step, t in times.items():
+                base = _step_base(step)
+                if base not in times or VARIANTS[step]["schedule"] != "h200-s9-tuned":
+                    continue
+                pred = [predictions.predict(VARIANTS[n]["schedule"], GPU, e["shape"], sim_params(VARIANTS[n], e["causal"]),
+                                            cache)[0]["predicted_us"] for n in (base, step)]
+                out[(step, e["shape"], e["causal"])] = dict(
+                    step=step, base=base, shape=e["shape"], causal=e["causal"], capture=f"race/{folder.name}",
+                    measured_gain_pct=100 * (times[base] / t - 1), predicted_gain_pct=100 * (pred[0] / pred[1] - 1))
+    return list(out.values())
+
+
+def _step_table(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    md = ["### Steps past s9: predicted against measured gain", "",
+          "Each step against the variant before it, timed in one process (the race capture named); predicted: the "
+          "current model at both kernels' parameters. Each step's blind prediction is in lapis/data/blind.", "",
+          "| step | over | shape | causal | measured gain % | predicted gain % | capture |", "|---|---|---|---|---|---|---|"]
+    md += [f"| {r['step']} | {r['base']} | {r['shape']} | {'yes' if r['causal'] else 'no'} | "
+           f"{r['measured_gain_pct']:+.1f} | {r['predicted_gain_pct']:+.1f} | `{r['capture']}` |" for r in rows]
+    return md + [""]
 
 
 def kernel_cases(captures: str | None = None) -> list[tuple]:
@@ -236,6 +284,8 @@ def kernels_section(out: Path, captures: str | None = None, resimulate: bool = F
           "measured) / measured TFLOP/s (positive: the model is too fast); blind = committed before the timed "
           "run, now = the current profile and model at the kernel's parameters.", ""]
     md += _table(rows)
+    steps = step_rows(captures)
+    md += [""] + _step_table(steps)
     bars = out / "kernels_tflops.png"
     predicted_measured_bars(rows, bars, title="Hopper attention: predicted against measured on the H200",
                             series=SERIES, label=lambda r: f"{r['variant']}\n{r['shape']}",
@@ -249,6 +299,6 @@ def kernels_section(out: Path, captures: str | None = None, resimulate: bool = F
         path = _gantt(out, captures, row)
         md += [f"### Measured: the `{name}` build (schedule `{row['schedule']}`) at {row['shape']}, SM 0", "",
                f"![{name} measured]({path.name})", ""]
-    numbers = dict(kernels=[{k: r[k] for k in JSON_KEYS} for r in rows],
+    numbers = dict(kernels=[{k: r[k] for k in JSON_KEYS} for r in rows], kernel_steps=steps,
                    kernels_analysis=dict(occupancy=occ, limiter=lim, rescales=resc, wall_s=round(time.time() - t0, 2)))
     return "\n".join(md), numbers

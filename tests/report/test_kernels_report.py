@@ -172,3 +172,16 @@ def test_docs_kernels_table_is_the_capture_and_the_blind_file():
         assert tf == f"{meas:.0f}" and spread == f"{v['plain']['spread_pct']:.2f}"
         assert ratio == f"{e['sdpa']['cudnn']['median_us'] / v['plain']['median_us']:.3f}"
         assert bl == f"{b:.0f}" and err == f"{100 * (b - meas) / meas:+.0f}"
+
+
+def test_steps_past_s9_are_measured_against_their_base_in_the_same_race():
+    from lapis.report.kernels import step_rows
+
+    rows = {(r["step"], r["shape"], r["causal"]): r for r in step_rows()}
+    r = rows[("s10", "2x16x16384x128", True)]
+    # capture race/h200-2026-12-01-steps: s9 causal 4228.2 us, s10 causal 3666.6 us in one process
+    assert r["base"] == "s9" and r["capture"] == "race/h200-2026-12-01-steps"
+    assert r["measured_gain_pct"] == pytest.approx(100 * (4228.2 / 3666.6 - 1), abs=0.05)
+    assert rows[("s11", "8x16x4096x128", False)]["base"] == "s10"
+    assert rows[("s11", "8x16x4096x128", False)]["measured_gain_pct"] == pytest.approx(100 * (1847.0 / 1889.3 - 1), abs=0.05)
+    assert 2.0 < r["predicted_gain_pct"] < 4.0  # the model sees the balance of K/V tiles only, not the L2 sections
