@@ -251,6 +251,21 @@ def _steps_table() -> str:
     return cached("steps_table", model_inputs(), compute)
 
 
+def _race_steps_table() -> str:
+    """The steps past s9 against the variant before each, in one race (lapis.report.kernels.step_rows)."""
+    def compute() -> str:
+        from lapis.report.kernels import step_rows
+
+        md = ["| step | over | shape | causal | measured gain % | predicted gain % (now) | capture |",
+              "|---|---|---|---|---:|---:|---|"]
+        md += [f"| `{r['step']}` | `{r['base']}` | {r['shape']} | {'yes' if r['causal'] else 'no'} | "
+               f"{r['measured_gain_pct']:+.1f} | {r['predicted_gain_pct']:+.1f} | `{r['capture']}` |"
+               for r in step_rows(None)]
+        return "\n".join(md)
+
+    return cached("race_steps_table", model_inputs(), compute)
+
+
 def _gemm_table() -> str:
     """lapis.report.calibration.gemm_rows: the GEMM capture, its blind predictions and the current ones."""
     def compute() -> str:
@@ -389,6 +404,10 @@ class docs_values:  # noqa: N801 -- the name the markers use
     @staticmethod
     def steps_table() -> str:
         return _steps_table()
+
+    @staticmethod
+    def race_steps_table() -> str:
+        return _race_steps_table()
 
     @staticmethod
     def validation_headline() -> str:
