@@ -344,6 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "pipe) of every kernel Nsight Compute measured, against the simulator")
     vu.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
     _json(vu)
+    vmi = val.add_parser("micro", help="every committed softmax microbenchmark (alone, beside softmax, beside "
+                         "wgmma, the GEMM pair beside softmax) against the SMSP model's single-instruction "
+                         "constants (compiles the microbenchmarks here: nvcc, cuobjdump)")
+    _json(vmi)
     _non_empty_strings(ap)
     return ap
 

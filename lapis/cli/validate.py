@@ -1,7 +1,7 @@
-"""`lapis validate layouts|mma|timelines|units`: the models against the captures.
+"""`lapis validate layouts|mma|timelines|units|micro`: the models against the captures.
 
-layouts and mma exit 1 when a capture disagrees with the model; timelines and units exit 0 (their numbers are a
-measurement, not a pass/fail check).
+layouts and mma exit 1 when a capture disagrees with the model; timelines, units and micro exit 0 (their numbers
+are a measurement, not a pass/fail check).
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import json
 
 from lapis.cli.output import check_out_dir
 from lapis.validate.layouts import format_provenance, format_validation, passed, validate_layouts
+from lapis.validate.micro import render as render_micro
+from lapis.validate.micro import validate_micro
 from lapis.validate.mma import not_compared_lines, validate_mma
 from lapis.validate.mma import passed as mma_passed
 from lapis.validate.timelines import render, validate_timelines
@@ -62,4 +64,11 @@ def cli_validate_units(args) -> int:
     """`lapis validate units`: exit 0 (the numbers are a measurement, not a pass/fail check)."""
     r = validate_units(args.captures)
     print(json.dumps(r, indent=1) if args.json else render_units(r))
+    return 0
+
+
+def cli_validate_micro(args) -> int:
+    """`lapis validate micro`: exit 0 (the numbers are a measurement, not a pass/fail check)."""
+    r = validate_micro()
+    print(json.dumps(r, indent=1) if args.json else render_micro(r))
     return 0
