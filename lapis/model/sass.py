@@ -11,8 +11,8 @@ lsu (shared/global/local memory, shuffles, special registers, CTA barriers), ten
 wgmma), uniform (U* datapath, R2UR), cbu (convergence barriers, exit), adu (branches, constant loads). The table is
 checked against hardware: the FA2 forward kernel's per-instruction executed counts, summed per pipe, reproduce
 that capture's sm__inst_executed_pipe_{fma,alu,xu,lsu,tensor}.sum within 0.1 % (tests/model/test_sass_reader.py,
-lapis/data/captures/ncu/h200-2026-12-01-units). The cbu/adu/uniform rows and I2FP (alu: the integer-to-float
-conversion sm_90 issues outside MUFU) are not checked that way.
+lapis/data/captures/ncu/h200-2026-12-01-units). The cbu/adu/uniform rows, I2FP and VIMNMX (alu: integer-to-float
+conversion outside MUFU, integer min/max) and FENCE (lsu, as MEMBAR) are not checked that way.
 
 Register operands: R<n>, UR<n>, P<n>, UP<n> (RZ, URZ, PT, UPT are constants). Vector widths (REGISTERS_OF) follow
 the instruction: .64 / .128 data of loads and stores, `R2.64` addresses, LDSM .x1/.x2/.x4, HMMA.16816 (D, C: 4
@@ -45,15 +45,15 @@ PIPE_OF = {
                      "IMNMX_FMA", "HFMA2", "HMUL2", "HADD2"), "fma"),
     **dict.fromkeys(("FMNMX", "FSETP", "FSEL", "FSET", "FCHK", "ISETP", "IADD3", "IADD", "LOP3", "LOP", "SHF", "SHL",
                      "SHR", "LEA", "SEL", "MOV", "PRMT", "IABS", "IMNMX", "CS2R", "P2R", "R2P", "PLOP3", "F2FP",
-                     "POPC", "FLO", "BREV", "BMSK", "SGXT", "HMNMX2", "HSETP2", "VOTE", "ISCADD", "IMNMX", "I2FP"), "alu"),
+                     "POPC", "FLO", "BREV", "BMSK", "SGXT", "HMNMX2", "HSETP2", "VOTE", "ISCADD", "IMNMX", "I2FP", "VIMNMX"), "alu"),
     **dict.fromkeys(("MUFU", "I2F", "F2I", "F2F", "I2I", "FRND"), "xu"),
     **dict.fromkeys(("LDS", "LDSM", "STS", "LDG", "STG", "LDL", "STL", "LD", "ST", "LDGSTS", "ATOM", "ATOMS", "ATOMG",
-                     "RED", "SHFL", "S2R", "BAR", "MEMBAR", "SYNCS", "MATCH", "STSM", "CCTL", "UBLKCP",
+                     "RED", "SHFL", "S2R", "BAR", "MEMBAR", "FENCE", "SYNCS", "MATCH", "STSM", "CCTL", "UBLKCP",
                      "UTMALDG", "UTMASTG", "UTMAPF", "ARRIVES", "REDUX"), "lsu"),
     **dict.fromkeys(("HMMA", "HGMMA", "IMMA", "IGMMA", "QGMMA", "BMMA", "DMMA"), "tensor"),
     **dict.fromkeys(("BSSY", "BSYNC", "EXIT", "WARPSYNC", "BPT", "BREAK", "CALL", "RET", "KILL", "NANOSLEEP",
                      "YIELD", "WARPGROUP", "ENDCOLLECTIVE"), "cbu"),
-    "R2UR": "uniform",  # writes the uniform datapath's registers
+    "R2UR": "uniform", "VOTEU": "uniform",  # write the uniform datapath's registers
     **dict.fromkeys(("BRA", "BRX", "JMP", "LDC", "ULDC", "DEPBAR", "LDGDEPBAR", "NOP", "ERRBAR", "CGAERRBAR", "ACQBULK",
                      "ELECT", "S2UR"), "adu"),
 }
