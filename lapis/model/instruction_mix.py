@@ -33,6 +33,7 @@ not used).
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import subprocess
@@ -158,6 +159,29 @@ def executed(mix: dict, tiles: int, blocks: int, ctas: int, consumer_warps: int,
                   + warps_per_cta * ctas * straight.get(p, 0)
                   + blocks * mix["load_block"].get(p, 0) + load_tile_iters * mix["load_tile"].get(p, 0))
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def fa2_phases() -> dict[str, tuple[sass.Instruction, ...]]:
+    """FA2's K/V-tile loop (its block region, in address order; FLASH_CSV's SASS at hdim 128: block 128 x 64, 4
+    warps) split where QK's mma.sync end and PV's begin: "qk" up to QK's last HMMA, "head" (the row max, the
+    rescale factors, the O rescale, the first row's exponentials) up to PV's first HMMA, "pv" the rest. HMMA and
+    LDSM are left out (the schedule costs the GEMMs itself). CaptureError if the loop has not two equal GEMMs."""
+    instrs = sass.parse_ncu_source_csv(FLASH_CSV)
+    big = [lp for lp in sass.loops(instrs) if lp.tail - lp.head + 1 > TINY and _tensor(instrs[lp.head:lp.tail + 1])]
+    if not big:
+        raise CaptureError("no mma.sync loop in FA2's SASS", str(FLASH_CSV), "check the capture's source page")
+    body = instrs[min(lp.head for lp in big):max(lp.tail for lp in big) + 1]
+    mma = [k for k, i in enumerate(body) if i.opcode == "HMMA"]
+    if len(mma) % 2:
+        raise CaptureError("FA2's loop should hold QK's and PV's mma.sync, as many each", len(mma),
+                           "check the capture's source page")
+    qk_end, pv_start = mma[len(mma) // 2 - 1], mma[len(mma) // 2]
+
+    def keep(seg):
+        return tuple(i for i in seg if i.opcode not in ("HMMA", "LDSM"))
+
+    return {"qk": keep(body[:qk_end + 1]), "head": keep(body[qk_end + 1:pv_start]), "pv": keep(body[pv_start:])}
 
 
 def load(path: Path = MIXES) -> dict:
