@@ -182,8 +182,14 @@ def kernel_row(key: str, entry: dict, shape: str, gemm_size: int, cache: dict) -
               if f"sm__inst_executed_pipe_{p}.sum" in entry["metrics"]}
     try:
         pred, reasons = predicted(case, cache, key, counts)
-    except LapisError as exc:
+    except LapisError as exc:  # the instruction counts need the work order only, not the simulation
         pred, reasons = dict.fromkeys(UNITS), dict.fromkeys(UNITS, f"not simulated: {exc}")
+        mix, source = instructions(key, case, int(load_profile(GPU).values["sm_count"]["value"]), counts)
+        if mix is not None:
+            for p in PIPES:
+                pred[f"inst_{p}_m"] = mix[p] / 1e6
+                reasons.pop(f"inst_{p}_m")
+            reasons["instruction_mix"] = MIX_SOURCE[source]
     if "instruction_mix" in reasons:
         row["instruction_mix"] = reasons.pop("instruction_mix")
     row["units"] = {u: dict(measured=meas.get(u), predicted=pred.get(u), error=error(u, pred.get(u), meas.get(u)),
