@@ -347,6 +347,10 @@ def build_parser() -> argparse.ArgumentParser:
     vs = val.add_parser("seeds", help="the seed write-ups' measured tables (B200 progression %% of FA4, Emmy's RTX 5090 "
                         "moves in µs) beside lapis's predictions: error and step direction")
     _json(vs)
+    vmi = val.add_parser("micro", help="every committed softmax microbenchmark (alone, beside softmax, beside "
+                         "wgmma, the GEMM pair beside softmax) against the SMSP model's single-instruction "
+                         "constants (compiles the microbenchmarks here: nvcc, cuobjdump)")
+    _json(vmi)
     _non_empty_strings(ap)
     return ap
 

@@ -1,7 +1,7 @@
-"""`lapis validate layouts|mma|timelines|units|seeds`: the models against the captures and the seeds' tables.
+"""`lapis validate layouts|mma|timelines|units|seeds|micro`: the models against the captures and the seeds' tables.
 
-layouts and mma exit 1 when a capture disagrees with the model; timelines, units and seeds exit 0 (their numbers
-are a measurement, not a pass/fail check).
+layouts and mma exit 1 when a capture disagrees with the model; timelines, units, seeds and micro exit 0 (their
+numbers are a measurement, not a pass/fail check).
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import json
 
 from lapis.cli.output import check_out_dir
 from lapis.validate.layouts import format_provenance, format_validation, passed, validate_layouts
+from lapis.validate.micro import render as render_micro
+from lapis.validate.micro import validate_micro
 from lapis.validate.mma import not_compared_lines, validate_mma
 from lapis.validate.mma import passed as mma_passed
 from lapis.validate.seeds import render as render_seeds
@@ -71,4 +73,11 @@ def cli_validate_seeds(args) -> int:
     """`lapis validate seeds`: exit 0 (the numbers are a measurement, not a pass/fail check)."""
     r = validate_seeds()
     print(json.dumps(r, indent=1, ensure_ascii=False) if args.json else render_seeds(r))
+    return 0
+
+
+def cli_validate_micro(args) -> int:
+    """`lapis validate micro`: exit 0 (the numbers are a measurement, not a pass/fail check)."""
+    r = validate_micro()
+    print(json.dumps(r, indent=1) if args.json else render_micro(r))
     return 0

@@ -8,10 +8,11 @@ Pipes (PIPE_OF): the instruction pipes Nsight Compute counts in sm__inst_execute
 Guide, section Pipelines): fma (FP32 multiply-add and IMAD; fmaheavy + fmalite), alu (integer, logic, compares,
 min/max, moves, conversions packing two floats: F2FP), xu (MUFU transcendentals and int<->float conversions),
 lsu (shared/global/local memory, shuffles, special registers, CTA barriers), tensor (HMMA: mma.sync; HGMMA:
-wgmma), uniform (U* datapath), cbu (convergence barriers, exit), adu (branches, constant loads). The table is
+wgmma), uniform (U* datapath, R2UR), cbu (convergence barriers, exit), adu (branches, constant loads). The table is
 checked against hardware: the FA2 forward kernel's per-instruction executed counts, summed per pipe, reproduce
 that capture's sm__inst_executed_pipe_{fma,alu,xu,lsu,tensor}.sum within 0.1 % (tests/model/test_sass_reader.py,
-lapis/data/captures/ncu/h200-2026-12-01-units). The cbu/adu/uniform rows are not checked that way.
+lapis/data/captures/ncu/h200-2026-12-01-units). The cbu/adu/uniform rows, I2FP and VIMNMX (alu: integer-to-float
+conversion outside MUFU, integer min/max) and FENCE (lsu, as MEMBAR) are not checked that way.
 
 sm_100 (Blackwell) opcodes, named after the CUDA Binary Utilities' "Blackwell Instruction Set" table (section 4.4)
 and classed by what the PTX they come from does (PTX ISA 9.7.16, tcgen05; 9.7.9.25, cp.async.bulk.tensor):
@@ -58,17 +59,18 @@ PIPE_OF = {
     **dict.fromkeys(("FMNMX", "FSETP", "FSEL", "FSET", "FCHK", "ISETP", "IADD3", "IADD", "LOP3", "LOP", "SHF", "SHL",
                      "SHR", "LEA", "SEL", "MOV", "PRMT", "IABS", "IMNMX", "CS2R", "P2R", "R2P", "PLOP3", "F2FP",
                      "POPC", "FLO", "BREV", "BMSK", "SGXT", "HMNMX2", "HSETP2", "VOTE", "ISCADD", "IMNMX",
-                     "FMNMX3", "VIMNMX", "VIMNMX3", "VIADDMNMX"), "alu"),
+                     "FMNMX3", "VIMNMX", "VIMNMX3", "VIADDMNMX", "I2FP"), "alu"),
     **dict.fromkeys(("MUFU", "I2F", "F2I", "F2F", "I2I", "FRND"), "xu"),
     **dict.fromkeys(("LDS", "LDSM", "STS", "LDG", "STG", "LDL", "STL", "LD", "ST", "LDGSTS", "ATOM", "ATOMS", "ATOMG",
-                     "RED", "SHFL", "S2R", "BAR", "MEMBAR", "SYNCS", "MATCH", "STSM", "CCTL", "UBLKCP",
+                     "RED", "SHFL", "S2R", "BAR", "MEMBAR", "FENCE", "SYNCS", "MATCH", "STSM", "CCTL", "UBLKCP",
                      "UTMALDG", "UTMASTG", "UTMAPF", "ARRIVES", "REDUX"), "lsu"),
     **dict.fromkeys(("HMMA", "HGMMA", "IMMA", "IGMMA", "QGMMA", "BMMA", "DMMA",
                      "UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA", "UTCBAR", "UTCCP"), "tensor"),
     **dict.fromkeys(("LDTM", "STTM"), "tmem"),
     **dict.fromkeys(("UTCATOMSWS", "VOTEU", "UFLO"), "uniform"),
     **dict.fromkeys(("BSSY", "BSYNC", "EXIT", "WARPSYNC", "BPT", "BREAK", "CALL", "RET", "KILL", "NANOSLEEP",
-                     "YIELD", "WARPGROUP"), "cbu"),
+                     "YIELD", "WARPGROUP", "ENDCOLLECTIVE"), "cbu"),
+    "R2UR": "uniform", "VOTEU": "uniform",  # write the uniform datapath's registers
     **dict.fromkeys(("BRA", "BRX", "JMP", "LDC", "ULDC", "DEPBAR", "LDGDEPBAR", "NOP", "ERRBAR", "CGAERRBAR", "ACQBULK",
                      "ELECT", "S2UR", "R2UR", "LDCU", "FENCE", "ENDCOLLECTIVE"), "adu"),
 }

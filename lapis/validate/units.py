@@ -16,9 +16,14 @@ Units (UNITS), measured from the counters and predicted from the simulation:
 - dram_mb: dram__bytes_read.sum + dram__bytes_write.sum, in 10^6 bytes; predicted: the compulsory traffic
   (attention: Q, K, V read once and O written, 2-byte elements; GEMM: A and B read once, C written), i.e. every
   re-read hits L2, which is what the simulator assumes.
-- issue_active_pct (smsp__issue_active.avg.pct_of_peak_sustained_active) and inst_<pipe>_m
-  (sm__inst_executed_pipe_<pipe>.sum, millions of warp instructions): measured only; the simulator's costs carry
-  no instruction mix yet, so their predicted value is null with that reason.
+- inst_<pipe>_m (sm__inst_executed_pipe_<pipe>.sum, millions of warp instructions); predicted from an instruction
+  mix (MIX_SOURCE says which): lapis's kernels (s3, s5, s9, the GEMM) from their SASS, compiled for sm_90a, per
+  code region, times the simulation's work order (tiles, K/V or K blocks per tile, CTAs:
+  lapis.model.instruction_mix.executed, lapis/data/instruction_mix.json); FA2 the same from the SASS of its ncu
+  source page; cuDNN's is measured-derived, not a prediction: the capture's counts per tile times the tiles
+  simulated (the same tiles, so its error is 0 by construction).
+- issue_active_pct (smsp__issue_active.avg.pct_of_peak_sustained_active); predicted: the mix's instructions of
+  every pipe / (predicted SM cycles x 4 SMSPs x sm_count).
 
 Errors: percentage units in points (predicted - measured); the others in % of the measured value. A kernel whose
 schedule is not registered, or whose profile failed, is listed with the reason and no numbers.
@@ -32,11 +37,19 @@ from lapis.captures.readers import read_ncu
 from lapis.captures.store import captures_root, manifests
 from lapis.catalog import attention, gemm, third_party
 from lapis.errors import LapisError
+from lapis.model import instruction_mix, sass
 from lapis.model.profile import load_profile
-from lapis.pipeline_sim import predictions
+from lapis.pipeline_sim import predictions, work_order
+from lapis.pipeline_sim.schedules.attention_h200 import VARIANTS as H200_ATTENTION
+from lapis.pipeline_sim.schedules.attention_h200 import rescale_frequency
 
 GPU = "h200"
-NO_MIX = "not predicted: the simulator's op costs carry no instruction mix"
+NO_MIX = "not predicted: no instruction mix for this kernel"
+MIX_SOURCE = {"sass": "SASS compiled here (lapis/data/instruction_mix.json) x the simulation's work order",
+              "flash": "FA2's SASS from its ncu source page (lapis/data/instruction_mix.json) x the simulation's "
+                       "work order",
+              "cudnn": "measured-derived, not predicted: the capture's counts per tile x the tiles simulated"}
+SMSPS = 4
 PIPES = ("fma", "alu", "xu", "lsu", "tensor")
 UNITS = {"time_us": "µs", "sm_cycles": "cycles per SM", "clock_mhz": "MHz",
          "tensor_active_pct": "% of peak, elapsed", "dram_mb": "10^6 bytes read + written",
@@ -87,7 +100,51 @@ def measured(metrics: dict) -> dict:
     return out
 
 
-def predicted(case: dict, cache: dict) -> tuple[dict, dict]:
+def work(key: str, case: dict, sm_count: int) -> dict:
+    """The simulation's trip counts for executed(): tiles, blocks (summed over tiles), CTAs, warps (consumer and
+    per CTA) and tensor instructions per block and consumer warp."""
+    prm = case["params"]
+    if key == "gemm":
+        n = int(case["shape"].split("x")[0])
+        tiles = (n // prm["block_m"]) * (n // prm["block_n"])  # one CTA per tile (gemm_ws.py)
+        wgs = prm["consumer_wgs"]
+        return dict(tiles=tiles, blocks=tiles * (n // prm["block_k"]), ctas=tiles, consumer_warps=4 * wgs,
+                    warps_per_cta=4 * (wgs + 1), tensor_per_block=prm["block_k"] // 16)  # m64n128k16 per K step
+    b, h, seq, d = (int(x) for x in case["shape"].split("x"))
+    bm, bn = prm["block_m"], prm["block_n"]
+    if key == "flash":  # 4 warps of block_m / 4 rows each, mma.sync m16n8k16: QK (bn/8 x d/16), PV (d/8 x bn/16)
+        w = prm["warps"]
+        tiles = b * h * (seq // bm)
+        return dict(tiles=tiles, blocks=tiles * (seq // bn), ctas=tiles, consumer_warps=w, warps_per_cta=w,
+                    tensor_per_block=bm // w // 16 * (bn // 8 * d // 16 + d // 8 * bn // 16))
+    flags = H200_ATTENTION.get(case["schedule"], {})  # cuDNN: tiles only
+    units = work_order.kv_units_per_sm(b * h, seq // bm, seq // bn, bm, bn, bool(prm.get("causal")), sm_count,
+                                       1, prm.get("persistent_order", "grid_stride"))
+    per_sm = [[n for u in sm for n in u] for sm in units]
+    wgs = prm["consumer_wgs"]
+    # cond_rescale: a warp rescales O when any of its 16 rows' max moved (attention_softmax.cuh, __any_sync), each
+    # row at the simulator's rate on normal inputs (independent rows: an assumption)
+    row = rescale_frequency(bn, prm.get("threshold", 8.0)) if flags.get("cond_rescale") else 1.0
+    return dict(tiles=sum(map(len, per_sm)), blocks=sum(map(sum, per_sm)),
+                ctas=len(units) if flags.get("persistent") else sum(map(len, units)),
+                consumer_warps=4 * wgs, warps_per_cta=4 * (wgs + 1),
+                tensor_per_block=d // 16 + bn // 16,  # each warpgroup: 64 rows, QK then PV, m64nNk16
+                rescale_per_block=1 - (1 - row) ** 16)
+
+
+def instructions(key: str, case: dict, sm_count: int, meas_counts: dict | None) -> tuple[dict | None, str | None]:
+    """({pipe: warp instructions over the run}, MIX_SOURCE key), or (None, None) without a mix."""
+    if key == "cudnn" and meas_counts:
+        tiles = work(key, case, sm_count)["tiles"]
+        return {p: v / tiles * tiles for p, v in meas_counts.items()}, "cudnn"  # per tile x tiles
+    mixes = instruction_mix.load()["kernels"]
+    if key not in mixes:
+        return None, None
+    return instruction_mix.executed(mixes[key]["regions"], **work(key, case, sm_count)), (
+        "flash" if key == "flash" else "sass")
+
+
+def predicted(case: dict, cache: dict, key: str = "", meas_counts: dict | None = None) -> tuple[dict, dict]:
     """(UNITS predicted, reasons for those left null) for one kernel case."""
     prof = load_profile(GPU)
     val = lambda k: prof.values[k]["value"]  # noqa: E731
@@ -95,11 +152,17 @@ def predicted(case: dict, cache: dict) -> tuple[dict, dict]:
     ghz = val("clock_ghz")
     cycles = r["predicted_us"] * 1e3 * ghz
     rate = val("tensor_flop_per_clk_sm" if case["instruction"] == "wgmma" else "mma_sync_flop_per_clk_sm")
+    counts, source = instructions(key, case, int(val("sm_count")), meas_counts)
     out = dict(time_us=r["predicted_us"], sm_cycles=cycles, clock_mhz=ghz * 1e3,
                tensor_active_pct=100.0 * case["flops"] / val("sm_count") / (rate * cycles),
-               dram_mb=case["compulsory_bytes"] / 1e6, issue_active_pct=None,
-               **{f"inst_{p}_m": None for p in PIPES})
-    return out, {k: NO_MIX for k, v in out.items() if v is None}
+               dram_mb=case["compulsory_bytes"] / 1e6,
+               issue_active_pct=None if counts is None else
+               100.0 * sum(counts.values()) / (cycles * SMSPS * val("sm_count")),
+               **{f"inst_{p}_m": None if counts is None else counts[p] / 1e6 for p in PIPES})
+    reasons = {k: NO_MIX for k, v in out.items() if v is None}
+    if source:
+        reasons["instruction_mix"] = MIX_SOURCE[source]
+    return out, reasons
 
 
 def error(unit: str, pred, meas):
@@ -115,10 +178,20 @@ def kernel_row(key: str, entry: dict, shape: str, gemm_size: int, cache: dict) -
     row = dict(kernel=key, name=entry.get("demangled", ""), schedule=case["schedule"], shape=case["shape"],
                params=case["params"], instruction=case["instruction"])
     meas = measured(entry["metrics"])
+    counts = {p: entry["metrics"][f"sm__inst_executed_pipe_{p}.sum"]["value"] for p in sass.PIPES
+              if f"sm__inst_executed_pipe_{p}.sum" in entry["metrics"]}
     try:
-        pred, reasons = predicted(case, cache)
-    except LapisError as exc:
+        pred, reasons = predicted(case, cache, key, counts)
+    except LapisError as exc:  # the instruction counts need the work order only, not the simulation
         pred, reasons = dict.fromkeys(UNITS), dict.fromkeys(UNITS, f"not simulated: {exc}")
+        mix, source = instructions(key, case, int(load_profile(GPU).values["sm_count"]["value"]), counts)
+        if mix is not None:
+            for p in PIPES:
+                pred[f"inst_{p}_m"] = mix[p] / 1e6
+                reasons.pop(f"inst_{p}_m")
+            reasons["instruction_mix"] = MIX_SOURCE[source]
+    if "instruction_mix" in reasons:
+        row["instruction_mix"] = reasons.pop("instruction_mix")
     row["units"] = {u: dict(measured=meas.get(u), predicted=pred.get(u), error=error(u, pred.get(u), meas.get(u)),
                             **({"why_not_predicted": reasons[u]} if u in reasons else {})) for u in UNITS}
     return row
@@ -165,6 +238,9 @@ def render(r: dict) -> str:
             m, p, e = v["measured"], v["predicted"], v["error"]
             unit_err = "" if e is None else (f"{e:+.1f} pt" if u in PCT_UNITS else f"{e:+.1f}%")
             lines.append(f"{row['kernel']:<11}{u:<19}{_num(m):>12}{_num(p):>12}{unit_err:>10}  {row['schedule']}")
+    for row in r["kernels"]:
+        if "instruction_mix" in row:
+            lines.append(f"instruction mix of {row['kernel']}: {row['instruction_mix']}")
     for u, w in r["largest_miss"].items():
         lines.append(f"largest {u} miss: {w['kernel']} ({w['error']:+.1f}{' points' if u in PCT_UNITS else '%'})")
     lines.append("units: " + "; ".join(f"{k} {v}" for k, v in UNITS.items()))

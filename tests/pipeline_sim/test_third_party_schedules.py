@@ -52,6 +52,25 @@ def test_flash2_per_tile_costs_follow_the_source_and_sass_instruction_counts():
     assert (c.qk_bytes, c.pv_bytes) == ((32 + 64) * 128 * 2, 64 * 128 * 2)  # Q re-read each tile, and K; V
 
 
+def test_flash2_softmax_from_its_sass_by_the_smsp_model():
+    c = fa2_flash.Flash2Costs.of(P, (1, 1, 1024, 128), dict(fa2_flash.DEFAULTS, softmax_smsp=1), {})
+    clk = 1 / P["clock_ghz"]
+    # FA2's SASS (the ncu capture's K/V-tile loop, HMMA and LDSM left out): before PV's first mma.sync 326
+    # instructions, 20 of them MUFU; among PV's 476, 48 MUFU. One issue per clock binds both (the alu pipe at 0.496
+    # per clock takes 95 / 0.496 = 192 and 138 / 0.496 = 278 cycles); MUFU at the pipes capture's 0.12498560713571392
+    xu = 0.12498560713571392
+    assert (c.gap_issue_ns, c.pv_issue_ns) == pytest.approx((326 * clk, 476 * clk))
+    assert (c.gap_mufu_ns, c.pv_mufu_ns) == pytest.approx((20 / xu * clk, 48 / xu * clk))
+    # a CTA's first tile has no rescale: 16 of 20 MUFU; issue in softmax.h's counts 208 of 352 (row max 64 + 16,
+    # per-row ops 16, the first row's 16 x 7; the rescale's 16 and 128 O FMUL)
+    assert c.first_gap_mufu_ns == pytest.approx(16 / xu * clk)
+    assert c.first_gap_issue_ns == pytest.approx(326 * 208 / 352 * clk)
+    assert c.max_issue_ns == c.max_chain_ns == 0 and 0 < c.exp_tail_ns < 100 * clk
+    assert run("h200-flash2", "4x16x1024x128", softmax_smsp=1)["predicted_us"] > 0
+    with pytest.raises(ScheduleError, match="softmax_smsp is 0 or 1"):
+        run("h200-flash2", "1x2x1024x128", softmax_smsp=2)
+
+
 def test_in_order_issue_keeps_the_tensor_pipe_through_the_softmax_and_costs_time():
     assert run("h200-flash2", "4x16x1024x128")["predicted_us"] > run("h200-flash2", "4x16x1024x128", in_order=0)[
         "predicted_us"]

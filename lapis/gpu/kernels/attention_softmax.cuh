@@ -35,11 +35,21 @@ __device__ __forceinline__ float ex2_approx_ftz(float x) {
 // FFMA and one MUFU op per score, or the cubic on the EMU registers. s7 (F::COND): m moves (and O is rescaled) only
 // when the tile's max exceeds it by more than RESCALE_THRESHOLD in log2 units; `rescales` counts row moves past
 // tile 0 (this thread's rows; the instrumented build reports them). Returns whether any row of the warp moved.
+// F::CHAINS, or 1 for a flavour without it (the versioned microbenchmarks' Flavor structs predate s11)
+template <class F, class = void>
+struct ChainsOf {
+  static constexpr int value = 1;
+};
+template <class F>
+struct ChainsOf<F, decltype(void(F::CHAINS))> {
+  static constexpr int value = F::CHAINS;
+};
+
 template <int BN, class F>
 __device__ __forceinline__ bool softmax_scores(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&corr)[2],
                                                float scale_log2, uint32_t& rescales) {
   // F::CHAINS partial maxima and sums per row (s11: 4, independent dependency chains; 1: one running value)
-  constexpr int C = F::CHAINS;
+  constexpr int C = ChainsOf<F>::value;
   float mx[2] = {m[0], m[1]};
   if (C == 1) {
 #pragma unroll

@@ -44,6 +44,15 @@ Costs (Flash2Costs): per warp, on its SM sub-partition (warp w of a CTA on SMSP 
   then the rescale factors, the O rescale and the first row's exponentials (MUFU at a quarter of
   mufu_ex2_per_clk_sm and FP32 issue at a quarter of fma_per_clk_sm / 32 warp instructions per clock, at once),
   then the MUFU latency; then PV's mma.sync with the other rows' MUFU and issue alongside (pv_stream).
+- softmax_smsp = 1 (default 0: the counts above): the softmax from FA2's SASS (lapis.model.instruction_mix.
+  fa2_phases, the capture's K/V-tile loop at hdim 128) by the SM sub-partition model lapis.model.smsp with the
+  pipes capture's constants (sass_phases, softmax_smsp): the head (row max, rescale factors, O rescale, the first
+  row's exponentials: 326 instructions, 20 MUFU) holds issue for its issue-slot bound (326 cycles) and MUFU for
+  20 / rate (160) at once, then waits what its in-order chain (smsp.warp_period, 369 cycles) leaves; PV's stream
+  (476 instructions, 48 MUFU: 476 and 384 cycles) runs alongside PV's mma.sync. Other tiles (hdim 64, 256) scale
+  the SASS's cycles by softmax.h's per-thread counts (_softmax_counts): exact only at hdim 128. Against the
+  attention and race captures' FA2 cases it is not better than the counts: `lapis validate timelines` mean |error|
+  over the 16 FA2 cases 22.1% against 21.6% (hdim 128 2 points further off, hdim 64 4 points closer).
 - in_order (default 1): the warp issues in order and its PV mma.sync are interleaved with the softmax, so a warp
   waiting at an mma.sync for the tensor pipe (held by the other CTA's warp on the sub-partition) issues none of its
   softmax behind it: the warp holds the tensor pipe from its softmax's start to PV's end. in_order = 0 holds it
@@ -73,13 +82,15 @@ shows, the epilogue's smem round trip of O.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
 
-
 from lapis.errors import ScheduleError
+from lapis.model import instruction_mix, sass
+from lapis.model import smsp as smsp_model
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE
 from lapis.pipeline_sim.commit_groups import CpAsyncGroups
 from lapis.pipeline_sim.schedule import Schedule
@@ -90,7 +101,7 @@ __all__ = ["DEFAULTS", "FLASH2", "SCHEDULES", "TRAITS", "Flash2Costs", "cta", "l
 
 # head dim -> (kBlockM, kBlockN, kNWarps): flash_fwd_launch_template.h run_mha_fwd_hdim*, sm90, no dropout
 TRAITS = {64: (128, 128, 4), 128: (128, 64, 4), 256: (64, 64, 4)}
-DEFAULTS = dict(block_m=128, block_n=64, warps=4, regs_per_thread=255, in_order=1, causal=0)
+DEFAULTS = dict(block_m=128, block_n=64, warps=4, regs_per_thread=255, in_order=1, causal=0, softmax_smsp=0)
 MMA_FLOP = 2 * 16 * 8 * 16  # one mma.sync.m16n8k16
 WAVEFRONT_BYTES = 128
 SMEM_RESERVED_PER_CTA = 1024  # B the driver reserves per CTA on sm80+ (CUDA C++ Programming Guide, shared memory)
@@ -101,6 +112,57 @@ FP32_LATENCY_CLK = 4
 SHFL_LATENCY_CLK = 24
 MUFU_LATENCY_CLK = 20
 MMA_LATENCY_CLK = 32
+SASS_TRAITS = dict(block_m=128, block_n=64, warps=4, d=128)  # the FA2 SASS softmax_smsp = 1 reads
+
+
+@functools.lru_cache(maxsize=1)
+def sass_phases() -> dict[str, dict[str, float]]:
+    """Cycles of FA2's softmax phases (instruction_mix.fa2_phases: "head" before PV's first mma.sync, "pv" among
+    PV's) on one SM sub-partition, by lapis.model.smsp with the pipes capture's constants: issue, the largest of the
+    issue-slot bound (every instruction, MUFU included) and each non-MUFU pipe's n / rate; mufu, the MUFU pipe's
+    n / rate; chain, one warp alone issuing the phase in order, each instruction after its sources' latency
+    (smsp.warp_period)."""
+    consts = smsp_model.Constants.from_pipes_capture(smsp_model.PIPES_CAPTURE)
+    out = {}
+    for name in ("head", "pv"):
+        body = list(instruction_mix.fa2_phases()[name])
+        mix = sass.pipe_mix(body)
+        xu = mix.pop("xu", 0)
+        issue = max([(sum(mix.values()) + xu) / consts.issue_per_clk] + [n / consts.rate[q] for q, n in mix.items()])
+        out[name] = dict(issue=issue, mufu=xu / consts.rate["xu"], chain=smsp_model.warp_period(body, consts))
+    return out
+
+
+def _per_thread(block_m: int, block_n: int, warps: int, d: int) -> tuple[int, int, int]:
+    """(rows, scores per row, O accumulators) one thread holds (m16n8 accumulator layout)."""
+    rows = block_m // warps
+    return 2 * rows // 16, block_n // 4, rows * d // 32
+
+
+def _softmax_counts(r: int, c: int, o: int) -> tuple[int, int, int, int, int]:
+    """Per-thread instruction counts of the softmax phases from softmax.h (module docstring): (head issue, pv issue,
+    head issue on a CTA's first tile, head MUFU, pv MUFU). Per exponential FSETP + 2 FMUL + MUFU, per score FMUL +
+    2 FADD and F2FP per 2, per row FFMA, FSEL, 2 FMUL; the row max r c + 4 r; the rescale r exponentials and o
+    FMUL (not on the first tile)."""
+    per_exp, per_score, per_row = 4, 3, 4
+    row_max, gap, rescale = r * c + 4 * r, per_row * r + c * (per_exp + per_score), r * per_exp + o
+    pv = (r - 1) * c * (per_exp + per_score) + r * c // 2
+    return row_max + gap + rescale, pv, row_max + gap, c + r, (r - 1) * c
+
+
+def softmax_smsp(r: int, c: int, o: int, clk: float) -> dict:
+    """softmax_smsp = 1: the Flash2Costs softmax fields from sass_phases, scaled for other tiles than SASS_TRAITS by
+    _softmax_counts (exact at SASS_TRAITS). The head holds issue and MUFU at once, then what its chain leaves
+    (exp_tail_ns); no separate row max (the head holds it)."""
+    head, pv, first, head_mufu, pv_mufu = _softmax_counts(r, c, o)
+    ref = _softmax_counts(*_per_thread(**SASS_TRAITS))
+    ph = sass_phases()
+    h_issue, h_mufu = ph["head"]["issue"] * head / ref[0], ph["head"]["mufu"] * head_mufu / ref[3]
+    tail = max(0.0, ph["head"]["chain"] - max(ph["head"]["issue"], ph["head"]["mufu"])) * head / ref[0]
+    return dict(max_issue_ns=0.0, max_chain_ns=0.0, gap_mufu_ns=h_mufu * clk, gap_issue_ns=h_issue * clk,
+                first_gap_mufu_ns=h_mufu * c / (c + r) * clk, first_gap_issue_ns=h_issue * first / head * clk,
+                pv_mufu_ns=(ph["pv"]["mufu"] * pv_mufu / ref[4] if ref[4] else 0.0) * clk,
+                pv_issue_ns=ph["pv"]["issue"] * pv / ref[1] * clk, exp_tail_ns=tail * clk)
 
 
 def traits(d: int) -> dict:
@@ -133,6 +195,9 @@ def resolve(p, dims: tuple, params: dict) -> tuple[dict, dict]:
     bm, bn, w = prm["block_m"], prm["block_n"], prm["warps"]
     if prm["in_order"] not in (0, 1):
         raise ScheduleError("in_order is 0 or 1", prm["in_order"], "use in_order=1 (FA2's compiled order) or 0")
+    if prm["softmax_smsp"] not in (0, 1):
+        raise ScheduleError("softmax_smsp is 0 or 1", prm["softmax_smsp"],
+                            "use softmax_smsp=0 (softmax.h's counts) or 1 (FA2's SASS by lapis.model.smsp)")
     if bm % (16 * w) or bn % 16 or seq % bm or seq % bn:
         raise ScheduleError("each warp takes a multiple of 16 rows and L a multiple of both tiles",
                             f"block_m {bm}, block_n {bn}, warps {w}, L {seq}", "use FA2's traits (TRAITS)")
@@ -226,15 +291,17 @@ class Flash2Costs:
         per_exp, per_score, per_row = 4, 3, 4
         gap = per_row * r + c * (per_exp + per_score)  # the first row's exponentials, before PV's first mma
         rescale = r * per_exp + o  # the rescale factors' exp2f and the O accumulators' FMUL (not the first tile)
+        soft = dict(max_issue_ns=(r * c + 4 * r) * issue_ns,
+                    max_chain_ns=(c * FP32_LATENCY_CLK + 2 * (SHFL_LATENCY_CLK + FP32_LATENCY_CLK)) * clk,
+                    gap_mufu_ns=(c + r) * mufu_ns, gap_issue_ns=(gap + rescale) * issue_ns,
+                    first_gap_mufu_ns=c * mufu_ns, first_gap_issue_ns=gap * issue_ns,
+                    pv_mufu_ns=(r - 1) * c * mufu_ns,
+                    pv_issue_ns=((r - 1) * c * (per_exp + per_score) + r * c // 2) * issue_ns,
+                    exp_tail_ns=(MUFU_LATENCY_CLK + 2 * FP32_LATENCY_CLK) * clk)
+        if prm.get("softmax_smsp"):
+            soft = softmax_smsp(r, c, o, clk)
         return cls(qk_ns=n_qk * mma_ns, pv_ns=n_pv * mma_ns, qk_bytes=(rows + bn) * d * 2, pv_bytes=bn * d * 2,
-                   mma_tail_ns=MMA_LATENCY_CLK * clk,
-                   max_issue_ns=(r * c + 4 * r) * issue_ns,
-                   max_chain_ns=(c * FP32_LATENCY_CLK + 2 * (SHFL_LATENCY_CLK + FP32_LATENCY_CLK)) * clk,
-                   gap_mufu_ns=(c + r) * mufu_ns, gap_issue_ns=(gap + rescale) * issue_ns,
-                   first_gap_mufu_ns=c * mufu_ns, first_gap_issue_ns=gap * issue_ns,
-                   pv_mufu_ns=(r - 1) * c * mufu_ns,
-                   pv_issue_ns=((r - 1) * c * (per_exp + per_score) + r * c // 2) * issue_ns,
-                   exp_tail_ns=(MUFU_LATENCY_CLK + 2 * FP32_LATENCY_CLK) * clk,
+                   mma_tail_ns=MMA_LATENCY_CLK * clk, **soft,
                    mask_ns=MASK_OPS_PER_SCORE * r * c * issue_ns,
                    lsu_rate=p["smem_bytes_per_clk_sm"] / WAVEFRONT_BYTES * p["clock_ghz"],
                    tile_bytes=bn * d * 2, q_bytes=bm * d * 2, o_bytes=rows * d * 2,

@@ -1,0 +1,227 @@
+"""`lapis validate micro`: every committed softmax microbenchmark against lapis.model.smsp's prediction.
+
+The constants are single-instruction ones only: lapis.model.smsp.Constants.from_pipes_capture of the pipes capture
+(micro/h200-2026-12-01-pipes: throughput and dependent-issue latency of one instruction class per pipe) over
+lapis/data/smsp_pending.json for what that capture does not measure (issue_per_clk and the uniform, cbu and adu
+pipes: datasheet figures). No capture this command predicts is read for a constant (`constants_from` lists the
+files read, tests/validate/test_micro.py checks it).
+
+Loop bodies: each kernel's .cu (lapis/gpu/kernels) compiled here for sm_90a (nvcc, cuobjdump; CaptureError
+without them). The softmax role's loop: the innermost loop with MUFU and no HGMMA; the GEMM role's: the innermost
+with HGMMA and no MUFU. Forward branches taken in one softmax iteration: the follower's flag read (a branch over an
+LDS; the leader never reads the flag) and, for ex2_cond, the O rescale's skip (the scores repeat, so the row
+maximum never changes after the first tile: micro_softmax_v1.cu).
+
+Rows (measured = 1 / the capture's `value` median, in cycles per unit counted there):
+- softmax.<fl>.wg<1|2> (micro/h200-2026-11-30-v3): SMSP cycles per warp-iteration = smsp.simulate(body, wg).
+- contend.<fl>.<state> (micro/h200-2026-11-30-contend-launch, kernels/micro_mix_softmax_v3.cu), the leader
+  warpgroup's cycles per unit: s (a softmax tile alone) simulate(body, 1); ss (beside the other warpgroup's softmax:
+  two warps per SMSP) 2 x simulate(body, 2); st (a softmax tile while the other warpgroup's wgmma pairs are in
+  flight) and ts (a GEMM pair while the other runs softmax): each side alone, slowed only where the two share the
+  SMSP's issue slots: T' = max(T, n / (issue_per_clk - other's instructions per clock)); t (a GEMM pair alone) and
+  tt (two warpgroups' pairs on one tensor pipe, 2 x).
+- mixsm.<fl>.<part>, mixsm2.<fl>.<part> (micro/h200-2026-11-30-v3-mix, -v3-mix2; kernels micro_mix_softmax_v1.cu,
+  _v2.cu): one job of `tensor_iters` GEMM units and `softmax_iters` softmax tiles on two warpgroups; both: the two
+  overlap at the st/ts rates until the shorter ends, the rest runs alone.
+
+A GEMM unit's time is its tensor-pipe bound: FLOP / (4 SMSPs x rate[tensor] x 4096 FLOP per HMMA.16816.F32). The
+pipes capture measures mma.sync (HMMA), not wgmma (it has no wgmma class): the GEMM rows carry that gap. The SMSP
+model has no register-file port or wgmma-operand term, which is what slows a softmax beside wgmma on the hardware
+(lapis/pipeline_sim/contention.py): the st rows show how much that is.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from lapis.data import CAPTURES, DATA
+from lapis.errors import CaptureError
+from lapis.model import micro_campaign as mc
+from lapis.model import sass, smsp
+
+KERNELS = DATA.parent / "gpu" / "kernels"
+SOFTMAX_CAPTURE = CAPTURES / "micro" / "h200-2026-11-30-v3" / "micro" / "results.json"
+CONTEND_CAPTURE = CAPTURES / "micro" / "h200-2026-11-30-contend-launch" / "micro" / "results.json"
+MIX_CAPTURES = {"mixsm": (CAPTURES / "micro" / "h200-2026-11-30-v3-mix" / "micro" / "results.json",
+                          "micro_mix_softmax_v1.cu", 8),  # wgmma m64n128k16 per GEMM unit: one QK batch
+                "mixsm2": (CAPTURES / "micro" / "h200-2026-11-30-v3-mix2" / "micro" / "results.json",
+                           "micro_mix_softmax_v2.cu", 16)}  # QK + PV
+CONTEND_SOURCE, CONTEND_WGMMAS = "micro_mix_softmax_v3.cu", 16
+WGMMA_FLOP = 2 * 64 * 128 * 16  # one wgmma m64n128k16
+HMMA_FLOP = 2 * 16 * 8 * 16  # one HMMA.16816.F32 (mma.sync m16n8k16): the pipes capture's tensor class
+SMSPS = 4
+compiled = functools.lru_cache(maxsize=None)(smsp.softmax_sass)  # one nvcc run per source and process
+
+
+@dataclass(frozen=True)
+class Roles:
+    """One kernel's two roles on one SMSP: the softmax tile (cycles alone, instructions per tile, the body) and the
+    GEMM unit (cycles: the tensor-pipe bound; instructions per unit from its loop)."""
+
+    body: list
+    tile_cycles: float
+    tile_instr: int
+    gemm_cycles: float | None
+    gemm_instr: float | None
+
+
+def constants() -> tuple[smsp.Constants, list[str]]:
+    """The SMSP constants and the two files they are read from (paths relative to lapis/data)."""
+    files = (smsp.PIPES_CAPTURE, smsp.PENDING)
+    return smsp.Constants.from_pipes_capture(*files), [str(f.relative_to(DATA)) for f in files]
+
+
+def role_loop(instrs: list, role: str) -> sass.Loop:
+    """The innermost loop of `role` ("softmax": MUFU, no HGMMA; "gemm": HGMMA, no MUFU). CaptureError if none."""
+    want, avoid = ("MUFU", "HGMMA") if role == "softmax" else ("HGMMA", "MUFU")
+    for lp in sass.loops(instrs):
+        ops = {i.opcode for i in instrs[lp.head:lp.tail + 1]}
+        if want in ops and avoid not in ops:
+            return lp
+    raise CaptureError(f"no {role} loop in the kernel's SASS", f"{len(instrs)} instructions",
+                       "check the kernel source (a loop with MUFU for softmax, HGMMA for the GEMM)")
+
+
+def softmax_body(instrs: list, flavour: str) -> list:
+    """One softmax tile's instructions (module docstring: which forward branches are taken)."""
+    lp = role_loop(instrs, "softmax")
+    index = {i.address: k for k, i in enumerate(instrs)}
+    taken = set()
+    for k in range(lp.head, lp.tail):
+        ins = instrs[k]
+        if ins.opcode != "BRA" or "DIV" in ins.modifiers or not (ins.target and ins.target > ins.address):
+            continue
+        skipped = instrs[k + 1:index.get(ins.target, k + 1)]
+        if any(i.opcode == "LDS" for i in skipped) or flavour in smsp.COND_FLAVOURS:
+            taken.add(ins.address)
+    return [instrs[k] for k in sass.loop_body(instrs, lp, taken)]
+
+
+def gemm_instructions(instrs: list, wgmmas_per_unit: int) -> float:
+    """Instructions one warp issues per GEMM unit: its loop's count scaled by the wgmmas per unit (the compiler
+    may unroll the loop over two units)."""
+    lp = role_loop(instrs, "gemm")
+    body = instrs[lp.head:lp.tail + 1]
+    return len(body) * wgmmas_per_unit / sum(i.opcode == "HGMMA" for i in body)
+
+
+def gemm_cycles(wgmmas: int, consts: smsp.Constants) -> float:
+    """A GEMM unit's tensor-pipe bound in cycles (module docstring)."""
+    return wgmmas * WGMMA_FLOP / (SMSPS * consts.rate["tensor"] * HMMA_FLOP)
+
+
+def beside(cycles: float, instr: float, other_per_clk: float, consts: smsp.Constants) -> float:
+    """A role's cycles per unit while another warp on the SMSP issues other_per_clk instructions per clock: the
+    issue slots left bound it (the bound model's issue term), else its own time."""
+    left = consts.issue_per_clk - other_per_clk
+    return max(cycles, instr / left) if left > 0 else float("inf")
+
+
+def overlap_job(tensor_iters: int, softmax_iters: int, r: Roles, consts: smsp.Constants) -> float:
+    """Cycles of one mixsm job: both roles at their beside() rates until the first ends, then the other alone."""
+    g = beside(r.gemm_cycles, r.gemm_instr, r.tile_instr / r.tile_cycles, consts)
+    s = beside(r.tile_cycles, r.tile_instr, r.gemm_instr / r.gemm_cycles, consts)
+    tg, ts = tensor_iters * g, softmax_iters * s
+    if not tensor_iters or not softmax_iters:
+        return tensor_iters * r.gemm_cycles + softmax_iters * r.tile_cycles
+    if tg <= ts:
+        return tg + (softmax_iters - tg / s) * r.tile_cycles
+    return ts + (tensor_iters - ts / g) * r.gemm_cycles
+
+
+def predict_contend(state: str, r: Roles, consts: smsp.Constants) -> float:
+    """The leader's cycles per unit in a contend state (module docstring)."""
+    if state == "s":
+        return r.tile_cycles
+    if state == "ss":
+        return 2 * smsp.simulate(r.body, 2, consts)
+    if state == "st":
+        return beside(r.tile_cycles, r.tile_instr, r.gemm_instr / r.gemm_cycles, consts)
+    if state == "ts":
+        return beside(r.gemm_cycles, r.gemm_instr, r.tile_instr / r.tile_cycles, consts)
+    return r.gemm_cycles * (2 if state == "tt" else 1)
+
+
+def roles(functions: dict, kernel: str, flavour: str, wgmmas: int | None, consts: smsp.Constants) -> Roles:
+    body = softmax_body(functions[kernel], flavour)
+    tile = smsp.simulate(body, 1, consts)
+    if wgmmas is None:
+        return Roles(body, tile, len(body), None, None)
+    return Roles(body, tile, len(body), gemm_cycles(wgmmas, consts), gemm_instructions(functions[kernel], wgmmas))
+
+
+def _measurements(path: Path) -> dict:
+    return {m["name"]: m for m in smsp._read_json(path)["measurements"] if m.get("status") == "ok"}
+
+
+def _row(m: dict, capture: Path, state: str, predicted: float) -> dict:
+    measured = 1.0 / m["value"]["median"]
+    return dict(name=m["name"], capture=str(capture.relative_to(CAPTURES)), state=state, predicted=predicted,
+                measured=measured, error_pct=100.0 * (predicted / measured - 1))
+
+
+def rows(consts: smsp.Constants, compile_=compiled) -> list[dict]:
+    """Every softmax microbenchmark row (module docstring), in capture order."""
+    out = []
+    fns = compile_(smsp.SOFTMAX_SOURCE)
+    for name, m in _measurements(SOFTMAX_CAPTURE).items():
+        if name.startswith("softmax."):
+            fl, wg = m["params"]["flavour"], m["params"]["warpgroups"]
+            body = softmax_body(fns[f"micro_softmax_{fl}_wg{wg}"], fl)
+            out.append(_row(m, SOFTMAX_CAPTURE, f"softmax alone, {wg} warp(s) per SMSP",
+                            smsp.simulate(body, wg, consts)))
+    fns = compile_(KERNELS / CONTEND_SOURCE)
+    cache: dict = {}
+    for name, m in _measurements(CONTEND_CAPTURE).items():
+        if not name.startswith("contend."):
+            continue
+        fl, state = name.split(".")[1:]
+        if fl not in cache:
+            cache[fl] = roles(fns, f"micro_contend_{fl}", fl, CONTEND_WGMMAS, consts)
+        lead, follow = m["params"]["lead"], m["params"]["follow"]
+        out.append(_row(m, CONTEND_CAPTURE, f"{lead} beside {follow}" if follow else f"{lead} alone",
+                        predict_contend(state, cache[fl], consts)))
+    for prefix, (path, source, wgmmas) in MIX_CAPTURES.items():
+        fns = compile_(KERNELS / source)
+        for name, m in _measurements(path).items():
+            if not name.startswith(prefix + "."):
+                continue
+            fl, p = m["params"]["flavour"], m["params"]
+            r = roles(fns, f"micro_{prefix}_{fl}", fl, wgmmas, consts)
+            out.append(_row(m, path, f"one job: {p['tensor_iters']} GEMM units, {p['softmax_iters']} softmax "
+                            "tiles", overlap_job(p["tensor_iters"], p["softmax_iters"], r, consts)))
+    return out
+
+
+def validate_micro() -> dict:
+    """The rows, mean and max |error| per group and overall, and the constants' sources."""
+    consts, files = constants()
+    rs = rows(consts)
+    groups: dict = {}
+    for r in rs:
+        groups.setdefault(r["name"].split(".")[0] + "." + r["name"].split(".")[-1], []).append(abs(r["error_pct"]))
+    summary = {g: dict(mean_abs_error_pct=statistics.fmean(v), max_abs_error_pct=max(v), n=len(v))
+               for g, v in groups.items()}
+    errs = [abs(r["error_pct"]) for r in rs]
+    return dict(model="lapis.model.smsp (single-instruction constants)", constants_from=files,
+                constants_pending=consts.pending, rows=rs, groups=summary,
+                mean_abs_error_pct=statistics.fmean(errs), max_abs_error_pct=max(errs),
+                units="cycles per unit the measurement counts (1 / its value)", campaign_units=mc.UNITS["rate"])
+
+
+def render(r: dict) -> str:
+    """The table `lapis validate micro` prints."""
+    lines = [f"model: {r['model']}; constants from {', '.join(r['constants_from'])}",
+             f"{'measurement':<26}{'predicted':>10}{'measured':>10}{'error':>9}  state"]
+    for x in r["rows"]:
+        lines.append(f"{x['name']:<26}{x['predicted']:>10.0f}{x['measured']:>10.0f}{x['error_pct']:>+8.1f}%  "
+                     f"{x['state']}")
+    for g, s in r["groups"].items():
+        lines.append(f"{g:<26} mean |error| {s['mean_abs_error_pct']:.1f}%, max {s['max_abs_error_pct']:.1f}% "
+                     f"({s['n']} rows)")
+    lines.append(f"all {len(r['rows'])} rows: mean |error| {r['mean_abs_error_pct']:.1f}%, max "
+                 f"{r['max_abs_error_pct']:.1f}%; {r['units']}")
+    return "\n".join(lines)

@@ -1,0 +1,89 @@
+"""lapis validate micro: the SMSP model's constants come from the pipes capture (and the datasheet file) only, and
+every row's measured value is its capture's."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lapis.data import CAPTURES, DATA
+from lapis.model import smsp
+from lapis.validate import micro
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+PIPES = CAPTURES / "micro" / "h200-2026-12-01-pipes" / "pipes" / "results.json"
+
+
+def test_constants_are_read_from_the_pipes_capture_only(monkeypatch):
+    read, real = [], smsp._read_json
+    monkeypatch.setattr(smsp, "_read_json", lambda p: read.append(Path(p).resolve()) or real(p))
+    monkeypatch.setattr(Path, "read_bytes", lambda p: pytest.fail(f"read {p}"))
+    consts, files = micro.constants()
+    assert sorted(read) == sorted([PIPES.resolve(), (DATA / "smsp_pending.json").resolve()])
+    assert files == ["captures/micro/h200-2026-12-01-pipes/pipes/results.json", "smsp_pending.json"]
+    # every measured pipe is the capture's 8-warp throughput and its latency (results.json, by hand)
+    assert consts.rate["fma"] == 0.9706682267895075 and consts.latency["fma"] == 4.535736083984375
+    assert consts.rate["xu"] == 0.12498560713571392 and consts.latency["xu"] == 17.004302978515625
+    assert consts.rate["tensor"] == 0.1658320313655276 and consts.latency["lsu"] == 24.00408935546875
+    assert not consts.pending
+
+
+def test_gemm_unit_is_the_tensor_pipe_bound():
+    consts, _ = micro.constants()
+    # 16 wgmma m64n128k16 (4.19 MFLOP) at 4 SMSPs x 0.16583 HMMA.16816 per clock x 4096 FLOP
+    assert micro.gemm_cycles(16, consts) == pytest.approx(4194304 / (4 * 0.1658320313655276 * 4096))
+    assert micro.beside(100, 80, 0.5, consts) == pytest.approx(160)  # half the issue slots left: 80 / 0.5
+    assert micro.beside(100, 40, 0.5, consts) == 100
+
+
+@pytest.fixture(scope="module")
+def report():
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not on PATH")
+    return micro.validate_micro()
+
+
+def _capture_values() -> dict:
+    out = {}
+    for f in ("h200-2026-11-30-v3", "h200-2026-11-30-contend-launch", "h200-2026-11-30-v3-mix",
+              "h200-2026-11-30-v3-mix2"):
+        for m in json.loads((CAPTURES / "micro" / f / "micro" / "results.json").read_text())["measurements"]:
+            if m["name"].split(".")[0] in ("softmax", "contend", "mixsm", "mixsm2"):
+                out[m["name"]] = m["value"]["median"]
+    return out
+
+
+@needs_nvcc
+def test_every_softmax_microbenchmark_is_a_row_with_its_capture_value(report):
+    values = _capture_values()
+    assert len(values) == 44 and sorted(r["name"] for r in report["rows"]) == sorted(values)
+    for r in report["rows"]:
+        assert r["measured"] == pytest.approx(1 / values[r["name"]], rel=1e-12)
+    by = {r["name"]: r for r in report["rows"]}
+    assert by["contend.exp2f.s"]["measured"] == pytest.approx(1045.8, abs=0.1)  # 1 / 0.00095619 tiles per clk
+    assert by["contend.exp2f.t"]["predicted"] == pytest.approx(1543.7, abs=0.1)  # the tensor-pipe bound
+    assert by["contend.exp2f.tt"]["predicted"] == pytest.approx(2 * 1543.7, abs=0.2)
+    assert report["constants_from"] == ["captures/micro/h200-2026-12-01-pipes/pipes/results.json",
+                                        "smsp_pending.json"]
+
+
+@needs_nvcc
+def test_errors_and_summary(report):
+    rows = report["rows"]
+    for r in rows:
+        assert r["error_pct"] == pytest.approx(100 * (r["predicted"] / r["measured"] - 1))
+    assert report["max_abs_error_pct"] == max(abs(r["error_pct"]) for r in rows)
+    assert report["groups"]["contend.s"]["n"] == 5 and report["groups"]["softmax.wg1"]["n"] == 5
+    # a softmax beside wgmma in flight: the model has no register-file port term, so it predicts the tile alone
+    by = {r["name"]: r for r in rows}
+    assert by["contend.ex2.st"]["predicted"] == pytest.approx(by["contend.ex2.s"]["predicted"])
+    assert by["contend.ex2.st"]["measured"] > 1.3 * by["contend.ex2.s"]["measured"]
+
+
+@needs_nvcc
+def test_cli_table_and_json(capsys):
+    from lapis.cli.main import main
+    assert main(["validate", "micro", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["rows"]) == 44
