@@ -36,7 +36,7 @@ from lapis.pipeline_sim.schedules import attention_h200 as ah
 
 __all__ = ["CONFIG", "CUDNN_FPROP", "FLAGS", "SCHEDULES"]
 
-CONFIG = dict(block_m=128, block_n=128, stages=3, consumer_wgs=2, regs_producer=24, regs_consumer=240)
+CONFIG = dict(block_m=128, block_n=128, stages=3, consumer_wgs=2, regs_producer=24, regs_consumer=240, q_slots=1)
 FLAGS = dict(ws=True, pingpong=True, overlap=True, exp2=True, persistent=True)
 _RESOLVE_AS = "h200-s8-persistent"  # the table's persistent variant: the same checks and residency (1 CTA per SM)
 DEFAULTS = dict(ah.DEFAULTS, **CONFIG)
