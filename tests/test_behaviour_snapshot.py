@@ -2,8 +2,10 @@
 report's JSON equal the snapshot (tests/data/behaviour_snapshot; run times, `wall_s`, are left out). The
 predictions and layouts/mma files were computed by the tree of commit 03446f1, before the package was
 restructured; validate_timelines.json and report.json were computed again once the race captures (torch's FA2 and
-cuDNN as validation cases) and the report's third-party section were added. A commit that changes a number
-regenerates the file that holds it and says why."""
+cuDNN as validation cases) and the report's third-party section were added, and predictions.json,
+validate_timelines.json and report.json again once the persistent schedules counted their Q slots and the steps past
+s9 (s10..s13) and FA4's race cases were added. A commit that changes a number regenerates the file that holds it and
+says why."""
 
 import json
 from pathlib import Path
