@@ -4,8 +4,8 @@ pass``) never hands control back to simpy, so no event bound or idle count can s
 `Watchdog(stall_s, progress, who)` starts a daemon thread that reads `progress()` (lapis.pipeline_sim.deadlock
 passes simpy's count of events scheduled, which every event a role yields or triggers moves, at no cost to the
 run loop). When it has not changed for `stall_s` seconds of wall time, it notes `who()` (the role that was running: simpy's active process) and
-interrupts the thread that runs the simulation: `_thread.interrupt_main` for the main thread, an asynchronous
-exception (CPython's PyThreadState_SetAsyncExc) for any other. The run loop catches that (`stalled`) and raises
+interrupts the thread that runs the simulation: `_thread.interrupt_main` for the main thread where Python
+handles SIGINT, else an asynchronous exception (CPython's PyThreadState_SetAsyncExc) set on that thread. The run loop catches that (`stalled`) and raises
 ScheduleError naming the role. Progress resets the clock, so a long run that keeps stepping never trips it.
 
 stall_s: the `stall_s` keyword of lapis.pipeline_sim.simulate.simulate, else the environment variable
@@ -18,6 +18,7 @@ import _thread
 import ctypes
 import math
 import os
+import signal
 import threading
 import time
 
@@ -88,7 +89,9 @@ class Watchdog:
                 return
 
     def _interrupt(self) -> None:
-        if self._target is threading.main_thread():
+        # interrupt_main does nothing where SIGINT is ignored (a job started in the background by a shell):
+        # there, and in any thread but the main one, the exception is set on the thread itself
+        if self._target is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             _thread.interrupt_main()
         else:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._target.ident), ctypes.py_object(Stalled))

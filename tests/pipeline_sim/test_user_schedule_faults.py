@@ -89,3 +89,25 @@ def test_a_role_that_is_slow_but_yields_never_trips_the_watchdog():
     normally with the same prediction as without the slow role (it records nothing)."""
     assert simulate(_with_role(_slow), "h200", SHAPE, stall_s=1)["predicted_us"] == \
         simulate(ws_gemm.WS_GEMM, "h200", SHAPE)["predicted_us"]
+
+
+def test_the_watchdog_stops_a_spinning_role_in_a_thread_and_where_sigint_is_ignored(monkeypatch):
+    import signal
+    import threading
+    box = {}
+
+    def run():
+        try:
+            simulate(_with_role(_busy), "h200", SHAPE, stall_s=1)
+        except ScheduleError as exc:
+            box["error"] = str(exc)
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    th.join(120)
+    assert "role user_role ran 1 s of wall time" in box["error"]
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a background job: interrupt_main would do nothing
+    try:
+        with pytest.raises(ScheduleError, match="role user_role ran 1 s of wall time"):
+            simulate(_with_role(_busy), "h200", SHAPE, stall_s=1)
+    finally:
+        signal.signal(signal.SIGINT, old)

@@ -187,3 +187,22 @@ def test_a_shape_over_the_event_bound_is_a_simulator_limit_not_a_fit_failure(tmp
     assert "8,388,608" in big["reason"]
     assert big["kernel"] == "not runnable: not simulated (simulator limit)"
     assert r["simulator_limit"] == 1
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])
+def test_a_nan_or_infinite_prediction_is_marked_never_ranked(tmp_path, monkeypatch, bad):
+    """A simulator answer that is not a finite positive number (a user schedule's NaN cost, a fast
+    extrapolation gone wrong) makes the row a non-fit with its reason; the other configuration is ranked alone."""
+    real = ev.simulate_row
+
+    def one_bad(task):
+        r = real(task)
+        return dict(r, tflops=bad) if dict(task.config)["stages"] == 3 else r
+    monkeypatch.setattr(ev, "simulate_row", one_bad)
+    res = run_sweep("h200-s8-persistent", ["1x2x512x128"], ["stages=2,3"], executor="serial", out=tmp_path,
+                    figure=False)
+    assert [c["config"] for c in res["ranked"]] == ["stages=2"]
+    rows = [json.loads(x)["row"] for x in (tmp_path / ROWS_FILE).read_text().splitlines()]
+    bad_row = next(r for r in rows if r["config"] == [["stages", 3]])
+    assert not bad_row["fits"] and bad_row["tflops"] is None and bad_row["kernel"] == "not runnable: no finite prediction"
+    assert bad_row["reason"].startswith(f"no finite prediction: tflops = {bad!r}")
