@@ -19,9 +19,10 @@ TMA_CAPTURE = "h200-2026-11-29"
 
 
 def truncated_tma_capture(root):
-    """A copy of a shipped TMA capture under root/tma/ whose dumps.npz is cut short."""
+    """A copy of a shipped TMA capture under root/tma/ whose dumps.npz is cut short (a fresh capture, without
+    capture.json, so the archive's own checks find it)."""
     folder = root / "tma" / TMA_CAPTURE
-    shutil.copytree(SHIPPED / "tma" / TMA_CAPTURE, folder)
+    shutil.copytree(SHIPPED / "tma" / TMA_CAPTURE, folder, ignore=shutil.ignore_patterns("capture.json"))
     with open(folder / "dumps.npz", "r+b") as f:
         f.truncate(1000)
     return folder

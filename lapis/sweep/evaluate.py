@@ -84,6 +84,7 @@ def evaluate(task: Task) -> dict:
                fits=False, reason="", predicted_us=None, tflops=None, bound_by="", smem_bytes=None,
                registers=None, tmem_columns=None, runnable=False, kernel="", fast_method="", stamp=stamp(task.gpu))
     t0, c0 = time.perf_counter(), time.process_time()
+    r = None
     try:
         r = simulate_row(task)
     except (ScheduleError, NotModelled) as exc:  # the simulator refuses the configuration

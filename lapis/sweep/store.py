@@ -197,7 +197,7 @@ def _lines(f):
     longer than ROW_LINE_BYTES ("too long": read past in bounded pieces, never held whole) or without its
     newline at the end of the file ("cut short"). Memory stays within ROW_LINE_BYTES a line."""
     while raw := f.readline(ROW_LINE_BYTES + 1):
-        if len(raw) > ROW_LINE_BYTES:
+        if len(raw) > ROW_LINE_BYTES and not raw.endswith(b"\n"):  # ROW_LINE_BYTES and its newline fit
             while raw and not raw.endswith(b"\n"):
                 raw = f.readline(ROW_LINE_BYTES)
             yield b"", "too long"
