@@ -316,11 +316,14 @@ def _listing(cap: Path) -> dict | None:
     shipped = CAPTURES.resolve() in cap.parents
     if not os.path.lexists(file) and not shipped:
         return None
-    with unchecked():
-        data = read_bytes(file, cap, LIMITS["json_bytes"])
-    st = os.stat(file)
-    key = (str(file), st.st_mtime_ns, st.st_size)
+    try:
+        st = os.stat(file)
+        key = (str(file), st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = None  # read_bytes names what is wrong with it
     if key not in _listings:
+        with unchecked():
+            data = read_bytes(file, cap, LIMITS["json_bytes"])
         if shipped:
             expected, found = _shipped_sha(cap), _sha256(file, st, data)
             if found != expected:
