@@ -203,8 +203,10 @@ def main(argv=None) -> int:
     for path, text in generated().items():
         if not path.is_file() or path.read_text() != text:
             stale.append(path)
-            if a.write:
-                path.write_text(text)
+            if a.write:  # a new file renamed over the old: a kill leaves one or the other, never half a file
+                tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+                tmp.write_text(text)
+                os.replace(tmp, path)
     for path in stale:
         print(f"{'wrote' if a.write else 'differs'}: {path}")
     return 0 if a.write or not stale else 1

@@ -26,7 +26,7 @@ from lapis.pipeline_sim.deadlock import Deadlock
 from lapis.sweep.fast import simulate_fast, simulate_full  # noqa: F401 (simulate_full re-exported)
 from lapis.sweep.runnable import runnable
 from lapis.sweep.space import config_text
-from lapis.sweep.store import valid_row
+from lapis.sweep.store import COUNTS, valid_row
 
 EVENT_BOUND_RULE = "the run exceeds the simulator's event bound"  # simulate.check_size's rule
 SIMULATOR_LIMIT = "simulator limit: "
@@ -76,6 +76,10 @@ def _finite_positive(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
+def _count(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 and v == int(v)
+
+
 def evaluate(task: Task) -> dict:
     """The task's row (a JSON-able dict: key, shape, config, mode, fits, reason, numbers, runnable; wall_s and
     cpu_s, the seconds it took in its worker, wall clock and CPU). A run whose predicted_us or tflops is not a
@@ -93,10 +97,12 @@ def evaluate(task: Task) -> dict:
     except Deadlock as exc:
         row["reason"] = f"deadlock: {exc}"
     else:
-        bad = [f"{k} = {r.get(k)!r}" for k in ("predicted_us", "tflops") if not _finite_positive(r.get(k))]
-        if bad:  # never ranked: a NaN sorts anywhere, an infinity first
-            row["reason"] = f"{NO_PREDICTION}: {', '.join(bad)} (a schedule's costs or the fast extrapolation " \
-                            "gave NaN, an infinity or a value <= 0)"
+        fit = r.get("fit") if isinstance(r.get("fit"), dict) else {}
+        bad = [f"{k} = {r.get(k)!r}" for k in ("predicted_us", "tflops") if not _finite_positive(r.get(k))] + \
+            [f"{k} = {fit[k]!r}" for k in COUNTS if fit.get(k) is not None and not _count(fit[k])]
+        if bad:  # never ranked: a NaN sorts anywhere, an infinity first; nor stored (JSON holds no NaN)
+            row["reason"] = f"{NO_PREDICTION}: {', '.join(bad)} (a schedule's costs, its fit or the fast " \
+                            "extrapolation gave NaN, an infinity or a value out of range)"
             r = None
     if r is not None:
         fit = r["fit"]

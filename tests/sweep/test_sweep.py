@@ -206,3 +206,18 @@ def test_a_nan_or_infinite_prediction_is_marked_never_ranked(tmp_path, monkeypat
     bad_row = next(r for r in rows if r["config"] == [["stages", 3]])
     assert not bad_row["fits"] and bad_row["tflops"] is None and bad_row["kernel"] == "not runnable: no finite prediction"
     assert bad_row["reason"].startswith(f"no finite prediction: tflops = {bad!r}")
+
+
+def test_a_nan_in_the_schedules_fit_is_marked_not_stored_as_nan(tmp_path, monkeypatch):
+    real = ev.simulate_row
+
+    def nan_fit(task):
+        r = real(task)
+        return dict(r, fit=dict(r["fit"], smem_bytes=float("nan"))) if dict(task.config)["stages"] == 3 else r
+    monkeypatch.setattr(ev, "simulate_row", nan_fit)
+    res = run_sweep("h200-s8-persistent", ["1x2x512x128"], ["stages=2,3"], executor="serial", out=tmp_path,
+                    figure=False)
+    assert [c["config"] for c in res["ranked"]] == ["stages=2"]
+    rows = [json.loads(x)["row"] for x in (tmp_path / ROWS_FILE).read_text().splitlines()]
+    assert next(r for r in rows if r["config"] == [["stages", 3]])["reason"].startswith(
+        "no finite prediction: smem_bytes = nan")
