@@ -324,13 +324,16 @@ SANITIZER = {"provenance": PROVENANCE, "summary": {"shape": SHAPE, "clean": Map(
 
 
 def read_attention(folder) -> Capture:
-    """An attention bench run: manifest.json (schema ATTENTION). A timed variant (one with a plain build) also
+    """An attention bench run: manifest.json (schema ATTENTION), each result's shape BxHxLxD. A timed variant (one with a plain build) also
     records ratio_to_cudnn, instrumentation_overhead_pct and rel_err <variant>/plain/{normal,heavy}. In a run
     that timed some variant, the variants without a plain-build time are counted in not_compared ("no
     plain-build time"); a run that timed none is a check-only run (it holds no variants) or one that stopped,
     which the index does not list as timed."""
     file, man = _manifest("attention", folder, ATTENTION)
     for i, e in enumerate(man["results"]):
+        if not _dims(e["shape"], 4):
+            raise _error("attention", file, f"results[{i}].shape", "shape is BxHxLxD (positive integers)",
+                         repr(e["shape"]))
         for name, v in e["variants"].items():
             if "plain" not in v:
                 continue
@@ -373,9 +376,14 @@ GEMM = {"provenance": PROVENANCE, "results": [GEMM_RESULT], "schedule?": STR, "k
         "variants?": Map(DICT)}
 
 
-def _gemm_shape(shape: str) -> bool:
+def _dims(shape: str, n: int) -> bool:
+    """Whether `shape` is n positive integers below 2^20 joined by x (MxNxK, BxHxLxD)."""
     parts = shape.split("x")
-    return len(parts) == 3 and all(p.isdigit() and 0 < int(p) < 1 << 20 for p in parts)
+    return len(parts) == n and all(p.isdigit() and p.isascii() and 0 < int(p) < 1 << 20 for p in parts)
+
+
+def _gemm_shape(shape: str) -> bool:
+    return _dims(shape, 3)
 
 
 def _gemm_timed(v: dict) -> bool:
@@ -447,6 +455,9 @@ def read_race(folder) -> Capture:
     kernel a shape skipped (not importable, a failed check) is counted in not_compared by the first words of its
     reason; CaptureError when it timed nothing."""
     file, man = _manifest("race", folder, RACE)
+    for i, e in enumerate(man["results"]):
+        if not _dims(e["shape"], 4):
+            raise _error("race", file, f"results[{i}].shape", "shape is BxHxLxD (positive integers)", repr(e["shape"]))
     skipped = _count((why for e in man["results"] for why in e.get("skipped", {}).values()),
                      lambda why: " ".join(why.split()[:3]))
     timed = sum(len(e.get("kernels", {})) for e in man["results"])

@@ -196,3 +196,12 @@ def test_an_encode_case_the_driver_refused_may_hold_any_code_but_an_accepted_one
     edited(folder, lambda m: m["cases"][accepted].update(swizzle=-1))
     with pytest.raises(CaptureError, match=rf"cases\[{accepted}\] \(id \d+\)\.swizzle = -1"):
         readers.read_tma_encode(folder)
+
+
+@pytest.mark.parametrize("shape", ["0x16x4096x128", "8x16x4096x-128", "bogus", "8x16x4096"])
+def test_an_attention_shape_that_is_not_four_positive_extents_is_a_capture_error(tmp_path, shape):
+    folder = edited(fresh(tmp_path, "attention/h200-2026-11-30-s5"), lambda m: m["results"][1].update(shape=shape))
+    with pytest.raises(CaptureError, match=rf"shape is BxHxLxD \(positive integers\): got .*results\[1\]\.shape: "
+                                           rf"'{shape}'"):
+        readers.read_attention(folder)
+    assert main(["validate", "timelines", "--captures", str(tmp_path)]) == 2  # was: a row lapis could not simulate
