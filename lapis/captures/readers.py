@@ -427,10 +427,14 @@ NCU = {"provenance": PROVENANCE, "schema": STR, "shape": SHAPE, "gemm_size": INT
 
 
 def read_ncu(folder) -> Capture:
-    """A per-unit Nsight Compute capture (lapis.gpu.ncu_units): manifest.json (schema NCU); every metric value a
+    """A per-unit Nsight Compute capture (lapis.gpu.ncu_units): manifest.json (schema NCU), its attention shape
+    BxHxLxD and GEMM size positive; every metric value a
     finite number; a kernel whose profile failed ("error") is counted in not_compared; CaptureError when none
     was profiled."""
     file, man = _manifest("ncu", folder, NCU)
+    if not _dims(man["shape"], 4) or not 0 < man["gemm_size"] < 1 << 20:
+        raise _error("ncu", file, "shape, gemm_size", "attention shape is BxHxLxD and GEMM size M=N=K, positive "
+                     "integers", f"{man['shape']!r}, {man['gemm_size']!r}")
     for k, e in man["kernels"].items():
         for m, v in e.get("metrics", {}).items():
             if not (isinstance(v["value"], (int, float)) and not isinstance(v["value"], bool)

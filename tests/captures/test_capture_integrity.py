@@ -205,3 +205,11 @@ def test_an_attention_shape_that_is_not_four_positive_extents_is_a_capture_error
                                            rf"'{shape}'"):
         readers.read_attention(folder)
     assert main(["validate", "timelines", "--captures", str(tmp_path)]) == 2  # was: a row lapis could not simulate
+
+
+@pytest.mark.parametrize("edit", [{"gemm_size": -5}, {"gemm_size": 0}, {"shape": "8x0x4096x128"}])
+def test_an_ncu_capture_of_a_size_no_kernel_ran_is_a_capture_error(tmp_path, edit):
+    capture = next(p.relative_to(SHIPPED).as_posix() for p in sorted((SHIPPED / "ncu").iterdir()))
+    folder = edited(fresh(tmp_path, capture), lambda m: m.update(edit))
+    with pytest.raises(CaptureError, match=r"an ncu capture's attention shape is BxHxLxD and GEMM size"):
+        readers.read_ncu(folder)
