@@ -211,5 +211,5 @@ def test_an_attention_shape_that_is_not_four_positive_extents_is_a_capture_error
 def test_an_ncu_capture_of_a_size_no_kernel_ran_is_a_capture_error(tmp_path, edit):
     capture = next(p.relative_to(SHIPPED).as_posix() for p in sorted((SHIPPED / "ncu").iterdir()))
     folder = edited(fresh(tmp_path, capture), lambda m: m.update(edit))
-    with pytest.raises(CaptureError, match=r"an ncu capture's attention shape is BxHxLxD and GEMM size"):
+    with pytest.raises(CaptureError, match=r"a ncu capture.s attention shape is BxHxLxD and GEMM size"):
         readers.read_ncu(folder)
