@@ -264,8 +264,19 @@ class Oracle:
     def tma_load(self, tensor_map, coords, smem_offset: int, global_image: np.ndarray | None = None):
         """The bytes [dst, dst + footprint) of shared memory after one tiled TMA load of the box at `coords`
         (innermost first) to dst = a 1024 B-aligned region start + smem_offset. Returns a uint8 array, or an
-        OracleFault (encode rejected, misaligned destination, illegal instruction, watchdog timeout, ...)."""
+        OracleFault (encode rejected, misaligned destination, illegal instruction, watchdog timeout, ...).
+        LayoutError for arguments it cannot send (a NaN or non-integer offset or coordinate, a packed or unknown
+        dtype code, no dims, an element stride of 0)."""
         case = encode_case(tensor_map)
+        if case["dtype"] not in _ELEM or not case["dims"] or 0 in case["elem_strides"][1:]:
+            raise LayoutError("a TMA load's tensor map has a non-packed dtype code, at least one dim and element "
+                              "strides other than 0", f"dtype {case['dtype']!r}, dims {case['dims']!r}, "
+                              f"elem_strides {case['elem_strides']!r}", "ask encode() about such arguments")
+        if not _whole(smem_offset) or isinstance(coords, (str, bytes)) or not hasattr(coords, "__iter__") \
+                or not all(map(_whole, coords)):
+            raise LayoutError("a TMA load takes an integer smem_offset and integer coordinates",
+                              f"smem_offset {smem_offset!r}, coords {coords!r}",
+                              "pass whole numbers (innermost coordinate first)")
         n = source_bytes(case)
         if n > MAX_GLOBAL_BYTES:
             raise LayoutError("the oracle's global tensor holds 64 MiB", f"{n} B",

@@ -130,3 +130,15 @@ def test_bad_arguments_are_layout_errors_before_any_request(call, words):
     with pytest.raises(LayoutError) as e:
         call(o)
     assert words in str(e.value) and o.starts == 0  # refused before a child was started
+
+
+@pytest.mark.parametrize("coords,offset,words", [
+    ([0, float("nan")], 0, "integer coordinates"), ([0, 0], float("nan"), "integer smem_offset"),
+    ("00", 0, "integer coordinates"), (None, 0, "integer coordinates"),
+])
+def test_tma_load_refuses_coordinates_or_offsets_it_cannot_send(coords, offset, words):
+    o = Oracle("model")
+    tmap = TensorMap("f16", (64, 8), (128,), (64, 8), (1, 1), swizzle="128B")
+    with pytest.raises(LayoutError) as e:
+        o.tma_load(tmap, coords, offset)
+    assert words in str(e.value) and o.starts == 0
