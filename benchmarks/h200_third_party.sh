@@ -6,6 +6,10 @@
 #     lapis/gpu/protocol.py lapis/gpu/ncu_units.py benchmarks/h200_third_party.sh > tp-provenance.json
 #   bash benchmarks/h200_third_party.sh units   # ncu counters of s3, s5, s9, s9 causal, the GEMM, FA2, cuDNN
 #   bash benchmarks/h200_third_party.sh race    # the five shapes causal and not, and head dims 64 and 256
+#   bash benchmarks/h200_third_party.sh fa4     # race with FA4's sm90 forward too: its wheels' xz parts
+#                                               # (../shared/tools/fa4-wheels.sh) copied to /tmp/fa4p by earlier
+#                                               # calls (`mkdir -p /tmp/fa4p && cp .fa4/pK/part.* /tmp/fa4p/`),
+#                                               # the last part carried in this call as .fa4/p5
 # Kernel builds come from LAPIS_KERNEL_CACHE when it holds them (built here for sm_90a, carried as .kcache).
 set -u
 mode=${1:-units}
@@ -24,4 +28,14 @@ elif [ "$mode" = race ]; then
     --causal no --shapes 8x16x4096x64,4x16x8192x64,2x16x16384x64,8x16x4096x256,4x16x8192x256,2x16x16384x256 \
     > "$OUT/race-hd.log" 2>&1; echo "race-hd rc $?"
   tail -40 "$OUT/race.log"; tail -16 "$OUT/race-hd.log"
+elif [ "$mode" = fa4 ]; then
+  cp .fa4/p5/part.* /tmp/fa4p/ 2>/dev/null; ls -la /tmp/fa4p
+  mkdir -p /tmp/fa4d && cat /tmp/fa4p/part.* | xz -d -T16 | tar -x -C /tmp/fa4d; echo "unpack rc $?"
+  timeout 420 python3 -m lapis.gpu.race --out "$OUT/race" --provenance tp-provenance.json \
+    --kernels ${KERNELS:-s9,cudnn,flash,fa4} --causal both --fa4-site /tmp/fa4d/site > "$OUT/race.log" 2>&1
+  echo "race rc $?"
+  timeout 150 python3 -m lapis.gpu.race --out "$OUT/race-hd" --provenance tp-provenance.json --kernels cudnn,flash,fa4 \
+    --causal no --shapes 8x16x4096x64,4x16x8192x64,2x16x16384x64,8x16x4096x256,4x16x8192x256,2x16x16384x256 \
+    --fa4-site /tmp/fa4d/site > "$OUT/race-hd.log" 2>&1; echo "race-hd rc $?"
+  tail -45 "$OUT/race.log"; tail -20 "$OUT/race-hd.log"
 fi

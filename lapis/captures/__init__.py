@@ -10,6 +10,7 @@
 - timeline.py: the timeline wire format and its decoding into events.
 - user_timeline.py: timelines a user's kernel recorded with lapis_timeline.cuh (docs/timeline-format.md): the
   dumped buffer, checked, into events.
+- proton.py: Triton Proton's intra-kernel (instrumentation-mode) Chrome traces, checked, into the same events.
 - provenance.py: what a capture records about the GPU, driver, CUDA, command, commit and source blobs.
 The captures root and the layout captures' manifests are read by lapis.validate.layouts (captures_root).
 """

@@ -1,7 +1,9 @@
 """One manifest schema for every capture: capture.json, generated from the capture's own files.
 
 A capture folder <root>/<kind>/<name>/ keeps its provenance in one original file, the first of ORIGINALS it
-holds; capture.json beside it restates it (schema "lapis.capture/1"):
+holds, or, in a folder of one device call's per-kernel captures (proton/<date>/<kernel case>/capture.json, as
+benchmarks/h200_proton.py writes them), the first such <subfolder>/capture.json by name (NESTED); capture.json
+beside it restates it (schema "lapis.capture/1"):
 
     {"schema": "lapis.capture/1", "kind", "name",
      "provenance": the original's "provenance" object, as recorded (gpu, driver, cuda..., date, command, commit,
@@ -10,8 +12,9 @@ holds; capture.json beside it restates it (schema "lapis.capture/1"):
      "provenance_commit": provenance-commit.json, where the folder has one (the commits that hold every source
                           blob of a capture whose recorded commit was wrong),
      "files": [{"path", "size" (bytes), "sha256"} of every file of the folder but capture.json, by path],
-     "kernels": [what it measured: {"variant", "shape"[, "causal"]}, {"variant", "ablation", "size"} or
-                 {"kernel": source path}],
+     "kernels": [what it measured: {"variant", "shape"[, "causal"]}, {"variant", "ablation", "size"},
+                 {"kernel": source path} or, for NESTED captures, {"kernel": the kernel's name, "shape", "capture":
+                 its subfolder, "status": its run's status}],
      "packed": [{"file", "original": {"path" (in the repository), "blob" (git blob id), "size" (bytes), "commit"
                  (a commit that holds it)}, "arrays": {name: SHA-256 of its bytes}} for each packed timelines
                 file (lapis.captures.codec), read from its header]}
@@ -38,13 +41,24 @@ ORIGINALS = ("manifest.json", "micro/manifest.json", "pipes/manifest.json", "pro
              "timeline_cost.json", "summary.json")
 COMMIT_MATCH = "provenance-commit.json"
 PACKED_SUFFIX = ".packed"
+NESTED = "capture.json"  # <subfolder>/capture.json: a device-written per-kernel manifest (benchmarks/h200_proton.py)
 FIX = "restore the capture from git (captures are never edited by hand)"
 
 
+def nested(folder: Path) -> list[str]:
+    """The folder's per-kernel subfolders holding a NESTED capture.json, by name ([] for a plain capture)."""
+    folder = Path(folder)
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and os.path.lexists(p / NESTED)) \
+        if folder.is_dir() else []
+
+
 def original(folder: Path) -> str | None:
-    """The folder's original provenance file (a path inside it), None when it holds none of ORIGINALS. An entry of
-    that name counts whatever it is (a FIFO, a link), so that reading it refuses it by name."""
-    return next((name for name in ORIGINALS if os.path.lexists(Path(folder) / name)), None)
+    """The folder's original provenance file (a path inside it): the first of ORIGINALS it holds, else the first
+    NESTED <subfolder>/capture.json by name; None when it holds neither. An entry of that name counts whatever
+    it is (a FIFO, a link), so that reading it refuses it by name."""
+    name = next((name for name in ORIGINALS if os.path.lexists(Path(folder) / name)), None)
+    subs = nested(folder) if name is None else []
+    return f"{subs[0]}/{NESTED}" if subs else name
 
 
 def read_json(path: Path, folder: Path | None = None) -> dict:
@@ -68,12 +82,25 @@ def read_original(folder: Path) -> dict:
     return data
 
 
+def _nested_kernels(folder: Path) -> list[dict]:
+    out = []
+    for sub in nested(folder):
+        m = read_json(folder / sub / NESTED, folder)
+        out.append(dict(kernel=m.get("kernel") or sub, shape=m.get("shape"), capture=sub, status=m.get("status")))
+    return out
+
+
 def _kernels(kind: str, folder: Path, man: dict) -> list[dict]:
     """What a capture measured, from its own files (module docstring, "kernels"), sorted."""
+    if original(folder).endswith("/" + NESTED):
+        return _nested_kernels(folder)
     if kind == "sweep":
         man = read_json(folder / "validate" / "manifest.json", folder)
     out = []
-    for e in man.get("results") or []:
+    results = man.get("results")
+    for e in results if isinstance(results, list) else []:  # a dict of results (per sampling) names no kernel
+        if not isinstance(e, dict):
+            continue
         if isinstance(e.get("variants"), dict):
             out += [dict(variant=v, shape=e["shape"], **({"causal": e["causal"]} if "causal" in e else {}))
                     for v in e["variants"]]

@@ -13,6 +13,10 @@ LIMITS (bytes unless stated), checked before anything is allocated:
     archive_inflated_bytes 256 MiB   every array read from one archive, inflated, together
     archive_members         65536    arrays (members) in one archive
 
+A gzip-compressed file (`read_gzip`, e.g. a Proton trace stored as <name>.chrome_trace.gz) is held to its
+kind's limit twice: the compressed bytes on disk, and the inflated bytes, counted while inflating, so a deflate
+bomb stops at the limit plus one byte.
+
 The shipped captures stay far below them (the largest JSON file 0.3 MB, archive 2.9 MB, array 16 MB, archive
 inflated 76 MB, 350 members).
 
@@ -123,6 +127,30 @@ def read_bytes(path: str | Path, folder: str | Path | None = None, limit: int = 
     if not _UNCHECKED.get():
         verify(path, folder, st, data)
     return data
+
+
+def read_gzip(path: str | Path, folder: str | Path | None = None, limit: int = LIMITS["json_bytes"]) -> bytes:
+    """The inflated bytes of a gzip-compressed capture file (one gzip member, RFC 1952): the file as `read_bytes`
+    reads it (at most `limit` bytes on disk) and at most `limit` bytes inflated, counted while inflating.
+    CaptureError naming the file when it is not gzip, is truncated or damaged (CRC), holds more than one member,
+    or inflates past `limit`."""
+    data = read_bytes(path, folder, limit)
+    inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # 16 +: a gzip header and trailer, not raw zlib
+    try:
+        out = inflate.decompress(data, limit + 1)  # max_length: stops allocating one byte past the limit
+    except zlib.error as exc:
+        raise CaptureError("a .gz capture file is gzip-compressed (RFC 1952) and undamaged",
+                           f"{path}: {exc}", FIX) from None
+    if len(out) > limit:
+        raise CaptureError(f"a capture file of this kind inflates to at most {limit} bytes",
+                           f"{path}: {len(data)} bytes inflate to more than {limit}", FIX)
+    if not inflate.eof:
+        raise CaptureError("a .gz capture file is whole (it ends with its gzip trailer)",
+                           f"{path}: the compressed stream stops early, after {len(out)} bytes inflated", FIX)
+    if inflate.unused_data:
+        raise CaptureError("a .gz capture file holds one gzip member",
+                           f"{path}: {len(inflate.unused_data)} bytes follow the first member", FIX)
+    return out
 
 
 def read_json(path: str | Path, folder: str | Path | None = None, schema=None, kind: str = "capture") -> dict:

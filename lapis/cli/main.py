@@ -106,7 +106,7 @@ def _dispatch(args) -> int | None:
     from lapis.cli import validate
     return {"layouts": validate.cli_validate_layouts, "mma": validate.cli_validate_mma,
             "timelines": validate.cli_validate_timelines,
-            "units": validate.cli_validate_units}[args.validate_cmd](args)
+            "units": validate.cli_validate_units, "seeds": validate.cli_validate_seeds}[args.validate_cmd](args)
 
 
 if __name__ == "__main__":

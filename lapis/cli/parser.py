@@ -289,12 +289,14 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Simulates the schedule with the captured variant's parameters and states the "
                          "total-time, steady-state K-iteration and per-role busy errors against the measured kernel, "
                          "beside the blind prediction committed before the capture. With --measured: your schedule "
-                         "against the timeline your kernel recorded with lapis_timeline.cuh (docs/timeline-format.md),"
+                         "against the timeline your kernel recorded with lapis_timeline.cuh (docs/timeline-format.md)"
+                         " or with Triton Proton's instrumentation mode (docs/timeline-format.md#triton-proton-traces),"
                          " aligned by role, op, work item and K index, with the first divergence.")
     cmp.add_argument("--schedule", required=True, help="the captured kernel's schedule (h200-gemm-ws); with "
                      "--measured, your schedule as path/to/file.py:NAME")
     cmp.add_argument("--measured", metavar="FILE", help="a timeline your kernel recorded with lapis_timeline.cuh "
-                     "(.npz with buffer and meta, or the raw .bin buffer)")
+                     "(.npz with buffer and meta, or the raw .bin buffer), or a Triton Proton trace (.chrome_trace, "
+                     "or a folder with capture.json beside it)")
     cmp.add_argument("--shape", required=True, help="a captured MxNxK, e.g. 4096x4096x4096")
     cmp.add_argument("--variant", help="a captured variant, e.g. ws_s3_c2_n128 (default: the capture's first with a "
                      "saved timeline at this shape)")
@@ -344,6 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "pipe) of every kernel Nsight Compute measured, against the simulator")
     vu.add_argument("--captures", help="captures folder (default: the ones shipped with lapis)")
     _json(vu)
+    vs = val.add_parser("seeds", help="the seed write-ups' measured tables (B200 progression %% of FA4, Emmy's RTX 5090 "
+                        "moves in µs) beside lapis's predictions: error and step direction")
+    _json(vs)
     _non_empty_strings(ap)
     return ap
 

@@ -1,7 +1,7 @@
-"""`lapis validate layouts|mma|timelines|units`: the models against the captures.
+"""`lapis validate layouts|mma|timelines|units|seeds`: the models against the captures and the seeds' tables.
 
-layouts and mma exit 1 when a capture disagrees with the model; timelines and units exit 0 (their numbers are a
-measurement, not a pass/fail check).
+layouts and mma exit 1 when a capture disagrees with the model; timelines, units and seeds exit 0 (their numbers
+are a measurement, not a pass/fail check).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from lapis.cli.output import check_out_dir
 from lapis.validate.layouts import format_provenance, format_validation, passed, validate_layouts
 from lapis.validate.mma import not_compared_lines, validate_mma
 from lapis.validate.mma import passed as mma_passed
+from lapis.validate.seeds import render as render_seeds
+from lapis.validate.seeds import validate_seeds
 from lapis.validate.timelines import render, validate_timelines
 from lapis.validate.units import render as render_units
 from lapis.validate.units import validate_units
@@ -62,4 +64,11 @@ def cli_validate_units(args) -> int:
     """`lapis validate units`: exit 0 (the numbers are a measurement, not a pass/fail check)."""
     r = validate_units(args.captures)
     print(json.dumps(r, indent=1) if args.json else render_units(r))
+    return 0
+
+
+def cli_validate_seeds(args) -> int:
+    """`lapis validate seeds`: exit 0 (the numbers are a measurement, not a pass/fail check)."""
+    r = validate_seeds()
+    print(json.dumps(r, indent=1, ensure_ascii=False) if args.json else render_seeds(r))
     return 0

@@ -8,6 +8,7 @@ Code reads these paths from here and nowhere else, so data moves by editing one 
 - FIT_MANIFEST: which capture files each fitted profile reads (lapis.model.fit).
 - INDEX: the current capture of each kind and kernel (lapis.captures.index).
 - CAPTURE_CHECKSUMS: the SHA-256 of each shipped capture's capture.json (lapis.captures.safe checks them).
+- SEEDS: the seed write-ups' own measured tables, each naming its source (lapis.validate.seeds).
 """
 
 from pathlib import Path
@@ -20,3 +21,4 @@ PROFILES = DATA / "profiles"
 FIT_MANIFEST = DATA / "fit_manifest.json"
 INDEX = DATA / "index.json"
 CAPTURE_CHECKSUMS = DATA / "capture_checksums.json"
+SEEDS = DATA / "seeds"

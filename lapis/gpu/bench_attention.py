@@ -43,6 +43,7 @@ from lapis.gpu.attention_plan import ROLES, load
 from lapis.gpu.bench_gemm import SmiSampler, _json_default, _read, _time, cta_table, select_ctas, smi_gpu_id
 from lapis.gpu.capture_tma import encode
 from lapis.gpu.harness import libcuda
+from lapis.pipeline_sim.work_order import deal, section_heads, work_units
 
 HERE = Path(__file__).parent
 KERNEL = HERE / "kernels" / "attention_h200.cu"
@@ -139,6 +140,21 @@ def items_per_cta(v: dict, shape: str, sm_count: int = H200_SMS) -> int:
     return -(-(seq // block_m(v) * b * h) // (x * y))
 
 
+def worklist(v: dict, shape: str, causal: bool, sm_count: int = H200_SMS) -> np.ndarray:
+    """s10's work list (attention_h200.cu WORKLIST), int32: grid + 1 offsets (CTA c walks entries offsets[c] ..
+    offsets[c + 1] - 1), then the items, item = q tile + (L / block_m) x (b h), in the order
+    lapis.pipeline_sim.work_order deals them (the variant's persistent_order, lpt_l2; K/V tiles per item:
+    q tile + 1 causal, else L / block_n), so the simulator and the kernel walk the same lists."""
+    b, h, seq, d = parse_shape(shape)
+    q_tiles, bm, bn = seq // block_m(v), block_m(v), v["block_n"]
+    units = work_units(b * h, q_tiles, 1)
+    lengths = [min(seq // bn, -(-(q + 1) * bm // bn)) if causal else seq // bn for ((_, q),) in units]
+    per = section_heads(seq, d)
+    per_sm = deal(lengths, grid(v, shape, sm_count)[0], v["sim"]["persistent_order"], [u[0][0] // per for u in units])
+    offsets = np.cumsum([0] + [len(s) for s in per_sm])
+    return np.concatenate([offsets, np.concatenate([np.asarray(s) for s in per_sm])]).astype(np.int32)
+
+
 def threads(v: dict) -> int:
     """Block size: the consumer warpgroups, plus the producer warpgroup of a warp-specialized variant."""
     return 128 * (v["consumer_wgs"] + v["ws"])
@@ -150,8 +166,9 @@ class Attention:
     """One variant in one build, launchable on (q, k, v, o) tensors of B x H x L x D bf16."""
 
     def __init__(self, module, v: dict, plan: dict, lib, causal: bool = False):
-        self.v, self.plan, self.lib = v, plan, lib
+        self.v, self.plan, self.lib, self.causal = v, plan, lib, causal
         self.fn = module.get_function(kernel_name(v, causal))
+        self.lists = {}  # shape -> s10's work list on the GPU
         self.smem = smem_bytes(v, plan)
         self.fn.max_dynamic_shared_size_bytes = self.smem
 
@@ -178,7 +195,17 @@ class Attention:
         scale_log2 = math.log2(math.e) / math.sqrt(d)
         self.fn(grid(self.v, shape), (threads(self.v),),
                 (maps[0][()], maps[1][()], maps[2][()], np.uint64(out_ptr), np.int32(seq), np.int32(b * h),
-                 np.float32(scale_log2), np.uint64(stats_ptr), hargs[()]), shared_mem=self.smem)
+                 np.float32(scale_log2), np.uint64(stats_ptr), np.uint64(self.worklist_ptr(shape)), hargs[()]),
+                shared_mem=self.smem)
+
+    def worklist_ptr(self, shape: str) -> int:
+        """The device address of s10's work list at `shape` (made once per shape), or 0 for the other variants."""
+        if not self.v["worklist"]:
+            return 0
+        if shape not in self.lists:
+            import cupy as cp
+            self.lists[shape] = cp.asarray(worklist(self.v, shape, self.causal))
+        return self.lists[shape].data.ptr
 
 
 def make_inputs(torch, shape: str, kind: str, seed: int):

@@ -1,6 +1,6 @@
 """Per-unit hardware counters of attention and GEMM kernels, lapis's and third-party, from Nsight Compute.
 
-    python -m lapis.gpu.ncu_units --out DIR [--kernels s3,s5,s9,s9:causal,gemm,flash,cudnn]
+    python -m lapis.gpu.ncu_units --out DIR [--kernels s3,s5,s9,s9:causal,gemm,flash,cudnn,fa4]
                                   [--shape 8x16x4096x128] [--gemm-size 8192] [--provenance FILE] [--flash-sass]
 
 Each kernel is profiled in its own child process under `ncu --clock-control none` (the board's own clock, as the
@@ -8,6 +8,9 @@ timed runs see it), one launch after three warm-up launches, bracketed by cudaPr
 (`--profile-from-start off`) and filtered by kernel name. The metrics asked for are those of CANDIDATES that
 `ncu --query-metrics` lists for the GPU; the rest are recorded as missing. Units are Nsight Compute's, recorded
 per metric beside its value: cycles, instructions (warp-level, summed over the SMs), bytes, %, cycle/second.
+
+fa4 (FA4's CuTe-DSL sm90 forward) needs LAPIS_FA4_SITE, a folder of its unpacked wheels. Warp-stall reasons
+(STALLS) are recorded per issue-active cycle where the GPU has them.
 
 --flash-sass also writes the SASS of torch's flash kernel (FA2): `cuobjdump -sass -fun <mangled name>` on torch's
 CUDA library, and Nsight Compute's per-instruction executed counts (SourceCounters, `--page source
@@ -31,6 +34,10 @@ import sys
 import time
 from pathlib import Path
 
+# Why warps did not issue (ncu's warp-state sampling reasons), per issue-active cycle.
+STALLS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle", "long_scoreboard",
+          "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction", "not_selected", "selected",
+          "short_scoreboard", "sleeping", "tex_throttle", "wait")
 # What the per-unit comparison reads. Rollups: .sum over the SMs, .avg per SM, .pct_of_peak_sustained_*.
 PIPES = ("fma", "fmaheavy", "fmalite", "alu", "xu", "lsu", "adu", "cbu", "uniform", "fp16", "fp64",
          "tensor_op_hmma", "tensor_op_gmma", "tensor", "shared")
@@ -50,10 +57,11 @@ CANDIDATES = (
     + [f"sm__pipe_{p}_cycles_active.avg" for p in PIPES]
     + [f"sm__pipe_{p}_cycles_active.avg.pct_of_peak_sustained_elapsed" for p in PIPES]
     + [f"smsp__inst_executed_pipe_{p}.sum" for p in ("xu", "fma", "alu", "lsu")]
+    + [f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALLS]
 )
 DEFAULT_KERNELS = ("s3", "s5", "s9", "s9:causal", "gemm", "flash", "cudnn")
 # Kernel-name filters (ncu -k regex:), by what the launch runs.
-THIRD_PARTY_FILTER = {"flash": "flash_fwd", "cudnn": "fprop|flash|fmha|attn"}
+THIRD_PARTY_FILTER = {"flash": "flash_fwd", "cudnn": "fprop|flash|fmha|attn", "fa4": "FlashAttentionForwardSm90|Sm90"}
 WARMUP = 3
 
 
@@ -170,6 +178,13 @@ def launcher(kernel: str, shape: str, gemm_size: int):
     q, k, v = ba.make_inputs(torch, shape, "normal", 7)
     name, _, causal = kernel.partition(":")
     causal = causal == "causal"
+    if name == "fa4":  # FA4's CuTe-DSL sm90 forward, from the unpacked wheels in LAPIS_FA4_SITE
+        import os
+        import site
+        site.addsitedir(os.environ.get("LAPIS_FA4_SITE", ""))
+        from flash_attn.cute.interface import flash_attn_func
+        qb, kb, vb = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+        return lambda: flash_attn_func(qb, kb, vb, causal=causal)
     if name in THIRD_PARTY_FILTER:
         f = torch.nn.functional.scaled_dot_product_attention
 

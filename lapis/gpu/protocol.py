@@ -58,23 +58,26 @@ def check_counts(rounds: int, launches: int) -> None:
 def run(kernels: list[Timed], time_batch, reference: str | None = None, rounds: int = MIN_ROUNDS,
         launches: int = MIN_LAUNCHES, sample_clock=None) -> dict:
     """Time `kernels` under the protocol. time_batch(launch, n_sets, launches) -> the launches' times (µs);
-    sample_clock(t0, t1) -> sampled SM MHz over a wall-clock window (or None). reference: the kernel the ratios
-    are taken to (default the first). Returns {kernels: {name: summary}, rounds, launches, reference, order}."""
+    sample_clock(t0, t1) -> sampled SM MHz over a wall-clock window (or None), taken for every kernel, probed or
+    not, so the two clocks of a probed kernel can be compared. reference: the kernel the ratios are taken to
+    (default the first). Returns {kernels: {name: summary}, rounds, launches, reference, order}."""
     check_counts(rounds, launches)
     names = [k.name for k in kernels]
     if len(set(names)) != len(names):
         raise LapisError("kernels under one protocol run have distinct names", names, "rename the duplicates")
     reference = reference or names[0]
-    per = {n: dict(us=[], round_us=[], mhz=[], clock_source=None) for n in names}
+    per = {n: dict(us=[], round_us=[], mhz=[], sampled_mhz=[], clock_source=None) for n in names}
     order = []
     for r in range(rounds):
         order.append([k.name for k in rotation(kernels, r)])
         for k in rotation(kernels, r):
             t0 = time.time()
             us = list(time_batch(k.launch, k.n_sets, launches))
-            mhz, source = (k.probe(), "probe") if k.probe else (
-                sample_clock(t0, time.time()) if sample_clock else None, "sampled")
+            sampled = sample_clock(t0, time.time()) if sample_clock else None
+            mhz, source = (k.probe(), "probe") if k.probe else (sampled, "sampled")
             p = per[k.name]
+            if sampled is not None:
+                p["sampled_mhz"].append(float(sampled))
             p["us"] += us
             p["round_us"].append(float(np.median(us)))
             if mhz is not None:
@@ -94,6 +97,8 @@ def summary(p: dict, reference_rounds: list) -> dict:
     if p["mhz"]:
         out["clock"] = dict(mhz_median=float(np.median(p["mhz"])), mhz_min=min(p["mhz"]), mhz_max=max(p["mhz"]),
                             source=p["clock_source"])
+        if p["clock_source"] == "probe" and p.get("sampled_mhz"):  # nvidia-smi's samples of the same batches
+            out["clock"]["sampled_mhz_median"] = float(np.median(p["sampled_mhz"]))
     return out
 
 

@@ -1,6 +1,6 @@
 """SASS as data: instructions, loops, a loop body's instruction mix per pipe and its register dependency chain.
 
-Reads the text `cuobjdump -sass` prints for an sm_90a cubin (one `/*addr*/ OPCODE.MODS operands ;` line per
+Reads the text `cuobjdump -sass` prints for an sm_90a or sm_100a cubin (one `/*addr*/ OPCODE.MODS operands ;` line per
 instruction, its two 64-bit encoding words in comments) and the source page of an Nsight Compute report exported
 as CSV (`ncu --page source --csv --print-source sass`: columns "Address", "Source", "Instructions Executed").
 
@@ -13,8 +13,21 @@ checked against hardware: the FA2 forward kernel's per-instruction executed coun
 that capture's sm__inst_executed_pipe_{fma,alu,xu,lsu,tensor}.sum within 0.1 % (tests/model/test_sass_reader.py,
 lapis/data/captures/ncu/h200-2026-12-01-units). The cbu/adu/uniform rows are not checked that way.
 
+sm_100 (Blackwell) opcodes, named after the CUDA Binary Utilities' "Blackwell Instruction Set" table (section 4.4)
+and classed by what the PTX they come from does (PTX ISA 9.7.16, tcgen05; 9.7.9.25, cp.async.bulk.tensor):
+UTCHMMA / UTCQMMA / UTCIMMA / UTCOMMA (tcgen05.mma, one thread issues it from the uniform datapath; the tensor core
+runs it) and UTCBAR (tcgen05.commit: an mbarrier arrive queued behind those MMAs) and UTCCP (tcgen05.cp, shared
+memory into TMEM) -> tensor; LDTM / STTM (tcgen05.ld / tcgen05.st, TMEM <-> registers, a datapath of their own)
+-> tmem; UTCATOMSWS (tcgen05.alloc / dealloc, the TMEM allocator) -> uniform; FMNMX3 (three-input FP32 max/min),
+VIMNMX / VIMNMX3 / VIADDMNMX -> alu; FFMA2 / FMUL2 / FADD2 (the packed f32x2 ops) -> fma; R2UR / S2UR / LDCU (a
+register or constant into a uniform register) -> adu with the other constant-bank and special-register reads;
+FENCE, ENDCOLLECTIVE, ACQBULK -> adu with the other scoreboard-only instructions; VOTEU, UFLO -> uniform. These
+are not yet checked against an sm_100 Nsight Compute capture (lapis has none): a per-pipe count from them is the
+table's reading, not a measurement.
+
 Register operands: R<n>, UR<n>, P<n>, UP<n> (RZ, URZ, PT, UPT are constants). Vector widths (REGISTERS_OF) follow
-the instruction: .64 / .128 data of loads and stores, `R2.64` addresses, LDSM .x1/.x2/.x4, HMMA.16816 (D, C: 4
+the instruction: .64 / .128 data of loads and stores, `R2.64` addresses, LDSM .x1/.x2/.x4, LDTM / STTM .xN (N),
+HMMA.16816 (D, C: 4
 registers, A: 4, B: 2), IMAD.WIDE and CS2R (2). Destinations: the first operand, the predicates that follow it
 (IADD3's carry, xSETP's second result), nothing for stores, branches and barriers.
 
@@ -36,24 +49,28 @@ from lapis.errors import CaptureError
 
 MAX_TEXT_BYTES = 64 << 20  # a SASS dump or ncu CSV larger than this is not one kernel's
 
-PIPES = ("fma", "alu", "xu", "lsu", "tensor", "uniform", "cbu", "adu")
+PIPES = ("fma", "alu", "xu", "lsu", "tensor", "tmem", "uniform", "cbu", "adu")
 
 # opcode (without modifiers) -> pipe; instructions starting with U (uniform datapath) go to "uniform" unless listed
 PIPE_OF = {
     **dict.fromkeys(("FFMA", "FMUL", "FADD", "FFMA32I", "FMUL32I", "FADD32I", "IMAD", "IMAD32I", "IDP", "VIADD",
-                     "IMNMX_FMA", "HFMA2", "HMUL2", "HADD2"), "fma"),
+                     "IMNMX_FMA", "HFMA2", "HMUL2", "HADD2", "FFMA2", "FMUL2", "FADD2"), "fma"),
     **dict.fromkeys(("FMNMX", "FSETP", "FSEL", "FSET", "FCHK", "ISETP", "IADD3", "IADD", "LOP3", "LOP", "SHF", "SHL",
                      "SHR", "LEA", "SEL", "MOV", "PRMT", "IABS", "IMNMX", "CS2R", "P2R", "R2P", "PLOP3", "F2FP",
-                     "POPC", "FLO", "BREV", "BMSK", "SGXT", "HMNMX2", "HSETP2", "VOTE", "ISCADD", "IMNMX"), "alu"),
+                     "POPC", "FLO", "BREV", "BMSK", "SGXT", "HMNMX2", "HSETP2", "VOTE", "ISCADD", "IMNMX",
+                     "FMNMX3", "VIMNMX", "VIMNMX3", "VIADDMNMX"), "alu"),
     **dict.fromkeys(("MUFU", "I2F", "F2I", "F2F", "I2I", "FRND"), "xu"),
     **dict.fromkeys(("LDS", "LDSM", "STS", "LDG", "STG", "LDL", "STL", "LD", "ST", "LDGSTS", "ATOM", "ATOMS", "ATOMG",
                      "RED", "SHFL", "S2R", "BAR", "MEMBAR", "SYNCS", "MATCH", "STSM", "CCTL", "UBLKCP",
                      "UTMALDG", "UTMASTG", "UTMAPF", "ARRIVES", "REDUX"), "lsu"),
-    **dict.fromkeys(("HMMA", "HGMMA", "IMMA", "IGMMA", "QGMMA", "BMMA", "DMMA"), "tensor"),
+    **dict.fromkeys(("HMMA", "HGMMA", "IMMA", "IGMMA", "QGMMA", "BMMA", "DMMA",
+                     "UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA", "UTCBAR", "UTCCP"), "tensor"),
+    **dict.fromkeys(("LDTM", "STTM"), "tmem"),
+    **dict.fromkeys(("UTCATOMSWS", "VOTEU", "UFLO"), "uniform"),
     **dict.fromkeys(("BSSY", "BSYNC", "EXIT", "WARPSYNC", "BPT", "BREAK", "CALL", "RET", "KILL", "NANOSLEEP",
                      "YIELD", "WARPGROUP"), "cbu"),
     **dict.fromkeys(("BRA", "BRX", "JMP", "LDC", "ULDC", "DEPBAR", "LDGDEPBAR", "NOP", "ERRBAR", "CGAERRBAR", "ACQBULK",
-                     "ELECT", "S2UR"), "adu"),
+                     "ELECT", "S2UR", "R2UR", "LDCU", "FENCE", "ENDCOLLECTIVE"), "adu"),
 }
 
 _REG = re.compile(r"(?<![\w.])(U?R\d+|U?P\d)(\.64|\.128)?(?![\w])")
@@ -61,7 +78,8 @@ _LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;\s*/\*\s*(0x[0-9a-f]{16})\s
 _HI = re.compile(r"^\s*/\*\s*(0x[0-9a-f]{16})\s*\*/\s*$")
 _NO_DEST = ("ST", "STS", "STG", "STL", "STSM", "RED", "BAR", "BRA", "BRX", "JMP", "EXIT", "DEPBAR", "WARPSYNC", "NOP",
             "BSSY", "BSYNC", "MEMBAR", "ERRBAR", "LDGDEPBAR", "LDGSTS", "CCTL", "CALL", "RET", "YIELD", "NANOSLEEP",
-            "ARRIVES", "UTMASTG", "UTMALDG", "UTMAPF", "UBLKCP", "WARPGROUP", "BPT", "KILL", "BREAK")
+            "ARRIVES", "UTMASTG", "UTMALDG", "UTMAPF", "UBLKCP", "WARPGROUP", "BPT", "KILL", "BREAK",
+            "STTM", "UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA", "UTCBAR", "UTCCP", "FENCE", "ENDCOLLECTIVE")
 
 
 @dataclass(frozen=True)
@@ -151,6 +169,8 @@ def _width(op: str, mods: tuple[str, ...], index: int, token_suffix: str | None,
         return (4, 4, 2, 4)[index] if index < 4 else 1
     if op == "HMMA" and mods[:1] == ("1688",):
         return (4, 2, 1, 4)[index] if index < 4 else 1
+    if (op, index) in (("LDTM", 0), ("STTM", 1)):  # .xN of the 32x32b shape: N 32-bit registers a thread
+        return next((int(m[1:]) for m in mods if re.fullmatch(r"x\d+", m)), 1)
     if op == "LDSM" and index == 0:
         return {"1": 1, "2": 2, "4": 4}.get(mods[-1], 1)
     if op in ("LDS", "LDG", "LDL", "LD", "STS", "STG", "STL", "ST", "LDC") and index in (0, 1):

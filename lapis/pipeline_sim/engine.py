@@ -12,7 +12,8 @@ import simpy
 
 from lapis.pipeline_sim import recorder
 from lapis.pipeline_sim.context import Context
-from lapis.pipeline_sim.grid import fullest, grid_summary, group_sms, run_sms
+from lapis.pipeline_sim.grid import grid_summary, group_sms, run_sms
+from lapis.pipeline_sim.work_order import fullest
 from lapis.pipeline_sim.races import HappensBefore
 from lapis.pipeline_sim.recorder import EventBudget
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from lapis.pipeline_sim import deadlock
 from lapis.pipeline_sim.recorder import Recorder
 from lapis.pipeline_sim.units import load_share
+from lapis.pipeline_sim.work_order import fullest
 
 
 @dataclass
@@ -45,11 +46,6 @@ def group_sms(per_sm: list) -> list[SmGroup]:
         if work:
             groups.setdefault(tuple(work), SmGroup(tuple(work))).sms.append(sm)
     return sorted(groups.values(), key=lambda g: g.sm)
-
-
-def fullest(per_sm: list, cost=len):
-    """The work list with the largest cost (ties: the lowest SM index): the representative SM's."""
-    return max((w for w in per_sm if w), key=cost, default=[])
 
 
 class Grid:

@@ -11,6 +11,12 @@ CTA; they share nothing but the launch (each tile loads its own Q and walks all 
 - `heavy_first`: units sorted by K/V tiles, longest first (ties: lower index), dealt grid-stride (the i-th to SM
   i % sm_count): a static order a kernel can compute from its index alone, as attention_h200.cu's causal s9 does
   (Q tile L / block_m - 1 - w / (B H) of head w % (B H)); with equal lengths it is the grid stride.
+- `lpt_l2`: the heads in sections of `section_heads` (section_heads(L, D): as many heads as keep their K and V in
+  L2_SECTION_BYTES, a power of two), sections in order, and within a section `lpt`'s rule carried on from the SMs'
+  loads so far: the SMs work on one section's heads at a time, so K/V reuse stays in L2 (FA4's sm90 causal
+  scheduler orders its grid alike: flash_attn/cute/tile_scheduler.py SingleTileLPTScheduler). attention_h200.cu's
+  s10 walks this order from a work list the host makes with `deal`. The simulator has no L2 model: the order
+  changes its predictions through the balance of K/V tiles per SM only.
 kv_per_sm gives every SM's list (lapis.pipeline_sim.grid simulates one or all of them); the representative SM is
 the one with the most K/V tiles (ties: the lowest SM index): it decides the time.
 """
@@ -21,9 +27,22 @@ import heapq
 import math
 
 from lapis.errors import ScheduleError
-from lapis.pipeline_sim.grid import fullest
 
-ORDERS = ("grid_stride", "lpt", "heavy_first")
+ORDERS = ("grid_stride", "lpt", "heavy_first", "lpt_l2")
+L2_SECTION_BYTES = 50 * 2**20  # K and V bytes a section's heads may keep in the H200's 50 MiB L2 (FA4's budget)
+
+
+def section_heads(seq: int, d: int, elem_bytes: int = 2, l2_bytes: int = L2_SECTION_BYTES) -> int:
+    """Heads per L2 section: the largest power of two of heads whose K and V (seq x d each, elem_bytes an element)
+    fit in l2_bytes, at least 1."""
+    per_head = seq * 2 * d * elem_bytes
+    fit = l2_bytes // per_head
+    return 1 if fit < 1 else 1 << (fit.bit_length() - 1)
+
+
+def fullest(per_sm: list, cost=len):
+    """The work list with the largest cost (ties: the lowest SM index): the representative SM's."""
+    return max((w for w in per_sm if w), key=cost, default=[])
 
 
 def kv_tiles_per_item(q_tile: int, kv_tiles: int, bm: int, bn: int, causal: bool) -> int:
@@ -37,11 +56,13 @@ def work_units(heads: int, q_tiles: int, per_cta: int) -> list[list[tuple[int, i
             for q0 in range(0, q_tiles, per_cta)]
 
 
-def deal(lengths: list[int], sm_count: int, order: str) -> list[list[int]]:
-    """Unit indices per SM, in the order each SM processes them."""
+def deal(lengths: list[int], sm_count: int, order: str, sections: list[int] | None = None) -> list[list[int]]:
+    """Unit indices per SM, in the order each SM processes them. sections: each unit's L2 section (lpt_l2 only;
+    None: one section)."""
     if order not in ORDERS:
         raise ScheduleError("unknown persistent_order", repr(order), f"use one of {', '.join(ORDERS)}")
     per_sm = [[] for _ in range(min(sm_count, len(lengths)))]
+    sec = sections if order == "lpt_l2" and sections is not None else [0] * len(lengths)
     if order in ("grid_stride", "heavy_first"):
         ranked = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)) if order == "heavy_first" else \
             range(len(lengths))
@@ -49,7 +70,7 @@ def deal(lengths: list[int], sm_count: int, order: str) -> list[list[int]]:
             per_sm[k % sm_count].append(i)
         return per_sm
     heap = [(0, s) for s in range(len(per_sm))]
-    for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+    for i in sorted(range(len(lengths)), key=lambda i: (sec[i], -lengths[i], i)):
         load, s = heapq.heappop(heap)
         per_sm[s].append(i)
         heapq.heappush(heap, (load + lengths[i], s))
@@ -57,11 +78,13 @@ def deal(lengths: list[int], sm_count: int, order: str) -> list[list[int]]:
 
 
 def kv_units_per_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,
-                    per_cta: int = 1, order: str = "grid_stride") -> list[list[tuple[int, ...]]]:
-    """Per SM (those dealt work), its units in its order, each the tuple of its Q tiles' K/V tile counts."""
+                    per_cta: int = 1, order: str = "grid_stride", per_section: int = 1) -> list[list[tuple[int, ...]]]:
+    """Per SM (those dealt work), its units in its order, each the tuple of its Q tiles' K/V tile counts.
+    per_section: heads per L2 section (lpt_l2; section_heads)."""
     units = work_units(heads, q_tiles, per_cta)
     kv = [tuple(kv_tiles_per_item(q, kv_tiles, bm, bn, causal) for _, q in u) for u in units]
-    return [[kv[i] for i in s] for s in deal([sum(k) for k in kv], sm_count, order)]
+    sections = [u[0][0] // per_section for u in units]
+    return [[kv[i] for i in s] for s in deal([sum(k) for k in kv], sm_count, order, sections)]
 
 
 def kv_per_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,

@@ -54,6 +54,8 @@ def _race_schedules(root: Path) -> set[str]:
     """The schedules of the third-party kernels the race captures under `root` timed."""
     out = set()
     for folder in manifests(root, "race") if (root / "race").is_dir() else []:
+        if not third_party.timed_alone(folder.name):
+            continue
         for e in read_race(folder).manifest["results"]:
             out |= {found[1]["schedule"] for name in e.get("kernels", {})
                     if (found := third_party.by_timed_name(name))}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lapis.pipeline_sim import grid
+from lapis.pipeline_sim import work_order
 from lapis.pipeline_sim.schedule import lookup
 from lapis.pipeline_sim.simulate import simulate
 
@@ -51,7 +51,7 @@ class _Plan:
         self.full = self.short = None
 
     def cut(self, per_sm: list, cost) -> list:
-        rep = list(grid.fullest(per_sm, cost))
+        rep = list(work_order.fullest(per_sm, cost))
         short = rep[:self.units]
         if self.cap is not None and all(_shrink(u, self.cap, self.tuples) is not None for u in rep):
             short = [_shrink(u, self.cap, self.tuples) for u in short]

@@ -46,7 +46,7 @@ from lapis.captures import gemm as gc
 from lapis.captures.manifest import read_original
 from lapis.captures.readers import read_race
 from lapis.captures.store import captures_root, manifests
-from lapis.catalog import third_party
+from lapis.catalog import attention, third_party
 from lapis.errors import CaptureError, LapisError, NotModelled, ScheduleError
 from lapis.figures.compare_gantt import compare_gantt
 from lapis.figures.validation import progression, scatter
@@ -95,15 +95,43 @@ def _gemm(root: Path) -> list[dict]:
     return out
 
 
+_TIMED_BY_BENCH = frozenset(("s1", "s2", "s3", "s4", "s5", "s5_noload", "s6", "s6_emu8", "s6_emu4", "s7", "s8",
+                              "s9"))  # lapis's variants whose cases come from the bench captures (_attention)
+
+
+def _own_variant(kernel: str, causal: bool) -> str | None:
+    """The lapis variant whose kernel (its causal build when `causal`) is `kernel`, or None."""
+    return next((n for n, v in attention.VARIANTS.items()
+                 if (not causal or v["causal_build"]) and attention.kernel_name(v, causal) == kernel), None)
+
+
+def _own_race_case(variant: str, e: dict, k: dict, folder: Path) -> dict:
+    """A lapis variant's row of a race capture as a case: the catalog's simulator parameters, the probed clock."""
+    v = attention.VARIANTS[variant]
+    params = attention.sim_params(v, e["causal"])
+    params.pop("causal", None)
+    clock = k.get("clock") or {}
+    return dict(family="attention", variant=variant, schedule=v["schedule"], shape=e["shape"], causal=e["causal"],
+                params=params, measured_us=k["median_us"], spread_pct=k["spread_pct"], capture=f"race/{folder.name}",
+                timeline=None, timeline_capture=None, clock_mhz=clock.get("mhz_median"),
+                clock_source=clock.get("source"))
+
+
 def _race(root: Path) -> list[dict]:
     """The third-party kernels (lapis.catalog.third_party, by their `timed` name) of every race capture
     (lapis.gpu.race): one case per (kernel, shape, causal), with the SM clock nvidia-smi sampled during its
     batches and the kernel's tile parameters at that head dim."""
     out = []
     for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
+        if not third_party.timed_alone(folder.name):
+            continue
         man = read_race(folder).manifest
         for e in man["results"]:
             for name, k in e.get("kernels", {}).items():
+                own = _own_variant(name, e["causal"])
+                if own and own not in _TIMED_BY_BENCH:  # a lapis step timed only in a race (s10+)
+                    out.append(_own_race_case(own, e, k, folder))
+                    continue
                 found = third_party.by_timed_name(name)
                 if not found:
                     continue

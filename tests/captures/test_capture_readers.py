@@ -2,6 +2,7 @@
 attack is a CaptureError naming the file (and the field or array), within a second and within bounded memory,
 never a hang, a raw zlib/zipfile/numpy/JSON error or a MemoryError."""
 
+import gzip
 import json
 import os
 import re
@@ -18,7 +19,7 @@ import pytest
 
 from lapis.captures import readers
 from lapis.captures.codec import MAGIC
-from lapis.captures.safe import INT, LIMITS, STR, check, read_json, regular
+from lapis.captures.safe import INT, LIMITS, STR, check, read_gzip, read_json, regular
 from lapis.captures.store import SHIPPED, open_timelines
 from lapis.errors import CaptureError
 
@@ -410,3 +411,37 @@ def test_the_schema_names_the_field_and_refuses_bools_as_integers(tmp_path):
                        ({"a": [], "c": 3}, "c")):
         with pytest.raises(CaptureError, match=re.escape(f"f: {where} ")):
             check(doc, schema, "f")
+
+
+def gz(data: bytes) -> bytes:
+    return gzip.compress(data, mtime=0)
+
+
+@pytest.mark.parametrize("content, words", [
+    (gz(b"x" * 2000), "inflates to at most 1000 bytes"),  # a 2000-byte member, 1000 allowed
+    (gz(b"{}")[:-6], "stops early"),  # the trailer cut
+    (gz(b"{}") + gz(b"{}"), "one gzip member"),
+    (b"{}", "gzip-compressed (RFC 1952)"),
+    (gz(b"{}")[:-8] + b"\0\0\0\0\2\0\0\0", "gzip-compressed (RFC 1952) and undamaged"),  # CRC-32 wrong
+])
+def test_a_gzip_file_is_inflated_within_its_limit_or_refused(tmp_path, content, words):
+    f = tmp_path / "t.chrome_trace.gz"
+    f.write_bytes(content)
+    with pytest.raises(CaptureError) as err:
+        read_gzip(f, limit=1000)
+    assert words in str(err.value) and "t.chrome_trace.gz" in str(err.value)
+    f.write_bytes(gz(b"y" * 1000))
+    assert read_gzip(f, limit=1000) == b"y" * 1000  # exactly the limit inflates
+
+
+def test_a_gzip_bomb_stops_one_byte_past_the_limit(tmp_path):
+    """64 MiB of zeros deflate to ~64 KB; read with the JSON limit (16 MiB) it allocates about 16 MiB, not 64."""
+    f = tmp_path / "bomb.json.gz"
+    f.write_bytes(gz(bytes(64 << 20)))
+    assert f.stat().st_size < 100_000
+    tracemalloc.start()
+    with pytest.raises(CaptureError, match="inflates to at most 16777216 bytes"):
+        read_gzip(f)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 40 << 20

@@ -55,7 +55,7 @@ def test_every_entry_names_its_whole_template_and_its_role():
     names = [attention.kernel_name(v, c) for v in attention.VARIANTS.values()
              for c in (False, True) if not c or v["causal_build"]]
     names += [gemm.kernel_name(v, o) for v in gemm.VARIANTS.values() for o in v["outputs"]]
-    assert len(names) == len(set(names)) == 18
+    assert len(names) == len(set(names)) == 26
 
 
 def test_emulate_frac_is_the_kernels_emu_share():
@@ -132,7 +132,7 @@ def test_a_variant_added_to_the_catalog_alone_reaches_the_bench_the_simulator_an
     assert gen.returncode == 0, gen.stderr
     inc = (tmp_path / "lapis" / "gpu" / "kernels" / "attention_variants.inc").read_text()
     assert ("LAPIS_ATTENTION(attn_s9_tuned_n64_s3_n64_c2, 3, 64, 2, true, true, true, true, 0, true, true, 1, false, "
-            "false)  // s9_n64\n") in inc
+            "false, false, 1)  // s9_n64\n") in inc
     assert inc.startswith(generate.attention_inc())  # the other entry points, unchanged and in order
     r = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr

@@ -51,7 +51,7 @@ def public(action) -> list[str]:
 def test_every_subcommand_is_walked():
     names = {" ".join(p) for p, _ in CLI_LEAVES}
     assert {"report", "layout show", "layout check", "tma check", "tma place", "capture gemm", "bench attention",
-            "compare", "simulate", "sweep", "validate timelines", "validate units"} <= names and len(names) == 19
+            "compare", "simulate", "sweep", "validate timelines", "validate units", "validate seeds"} <= names and len(names) == 20
 
 
 def test_one_public_name_per_idea():
@@ -190,6 +190,7 @@ JSON_SAMPLES = {  # cheap invocations; the error ones answer with {"ok": false, 
     "validate mma": (["validate", "mma", "--captures", "{tmp}"], 2),
     "validate timelines": (["validate", "timelines", "--captures", "{tmp}"], 2),
     "validate units": (["validate", "units"], 0),
+    "validate seeds": (["validate", "seeds"], 0),
 }
 
 

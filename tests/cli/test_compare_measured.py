@@ -150,3 +150,90 @@ def test_iteration_sampling_keeps_the_iteration_time_per_iteration(tmp_path, cap
     d = r["first_divergence"]
     assert d["diverged"] is False and d["matched"] > 10
     assert d["k_index"] < 0 or d["k_index"] % 2 == 0  # only recorded iterations match
+
+
+def test_a_proton_capture_folder_compares_like_a_timeline_file(proton_capture, capsys):
+    """tests/conftest.py proton_ws_gemm: CTA 0 (SM 5) runs 2 tiles in 4400 ns, 4 K iterations of 500 ns each;
+    every record spans 4400 ns (CTA 1's single tile ends inside it). A plain time of 5 µs is the total."""
+    rc, r = run_json(capsys, "--measured", str(proton_capture(dict(plain_us=5.0))))
+    assert rc == 0
+    assert (r["cta"], r["sm"], r["kernel"]) == (0, 5, "ws_matmul_kernel")
+    assert r["measured_us"] == 5.0 and r["measured_total"].startswith("plain build")
+    assert r["sampling"]["ctas_sampled"] == 2 and r["sampling"]["grid_ctas"] == 132
+    assert r["iteration_ns"]["measured"] == 500.0
+    assert r["time_base"] == "SM cycles at 2000 MHz (capture.json clock_mhz)"
+    c0, p = r["roles"]["consumer0"], r["roles"]["producer"]
+    # consumer0: inside wgmma 8 x 50 ns and store C 2 x 200 ns; in its waits 8 x (100 + 250) ns
+    assert c0["busy_ns_measured"] == 800.0 and c0["busy_measured"] == 800 / 4400
+    assert c0["waiting_measured"] == 2800 / 4400
+    assert p["busy_ns_measured"] == 160.0 and p["waiting_measured"] == 2400 / 4400
+    assert r["first_divergence"]["matched"] > 0
+
+
+def test_a_plain_time_far_above_the_instrumented_span_is_not_the_kernel_s(proton_capture, capsys):
+    """conftest's plain_us, 100 µs, is 22.7x the 4.4 µs the records span (more than PLAIN_OVER_SPAN = 2): a
+    host-bound launch loop was timed, so the span is the total and the report says why."""
+    rc, r = run_json(capsys, "--measured", str(proton_capture()))
+    assert rc == 0 and r["measured_us"] == 4.4
+    assert r["measured_total"] == ("instrumented timeline span: the meta's plain_us, 100.0 µs, is 22.7x it, a "
+                                   "host-bound launch time, not the kernel's")
+
+
+def test_the_committed_capture_counts_busy_alike_on_both_sides(capsys):
+    """lapis/data/captures/user_timeline/h200-2026-12-01 at 4096^3: busy is the time inside a role's ops on both
+    sides; the predicted wait of consumer1 for the tensor pipe (consumer0 holds it) is queued, not busy."""
+    f = ROOT / "lapis" / "data" / "captures" / "user_timeline" / "h200-2026-12-01" / "ws_gemm_timeline.npz"
+    capsys.readouterr()
+    assert main(["compare", "--schedule", SCHEDULE, "--shape", "4096x4096x4096", "--measured", str(f), "--json"]) == 0
+    roles = json.loads(capsys.readouterr().out)["roles"]
+    two = {r: {k: round(v, 2) for k, v in x.items() if isinstance(v, float) and not k.startswith("busy_ns")}
+           for r, x in roles.items()}
+    # each consumer's wgmma holds the tensor pipe as long as the other's: the same busy fraction
+    assert two["consumer0"]["busy_predicted"] == two["consumer1"]["busy_predicted"] == 0.34
+    assert (two["consumer0"]["queued_predicted"], two["consumer1"]["queued_predicted"]) == (0.0, 0.32)
+    # measured, CTA 0 (SM 128), the instrumented build: wgmma + store C spans, and the wait spans
+    assert [two[r]["busy_measured"] for r in ("consumer0", "consumer1", "producer")] == [0.34, 0.31, 0.29]
+    assert [two[r]["waiting_measured"] for r in ("consumer0", "consumer1", "producer")] == [0.44, 0.47, 0.42]
+    assert "queued_measured" not in roles["consumer0"]
+    assert round(roles["consumer0"]["busy_ns_measured"]) == 159641
+    assert round(roles["consumer1"]["busy_ns_err_pct"], 1) == -41.5
+
+
+PROTON_H200 = ROOT / "lapis" / "data" / "captures" / "proton" / "h200-2026-12-01"
+
+
+def printed(capsys, folder, shape) -> list[str]:
+    capsys.readouterr()
+    assert main(["compare", "--schedule", SCHEDULE, "--shape", shape, "--measured", str(PROTON_H200 / folder)]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_the_h200_proton_ws_gemm_compares_its_consumers_and_names_the_producer_not_recorded(capsys):
+    """The Gluon WS GEMM (Triton 3.6, H200, 2026-12-01), at the schedule's defaults (its capture.json params):
+    warp 8 left no record, so the producer is predicted only; the plain time (54.7 µs, a Python launch loop)
+    is 8.5x the 6.4 µs the records span, so the span is the total."""
+    out = printed(capsys, "gluon_ws_matmul", "2048x2048x512")
+    assert out[1].endswith("compared: CTA 0 on SM 124") and out[1].startswith("sampled 132 of 132 CTAs")
+    assert out[2] == ("total time: predicted 8.8 µs, measured 6.4 µs (instrumented timeline span: the meta's "
+                      "plain_us, 54.7 µs, is 8.5x it, a host-bound launch time, not the kernel's): error +35.9%")
+    assert out[3] == "steady-state K iteration: predicted 477 ns, measured 298 ns: error +60.0%"
+    assert out[7] == "  consumer0  0.40 / 0.23  0.58 / 0.38    0.01  3509 ns / 1434 ns (+144.6%)"
+    assert out[8] == "  consumer1  0.40 / 0.23  0.33 / 0.37    0.27  3509 ns / 1397 ns (+151.1%)"
+    assert out[9] == "  producer   0.00 /    -  0.74 /    -    0.00  0 ns / - (-) not recorded"
+    assert out[10].startswith("  not recorded: producer: warp 8 recorded no scope (the trace holds warps [0, 4])")
+    assert out[11] == ("first divergence: consumer0 wgmma of work item 0, K 1: measured -190 ns (-64% of an "
+                       "iteration) off the prediction, 36 milestones matched")
+
+
+def test_the_h200_proton_pipelined_gemm_compares_its_one_warpgroup(capsys):
+    """Proton's tutorial Gluon GEMM (no warp specialization: one warpgroup issues its own TMA) against the WS
+    schedule at its defaults: consumer0 meets the kernel's warpgroup; consumer1 and the producer have no warp
+    in the kernel (not in its roles), so they are predicted only."""
+    out = printed(capsys, "gluon_matmul", "512x512x1024")
+    assert out[1].endswith("compared: CTA 0 on SM 128") and out[1].startswith("sampled 16 of 16 CTAs")
+    assert out[2] == ("total time: predicted 5.4 µs, measured 8.7 µs (instrumented timeline span: the meta's "
+                      "plain_us, 25.4 µs, is 2.9x it, a host-bound launch time, not the kernel's): error -37.7%")
+    assert out[3] == "steady-state K iteration: predicted 313 ns, measured 910 ns: error -65.6%"
+    assert out[7] == "  consumer0  0.47 / 0.44  0.07 / 0.47    0.43  2567 ns / 3769 ns (-31.9%)"
+    assert out[8] == "  consumer1  0.47 /    -  0.07 /    -    0.46  2567 ns / - (-)"
+    assert not any(line.startswith("  not recorded") for line in out)

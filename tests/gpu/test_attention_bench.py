@@ -48,37 +48,41 @@ def test_flops_smem_and_threads_by_hand():
     assert ba.threads(ba.VARIANTS["s3"]) == 384 and ba.q_operand(ba.VARIANTS["s3"], plan)["box"] == [64, 128]
     assert ba.kernel_name(ba.VARIANTS["s3"]) == "attn_s3_two_consumers_s2_n128_c2"
     assert ba.kernel_name(ba.VARIANTS["s2"]) == "attn_s2_ws_ring_s2_n128_c1"
-    assert instantiated("s1") == "1 128 1 false false false false 0 false false 1 false false".split()
-    assert instantiated("s2") == "2 128 1 true false false false 0 false false 1 false false".split()
-    assert instantiated("s3") == "2 128 2 true false false false 0 false false 1 false false".split()
+    assert instantiated("s1") == "1 128 1 false false false false 0 false false 1 false false false 1".split()
+    assert instantiated("s2") == "2 128 1 true false false false 0 false false 1 false false false 1".split()
+    assert instantiated("s3") == "2 128 2 true false false false 0 false false 1 false false false 1".split()
     # s4: s3's tiles, warpgroups and smem (K and V slots are freed apart, not sized apart)
     assert ba.smem_bytes(ba.VARIANTS["s4"], plan) == 32768 + 2 * 65536 + 1024
     assert ba.threads(ba.VARIANTS["s4"]) == 384 and ba.q_operand(ba.VARIANTS["s4"], plan)["box"] == [64, 128]
     assert ba.kernel_name(ba.VARIANTS["s4"]) == "attn_s4_pingpong_s2_n128_c2"
-    assert instantiated("s4") == "2 128 2 true true false false 0 false false 1 false false".split()
+    assert instantiated("s4") == "2 128 2 true true false false 0 false false 1 false false false 1".split()
     # s5: s4's tiles and turns, QK_j and PV_{j-1} issued back to back in a turn
     assert ba.smem_bytes(ba.VARIANTS["s5"], plan) == 32768 + 2 * 65536 + 1024 and ba.threads(ba.VARIANTS["s5"]) == 384
     assert ba.kernel_name(ba.VARIANTS["s5"]) == "attn_s5_intra_overlap_s2_n128_c2"
-    assert instantiated("s5") == "2 128 2 true true true false 0 false false 1 false false".split()
+    assert instantiated("s5") == "2 128 2 true true true false 0 false false 1 false false false 1".split()
     # s6 at emulate_frac 0, 1/8 (EMU 4), 1/4 (EMU 2); s7 adds the conditional rescale, threshold 8 in log2 units
-    assert instantiated("s6") == "2 128 2 true true true true 0 false false 1 false false".split()
-    assert instantiated("s6_emu8") == "2 128 2 true true true true 4 false false 1 false false".split()
-    assert instantiated("s6_emu4") == "2 128 2 true true true true 2 false false 1 false false".split()
-    assert instantiated("s7") == "2 128 2 true true true true 0 true false 1 false false".split()
+    assert instantiated("s6") == "2 128 2 true true true true 0 false false 1 false false false 1".split()
+    assert instantiated("s6_emu8") == "2 128 2 true true true true 4 false false 1 false false false 1".split()
+    assert instantiated("s6_emu4") == "2 128 2 true true true true 2 false false 1 false false false 1".split()
+    assert instantiated("s7") == "2 128 2 true true true true 0 true false 1 false false false 1".split()
     assert "constexpr float RESCALE_THRESHOLD = 8.f;" in attention_plan.KERNELS.joinpath("attention_softmax.cuh").read_text()
     assert [ba.sim_params(ba.VARIANTS[v]).get("emulate_frac") for v in ("s6", "s6_emu8", "s6_emu4", "s7")] == [
         0.0, 0.125, 0.25, 0.0]
     assert ba.sim_params(ba.VARIANTS["s7"])["threshold"] == 8.0 and "threshold" not in ba.sim_params(ba.VARIANTS["s6"])
     assert ba.kernel_name(ba.VARIANTS["s6_emu8"]) == "attn_s6_exp2_emu8_s2_n128_c2"
     # s8: s7 on a persistent grid of one CTA per SM, with a second Q slot (32 KiB more shared memory)
-    assert instantiated("s8") == "2 128 2 true true true true 0 true true 2 false false".split()
+    assert instantiated("s8") == "2 128 2 true true true true 0 true true 2 false false false 1".split()
     assert ba.smem_bytes(ba.VARIANTS["s8"], plan) == 2 * 32768 + 2 * 65536 + 1024
     assert ba.grid(ba.VARIANTS["s8"], "8x16x4096x128") == (132, 1) and ba.grid(ba.VARIANTS["s8"], "1x1x256x128") == (2, 1)
     assert ba.grid(ba.VARIANTS["s7"], "8x16x4096x128") == (32, 128)
     assert ba.items_per_cta(ba.VARIANTS["s8"], "8x16x4096x128") == 32  # 4096 items over 132 CTAs: 31.03 -> 32
     assert ba.items_per_cta(ba.VARIANTS["s7"], "8x16x4096x128") == 1
     # s9: s8 with 3 stages and one Q slot: 32 KiB + 3 x 64 KiB + 1 KiB align
-    assert instantiated("s9") == "3 128 2 true true true true 0 true true 1 false false".split()
+    assert instantiated("s9") == "3 128 2 true true true true 0 true true 1 false false false 1".split()
+    assert instantiated("s10") == "3 128 2 true true true true 0 true true 1 false false true 1".split()
+    assert instantiated("s11") == "3 128 2 true true true true 0 true true 1 false false true 4".split()
+    assert instantiated("s12") == "2 128 2 true true true true 0 true true 2 false false true 4".split()
+    assert instantiated("s13") == "2 128 2 true true true true 0 true true 2 false false true 1".split()
     assert ba.smem_bytes(ba.VARIANTS["s9"], plan) == 32768 + 3 * 65536 + 1024 <= 227 * 1024 - 1024
     with pytest.raises(ScheduleError, match="multiple of the kernel's block_m"):
         ba.check_shape(ba.VARIANTS["s3"], "1x2x576x128")  # 576 = 4.5 x 128
@@ -137,9 +141,9 @@ def test_per_variant_blind_files_are_sets_of_their_own_with_the_kernel_parameter
 
 
 def test_bench_and_sanitizer_take_a_variant_subset():
-    r = subprocess.run([sys.executable, "-m", "lapis.gpu.bench_attention", "--out", "/tmp/x", "--variants", "s3,s10"],
+    r = subprocess.run([sys.executable, "-m", "lapis.gpu.bench_attention", "--out", "/tmp/x", "--variants", "s3,s99"],
                        capture_output=True, text=True)
-    assert r.returncode == 2 and "unknown variants ['s10']" in r.stderr
+    assert r.returncode == 2 and "unknown variants ['s99']" in r.stderr
     r = subprocess.run([sys.executable, "-m", "lapis.gpu.sanitize_attention", "--out", "/tmp/x", "--variants",
                         "s9:causal,s3:causal"], capture_output=True, text=True)  # s3 has no causal build
     assert r.returncode == 2 and "s3 has no causal build: got 's3:causal'; fix: use s9:causal" in r.stderr
@@ -247,7 +251,7 @@ def test_s9_blind_sets_hold_the_kernel_parameters_causal_and_not():
 
 
 def test_the_load_free_diagnostic_is_s5_without_loads_and_never_a_default_or_a_table_row():
-    assert instantiated("s5_noload") == "2 128 2 true true true false 0 false false 1 false true".split()
+    assert instantiated("s5_noload") == "2 128 2 true true true false 0 false false 1 false true false 1".split()
     v = ba.VARIANTS["s5_noload"]
     differs = ("entry", "noload", "diagnostic", "blind", "sweep")  # never predicted, never a sweep row's kernel
     assert {k: x for k, x in v.items() if k not in differs} == {
@@ -272,3 +276,20 @@ def test_a_bad_repeat_count_is_named_as_typed(tmp_path, capsys, typed, named):
     with pytest.raises(SystemExit) as e:
         ba.main([typed, "0", "--out", str(tmp_path / "out")])
     assert e.value.code == 2 and f"error: {named}, --warmup >= 0" in capsys.readouterr().err
+
+
+def test_s10_work_list_holds_every_item_once_in_the_simulators_order():
+    from lapis.gpu.bench_attention import worklist
+    from lapis.pipeline_sim.work_order import kv_units_per_sm, section_heads
+
+    v = ba.VARIANTS["s10"]
+    wl = worklist(v, "8x16x4096x128", causal=True)
+    offsets, items = wl[:133], wl[133:]
+    assert wl.dtype == np.int32 and offsets[0] == 0 and offsets[-1] == len(items) == 4096
+    assert sorted(items.tolist()) == list(range(4096))  # item = q tile + 32 x (b h)
+    kv = [[int(i) % 32 + 1 for i in items[offsets[c]:offsets[c + 1]]] for c in range(132)]
+    sim = kv_units_per_sm(128, 32, 32, 128, 128, True, 132, 1, "lpt_l2", section_heads(4096, 128))
+    assert kv == [[u[0] for u in s] for s in sim]  # the kernel walks what the simulator dealt
+    assert items[offsets[0]] == 31  # CTA 0 starts with the first section's longest Q tile (head 0, tile 31)
+    plain = worklist(v, "32x16x1024x128", causal=False)
+    assert np.diff(plain[:133]).tolist() == [32] * 4 + [31] * 128  # 4096 equal items over 132 CTAs

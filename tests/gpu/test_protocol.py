@@ -49,11 +49,12 @@ def test_the_spread_is_the_iqr_over_the_median():
     assert r["kernels"]["k"]["spread_pct"] == pytest.approx(100 * (11.0 - 9.0) / 10.0)
 
 
-def test_a_probing_kernel_reports_its_probe_the_others_the_sampled_clock():
+def test_a_probing_kernel_reports_its_probe_and_the_samples_the_others_the_sampled_clock():
     times = {"lapis": [10.0] * 5, "cudnn": [10.0] * 5}
     r = protocol.run([kernel("lapis", probe=lambda: 1500.0), kernel("cudnn")], fake_batch(times, []),
                      sample_clock=lambda t0, t1: 1600.0)
-    assert r["kernels"]["lapis"]["clock"] == dict(mhz_median=1500.0, mhz_min=1500.0, mhz_max=1500.0, source="probe")
+    assert r["kernels"]["lapis"]["clock"] == dict(mhz_median=1500.0, mhz_min=1500.0, mhz_max=1500.0, source="probe",
+                                                  sampled_mhz_median=1600.0)
     assert r["kernels"]["cudnn"]["clock"]["source"] == "sampled" and r["kernels"]["cudnn"]["clock"]["mhz_median"] == 1600.0
 
 

@@ -69,6 +69,25 @@ def test_pipe_table(op, pipe):
     assert sass.pipe_of(op) == pipe
 
 
+@pytest.mark.parametrize("op, pipe", [("UTCHMMA", "tensor"), ("UTCBAR", "tensor"), ("LDTM", "tmem"),
+                                      ("STTM", "tmem"), ("FMNMX3", "alu"), ("FFMA2", "fma"), ("R2UR", "adu"),
+                                      ("UTMALDG", "lsu"), ("SYNCS", "lsu"), ("UTCATOMSWS", "uniform")])
+def test_pipe_table_sm100(op, pipe):
+    assert sass.pipe_of(op) == pipe
+
+
+@pytest.mark.parametrize("text, dests, srcs", [
+    ("LDTM.x8 R4, tmem[UR4+0x8] ;", [f"R{r}" for r in range(4, 12)], ["UR4"]),
+    ("STTM.x4 tmem[UR4+0x80], R12 ;", [], ["UR4", "R12", "R13", "R14", "R15"]),
+    ("UTCHMMA gdesc[UR6], gdesc[UR10], tmem[UR5], tmem[UR8], idesc[UR9], !UPT ;", [],
+     ["UR6", "UR10", "UR5", "UR8", "UR9"]),
+    ("FMNMX3 R4, R4, -3.40282346638528859812e+38, R5, !PT ;", ["R4"], ["R4", "R5"]),
+])
+def test_operand_registers_sm100(text, dests, srcs):
+    i = sass.parse_instruction(text)
+    assert list(i.dests) == dests and list(i.srcs) == srcs
+
+
 def test_unknown_opcode_is_a_named_error():
     with pytest.raises(CaptureError, match="no pipe"):
         sass.pipe_of("FROB")

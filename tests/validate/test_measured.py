@@ -31,3 +31,16 @@ def test_the_iteration_time_counts_the_k_indices_a_gap_spans():
     assert measured.iteration_ns(every4) == 100.0
     producer_only = [ev("producer", "tma", 100 * k, 100 * k, k=k) for k in range(16)]
     assert measured.iteration_ns(producer_only) is None
+
+
+def test_role_times_keep_busy_waiting_and_queued_apart():
+    # c0 over 0..100: waits 0-40 (wait full), queues for the tensor pipe 40-50, runs its wgmma 50-80 while it
+    # also waits 60-90 (wait wgmma: only 80-90 counts as waiting), stores 90-100
+    events = [ev("c0", "wait full", 0, 40, "wait"), ev("c0", "wait tensor", 40, 50, "wait"),
+              ev("c0", "wgmma", 50, 80), ev("c0", "wait wgmma", 60, 90, "wait"), ev("c0", "store C", 90, 100),
+              ev("p", "wait empty", 0, 100, "wait")]
+    got = measured.role_times(events, ("tensor", "tma"))
+    assert got["c0"] == dict(busy=0.4, waiting=0.5, queued=0.1, busy_ns=40)
+    assert got["p"] == dict(busy=0.0, waiting=1.0, queued=0.0, busy_ns=0)
+    # without units (a measured timeline) a "wait tensor" is a wait like any other
+    assert measured.role_times(events)["c0"] == dict(busy=0.4, waiting=0.6, queued=0.0, busy_ns=40)

@@ -32,6 +32,12 @@
 // h200-s8-persistent (s7 + PERSIST): min(132, items) CTAs walk the work items in grid-stride order; two Q slots
 //                 (q_full/q_empty), the K/V ring and the GEMM turns carry on across items; setmaxnreg 40/232.
 // h200-s9-tuned   (s8 at 3 stages, one Q slot); _causal (CAUSAL): Q tile t visits K/V tiles 0..t, heaviest first.
+// s10 (WORKLIST)  s9 walking a work list the host made (lapis.pipeline_sim.work_order order lpt_l2: heads in L2
+//                 sections, each section's Q tiles longest first, each to the CTA with the least K/V tiles so far):
+//                 worklist[c] .. worklist[c + 1] - 1 index CTA c's items in worklist[gridDim.x + 1 + k], an item
+//                 being q tile + (L / block_m) x (b h). Its causal build as s9's, in the list's order.
+// s11 (CHAINS 4)  s10 with each row's max and sum over a tile in four independent partial chains, combined by a
+//                 tree (32 dependent FMNMX and FADD a row become 8 and 8, then two levels).
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -82,9 +88,11 @@ struct Bool {
 // conditional O rescale, PERSIST s8's persistent grid (gridDim.x CTAs walk the work items w = blockIdx.x + k
 // gridDim.x, w = q tile + (L / block_m) x (b h)) with Q_SLOTS Q slots (2 by default; s9 has 1), CAUSAL the causal
 // mask (Q tile t visits K/V tiles 0..t and masks key > query in tile t; items go heaviest first: t = L / block_m - 1
-// - w / (b h), b h = w % (b h), dealt grid-stride).
+// - w / (b h), b h = w % (b h), dealt grid-stride), WORKLIST s10's host-made work list in place of the grid stride,
+// CHAINS s11's independent partial maxima and sums per row (1: one running max and sum).
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
-          int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false>
+          int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false,
+          int CHAINS_ = 1>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
   // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
@@ -92,6 +100,11 @@ struct Features {
   static constexpr bool NOLOAD = NOLOAD_;
   static_assert(!NOLOAD || (PP && !PERSIST), "the load-free diagnostic is of the GEMM-turn kernels, one item a CTA");
   static_assert(!CAUSAL || (PERSIST && OVERLAP), "the causal build is of the persistent overlap kernel (s9)");
+  static constexpr bool WORKLIST = WORKLIST_;
+  static_assert(!WORKLIST || PERSIST, "a work list is walked by a persistent CTA");
+  // s11: partial maxima and sums per row in the ex2 softmax (attention_softmax.cuh softmax_scores)
+  static constexpr int CHAINS = CHAINS_;
+  static_assert(CHAINS == 1 || ((CHAINS == 2 || CHAINS == 4) && EXP2), "1, or 2 or 4 chains on the ex2 path");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
   static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");
@@ -229,7 +242,7 @@ __device__ __forceinline__ void store_o(const float (&o)[D / 2], const float (&l
 template <int STAGES, int BN, int CONSUMER_WGS, bool WS, class F>
 __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorMap& tmap_k, const TensorMap& tmap_v,
                                           __nv_bfloat16* out, int seq_len, int bh_count, float scale_log2,
-                                          uint32_t* stats, const HarnessArgs& h) {
+                                          uint32_t* stats, const int* __restrict__ worklist, const HarnessArgs& h) {
   constexpr bool PP = F::PP, OVERLAP = F::OVERLAP;
   using Cfg = Config<STAGES, BN, CONSUMER_WGS, WS>;
   using T = KV<BN>;
@@ -251,10 +264,15 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
   // Work items of this CTA (the GEMM-turn path): w0, w0 + stride, ... < w_end; one (this CTA's) unless PERSIST.
   const int q_tiles = seq_len / Cfg::BLOCK_M, w0 = F::PERSIST ? blockIdx.x : cta_linear();
   const int stride = F::PERSIST ? gridDim.x : 1, w_end = F::PERSIST ? q_tiles * bh_count : w0 + 1;
+  // The loop index k runs k0, k0 + k_step, ... < k_end; its item is k itself, or (s10) the list's k-th entry.
+  const int k0 = F::WORKLIST ? worklist[blockIdx.x] : w0, k_end = F::WORKLIST ? worklist[blockIdx.x + 1] : w_end;
+  const int k_step = F::WORKLIST ? 1 : stride;
+  auto item_at = [&](int k) { return F::WORKLIST ? worklist[gridDim.x + 1 + k] : k; };
   static_assert(!F::CAUSAL || Cfg::BLOCK_M == BN, "the causal diagonal is one K/V tile: block_m = block_n");
   // Work item w -> (first K/V row, first Q row); sets kv_tiles.
   auto item = [&](int w, int& kv0, int& q0) {
-    const int qt = F::CAUSAL ? q_tiles - 1 - w / bh_count : w % q_tiles, bh = F::CAUSAL ? w % bh_count : w / q_tiles;
+    const bool heavy_first = F::CAUSAL && !F::WORKLIST;  // s9's causal order; a work list names q tile and head
+    const int qt = heavy_first ? q_tiles - 1 - w / bh_count : w % q_tiles, bh = heavy_first ? w % bh_count : w / q_tiles;
     kv0 = bh * seq_len;
     q0 = kv0 + qt * Cfg::BLOCK_M;
     kv_tiles = F::CAUSAL ? qt + 1 : seq_len / BN;
@@ -308,9 +326,11 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           load_item(kv_row0, 0);
         }
         int it = 0, g0 = 0;  // g0: tiles loaded for earlier items
+        int w_next = k0 < k_end ? item_at(k0) : 0;  // s10: the next entry's load is in flight during an item
 #pragma unroll 1
-        for (int w = w0; F::PERSIST && w < w_end; w += stride, ++it) {  // s8
-          const int qs = it % F::Q_SLOTS;
+        for (int k = k0; F::PERSIST && k < k_end; k += k_step, ++it) {  // s8
+          const int w = w_next, qs = it % F::Q_SLOTS;
+          if (k + k_step < k_end) w_next = item_at(k + k_step);
           const PipelineState<F::Q_SLOTS> qst(qs, ((it / F::Q_SLOTS) - 1) & 1u);  // the producer's state of Q item it
           int kv0, q0;
           item(w, kv0, q0);
@@ -472,13 +492,15 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         st.advance();
       };
       int it = 0;
+      int w_next = k0 < k_end ? item_at(k0) : 0;  // s10: the next entry's load is in flight during an item
 #pragma unroll 1
-      for (int w = w0; w < w_end; w += stride, ++it) {  // one work item (s4..s7), or this CTA's share (s8)
-        const int qs = it % F::Q_SLOTS;
+      for (int k = k0; k < k_end; k += k_step, ++it) {  // one work item (s4..s7), or this CTA's share (s8)
+        const int w = w_next, qs = it % F::Q_SLOTS;
+        if (k + k_step < k_end) w_next = item_at(k + k_step);
         int kv0, q0;
         if (F::PERSIST) item(w, kv0, q0);
         q_slot = qs;
-        final_item = w + stride >= w_end;
+        final_item = k + k_step >= k_end;
         work = w;
         q_a = q_smem + qs * Cfg::Q_SLOT + Cfg::q_half(wg);
         consumer_wait(q_full, PipelineState<F::Q_SLOTS>(qs, (it / F::Q_SLOTS) & 1u), h, 0);
@@ -560,14 +582,15 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
 // (host: bench_attention.smem_bytes). scale_log2 = log2(e) / sqrt(D). O is B*H*L x D bf16. stats: null, or (s7's
 // instrumented build) one uint32 the kernel adds its row-tile rescale count to, or (plain build) 4 uint64 per CTA
 // (linear CTA index): %clock64 at start and end, %globaltimer at start and end, so the host knows the SM clock
-// the timed run had (two special-register reads and four stores per CTA: no cost the timing can see).
+// the timed run had (two special-register reads and four stores per CTA: no cost the timing can see). worklist: null,
+// or (s10) the work list: gridDim.x + 1 offsets, then the items (int32; lapis.gpu.bench_attention.worklist).
 #define LAPIS_ATTENTION(KERNEL, S, BN, C, WS, ...)                                                            \
   extern "C" __global__ void __launch_bounds__(Config<S, BN, C, WS>::THREADS, 1)                              \
       KERNEL(const __grid_constant__ TensorMap tmap_q, const __grid_constant__ TensorMap tmap_k,              \
              const __grid_constant__ TensorMap tmap_v, __nv_bfloat16* out, int seq_len, int bh_count,         \
-             float scale_log2, uint32_t* stats, const __grid_constant__ HarnessArgs h) {                      \
+             float scale_log2, uint32_t* stats, const int* worklist, const __grid_constant__ HarnessArgs h) {  \
     attention<S, BN, C, WS, Features<__VA_ARGS__>>(tmap_q, tmap_k, tmap_v, out, seq_len, bh_count, scale_log2, \
-                                                   stats, h);                                                 \
+                                                   stats, worklist, h);                                       \
   }
 
 #include "attention_variants.inc"

@@ -38,9 +38,32 @@ __device__ __forceinline__ float ex2_approx_ftz(float x) {
 template <int BN, class F>
 __device__ __forceinline__ bool softmax_scores(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&corr)[2],
                                                float scale_log2, uint32_t& rescales) {
+  // F::CHAINS partial maxima and sums per row (s11: 4, independent dependency chains; 1: one running value)
+  constexpr int C = F::CHAINS;
   float mx[2] = {m[0], m[1]};
+  if (C == 1) {
 #pragma unroll
-  for (int i = 0; i < BN / 2; ++i) mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
+    for (int i = 0; i < BN / 2; ++i) mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
+  } else {
+    float part[2][C];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int c = 0; c < C; ++c) part[r][c] = m[r];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) {
+      float& p = part[(i / 2) % 2][(i % 2 + 2 * ((i / 4) % 2)) % C];
+      p = fmaxf(p, s[i]);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int w = C / 2; w > 0; w /= 2)
+#pragma unroll
+        for (int c = 0; c < w; ++c) part[r][c] = fmaxf(part[r][c], part[r][c + w]);
+      mx[r] = part[r][0];
+    }
+  }
   bool moved = false;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -67,11 +90,24 @@ __device__ __forceinline__ bool softmax_scores(float (&s)[BN / 2], float (&m)[2]
     return true;
   }
   const float neg[2] = {-mx[0] * scale_log2, -mx[1] * scale_log2};
+  float sum[2][C];
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int c = 0; c < C; ++c) sum[r][c] = c == 0 ? l[r] : 0.f;
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) {
     const float x = fmaf(s[i], scale_log2, neg[(i / 2) % 2]);
     s[i] = (F::EMU && i % 2 == 0 && (i / 4) % (F::EMU ? F::EMU : 1) == 0) ? exp2_cubic(x) : ex2_approx_ftz(x);
-    l[(i / 2) % 2] += s[i];
+    sum[(i / 2) % 2][(i % 2 + 2 * ((i / 4) % 2)) % C] += s[i];
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int w = C / 2; w > 0; w /= 2)
+#pragma unroll
+      for (int c = 0; c < w; ++c) sum[r][c] += sum[r][c + w];
+    l[r] = sum[r][0];
   }
   return __any_sync(0xffffffffu, moved);
 }

@@ -29,7 +29,7 @@ Variant flags (VARIANTS; each step of the table adds one):
   cond_rescale (s7+): flavour ex2_cond; O is rescaled only when a row max grows by more than `threshold` (log2
      units), with the frequency lapis.model.numerics measures on normal inputs (rescale_frequency).
   persistent (s8, s9): one CTA per SM walks the work units `persistent_order` deals (work_order.py: grid_stride,
-     lpt, heavy_first), with no CTA turnover between them; its producer runs ahead into the next unit (the
+     lpt, heavy_first, lpt_l2), with no CTA turnover between them; its producer runs ahead into the next unit (the
      kernel's second Q slot). With one CTA per SM (a grid within one wave) s8 = s7.
   masked_tail (s9): L need not be a multiple of the tiles; a ragged last Q or K/V tile costs a full tile (a full
      TMA box and wgmma). s1..s8 raise ScheduleError for tiles that do not divide L.
@@ -63,7 +63,7 @@ representative SM (the most K/V tiles) is simulated; `full` simulates every SM.
 Parameters (DEFAULTS; `--param k=v`): block_m, block_n, stages, consumer_wgs, emulate_frac, threshold, causal,
 regs_producer / regs_consumer (setmaxnreg.py: derived 56/256, 24/240, 32/160 for 1, 2, 3 consumer WGs; refused
 outside 24..256 step 8 or over registers_per_sm), regs_per_thread (s1 only), ctas_per_sm, q_tiles_per_cta
-(work_order.py), persistent_order (s8, s9). Registers set the residency and are reported (`fit`); spills, and
+(work_order.py), persistent_order (s8, s9), softmax_chains (softmax_costs). Registers set the residency and are reported (`fit`); spills, and
 the per-tile overheads a larger block_n amortizes on hardware, are not modelled. FMA_OPS_PER_SCORE (4; 3 with
 the scale folded into log2 units) is the FMA-pipe count per score the FA2, sm120 and B200 schedules cost their
 softmax by; these schedules cost it from the contend measurements.
@@ -81,6 +81,7 @@ import numpy as np
 from lapis.errors import ScheduleError
 from lapis.model.numerics import flash_forward
 from lapis.model.occupancy import resident_ctas
+from lapis.model.softmax_body import chain_factor
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE
 from lapis.pipeline_sim.commit_groups import WgmmaGroups
 from lapis.pipeline_sim.contention import Contention
@@ -93,6 +94,7 @@ from lapis.pipeline_sim.work_order import (  # noqa: F401 (re-exported)
     kv_tiles_per_item,
     kv_units_per_sm,
     representative_sm,
+    section_heads,
 )
 
 S9_BLOCK_N, S9_STAGES, S9_WGS = 128, 3, 2  # the measured s9 kernel's (module docstring)
@@ -102,7 +104,7 @@ S1_PTXAS_REGS = 154  # ptxas's count for attn_s1_serial (capture attention/h200-
 KERNEL_SMEM_EXTRA = 1024 + 1024
 DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0,
                 regs_producer=None, regs_consumer=None, regs_per_thread=None, ctas_per_sm=None, q_tiles_per_cta=1,
-                persistent_order="grid_stride")
+                persistent_order="grid_stride", softmax_chains=1, q_slots=1)
 _S8 = dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True, persistent=True)
 VARIANTS = {
     "h200-s1-serial": dict(block_m=64, consumer_wgs=1, stages=1, ws=False, regs_per_thread=S1_PTXAS_REGS),
@@ -112,10 +114,10 @@ VARIANTS = {
     "h200-s5-intra-overlap": dict(ws=True, pingpong=True, overlap=True),
     "h200-s6-exp2": dict(ws=True, pingpong=True, overlap=True, exp2=True),
     "h200-s7-cond-rescale": dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True),
-    "h200-s8-persistent": _S8,
+    "h200-s8-persistent": dict(_S8, q_slots=2),
     # s9: s8 at the S9_* defaults (see the module docstring); K/V and Q tails are masked
     "h200-s9-tuned": dict(_S8, masked_tail=True, block_n=S9_BLOCK_N, stages=S9_STAGES, consumer_wgs=S9_WGS,
-                          block_m=64 * S9_WGS),
+                          block_m=64 * S9_WGS, q_slots=1),
 }
 FMA_OPS_PER_SCORE = {False: 4, True: 3}  # without / with the scale folded into log2 units
 CUBIC_FMA_OPS = 6  # floor, subtract, three FMAs, exponent add: the write-up's software exp2 (ch. 9)
@@ -184,7 +186,10 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     softmax_ns: a rows x bn tile's softmax alone without its O rescale, scaled from the measured 64 x 128 tile (the
     always-rescale flavours' measured tile holds one O rescale, which is taken out; ex2_cond's, on scores whose max
     never moves, holds none); rescale_ns: one O rescale (rows x d FMA-pipe multiplies alone); wgmma_latency_ns: the
-    pair's time beyond the pipe at peak (PAIR_FLOP / tensor_flop_per_clk_sm); factors: Contention's rates."""
+    pair's time beyond the pipe at peak (PAIR_FLOP / tensor_flop_per_clk_sm); factors: Contention's rates.
+    softmax_chains (1, 2 or 4): partial maxima and sums per row; softmax_ns scales by
+    lapis.model.softmax_body.chain_factor (the SMSP model's cycles of the tile's stream against one chain, with one
+    softmax warp per consumer warpgroup on each SMSP)."""
     base, emulate = flavour(flags), emulated(flags, prm)
     tile = {st: _flavour_cycles(p, "softmax_cycles_{}" + st, base, emulate) for st in STATES}
     pipe_alone = _measured(p, "gemm_pair_cycles")
@@ -192,7 +197,9 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     pipe_softmax = _flavour_cycles(p, "gemm_pair_cycles_under_softmax_{}", base, emulate, softmax=False)
     ghz = p["clock_ghz"]
     in_tile = 0.0 if flags.get("cond_rescale") else 64 * 128 / p["fma_per_clk_sm"]  # cycles: the tile's O rescale
-    return dict(softmax_ns=(tile[""] - in_tile) * (rows / 64) * (bn / 128) / ghz,
+    # the measured tiles are s9's (one chain per row); both consumer warpgroups' softmaxes overlap on each SMSP
+    chains = chain_factor(prm.get("softmax_chains", 1), prm["consumer_wgs"])
+    return dict(softmax_ns=(tile[""] - in_tile) * (rows / 64) * (bn / 128) * chains / ghz,
                 rescale_ns=rows * d / p.per_ns("fma_per_clk_sm"),
                 wgmma_latency_ns=max(latency, 0.0) / ghz,
                 factors=dict(softmax_pair=tile[""] / tile["_pair"], softmax_under_gemm=tile[""] / tile["_under_gemm"],
@@ -227,11 +234,14 @@ def resolve(p, params: dict, variant: str, d: int) -> dict:
     if prm["persistent_order"] != "grid_stride" and not flags.get("persistent"):
         raise ScheduleError("persistent_order applies to the persistent schedules", f"{variant}: "
                             f"{prm['persistent_order']}", "use h200-s8-persistent or h200-s9-tuned")
-    smem = bm * d * 2 + prm["stages"] * 2 * bn * d * 2  # Q, and `stages` K and V tiles
+    if prm["q_slots"] not in (1, 2) or (prm["q_slots"] == 2 and not flags.get("persistent")):
+        raise ScheduleError("q_slots is 1, or 2 on a persistent schedule (the next item's Q loads while this one "
+                            "runs)", f"{variant}: q_slots {prm['q_slots']!r}", "use 1, or 2 with h200-s8/s9")
+    smem = prm["q_slots"] * bm * d * 2 + prm["stages"] * 2 * bn * d * 2  # Q slots, and `stages` K and V tiles
     if smem > p["smem_bytes_per_block"]:
-        raise ScheduleError("the schedule does not fit shared memory", f"Q {bm * d * 2} B + {prm['stages']} stages x "
-                            f"K+V {2 * bn * d * 2} B = {smem} B > {p['smem_bytes_per_block']} B",
-                            "lower stages, block_n or block_m")
+        raise ScheduleError("the schedule does not fit shared memory", f"{prm['q_slots']} x Q {bm * d * 2} B + "
+                            f"{prm['stages']} stages x K+V {2 * bn * d * 2} B = {smem} B > "
+                            f"{p['smem_bytes_per_block']} B", "lower stages, q_slots, block_n or block_m")
     if flags.get("ws"):
         if "regs_per_thread" in params:
             raise ScheduleError(f"{variant} launches with its setmaxnreg split's mean register count",
@@ -277,11 +287,11 @@ def resolve_run(variant: str, p, dims: tuple, params: dict) -> tuple[dict, dict]
 def deal(masked: bool, p, dims: tuple, prm: dict) -> list:
     """The work units (CTAs, or a persistent CTA's units) of every SM, each the tuple of its Q tiles' K/V tile
     counts (work_order.kv_units_per_sm). Raises ScheduleError for tiles that do not divide L unless `masked`."""
-    b, h, seq, _ = dims
+    b, h, seq, d = dims
     bm, bn = prm["block_m"], prm["block_n"]
     q_tiles, kv_tiles = _tiles(seq, bm, bn, masked)
     return kv_units_per_sm(b * h, q_tiles, kv_tiles, bm, bn, prm["causal"], p["sm_count"], prm["q_tiles_per_cta"],
-                           prm["persistent_order"])
+                           prm["persistent_order"], section_heads(seq, d))
 
 
 @dataclass(frozen=True)
@@ -381,7 +391,7 @@ class CtaSlot:
         self.hb = ctx.race_log()
         self.roles = len(self.consumers) + ws  # the roles that meet at the CTA's exit
         self.taken, self.retired = [], {}  # the slot's CTAs in order; CTA ordinal -> [roles done, next may start]
-        self.rings, self.turns = {}, []
+        self.rings, self.turns, self.q_empty = {}, [], []
 
     def role(self, name: str) -> str:
         return self.prefix + name
@@ -395,6 +405,9 @@ class CtaSlot:
                         latency_ns=cost.latency_ns(cost.q_tiles))
         self.rings = {x: ctx.pipeline(self.role(x), ctx.prm["stages"], self.role("producer"), self.consumers,
                                       cost.tile_bytes, tma=tma, buffer=x, hb=self.hb) for x in ("K", "V")}
+        if ctx.flags.get("persistent"):  # q_empty[s]: every consumer warpgroup, after the item's last QK
+            self.q_empty = [ctx.barrier(f"{self.role('Q')}.empty[{i}]", len(self.consumers), self.consumers,
+                                        hb=self.hb) for i in range(ctx.prm["q_slots"])]
         if pingpong(ctx.flags, len(self.consumers)):
             c = self.consumers
             self.turns = [ctx.named_barrier(f"gemm turn of {r}", PINGPONG_BAR0 + i, 2 * WARPGROUP_THREADS,
@@ -413,6 +426,21 @@ class CtaSlot:
                 return
             yield from ((self.sm.first[cta] + q, n, k, q) for q, n in enumerate(self.sm.ctas[cta]))
             k += 1
+
+    def acquire_q(self, st: PipelineState, item: int):
+        """The producer's wait for Q slot st to be free (a persistent CTA's q_empty; attention_h200.cu s8+):
+        with one Q slot the next item's Q, and the K/V loads behind it, wait for this item's last QK."""
+        if self.q_empty:
+            bar = self.q_empty[st.index]
+            yield from self.ctx.waited(self.role("producer"), "wait Q slot", bar.wait(st.phase, self.role("producer")),
+                                       flow=lambda: bar.last_completer, work_item=item)
+            st.advance()
+
+    def release_q(self, wg: Warpgroup) -> None:
+        """Consumer wg's arrival on its Q slot's q_empty once the item's last QK is done."""
+        if self.q_empty:
+            self.q_empty[wg.q.index].arrive(wg.role, event=self.ctx.rec.last_id(wg.role))
+            wg.q.advance()
 
     def enter(self, k: int, q: int):
         """A role reaching Q tile q of the slot's CTA k: a slot runs one CTA at a time, as the SM does, so the
@@ -470,11 +498,13 @@ class Warpgroup:
     groups: WgmmaGroups
     k: PipelineState
     v: PipelineState
+    q: PipelineState
 
     @classmethod
     def of(cls, ctx, slot: CtaSlot, i: int) -> Warpgroup:
         role, stages = slot.consumers[i], ctx.prm["stages"]
-        return cls(i, role, WgmmaGroups(ctx.env, role), PipelineState(stages), PipelineState(stages))
+        return cls(i, role, WgmmaGroups(ctx.env, role), PipelineState(stages), PipelineState(stages),
+                   PipelineState(ctx.prm["q_slots"]))
 
     def take(self) -> tuple[PipelineState, PipelineState]:
         """The states of the next K and V tiles' slots (copies kept while the tiles are in use)."""
@@ -597,8 +627,10 @@ def producer(ctx, slot: CtaSlot):
     role, stages = slot.role("producer"), ctx.prm["stages"]
     st = {x: PipelineState.producer_start(stages) for x in slot.rings}
     v_lags = pingpong(ctx.flags, len(slot.consumers)) or bool(ctx.flags.get("overlap"))
+    q_st = PipelineState.producer_start(ctx.prm["q_slots"])
     for item, n_kv, k, q in slot.cta_items():
         yield from slot.enter(k, q)
+        yield from slot.acquire_q(q_st, item)
         yield from load(ctx, ctx.cost.q_bytes, role, "TMA Q", 1, work_item=item)
         for x, j in load_order(n_kv, v_lags):
             ring, empty = slot.rings[x], slot.rings[x].empty[st[x].index]
@@ -694,6 +726,8 @@ def turn_pingpong(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: in
     pass_turn(ctx, slot, wg)
     yield from wait_group(ctx, wg, 0, item, j)
     slot.rings["K"].consumer_release(ks, wg.role)
+    if j == n_kv - 1:
+        slot.release_q(wg)
     if held:
         slot.rings["V"].consumer_release(held[1], wg.role)
     yield from softmax(ctx, slot, wg, item, j, n_kv, with_rescale=True)
@@ -713,6 +747,8 @@ def turn_overlap(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int
     pass_turn(ctx, slot, wg)
     yield from wait_group(ctx, wg, 1 if held else 0, item, j)  # S_j ready; PV_{j-1} may run on
     k_ring.consumer_release(ks, wg.role)
+    if j == n_kv - 1:  # the item's last QK: its Q slot is free (attention_h200.cu q_empty)
+        slot.release_q(wg)
     yield from softmax(ctx, slot, wg, item, j, n_kv, with_rescale=False)
     if held:
         yield from wait_group(ctx, wg, 0, item, j)

@@ -1,0 +1,109 @@
+"""lapis.captures.seed_mix: loops, roles and mixes from a listing, and the shipped B200 seed capture."""
+
+import json
+
+import pytest
+
+from lapis.captures import seed_mix
+from lapis.data import CAPTURES
+from lapis.errors import CaptureError
+
+# A hand-written sm_100a-style listing: a 9-instruction loop 0x10..0x90 (an MMA issue and its commit, a TMEM
+# load, an exp) that waits on an mbarrier whose retry sits after EXIT (0xb0..0xc0, branching back into the loop).
+WORD = "/* 0x000fe20000000000 */"
+LINES = [(0x00, "MOV R0, RZ"), (0x10, "UTCHMMA gdesc[UR6], gdesc[UR10], tmem[UR5], tmem[UR8], idesc[UR9], !UPT"),
+         (0x20, "UTCBAR [UR4], URZ"), (0x30, "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R20+URZ], R25"),
+         (0x40, "@!P0 BRA 0xb0"), (0x50, "LDTM.x8 R4, tmem[UR4]"), (0x60, "FMNMX3 R4, R4, R5, R6, !PT"),
+         (0x70, "MUFU.EX2 R1, R4"), (0x80, "FADD R0, R0, R1"), (0x90, "@P1 BRA 0x10"), (0xa0, "EXIT"),
+         (0xb0, "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R20+URZ], R25"), (0xc0, "@!P0 BRA 0xb0"), (0xd0, "BRA 0x50")]
+LISTING = "\tcode for sm_100a\n\t\tFunction : toy\n" + "".join(
+    f"        /*{a:04x}*/   {t} ;   /* 0x0000000000000000 */\n        {WORD}\n" for a, t in LINES)
+
+
+def test_loop_record_of_a_toy_listing(tmp_path):
+    (tmp_path / "toy.sass").write_text(LISTING)
+    r = seed_mix.kernel_record(tmp_path / "toy.sass")
+    assert r["instructions"] == 14 and r["wait_loops"] == 1
+    # MOV and FMNMX3 on alu; four BRAs on adu; two SYNCS on lsu
+    assert r["pipes"] == {"fma": 1, "alu": 2, "xu": 1, "lsu": 2, "tensor": 2, "tmem": 1, "cbu": 1, "adu": 4}
+    (loop,) = r["loops"]
+    assert (loop["head"], loop["branch"], loop["depth"], loop["instructions"]) == ("0x10", "0x90", 0, 9)
+    assert loop["role"] == "serial"  # an MMA issue and an exp in one loop: k01's single role
+    assert loop["ops"]["MUFU.EX2"] == 1 and loop["ops"]["LDTM.x8"] == 1
+    assert loop["pipes"] == {"fma": 1, "alu": 1, "xu": 1, "lsu": 1, "tensor": 2, "tmem": 1, "adu": 2}
+    # LDTM -> FMNMX3 -> MUFU -> FADD: 4 instructions in one pass; only the FADD's R0 is carried, so the chain
+    # grows by that one instruction per further iteration
+    assert loop["chain_first"] == 4 and loop["chain_per_iteration"] == 1
+
+
+def test_roles_by_first_rule():
+    from collections import Counter
+    assert seed_mix.role_of(Counter({"UTCHMMA": 8, "UTCBAR": 1})) == "mma"
+    assert seed_mix.role_of(Counter({"LDTM.x32": 4, "STTM.x32": 4, "FMUL": 8})) == "correction"
+    assert seed_mix.role_of(Counter({"UTMALDG.2D": 2, "SYNCS.ARRIVE.TRANS64": 1})) == "load"
+    assert seed_mix.role_of(Counter({"LDTM.x8": 1, "MUFU.EX2": 8})) == "softmax"
+    assert seed_mix.role_of(Counter({"IADD3": 1})) == "other"
+
+
+def test_a_missing_listing_is_a_capture_error(tmp_path):
+    with pytest.raises(CaptureError, match="has a listing"):
+        seed_mix.capture(tmp_path, dict(kernels={"k01": "kernels/k01.cu"}))
+
+
+SHIPPED = CAPTURES / "seeds" / "b200-481f9aa" / "manifest.json"
+
+
+def _loop(kernel, role, depth):
+    return next(lp for lp in kernel["loops"] if lp["role"] == role and lp["depth"] == depth)
+
+
+def test_shipped_b200_capture_counts_what_the_sources_issue():
+    man = json.loads(SHIPPED.read_text())
+    assert man["provenance"]["repository"] == "IaroslavElistratov/b200-attention"
+    assert man["provenance"]["flags"].startswith("-arch=sm_100a")
+    assert list(man["kernels"]) == [f"k{n:02d}" for n in range(1, 19)]
+    k01, k18 = man["kernels"]["k01"], man["kernels"]["k18"]
+    # k01: one serial loop; per K/V tile 8 QK + 8 PV tcgen05.mma (head dim 128 / K 16 each) and 128 + 1 __expf
+    serial = _loop(k01, "serial", 0)
+    assert serial["ops"]["UTCHMMA"] == 16 and serial["ops"]["MUFU.EX2"] == 129
+    # k18: the roles of the source's warp split, each with its K/V-tile loop nested in the persistent loop
+    assert {lp["role"] for lp in k18["loops"]} == {"load", "mma", "softmax", "correction"}
+    # MMA: two Q stages x (8 PV + 8 QK) per K/V tile
+    assert _loop(k18, "mma", 1)["ops"]["UTCHMMA"] == 32
+    # softmax: 12 of every 16 exps on MUFU (96 of 128) + the rescale's; the other 32 as 16 pairs of 3 packed FMAs
+    soft = _loop(k18, "softmax", 1)
+    assert soft["ops"]["MUFU.EX2"] == 97 and soft["ops"]["FFMA2"] == 48
+    # correction: O (128 columns) in x8 TMEM loads and stores for each of the two Q stages, one FMUL per value
+    corr = _loop(k18, "correction", 1)
+    assert corr["ops"]["LDTM.x8"] == corr["ops"]["STTM.x8"] == 2 * 16 and corr["ops"]["FMUL"] == 2 * 128
+
+
+def test_shipped_capture_shows_the_minor_steps_source_changes():
+    k = json.loads(SHIPPED.read_text())["kernels"]
+    # k15 loads S as x16 without a wait each: 8 x16 + 4 x8 rereads instead of k14's 16 x8 + 4 x8
+    assert _loop(k["k14"], "softmax", 1)["ops"]["LDTM.x8"] == 20 and _loop(k["k15"], "softmax", 1)["ops"]["LDTM.x16"] == 8
+    # k16 sums the 96 cached exps pairwise: 48 more packed adds (FADD2.FTZ), about 96 fewer scalar FADDs
+    s15, s16 = _loop(k["k15"], "softmax", 1)["ops"], _loop(k["k16"], "softmax", 1)["ops"]
+    assert s16["FADD2.FTZ"] - s15["FADD2.FTZ"] == 48 and s15["FADD"] - s16["FADD"] >= 90
+    # k18 (k17's body) keeps the MMA warp's barrier phases in bitmasks: k16's indexed phase arrays live in local memory
+    mma16, mma18 = _loop(k["k16"], "mma", 1)["ops"], _loop(k["k18"], "mma", 1)["ops"]
+    assert any(op.startswith("LDL") for op in mma16) and not any(op.startswith(("LDL", "STL")) for op in mma18)
+
+
+def test_shipped_capture_shows_the_exp_steps():
+    k = json.loads(SHIPPED.read_text())["kernels"]
+    row = {name: _loop(k[name], "softmax", 0)["ops"] for name in ("k07", "k08", "k09")}
+    # k07 (__expf) and k08 (ex2.approx) put all 128 exps of a row and the rescale's on MUFU
+    assert row["k07"]["MUFU.EX2"] == row["k08"]["MUFU.EX2"] == 129
+    # k09 moves 4 of every 16 to the cubic: 96 + 1 on MUFU, 16 pairs x 3 packed Horner FMAs
+    assert row["k09"]["MUFU.EX2"] == 97 and row["k09"]["FFMA2"] == 48
+    # k08 folds the log2(e) scale into the score multiply: fewer FMA-pipe instructions than k07's __expf
+    assert _loop(k["k08"], "softmax", 0)["pipes"]["fma"] < _loop(k["k07"], "softmax", 0)["pipes"]["fma"]
+
+
+def test_shipped_capture_shows_the_swizzle_step_cuts_tma_issues():
+    k = json.loads(SHIPPED.read_text())["kernels"]
+    tma = {name: sum(c for op, c in _loop(k[name], "serial", 0)["ops"].items() if op.startswith("UTMALDG"))
+           for name in ("k02", "k03")}
+    # no swizzle: K in 16 boxes of 8 columns, V in 16 x 16 boxes of 8 x 8; SW128: K in 2 boxes, V in 16 x 2
+    assert tma == {"k02": 16 + 256, "k03": 2 + 32}

@@ -1,0 +1,106 @@
+"""`lapis validate seeds`: the seed write-ups' tables as data (lapis/data/seeds/) beside the predictions."""
+
+import json
+
+import pytest
+
+from lapis.cli.main import main
+from lapis.data import SEEDS
+from lapis.errors import CaptureError
+from lapis.validate import seeds
+
+
+@pytest.fixture(scope="module")
+def report():
+    return seeds.validate_seeds()
+
+
+def _b200(r, kernel, shape):
+    return next(x for x in r["b200"]["rows"] if x["kernel"] == kernel and x["shape"] == shape)
+
+
+def test_b200_table_is_the_repository_readme(report):
+    # benchmarks/README.md of IaroslavElistratov/b200-attention at 4626fa6
+    assert report["b200"]["source"]["commit"] == "4626fa6b78c31c062ec8708e694c669fe2a6f49c"
+    assert _b200(report, 1, "4K")["measured_pct"] == 14.2
+    assert _b200(report, 3, "16K")["measured_pct"] == 26.2
+    assert _b200(report, 11, "8K")["measured_pct"] == 83.0
+    assert _b200(report, 18, "16K")["measured_pct"] == 94.1
+    assert report["b200"]["fa4_tflops"] == {"4K": 1256, "8K": 1289, "16K": 1330}
+    assert report["b200"]["shapes"] == {"4K": "8x16x4096x128", "8K": "4x16x8192x128", "16K": "2x16x16384x128"}
+    assert len(report["b200"]["rows"]) == 18 * 3
+
+
+def test_b200_kernels_map_to_the_chapters_in_order(report):
+    assert _b200(report, 1, "4K")["schedule"] == "b200-k01-baseline"
+    assert _b200(report, 14, "8K")["schedule"] == "b200-k14-persistent"
+    assert _b200(report, 15, "8K")["schedule"] == "b200-m1-deferred-score-load"
+    assert _b200(report, 18, "4K")["schedule"] == "b200-m4-tma-l2-promotion"
+
+
+def test_b200_error_is_points_of_the_stated_fa4(report):
+    row = _b200(report, 7, "8K")
+    assert row["predicted_pct"] - row["measured_pct"] == pytest.approx(row["error"])
+    assert row["measured_pct"] == 58.5
+    # kernel 2 moves 0.9 points at 4K: below the 1-point bar, so its direction is not scored
+    step = _b200(report, 2, "4K")["step"]
+    assert step["measured_change"] == pytest.approx(0.9) and step["scored"] is False and step["hit"] is None
+
+
+def test_emmy_times_as_stated_or_derived(report):
+    rows = report["rtx5090"]["rows"]
+    assert [r["schedule"] for r in rows] == [f"sm120-m0{i}-{n}" for i, n in enumerate(
+        ("tensor-cores", "smem-staging", "c-to-a-repack", "q-hoist", "cp-async-ring", "tma", "register-tiling"), 1)]
+    assert [round(r["measured_us"], 1) for r in rows] == [612.0, 510.0, 271.0, 233.0, 221.9, 213.4, 204.7]
+    assert [r["derived"] for r in rows] == [False, True, False, False, True, True, False]
+    assert report["rtx5090"]["shape"] == "1x8x4096x64"
+    ws = next(m for m in report["rtx5090"]["refused"] if m["move"] == "warp specialization")
+    assert ws["stated"] == "213 vs 206 µs" and ws["predicted"] is None and "no schedule" in ws["why"]
+    assert {m["move"] for m in report["rtx5090"]["refused"]} == {
+        "warp-scoped barrier", "fast exp", "deeper rings (d3, d4)", "warp specialization"}
+
+
+def test_step_direction_rule():
+    assert seeds._step(10.0, 20.0, 12.0, 21.0, 1.0) == dict(measured_change=2.0, predicted_change=1.0,
+                                                              scored=True, hit=True)
+    assert seeds._step(10.0, 20.0, 12.0, 20.0, 1.0)["hit"] is False  # no predicted change: a miss
+    assert seeds._step(10.0, 20.0, 8.0, 19.0, 1.0)["hit"] is True  # both fell
+    assert seeds._step(10.0, 20.0, 10.5, 30.0, 1.0)["scored"] is False
+
+
+def test_summary_counts_scored_steps_only():
+    rows = [dict(error=2.0), dict(error=-4.0, step=dict(scored=True, hit=True)),
+            dict(error=0.0, step=dict(scored=True, hit=False)), dict(error=6.0, step=dict(scored=False, hit=None))]
+    assert seeds.summary(rows) == dict(rows=4, mean_abs_error=3.0, scored_steps=2, direction_hits=1,
+                                       direction_hit_rate=0.5)
+
+
+def test_emmy_derivation_refuses_a_move_with_neither_time_nor_factor():
+    with pytest.raises(CaptureError, match="states its time"):
+        seeds.emmy_measured_us(dict(moves=[dict(move="x", stated_us=None, stated_speedup=None)]))
+
+
+def test_a_missing_or_short_table_is_a_capture_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(seeds, "B200_TABLE", tmp_path / "absent.json")
+    with pytest.raises(CaptureError, match="readable JSON"):
+        seeds.validate_seeds()
+    short = json.loads((SEEDS / "b200_progression.json").read_text())
+    short["kernels"] = short["kernels"][:17]
+    (tmp_path / "short.json").write_text(json.dumps(short))
+    monkeypatch.setattr(seeds, "B200_TABLE", tmp_path / "short.json")
+    with pytest.raises(CaptureError, match="17 rows"):
+        seeds.validate_seeds()
+
+
+def test_cli_table_and_json(capsys):
+    assert main(["validate", "seeds"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("B200: % of FA4 (measured: IaroslavElistratov/b200-attention@4626fa6")
+    assert sum(" b200-" in line for line in out) == 54 and sum(" sm120-m0" in line for line in out) == 7
+    assert out[-1].startswith("direction hit rate, both tables: ")
+    assert main(["validate", "seeds", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert set(r) == {"b200", "rtx5090", "summary"}
+    s = r["summary"]
+    assert s["scored_steps"] == r["b200"]["summary"]["scored_steps"] + r["rtx5090"]["summary"]["scored_steps"]
+    assert 0 <= s["direction_hit_rate"] <= 1
