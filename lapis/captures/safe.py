@@ -30,7 +30,9 @@ used; a file it does not list is refused. A shipped capture (under lapis.data.CA
 and that file must match the SHA-256 lapis/data/capture_checksums.json records for it, so a manifest cut down
 together with its capture.json is refused too. Both checksum files are written by `python -m
 lapis.captures.index --write`. A file is hashed once per process: the result is kept by real path, mtime and
-size. A folder without capture.json (a fresh capture, not yet indexed) is read unchecked.
+size. A folder outside the shipped root without a listing (a capture.json of schema lapis.capture/1 with "files"
+and "original": a fresh capture, not yet indexed, or one whose capture.json is the device's own, as a Proton
+kernel's is) is read unchecked.
 
 Schemas (`check`): a small description of the fields a reader uses: a dict of required keys ("key?" marks an
 optional one; other keys are allowed), [item] for a list, Map(value) for a dict of any string keys, One(...)
@@ -276,6 +278,7 @@ def comparable(file, kind: str, total: int, not_compared: dict) -> None:
 # ---------------------------------------------------------------- integrity
 
 LISTING = "capture.json"  # lapis.captures.manifest.NAME (that module reads through this one)
+LISTING_SCHEMA = "lapis.capture/1"  # lapis.captures.manifest.SCHEMA
 FIX_CHANGED = ("restore the capture from git (git checkout -- <its folder>); if it was re-captured on purpose, "
                "run python -m lapis.captures.index --write")
 _UNCHECKED: ContextVar[bool] = ContextVar("lapis_capture_unchecked", default=False)
@@ -308,16 +311,16 @@ def _changed(what: str, file, expected: str, found: str) -> CaptureError:
 
 def _capture_folder(real: Path, path: Path, folder) -> Path | None:
     """The capture folder a file belongs to: <kind>/<name> under the shipped root, else `folder` (default: the
-    file's folder, or its parent when that holds capture.json: gemm's timelines/), None for a shipped file
-    outside any capture folder."""
+    file's folder, or its parent, whichever first holds a lapis capture.json), None for a shipped file outside
+    any capture folder."""
     shipped = CAPTURES.resolve()
     if shipped in real.parents:
         rel = real.relative_to(shipped).parts
         return shipped / rel[0] / rel[1] if len(rel) >= 3 else None
     if folder is not None:
         return Path(folder).resolve()
-    parent = path.parent.resolve()
-    return parent.parent if not (parent / LISTING).exists() and (parent.parent / LISTING).exists() else parent
+    parent = path.parent.resolve()  # or its parent, where that holds the listing (gemm's timelines/, Proton's kernels)
+    return next((d for d in (parent, parent.parent) if _listing(d) is not None), parent)
 
 
 def _shipped_sha(cap: Path) -> str:
@@ -361,6 +364,10 @@ def _listing(cap: Path) -> dict | None:
         except (ValueError, RecursionError) as exc:
             raise CaptureError("a capture's JSON file is readable", f"{file}: {exc.__class__.__name__}: {exc}",
                                FIX_CHANGED) from None
+        if not shipped and not (isinstance(value, dict) and value.get("schema") == LISTING_SCHEMA
+                                and "files" in value and "original" in value):
+            _listings[key] = None  # a device-written capture.json of the same name (a Proton kernel's): no listing
+            return None
         check(value, LISTED, file, "capture")
         _listings[key] = {f["path"]: (f["size"], f["sha256"]) for f in value["files"]}
     return _listings[key]
