@@ -7,9 +7,22 @@
     ├── ScheduleError          a schedule, its shape, parameters, profile or cost inputs are invalid (lapis.pipeline_sim)
     └── CaptureError           a capture, manifest, index or stored result is missing, unreadable or inconsistent
 
-Each is a ValueError, so code that catches ValueError catches them too. The CLI maps the family to exit codes in
+Each is a ValueError, so code that catches ValueError catches them too. A message echoes at most SHOWN_CHARS
+characters of the rule and of the value (FIX_CHARS of the fix), then "... (N chars)"; the attributes keep them
+whole. The CLI maps the family to exit codes in
 one place (lapis.cli.main.EXIT_CODES).
 """
+
+
+SHOWN_CHARS = 400  # the most characters of a rule or value a message echoes (a user's value may be megabytes)
+FIX_CHARS = 1000   # the fix lists choices (schedules, dtypes), so it may be longer
+
+
+def shown(value, limit: int = SHOWN_CHARS) -> str:
+    """str(value), cut to its first `limit` characters plus "... (N chars)" when longer, so an error message
+    stays readable whatever the user passed."""
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
 
 
 class LapisError(ValueError):
@@ -20,7 +33,7 @@ class LapisError(ValueError):
     def __init__(self, rule: str, value, fix: str, source: str = ""):
         self.rule, self.value, self.fix, self.source = rule, value, fix, source
         where = f" ({source})" if source else ""
-        self.message = f"{rule}: got {value}{where}; fix: {fix}"
+        self.message = f"{shown(rule)}: got {shown(value)}{where}; fix: {shown(fix, FIX_CHARS)}"
         # args are the constructor's, so copies made from them (simpy re-raises process errors that way) work
         super().__init__(rule, value, fix, source)
 

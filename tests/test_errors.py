@@ -19,9 +19,10 @@ TMA_CAPTURE = "h200-2026-11-29"
 
 
 def truncated_tma_capture(root):
-    """A copy of a shipped TMA capture under root/tma/ whose dumps.npz is cut short."""
+    """A copy of a shipped TMA capture under root/tma/ whose dumps.npz is cut short (a fresh capture, without
+    capture.json, so the archive's own checks find it)."""
     folder = root / "tma" / TMA_CAPTURE
-    shutil.copytree(SHIPPED / "tma" / TMA_CAPTURE, folder)
+    shutil.copytree(SHIPPED / "tma" / TMA_CAPTURE, folder, ignore=shutil.ignore_patterns("capture.json"))
     with open(folder / "dumps.npz", "r+b") as f:
         f.truncate(1000)
     return folder
@@ -132,3 +133,22 @@ def test_lapis_exits_2_for_each_class_with_a_named_error_and_no_traceback(tmp_pa
         assert err.startswith("lapis: error: ") and words in err and "Traceback" not in err, (argv, err)
         assert seen == [cls], argv
         seen.clear()
+
+
+def test_a_long_value_is_cut_once_in_the_message_and_kept_whole_on_the_error():
+    exc = ScheduleError("a rule", "x" * 100_000, "the fix")
+    assert str(exc) == "a rule: got " + "x" * 400 + "... (100000 chars); fix: the fix"
+    assert exc.value == "x" * 100_000
+    assert str(LayoutError("r", "short", "f")) == "r: got short; fix: f"
+
+
+def test_the_cli_echoes_a_100_kb_argument_cut(capsys):
+    huge = "k" * 100_000
+    assert main(["simulate", "--schedule", "h200-s8-persistent", "--shape", "1x2x512x128", "--param",
+                 f"{huge}=1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lapis: error: h200-s8-persistent has no parameter(s) ['" + "k" * 300)
+    assert "... (100004 chars)" in err and len(err) < 2000  # the rule and the value, each cut to 400 characters
+    assert main(["simulate", huge]) == 2  # argparse's own message is cut too
+    err = capsys.readouterr().err
+    assert "... (100" in err and len(err) < 2000

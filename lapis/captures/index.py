@@ -4,6 +4,11 @@ each kernel; and the generator of capture.json files and lapis/data/index.json.
     python -m lapis.captures.index            # check: exit 1 listing every capture.json or index.json that differs
     python -m lapis.captures.index --write    # write them from the captures' own files
 
+It also writes lapis/data/capture_checksums.json (schema "lapis.capture-checksums/1"): {"schema", "captures":
+{"<kind>/<name>": SHA-256 of that capture's capture.json}}, which lapis.captures.safe checks before trusting a
+shipped capture.json. The generator reads the files unchecked (lapis.captures.safe.unchecked): it is what
+rewrites the listings after a capture changes on purpose.
+
 index.json (schema "lapis.capture-index/1"):
 
     {"schema", "kinds": {kind: {"rule": how readers choose, "captures": [{"name", "date" (the original's
@@ -29,6 +34,7 @@ the same index in memory with `build_kind`, reading each capture through its kin
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import sys
 from pathlib import Path, PurePosixPath
@@ -42,10 +48,12 @@ from lapis.captures.manifest import (
     read_original,
 )
 from lapis.captures.readers import read_attention, read_gemm, read_sanitizer
-from lapis.data import CAPTURES, INDEX
+from lapis.captures.safe import unchecked
+from lapis.data import CAPTURE_CHECKSUMS, CAPTURES, INDEX
 from lapis.errors import CaptureError
 
 SCHEMA = "lapis.capture-index/1"
+CHECKSUMS_SCHEMA = "lapis.capture-checksums/1"
 RULES = {
     "attention": "bench and sanitizer runs by provenance date, then name; a later capture supersedes an earlier "
                  "one for the variants (and causal flag) it measured",
@@ -177,10 +185,15 @@ def read_index(path: Path = INDEX) -> dict:
     return data
 
 
-def generated(root: Path = CAPTURES, index: Path = INDEX) -> dict[Path, str]:
-    """path -> text of every file the generator writes: each capture folder's capture.json, and the index."""
-    out = {f / NAME: dumps(capture_record(kind, f)) for kind in kinds(root) for f in folders(root, kind)}
-    out[Path(index)] = dumps(build_index(root))
+def generated(root: Path = CAPTURES, index: Path = INDEX, checksums: Path = CAPTURE_CHECKSUMS) -> dict[Path, str]:
+    """path -> text of every file the generator writes: each capture folder's capture.json, the index and the
+    checksums of the capture.json files (module docstring)."""
+    with unchecked():
+        out = {f / NAME: dumps(capture_record(kind, f)) for kind in kinds(root) for f in folders(root, kind)}
+        out[Path(index)] = dumps(build_index(root))
+    sums = {p.parent.relative_to(root).as_posix(): hashlib.sha256(text.encode()).hexdigest()
+            for p, text in out.items() if p.name == NAME}
+    out[Path(checksums)] = dumps(dict(schema=CHECKSUMS_SCHEMA, captures=dict(sorted(sums.items()))))
     return out
 
 
@@ -192,8 +205,10 @@ def main(argv=None) -> int:
     for path, text in generated().items():
         if not path.is_file() or path.read_text() != text:
             stale.append(path)
-            if a.write:
-                path.write_text(text)
+            if a.write:  # a new file renamed over the old: a kill leaves one or the other, never half a file
+                tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+                tmp.write_text(text)
+                os.replace(tmp, path)
     for path in stale:
         print(f"{'wrote' if a.write else 'differs'}: {path}")
     return 0 if a.write or not stale else 1

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from lapis.captures.codec import decode_all, encode
-from lapis.captures.safe import Npz, read_bytes
+from lapis.captures.safe import Npz, read_bytes, unchecked
 from lapis.captures.store import SHIPPED, packed_path, timeline_files
 from lapis.errors import CaptureError
 
@@ -61,7 +61,8 @@ def pack_file(npz: Path) -> Path:
         arrays = {k: z[k] for k in z.files}
     out = packed_path(npz)
     out.write_bytes(encode(arrays, source(npz, data)))
-    back = decode_all(out)
+    with unchecked():  # the capture's capture.json lists the packed file only once the index is rewritten
+        back = decode_all(out)
     same = list(back) == list(arrays) and all(
         b.dtype == a.dtype and b.shape == a.shape and b.flags.f_contiguous == a.flags.f_contiguous
         and b.tobytes(order="A") == a.tobytes(order="A") for a, b in zip(arrays.values(), back.values()))

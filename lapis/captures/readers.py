@@ -54,6 +54,10 @@ from lapis.captures.safe import (
     read_json,
 )
 from lapis.errors import CaptureError
+from lapis.layouts.bank_conflicts import KINDS as BANK_KINDS
+from lapis.layouts.canonical import MAJORS, ORDERS, SMEM_SWIZZLES
+from lapis.layouts.swizzle import SWIZZLES
+from lapis.layouts.tma.types import INTERLEAVE_CODES, L2_CODES, OOB_CODES, SWIZZLE_CODES, TMA_TYPE_BY_CODE
 
 
 @dataclass
@@ -80,6 +84,26 @@ def _manifest(kind: str, folder, schema, name: str = "manifest.json") -> tuple[P
     return path, read_json(path, folder, schema, kind)
 
 
+def _shown(allowed) -> str:
+    if isinstance(allowed, range):
+        return f"{allowed.start}..{allowed.stop - 1}"
+    return ", ".join(map(repr, allowed))
+
+
+def _enums(kind: str, file, where: str, entry: dict, allowed: dict) -> None:
+    """CaptureError naming the field, its value and the allowed values or range when a field of `entry`
+    (field -> allowed values or range; a list field's every item is checked) holds a value outside them: a
+    capture holds only codes the hardware or driver took, so such a value is a damaged capture, not a model
+    disagreement."""
+    for name, ok in allowed.items():
+        values = entry[name] if isinstance(entry[name], list) else [entry[name]]
+        for j, v in enumerate(values):
+            if isinstance(v, bool) or v not in ok:
+                at = f"{where}.{name}" + (f"[{j}]" if isinstance(entry[name], list) else "")
+                raise CaptureError(f"{a_kind(kind)} capture's field {at} is one of the values the hardware takes",
+                                   f"{file}: {at} = {v!r} (allowed: {_shown(ok)})", FIX)
+
+
 def _count(entries, reason) -> dict:
     out: dict = {}
     for e in entries:
@@ -100,6 +124,12 @@ TMA_CONFIG = {"id": INT, "dtype": INT, "rank": INT, "dims": [INT], "strides": [I
                          "dst_addrs?": [INT]}}
 TMA = {"provenance": PROVENANCE, "configs": [TMA_CONFIG]}
 TMA_ELEMENT_BYTES = 16  # the widest element a tensor map holds (bytes), to bound a configuration's source image
+# the codes and ranges cuTensorMapEncodeTiled accepts (cuda.h 13.0): a loaded configuration or accepted case holds
+# only these
+TMA_ENUMS = {"dtype": sorted(TMA_TYPE_BY_CODE), "swizzle": sorted(SWIZZLE_CODES.values()),
+             "interleave": sorted(INTERLEAVE_CODES.values()), "l2": sorted(L2_CODES.values()),
+             "oob": sorted(OOB_CODES.values()), "rank": range(1, 6), "dims": range(1, (1 << 32) + 1),
+             "box": range(1, 257), "elem_strides": range(1, 9)}
 
 
 def _tma_config(file, i: int, c: dict, dumps) -> None:
@@ -110,6 +140,7 @@ def _tma_config(file, i: int, c: dict, dumps) -> None:
     rank, res = c["rank"], c["result"]
     if res["status"] == "encode_rejected":  # its arguments may be anything the driver refuses: the encode rules
         return                              # replay them as they are
+    _enums("tma", file, where, c, TMA_ENUMS)
     if not (1 <= rank <= 5 and all(len(c[k]) == rank for k in ("dims", "box", "elem_strides"))
             and len(c["strides"]) == rank - 1 and all(len(x) == rank for x in c["coords"])
             and len(c["coords"]) == len(c["dst_offsets"])):
@@ -167,8 +198,12 @@ TMA_ENCODE = {"provenance": PROVENANCE, "cases": [ENCODE_CASE]}
 
 
 def read_tma_encode(folder) -> Capture:
-    """A cuTensorMapEncodeTiled decision capture: manifest.json (schema TMA_ENCODE), at least one case."""
+    """A cuTensorMapEncodeTiled decision capture: manifest.json (schema TMA_ENCODE), at least one case; an
+    accepted case holds only codes and sizes the driver takes (TMA_ENUMS)."""
     file, man = _manifest("tma_encode", folder, TMA_ENCODE)
+    for i, c in enumerate(man["cases"]):
+        if c["result"]["accepted"]:  # a refused case may hold anything: the driver's refusal is what it measured
+            _enums("tma_encode", file, f"cases[{i}] (id {c['id']})", c, TMA_ENUMS)
     comparable(file, "tma_encode", len(man["cases"]), {})
     return Capture("tma_encode", Path(folder), file, man)
 
@@ -180,12 +215,15 @@ WGMMA_CASE = {"id": INT, "dtype": STR, "n": INT, "ta": INT, "tb": INT, "steps": 
               "desc_a": [INT], "desc_b": [INT],
               "result": {"status": STR, "region_addr?": INT, "smem_changed_bytes?": INT}}
 WGMMA = {"provenance": PROVENANCE, "cases": [WGMMA_CASE]}
+WGMMA_ENUMS = {"dtype": ("bf16", "f16", "tf32", "e4m3"), "n": range(8, 257, 8), "ta": (0, 1), "tb": (0, 1),
+               "test": ("A", "B"), "major": MAJORS, "swizzle": tuple(SWIZZLES)}  # PTX ISA 9.7.15.5 (wgmma)
 
 
 def read_wgmma(folder) -> Capture:
     """A wgmma capture: manifest.json (schema WGMMA), and inputs.npz (img<id>) and d.npz (d<id>) as safe.Npz
     (arrays {"inputs", "d"}, each array decoded when asked for). Completed cases (status "ok"; the others are
-    counted by status in not_compared) need region_addr, one descriptor pair per K-step and both arrays;
+    counted by status in not_compared) need the values of WGMMA_ENUMS, region_addr, one descriptor pair per
+    K-step and both arrays;
     CaptureError when no case completed."""
     folder = Path(folder)
     file, man = _manifest("wgmma", folder, WGMMA)
@@ -197,6 +235,7 @@ def read_wgmma(folder) -> Capture:
         if c["result"]["status"] != "ok":
             continue
         where = f"cases[{i}] (id {c['id']})"
+        _enums("wgmma", file, where, c, WGMMA_ENUMS)
         if "region_addr" not in c["result"] or not (len(c["desc_a"]) == len(c["desc_b"]) == c["steps"] >= 1):
             raise _error("wgmma", file, where, "completed case records region_addr and one descriptor pair per "
                          "K-step", f"steps {c['steps']}, {len(c['desc_a'])} desc_a, {len(c['desc_b'])} desc_b")
@@ -213,9 +252,15 @@ BANK = {"provenance": PROVENANCE, "patterns": [BANK_PATTERN]}
 
 
 def read_bank(folder) -> Capture:
-    """A bank-conflict capture (Nsight Compute): manifest.json (schema BANK); a pattern without measured
+    """A bank-conflict capture (Nsight Compute): manifest.json (schema BANK), each pattern a known access kind
+    (lapis.layouts.bank_conflicts.KINDS) with offsets >= 0; a pattern without measured
     wavefronts is counted in not_compared ("not measured"); CaptureError when none was measured."""
     file, man = _manifest("bank", folder, BANK)
+    for i, p in enumerate(man["patterns"]):
+        _enums("bank", file, f"patterns[{i}] (id {p['id']})", p, {"kernel": tuple(BANK_KINDS)})
+        if any(o < 0 for o in p["offsets"]):
+            raise _error("bank", file, f"patterns[{i}].offsets", "lane offsets are shared-memory byte offsets (>= 0)",
+                         min(p["offsets"]))
     skipped = _count(man["patterns"], lambda p: None if "measured" in p else "not measured")
     comparable(file, "bank", len(man["patterns"]), skipped)
     return Capture("bank", Path(folder), file, man, not_compared=skipped)
@@ -226,6 +271,8 @@ def read_bank(folder) -> Capture:
 ORACLE_LAYOUT = {"major": STR, "swizzle": STR, "dtype": STR, "order": STR, "mn": INT, "k": INT, "steps": INT,
                  "sm90?": [INT], "sm100": [INT]}
 CUTLASS_ORACLE = {"provenance": PROVENANCE, "smem_base": INT, "layouts": [ORACLE_LAYOUT]}
+ORACLE_ENUMS = {"major": MAJORS, "swizzle": tuple(SMEM_SWIZZLES.values()), "dtype": ("bf16", "f16", "tf32", "e4m3"),
+                "order": ORDERS, "mn": range(1, 1 << 16), "k": range(1, 1 << 16)}
 
 
 def read_cutlass_oracle(folder) -> Capture:
@@ -233,6 +280,7 @@ def read_cutlass_oracle(folder) -> Capture:
     (and, where present, sm90) descriptor per K-step; CaptureError when it holds no layout."""
     file, man = _manifest("cutlass_oracle", folder, CUTLASS_ORACLE)
     for i, lay in enumerate(man["layouts"]):
+        _enums("cutlass_oracle", file, f"layouts[{i}]", lay, ORACLE_ENUMS)
         if not (0 <= lay["steps"] <= len(lay["sm100"]) and len(lay.get("sm90", lay["sm100"])) >= lay["steps"]):
             raise _error("cutlass_oracle", file, f"layouts[{i}]", "layout holds a descriptor per K-step",
                          f"steps {lay['steps']}, {len(lay['sm100'])} sm100, {len(lay.get('sm90', []))} sm90")
@@ -276,13 +324,16 @@ SANITIZER = {"provenance": PROVENANCE, "summary": {"shape": SHAPE, "clean": Map(
 
 
 def read_attention(folder) -> Capture:
-    """An attention bench run: manifest.json (schema ATTENTION). A timed variant (one with a plain build) also
+    """An attention bench run: manifest.json (schema ATTENTION), each result's shape BxHxLxD. A timed variant (one with a plain build) also
     records ratio_to_cudnn, instrumentation_overhead_pct and rel_err <variant>/plain/{normal,heavy}. In a run
     that timed some variant, the variants without a plain-build time are counted in not_compared ("no
     plain-build time"); a run that timed none is a check-only run (it holds no variants) or one that stopped,
     which the index does not list as timed."""
     file, man = _manifest("attention", folder, ATTENTION)
     for i, e in enumerate(man["results"]):
+        if not _dims(e["shape"], 4):
+            raise _error("attention", file, f"results[{i}].shape", "shape is BxHxLxD (positive integers)",
+                         repr(e["shape"]))
         for name, v in e["variants"].items():
             if "plain" not in v:
                 continue
@@ -325,9 +376,14 @@ GEMM = {"provenance": PROVENANCE, "results": [GEMM_RESULT], "schedule?": STR, "k
         "variants?": Map(DICT)}
 
 
-def _gemm_shape(shape: str) -> bool:
+def _dims(shape: str, n: int) -> bool:
+    """Whether `shape` is n positive integers below 2^20 joined by x (MxNxK, BxHxLxD)."""
     parts = shape.split("x")
-    return len(parts) == 3 and all(p.isdigit() and 0 < int(p) < 1 << 20 for p in parts)
+    return len(parts) == n and all(p.isdigit() and p.isascii() and 0 < int(p) < 1 << 20 for p in parts)
+
+
+def _gemm_shape(shape: str) -> bool:
+    return _dims(shape, 3)
 
 
 def _gemm_timed(v: dict) -> bool:
@@ -371,10 +427,14 @@ NCU = {"provenance": PROVENANCE, "schema": STR, "shape": SHAPE, "gemm_size": INT
 
 
 def read_ncu(folder) -> Capture:
-    """A per-unit Nsight Compute capture (lapis.gpu.ncu_units): manifest.json (schema NCU); every metric value a
+    """A per-unit Nsight Compute capture (lapis.gpu.ncu_units): manifest.json (schema NCU), its attention shape
+    BxHxLxD and GEMM size positive; every metric value a
     finite number; a kernel whose profile failed ("error") is counted in not_compared; CaptureError when none
     was profiled."""
     file, man = _manifest("ncu", folder, NCU)
+    if not _dims(man["shape"], 4) or not 0 < man["gemm_size"] < 1 << 20:
+        raise _error("ncu", file, "shape, gemm_size", "attention shape is BxHxLxD and GEMM size M=N=K, positive "
+                     "integers", f"{man['shape']!r}, {man['gemm_size']!r}")
     for k, e in man["kernels"].items():
         for m, v in e.get("metrics", {}).items():
             if not (isinstance(v["value"], (int, float)) and not isinstance(v["value"], bool)
@@ -399,6 +459,9 @@ def read_race(folder) -> Capture:
     kernel a shape skipped (not importable, a failed check) is counted in not_compared by the first words of its
     reason; CaptureError when it timed nothing."""
     file, man = _manifest("race", folder, RACE)
+    for i, e in enumerate(man["results"]):
+        if not _dims(e["shape"], 4):
+            raise _error("race", file, f"results[{i}].shape", "shape is BxHxLxD (positive integers)", repr(e["shape"]))
     skipped = _count((why for e in man["results"] for why in e.get("skipped", {}).values()),
                      lambda why: " ".join(why.split()[:3]))
     timed = sum(len(e.get("kernels", {})) for e in man["results"])

@@ -24,6 +24,16 @@ File checks (`regular`): a capture file must be a regular file, checked by name 
 device, socket or folder is refused), and a symbolic link (the file, or a folder on its way) must resolve
 inside the capture folder it belongs to. Files are opened non-blocking and checked again on the open file.
 
+Integrity (`verify`, run by `read_bytes` on every file it reads): a capture folder holding capture.json
+(lapis.captures.manifest) has each of its files checked against the size and SHA-256 it lists before the bytes are
+used; a file it does not list is refused. A shipped capture (under lapis.data.CAPTURES) must hold capture.json,
+and that file must match the SHA-256 lapis/data/capture_checksums.json records for it, so a manifest cut down
+together with its capture.json is refused too. Both checksum files are written by `python -m
+lapis.captures.index --write`. A file is hashed once per process: the result is kept by real path, mtime and
+size. A folder outside the shipped root without a listing (a capture.json of schema lapis.capture/1 with "files"
+and "original": a fresh capture, not yet indexed, or one whose capture.json is the device's own, as a Proton
+kernel's is) is read unchecked.
+
 Schemas (`check`): a small description of the fields a reader uses: a dict of required keys ("key?" marks an
 optional one; other keys are allowed), [item] for a list, Map(value) for a dict of any string keys, One(...)
 for a fixed set of values, and the leaf types INT, NUM, POS, BOOL, STR, DICT, ANY.
@@ -31,6 +41,7 @@ for a fixed set of values, and the leaf types INT, NUM, POS, BOOL, STR, DICT, AN
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
@@ -39,11 +50,14 @@ import stat
 import zipfile
 import zlib
 from collections.abc import Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import numpy as np
 from numpy.lib import format as npy
 
+from lapis.data import CAPTURE_CHECKSUMS, CAPTURES
 from lapis.errors import CaptureError
 
 MiB = 1 << 20
@@ -111,7 +125,10 @@ def read_bytes(path: str | Path, folder: str | Path | None = None, limit: int = 
     if size > limit:
         raise CaptureError(f"a capture file of this kind holds at most {limit} bytes",
                            f"{path}: more than {limit} bytes", FIX)
-    return b"".join(parts)
+    data = b"".join(parts)
+    if not _UNCHECKED.get():
+        verify(path, folder, st, data)
+    return data
 
 
 def read_gzip(path: str | Path, folder: str | Path | None = None, limit: int = LIMITS["json_bytes"]) -> bytes:
@@ -256,6 +273,131 @@ def comparable(file, kind: str, total: int, not_compared: dict) -> None:
         raise CaptureError(f"{a_kind(kind)} capture holds at least one entry lapis can compare",
                            f"{file}: {total} entries, none comparable ({why})",
                            "capture it again (lapis capture ...), or leave the folder out of --captures")
+
+
+# ---------------------------------------------------------------- integrity
+
+LISTING = "capture.json"  # lapis.captures.manifest.NAME (that module reads through this one)
+LISTING_SCHEMA = "lapis.capture/1"  # lapis.captures.manifest.SCHEMA
+FIX_CHANGED = ("restore the capture from git (git checkout -- <its folder>); if it was re-captured on purpose, "
+               "run python -m lapis.captures.index --write")
+_UNCHECKED: ContextVar[bool] = ContextVar("lapis_capture_unchecked", default=False)
+_hashed: dict = {}    # (real path, mtime_ns, size) -> SHA-256 hex of the file's bytes
+_listings: dict = {}  # (capture.json real path, mtime_ns, size) -> {path: (size, sha256)}
+
+
+@contextmanager
+def unchecked():
+    """Read capture files without checking them against capture.json: only for the generator that rewrites
+    capture.json from the files themselves (lapis.captures.index) and the packer checking what it just wrote."""
+    token = _UNCHECKED.set(True)
+    try:
+        yield
+    finally:
+        _UNCHECKED.reset(token)
+
+
+def _sha256(real: Path, st: os.stat_result, data: bytes) -> str:
+    key = (str(real), st.st_mtime_ns, st.st_size)
+    if key not in _hashed:
+        _hashed[key] = hashlib.sha256(data).hexdigest()
+    return _hashed[key]
+
+
+def _changed(what: str, file, expected: str, found: str) -> CaptureError:
+    return CaptureError(f"a capture file matches what {what} records for it",
+                        f"{file}: expected {expected}, found {found}", FIX_CHANGED)
+
+
+def _capture_folder(real: Path, path: Path, folder) -> Path | None:
+    """The capture folder a file belongs to: <kind>/<name> under the shipped root, else `folder` (default: the
+    file's folder, or its parent, whichever first holds a lapis capture.json), None for a shipped file outside
+    any capture folder."""
+    shipped = CAPTURES.resolve()
+    if shipped in real.parents:
+        rel = real.relative_to(shipped).parts
+        return shipped / rel[0] / rel[1] if len(rel) >= 3 else None
+    if folder is not None:
+        return Path(folder).resolve()
+    parent = path.parent.resolve()  # or its parent, where that holds the listing (gemm's timelines/, Proton's kernels)
+    return next((d for d in (parent, parent.parent) if _listing(d) is not None), parent)
+
+
+def _shipped_sha(cap: Path) -> str:
+    """The SHA-256 capture_checksums.json records for a shipped capture's capture.json."""
+    st = os.stat(CAPTURE_CHECKSUMS) if CAPTURE_CHECKSUMS.is_file() else None
+    key = (str(CAPTURE_CHECKSUMS), st and st.st_mtime_ns, st and st.st_size)
+    if key not in _listings:
+        with unchecked():
+            sums = read_json(CAPTURE_CHECKSUMS, schema={"captures": Map(STR)}, kind="checksums")["captures"]
+        _listings[key] = sums
+    name = cap.relative_to(CAPTURES.resolve()).as_posix()
+    if name not in _listings[key]:
+        raise CaptureError("capture_checksums.json lists every shipped capture", f"{name} is not in "
+                           f"{CAPTURE_CHECKSUMS}", "run python -m lapis.captures.index --write")
+    return _listings[key][name]
+
+
+LISTED = {"files": [{"path": STR, "size": INT, "sha256": STR}]}
+
+
+def _listing(cap: Path) -> dict | None:
+    """{path: (size, sha256)} from a capture folder's capture.json, None where it has none (not shipped)."""
+    file = cap / LISTING
+    shipped = CAPTURES.resolve() in cap.parents
+    if not os.path.lexists(file) and not shipped:
+        return None
+    try:
+        st = os.stat(file)
+        key = (str(file), st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = None  # read_bytes names what is wrong with it
+    if key not in _listings:
+        with unchecked():
+            data = read_bytes(file, cap, LIMITS["json_bytes"])
+        if shipped:
+            expected, found = _shipped_sha(cap), _sha256(file, st, data)
+            if found != expected:
+                raise _changed(str(CAPTURE_CHECKSUMS), file, f"sha256 {expected}", f"sha256 {found}")
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise CaptureError("a capture's JSON file is readable", f"{file}: {exc.__class__.__name__}: {exc}",
+                               FIX_CHANGED) from None
+        if not shipped and not (isinstance(value, dict) and value.get("schema") == LISTING_SCHEMA
+                                and "files" in value and "original" in value):
+            _listings[key] = None  # a device-written capture.json of the same name (a Proton kernel's): no listing
+            return None
+        check(value, LISTED, file, "capture")
+        _listings[key] = {f["path"]: (f["size"], f["sha256"]) for f in value["files"]}
+    return _listings[key]
+
+
+def verify(path: str | Path, folder, st: os.stat_result, data: bytes) -> None:
+    """CaptureError naming the file, what capture.json (or capture_checksums.json) expects and what it found,
+    when `data` (the bytes read from `path`, whose fstat is `st`) is not what its capture folder's capture.json
+    lists (module docstring, Integrity)."""
+    path = Path(path)
+    real = path.resolve()
+    cap = _capture_folder(real, path, folder)
+    if cap is None:
+        return
+    if real == cap / LISTING:  # checked against capture_checksums.json when shipped, by reading its listing
+        _listing(cap)
+        return
+    listing = _listing(cap)
+    if listing is None:
+        return
+    rel = real.relative_to(cap).as_posix() if cap in real.parents else path.name
+    if rel not in listing:
+        raise CaptureError(f"{LISTING} lists every file of its capture", f"{path} is not in {cap / LISTING}",
+                           "remove the file, or " + FIX_CHANGED)
+    size, sha = listing[rel]
+    if len(data) != size:
+        raise _changed(LISTING, path, f"{size} bytes", f"{len(data)} bytes")
+    found = _sha256(real, st, data)
+    if found != sha:
+        raise _changed(LISTING, path, f"sha256 {sha}", f"sha256 {found}")
 
 
 # ---------------------------------------------------------------- .npz archives

@@ -15,6 +15,7 @@ import sys
 
 import lapis
 from lapis.cli.tma import add_map_args, integer
+from lapis.errors import FIX_CHARS, shown
 
 # One set of exit codes for every subcommand; lapis.cli.main maps lapis.errors.LapisError to "bad input".
 EXIT_CODES = {"ok": 0, "check failed": 1, "bad input": 2, "deadlock": 3, "race": 4}
@@ -72,10 +73,11 @@ class LapisParser(argparse.ArgumentParser):
 
     def error(self, message):
         """argparse's usage error (usage and message on stderr, exit 2), with the message kept on the SystemExit
-        for lapis.cli.main's --json answer."""
+        for lapis.cli.main's --json answer; a message longer than lapis.errors.FIX_CHARS is cut."""
         self.print_usage(sys.stderr)
         exc = SystemExit(2)
-        exc.usage_error = f"{self.prog}: error: {message}"
+        # argparse quotes what was typed, whole: cut it as lapis's own errors are (lapis.errors.shown)
+        exc.usage_error = f"{self.prog}: error: {shown(message, FIX_CHARS)}"
         self._print_message(exc.usage_error + "\n", sys.stderr)
         raise exc
 

@@ -7,6 +7,7 @@ Code reads these paths from here and nowhere else, so data moves by editing one 
 - PROFILES: one hardware profile per GPU (lapis.model.profile).
 - FIT_MANIFEST: which capture files each fitted profile reads (lapis.model.fit).
 - INDEX: the current capture of each kind and kernel (lapis.captures.index).
+- CAPTURE_CHECKSUMS: the SHA-256 of each shipped capture's capture.json (lapis.captures.safe checks them).
 - SEEDS: the seed write-ups' own measured tables, each naming its source (lapis.validate.seeds).
 """
 
@@ -19,4 +20,5 @@ PREDICTIONS = DATA / "predictions.json"
 PROFILES = DATA / "profiles"
 FIT_MANIFEST = DATA / "fit_manifest.json"
 INDEX = DATA / "index.json"
+CAPTURE_CHECKSUMS = DATA / "capture_checksums.json"
 SEEDS = DATA / "seeds"

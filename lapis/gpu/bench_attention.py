@@ -570,10 +570,17 @@ def main(argv=None) -> int:
         print(f"lapis bench attention: error: {exc}", file=sys.stderr)
         return 2
     if a.runs < 1 or a.warmup < 0 or a.min_seconds < 0 or a.timeout <= 0:
-        ap.error(f"--repeats >= 1, --warmup >= 0, --min-seconds >= 0 and --timeout-s > 0: got {a.runs}, {a.warmup}, "
+        repeats, timeout = typed(argv, "--repeats", "--runs"), typed(argv, "--timeout-s", "--timeout")
+        ap.error(f"{repeats} >= 1, --warmup >= 0, --min-seconds >= 0 and {timeout} > 0: got {a.runs}, {a.warmup}, "
                  f"{a.min_seconds}, {a.timeout}")
     return run(a, argv)
 
+
+
+def typed(argv, name: str, old: str) -> str:
+    """The spelling of an option the user typed: `old` (its deprecated name) where argv holds it, else `name`, so
+    an error names the option as given."""
+    return old if any(t == old or t.startswith(old + "=") for t in argv or sys.argv[1:]) else name
 
 
 def build_parser() -> argparse.ArgumentParser:

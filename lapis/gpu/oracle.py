@@ -101,9 +101,35 @@ def encode_case(tensor_map) -> dict:
                     strides=list(a.strides), box=list(a.box), elem_strides=list(a.elem_strides),
                     interleave=a.interleave, swizzle=a.swizzle, l2=a.l2, oob=a.oob, map_offset=a.map_address % 64)
     if isinstance(tensor_map, dict):
-        return dict(tensor_map)
+        return _checked_case(dict(tensor_map))
     raise LayoutError("the oracle takes a TensorMap, EncodeArgs or a capture case dict", type(tensor_map).__name__,
                       "build lapis.layouts.tma.TensorMap(dtype, dims, strides, box, ...)")
+
+
+CASE_INTS = ("dtype", "rank", "addr_offset", "interleave", "swizzle", "l2", "oob")
+CASE_LISTS = ("dims", "strides", "box", "elem_strides")
+
+
+def _whole(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _checked_case(case: dict) -> dict:
+    """A capture case dict with every argument cuTensorMapEncodeTiled takes, as integers (CASE_INTS) and lists
+    of integers (CASE_LISTS); the values themselves may be anything the driver is asked to judge. LayoutError
+    naming the missing or mistyped key."""
+    missing = [k for k in CASE_INTS + CASE_LISTS if k not in case]
+    if missing:
+        raise LayoutError("an encode case dict holds every cuTensorMapEncodeTiled argument", f"missing {missing}",
+                          "pass a TensorMap or EncodeArgs, or a dict with " + ", ".join(CASE_INTS + CASE_LISTS))
+    bad = [k for k in CASE_INTS if not _whole(case[k])] + \
+        [k for k in CASE_LISTS if not (isinstance(case[k], (list, tuple)) and all(map(_whole, case[k])))] + \
+        [k for k in ("map_offset",) if k in case and not _whole(case[k])]
+    if bad:
+        raise LayoutError("an encode case's arguments are integers (dims, strides, box, elem_strides: lists of "
+                          "integers)", ", ".join(f"{k} = {case[k]!r}" for k in bad), "pass enum codes and sizes "
+                          "as whole numbers (lapis.layouts.tma.types)")
+    return case
 
 
 def source_bytes(case: dict) -> int:
@@ -238,8 +264,19 @@ class Oracle:
     def tma_load(self, tensor_map, coords, smem_offset: int, global_image: np.ndarray | None = None):
         """The bytes [dst, dst + footprint) of shared memory after one tiled TMA load of the box at `coords`
         (innermost first) to dst = a 1024 B-aligned region start + smem_offset. Returns a uint8 array, or an
-        OracleFault (encode rejected, misaligned destination, illegal instruction, watchdog timeout, ...)."""
+        OracleFault (encode rejected, misaligned destination, illegal instruction, watchdog timeout, ...).
+        LayoutError for arguments it cannot send (a NaN or non-integer offset or coordinate, a packed or unknown
+        dtype code, no dims, an element stride of 0)."""
         case = encode_case(tensor_map)
+        if case["dtype"] not in _ELEM or not case["dims"] or 0 in case["elem_strides"][1:]:
+            raise LayoutError("a TMA load's tensor map has a non-packed dtype code, at least one dim and element "
+                              "strides other than 0", f"dtype {case['dtype']!r}, dims {case['dims']!r}, "
+                              f"elem_strides {case['elem_strides']!r}", "ask encode() about such arguments")
+        if not _whole(smem_offset) or isinstance(coords, (str, bytes)) or not hasattr(coords, "__iter__") \
+                or not all(map(_whole, coords)):
+            raise LayoutError("a TMA load takes an integer smem_offset and integer coordinates",
+                              f"smem_offset {smem_offset!r}, coords {coords!r}",
+                              "pass whole numbers (innermost coordinate first)")
         n = source_bytes(case)
         if n > MAX_GLOBAL_BYTES:
             raise LayoutError("the oracle's global tensor holds 64 MiB", f"{n} B",
@@ -258,7 +295,8 @@ class Oracle:
         return r if isinstance(r, OracleFault) else np.frombuffer(r[1][0], np.uint8).copy()
 
     def encode(self, tensor_map) -> EncodeResult | OracleFault:
-        """What cuTensorMapEncodeTiled returns for these arguments (a TensorMap, EncodeArgs or case dict)."""
+        """What cuTensorMapEncodeTiled returns for these arguments (a TensorMap, EncodeArgs or case dict: every
+        argument present, as integers, else LayoutError)."""
         r = self.request({"op": "encode", "case": encode_case(tensor_map)})
         if isinstance(r, OracleFault):
             return r
@@ -268,11 +306,23 @@ class Oracle:
                    trans_a: bool = False, trans_b: bool = False):
         """D = A x B^T (float32, 64 x n) of one wgmma m64nNk* whose descriptors' start addresses are offsets
         into `image` (uint8, the shared memory from a 1024 B boundary, a multiple of 16 B, at most 200 KiB).
-        dtype: bf16, f16 (trans_a/trans_b allowed), tf32, e4m3 (K-major only); n: 8, 16, 64, 128 or 256."""
+        dtype: bf16, f16 (trans_a/trans_b allowed), tf32, e4m3 (K-major only); n: 8, 16, 64, 128 or 256.
+        LayoutError for an image, shape or argument out of those (a descriptor that is not a 64-bit integer,
+        a NaN)."""
         if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim != 1 \
                 or image.size % 16 or image.size > MAX_REGION_BYTES:
             raise LayoutError("wgmma_read takes a 1-D uint8 image of a multiple of 16 B, at most 200 KiB",
                               getattr(image, "shape", image), "pad the image to a multiple of 16 B")
+        for name, v in (("desc_a", desc_a), ("desc_b", desc_b), ("n", n)):
+            if not _whole(v) or not 0 <= v < 1 << 64:
+                raise LayoutError(f"{name} is an integer" + (" (a 64-bit wgmma descriptor)" if name != "n" else ""),
+                                  repr(v), "pass the descriptor as built by lapis.layouts.descriptors (an int), "
+                                  "n as 8, 16, 64, 128 or 256")
+        for name, v in (("trans_a", trans_a), ("trans_b", trans_b)):
+            if not isinstance(v, (bool, np.bool_)) and v not in (0, 1):
+                raise LayoutError(f"{name} is True or False", repr(v), f"pass {name}=True or False")
+        if not isinstance(dtype, str):
+            raise LayoutError("dtype is a name", repr(dtype), "use bf16, f16, tf32 or e4m3")
         ta, tb = int(bool(trans_a)), int(bool(trans_b))
         if n not in (8, 16, 64, 128, 256) or dtype not in ("bf16", "f16", "tf32", "e4m3") or \
                 ((ta or tb) and dtype not in ("bf16", "f16")):

@@ -23,9 +23,10 @@ The check compares what each lane reads with the logical element it wants and na
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
-from lapis.errors import LayoutError
+from lapis.errors import LayoutError, as_int
 from lapis.layouts.swizzle import SWIZZLES
 
 CONSUMERS = ("ldmatrix", "ldmatrix.trans", "lds128")
@@ -90,8 +91,11 @@ def check_consumer(where: dict, consumer: str, xor: str, swizzle: str, base: int
 
     base: the buffer start the consumer counts from (bytes); pitch: its un-swizzled row pitch (bytes);
     swizzle: none, 32B, 64B or 128B. Raises LayoutError for an unknown consumer or XOR mode, ldmatrix on
-    elements other than 16-bit, or a tile too small for one instruction.
+    elements other than 16-bit, or a tile too small for one instruction; and for arguments of the wrong type
+    (`where` empty or not {int: (int, int)}, a name that is not a string, a number that is not an integer,
+    elem_bytes not 1, 2, 4 or 8).
     """
+    _check_types(where, base, pitch, elem_bytes, row0, col0)
     _check_request(where, consumer, xor, swizzle, pitch, elem_bytes, row0, col0)
     for lane, reg, h, want, origin, extra in wanted_reads(consumer, pitch, elem_bytes, row0, col0):
         got = where.get(consumer_address(*origin, base, pitch, elem_bytes, swizzle, xor) + extra)
@@ -100,7 +104,33 @@ def check_consumer(where: dict, consumer: str, xor: str, swizzle: str, base: int
     return ConsumerVerdict(consumer, xor, True)
 
 
+def _whole(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _check_types(where, base, pitch, e, row0, col0) -> None:
+    """LayoutError for arguments of the wrong type: `where` a non-empty {int address: (row, col)} dict, the
+    rest integers, elem_bytes positive."""
+    if not isinstance(where, dict) or not where:
+        raise LayoutError("where is a non-empty dict {smem address: (row, col)} of a placed tile",
+                          f"{type(where).__name__} of {len(where) if hasattr(where, '__len__') else '?'} entries",
+                          "pass a tile placement, e.g. lapis.layouts.descriptors.agreement.tile_map(...)")
+    for addr, rc in where.items():
+        if not (_whole(addr) and isinstance(rc, tuple) and len(rc) == 2 and all(map(_whole, rc))):
+            raise LayoutError("where maps integer smem addresses to (row, col) integer pairs",
+                              f"{addr!r}: {rc!r}", "pass a tile placement, e.g. agreement.tile_map(...)")
+    for name, v in (("base", base), ("pitch", pitch), ("elem_bytes", e), ("row0", row0), ("col0", col0)):
+        as_int(v, name)
+    if e not in (1, 2, 4, 8):
+        raise LayoutError("elem_bytes is the element size in bytes: 1, 2, 4 or 8", repr(e), "e.g. 2 for bf16")
+
+
 def _check_request(where, consumer, xor, swizzle, pitch, e, row0, col0) -> None:
+    for name, v in (("consumer", consumer), ("xor", xor), ("swizzle", swizzle)):
+        if not isinstance(v, str):
+            raise LayoutError(f"{name} is a name (a string)", f"{type(v).__name__} {v!r}",
+                              f"pass {name} as a string, e.g. "
+                              + {"consumer": "'ldmatrix'", "xor": "'absolute'", "swizzle": "'128B'"}[name])
     if consumer not in CONSUMERS:
         raise LayoutError("unknown consumer", repr(consumer), "use one of " + ", ".join(CONSUMERS))
     if xor not in XOR_MODES:

@@ -52,7 +52,6 @@ def dtype(name: str | DType) -> DType:
     """
     if isinstance(name, DType):
         return name
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise LayoutError("unknown dtype", repr(name), "use one of " + ", ".join(DTYPES)) from None
+    if not isinstance(name, str) or name not in DTYPES:  # a list or dict is unhashable: test the type first
+        raise LayoutError("unknown dtype", repr(name), "use one of " + ", ".join(DTYPES))
+    return DTYPES[name]

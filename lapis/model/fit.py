@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -96,6 +98,26 @@ def _entry(value, unit: str, source: str, spread=None) -> dict:
     return e
 
 
+RESULTS_BYTES = 16 << 20  # lapis.captures.safe.LIMITS["json_bytes"] (lapis.model sits below lapis.captures)
+
+
+def _read_results(path: Path) -> bytes:
+    """A results.json's bytes: a regular file of at most RESULTS_BYTES, opened non-blocking (a FIFO never
+    blocks the fit); CaptureError naming it otherwise."""
+    fix = "fix the manifest's path or pass --captures, the folder its paths are under"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise CaptureError(f"a capture the manifest lists cannot be read ({exc.strerror})", str(path), fix) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > RESULTS_BYTES:
+            raise CaptureError(f"a capture the fit reads is a regular file of at most {RESULTS_BYTES} bytes",
+                               f"{path}: {'not a regular file' if not stat.S_ISREG(st.st_mode) else st.st_size}",
+                               fix)
+        return f.read(RESULTS_BYTES + 1)
+
+
 def load_captures(captures: Path, files: list[str]) -> tuple[dict, dict, dict]:
     """(measurements by name with their file, device attributes with their file, {file: sha256}).
 
@@ -107,17 +129,18 @@ def load_captures(captures: Path, files: list[str]) -> tuple[dict, dict, dict]:
         if parts[0] != "micro" or parts[-2:] != ("micro", "results.json") or ".." in parts:
             raise CaptureError("the fit reads microbenchmark captures only", repr(rel),
                                "list micro/<capture>/micro/results.json files (never GEMM or attention captures)")
-        try:
-            data = (captures / rel).read_bytes()
-        except OSError as exc:
-            raise CaptureError(f"a capture the manifest lists cannot be read ({exc.strerror})", str(captures / rel),
-                               "fix the manifest's path or pass --captures, the folder its paths are under") from None
+        data = _read_results(captures / rel)
         digests[rel] = "sha256:" + hashlib.sha256(data).hexdigest()
-        res = json.loads(data)
-        for m in res["measurements"]:
-            if m.get("status") == "ok":
-                by_name[m["name"]] = dict(m, file=rel)
-        attrs.update({k: (v, rel) for k, v in res.get("device_attributes", {}).items()})
+        try:
+            res = json.loads(data)
+            for m in res["measurements"]:
+                if m.get("status") == "ok":
+                    by_name[m["name"]] = dict(m, file=rel)
+            attrs.update({k: (v, rel) for k, v in res.get("device_attributes", {}).items()})
+        except (ValueError, RecursionError, KeyError, TypeError, AttributeError) as exc:
+            raise CaptureError("a microbenchmark results.json holds {\"measurements\": [{\"name\", \"status\", ...}], "
+                               "\"device_attributes\": {...}}", f"{captures / rel}: {type(exc).__name__}: {exc}",
+                               "restore the capture from git (captures are never edited by hand)") from None
     return by_name, attrs, digests
 
 

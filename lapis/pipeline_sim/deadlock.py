@@ -33,6 +33,7 @@ from simpy.resources.store import StoreGet, StorePut
 
 from lapis.errors import ScheduleError
 from lapis.pipeline_sim.mbarrier import failed_pollers
+from lapis.pipeline_sim.watchdog import Stalled, Watchdog, stall_seconds
 
 STALL_NS = 1_000_000  # simulated ns with only polling timeouts pending and no barrier change: a stall
 CHECK_EVERY = 4096  # events processed between two stall checks
@@ -60,12 +61,40 @@ class Deadlock(Exception):
 
 
 def drive(env, barriers, processes, stall_ns: float = STALL_NS, on_check=None, recorded=None,
-          idle_steps: int = IDLE_STEPS) -> bool:
+          idle_steps: int = IDLE_STEPS, stall_s: float | None = None) -> bool:
     """env.run(), stopped early when the roles only poll: True when stopped so (a stall), False when no event
     was left. barriers() and processes() give the live lists (a schedule adds them as its CTAs start);
     on_check(): called every CHECK_EVERY events (a progress display); recorded(): the ops recorded so far --
     idle_steps simpy events in a row without a new one (roles that yield in a loop and record nothing, which the
-    event bound cannot see) end the run with a ScheduleError."""
+    event bound cannot see) end the run with a ScheduleError. stall_s: the wall-clock watchdog's limit
+    (lapis.pipeline_sim.watchdog.stall_seconds): a role that runs that long without yielding ends the run with a
+    ScheduleError naming it."""
+    dog = Watchdog(stall_seconds(stall_s), lambda: _scheduled(env), lambda: _role_name(env, processes))
+    try:
+        with dog:
+            return _drive(env, barriers, stall_ns, on_check, recorded, idle_steps)
+    except (KeyboardInterrupt, Stalled):
+        if dog.fired is None:
+            raise  # the user's Ctrl-C
+        raise dog.error(env.now) from None
+
+
+def _scheduled(env) -> str:
+    """How many events simpy has scheduled so far, as the repr of its id counter (Environment._eid,
+    itertools.count: "count(N)"), read without advancing it. Every event a role yields or triggers moves it; a
+    role spinning in Python moves nothing. Read from the watchdog's thread."""
+    return repr(env._eid)
+
+
+def _role_name(env, processes) -> str | None:
+    """The role simpy is running now (its key in processes(), else the process's own name), None between roles."""
+    proc = env.active_process
+    if proc is None:
+        return None
+    return next((name for name, p in processes().items() if p is proc), getattr(proc, "name", repr(proc)))
+
+
+def _drive(env, barriers, stall_ns, on_check, recorded, idle_steps) -> bool:
     step, since, state = env.step, None, None
     last, idle = None, 0
     try:

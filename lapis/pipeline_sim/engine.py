@@ -19,12 +19,13 @@ from lapis.pipeline_sim.recorder import EventBudget
 
 
 def run(s, p, dims: tuple, params: dict, check_races: bool = False, full: bool = False, cut=None,
-        max_events: int | None = None, progress=None) -> dict:
+        max_events: int | None = None, progress=None, stall_s: float | None = None) -> dict:
     """Simulate Schedule `s` on profile `p` at `dims`: the representative SM, or every SM when `full`
     (`events_total`: the events recorded over every SM simulated).
     cut(per_sm, cost) -> per_sm: shortens the work lists before the run (lapis.sweep.fast's short runs).
     max_events: the bound on the events of the run, over every SM simulated (default recorder.MAX_EVENTS, or
-    recorder.MAX_FULL_EVENTS when full); progress(events so far): called every few thousand simpy events.
+    recorder.MAX_FULL_EVENTS when full); progress(events so far): called every few thousand simpy events;
+    stall_s: the wall-clock watchdog's limit in seconds (lapis.pipeline_sim.watchdog; None: $LAPIS_STALL_S or 60).
     Raises what the schedule's checks raise (lapis.errors.ScheduleError, also past the event bound) and
     deadlock.Deadlock on a hang."""
     prm, fit = s.resolve(p, dims, dict(params))
@@ -43,7 +44,7 @@ def run(s, p, dims: tuple, params: dict, check_races: bool = False, full: bool =
 
     budget = event_budget(full, max_events)
     sm_run = run_sms(env, p, per_sm, full, build, cost=s.work_cost, budget=budget,
-                     on_check=None if progress is None else lambda: progress(budget.count))
+                     on_check=None if progress is None else lambda: progress(budget.count), stall_s=stall_s)
     rep = sm_run.slowest
     if s.sm_fit is not None:
         fit = s.sm_fit(fit, rep.work)

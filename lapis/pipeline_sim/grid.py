@@ -79,13 +79,15 @@ class GridRun:
     slowest: SmGroup
 
 
-def run_sms(env, p, per_sm: list, full: bool, build, cost=len, on_check=None, budget=None) -> GridRun:
+def run_sms(env, p, per_sm: list, full: bool, build, cost=len, on_check=None, budget=None,
+            stall_s: float | None = None) -> GridRun:
     """Simulate the representative SM (full=False) or every SM (full=True) in `env`.
 
     per_sm: each SM's work list (any hashable items, in the order the SM runs them);
     build(rec, grid, group) -> (processes: dict role -> simpy process, barriers: list, busy: dict unit -> ns)
     spawns one SM's roles; cost ranks work lists for the representative choice; on_check() is called every few
-    thousand events (a progress display); budget: the recorder.EventBudget the SMs' recorders share. The processes dict and the
+    thousand events (a progress display); budget: the recorder.EventBudget the SMs' recorders share; stall_s: the
+    wall-clock watchdog's limit (lapis.pipeline_sim.watchdog; None: $LAPIS_STALL_S or 60 s). The processes dict and the
     barrier list are read again after the run, so a schedule may add roles and barriers as its CTAs start.
     Raises deadlock.Deadlock when a role is left alive (roles are prefixed `smN/` in full mode), including a role
     that only polls a barrier that no longer changes (deadlock.drive)."""
@@ -109,7 +111,7 @@ def run_sms(env, p, per_sm: list, full: bool, build, cost=len, on_check=None, bu
     processes = lambda: {(f"sm{g.sm}/{r}" if full else r): x for g, pr, _ in built for r, x in pr.items()}  # noqa: E731
     try:
         deadlock.drive(env, barriers, processes, on_check=on_check,
-                       recorded=(lambda: budget.count) if budget is not None else None)
+                       recorded=(lambda: budget.count) if budget is not None else None, stall_s=stall_s)
     finally:
         if gc_was_on:
             gc.enable()

@@ -19,6 +19,7 @@ from lapis.model.profile import load_profile
 from lapis.pipeline_sim import recorder
 from lapis.pipeline_sim.deadlock import Deadlock
 from lapis.pipeline_sim.recorder import union_spans as _union
+from lapis.pipeline_sim.watchdog import stall_seconds
 from lapis.pipeline_sim.work_order import ORDERS
 
 # The built-in schedule modules, in `lapis simulate --list` order; each lists its Schedule objects in SCHEDULES.
@@ -46,12 +47,16 @@ CHOICES = {"persistent_order": ORDERS}  # parameters that take a name (work_orde
 
 def parse_params(items: list[str]) -> dict:
     """['stages=3', 'emulate_frac=0.25'] -> {'stages': 3, 'emulate_frac': 0.25} (integers, else floats; the
-    names of CHOICES, e.g. persistent_order=lpt, stay strings)."""
+    names of CHOICES, e.g. persistent_order=lpt, stay strings). ScheduleError for an item that is not key=value,
+    a value that is not a number, or a key given twice (which value was meant cannot be told)."""
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep:
             raise ScheduleError("a schedule parameter is key=value", repr(item), "e.g. --param stages=3")
+        if key in out:
+            raise ScheduleError("each schedule parameter is given once", repr(key),
+                                f"pass --param {key}=... once (to compare values, use lapis sweep --grid {key}=a,b)")
         if key in CHOICES:
             out[key] = value
             continue
@@ -138,6 +143,22 @@ def _example(key: str, defaults: dict):
     return defaults[key] if defaults[key] is not None else PARAM_RANGES.get(key, (1, None))[0]
 
 
+def _check_arguments(params, check_races, full, cut, progress) -> None:
+    """ScheduleError for an argument of simulate of the wrong type, before anything runs."""
+    if params is not None and not isinstance(params, dict):
+        raise ScheduleError("params is a dict of schedule parameters", f"{type(params).__name__} {params!r}",
+                            "pass e.g. {'block_n': 128, 'stages': 3}, or None for the schedule's defaults")
+    for name, value in (("check_races", check_races), ("full", full)):
+        if not isinstance(value, bool):
+            raise ScheduleError(f"{name} is True or False", f"{type(value).__name__} {value!r}",
+                                f"pass {name}=True or {name}=False")
+    for name, value, what in (("cut", cut, "cut(per_sm, cost) -> per_sm (lapis.sweep.fast)"),
+                              ("progress", progress, "progress(events, estimated_total)")):
+        if value is not None and not callable(value):
+            raise ScheduleError(f"{name} is None or a function {what}", f"{type(value).__name__} {value!r}",
+                                f"pass a function, or leave {name} out")
+
+
 def _run(s, *args):
     """engine.run, with an exception a schedule's own code raises (a user's role, costs or work function) turned
     into a ScheduleError naming the schedule; lapis's own errors pass as they are."""
@@ -161,7 +182,8 @@ def _check_result(name: str, ns: float, flops: float) -> None:
 
 
 def simulate(schedule, gpu: str, shape: str, params: dict | None = None, check_races: bool = False,
-             full: bool = False, cut=None, max_events: int | None = None, progress=None) -> dict:
+             full: bool = False, cut=None, max_events: int | None = None, progress=None,
+             stall_s: float | None = None) -> dict:
     """Simulate `schedule` on profile `gpu` at `shape`; the JSON-able summary `lapis simulate --json` prints.
 
     full: simulate every SM (`--full`; lapis.pipeline_sim.grid: SMs with identical work lists are simulated once,
@@ -177,12 +199,14 @@ def simulate(schedule, gpu: str, shape: str, params: dict | None = None, check_r
     recorder.MAX_FULL_EVENTS over every SM simulated when full); a full run is refused before it starts when
     its estimate (check_full_size) is over the bound, and any run ends with a ScheduleError once it records more.
     progress(events so far, estimated total): called every few thousand simpy events (a progress display).
+    stall_s: the wall-clock watchdog (lapis.pipeline_sim.watchdog): a role that runs this many seconds without
+    yielding to the simulator ends the run with a ScheduleError naming it (None: $LAPIS_STALL_S, else 60; 0: off).
     Raises ScheduleError for an unknown schedule, parameter or shape, NotModelled for causal masking on a
     schedule that does not model it, and deadlock.Deadlock on a hang; ScheduleError also for arguments of the
-    wrong type (params not a dict, max_events not a positive integer)."""
-    if params is not None and not isinstance(params, dict):
-        raise ScheduleError("params is a dict of schedule parameters", f"{type(params).__name__} {params!r}"[:200],
-                            "pass e.g. {'block_n': 128, 'stages': 3}, or None for the schedule's defaults")
+    wrong type (params not a dict, check_races or full not a bool, cut or progress neither None nor callable,
+    max_events not a positive integer, stall_s not a number >= 0)."""
+    _check_arguments(params, check_races, full, cut, progress)
+    stall_s = stall_seconds(stall_s)
     if max_events is not None and (isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1):
         raise ScheduleError("max_events is a positive integer", repr(max_events)[:100], "pass e.g. 1_000_000")
     s = lookup(schedule)
@@ -207,7 +231,7 @@ def simulate(schedule, gpu: str, shape: str, params: dict | None = None, check_r
     t0 = time.time()
     expected = check_full_size(s, p, dims, params, max_events) if full and cut is None else None
     tick = None if progress is None else (lambda n: progress(n, expected))
-    r = _run(s, p, dims, params, check_races, full, cut, max_events, tick)
+    r = _run(s, p, dims, params, check_races, full, cut, max_events, tick, stall_s)
     if kind == "attention":
         roof = roofline.attention(p, *dims, causal=bool(r["params"].get("causal")))
     else:

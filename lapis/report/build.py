@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lapis.captures import attention as attention_capture
 from lapis.captures.gemm import timed_captures
-from lapis.captures.store import captures_root, load_capture, manifests
+from lapis.captures.store import captures_root, load_capture, manifests, read_manifest
 from lapis.errors import LapisError
 from lapis.figures.mma_pair import plot_pair
 from lapis.figures.tile import plot_tile_chunks
@@ -246,7 +246,7 @@ def mma_section(captures: str | None, out: Path) -> tuple[str, dict]:
 def _mma_pair_figure(captures: str | None, out: Path):
     import numpy as np
     folder = manifests(captures_root(captures), "wgmma")[0]
-    man = json.loads((folder / "manifest.json").read_text())
+    man = read_manifest(folder)  # through lapis.captures.safe: limits and capture.json's checksums
     case = next((c for c in man["cases"] if c["corrupt"] == ["desc-swizzle", "64B"] and c["major"] == "K"), None)
     if case is None:
         return None

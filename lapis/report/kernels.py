@@ -17,7 +17,7 @@ from pathlib import Path
 
 from lapis.captures import attention as ac
 from lapis.captures.readers import read_race
-from lapis.captures.store import captures_root, manifests
+from lapis.captures.store import captures_root, manifests, read_manifest
 from lapis.catalog.attention import sim_params
 from lapis.data import BLIND
 from lapis.figures.gantt import gantt, lane_order, steady_state_window
@@ -116,11 +116,10 @@ def kernel_cases(captures: str | None = None) -> list[tuple]:
 def occupancy(captures: str | None = None) -> dict:
     """variant -> resident CTAs per SM (lapis.model.occupancy, the rule the simulator uses) from the capture's
     ptxas report (plain build: registers, static smem) and the kernel's dynamic smem (bench_attention.smem_bytes)."""
-    import json
 
     root, plan, out = captures_root(captures, kinds=(ac.KIND,)), load_plan(), {}
     for r in ac.rows(root):
-        man = json.loads((root / r["capture"] / "manifest.json").read_text())
+        man = read_manifest(root / r["capture"])  # through lapis.captures.safe: limits and checksums
         ptxas, name = man["builds"]["plain"]["ptxas"], r["variant"]
         v = VARIANTS[name]
         p = ptxas[kernel_name(v)]
@@ -238,11 +237,10 @@ def rescale_rows(captures: str | None = None, variant: str = "s7", cache: dict |
     capture that counted it) beside lapis.model.numerics.rescale_frequency_of on inputs drawn the same way. The
     prediction comes from the prediction cache (keyed by kind, seq and the sample) where it is current, else it
     is computed (about a second a shape) and stored in `cache`; cache None reads the committed one."""
-    import json
 
     root, found = captures_root(captures, kinds=(ac.KIND,)), {}
     for folder in ac._folders(root, "manifests"):  # oldest first: a later capture wins
-        for e in json.loads((folder / "manifest.json").read_text())["results"]:
+        for e in read_manifest(folder)["results"]:
             for key, r in e.get("rescales", {}).items():
                 if key.split("/")[0] == variant:
                     found[(e["shape"], key.split("/")[1])] = dict(r, capture=f"{ac.KIND}/{folder.name}")

@@ -15,6 +15,7 @@ lapis.pipeline_sim.predictions), so a resumed sweep recomputes rows made under a
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ from lapis.pipeline_sim.deadlock import Deadlock
 from lapis.sweep.fast import simulate_fast, simulate_full  # noqa: F401 (simulate_full re-exported)
 from lapis.sweep.runnable import runnable
 from lapis.sweep.space import config_text
-from lapis.sweep.store import valid_row
+from lapis.sweep.store import COUNTS, valid_row
 
 EVENT_BOUND_RULE = "the run exceeds the simulator's event bound"  # simulate.check_size's rule
 SIMULATOR_LIMIT = "simulator limit: "
@@ -68,13 +69,26 @@ def simulate_row(task: Task) -> dict:
     return simulate_full(task.schedule, task.gpu, task.shape, dict(task.config))
 
 
+NO_PREDICTION = "no finite prediction"  # a row's reason when the simulator's numbers cannot be ranked
+
+
+def _finite_positive(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def _count(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 and v == int(v)
+
+
 def evaluate(task: Task) -> dict:
     """The task's row (a JSON-able dict: key, shape, config, mode, fits, reason, numbers, runnable; wall_s and
-    cpu_s, the seconds it took in its worker, wall clock and CPU)."""
+    cpu_s, the seconds it took in its worker, wall clock and CPU). A run whose predicted_us or tflops is not a
+    finite positive number is not a fit: its reason starts NO_PREDICTION, so it is never ranked."""
     row = dict(key=task.key(), shape=task.shape, config=[list(kv) for kv in task.config], mode=task.mode,
                fits=False, reason="", predicted_us=None, tflops=None, bound_by="", smem_bytes=None,
                registers=None, tmem_columns=None, runnable=False, kernel="", fast_method="", stamp=stamp(task.gpu))
     t0, c0 = time.perf_counter(), time.process_time()
+    r = None
     try:
         r = simulate_row(task)
     except (ScheduleError, NotModelled) as exc:  # the simulator refuses the configuration
@@ -83,6 +97,14 @@ def evaluate(task: Task) -> dict:
     except Deadlock as exc:
         row["reason"] = f"deadlock: {exc}"
     else:
+        fit = r.get("fit") if isinstance(r.get("fit"), dict) else {}
+        bad = [f"{k} = {r.get(k)!r}" for k in ("predicted_us", "tflops") if not _finite_positive(r.get(k))] + \
+            [f"{k} = {fit[k]!r}" for k in COUNTS if fit.get(k) is not None and not _count(fit[k])]
+        if bad:  # never ranked: a NaN sorts anywhere, an infinity first; nor stored (JSON holds no NaN)
+            row["reason"] = f"{NO_PREDICTION}: {', '.join(bad)} (a schedule's costs, its fit or the fast " \
+                            "extrapolation gave NaN, an infinity or a value out of range)"
+            r = None
+    if r is not None:
         fit = r["fit"]
         row.update(fits=True, predicted_us=r["predicted_us"], tflops=r["tflops"], bound_by=r["bound_by"],
                    smem_bytes=fit.get("smem_bytes"), registers=fit.get("registers"),
@@ -91,6 +113,7 @@ def evaluate(task: Task) -> dict:
         row.update(runnable=ok, kernel=why if ok else f"not runnable: {why}")
     if not row["fits"]:
         limited = row["reason"].startswith(SIMULATOR_LIMIT)
-        row["kernel"] = "not runnable: " + ("not simulated (simulator limit)" if limited else "does not fit")
+        row["kernel"] = "not runnable: " + ("not simulated (simulator limit)" if limited else NO_PREDICTION
+                                            if row["reason"].startswith(NO_PREDICTION) else "does not fit")
     row["wall_s"], row["cpu_s"] = time.perf_counter() - t0, time.process_time() - c0  # kept out of the CSV
     return row

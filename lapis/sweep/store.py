@@ -10,8 +10,9 @@ hashlib.sha256 of the row's own JSON written the same way. `add` appends a row a
 to a file opened O_APPEND, then fsyncs it, so a kill leaves at most the line in flight cut short. A later line
 of the same key supersedes an earlier one (a recomputed stale row).
 
-Reading (RowStore()): a line is dropped, and its task recomputed, when it is cut short (no closing newline), is
-not UTF-8 JSON of that form (a duplicate key, a NaN, another format), fails its checksum (an edited digit, a
+Reading (RowStore()): the file is read a line at a time, never more than ROW_LINE_BYTES (1 MiB) at once. A line
+is dropped, and its task recomputed, when it is cut short (no closing newline), longer than ROW_LINE_BYTES (read
+past in bounded pieces, never held whole), is not UTF-8 JSON of that form (a duplicate key, a NaN, another format), fails its checksum (an edited digit, a
 flipped `fits`), or holds no valid row (valid_row: the row's fields, finite positive times and TFLOP/s, and a key
 that agrees with the row's mode, shape and configuration). The count per cause goes to stderr and into `dropped`.
 When any line was dropped, or superseded lines outnumber the live rows, the store is compacted: the kept lines
@@ -59,7 +60,8 @@ TEXT_FIELDS = ("key", "shape", "mode", "reason", "kernel")
 POSITIVE = ("predicted_us", "tflops")  # finite and > 0 where present
 COUNTS = ("smem_bytes", "registers", "tmem_columns")  # integers >= 0 where present
 SECONDS = ("wall_s", "cpu_s")  # finite and >= 0
-CAUSES = ("cut short", "unreadable", "bad checksum", "not a valid row")
+CAUSES = ("cut short", "too long", "unreadable", "bad checksum", "not a valid row")
+ROW_LINE_BYTES = 1 << 20  # a stored row is a few hundred bytes; a longer line is never read whole
 LOCK_BYTES = 4096  # a lock file is a few hundred bytes; more is not read
 
 
@@ -190,6 +192,21 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+def _lines(f):
+    """(line without its newline, "") for each non-empty line of the binary file `f`, or (b"", cause) for one
+    longer than ROW_LINE_BYTES ("too long": read past in bounded pieces, never held whole) or without its
+    newline at the end of the file ("cut short"). Memory stays within ROW_LINE_BYTES a line."""
+    while raw := f.readline(ROW_LINE_BYTES + 1):
+        if len(raw) > ROW_LINE_BYTES and not raw.endswith(b"\n"):  # ROW_LINE_BYTES and its newline fit
+            while raw and not raw.endswith(b"\n"):
+                raw = f.readline(ROW_LINE_BYTES)
+            yield b"", "too long"
+        elif not raw.endswith(b"\n"):
+            yield b"", "cut short"
+        elif raw != b"\n":
+            yield raw[:-1], ""
+
+
 class RowStore:
     """Finished rows of one output folder, by key (`rows`); `add` appends a row and makes it durable. Holds
     OUT/sweep.lock from construction until `close` (or collection, or exit). `dropped` counts the lines dropped
@@ -233,21 +250,18 @@ class RowStore:
             fd = _open_regular(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return [], 0
-        with os.fdopen(fd, "rb") as f:
-            pieces = f.read().split(b"\n")
         last: dict[str, bytes] = {}
         good = 0
-        for i, raw in enumerate(pieces):
-            if not raw:
-                continue
-            row, cause = read_line(raw) if i < len(pieces) - 1 else (None, "cut short")
-            if row is None:
-                self.causes[cause] += 1
-                continue
-            good += 1
-            last.pop(row["key"], None)  # keep the keys in the order of their last line
-            last[row["key"]] = raw
-            self.rows[row["key"]] = row
+        with os.fdopen(fd, "rb") as f:
+            for raw, cause in _lines(f):
+                row, cause = read_line(raw) if not cause else (None, cause)
+                if row is None:
+                    self.causes[cause] += 1
+                    continue
+                good += 1
+                last.pop(row["key"], None)  # keep the keys in the order of their last line
+                last[row["key"]] = raw
+                self.rows[row["key"]] = row
         return [raw + b"\n" for raw in last.values()], good - len(last)
 
     def _compact(self, kept: list[bytes]) -> None:

@@ -26,7 +26,7 @@ from typing import NamedTuple
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from lapis.errors import LayoutError
+from lapis.errors import LayoutError, as_int
 from lapis.layouts.canonical import CanonicalLayout
 from lapis.layouts.descriptors.mma_read import operand_addresses
 from lapis.layouts.descriptors.sm90 import WgmmaDescriptor, descriptor_for
@@ -55,6 +55,35 @@ K_BYTES = 32  # K of one wgmma / tcgen05 MMA step, in bytes
 _FLOAT_CODES = tuple(t.code for t in TMA_TYPES.values() if t.is_float)
 _ELEM = {t.code: t.bytes for t in TMA_TYPES.values() if not t.packed}
 _SPAN_BY_CODE = {0: 0, 1: 32, 2: 64, 3: 128}
+MAX_ATOMS = 15  # canonical_layouts: 15 x 15 atoms of the largest (1 KiB) fit one SM's shared memory
+MIN_FOOTPRINT = 4096  # tensor_maps: one box row (at most 256 elements of 8 B, or a 128 B swizzle span) must fit
+MIN_GLOBAL_BYTES = 64 * 1024  # tensor_maps: a tensor of one row of every rank (dims 1 past the first) must fit
+ARCHS = ("sm90", "sm100")
+SMS = (90, 100)
+BOUNDS = ("any", "inside", "partly-outside")
+
+
+def _choice(name: str, value, allowed, drawn: bool = True) -> None:
+    """LayoutError unless `value` is one of `allowed`, or None where the strategy draws it: a strategy's argument
+    is checked when the strategy is built, not at its first draw."""
+    if (value is not None or not drawn) and (not isinstance(value, (str, int)) or isinstance(value, bool)
+                                             or value not in allowed):
+        raise LayoutError(f"{name} is one of the values this strategy takes", repr(value),
+                          "use one of " + ", ".join(map(str, allowed)) + (f", or leave {name} out (drawn)"
+                                                                          if drawn else ""))
+
+
+def _count(name: str, value, lo: int, hi: int | None = None) -> None:
+    n = as_int(value, name)
+    if n < lo or (hi is not None and n > hi):
+        raise LayoutError(f"{name} lies in {lo}..{hi if hi is not None else 'any'}", n,
+                          f"pass {name} between {lo} and {hi}" if hi is not None else f"pass {name} >= {lo}")
+
+
+def _flag(name: str, value, none_ok: bool = False) -> None:
+    if not (isinstance(value, bool) or (none_ok and value is None)):
+        raise LayoutError(f"{name} is True or False" + (" or None" if none_ok else ""), repr(value),
+                          f"pass {name}=True or False")
 
 
 # ---------------------------------------------------------------- TMA: encode --
@@ -151,7 +180,7 @@ def _footprint(box, es, row):
 
 
 @st.composite
-def tensor_maps(draw, dtype=None, swizzle=None, rank=None, valid: bool = True, max_global_bytes: int = 4 << 20,
+def _tensor_maps(draw, dtype=None, swizzle=None, rank=None, valid: bool = True, max_global_bytes: int = 4 << 20,
                 max_footprint: int = 64 * 1024):
     """A TensorMap a tiled TMA load takes on sm_90 (interleave none), or with valid=False EncodeArgs the driver
     rejects (a TensorMap cannot hold them: its constructor applies the rules).
@@ -282,10 +311,10 @@ class TmaLoad(NamedTuple):
 
 
 @st.composite
-def tma_loads(draw, dtype=None, swizzle=None, rank=None, bounds: str = "any", on_repeat_boundary=None):
+def _tma_loads(draw, dtype=None, swizzle=None, rank=None, bounds: str = "any", on_repeat_boundary=None):
     """A TmaLoad(tmap, coords, smem_offset) one cp.async.bulk.tensor runs: see tensor_maps, box_coords and
     smem_offsets for the knobs."""
-    t = draw(tensor_maps(dtype=dtype, swizzle=swizzle, rank=rank))
+    t = draw(_tensor_maps(dtype=dtype, swizzle=swizzle, rank=rank))
     return TmaLoad(t, draw(box_coords(t, bounds)), draw(smem_offsets(t, on_repeat_boundary)))
 
 
@@ -299,7 +328,7 @@ def _atom(major, swizzle, dtype) -> tuple[int, int]:
 
 
 @st.composite
-def canonical_layouts(draw, major=None, swizzle=None, dtype=None, sm: int = 90, max_atoms: int = 4, order=None):
+def _canonical_layouts(draw, major=None, swizzle=None, dtype=None, sm: int = 90, max_atoms: int = 4, order=None):
     """A CanonicalLayout of 1..max_atoms swizzle atoms along MN and along K. sm=100 adds the 128B_base32B
     swizzle (tcgen05, MN-major only)."""
     sws = SM100_SWIZZLES if sm == 100 else LAYOUT_SWIZZLES
@@ -349,7 +378,7 @@ class Operand(NamedTuple):
 
 
 @st.composite
-def matrix_operands(draw, arch: str = "sm90", dtype=None, operand=None, major=None, swizzle=None,
+def _matrix_operands(draw, arch: str = "sm90", dtype=None, operand=None, major=None, swizzle=None,
                     n_values=WGMMA_N, on_repeat_boundary=None, max_k_atoms: int = 2):
     """An Operand whose descriptors (descriptor_for on sm90, umma_descriptor_for on sm100) read the tile as laid
     out. sm90: dtype from WGMMA_DTYPES, MN-major only for bf16/f16; sm100 also MN-major tf32/e4m3 and the
@@ -406,11 +435,11 @@ def _reads_differ(good: Operand, descs, transpose: bool) -> bool:
 
 
 @st.composite
-def mismatched_operands(draw, arch: str = "sm90", fields=MISMATCH_FIELDS, **operand_kw):
+def _mismatched_operands(draw, arch: str = "sm90", fields=MISMATCH_FIELDS, **operand_kw):
     """A Mismatch: a descriptor/layout pair that disagrees. The field is drawn from `fields` among those that
     change what the MMA reads for this operand (e.g. LBO of a swizzled K-major tile is never read, so it is
     not drawn there); the descriptors stay encodable (16 B multiples in their 14-bit fields)."""
-    good = draw(matrix_operands(arch, **operand_kw))
+    good = draw(_matrix_operands(arch, **operand_kw))
     d0 = good.descs[0]
     sws = SM100_SWIZZLES if arch == "sm100" else LAYOUT_SWIZZLES
     delta = draw(st.integers(1, 64)) * 16
@@ -443,3 +472,71 @@ def mismatched_operands(draw, arch: str = "sm90", fields=MISMATCH_FIELDS, **oper
     name, bad, trans = draw(st.sampled_from(options))
     return Mismatch(good, bad, trans, name)
 
+
+
+# ------------------------------------------------------- the public strategies --
+# Each checks its arguments when called (LayoutError naming the argument, its value and the choices), then
+# returns the composite strategy above; the composites' docstrings describe what they draw.
+
+def tensor_maps(dtype=None, swizzle=None, rank=None, valid: bool = True, max_global_bytes: int = 4 << 20,
+                max_footprint: int = 64 * 1024):
+    _choice("dtype", dtype, TMA_DTYPES)
+    _choice("swizzle", swizzle, TMA_SWIZZLES)
+    _choice("rank", rank, RANKS)
+    _flag("valid", valid)
+    _count("max_global_bytes", max_global_bytes, MIN_GLOBAL_BYTES)
+    _count("max_footprint", max_footprint, MIN_FOOTPRINT)
+    return _tensor_maps(dtype, swizzle, rank, valid, max_global_bytes, max_footprint)
+
+
+def tma_loads(dtype=None, swizzle=None, rank=None, bounds: str = "any", on_repeat_boundary=None):
+    _choice("dtype", dtype, TMA_DTYPES)
+    _choice("swizzle", swizzle, TMA_SWIZZLES)
+    _choice("rank", rank, RANKS)
+    _choice("bounds", bounds, BOUNDS, drawn=False)
+    _flag("on_repeat_boundary", on_repeat_boundary, none_ok=True)
+    return _tma_loads(dtype, swizzle, rank, bounds, on_repeat_boundary)
+
+
+def canonical_layouts(major=None, swizzle=None, dtype=None, sm: int = 90, max_atoms: int = 4, order=None):
+    _choice("sm", sm, SMS, drawn=False)
+    _choice("major", major, ("K", "MN"))
+    _choice("swizzle", swizzle, SM100_SWIZZLES if sm == 100 else LAYOUT_SWIZZLES)
+    _choice("dtype", dtype, LAYOUT_DTYPES)
+    _choice("order", order, ("mn-first", "k-first"))
+    _count("max_atoms", max_atoms, 1, MAX_ATOMS)
+    return _canonical_layouts(major, swizzle, dtype, sm, max_atoms, order)
+
+
+def matrix_operands(arch: str = "sm90", dtype=None, operand=None, major=None, swizzle=None, n_values=WGMMA_N,
+                    on_repeat_boundary=None, max_k_atoms: int = 2):
+    _operand_args(arch, dtype, operand, major, swizzle, n_values, on_repeat_boundary, max_k_atoms)
+    return _matrix_operands(arch, dtype, operand, major, swizzle, n_values, on_repeat_boundary, max_k_atoms)
+
+
+def mismatched_operands(arch: str = "sm90", fields=MISMATCH_FIELDS, **operand_kw):
+    _operand_args(arch, **operand_kw)
+    if isinstance(fields, str) or not fields or any(f not in MISMATCH_FIELDS for f in fields):
+        raise LayoutError("fields lists descriptor fields to mismatch", repr(fields),
+                          "use some of " + ", ".join(MISMATCH_FIELDS))
+    return _mismatched_operands(arch, fields, **operand_kw)
+
+
+def _operand_args(arch="sm90", dtype=None, operand=None, major=None, swizzle=None, n_values=WGMMA_N,
+                  on_repeat_boundary=None, max_k_atoms=2) -> None:
+    _choice("arch", arch, ARCHS, drawn=False)
+    _choice("dtype", dtype, WGMMA_DTYPES)
+    _choice("operand", operand, ("A", "B"))
+    _choice("major", major, ("K", "MN"))
+    _choice("swizzle", swizzle, SM100_SWIZZLES if arch == "sm100" else LAYOUT_SWIZZLES)
+    if isinstance(n_values, (str, bytes)) or not n_values or any(not isinstance(n, int) or n not in WGMMA_N
+                                                                 for n in n_values):
+        raise LayoutError("n_values lists wgmma N values", repr(n_values), "use some of " + ", ".join(map(str, WGMMA_N)))
+    _flag("on_repeat_boundary", on_repeat_boundary, none_ok=True)
+    _count("max_k_atoms", max_k_atoms, 1, MAX_ATOMS)
+
+
+for _public, _composite in ((tensor_maps, _tensor_maps), (tma_loads, _tma_loads),
+                            (canonical_layouts, _canonical_layouts), (matrix_operands, _matrix_operands),
+                            (mismatched_operands, _mismatched_operands)):
+    _public.__doc__ = (_composite.__doc__ or "") + "\n\n    Raises LayoutError for an argument outside those."

@@ -271,6 +271,13 @@ def test_the_clock_probe_reads_cycles_over_ns_per_cta():
     assert r["cta_us_median"] == pytest.approx(1.5) and ba.probe_clock([0] * 8) == dict(ctas=0)
 
 
+@pytest.mark.parametrize("typed,named", [("--runs", "--runs >= 1"), ("--repeats", "--repeats >= 1")])
+def test_a_bad_repeat_count_is_named_as_typed(tmp_path, capsys, typed, named):
+    with pytest.raises(SystemExit) as e:
+        ba.main([typed, "0", "--out", str(tmp_path / "out")])
+    assert e.value.code == 2 and f"error: {named}, --warmup >= 0" in capsys.readouterr().err
+
+
 def test_s10_work_list_holds_every_item_once_in_the_simulators_order():
     from lapis.gpu.bench_attention import worklist
     from lapis.pipeline_sim.work_order import kv_units_per_sm, section_heads

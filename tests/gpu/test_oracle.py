@@ -114,3 +114,31 @@ def test_bad_arguments_raise_named_errors():
     with pytest.raises(LayoutError, match="uint8"):
         o.wgmma_read(np.zeros(64, np.float32), 0, 0, "bf16", 8)
     assert o.starts == 0  # nothing was sent
+
+
+@pytest.mark.parametrize("call,words", [
+    (lambda o: o.encode({}), "an encode case dict holds every cuTensorMapEncodeTiled argument: got missing ['dtype'"),
+    (lambda o: o.encode(dict(dtype=0, rank=1, addr_offset=0, dims=[float("nan")], strides=[], box=[1],
+                             elem_strides=[1], interleave=0, swizzle=0, l2=0, oob=0)), "got dims = [nan]"),
+    (lambda o: o.wgmma_read(np.zeros(1024, np.uint8), float("nan"), 0, "bf16", 8), "desc_a is an integer"),
+    (lambda o: o.wgmma_read(np.zeros(1024, np.uint8), 0, 1 << 64, "bf16", 8), "desc_b is an integer"),
+    (lambda o: o.wgmma_read(np.zeros(1024, np.uint8), 0, 0, "bf16", float("nan")), "n is an integer"),
+    (lambda o: o.wgmma_read(np.zeros(1024, np.uint8), 0, 0, ["bf16"], 8), "dtype is a name"),
+])
+def test_bad_arguments_are_layout_errors_before_any_request(call, words):
+    o = Oracle("model")
+    with pytest.raises(LayoutError) as e:
+        call(o)
+    assert words in str(e.value) and o.starts == 0  # refused before a child was started
+
+
+@pytest.mark.parametrize("coords,offset,words", [
+    ([0, float("nan")], 0, "integer coordinates"), ([0, 0], float("nan"), "integer smem_offset"),
+    ("00", 0, "integer coordinates"), (None, 0, "integer coordinates"),
+])
+def test_tma_load_refuses_coordinates_or_offsets_it_cannot_send(coords, offset, words):
+    o = Oracle("model")
+    tmap = TensorMap("f16", (64, 8), (128,), (64, 8), (1, 1), swizzle="128B")
+    with pytest.raises(LayoutError) as e:
+        o.tma_load(tmap, coords, offset)
+    assert words in str(e.value) and o.starts == 0

@@ -93,3 +93,23 @@ def test_cli_bad_consumer_input_exits_2(capsys):
     assert "not descriptors" in capsys.readouterr().err
     assert main(["layout", "check", "--dtype", "f32", "--dims", "64,64", "--strides", "256", "--box", "32,16",
                  "--swizzle", "128B", "--coords", "0,0", "--smem-base", "0", "--consumer", "ldmatrix"]) == 2
+
+
+@pytest.mark.parametrize("args,words", [
+    (({}, "ldmatrix", "absolute", "128B", 0, 128, 2), "where is a non-empty dict {smem address: (row, col)}"),
+    (({0: (0, 0)}, "x", "y", "z", "a", "b", "c"), "base must be an integer: got 'a'"),
+    (({0: (0, 0)}, ["ldmatrix"], "absolute", "128B", 0, 128, 2), "consumer is a name (a string): got list"),
+    (({0: (0, 0)}, "ldmatrix", "absolute", "128B", 0, 128, 0), "elem_bytes is the element size in bytes"),
+    (({0: "row 0"}, "ldmatrix", "absolute", "128B", 0, 128, 2), "where maps integer smem addresses to (row, col)"),
+])
+def test_check_consumer_refuses_arguments_of_the_wrong_type_by_name(args, words):
+    with pytest.raises(LayoutError) as e:
+        check_consumer(*args)
+    assert words in str(e.value)
+
+
+@pytest.mark.parametrize("name", [[], {}, None, 2])
+def test_dtype_refuses_a_value_that_is_not_a_name(name):
+    from lapis.layouts import dtype
+    with pytest.raises(LayoutError, match=r"unknown dtype: got .*; fix: use one of e4m3, e5m2"):
+        dtype(name)

@@ -331,3 +331,17 @@ def test_bad_contend_and_launch_data_are_refused_by_name():
                 params=dict(what="gap"), raw=dict(gap_ns=[float("nan")] * 3))
     with pytest.raises(CaptureError, match="launch.turnover needs a gap"):
         fit.fit_values({"launch.turnover": turn}, {})
+
+
+def test_a_fifo_or_damaged_results_file_is_a_capture_error_naming_it(tmp_path):
+    import os
+    rel = "micro/x/micro/results.json"
+    (tmp_path / rel).parent.mkdir(parents=True)
+    os.mkfifo(tmp_path / rel)  # opened non-blocking: the fit does not wait for a writer
+    with pytest.raises(CaptureError, match="a capture the fit reads is a regular file .*not a regular file"):
+        fit.load_captures(tmp_path, [rel])
+    (tmp_path / rel).unlink()
+    for text in ("{not json", '{"measurements": 3}', "[]"):
+        (tmp_path / rel).write_text(text)
+        with pytest.raises(CaptureError, match="a microbenchmark results.json holds"):
+            fit.load_captures(tmp_path, [rel])

@@ -88,3 +88,25 @@ def test_arguments_of_the_wrong_type_are_named():
         _simulate("h200-s9-tuned", "h200", "1x2x1024x128", [1, 2])
     with _pytest.raises(ScheduleError, match="max_events is a positive integer"):
         _simulate("h200-s9-tuned", "h200", "1x2x1024x128", max_events=0)
+
+
+@pytest.mark.parametrize("kw,words", [
+    ({"cut": "x"}, "cut is None or a function"), ({"progress": 5}, "progress is None or a function"),
+    ({"check_races": "yes"}, "check_races is True or False: got str 'yes'"), ({"full": 1}, "full is True or False"),
+    ({"stall_s": -1}, "stall_s (the wall-clock seconds"), ({"stall_s": float("nan")}, "stall_s (the wall-clock"),
+])
+def test_simulate_refuses_arguments_of_the_wrong_type_before_running(kw, words):
+    from lapis.errors import ScheduleError
+    from lapis.pipeline_sim.simulate import simulate
+    with pytest.raises(ScheduleError) as e:
+        simulate("h200-s8-persistent", "h200", "1x2x512x128", **kw)
+    assert words in str(e.value)
+
+
+def test_a_parameter_given_twice_is_refused_naming_it(capsys):
+    from lapis.errors import ScheduleError
+    with pytest.raises(ScheduleError, match="each schedule parameter is given once: got 'stages'"):
+        parse_params(["stages=2", "block_n=64", "stages=3"])
+    assert main(["simulate", "--schedule", "h200-s8-persistent", "--shape", "1x2x512x128", "--param", "stages=2",
+                 "--param", "stages=3"]) == 2
+    assert "lapis: error: each schedule parameter is given once: got 'stages'" in capsys.readouterr().err

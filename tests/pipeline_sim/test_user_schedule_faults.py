@@ -4,6 +4,7 @@ that raises, a NaN cost. The schedules are the ws_gemm example with one role or 
 import dataclasses
 import math
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,58 @@ def test_a_nan_cost_is_refused_not_printed():
                                          if isinstance(getattr(c, f.name), float)})
     with pytest.raises(ScheduleError):
         simulate(dataclasses.replace(ws_gemm.WS_GEMM, name="nan-cost", costs=costs), "h200", SHAPE)
+
+
+def _busy(ctx):
+    yield ctx.env.timeout(1)
+    while True:  # never yields again: no simulator event can happen, only the wall-clock watchdog sees it
+        pass
+
+
+def test_a_role_that_spins_without_yielding_is_stopped_by_the_watchdog_naming_it():
+    with pytest.raises(ScheduleError, match="role user_role ran 1 s of wall time without a simulator event"):
+        simulate(_with_role(_busy), "h200", SHAPE, stall_s=1)
+
+
+def test_the_watchdog_limit_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("LAPIS_STALL_S", "1")
+    with pytest.raises(ScheduleError, match="role user_role ran 1 s of wall time"):
+        simulate(_with_role(_busy), "h200", SHAPE)
+    monkeypatch.setenv("LAPIS_STALL_S", "soon")
+    with pytest.raises(ScheduleError, match="LAPIS_STALL_S .* is a finite number >= 0: got 'soon'"):
+        simulate(ws_gemm.WS_GEMM, "h200", SHAPE)
+
+
+def _slow(ctx):
+    for _ in range(8):  # 8 events of 0.2 s of Python each: 1.6 s in all, never 1 s without an event
+        time.sleep(0.2)
+        yield ctx.env.timeout(1)
+
+
+def test_a_role_that_is_slow_but_yields_never_trips_the_watchdog():
+    """Every event resets the watchdog: a run longer than the limit, whose events each come sooner, ends
+    normally with the same prediction as without the slow role (it records nothing)."""
+    assert simulate(_with_role(_slow), "h200", SHAPE, stall_s=1)["predicted_us"] == \
+        simulate(ws_gemm.WS_GEMM, "h200", SHAPE)["predicted_us"]
+
+
+def test_the_watchdog_stops_a_spinning_role_in_a_thread_and_where_sigint_is_ignored(monkeypatch):
+    import signal
+    import threading
+    box = {}
+
+    def run():
+        try:
+            simulate(_with_role(_busy), "h200", SHAPE, stall_s=1)
+        except ScheduleError as exc:
+            box["error"] = str(exc)
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    th.join(120)
+    assert "role user_role ran 1 s of wall time" in box["error"]
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a background job: interrupt_main would do nothing
+    try:
+        with pytest.raises(ScheduleError, match="role user_role ran 1 s of wall time"):
+            simulate(_with_role(_busy), "h200", SHAPE, stall_s=1)
+    finally:
+        signal.signal(signal.SIGINT, old)

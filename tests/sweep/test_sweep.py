@@ -188,3 +188,37 @@ def test_a_shape_over_the_event_bound_is_a_simulator_limit_not_a_fit_failure(tmp
     assert "8,388,608" in big["reason"]
     assert big["kernel"] == "not runnable: not simulated (simulator limit)"
     assert r["simulator_limit"] == 1
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])
+def test_a_nan_or_infinite_prediction_is_marked_never_ranked(tmp_path, monkeypatch, bad):
+    """A simulator answer that is not a finite positive number (a user schedule's NaN cost, a fast
+    extrapolation gone wrong) makes the row a non-fit with its reason; the other configuration is ranked alone."""
+    real = ev.simulate_row
+
+    def one_bad(task):
+        r = real(task)
+        return dict(r, tflops=bad) if dict(task.config)["stages"] == 2 else r
+    monkeypatch.setattr(ev, "simulate_row", one_bad)
+    res = run_sweep("h200-s8-persistent", ["1x2x512x128"], ["stages=1,2"], executor="serial", out=tmp_path,
+                    figure=False)
+    assert [c["config"] for c in res["ranked"]] == ["stages=1"]
+    rows = [json.loads(x)["row"] for x in (tmp_path / ROWS_FILE).read_text().splitlines()]
+    bad_row = next(r for r in rows if r["config"] == [["stages", 2]])
+    assert not bad_row["fits"] and bad_row["tflops"] is None and bad_row["kernel"] == "not runnable: no finite prediction"
+    assert bad_row["reason"].startswith(f"no finite prediction: tflops = {bad!r}")
+
+
+def test_a_nan_in_the_schedules_fit_is_marked_not_stored_as_nan(tmp_path, monkeypatch):
+    real = ev.simulate_row
+
+    def nan_fit(task):
+        r = real(task)
+        return dict(r, fit=dict(r["fit"], smem_bytes=float("nan"))) if dict(task.config)["stages"] == 2 else r
+    monkeypatch.setattr(ev, "simulate_row", nan_fit)
+    res = run_sweep("h200-s8-persistent", ["1x2x512x128"], ["stages=1,2"], executor="serial", out=tmp_path,
+                    figure=False)
+    assert [c["config"] for c in res["ranked"]] == ["stages=1"]
+    rows = [json.loads(x)["row"] for x in (tmp_path / ROWS_FILE).read_text().splitlines()]
+    assert next(r for r in rows if r["config"] == [["stages", 2]])["reason"].startswith(
+        "no finite prediction: smem_bytes = nan")

@@ -237,3 +237,33 @@ def test_a_lock_from_another_host_is_never_taken_over(tmp_path):
     with pytest.raises(CaptureError, match="held by pid 1 on host 'elsewhere'.*if that sweep is no longer "
                                            "running, remove"):
         sweep(tmp_path)
+
+
+def test_a_row_line_longer_than_the_cap_is_dropped_unread_and_the_rows_around_it_kept(first, tmp_path, monkeypatch,
+                                                                                      capsys):
+    monkeypatch.setattr(st, "ROW_LINE_BYTES", 4096)
+    store = copied(first, tmp_path)
+    lines = store.read_bytes().splitlines()
+    store.write_bytes(lines[0] + b"\n" + b"x" * 50_000 + b"\n" + lines[1] + b"\n")
+    calls = []
+    capsys.readouterr()
+    again = sweep(tmp_path, calls, monkeypatch)
+    assert calls == [] and again["dropped_partial_lines"] == 1 and again["csv"] == first[0]["csv"]
+    assert "1 stored line(s) failed their check (1 too long)" in capsys.readouterr().err
+    assert store.read_bytes().splitlines() == lines  # compacted: the two rows, without the long line
+
+
+def test_rows_are_read_in_pieces_of_at_most_the_cap(monkeypatch):
+    import io
+
+    class Recording(io.BytesIO):
+        sizes: list = []
+
+        def readline(self, size=-1):
+            self.sizes.append(size)
+            return super().readline(size)
+
+    monkeypatch.setattr(st, "ROW_LINE_BYTES", 100)
+    f = Recording(b"a" * 50 + b"\n" + b"b" * 1000 + b"\n" + b"c" * 100 + b"\n" + b"d" * 30)
+    assert list(st._lines(f)) == [(b"a" * 50, ""), (b"", "too long"), (b"c" * 100, ""), (b"", "cut short")]
+    assert f.sizes and max(f.sizes) == 101 and min(f.sizes) > 0  # never an unbounded readline

@@ -192,3 +192,26 @@ def test_the_operand_image_of_a_drawn_layout_round_trips():
     assert op.base % 1024 and op.layout.rows == 64 and op.descs[0].start_address == op.base
     # the tile's first 16 B chunk sits where the absolute-address XOR puts it (PTX ISA 5.5.7)
     assert op.layout.address(np.array([0]), np.array([0]), op.base)[0] == op.base ^ (((op.base >> 7) & 7) << 4)
+
+
+@pytest.mark.parametrize("build,words", [
+    (lambda: S.canonical_layouts(max_atoms=10**9), "max_atoms lies in 1..15: got 1000000000"),
+    (lambda: S.canonical_layouts(max_atoms=0), "max_atoms lies in 1..15: got 0"),
+    (lambda: S.canonical_layouts(sm=80), "sm is one of the values this strategy takes: got 80"),
+    (lambda: S.tensor_maps(rank=9), "rank is one of the values this strategy takes: got 9"),
+    (lambda: S.tensor_maps(max_footprint=1), "max_footprint lies in 4096..any: got 1"),
+    (lambda: S.tma_loads(bounds="outside"), "bounds is one of the values"),
+    (lambda: S.matrix_operands(arch="sm80"), "arch is one of the values"),
+    (lambda: S.mismatched_operands(fields=("nope",)), "fields lists descriptor fields"),
+])
+def test_strategy_arguments_are_checked_when_the_strategy_is_built(build, words):
+    from lapis.errors import LayoutError
+    with pytest.raises(LayoutError) as e:
+        build()
+    assert words in str(e.value)
+
+
+@settings(max_examples=20, deadline=None)
+@given(S.canonical_layouts(max_atoms=S.MAX_ATOMS, swizzle="128B", dtype="f32"))
+def test_the_largest_canonical_layouts_fit_shared_memory(layout):
+    assert layout.footprint_bytes <= 228 * 1024

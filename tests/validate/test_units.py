@@ -100,7 +100,7 @@ def test_work_order_trip_counts():
 
 def test_reader_refuses_a_non_number_metric(tmp_path):
     dest = tmp_path / "bad"
-    shutil.copytree(CAPTURE, dest)
+    shutil.copytree(CAPTURE, dest, ignore=shutil.ignore_patterns("capture.json"))  # a fresh capture, not yet indexed
     man = json.loads((dest / "manifest.json").read_text())
     man["kernels"]["s9"]["metrics"]["sm__cycles_elapsed.avg"]["value"] = "NaN"
     (dest / "manifest.json").write_text(json.dumps(man))

@@ -209,7 +209,7 @@ def test_a_broken_or_negative_capture_is_refused_by_name(tmp_path):
     from lapis.validate.timelines import measured_cases
     src = ROOT / "data/captures/attention/h200-2026-11-30-s5"
     dst = tmp_path / "attention" / "h200-2026-11-30-s5"
-    shutil.copytree(src, dst)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("capture.json"))  # a fresh capture: its schema is checked
     man = json.loads((dst / "manifest.json").read_text())
     man["results"][1]["variants"]["s5"]["plain"]["median_us"] = -5.0
     (dst / "manifest.json").write_text(json.dumps(man))
@@ -262,7 +262,9 @@ def test_a_corrupt_clock_probe_and_a_changed_kernel_are_not_taken_silently():
 def test_a_truncated_timelines_file_is_named(tmp_path):
     from lapis.cli import main
     cap = tmp_path / "captures"
-    shutil.copytree(ROOT / "data/captures" / "attention", cap / "attention")
+    # fresh captures (no capture.json): the packed file's own checks find the damage
+    shutil.copytree(ROOT / "data/captures" / "attention", cap / "attention",
+                    ignore=shutil.ignore_patterns("capture.json"))
     packed = cap / "attention/h200-2026-11-30-s8s9/timelines.packed"
     with open(packed, "r+b") as f:
         f.truncate(100_000)
