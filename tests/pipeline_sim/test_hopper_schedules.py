@@ -132,9 +132,9 @@ def test_s9_masks_a_ragged_last_tile_where_s8_refuses_it():
     r = simulate("h200-s9-tuned", "h200", "1x2x4096x128", dict(block_n=176, stages=2))
     assert r["work"]["kv_tiles"] == 24  # ceil(4096 / 176): the 24th tile holds 48 keys, masked
     with pytest.raises(ScheduleError, match="multiple of the tiles"):
-        simulate("h200-s8-persistent", "h200", "1x2x4096x128", dict(block_n=176, stages=1))
+        simulate("h200-s8-persistent", "h200", "1x2x4096x128", dict(block_n=176))  # one Q slot: 2 do not fit
     with pytest.raises(ScheduleError, match=r"2 x Q 32768 B \+ 2 stages x K\+V 90112 B = 245760 B > 232448 B"):
-        simulate("h200-s8-persistent", "h200", "1x2x4096x128", dict(block_n=176))  # two Q slots
+        simulate("h200-s8-persistent", "h200", "1x2x4096x128", dict(block_n=176, q_slots=2))  # asked for two
     with pytest.raises(ScheduleError, match=r"1 x Q 32768 B \+ 3 stages x K\+V 90112 B = 303104 B > 232448 B"):
         simulate("h200-s9-tuned", "h200", "1x2x4096x128", dict(block_n=176, stages=3))
 

@@ -234,6 +234,9 @@ def resolve(p, params: dict, variant: str, d: int) -> dict:
     if prm["persistent_order"] != "grid_stride" and not flags.get("persistent"):
         raise ScheduleError("persistent_order applies to the persistent schedules", f"{variant}: "
                             f"{prm['persistent_order']}", "use h200-s8-persistent or h200-s9-tuned")
+    if "q_slots" not in params and prm["q_slots"] == 2 and \
+            2 * bm * d * 2 + prm["stages"] * 2 * bn * d * 2 > p["smem_bytes_per_block"]:
+        prm["q_slots"] = 1  # s8's second Q slot is its default only where it fits (3 stages: s9's one slot)
     if prm["q_slots"] not in (1, 2) or (prm["q_slots"] == 2 and not flags.get("persistent")):
         raise ScheduleError("q_slots is 1, or 2 on a persistent schedule (the next item's Q loads while this one "
                             "runs)", f"{variant}: q_slots {prm['q_slots']!r}", "use 1, or 2 with h200-s8/s9")
