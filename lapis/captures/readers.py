@@ -426,9 +426,13 @@ NCU_KERNEL = {"error?": STR, "demangled?": STR, "metrics?": Map(NCU_METRIC)}
 NCU = {"provenance": PROVENANCE, "schema": STR, "shape": SHAPE, "gemm_size": INT, "kernels": Map(NCU_KERNEL)}
 
 
+NCU_REQUIRED = ("sm__cycles_elapsed.avg", "sm__cycles_elapsed.avg.per_second", "dram__bytes_read.sum",
+                "dram__bytes_write.sum")
+
+
 def read_ncu(folder) -> Capture:
     """A per-unit Nsight Compute capture (lapis.gpu.ncu_units): manifest.json (schema NCU), its attention shape
-    BxHxLxD and GEMM size positive; every metric value a
+    BxHxLxD and GEMM size positive; every profiled kernel holding NCU_REQUIRED; every metric value a
     finite number; a kernel whose profile failed ("error") is counted in not_compared; CaptureError when none
     was profiled."""
     file, man = _manifest("ncu", folder, NCU)
@@ -436,6 +440,12 @@ def read_ncu(folder) -> Capture:
         raise _error("ncu", file, "shape, gemm_size", "attention shape is BxHxLxD and GEMM size M=N=K, positive "
                      "integers", f"{man['shape']!r}, {man['gemm_size']!r}")
     for k, e in man["kernels"].items():
+        if "error" not in e:  # a profiled kernel carries the metrics lapis.validate.units reads
+            have = e.get("metrics") if isinstance(e.get("metrics"), dict) else {}
+            lacking = [m for m in NCU_REQUIRED if not isinstance(have.get(m), dict) or "value" not in have[m]]
+            if lacking:
+                raise _error("ncu", file, f"kernels.{k}.metrics", "a profiled kernel holds "
+                             + ", ".join(NCU_REQUIRED), f"missing {', '.join(lacking)}")
         for m, v in e.get("metrics", {}).items():
             if not (isinstance(v["value"], (int, float)) and not isinstance(v["value"], bool)
                     and math.isfinite(v["value"])):

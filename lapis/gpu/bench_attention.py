@@ -144,8 +144,14 @@ def worklist(v: dict, shape: str, causal: bool, sm_count: int = H200_SMS) -> np.
     """s10's work list (attention_h200.cu WORKLIST), int32: grid + 1 offsets (CTA c walks entries offsets[c] ..
     offsets[c + 1] - 1), then the items, item = q tile + (L / block_m) x (b h), in the order
     lapis.pipeline_sim.work_order deals them (the variant's persistent_order, lpt_l2; K/V tiles per item:
-    q tile + 1 causal, else L / block_n), so the simulator and the kernel walk the same lists."""
-    b, h, seq, d = parse_shape(shape)
+    q tile + 1 causal, else L / block_n), so the simulator and the kernel walk the same lists. ScheduleError for a
+    variant without a work list, a shape the kernel does not take (check_shape) or sm_count < 1."""
+    if not v.get("worklist"):
+        raise ScheduleError("a work list is made for a variant that walks one (worklist true: s10+)",
+                            v.get("entry"), "pass lapis.catalog.attention.VARIANTS['s10'] or a later step")
+    if isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 1:
+        raise ScheduleError("sm_count is a positive whole number of SMs", repr(sm_count), f"use {H200_SMS}")
+    b, h, seq, d = check_shape(v, shape, causal)
     q_tiles, bm, bn = seq // block_m(v), block_m(v), v["block_n"]
     units = work_units(b * h, q_tiles, 1)
     lengths = [min(seq // bn, -(-(q + 1) * bm // bn)) if causal else seq // bn for ((_, q),) in units]

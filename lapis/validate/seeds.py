@@ -25,6 +25,7 @@ Errors: CaptureError for a missing or malformed table, or one whose row count di
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from lapis.data import SEEDS
@@ -53,6 +54,15 @@ def load_table(path: Path, keys: tuple) -> dict:
     return doc
 
 
+def _positive(value, where: str, path: Path) -> float:
+    """A table's measured value as a float; CaptureError unless it is a positive finite number."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    if not ok:
+        raise CaptureError("a seed table's measured values are positive finite numbers", f"{path}: {where} = "
+                           f"{value!r}", "restore it from the lapis repository (lapis/data/seeds/)")
+    return float(value)
+
+
 def _schedules(names: list, rows: list, path: Path) -> list:
     if len(names) != len(rows):
         raise CaptureError("a seed table has one row per schedule of its progression",
@@ -76,8 +86,8 @@ def b200_rows(table: dict, cache: dict) -> list[dict]:
     for name, k in zip(names, table["kernels"]):
         for label, shape in table["shapes"].items():
             r, _ = predictions.predict(name, "b200", shape, {}, cache)
-            meas = k["pct_of_fa4"][label]
-            pred = 100.0 * r["tflops"] / table["fa4_tflops"][label]
+            meas = _positive(k["pct_of_fa4"][label], f"kernel {k['kernel']} pct_of_fa4[{label}]", B200_TABLE)
+            pred = 100.0 * r["tflops"] / _positive(table["fa4_tflops"][label], f"fa4_tflops[{label}]", B200_TABLE)
             row = dict(kernel=k["kernel"], change=k["change"], schedule=name, shape=label, measured_pct=meas,
                        predicted_pct=pred, error=pred - meas)
             if label in prev:  # the step from the previous kernel at the same shape
@@ -92,9 +102,9 @@ def emmy_measured_us(table: dict) -> list[float]:
     out: list[float] = []
     for m in table["moves"]:
         if m.get("stated_us") is not None:
-            out.append(float(m["stated_us"]))
+            out.append(_positive(m["stated_us"], f"{m.get('move')} stated_us", EMMY_TABLE))
         elif out and m.get("stated_speedup"):
-            out.append(out[-1] / float(m["stated_speedup"]))
+            out.append(out[-1] / _positive(m["stated_speedup"], f"{m.get('move')} stated_speedup", EMMY_TABLE))
         else:
             raise CaptureError("an Emmy move states its time, or its speed-up over the previous move",
                                m.get("move"), "add stated_us or stated_speedup to lapis/data/seeds/emmy_moves.json")
@@ -144,7 +154,12 @@ def validate_seeds() -> dict:
     b200 = load_table(B200_TABLE, ("source", "shapes", "fa4_tflops", "kernels"))
     emmy = load_table(EMMY_TABLE, ("source", "shape", "moves", "refused"))
     cache = predictions.load()
-    brows, erows = b200_rows(b200, cache), emmy_rows(emmy, cache)
+    try:
+        brows, erows = b200_rows(b200, cache), emmy_rows(emmy, cache)
+    except (KeyError, TypeError, AttributeError) as exc:  # a row lacking a field, or a field of the wrong kind
+        raise CaptureError("a seed table's rows hold their measured fields (pct_of_fa4 per shape; stated_us or "
+                           "stated_speedup per move)", f"{type(exc).__name__}: {exc}",
+                           "restore the tables from the lapis repository (lapis/data/seeds/)") from None
     bsum, esum = summary(brows), summary(erows)
     scored = bsum["scored_steps"] + esum["scored_steps"]
     hits = bsum["direction_hits"] + esum["direction_hits"]

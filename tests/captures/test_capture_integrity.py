@@ -213,3 +213,11 @@ def test_an_ncu_capture_of_a_size_no_kernel_ran_is_a_capture_error(tmp_path, edi
     folder = edited(fresh(tmp_path, capture), lambda m: m.update(edit))
     with pytest.raises(CaptureError, match=r"a ncu capture.s attention shape is BxHxLxD and GEMM size"):
         readers.read_ncu(folder)
+
+
+@pytest.mark.parametrize("edit", [lambda m: m["kernels"].update(s3={}),
+                                  lambda m: m["kernels"]["s3"]["metrics"].pop("sm__cycles_elapsed.avg")])
+def test_an_ncu_kernel_without_the_metrics_units_reads_is_a_capture_error(tmp_path, edit):
+    folder = edited(fresh(tmp_path, "ncu/h200-2026-12-01-units"), edit)
+    with pytest.raises(CaptureError, match=r"kernels\.s3\.metrics.*missing sm__cycles_elapsed\.avg"):
+        readers.read_ncu(folder)

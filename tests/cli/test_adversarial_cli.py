@@ -196,3 +196,12 @@ def test_arbitrary_text_never_escapes(name, data, junk, capsys):
     cmd = COMMANDS[name]
     opt = data.draw(st.sampled_from([o for o in cmd.opts if o.kind not in ("file", "folder")] or list(cmd.opts)))
     run(argv_with(cmd, opt, junk), capsys)
+
+
+@pytest.mark.parametrize("name", ["report.md", "report.json"])
+def test_report_refuses_an_out_folder_whose_report_file_is_a_folder_before_any_work(tmp_path, capsys, name):
+    (tmp_path / name).mkdir()
+    assert main(["report", "--out", str(tmp_path)]) == EXIT_CODES["bad input"]
+    err = capsys.readouterr().err
+    assert f"{name} there is not a regular file" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # nothing written

@@ -293,3 +293,16 @@ def test_s10_work_list_holds_every_item_once_in_the_simulators_order():
     assert items[offsets[0]] == 31  # CTA 0 starts with the first section's longest Q tile (head 0, tile 31)
     plain = worklist(v, "32x16x1024x128", causal=False)
     assert np.diff(plain[:133]).tolist() == [32] * 4 + [31] * 128  # 4096 equal items over 132 CTAs
+
+
+def test_a_work_list_is_refused_for_what_the_kernel_cannot_walk():
+    from lapis.gpu.bench_attention import worklist
+
+    with pytest.raises(ScheduleError, match="variant that walks one"):
+        worklist(ba.VARIANTS["s9"], "8x16x4096x128", False)
+    with pytest.raises(ScheduleError, match="multiple of the kernel's block_m"):
+        worklist(ba.VARIANTS["s10"], "1x1x200x128", False)  # would drop the last 72 Q rows
+    with pytest.raises(ScheduleError, match="head dim 128"):
+        worklist(ba.VARIANTS["s10"], "1x1x128x64", False)
+    with pytest.raises(ScheduleError, match="sm_count is a positive whole number"):
+        worklist(ba.VARIANTS["s10"], "1x1x256x128", False, sm_count=0)

@@ -104,3 +104,24 @@ def test_cli_table_and_json(capsys):
     s = r["summary"]
     assert s["scored_steps"] == r["b200"]["summary"]["scored_steps"] + r["rtx5090"]["summary"]["scored_steps"]
     assert 0 <= s["direction_hit_rate"] <= 1
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda d: d["kernels"][0]["pct_of_fa4"].update({"4K": "fourteen"}), "positive finite numbers"),
+    (lambda d: d["fa4_tflops"].update({"4K": 0}), "positive finite numbers"),
+    (lambda d: d["fa4_tflops"].update({"4K": -5.0}), "positive finite numbers"),
+    (lambda d: d["kernels"][0].pop("pct_of_fa4"), "hold their measured fields"),
+])
+def test_a_bad_value_in_the_b200_table_is_a_capture_error(tmp_path, monkeypatch, edit, match):
+    import json
+
+    from lapis.errors import CaptureError
+    from lapis.validate import seeds
+
+    doc = json.loads(seeds.B200_TABLE.read_text())
+    edit(doc)
+    bad = tmp_path / "b200_progression.json"
+    bad.write_text(json.dumps(doc))
+    monkeypatch.setattr(seeds, "B200_TABLE", bad)
+    with pytest.raises(CaptureError, match=match):
+        seeds.validate_seeds()
