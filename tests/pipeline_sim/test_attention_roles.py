@@ -34,7 +34,8 @@ def slot_of(flags: dict, work=((2,),), wgs=1):
     """One SM running `work` (CTAs, each its Q tiles' K/V tile counts) in one CTA slot, roles not started."""
     env = simpy.Environment()
     ctx = Context(env, Recorder(env), SimpleNamespace(share=lambda reuse: 4.0), SimpleNamespace(work=work), H200,
-                  dict(stages=2, consumer_wgs=wgs, ctas_per_sm=1), costs(), flags=flags, units=("tensor", "tma"),
+                  dict(stages=2, consumer_wgs=wgs, ctas_per_sm=1, q_slots=1), costs(), flags=flags,
+                  units=("tensor", "tma"),
                   busy=("tensor", "softmax", "tma"))
     return ctx, ah.CtaSlot(ctx, ah.SmCtas(ctx), 0, 1)
 

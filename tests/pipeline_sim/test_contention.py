@@ -101,7 +101,7 @@ def test_schedule_costs_follow_the_flavour_and_the_emulated_fraction():
     s6 = ah.VARIANTS["h200-s6-exp2"]
 
     def cost(flags, emulate=0.0, rows=64, bn=128):
-        c = ah.softmax_costs(p, flags, dict(emulate_frac=emulate), rows, bn, 128)
+        c = ah.softmax_costs(p, flags, dict(emulate_frac=emulate, consumer_wgs=2), rows, bn, 128)
         return dict(c, tile_ns=c["softmax_ns"] + c["rescale_ns"] * (not flags.get("cond_rescale")))
     ghz = p["clock_ghz"]
     # the measured tile: softmax + one O rescale (64 x 128 multiplies at the FMA rate) for the always-rescale
@@ -110,7 +110,7 @@ def test_schedule_costs_follow_the_flavour_and_the_emulated_fraction():
     assert cost(s6)["rescale_ns"] == pytest.approx(rescale)
     assert cost(ah.VARIANTS["h200-s5-intra-overlap"])["tile_ns"] == pytest.approx(p["softmax_cycles_exp2f"] / ghz)
     assert cost(s6)["tile_ns"] == pytest.approx(p["softmax_cycles_ex2"] / ghz)
-    s7 = ah.softmax_costs(p, ah.VARIANTS["h200-s7-cond-rescale"], dict(emulate_frac=0), 64, 128, 128)
+    s7 = ah.softmax_costs(p, ah.VARIANTS["h200-s7-cond-rescale"], dict(emulate_frac=0, consumer_wgs=2), 64, 128, 128)
     assert s7["softmax_ns"] == pytest.approx(p["softmax_cycles_ex2_cond"] / ghz)
     assert cost(s6, 0.125)["tile_ns"] == pytest.approx(p["softmax_cycles_emu8"] / ghz)
     mid = (p["softmax_cycles_ex2"] + p["softmax_cycles_emu8"]) / 2
@@ -119,7 +119,7 @@ def test_schedule_costs_follow_the_flavour_and_the_emulated_fraction():
     extra = 0.25 * 64 * 128 * 6 / p["fma_per_clk_sm"]
     assert cost(s6, 0.5)["tile_ns"] == pytest.approx((p["softmax_cycles_emu4"] + extra) / ghz)
     # a 64 x 64 tile's softmax costs half the measured 64 x 128 one's; its O rescale (64 x d) does not shrink
-    half = ah.softmax_costs(p, s6, dict(emulate_frac=0), 64, 64, 128)
+    half = ah.softmax_costs(p, s6, dict(emulate_frac=0, consumer_wgs=2), 64, 64, 128)
     assert half["softmax_ns"] == pytest.approx((p["softmax_cycles_ex2"] / ghz - rescale) / 2)
     assert half["rescale_ns"] == pytest.approx(rescale)
     f = cost(s6)["factors"]
@@ -189,14 +189,14 @@ def test_a_profile_without_the_contend_measurements_is_named():
     p = load_profile("h200")
     lacking = Profile(p.name, p.arch, {k: v for k, v in p.values.items() if k != "softmax_cycles_ex2_cond_pair"})
     with pytest.raises(ScheduleError, match="contend and launch microbenchmarks") as e:
-        ah.softmax_costs(lacking, ah.VARIANTS["h200-s7-cond-rescale"], dict(emulate_frac=0), 64, 128, 128)
+        ah.softmax_costs(lacking, ah.VARIANTS["h200-s7-cond-rescale"], dict(emulate_frac=0, consumer_wgs=2), 64, 128, 128)
     assert "softmax_cycles_ex2_cond_pair" in str(e.value)
 
 
 def test_emulating_past_a_quarter_costs_the_softmax_not_the_pipe():
     p = load_profile("h200")
     s6 = ah.VARIANTS["h200-s6-exp2"]
-    quarter, half = (ah.softmax_costs(p, s6, dict(emulate_frac=e), 64, 128, 128) for e in (0.25, 0.5))
+    quarter, half = (ah.softmax_costs(p, s6, dict(emulate_frac=e, consumer_wgs=2), 64, 128, 128) for e in (0.25, 0.5))
     assert half["factors"]["pipe_under_softmax"] == quarter["factors"]["pipe_under_softmax"]
     assert half["softmax_ns"] > quarter["softmax_ns"]
 

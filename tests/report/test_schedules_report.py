@@ -12,7 +12,7 @@ CAP = ROOT / "lapis" / "data" / "captures"
 TIMED = {"h200-s1-serial", "h200-s2-ws-ring", "h200-s3-two-consumers", "h200-s4-pingpong", "h200-s5-intra-overlap",
          "h200-s6-exp2", "h200-s7-cond-rescale", "h200-s8-persistent", "h200-s9-tuned", "h200-gemm-ws"}
 # the third-party kernels the race captures timed (their "kernels" names) and the schedules that mirror them
-RACE_TIMED = {"flash": "h200-flash2", "cudnn": "h200-cudnn-fprop"}
+RACE_TIMED = {"flash": "h200-flash2", "cudnn": "h200-cudnn-fprop", "fa4": "h200-fa4-sm90"}
 
 
 def _manifest_schedules() -> set:

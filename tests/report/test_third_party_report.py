@@ -1,5 +1,5 @@
 """The report's "Kernels no one here wrote" section against the shipped captures: the race captures' FA2 and cuDNN
-rows, the ncu per-unit table, and FA4's sm90 forward listed blind and not measured."""
+rows, the ncu per-unit table, and FA4's sm90 forward, predicted blind and measured in the races."""
 
 import re
 
@@ -7,7 +7,8 @@ import pytest
 
 from lapis.report.third_party import held_out_rows, kernel_summary, third_party_section, unit_cases
 
-RACE = "race/h200-2026-12-01-race"
+RACE = "race/h200-2026-12-01-fa4"  # the last race that timed FA2 (kernels timed alone)
+LAST = "race/h200-2026-12-01-steps2"  # the last that timed cuDNN and FA4
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +44,12 @@ def test_fa4_rows_are_the_blind_file_and_not_measured():
 
 def test_unit_cases_are_the_ncu_kernels_schedules():
     cases = unit_cases()
-    assert [c[0] for c in cases] == ["h200-s3-two-consumers", "h200-s5-intra-overlap", "h200-s9-tuned",
+    # ncu/h200-2026-12-01-steps (s12, s13, cuDNN, FA4), then ncu/h200-2026-12-01-units
+    assert [c[0] for c in cases] == ["h200-s9-tuned", "h200-s9-tuned", "h200-cudnn-fprop", "h200-fa4-sm90",
+                                     "h200-s3-two-consumers", "h200-s5-intra-overlap", "h200-s9-tuned",
                                      "h200-s9-tuned", "h200-gemm-ws", "h200-flash2", "h200-cudnn-fprop"]
-    assert cases[5] == ("h200-flash2", "h200", "8x16x4096x128", dict(block_m=128, block_n=64, warps=4))
-    assert cases[3][3]["causal"] == 1
+    assert cases[9] == ("h200-flash2", "h200", "8x16x4096x128", dict(block_m=128, block_n=64, warps=4))
+    assert cases[7][3]["causal"] == 1
 
 
 def test_fa2_rows_from_the_race_capture(section):
@@ -55,8 +58,8 @@ def test_fa2_rows_from_the_race_capture(section):
     rows = _table(md, "### `flash2`")
     assert len(rows) == 16
     row = next(r for r in rows if r[0] == "8x16x4096x128" and r[1] == "no")
-    assert row[3] == "3304.0" and row[7] == "no" and row[8] == f"`{RACE}`"
-    assert row[6].endswith("(sampled)") and row[6].startswith("1770")
+    assert row[3] == "3262.4" and row[7] == "no" and row[8] == f"`{RACE}`"
+    assert row[6] == "1808 (sampled)"
     assert all(r[7] == "yes" for r in rows if r[1] == "yes") and sum(r[1] == "yes" for r in rows) == 5
     # the FA4 shapes, head dim 128, non-causal, were seen before the blind predictions: never blind
     assert [r[0] for r in rows if r[1] == "no" and r[7] == "no"] == ["8x16x4096x128", "4x16x8192x128",
@@ -82,7 +85,7 @@ def test_cudnn_rows_and_the_cases_its_schedule_cannot_run(section):
     assert "### `cudnn_fprop`: cudnn_generated_fort_native_sdpa_sm90_flash_fprop" in md
     rows = _table(md, "### `cudnn_fprop`")
     row = next(r for r in rows if r[0] == "8x16x4096x128" and r[1] == "no")
-    assert row[3] == "1833.2" and row[7] == "no"
+    assert row[3] == "1825.2" and row[7] == "no" and row[8] == f"`{LAST}`"
     # head dim 256: its three stages of K+V do not fit shared memory; listed, with the reason, never scored
     assert [r[2] for r in rows if r[0].endswith("x256")] == ["-", "-", "-"]
     assert "does not fit shared memory" in md[md.index("### `cudnn_fprop`"):]
@@ -91,25 +94,27 @@ def test_cudnn_rows_and_the_cases_its_schedule_cannot_run(section):
     assert "its name, launch configuration and Nsight Compute counters" in numbers["cudnn_fprop"]["source"]
 
 
-def test_fa4_is_listed_not_measured(section):
+def test_fa4_rows_are_blind_and_measured_in_the_race(section):
     md, numbers = section
     heading = "### `fa4_sm90`: FlashAttentionForwardSm90"
-    assert heading in md and "schedule `h200-fa4-sm90` (not measured here)" in md
+    assert heading in md and "schedule `h200-fa4-sm90`" in md and "not measured here" not in md
     rows = _table(md, heading)
-    assert len(rows) == 16 and {r[-1] for r in rows} == {"not measured here"}
-    assert rows[0][:3] == ["8x16x4096x128", "no", "1688.9"]
-    assert "held out: never timed here" in md
-    assert numbers["fa4_sm90"]["measured"] == "not measured here" and len(numbers["fa4_sm90"]["blind"]) == 16
+    assert len(rows) == 16 and {r[7] for r in rows} == {"yes"}  # every case predicted before its first timing
+    row = next(r for r in rows if r[0] == "8x16x4096x128" and r[1] == "no")
+    assert row[2:4] == ["1688.9", "1715.9"] and row[8] == f"`{LAST}`"
+    assert numbers["fa4_sm90"]["cases"] == numbers["fa4_sm90"]["blind_cases"] == 16
 
 
 def test_units_table(section):
     md, numbers = section
     rows = _table(md, "### Per unit against Nsight Compute")
-    assert [r[0] for r in rows] == ["`s3`", "`s5`", "`s9`", "`s9:causal`", "`gemm`", "`flash`", "`cudnn`"]
+    assert [r[0] for r in rows] == ["`s12`", "`s13`", "`cudnn`", "`fa4`", "`s3`", "`s5`", "`s9`", "`s9:causal`",
+                                    "`gemm`", "`flash`"]
     assert next(r for r in rows if r[0] == "`flash`")[1] == "`h200-flash2`"
     assert all(re.fullmatch(r"[+-]\d+\.\d pt", r[4]) for r in rows)
     u = numbers["units"]
-    assert {k["kernel"] for k in u["kernels"]} == {"s3", "s5", "s9", "s9:causal", "gemm", "flash", "cudnn"}
+    assert {k["kernel"] for k in u["kernels"]} == {"s3", "s5", "s9", "s9:causal", "gemm", "flash", "cudnn", "s12",
+                                                   "s13", "fa4"}
     assert set(u["largest_miss"]) == {"time_us", "sm_cycles", "tensor_active_pct", "dram_mb"}
     for unit, w in u["largest_miss"].items():
         assert f"{unit} `{w['kernel']}`" in md
@@ -124,4 +129,4 @@ def test_report_has_the_section_and_its_numbers(report_run):
     tp = numbers["third_party"]
     assert tp["flash2"]["cases"] == 16 and tp["cudnn_fprop"]["cases"] == 16
     assert tp["flash2"]["mape_cycles_pct"] > 0 and tp["cudnn_fprop"]["mape_cycles_pct"] > 0
-    assert tp["fa4_sm90"]["measured"] == "not measured here"
+    assert tp["fa4_sm90"]["cases"] == tp["fa4_sm90"]["blind_cases"] == 16
