@@ -9,7 +9,6 @@ import re
 import shutil
 import struct
 import threading
-import time
 import tracemalloc
 import zipfile
 import zlib
@@ -24,7 +23,6 @@ from lapis.captures.store import SHIPPED, open_timelines
 from lapis.errors import CaptureError
 
 PEAK_BYTES = 32 << 20  # what refusing an attack may allocate (tracemalloc peak): far below any limit it enforces
-SECONDS = 1.0
 
 
 def read_all(z) -> None:
@@ -83,27 +81,25 @@ def copy(tmp_path, kind):
 
 def refused(fn, *names):
     """Run fn in a thread (a blocked open cannot hang the suite) under tracemalloc: CaptureError naming every one of
-    `names`, within SECONDS and PEAK_BYTES. Returns the error."""
+    `names`, allocating under PEAK_BYTES (the join's 120 s is a hang guard, not a speed check). Returns the error."""
     box = {}
 
     def run():
         tracemalloc.start()
-        t = time.perf_counter()
         try:
             fn()
         except BaseException as exc:  # noqa: BLE001 (the test asserts which)
             box["exc"] = exc
-        box["s"], box["peak"] = time.perf_counter() - t, tracemalloc.get_traced_memory()[1]
+        box["peak"] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     th = threading.Thread(target=run, daemon=True)
     th.start()
-    th.join(10)
+    th.join(120)
     assert not th.is_alive(), "the reader blocked"
     exc = box.get("exc")
     assert isinstance(exc, CaptureError), f"{type(exc).__name__}: {exc}"
     for name in names:
         assert str(name) in str(exc), (name, str(exc))
-    assert box["s"] < SECONDS, box["s"]
     assert box["peak"] < PEAK_BYTES, box["peak"]
     return exc
 

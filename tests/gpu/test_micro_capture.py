@@ -86,10 +86,8 @@ for i in range(start, 4):
 def test_a_hung_measurement_becomes_a_timeout_and_the_run_goes_on(tmp_path):
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    t0 = time.time()
     capture_micro.run_watched(4, [sys.executable, str(script), str(tmp_path)], tmp_path, lambda m: None,
                               item_timeout_s=1.0, deadline=time.time() + 30)
-    assert time.time() - t0 < 15
     status = [json.loads((tmp_path / f"res_{i}.json").read_text())["status"] for i in range(4)]
     assert status == ["ok", "timeout", "fault", "ok"]
 
