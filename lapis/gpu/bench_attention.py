@@ -43,7 +43,7 @@ from lapis.gpu.attention_plan import ROLES, load
 from lapis.gpu.bench_gemm import SmiSampler, _json_default, _read, _time, cta_table, select_ctas, smi_gpu_id
 from lapis.gpu.capture_tma import encode
 from lapis.gpu.harness import libcuda
-from lapis.pipeline_sim.work_order import deal, section_heads, work_units
+from lapis.pipeline_sim.work_order import deal, kv_tiles_per_item, section_heads, work_units
 
 HERE = Path(__file__).parent
 KERNEL = HERE / "kernels" / "attention_h200.cu"
@@ -154,7 +154,7 @@ def worklist(v: dict, shape: str, causal: bool, sm_count: int = H200_SMS) -> np.
     b, h, seq, d = check_shape(v, shape, causal)
     q_tiles, bm, bn = seq // block_m(v), block_m(v), v["block_n"]
     units = work_units(b * h, q_tiles, 1)
-    lengths = [min(seq // bn, -(-(q + 1) * bm // bn)) if causal else seq // bn for ((_, q),) in units]
+    lengths = [kv_tiles_per_item(q, seq // bn, bm, bn, causal) for ((_, q),) in units]
     per = section_heads(seq, d)
     per_sm = deal(lengths, grid(v, shape, sm_count)[0], v["sim"]["persistent_order"], [u[0][0] // per for u in units])
     offsets = np.cumsum([0] + [len(s) for s in per_sm])

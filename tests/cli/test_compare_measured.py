@@ -242,10 +242,7 @@ def test_the_h200_proton_pipelined_gemm_compares_its_one_warpgroup(capsys):
 def test_the_h200_proton_ws_gemm_with_its_producer_on_warp_10(capsys):
     """The re-run sampling warps 0, 4 and 10 (capture proton/h200-2026-12-01-producer: the producer recorded; the
     plain build timed as a CUDA graph replay, 9.3 µs, so the plain time is the total)."""
-    capsys.readouterr()
-    folder = PROTON_H200.parent / "h200-2026-12-01-producer" / "gluon_ws_matmul"
-    assert main(["compare", "--schedule", SCHEDULE, "--shape", "2048x2048x512", "--measured", str(folder)]) == 0
-    out = capsys.readouterr().out.splitlines()
+    out = printed(capsys, "../h200-2026-12-01-producer/gluon_ws_matmul", "2048x2048x512")
     assert out[2] == "total time: predicted 8.8 µs, measured 9.3 µs (plain build (meta plain_us)): error -5.7%"
     assert out[3] == "steady-state K iteration: predicted 477 ns, measured 302 ns: error +58.0%"
     assert out[9] == "  producer   0.00 / 0.09  0.74 / 0.49    0.00  0 ns / 598 ns (-100.0%)"
