@@ -48,6 +48,7 @@ from lapis.model import sass, smsp
 MIXES = DATA / "instruction_mix.json"
 KERNELS = DATA.parent / "gpu" / "kernels"
 FLASH_CSV = CAPTURES / "ncu" / "h200-2026-12-01-units" / "flash_sass_counts.csv.gz"
+FLAGS = "-std=c++17 -gencode=arch=compute_90a,code=sm_90a -cubin"  # what smsp.softmax_sass compiles with
 TINY = 16  # instructions: a loop this short is a wait or an elect-one retry, not a block or tile loop
 TENSOR_OPS = ("HGMMA", "HMMA")
 REGIONS = ("block", "rescale", "tile", "load_block", "load_tile", "straight")
@@ -195,27 +196,41 @@ def load(path: Path = MIXES) -> dict:
 
 # ------------------------------------------------------------------------------------------ --write --
 
-def _compile(source: Path) -> dict[str, list[sass.Instruction]]:
-    return smsp.softmax_sass(source)  # nvcc -gencode sm_90a -cubin, cuobjdump -sass, parsed
+def compiled(source: Path) -> dict[str, list[sass.Instruction]]:
+    """A kernel file's SASS per function (smsp.softmax_sass: nvcc FLAGS, cuobjdump -sass, parsed), compiled once
+    per process and file content."""
+    source = Path(source)
+    return _compiled(source, hashlib.sha256(source.read_bytes()).hexdigest())
+
+
+@functools.lru_cache(maxsize=4)
+def _compiled(source: Path, _sha256: str) -> dict[str, list[sass.Instruction]]:
+    return smsp.softmax_sass(source)
 
 
 def build() -> dict:
     """The mixes of BUILT (compiled here) and of the FA2 kernel (its ncu source page), with provenance."""
     out: dict = {}
-    compiled: dict = {}
     for key, (src, fn) in BUILT.items():
-        if src not in compiled:
-            compiled[src] = _compile(KERNELS / src)
-        out[key] = dict(function=fn, source=f"lapis/gpu/kernels/{src}", regions=_plain(regions(compiled[src][fn])))
+        out[key] = dict(function=fn, source=f"lapis/gpu/kernels/{src}",
+                        regions=_plain(regions(compiled(KERNELS / src)[fn])))
     flash = sass.parse_ncu_source_csv(FLASH_CSV)
     out["flash"] = dict(function="pytorch_flash::flash_fwd_kernel (FA2 forward, the ncu capture's)",
                         source=str(FLASH_CSV.relative_to(DATA)) + " (Source column; executed counts not used)",
                         regions=_plain(regions(flash)))
-    nvcc = subprocess.run([smsp._tool("nvcc"), "--version"], capture_output=True, text=True,
-                          check=True).stdout.strip()
-    return {"schema": "lapis.instruction-mix/1", "nvcc": nvcc.splitlines()[-1], "flags": "-std=c++17 "
-            "-gencode=arch=compute_90a,code=sm_90a -cubin", "source_sha256": source_digests(),
+    return {"schema": "lapis.instruction-mix/1", "nvcc": nvcc_release(), "flags": FLAGS,
+            "source_sha256": source_digests(),
             "regions": f"lapis.model.instruction_mix.regions (TINY = {TINY})", "kernels": out}
+
+
+def nvcc_release() -> str:
+    """The last line of `nvcc --version` (its build), or CaptureError when nvcc does not answer in 60 s."""
+    try:
+        out = subprocess.run([smsp._tool("nvcc"), "--version"], capture_output=True, text=True, check=True,
+                             timeout=60).stdout.strip()
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
+        raise CaptureError("nvcc --version failed", str(e), "install the CUDA toolkit (nvcc 13)")
+    return out.splitlines()[-1]
 
 
 def source_digests() -> dict[str, str]:

@@ -1,7 +1,8 @@
 """Committed schedule predictions, so `lapis report` does not re-simulate what has not changed.
 
 An entry is keyed by (schedule, gpu, shape, parameters, profile hash, model hash). The model hash covers the
-simulator's own sources (lapis/pipeline_sim, lapis/model), so an edited schedule or cost makes its entries stale
+simulator's own sources (lapis/pipeline_sim, lapis/model) and the data its costs read beside the profile
+(MODEL_DATA: the GEMM turns, the SMSP constants), so an edited schedule or cost makes its entries stale
 instead of silently wrong; the key holds no version or install path, so a source tree and an installed wheel
 read the same entries. Stale or missing entries are re-simulated. Other predictions the report shows (the
 numerics' rescale frequency, the timeline comparisons) live in the same file under their own keys, made by
@@ -25,6 +26,9 @@ KEPT = ("predicted_us", "tflops", "roofline_tflops", "bound_by", "utilization", 
 
 
 PACKAGE = Path(lapis.__file__).resolve().parent
+# data files the costs read (lapis.model.consumer_loop.LOOPS; lapis.model.smsp's constants, through softmax_body)
+MODEL_DATA = ("data/consumer_loops.json", "data/smsp_pending.json",
+              "data/captures/micro/h200-2026-12-01-pipes/pipes/results.json")
 
 
 def _name(p: Path) -> str:
@@ -47,7 +51,8 @@ def digest(paths) -> str:
 
 @lru_cache(maxsize=None)
 def model_hash() -> str:
-    return digest([*PACKAGE.glob("pipeline_sim/**/*.py"), *PACKAGE.glob("model/**/*.py")])
+    return digest([*PACKAGE.glob("pipeline_sim/**/*.py"), *PACKAGE.glob("model/**/*.py"),
+                   *(PACKAGE / f for f in MODEL_DATA)])
 
 
 def profile_hash(gpu: str) -> str:

@@ -33,6 +33,7 @@ EXPECTED = {
     "Q from HBM": "load", "K/V from L2 (waited)": "load", "ldmatrix K (+Q)": "smem copy", "P via smem": "smem copy",
     "epilogue": "epilogue", "store O1": "epilogue", "O0 / rowsum": "epilogue", "O1 TMEM -> registers": "epilogue",
     "wait QK": "wait", "wait empty": "wait", "wait K/V (mbarrier)": "wait", "wait turn": "wait",
+    "GEMM issue": "wgmma issue",
 }
 
 

@@ -7,6 +7,8 @@ from types import SimpleNamespace
 import pytest
 import simpy
 
+from lapis.errors import ScheduleError
+from lapis.model import consumer_loop
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim.context import Context
 from lapis.pipeline_sim.pipeline import PipelineState
@@ -165,3 +167,41 @@ def test_fa2_sub_partition_busy_is_the_sum_divided_exactly():
     for ns in parts:
         total += ns
     assert busy["tensor"] == total / fa2.SMSP_PER_SM
+
+
+def test_a_gemm_turn_takes_its_issue_time_before_the_next_turn():
+    ctx, slot = slot_of(dict(ws=True, pingpong=True, overlap=True), wgs=2)
+    ctx.cost = costs(turn_ns=(30.0, 20.0, 10.0))  # before the first wgmma group, the first group, the second
+    slot.build_rings()
+    hand_fed(ctx, slot, ((0, "K", 0), (0, "K", 1), (0, "V", 0), (0, "V", 1)))
+    for i in (0, 1):
+        ctx.spawn(f"consumer{i}", ah.consumer_overlap(ctx, slot, i))
+    ctx.env.run()
+    # WG 0's first turn: 30 ns to its first HGMMA (QK_0 reaches the pipe at 30), 20 ns of QK's k-steps, then the
+    # bar.arrive at 50; WG 1 syncs at 50, issues for 30 ns and queues QK_0 behind WG 0's (pipe busy 30..130)
+    assert events(ctx, "consumer0")[:2] == [("GEMM issue", 0, 30), ("GEMM issue", 30, 50)]
+    qk = [(e.role, e.k_index, e.start_ns) for e in ctx.rec.events if e.op == "wgmma QK"]
+    assert qk[:2] == [("consumer0", 0, 30), ("consumer1", 0, 130)]
+    turn = next(e for e in ctx.rec.events if e.op == "wait GEMM turn (bar.sync 2)" and e.k_index == 0)
+    assert (turn.role, turn.end_ns) == ("consumer1", 50)
+    # the turn of tile 1 issues QK_1 and PV_0: all three segments; the item's last turn issues PV_1 alone: the
+    # segment before the first group, then PV's
+    second = [(e.start_ns, e.end_ns) for e in ctx.rec.events if e.role == "consumer0" and e.op == "GEMM issue"
+              and e.k_index == 1]
+    assert [b - a for a, b in second] == [30, 20, 10, 30, 10]
+
+
+def test_turn_costs_come_from_the_kernels_sass_and_only_for_kernels_lapis_built():
+    dims = (1, 2, 1024, 128)
+    s9, fa4 = SCHEDULES["h200-s9-tuned"], SCHEDULES["h200-fa4-sm90"]
+    c9 = ah.AttentionCosts.of(H200, dims, s9.resolve(H200, dims, {})[0], s9.flags)
+    turn = consumer_loop.load()["h200-s9-tuned"]["rebuild"]["turn"]["cycles"]
+    assert c9.turn_ns == pytest.approx(tuple(turn[k] / H200["clock_ghz"] for k in ("pre", "first", "second")))
+    cf = fa4.costs(H200, dims, fa4.resolve(H200, dims, {})[0], fa4.flags)
+    assert cf.turn_ns == (0.0, 0.0, 0.0)  # FA4's SASS is not here: no turn cost rather than lapis's
+    # block_n 64: PV has 4 k-steps, half of the second segment
+    c64 = ah.AttentionCosts.of(H200, dims, s9.resolve(H200, dims, {"block_n": 64})[0], s9.flags)
+    assert c64.turn_ns[2] == pytest.approx(c9.turn_ns[2] / 2) and c64.turn_ns[:2] == pytest.approx(c9.turn_ns[:2])
+    with pytest.raises(ScheduleError, match="wgmma_desc"):
+        s4 = SCHEDULES["h200-s4-pingpong"]
+        ah.AttentionCosts.of(H200, dims, s4.resolve(H200, dims, {"wgmma_desc": "increment"})[0], s4.flags)

@@ -44,6 +44,10 @@ Costs (softmax_costs; profile values in cycles become ns through clock_ghz):
 - wgmma: 2 x rows x block_n x D FLOP at tensor_flop_per_clk_sm on the SM's one tensor pipe (FIFO), slower while a
   softmax runs (gemm_pair_cycles_under_softmax_<flavour>); its result lands the pipe's latency later
   (gemm_pair_cycles less the pair's pipe time at peak, PAIR_FLOP / tensor_flop_per_clk_sm).
+- GEMM turn (s4+, `gemm_turn`): one warp's issue of the turn's instructions from the kernel's SASS
+  (lapis.model.consumer_loop: the V wait and descriptors before the first wgmma, then each wgmma group's k-steps and
+  descriptors; `wgmma_desc` rebuild or increment picks the built kernel), so a wgmma reaches the tensor pipe when
+  its group's first HGMMA issues and the next warpgroup's turn starts at the bar.arrive (issue).
 - O rescale: rows x D multiplies at fma_per_clk_sm; causal: the diagonal tile adds MASK_OPS_PER_SCORE per score.
 - loads: bytes at the SM's share of the L2 bandwidth (lapis.pipeline_sim.grid), then tma_latency_ns (K/V tiles)
   or tma_latency_hbm_ns (Q in, O out: compulsory HBM traffic).
@@ -63,7 +67,7 @@ representative SM (the most K/V tiles) is simulated; `full` simulates every SM.
 Parameters (DEFAULTS; `--param k=v`): block_m, block_n, stages, consumer_wgs, emulate_frac, threshold, causal,
 regs_producer / regs_consumer (setmaxnreg.py: derived 56/256, 24/240, 32/160 for 1, 2, 3 consumer WGs; refused
 outside 24..256 step 8 or over registers_per_sm), regs_per_thread (s1 only), ctas_per_sm, q_tiles_per_cta
-(work_order.py), persistent_order (s8, s9), softmax_chains (softmax_costs). Registers set the residency and are reported (`fit`); spills, and
+(work_order.py), persistent_order (s8, s9), softmax_chains (softmax_costs), wgmma_desc (turn_costs). Registers set the residency and are reported (`fit`); spills, and
 the per-tile overheads a larger block_n amortizes on hardware, are not modelled. FMA_OPS_PER_SCORE (4; 3 with
 the scale folded into log2 units) is the FMA-pipe count per score the FA2, sm120 and B200 schedules cost their
 softmax by; these schedules cost it from the contend measurements.
@@ -79,6 +83,7 @@ from functools import lru_cache, partial
 import numpy as np
 
 from lapis.errors import ScheduleError
+from lapis.model import consumer_loop
 from lapis.model.numerics import flash_forward
 from lapis.model.occupancy import resident_ctas
 from lapis.model.softmax_body import chain_factor
@@ -104,7 +109,7 @@ S1_PTXAS_REGS = 154  # ptxas's count for attn_s1_serial (capture attention/h200-
 KERNEL_SMEM_EXTRA = 1024 + 1024
 DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0,
                 regs_producer=None, regs_consumer=None, regs_per_thread=None, ctas_per_sm=None, q_tiles_per_cta=1,
-                persistent_order="grid_stride", softmax_chains=1, q_slots=1)
+                persistent_order="grid_stride", softmax_chains=1, q_slots=1, wgmma_desc="rebuild")
 _S8 = dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True, persistent=True)
 VARIANTS = {
     "h200-s1-serial": dict(block_m=64, consumer_wgs=1, stages=1, ws=False, regs_per_thread=S1_PTXAS_REGS),
@@ -189,7 +194,9 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     pair's time beyond the pipe at peak (PAIR_FLOP / tensor_flop_per_clk_sm); factors: Contention's rates.
     softmax_chains (1, 2 or 4): partial maxima and sums per row; softmax_ns scales by
     lapis.model.softmax_body.chain_factor (the SMSP model's cycles of the tile's stream against one chain, with one
-    softmax warp per consumer warpgroup on each SMSP)."""
+    softmax warp per consumer warpgroup on each SMSP), and for lapis's ping-pong kernels by their loop's
+    softmax_scale (kernel_loop: the SMSP cycle simulation of the kernel's softmax side against the
+    microbenchmark's softmax loop)."""
     base, emulate = flavour(flags), emulated(flags, prm)
     tile = {st: _flavour_cycles(p, "softmax_cycles_{}" + st, base, emulate) for st in STATES}
     pipe_alone = _measured(p, "gemm_pair_cycles")
@@ -199,11 +206,44 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     in_tile = 0.0 if flags.get("cond_rescale") else 64 * 128 / p["fma_per_clk_sm"]  # cycles: the tile's O rescale
     # the measured tiles are s9's (one chain per row); both consumer warpgroups' softmaxes overlap on each SMSP
     chains = chain_factor(prm.get("softmax_chains", 1), prm["consumer_wgs"])
-    return dict(softmax_ns=(tile[""] - in_tile) * (rows / 64) * (bn / 128) * chains / ghz,
+    loop = kernel_loop(flags, prm)
+    side = loop["softmax_side"]["softmax_scale"] if loop else 1.0  # the kernel's loop against the microbenchmark's
+    return dict(softmax_ns=(tile[""] - in_tile) * (rows / 64) * (bn / 128) * chains * side / ghz,
                 rescale_ns=rows * d / p.per_ns("fma_per_clk_sm"),
                 wgmma_latency_ns=max(latency, 0.0) / ghz,
                 factors=dict(softmax_pair=tile[""] / tile["_pair"], softmax_under_gemm=tile[""] / tile["_under_gemm"],
                              pipe_under_softmax=(pipe_alone - latency) / (pipe_softmax - latency)))
+
+
+def kernel_loop(flags: dict, prm: dict) -> dict | None:
+    """The committed consumer loop of the kernel that builds this schedule with prm["wgmma_desc"]
+    (lapis.model.consumer_loop.LOOPS), or None for schedules without GEMM turns (no ping-pong, one consumer
+    warpgroup) and for those whose kernels lapis has no SASS of (flags without gemm_turn: FA4's, cuDNN's).
+    ScheduleError for a wgmma_desc no built kernel of this schedule has."""
+    if not (flags.get("gemm_turn") and pingpong(flags, prm["consumer_wgs"])):
+        if prm["wgmma_desc"] != DEFAULTS["wgmma_desc"]:
+            raise ScheduleError("wgmma_desc applies to lapis's ping-pong schedules (their kernels' SASS)",
+                                f"wgmma_desc {prm['wgmma_desc']!r}", "drop it, or use h200-s4..s9 with two consumer "
+                                "warpgroups")
+        return None
+    modes = consumer_loop.load().get(flags["gemm_turn"], {})
+    if prm["wgmma_desc"] not in modes:
+        raise ScheduleError("wgmma_desc names a way of making descriptors a built kernel of this schedule has",
+                            f"{flags['gemm_turn']}: wgmma_desc {prm['wgmma_desc']!r}", f"use one of {sorted(modes)}")
+    return modes[prm["wgmma_desc"]]
+
+
+def turn_costs(p, flags: dict, prm: dict, d: int) -> tuple[float, float, float]:
+    """ns of a GEMM turn's issue, alone: (before the first wgmma group, the first group, the second), from the
+    kernel's loop (kernel_loop; zero without one), scaled to this run's k-steps (QK: D / 16, PV: block_n / 16; s4
+    issues PV first)."""
+    loop = kernel_loop(flags, prm)
+    if loop is None:
+        return (0.0, 0.0, 0.0)
+    qk, pv = d // 16, prm["block_n"] // 16
+    first, second = (qk, pv) if flags.get("overlap") else (pv, qk)
+    c = consumer_loop.segment_cycles(loop["turn"], first, second)
+    return tuple(c[k] / p["clock_ghz"] for k in consumer_loop.SEGMENTS)
 
 
 def _tiles(seq: int, bm: int, bn: int, masked: bool) -> tuple[int, int]:
@@ -308,7 +348,8 @@ class AttentionCosts:
     `rescale_frequency` (1 but for cond_rescale); mask_ns: causal, the diagonal tile's compare and select;
     softmax_pair, softmax_under_gemm, pipe_under_softmax: the contention rates; turnover_ns: a slot's CTA
     turnover; q_bytes: a CTA's Q tile (block_m rows); o_bytes: one warpgroup's O rows; tile_bytes: a K or V tile;
-    l2_latency_ns, hbm_latency_ns: a load's latency after its bytes (L2 hits, compulsory HBM traffic)."""
+    l2_latency_ns, hbm_latency_ns: a load's latency after its bytes (L2 hits, compulsory HBM traffic); turn_ns: a
+    GEMM turn's issue (ns alone) before its first wgmma group, of the first group, of the second (turn_costs)."""
 
     gemm_ns: float
     wgmma_latency_ns: float
@@ -331,6 +372,7 @@ class AttentionCosts:
     causal: bool
     flavour: str
     emulate_frac: float
+    turn_ns: tuple = (0.0, 0.0, 0.0)
 
     @classmethod
     def of(cls, p, dims: tuple, prm: dict, flags: dict) -> AttentionCosts:
@@ -349,7 +391,7 @@ class AttentionCosts:
                    tile_bytes=bn * d * 2, l2_latency_ns=p["tma_latency_ns"], hbm_latency_ns=p["tma_latency_hbm_ns"],
                    q_tiles=q_tiles, kv_tiles=kv_tiles, items=b * h * math.ceil(q_tiles / prm["q_tiles_per_cta"]),
                    rescale_frequency=freq, causal=bool(prm["causal"]),
-                   flavour=flavour(flags), emulate_frac=emulated(flags, prm))
+                   flavour=flavour(flags), emulate_frac=emulated(flags, prm), turn_ns=turn_costs(p, flags, prm, d))
 
     @property
     def factors(self) -> dict:
@@ -610,6 +652,18 @@ def pass_turn(ctx, slot: CtaSlot, wg: Warpgroup) -> None:
         slot.turns[(wg.i + 1) % len(slot.turns)].arrive(wg.role, WARPGROUP_THREADS, event=ctx.rec.last_id(wg.role))
 
 
+def issue(ctx, wg: Warpgroup, segment: int, item: int, j: int):
+    """Issue segment `segment` of the GEMM turn (0: before the first wgmma group, 1: the first group, 2: the
+    second; AttentionCosts.turn_ns) at its alone speed. The turn's warp issues about one instruction in three
+    cycles (lapis.model.consumer_loop: its stall counts) and a softmax warp about one in two, so together they stay
+    under an SMSP's one issue per cycle: neither is slowed by the other here (an assumption, not a measurement)."""
+    ns = ctx.cost.turn_ns[segment]
+    if ns > 0:
+        t0 = ctx.now
+        yield ctx.env.timeout(ns)
+        ctx.record(wg.role, "GEMM issue", t0, work_item=item, k_index=j)
+
+
 # The roles.
 
 def load_order(n_kv: int, v_lags: bool) -> list:
@@ -712,7 +766,10 @@ def gemm_turns(ctx, slot: CtaSlot, wg: Warpgroup, turn):
             held = (j, vs)
         if held is not None:
             yield from turn_sync(ctx, slot, wg, item, held[0])
-            yield from pv(ctx, slot, wg, item, *held)
+            yield from wait_tile(ctx, slot.rings["V"], held[1], wg, item, held[0])
+            yield from issue(ctx, wg, 0, item, held[0])
+            wgmma(ctx, slot, wg, "wgmma PV", item, held[0], slot.rings["V"], held[1])
+            yield from issue(ctx, wg, 2 if ctx.flags.get("overlap") else 1, item, held[0])
             pass_turn(ctx, slot, wg)
             yield from wait_group(ctx, wg, 0, item, held[0])
             slot.rings["V"].consumer_release(held[1], wg.role)
@@ -724,8 +781,13 @@ def turn_pingpong(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: in
     bar.arrive the next WG's turn, wait both, release K_j and V_{j-1}, and run the softmax with the O rescale while
     the other WG's GEMMs run."""
     if held:
-        yield from pv(ctx, slot, wg, item, *held)
+        yield from wait_tile(ctx, slot.rings["V"], held[1], wg, item, held[0])
+    yield from issue(ctx, wg, 0, item, j)
+    if held:
+        wgmma(ctx, slot, wg, "wgmma PV", item, held[0], slot.rings["V"], held[1])
+        yield from issue(ctx, wg, 1, item, j)
     wgmma(ctx, slot, wg, "wgmma QK", item, j, slot.rings["K"], ks)
+    yield from issue(ctx, wg, 2, item, j)
     pass_turn(ctx, slot, wg)
     yield from wait_group(ctx, wg, 0, item, j)
     slot.rings["K"].consumer_release(ks, wg.role)
@@ -744,9 +806,12 @@ def turn_overlap(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int
     k_ring, v_ring = slot.rings["K"], slot.rings["V"]
     if held:  # V_{j-1} waited before QK_j: the two issue back to back
         yield from wait_tile(ctx, v_ring, held[1], wg, item, held[0])
+    yield from issue(ctx, wg, 0, item, j)
     wgmma(ctx, slot, wg, "wgmma QK", item, j, k_ring, ks)
+    yield from issue(ctx, wg, 1, item, j)
     if held:
         wgmma(ctx, slot, wg, "wgmma PV", item, held[0], v_ring, held[1])
+        yield from issue(ctx, wg, 2, item, j)
     pass_turn(ctx, slot, wg)
     yield from wait_group(ctx, wg, 1 if held else 0, item, j)  # S_j ready; PV_{j-1} may run on
     k_ring.consumer_release(ks, wg.role)
@@ -787,7 +852,7 @@ DESCRIPTIONS = {  # `lapis simulate --list`
 
 def schedule(name: str) -> Schedule:
     """Variant `name` of the table as a Schedule: its flags decide the roles (consumer_role) and the costs."""
-    flags = VARIANTS[name]
+    flags = dict(VARIANTS[name], gemm_turn=name)  # its loop's SASS: lapis.model.consumer_loop.LOOPS[name]
     return Schedule(name=name, description=DESCRIPTIONS[name], shape="attention", defaults=DEFAULTS, flags=flags,
                     resolve=partial(resolve_run, name), work=partial(deal, flags.get("masked_tail", False)),
                     costs=AttentionCosts.of, launch=launch, flops=flops, summary=summary,

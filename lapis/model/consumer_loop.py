@@ -1,0 +1,249 @@
+"""A consumer warpgroup's K/V-tile loop from the kernel's SASS: its GEMM turn's issue time, and what its softmax
+side costs against the softmax microbenchmark the H200 measured.
+
+The GEMM turn. In the ping-pong attention kernels (lapis/gpu/kernels/attention_h200.cu, s4+) a consumer warpgroup
+takes a GEMM turn per K/V tile: it `bar.sync`s its named barrier, waits for V, builds the wgmma matrix descriptors
+and issues QK_j's and PV_{j-1}'s wgmma instructions, then `bar.arrive`s the next warpgroup's barrier. The other
+warpgroup cannot start its own turn before that arrive, and the turn's first wgmma cannot reach the tensor pipe
+before it is issued, so the turn's issue time is on the schedule's critical path. Each of the warpgroup's four
+warps issues the turn on its own SM sub-partition (SMSP), so one warp's in-order issue time is the turn's. The
+turn is split at its wgmma groups (the innermost consumer loop of the function, lapis.model.sass.loops):
+
+    pre     after the loop's last BAR.SYNC up to the first HGMMA   (the V wait, descriptors, warpgroup.arrive)
+    first   the first group's HGMMAs up to the second group's      (its k-steps and their descriptors)
+    second  the second group's first HGMMA through the last BAR.ARV (its k-steps, the turn's hand-over)
+
+s5+ issue QK_j first and PV_{j-1} second; s4 issues PV_{j-1} first. A group starts where the HGMMA accumulator
+(its first operand) changes. A segment's cycles are one warp issuing it alone, in order (lapis.model.smsp's cycle
+simulation over the segment once, spin loops counted once): the compiler's stall counts and scoreboard waits with
+the pipes' latencies of smsp.Constants from the pipes capture. HGMMA is issued at one per cycle here: the tensor
+pipe runs it asynchronously, and the stall counts hold the spacing the compiler needs between two of them.
+
+The softmax side: the rest of the loop (the loop less the turn, less the conditional O rescale path and the
+retry paths of waits that succeed: lapis.model.instruction_mix). The simulator's softmax tile is measured on the
+H200 in lapis/gpu/kernels/micro_mix_softmax_v3.cu, whose softmax loop runs the kernels' own softmax code but not
+their loop's bookkeeping (mbarrier arrives, masks of ragged tiles, the work item's state). `softmax_scale` is the
+SMSP model's cycles for the kernel's side over those for the microbenchmark's softmax loop of the same flavour (the
+same exclusions), both with two softmax warps per SMSP (smsp.simulate, cycle by cycle): the measured tile times it
+is the kernel's.
+
+LOOPS (lapis/data/consumer_loops.json) holds, for each simulator schedule with GEMM turns and each way of making
+its wgmma descriptors (`wgmma_desc`: "rebuild", from the shared-memory address at every k-step; "increment", one
+base per tile advanced by constants), the turn and softmax side of the first catalog kernel that builds it
+(lapis.catalog.attention: its `schedule` and sim parameter `wgmma_desc`), written by
+
+    python -m lapis.model.consumer_loop --write    # compiles attention_h200.cu and micro_mix_softmax_v3.cu
+
+with the nvcc release and the sources' sha256. Kernels with no SASS here (FA4's, cuDNN's) have neither.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+from lapis.catalog import attention as catalog
+from lapis.data import DATA
+from lapis.errors import CaptureError, LapisError
+from lapis.model import instruction_mix, sass, smsp
+
+LOOPS = DATA / "consumer_loops.json"
+SCHEMA = "lapis.consumer-loops/1"
+MICRO = "micro_mix_softmax_v3.cu"  # the contend microbenchmark (profile softmax_cycles_<flavour>)
+SIDE_WARPS = 2  # softmax warps per SMSP: one of each consumer warpgroup (the built kernels have two)
+SEGMENTS = ("pre", "first", "second")
+DESC_MODES = ("rebuild", "increment")
+
+
+def _consumer_loop(instrs: list[sass.Instruction]) -> sass.Loop:
+    """The innermost loop (longer than instruction_mix.TINY) holding HGMMA. CaptureError without one."""
+    lps = [lp for lp in sass.loops(instrs) if lp.tail - lp.head > instruction_mix.TINY
+           and any(i.opcode == "HGMMA" for i in instrs[lp.head:lp.tail])]
+    if not lps:
+        raise CaptureError("no consumer loop (a loop holding HGMMA)", f"{len(instrs)} instructions",
+                           "pass a wgmma attention kernel's SASS")
+    return min(lps, key=lambda x: x.tail - x.head)
+
+
+def _turn_bounds(instrs: list[sass.Instruction]) -> tuple[int, int, int, int]:
+    """(turn start, first HGMMA, the second group's first HGMMA, turn end) as indices into `instrs`."""
+    lp = _consumer_loop(instrs)
+    idx = range(lp.head, lp.tail + 1)
+    syncs = [k for k in idx if instrs[k].opcode == "BAR" and "SYNC" in instrs[k].modifiers]
+    arvs = [k for k in idx if instrs[k].opcode == "BAR" and "ARV" in instrs[k].modifiers]
+    hg = [k for k in idx if instrs[k].opcode == "HGMMA"]
+    if not syncs or not arvs or not any(k < hg[0] for k in syncs):
+        raise CaptureError("the consumer loop has no GEMM turn (BAR.SYNC, HGMMA, BAR.ARV)",
+                           f"{len(syncs)} BAR.SYNC, {len(hg)} HGMMA, {len(arvs)} BAR.ARV", "pass a ping-pong kernel")
+    second = next((k for k in hg if instrs[k].operands[0] != instrs[hg[0]].operands[0]), None)
+    if second is None:
+        raise CaptureError("the turn issues one wgmma group, not QK and PV", f"{len(hg)} HGMMA", "pass an s4+ kernel")
+    return max(k for k in syncs if k < hg[0]) + 1, hg[0], second, max(arvs) + 1
+
+
+def turn_slice(instrs: list[sass.Instruction]) -> dict[str, list[sass.Instruction]]:
+    """The turn's segments (module docstring) of a ping-pong kernel function. CaptureError when the innermost
+    consumer loop has no BAR.SYNC ... BAR.ARV around two HGMMA groups."""
+    start, first, second, end = _turn_bounds(instrs)
+    return dict(pre=instrs[start:first], first=instrs[first:second], second=instrs[second:end])
+
+
+def issue_cycles(segment: list[sass.Instruction], consts: smsp.Constants) -> float:
+    """Cycles one warp takes to issue `segment` once, alone, in order, up to issuing its last instruction
+    (smsp's cycle simulation with HGMMA accepted at one per cycle). CaptureError without control bits."""
+    if any(i.control is None for i in segment):
+        raise CaptureError("issue_cycles needs control bits (cuobjdump -sass input)", "an instruction without them",
+                           "compile the kernel and read it with cuobjdump")
+    if not segment:
+        return 0.0
+    fast = dataclasses.replace(consts, rate={**consts.rate, "tensor": 1.0})
+    return smsp._issue_all(segment, 1, fast, 1)
+
+
+def turn_of(instrs: list[sass.Instruction], consts: smsp.Constants) -> dict:
+    """One function's turn: per segment its cycles, instructions and per-pipe counts; HGMMA per group."""
+    seg = turn_slice(instrs)
+    return dict(cycles={k: issue_cycles(v, consts) for k, v in seg.items()},
+                instructions={k: len(v) for k, v in seg.items()},
+                pipes={k: dict(sorted(Counter(i.pipe for i in v).items())) for k, v in seg.items()},
+                hgmma={k: sum(i.opcode == "HGMMA" for i in seg[k]) for k in SEGMENTS[1:]})
+
+
+def _side_body(instrs: list[sass.Instruction], lp: sass.Loop, skip: set[int]) -> list[sass.Instruction]:
+    """The loop's instructions in order, less `skip`, the conditional O rescale and the retry paths of waits."""
+    region = ["block" if lp.head <= k <= lp.tail else "straight" for k in range(len(instrs))]
+    drop = skip | instruction_mix.rescale_path(instrs, region) | instruction_mix.waits_slow_path(instrs)
+    return [instrs[k] for k in range(lp.head, lp.tail + 1) if k not in drop]
+
+
+def kernel_side(instrs: list[sass.Instruction]) -> list[sass.Instruction]:
+    """A ping-pong kernel's softmax side: its consumer loop less the GEMM turn (module docstring)."""
+    start, _, _, end = _turn_bounds(instrs)
+    return _side_body(instrs, _consumer_loop(instrs), set(range(start, end)))
+
+
+def micro_side(instrs: list[sass.Instruction]) -> list[sass.Instruction]:
+    """The contend microbenchmark's softmax loop (the shortest loop holding MUFU and no HGMMA) with the same
+    exclusions. CaptureError without one."""
+    lps = [lp for lp in sass.loops(instrs) if lp.tail - lp.head > instruction_mix.TINY
+           and any(i.opcode == "MUFU" for i in instrs[lp.head:lp.tail])
+           and not any(i.opcode == "HGMMA" for i in instrs[lp.head:lp.tail])]
+    if not lps:
+        raise CaptureError("no softmax loop (MUFU without HGMMA)", f"{len(instrs)} instructions",
+                           f"pass a {MICRO} function")
+    return _side_body(instrs, min(lps, key=lambda x: x.tail - x.head), set())
+
+
+def side_of(body: list[sass.Instruction], consts: smsp.Constants) -> dict:
+    """A softmax side's SMSP cycles per warp-iteration with SIDE_WARPS warps issuing it (smsp.simulate: the cycle
+    simulation, where the bound model's MUFU limit would hide the extra instructions), and its per-pipe counts."""
+    return dict(cycles=smsp.simulate(body, SIDE_WARPS, consts), instructions=len(body),
+                pipes=dict(sorted(sass.pipe_mix(body).items())))
+
+
+def representatives() -> dict[str, dict[str, str]]:
+    """{schedule: {wgmma_desc: catalog key}}: the first non-diagnostic catalog kernel with GEMM turns that each
+    schedule and descriptor mode maps to (lapis.catalog.attention table order)."""
+    out: dict = {}
+    for key, v in catalog.VARIANTS.items():
+        if v["pp"] and v["diagnostic"] is None:
+            out.setdefault(v["schedule"], {}).setdefault(v["sim"].get("wgmma_desc", "rebuild"), key)
+    return out
+
+
+def flavour_of(v: dict) -> str:
+    """The contend microbenchmark flavour a catalog kernel's softmax is (profile softmax_cycles_<flavour>)."""
+    return "exp2f" if not v["exp2"] else "ex2_cond" if v["cond"] else "ex2"
+
+
+def build() -> dict:
+    """The loops of every representative kernel and the microbenchmark's softmax loops, compiled here, with
+    provenance."""
+    fns = instruction_mix.compiled(instruction_mix.KERNELS / "attention_h200.cu")
+    micro = instruction_mix.compiled(instruction_mix.KERNELS / MICRO)
+    consts = smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE)
+    reference = {f: side_of(micro_side(micro[f"micro_contend_{f}"]), consts) for f in ("exp2f", "ex2", "ex2_cond")}
+    loops: dict = {}
+    for schedule, modes in representatives().items():
+        for mode, key in modes.items():
+            v = catalog.VARIANTS[key]
+            fn = catalog.kernel_name(v)
+            if fn not in fns:
+                raise CaptureError("a catalog kernel is missing from the compiled file", fn,
+                                   "regenerate attention_variants.inc: python -m lapis.catalog.generate")
+            side = side_of(kernel_side(fns[fn]), consts)
+            ref = reference[flavour_of(v)]
+            loops.setdefault(schedule, {})[mode] = dict(
+                kernel=key, function=fn, turn=turn_of(fns[fn], consts),
+                softmax_side=dict(side, flavour=flavour_of(v), softmax_scale=side["cycles"] / ref["cycles"]))
+    return {"schema": SCHEMA, "nvcc": instruction_mix.nvcc_release(), "flags": instruction_mix.FLAGS,
+            "source_sha256": instruction_mix.source_digests(), "constants": str(smsp.PIPES_CAPTURE.relative_to(
+                DATA.parent.parent)), "micro_reference": reference, "loops": loops}
+
+
+def load(path: Path = LOOPS) -> dict:
+    """The committed loops ({schedule: {wgmma_desc: loop}}), read once per file version. CaptureError if
+    unreadable or malformed."""
+    path = Path(path)
+    return _load(path, path.stat().st_mtime_ns if path.is_file() else None)
+
+
+def _valid(loop) -> bool:
+    t, side = loop.get("turn", {}), loop.get("softmax_side", {})
+    return (isinstance(t.get("cycles"), dict) and set(t["cycles"]) == set(SEGMENTS)
+            and all(isinstance(x, (int, float)) and 0 <= x < 1e5 for x in t["cycles"].values())
+            and isinstance(t.get("hgmma"), dict)
+            and all(isinstance(t["hgmma"].get(g), int) and t["hgmma"][g] > 0 for g in SEGMENTS[1:])
+            and isinstance(side.get("softmax_scale"), (int, float)) and 0.25 < side["softmax_scale"] < 4)
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: Path, _version) -> dict:
+    d = smsp._read_json(path)
+    loops = d.get("loops")
+    if d.get("schema") != SCHEMA or not isinstance(loops, dict) or not all(
+            isinstance(m, dict) and all(isinstance(lp, dict) and _valid(lp) for lp in m.values())
+            for m in loops.values()):
+        raise CaptureError("not a consumer-loop file (schema; loops with a turn's pre/first/second cycles and "
+                           "HGMMA counts, a softmax_scale in (0.25, 4))", str(path),
+                           "regenerate: python -m lapis.model.consumer_loop --write")
+    return loops
+
+
+def segment_cycles(turn: dict, first_ksteps: int, second_ksteps: int) -> dict[str, float]:
+    """A turn's segment cycles when its first and second wgmma groups have `first_ksteps` and `second_ksteps` k16
+    steps (QK: D / 16, PV: block_n / 16): each group's segment scales with its HGMMA count (descriptors and issue
+    per k-step), pre stays."""
+    c, h = turn["cycles"], turn["hgmma"]
+    return dict(pre=c["pre"], first=c["first"] * first_ksteps / h["first"],
+                second=c["second"] * second_ksteps / h["second"])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lapis.model.consumer_loop", description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help=f"compile the kernels and write {LOOPS.name}")
+    a = ap.parse_args(argv)
+    try:
+        if a.write:
+            LOOPS.write_text(json.dumps(build(), indent=1) + "\n")
+        loops = load()
+    except LapisError as e:
+        print(f"lapis.model.consumer_loop: {e}", file=sys.stderr)
+        return 2
+    print(f"{'schedule':<24} {'wgmma_desc':<10} {'kernel':<6} {'pre':>5} {'first':>5} {'second':>6}  turn cycles; "
+          "softmax side: instructions, scale")
+    for schedule, modes in loops.items():
+        for mode, lp in modes.items():
+            c, side = lp["turn"]["cycles"], lp["softmax_side"]
+            print(f"{schedule:<24} {mode:<10} {lp['kernel']:<6} {c['pre']:>5.0f} {c['first']:>5.0f} "
+                  f"{c['second']:>6.0f}  {side['instructions']:>4} x{side['softmax_scale']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""lapis.model.consumer_loop: a GEMM turn's segments in a consumer loop's SASS, one warp's issue time through them,
+the softmax side, and the committed loops of lapis's ping-pong kernels."""
+
+import dataclasses
+import json
+import shutil
+
+import pytest
+
+from lapis.errors import CaptureError
+from lapis.model import consumer_loop, sass
+
+# round textbook latencies, for arithmetic only (test_smsp.py's BOOK)
+from tests.model.test_smsp import BOOK
+
+
+def _loop(body):
+    """`body` (text, stall, write_sb, wait_mask) as a loop: addresses 16 apart, a backward branch to the head."""
+    out = []
+    for k, (text, stall, wsb, wait) in enumerate(body + [("BRA 0x0", 1, None, 0)]):
+        i = sass.parse_instruction(text, 16 * k)
+        out.append(dataclasses.replace(i, control=sass.Control(stall, False, wsb, None, wait, 0)))
+    return out
+
+
+FILL = [("FFMA R1, R2, R2, R2", 1, None, 0)] * 12  # the loop is longer than instruction_mix.TINY
+TURN = [("BAR.SYNC.DEFER_BLOCKING 0x1, 0x100", 1, None, 0),
+        ("R2UR UR4, R10", 2, 0, 0),                        # writes scoreboard 0 (adu latency 4 in BOOK)
+        ("UIADD3 UR5, UR4, 0x2, URZ", 1, None, 0b1),       # waits on it
+        ("HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ, !UPT", 1, None, 0),
+        ("HGMMA.64x128x16.F32.BF16 R24, gdesc[UR5], R24, gsb0", 3, None, 0),
+        ("UMOV UR6, 0x40", 1, None, 0),
+        ("HGMMA.64x128x16.F32.BF16 R88, R152, gdesc[UR6].tnspB, R88, gsb0", 2, None, 0),
+        ("BAR.ARV 0x2, 0x100", 6, None, 0)]
+
+
+def test_the_turn_is_cut_at_its_wgmma_groups():
+    seg = consumer_loop.turn_slice(_loop(FILL + TURN))
+    assert [i.opcode for i in seg["pre"]] == ["R2UR", "UIADD3"]
+    assert [i.opcode for i in seg["first"]] == ["HGMMA", "HGMMA", "UMOV"]
+    assert [i.opcode for i in seg["second"]] == ["HGMMA", "BAR"]
+
+
+def test_issue_time_follows_stall_counts_and_scoreboards():
+    seg = consumer_loop.turn_slice(_loop(FILL + TURN))
+    # R2UR at 0 (stall 2); UIADD3 waits for scoreboard 0: R2UR's adu latency 4 -> issues at 4, done at 5
+    assert consumer_loop.issue_cycles(seg["pre"], BOOK) == 5
+    # HGMMA 1 + 3 stall cycles, UMOV 1: HGMMA is accepted at one per cycle, not at the tensor pipe's mma rate
+    assert consumer_loop.issue_cycles(seg["first"], BOOK) == 5
+    # HGMMA at 0 (stall 2), BAR.ARV at 2: the turn is handed over when the arrive issues, its own stall aside
+    assert consumer_loop.issue_cycles(seg["second"], BOOK) == 3
+    assert consumer_loop.issue_cycles([], BOOK) == 0
+
+
+def test_kernels_without_a_turn_are_named_errors():
+    with pytest.raises(CaptureError, match="no GEMM turn"):
+        consumer_loop.turn_slice(_loop(FILL + [t for t in TURN if not t[0].startswith("BAR")]))
+    with pytest.raises(CaptureError, match="one wgmma group"):
+        consumer_loop.turn_slice(_loop(FILL + [t for t in TURN if "R88" not in t[0]]))
+    with pytest.raises(CaptureError, match="no consumer loop"):
+        consumer_loop.turn_slice(_loop(FILL))
+    with pytest.raises(CaptureError, match="control bits"):
+        consumer_loop.issue_cycles([sass.parse_instruction("UMOV UR6, 0x40")], BOOK)
+
+
+def test_segments_scale_with_their_k_steps():
+    turn = {"cycles": {"pre": 100.0, "first": 80.0, "second": 40.0}, "hgmma": {"first": 8, "second": 8}}
+    assert consumer_loop.segment_cycles(turn, 8, 4) == {"pre": 100.0, "first": 80.0, "second": 20.0}
+    assert consumer_loop.segment_cycles(turn, 16, 11) == {"pre": 100.0, "first": 160.0, "second": 55.0}
+
+
+def test_the_softmax_side_is_the_loop_less_its_turn():
+    code = _loop(FILL + TURN)
+    side = consumer_loop.kernel_side(code)
+    assert len(side) == len(FILL) + 2  # the 12 FFMA, the BAR.SYNC before the turn, the loop's branch
+    assert [i.opcode for i in side[-2:]] == ["BAR", "BRA"] and "SYNC" in side[-2].modifiers
+
+
+def test_committed_loops():
+    loops = consumer_loop.load()
+    s9 = loops["h200-s9-tuned"]["rebuild"]
+    assert s9["kernel"] == "s9" and s9["function"] == "attn_s9_tuned_s3_n128_c2"
+    # QK^T and PV at D = block_n = 128: 8 k16 steps each
+    assert s9["turn"]["hgmma"] == {"first": 8, "second": 8}
+    # s9's side: the ex2 flavour's 64 scores and 2 corrections on MUFU, every tile
+    assert s9["softmax_side"]["pipes"]["xu"] == 66 and s9["softmax_side"]["flavour"] == "ex2_cond"
+    # every ping-pong schedule has its own kernel's loop
+    assert set(loops) == {"h200-s4-pingpong", "h200-s5-intra-overlap", "h200-s6-exp2", "h200-s7-cond-rescale",
+                          "h200-s8-persistent", "h200-s9-tuned"}
+    assert all(0 < c < 1000 for t in loops.values() for m in t.values() for c in m["turn"]["cycles"].values())
+
+
+def test_a_malformed_loops_file_is_refused(tmp_path):
+    bad = tmp_path / "loops.json"
+    bad.write_text(json.dumps({"schema": consumer_loop.SCHEMA, "loops": {"x": {"rebuild": {"turn": {"cycles": {}}}}}}))
+    with pytest.raises(CaptureError, match="not a consumer-loop file"):
+        consumer_loop.load(bad)
+    ok = json.loads(consumer_loop.LOOPS.read_text())
+    ok["loops"]["h200-s9-tuned"]["rebuild"]["softmax_side"]["softmax_scale"] = 40.0
+    bad.write_text(json.dumps(ok))
+    with pytest.raises(CaptureError, match="softmax_scale"):
+        consumer_loop.load(bad)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+def test_a_rebuild_gives_the_committed_loops():
+    built = consumer_loop.build()
+    committed = json.loads(consumer_loop.LOOPS.read_text())
+    assert built["source_sha256"] == committed["source_sha256"], "rebuild: python -m lapis.model.consumer_loop --write"
+    assert built["loops"] == committed["loops"] and built["micro_reference"] == committed["micro_reference"]
