@@ -2,7 +2,7 @@
 results.json}.
 
 Runs on the bare GPU machine from the source tree: `python3 -m lapis.gpu.capture_clock --out DIR --provenance
-FILE` (benchmarks/h200_clock.sh). Imports the standard library, numpy and cupy only (and nvidia-smi). Kernel:
+FILE` (benchmarks/h200_clock.sh). Imports the standard library, numpy and cupy only (and runs nvidia-smi). Kernel:
 lapis/gpu/kernels/micro_clock.cu, one CTA per SM: two warpgroups issue wgmma at tensor duty d_t, two issue FFMA
 at FMA duty d_f, in periods of PERIOD_NS (busy for d x PERIOD_NS, then nanosleep), for RUN_S seconds a point.
 
@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from lapis.gpu import capture_tma, harness
+from lapis.gpu.bench_gemm import SmiSampler, smi_gpu_id
 
 KERNEL = Path(__file__).parent / "kernels" / "micro_clock.cu"
 NVCC = ["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin"]
@@ -85,8 +86,6 @@ class Runner:
 
     def __init__(self, cubin: Path, attrs: dict):
         import cupy as cp
-
-        from lapis.gpu.bench_gemm import SmiSampler, smi_gpu_id
         self.cp, self.grid = cp, attrs["multiProcessorCount"]
         self.fn = cp.RawModule(path=str(cubin)).get_function("micro_clock")
         # over half the SM's shared memory: no SM takes a second CTA, so the grid covers every SM once

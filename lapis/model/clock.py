@@ -1,7 +1,7 @@
 """The SM clock a kernel runs at under the power limit, from its predicted unit activity, fitted to a clock capture.
 
-The capture (lapis.gpu.capture_clock, kernel lapis/gpu/kernels/micro_clock.cu: clock/results.json under
-lapis/data/captures/clock/<capture>/) holds points where the tensor pipe (wgmma) and the FMA pipe (FFMA) were
+The capture (lapis.gpu.capture_clock, kernel lapis/gpu/kernels/micro_clock.cu; a capture folder in the "clock" kind of
+lapis.data.CAPTURES holds its clock/results.json) holds points where the tensor pipe (wgmma) and the FMA pipe (FFMA) were
 held at set duties on every SM, each with the probed clock (clock64 cycles / %globaltimer ns, MHz) and the rates
 achieved (tensor FLOP per cycle per SM, FFMA warp-instructions per cycle per SMSP). A unit's busy fraction at a
 point is its rate over the largest rate the capture reached for that unit (both per cycle, so the clock cancels).
