@@ -3,8 +3,9 @@
 # pipes held at set duties (lapis/gpu/capture_clock.py, kernel lapis/gpu/kernels/micro_clock.cu) into
 # $OUT/clock/clock/. About 30 s of GPU time (13 points x 2 runs x 0.5 s, a 1 s warm-up, nvcc, nvidia-smi).
 # Usage on the device, from the repo root:  bash benchmarks/h200_clock.sh
-# Needs clock-provenance.json made here first (untracked, it travels with the tree):
+# Needs clock-provenance.json made here first (git ignores *-provenance.json: pass it in the run tool's carry):
 #   python -m lapis.captures.provenance lapis/gpu/kernels/micro_clock.cu lapis/gpu/kernels/micro_common.cuh \
+#     lapis/gpu/bench_gemm.py \
 #     lapis/gpu/capture_clock.py benchmarks/h200_clock.sh > clock-provenance.json
 # Commit $OUT/clock as lapis/data/captures/clock/<gpu>-<date>/ (holding clock/{manifest,results}.json);
 # lapis.model.clock reads the newest one: python -m lapis.model.clock prints its fit.
