@@ -309,6 +309,10 @@ def test_the_clock_model_is_reported_per_case_from_a_synthetic_capture(tmp_path,
             dict(_row("s4", "a", 99.0, 100.0), clock_mhz=None, clock_model_mhz=1650.0, clock_model_err_pct=None)]
     s = summarize(rows)
     assert s["clock_model_cases"] == 1 and s["clock_model_mape_pct"] == pytest.approx(40 / 18)
+    text = timelines.render(summarize([dict(r, first_divergence=None, steady_divergence=None) for r in rows]))
+    assert "clock model (lapis.model.clock, reported, not gated): mape 2.2% over the 1 cases" in text
+    assert "s9             a                False   1840 MHz (measured 1800, err +2.2%)" in text
+    assert "s4             a                False   1650 MHz (measured -, err -%)" in text
     monkeypatch.setattr(timelines, "_clock_model", lambda: None)
     assert timelines.modelled_clock(dict(tensor=1.0), dict(clock_mhz=1800.0)) == {}
     assert "clock_model_cases" not in summarize([_row("s9", "a", 70.0, 100.0)])
