@@ -16,6 +16,10 @@ run-to-run spread.
   one capture (without repeats: the median within-run IQR spread, and spread_source says so). rank_pairs = pairs
   of variants at one shape (and causal flag) whose measured gap exceeds 2 spread_pct; rank_agreement = the
   fraction the prediction orders the same way (a predicted tie is wrong), null without pairs.
+- clock_model_mhz, clock_model_err_pct (only when a clock capture exists: lapis.model.clock): the SM clock the
+  clock model gives the case's predicted tensor and FMA activity, and its error against the clock the capture
+  measured; clock_model_mape_pct over the cases with a measured clock. Reported, never gated; the predicted time
+  still uses the profile's one clock.
 - not_compared (present when there are any): {"<kind>/<capture>": {reason: count}} of the variant entries of a
   timed capture that hold no plain-build time (the run stopped before timing them; lapis.captures.readers),
   printed under the table. They are left out of the cases; they do not change the exit code.
@@ -51,6 +55,7 @@ from lapis.errors import CaptureError, LapisError, NotModelled, ScheduleError
 from lapis.figures.compare_gantt import compare_gantt
 from lapis.figures.validation import progression, scatter
 from lapis.gpu.attention_plan import OPS, ROLES
+from lapis.model import clock as clock_model
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import predictions
 from lapis.pipeline_sim.schedule import lookup
@@ -338,6 +343,7 @@ def _case_row(root: Path, case: dict, cache: dict, blind: dict | None, fig_dir: 
     row.update(predicted_us=pred_us, predicted_source="simulated" if pkey in new else "cache",
                measured_us=case["measured_us"], err_pct=err_pct(pred_us, case["measured_us"]),
                within_run_spread_pct=case["spread_pct"], **cycles(pred_us, case),
+               **modelled_clock((new.get(pkey) or cache[pkey]).get("utilization"), case),
                blind=blind is not None, blind_set=blind and blind["set"],
                blind_predicted_us=blind and blind["predicted_us"],
                blind_err_pct=blind and err_pct(blind["predicted_us"], case["measured_us"]))
@@ -392,6 +398,24 @@ def cycles(pred_us: float, case: dict) -> dict:
                                                                     case["clock_mhz"] / 1e3))
 
 
+@lru_cache(maxsize=1)
+def _clock_model():
+    return clock_model.load()
+
+
+def modelled_clock(utilization: dict | None, case: dict) -> dict:
+    """Where a clock capture exists (lapis.model.clock): clock_model_mhz, the clock the model gives the case's
+    predicted unit activity (the simulation's utilization), and clock_model_err_pct = 100 (model - measured) /
+    measured against the capture's clock (None without one). Reported, not gated. {} without a clock capture or
+    without a utilization, so the row is as before."""
+    model = _clock_model()
+    if model is None or not utilization:
+        return {}
+    mhz = model.predict_utilization(utilization)
+    return dict(clock_model_mhz=mhz, clock_model_err_pct=err_pct(mhz, case["clock_mhz"]) if case.get("clock_mhz")
+                else None)
+
+
 def _gantt(folder: Path, row: dict, pred, meas) -> str:
     name = f"validation_gantt_{row['variant']}_{row['shape']}{'_causal' if row['causal'] else ''}.png"
     fig = compare_gantt(pred, meas, None, title=f"{row['variant']} ({row['schedule']}) at {row['shape']}"
@@ -423,7 +447,10 @@ def summarize(per_case: list[dict], tolerance_pct: float = TOLERANCE_PCT) -> dic
     spread, how = run_to_run_spread(per_case)
     order = ordering(scored, spread_pct=spread, group=lambda r: (r["family"], r["shape"], r["causal"]))
     cyc = [abs(r["cycles_err_pct"]) for r in scored if r.get("cycles_err_pct") is not None]
-    return dict(cases=len(per_case), scored=len(scored), mape_pct=sum(errs) / len(errs) if errs else None,
+    clk = [abs(r["clock_model_err_pct"]) for r in scored if r.get("clock_model_err_pct") is not None]
+    modelled = dict(clock_model_mape_pct=sum(clk) / len(clk) if clk else None, clock_model_cases=len(clk)) \
+        if any("clock_model_mhz" in r for r in per_case) else {}
+    return dict(**modelled,cases=len(per_case), scored=len(scored), mape_pct=sum(errs) / len(errs) if errs else None,
                 mape_cycles_pct=sum(cyc) / len(cyc) if cyc else None, cycles_cases=len(cyc),
                 max_abs_cycles_err_pct=max(cyc) if cyc else None,
                 mape_pct_blind=sum(blind) / len(blind) if blind else None, blind_cases=len(blind),
@@ -454,7 +481,10 @@ def render(r: dict) -> str:
              f"(gap > 2 x spread {_f(r['spread_pct'], '.2f')}%: {r['spread_source']}), rank agreement "
              f"{_f(r['rank_agreement'], '.0%')}",
              f"in SM cycles (the {r.get('cycles_cases', 0)} cases whose capture probed the clock): mape "
-             f"{_f(r.get('mape_cycles_pct'), '.1f')}%, max |err| {_f(r.get('max_abs_cycles_err_pct'), '.1f')}%", "",
+             f"{_f(r.get('mape_cycles_pct'), '.1f')}%, max |err| {_f(r.get('max_abs_cycles_err_pct'), '.1f')}%",
+             *([f"clock model (lapis.model.clock, reported, not gated): mape {_f(r['clock_model_mape_pct'], '.1f')}% "
+                f"over the {r['clock_model_cases']} cases with a measured clock"] if "clock_model_cases" in r else []),
+             "",
              f"{'variant':<14} {'shape':<16} {'causal':<6} {'pred µs':>9} {'meas µs':>9} {'err %':>7} "
              f"{'blind %':>8} {'MHz':>5} {'cyc %':>6}  first divergence | steady-state divergence (offset: measured - predicted)"]
     lines += [f"{c['variant']:<14} {c['shape']:<16} {str(c['causal']):<6} {_f(c['predicted_us'], '9.1f')} "
@@ -462,6 +492,9 @@ def render(r: dict) -> str:
               f"{_f(c.get('clock_mhz'), '.0f'):>5} {_f(c.get('cycles_err_pct'), '+.1f'):>6}  "
               f"{c.get('error') or divergence_text(c['first_divergence'])} | {divergence_text(c['steady_divergence'])}"
               for c in r["per_case"]]
+    lines += [f"{'clock model':<14} {c['variant']:<14} {c['shape']:<16} {str(c['causal']):<6} "
+              f"{c['clock_model_mhz']:5.0f} MHz (measured {_f(c.get('clock_mhz'), '.0f')}, "
+              f"err {_f(c.get('clock_model_err_pct'), '+.1f')}%)" for c in r["per_case"] if "clock_model_mhz" in c]
     lines += [f"not compared: {capture}: " + ", ".join(f"{n} variant entries with {why}" for why, n in sorted(
         counts.items())) for capture, counts in r.get("not_compared", {}).items()]
     return "\n".join(lines)

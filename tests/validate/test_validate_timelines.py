@@ -280,3 +280,39 @@ def test_the_largest_miss_states_its_error_in_cycles_too():
             dict(_row("s4", "a", 99.0, 100.0), cycles_err_pct=1.0, clock_mhz=1600.0, timeline=None)]
     md = "\n".join(_largest_miss(dict(per_case=rows, tolerance_pct=10.0)))
     assert "`s9` at a, -30.0%" in md and "at the 1280 MHz the run's clock probe read" in md and "-12.5%" in md
+
+
+def test_without_a_clock_capture_the_rows_are_as_before():
+    from lapis.model import clock
+    assert clock.load() is None  # the repository holds no clock capture yet
+    r = validate_timelines(select=lambda c: c["variant"] == "s2" and c["shape"] == "8x16x4096x128")
+    (row,) = r["per_case"]
+    assert not any(k.startswith("clock_model") for k in row) and not any(k.startswith("clock_model") for k in r)
+
+
+def test_the_clock_model_is_reported_per_case_from_a_synthetic_capture(tmp_path, monkeypatch):
+    # SYNTHETIC capture (tmp_path): clock = min(1980, 2300 - 500 busy_tensor - 150 busy_fma)
+    from lapis.model import clock
+    from lapis.validate import timelines
+    pts = [dict(status="ok", tensor_duty=t, fma_duty=f, probe_mhz=min(1980.0, 2300 - 500 * t - 150 * f),
+                tensor_flop_per_clk_sm=4096 * t, ffma_per_clk_smsp=f)
+           for t, f in ((0, 0), (.75, 0), (1, 0), (0, 1), (1, .5), (.5, 1), (1, 1))]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(dict(points=pts)))
+    monkeypatch.setattr(timelines, "_clock_model", lambda: clock.load(path))
+    got = timelines.modelled_clock(dict(tensor=0.8, softmax=0.4, tma=0.5), dict(clock_mhz=1800.0))
+    assert got["clock_model_mhz"] == pytest.approx(2300 - 400 - 60)
+    assert got["clock_model_err_pct"] == pytest.approx((1840 - 1800) / 1800 * 100)
+    assert timelines.modelled_clock(dict(tensor=1.0, fma=1.0), dict(clock_mhz=None)) == dict(
+        clock_model_mhz=pytest.approx(1650), clock_model_err_pct=None)
+    rows = [dict(_row("s9", "a", 70.0, 100.0), clock_mhz=1800.0, **got),
+            dict(_row("s4", "a", 99.0, 100.0), clock_mhz=None, clock_model_mhz=1650.0, clock_model_err_pct=None)]
+    s = summarize(rows)
+    assert s["clock_model_cases"] == 1 and s["clock_model_mape_pct"] == pytest.approx(40 / 18)
+    text = timelines.render(summarize([dict(r, first_divergence=None, steady_divergence=None) for r in rows]))
+    assert "clock model (lapis.model.clock, reported, not gated): mape 2.2% over the 1 cases" in text
+    assert "s9             a                False   1840 MHz (measured 1800, err +2.2%)" in text
+    assert "s4             a                False   1650 MHz (measured -, err -%)" in text
+    monkeypatch.setattr(timelines, "_clock_model", lambda: None)
+    assert timelines.modelled_clock(dict(tensor=1.0), dict(clock_mhz=1800.0)) == {}
+    assert "clock_model_cases" not in summarize([_row("s9", "a", 70.0, 100.0)])
