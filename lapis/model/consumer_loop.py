@@ -15,7 +15,8 @@ turn is split at its wgmma groups (the innermost consumer loop of the function, 
 
 s5+ issue QK_j first and PV_{j-1} second; s4 issues PV_{j-1} first. A group starts where the HGMMA accumulator
 (its first operand) changes. A segment's cycles are one warp issuing it alone, in order (lapis.model.smsp's cycle
-simulation over the segment once, spin loops counted once): the compiler's stall counts and scoreboard waits with
+simulation over the segment once, without the retry paths of mbarrier waits that succeed at once:
+instruction_mix.waits_slow_path): the compiler's stall counts and scoreboard waits with
 the pipes' latencies of smsp.Constants from the pipes capture. HGMMA is issued at one per cycle here: the tensor
 pipe runs it asynchronously, and the stall counts hold the spacing the compiler needs between two of them.
 
@@ -90,7 +91,11 @@ def turn_slice(instrs: list[sass.Instruction]) -> dict[str, list[sass.Instructio
     """The turn's segments (module docstring) of a ping-pong kernel function. CaptureError when the innermost
     consumer loop has no BAR.SYNC ... BAR.ARV around two HGMMA groups."""
     start, first, second, end = _turn_bounds(instrs)
-    return dict(pre=instrs[start:first], first=instrs[first:second], second=instrs[second:end])
+    slow = instruction_mix.waits_slow_path(instrs)  # a wait that succeeds at once skips its retry path
+
+    def part(a: int, b: int) -> list[sass.Instruction]:
+        return [instrs[k] for k in range(a, b) if k not in slow]
+    return dict(pre=part(start, first), first=part(first, second), second=part(second, end))
 
 
 def issue_cycles(segment: list[sass.Instruction], consts: smsp.Constants) -> float:
