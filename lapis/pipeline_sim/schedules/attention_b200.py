@@ -90,10 +90,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import lru_cache, partial
 from itertools import accumulate
 
+from lapis.catalog import attention_b200 as mix_catalog
+from lapis.data import CAPTURES
 from lapis.errors import ScheduleError
+from lapis.model import smsp
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE, dispatch, grid_stride, tile_span
 from lapis.pipeline_sim.pipeline import PipelineState
 from lapis.pipeline_sim.schedule import Schedule
@@ -104,7 +107,7 @@ __all__ = ["BLOCK_M", "CHAPTERS", "DEFAULTS", "SCHEDULES", "UNMODELLED", "VARIAN
            "work_items"]
 
 BLOCK_M = 128  # rows of a Q tile: one TMEM lane per row (tcgen05 M = 128)
-DEFAULTS = dict(block_n=128, kv_stages=3, sw_exp_per16=4, threshold=8, causal=0)
+DEFAULTS = dict(block_n=128, kv_stages=3, sw_exp_per16=4, threshold=8, causal=0, mix=1)
 # The write-up's chapters in order: (schedule name, the step it adds, what `lapis simulate --list` says of it).
 _TABLE = (
     ("b200-k01-baseline", "serial",
@@ -222,15 +225,63 @@ class AttentionCosts:
         row_max = RowPass(tmem=s_read_ns, fma=scores * 1 / f_rate)
         softmax = RowPass(tmem=s_read_ns * reread, mufu=scores * (1 - emulate) / m_rate,
                           fma=scores * (FMA_OPS_PER_SCORE[opt.hw_exp2] - 1 + CUBIC_FMA_OPS * emulate) / f_rate)
+        rescale = RowPass(tmem=2 * BLOCK_M * d * 4 / tm_rate, fma=BLOCK_M * d / f_rate)
+        if prm["mix"] and (bn, d, prm["sw_exp_per16"]) == tuple(mix_catalog.COMPILED.values()):
+            row_max, rescale, softmax = mix_passes(chapter, p["clock_ghz"], row_max, rescale, softmax)
         mask_ns = scores * MASK_OPS_PER_SCORE / f_rate  # every score read from TMEM again is masked again
         freq = rescale_frequency(bn, prm["threshold"]) if opt.skip_rescale else 1.0
         return cls(mma_ns=2 * BLOCK_M * bn * d / t_rate, commit_ns=p["wgmma_latency_ns"], row_max=row_max,
                    row_max_masked=replace(row_max, fma=row_max.fma + mask_ns), softmax=softmax,
                    softmax_masked=replace(softmax, fma=softmax.fma + mask_ns * reread),
-                   rescale=RowPass(tmem=2 * BLOCK_M * d * 4 * freq / tm_rate, fma=BLOCK_M * d * freq / f_rate),
+                   rescale=RowPass(**{u: getattr(rescale, u) * freq for u in ROW_UNITS}),
                    rescale_frequency=freq, o_read_ns=BLOCK_M * d * 4 / tm_rate, o_scale_ns=BLOCK_M * d / f_rate,
                    o_bytes=BLOCK_M * d * 2, early=min(EARLY_PV_COLUMNS, bn) / bn, q_bytes=nq * BLOCK_M * d * 2,
                    tile_bytes=bn * d * 2, kv_reuse=seq // (BLOCK_M * nq), tma_ns=p["tma_latency_ns"])
+
+
+# ---- the row warps' SMSP cost, from the seed's compiled instruction mix -------------------------------------------
+
+@lru_cache(maxsize=None)
+def _sm100() -> smsp.Constants:
+    return smsp.Constants.load(smsp.SM100)
+
+
+@lru_cache(maxsize=None)
+def loop_ns(kernel: str, role: str, depth: int, warps: int, clock_ghz: float) -> tuple[float, str]:
+    """(ns, bound) of one iteration of the capture loop (lapis.catalog.attention_b200.CAPTURE) of `kernel` run by
+    `role` at `depth`: lapis.model.smsp.loop_prediction on the sm_100 constants (lapis/data/smsp_sm100.json), in
+    SMSP cycles over the clock (GHz). Every SMSP runs one warp of the warpgroup, so this is the whole pass's time."""
+    loop = smsp.capture_loop(CAPTURES.joinpath(*mix_catalog.CAPTURE), kernel, role, depth)
+    pred = smsp.loop_prediction(loop, warps, _sm100())
+    return pred.cycles / clock_ghz, pred.bound
+
+
+def _compute(rp: RowPass) -> float:
+    return rp.mufu + rp.fma
+
+
+def _placed(rp: RowPass, ns: float, bound: str) -> RowPass:
+    """rp's TMEM traffic and `ns` of SMSP time on MUFU when the loop is MUFU-bound, else on the FMA pipe (which
+    stands for the row warps' issue slots)."""
+    return RowPass(tmem=rp.tmem, mufu=ns, fma=0.0) if bound == "pipe.xu" else RowPass(tmem=rp.tmem, fma=ns)
+
+
+def mix_passes(chapter: Chapter, clock_ghz: float, row_max: RowPass, rescale: RowPass,
+               softmax: RowPass) -> tuple[RowPass, RowPass, RowPass]:
+    """(pass 1, O rescale at every tile, pass 2) with their MUFU/FMA time from the chapter's compiled loops
+    (lapis.catalog.attention_b200.MIX): the row warps' loop is one K/V tile's pass 1 + pass 2 (+ the O rescale
+    before k12; + the TMA and MMA issue in k01-k03), split among those passes in proportion to their mechanism
+    costs (the arguments); from k12 the correction loop is the rescale of correction_q_tiles Q tiles. TMEM time
+    is kept (the TMEM data path is not an SMSP pipe)."""
+    e = mix_catalog.MIX[chapter.name]
+    rows_ns, rows_bound = loop_ns(e["kernel"], *e["rows"], e["warps"], clock_ghz)
+    parts = [row_max, softmax] if e["correction"] else [row_max, rescale, softmax]
+    total = sum(_compute(rp) for rp in parts)
+    placed = [_placed(rp, rows_ns * _compute(rp) / total, rows_bound) for rp in parts]
+    if e["correction"]:
+        corr_ns, corr_bound = loop_ns(e["kernel"], *e["correction"], e["warps"], clock_ghz)
+        return placed[0], _placed(rescale, corr_ns / e["correction_q_tiles"], corr_bound), placed[1]
+    return placed[0], placed[1], placed[2]
 
 
 # ---- parameters, fit and work order ------------------------------------------------------------------------------
@@ -266,6 +317,9 @@ def resolve(roles: Roles, p, dims: tuple, params: dict) -> tuple[dict, dict]:
     if smem > p["smem_bytes_per_block"]:
         raise ScheduleError("the schedule does not fit shared memory", f"{nq} Q x {q_bytes} B + {slots} K/V slots x "
                             f"{tile_bytes} B = {smem} B > {p['smem_bytes_per_block']} B", "lower kv_stages or block_n")
+    if prm["mix"] not in (0, 1):
+        raise ScheduleError("mix chooses the row warps' costs: 1 from the compiled instruction mix, 0 from the "
+                            "mechanism", prm["mix"], "use mix=0 or mix=1")
     if not 0 <= prm["sw_exp_per16"] <= 16:
         raise ScheduleError("sw_exp_per16 counts exponentials of 16", prm["sw_exp_per16"], "use 0..16")
     return prm, dict(smem_bytes=smem, tmem_columns=cols)
