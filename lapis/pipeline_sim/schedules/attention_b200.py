@@ -40,7 +40,8 @@ k01 baseline                    yes        one role ("cta") waits after every st
 k02 P in TMEM                   no         P's store moves SMEM -> TMEM; SMEM stores are not a modelled unit, so
                                            costing the TMEM store here alone would invent a slowdown: the P store is
                                            not costed in any chapter. TMEM fit: P aliases S (no extra columns)
-k03 swizzle                     no         SMEM bank conflicts are not modelled
+k03 swizzle                     no         SMEM bank conflicts are not modelled (mix=1: its serial loop's
+                                           fewer TMA issue instructions are)
 k04 warp specialization         yes        roles load / mma / softmax0 with mbarrier hand-offs; one K and one V slot
                                            freed after PV, so the stages stay serialized (the write-up expects no
                                            gain; the model agrees to within the hand-off latencies)
@@ -68,15 +69,32 @@ k14 persistent                  yes        one CTA per SM walks its work items (
                                            epilogue finishes. Per-CTA launch, TMEM alloc and barrier-init costs are
                                            not modelled (no profile value)
 m1 deferred score acquisition   no         TMEM load latency and rowmax dependency chains are not modelled (only
-                                           TMEM throughput)
-m2 split rowsum                 no         the rowsum dependency chain is not modelled (FMA throughput only)
+                                           TMEM throughput; mix=1: its compiled loop's instruction count is)
+m2 split rowsum                 no         the rowsum dependency chain is not modelled (FMA throughput only;
+                                           mix=1: its compiled loop's instruction count is)
 m3 phase bitmasks               no         local-memory spills are not modelled
 m4 TMA L2 promotion             no         L2 sector fetch granularity / hit rates are not modelled
 Before k11 O is rescaled every K/V tile but the first of an item (the write-up: kernel 10 ran the O pass every
 iteration). The skip frequency is per row; the warp-collective O pass (any of 32 rows) makes the real one higher.
 FMA-pipe ops per score (4, 3 from k08: scale, max, subtract, row sum), the cubic's 6 ops, TMEM_BYTES_PER_CLK_SM and
-CTAS_PER_SM are modelled assumptions stated here; rates come from the profile. Per-op costs are fixed by the
-mechanism, never per chapter.
+CTAS_PER_SM are modelled assumptions stated here; rates come from the profile.
+
+Row-warp costs from the compiled kernels (parameter mix, default 1). With mix=1 the MUFU and FMA-pipe time of the
+row warps' passes (pass 1, pass 2, the O rescale) comes from the chapter's own compiled loop: the per-pipe
+instruction counts of the seed kernel compiled for sm_100a (lapis/data/captures/seeds/b200-481f9aa; which kernel,
+role and loop each chapter reads is lapis.catalog.attention_b200.MIX), costed by the SMSP bound model
+(lapis.model.smsp.loop_prediction: max of issue, pipe and dependency-chain bounds, one warp of the role per SMSP) on
+the cited sm_100 constants (lapis/data/smsp_sm100.json). One loop iteration is one K/V tile of one Q tile's row
+warps; its time is split among the passes it contains in proportion to their mechanism costs (below), and held on
+MUFU when the loop is MUFU-bound, else on the FMA pipe (standing for the row warps' issue slots, which the Q tiles'
+row warps and the correction warps of one SMSP share). From k12 the correction loop, which rescales both Q tiles'
+O, gives the rescale (half an iteration per Q tile), times the rescale frequency. So the swizzle (k03: fewer TMA
+issue instructions in the serial loop), the hardware and software exponentials (k08, k09), register caching (k10),
+and m1/m2's shorter loops move the prediction through their compiled code; where a loop's bound is not the row
+warps' critical resource they change nothing. Kept from the mechanism: TMEM traffic (bytes at
+TMEM_BYTES_PER_CLK_SM: the TMEM data path is not an SMSP pipe), the causal mask ops, the epilogue, the MMA and TMA
+costs, and every cost at other tiles than the compiled ones (COMPILED: block_n 128, d 128, sw_exp_per16 4). mix=0
+gives the mechanism costs alone: per-op costs fixed by the mechanism, never per chapter.
 
 The model as code. Each chapter is a `Chapter` (CHAPTERS) and a lapis.pipeline_sim.schedule.Schedule (SCHEDULES,
 in chapter order): its `Roles` say which variant of each role runs, its `CostOptions` what its mechanisms cost;
@@ -97,10 +115,19 @@ from lapis.catalog import attention_b200 as mix_catalog
 from lapis.data import CAPTURES
 from lapis.errors import ScheduleError
 from lapis.model import smsp
-from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE, dispatch, grid_stride, tile_span
+from lapis.pipeline_sim.causal import (
+    MASK_OPS_PER_SCORE,
+    dispatch,
+    grid_stride,
+    tile_span,
+)
 from lapis.pipeline_sim.pipeline import PipelineState
 from lapis.pipeline_sim.schedule import Schedule
-from lapis.pipeline_sim.schedules.attention_h200 import CUBIC_FMA_OPS, FMA_OPS_PER_SCORE, rescale_frequency
+from lapis.pipeline_sim.schedules.attention_h200 import (
+    CUBIC_FMA_OPS,
+    FMA_OPS_PER_SCORE,
+    rescale_frequency,
+)
 from lapis.pipeline_sim.tma import TmaEngine
 
 __all__ = ["BLOCK_M", "CHAPTERS", "DEFAULTS", "SCHEDULES", "UNMODELLED", "VARIANTS", "AttentionCosts", "Roles",
@@ -114,7 +141,8 @@ _TABLE = (
      "sm100 baseline: one role waits on each TMA, tcgen05 QK (S in TMEM), softmax, O rescale, PV"),
     ("b200-k02-p-in-tmem", "p_tmem",
      "P written over S in TMEM instead of K's SMEM slot (not costed: predicts k01's time)"),
-    ("b200-k03-swizzle", "swizzle", "SW128 swizzled Q/K/V in SMEM (bank conflicts not modelled: predicts k02's time)"),
+    ("b200-k03-swizzle", "swizzle",
+     "SW128 swizzled Q/K/V in SMEM (bank conflicts not modelled; mix=1 costs its compiled loop)"),
     ("b200-k04-warp-specialization", "ws", "load / MMA / row-warp roles with mbarrier hand-offs, one K and one V slot"),
     ("b200-k05-two-q-tiles", "two_q", "two 128-row Q tiles per CTA share each K/V load; 2 softmax roles; TMEM 2x(S+O)"),
     ("b200-k06-load-pipeline", "ring",
@@ -132,10 +160,11 @@ _TABLE = (
     ("b200-k14-persistent", "persistent",
      "one CTA per SM walks its work items; Q/K/V and MMA run into the next item (q_free)"),
     ("b200-m1-deferred-score-load", "deferred_ld",
-     "wider TMEM loads of S, one deferred wait (TMEM latency not modelled: as k14)"),
-    ("b200-m2-split-rowsum", "split_rowsum", "rowsum in partial sums (dependency chains not modelled: as m1)"),
+     "wider TMEM loads of S, one deferred wait (TMEM latency not modelled; mix=1 costs its compiled loop)"),
+    ("b200-m2-split-rowsum", "split_rowsum",
+     "rowsum in partial sums (dependency chains not modelled; mix=1 costs its compiled loop)"),
     ("b200-m3-phase-bitmasks", "phase_bitmask",
-     "barrier phases in register bitmasks, no local-memory spills (not modelled: as m2)"),
+     "barrier phases in register bitmasks, no local-memory spills (not modelled; mix=1: its compiled loop)"),
     ("b200-m4-tma-l2-promotion", "l2_promotion", "TMA fetches 256 B into L2 (L2 sectors not modelled: as m3)"),
 )
 _NAMES = [name for name, _, _ in _TABLE]
