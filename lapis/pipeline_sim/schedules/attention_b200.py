@@ -255,7 +255,7 @@ class AttentionCosts:
         softmax = RowPass(tmem=s_read_ns * reread, mufu=scores * (1 - emulate) / m_rate,
                           fma=scores * (FMA_OPS_PER_SCORE[opt.hw_exp2] - 1 + CUBIC_FMA_OPS * emulate) / f_rate)
         rescale = RowPass(tmem=2 * BLOCK_M * d * 4 / tm_rate, fma=BLOCK_M * d / f_rate)
-        if prm["mix"] and (bn, d, prm["sw_exp_per16"]) == tuple(mix_catalog.COMPILED.values()):
+        if prm.get("mix", DEFAULTS["mix"]) and (bn, d, prm["sw_exp_per16"]) == tuple(mix_catalog.COMPILED.values()):
             row_max, rescale, softmax = mix_passes(chapter, p["clock_ghz"], row_max, rescale, softmax)
         mask_ns = scores * MASK_OPS_PER_SCORE / f_rate  # every score read from TMEM again is masked again
         freq = rescale_frequency(bn, prm["threshold"]) if opt.skip_rescale else 1.0
