@@ -1,8 +1,8 @@
 """Committed schedule predictions, so `lapis report` does not re-simulate what has not changed.
 
 An entry is keyed by (schedule, gpu, shape, parameters, profile hash, model hash). The model hash covers the
-simulator's own sources (lapis/pipeline_sim, lapis/model), so an edited schedule or cost makes its entries stale
-instead of silently wrong; the key holds no version or install path, so a source tree and an installed wheel
+simulator's own sources (lapis/pipeline_sim, lapis/model) and the data files the B200 costs read (COST_DATA), so an
+edited schedule, cost or cost input makes its entries stale instead of silently wrong; the key holds no version or install path, so a source tree and an installed wheel
 read the same entries. Stale or missing entries are re-simulated. Other predictions the report shows (the
 numerics' rescale frequency, the timeline comparisons) live in the same file under their own keys, made by
 `cached()`. `python -m lapis.report.refresh` recomputes every entry the report reads.
@@ -45,9 +45,15 @@ def digest(paths) -> str:
     return h.hexdigest()[:16]
 
 
+# data the b200 schedules cost from (attention_b200.mix_passes): an edit to them changes predictions too. The
+# seed capture they read is not listed: captures are immutable (lapis/data/capture_checksums.json).
+COST_DATA = ("catalog/attention_b200.py", "data/smsp_sm100.json")
+
+
 @lru_cache(maxsize=None)
 def model_hash() -> str:
-    return digest([*PACKAGE.glob("pipeline_sim/**/*.py"), *PACKAGE.glob("model/**/*.py")])
+    return digest([*PACKAGE.glob("pipeline_sim/**/*.py"), *PACKAGE.glob("model/**/*.py"),
+                   *(PACKAGE / f for f in COST_DATA)])
 
 
 def profile_hash(gpu: str) -> str:
