@@ -17,6 +17,10 @@ simulate() is the second, finer answer: the warps issue cycle by cycle on one SM
 shared pipes with fractional rates, greedy-then-oldest warp choice), so bounds that are close interfere as on
 the hardware instead of the larger one hiding the other.
 
+Capture loops: loop_prediction() costs one loop of a compiled-only instruction-mix capture (lapis.captures.seed_mix:
+per-pipe counts and the RAW chain length `chain_first` in instructions, no control bits): predict() with the one-warp
+period chain_first x latency["fma"], a lower bound (every link costed as an FP32 dependency).
+
 Constants: Constants.from_pipes_capture of PIPES_CAPTURE (the H200 pipes capture, benchmarks/h200_pipes.sh), over
 PENDING (lapis/data/smsp_pending.json) for the pipes it does not measure (marked pending: partly lapis micro
 captures, partly published figures).
@@ -45,6 +49,7 @@ from lapis.errors import CaptureError, LapisError
 from lapis.model import sass
 
 PENDING = DATA / "smsp_pending.json"
+SM100 = DATA / "smsp_sm100.json"  # B200 constants, each cited (CUDA C++ Programming Guide, whitepapers) or assumed
 PIPES_CAPTURE = DATA / "captures" / "micro" / "h200-2026-12-01-pipes" / "pipes" / "results.json"
 ONE_CTA_WARPS = 8  # the most warps per SMSP one CTA per SM gives in the pipes capture
 MICRO_CAPTURE = CAPTURES / "micro" / "h200-2026-11-30-v3" / "micro" / "results.json"
@@ -78,7 +83,8 @@ class Constants:
         except (KeyError, TypeError, ValueError) as e:
             raise CaptureError("SMSP constants file lacks issue_per_clk/rate/latency values", f"{path}: {e}",
                                "write {issue_per_clk: {value}, rate: {pipe: {value}}, latency: {pipe: {value}}}")
-        srcs = {f"rate.{p}": v.get("source", "") for p, v in d["rate"].items()}
+        srcs = {f"{kind}.{p}": v.get("source", "") for kind in ("rate", "latency") for p, v in d[kind].items()}
+        srcs["issue_per_clk"] = d["issue_per_clk"].get("source", "")
         return cls(issue, rate, latency, "PENDING" in str(d.get("status", "")), srcs)
 
 
@@ -216,6 +222,24 @@ def predict_loop(body: list[sass.Instruction], warps: int, consts: Constants) ->
     has_control = all(ins.control is not None for ins in body)
     period = simulate(body, 1, consts) if has_control else warp_period(body, consts)
     return predict(dict(sass.pipe_mix(body)), period, warps, consts)
+
+
+def capture_loop(manifest: Path, kernel: str, role: str, depth: int) -> dict:
+    """The loop of `kernel` in a seed_mix manifest (lapis.captures.seed_mix) that runs `role` at nesting `depth`:
+    {pipes, chain_first, ...}; CaptureError when the manifest has no such kernel or exactly one such loop is absent."""
+    k = _read_json(manifest).get("kernels", {}).get(kernel)
+    found = [lp for lp in (k or {}).get("loops", []) if lp.get("role") == role and lp.get("depth") == depth]
+    if len(found) != 1:
+        raise CaptureError("a capture loop is named by kernel, role and depth and must be unique",
+                           f"{manifest}: {kernel} {role} depth {depth}: {len(found)} loops",
+                           "fix the chapter's entry in lapis/catalog/attention_b200.py")
+    return found[0]
+
+
+def loop_prediction(loop: dict, warps: int, consts: Constants) -> Prediction:
+    """predict() for a capture loop (capture_loop): its per-pipe counts, one warp's period chain_first x
+    latency["fma"] cycles (module docstring), `warps` resident warps per SMSP."""
+    return predict(dict(loop["pipes"]), float(loop["chain_first"]) * consts.latency["fma"], warps, consts)
 
 
 # ------------------------------------------------------------------------------------------ --micro --

@@ -2,7 +2,8 @@
 
 An entry is keyed by (schedule, gpu, shape, parameters, profile hash, model hash). The model hash covers the
 simulator's own sources (lapis/pipeline_sim, lapis/model) and the data its costs read beside the profile
-(MODEL_DATA: the GEMM turns, the SMSP constants), so an edited schedule or cost makes its entries stale
+(MODEL_DATA: the Hopper kernels' consumer loops, the SMSP constants, the B200 chapter-to-loop catalog), so an edited
+schedule, cost or cost input makes its entries stale
 instead of silently wrong; the key holds no version or install path, so a source tree and an installed wheel
 read the same entries. Stale or missing entries are re-simulated. Other predictions the report shows (the
 numerics' rescale frequency, the timeline comparisons) live in the same file under their own keys, made by
@@ -26,9 +27,11 @@ KEPT = ("predicted_us", "tflops", "roofline_tflops", "bound_by", "utilization", 
 
 
 PACKAGE = Path(lapis.__file__).resolve().parent
-# data files the costs read (lapis.model.consumer_loop.LOOPS; lapis.model.smsp's constants, through softmax_body)
+# files the costs read beside the profile: lapis.model.consumer_loop.LOOPS, lapis.model.smsp's constants (sm_90
+# through softmax_body, sm_100 for the B200 rows) and the B200 chapter-to-loop catalog
 MODEL_DATA = ("data/consumer_loops.json", "data/smsp_pending.json",
-              "data/captures/micro/h200-2026-12-01-pipes/pipes/results.json")
+              "data/captures/micro/h200-2026-12-01-pipes/pipes/results.json", "data/smsp_sm100.json",
+              "catalog/attention_b200.py")
 
 
 def _name(p: Path) -> str:
@@ -47,6 +50,10 @@ def digest(paths) -> str:
         h.update(_name(p).encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
+
+
+# data the b200 schedules cost from (attention_b200.mix_passes): an edit to them changes predictions too. The
+# seed capture they read is not listed: captures are immutable (lapis/data/capture_checksums.json).
 
 
 @lru_cache(maxsize=None)

@@ -140,3 +140,36 @@ def test_micro_table_rows(softmax):
 def test_cli_bad_constants_is_exit_2(tmp_path, capsys):
     assert smsp.main(["--micro", "--constants", str(tmp_path / "none.json")]) == 2
     assert "fix:" in capsys.readouterr().err
+
+
+def test_sm100_constants_cite_a_source_for_every_value():
+    doc = json.loads(smsp.SM100.read_text())
+    entries = [("issue_per_clk", doc["issue_per_clk"])] + [
+        (f"{kind}.{pipe}", v) for kind in ("rate", "latency") for pipe, v in doc[kind].items()]
+    assert {n for n, _ in entries} >= {f"{k}.{p}" for k in ("rate", "latency") for p in sass.PIPES}
+    for name, v in entries:
+        assert v["kind"] in ("document", "assumed"), name
+        if v["kind"] == "assumed":
+            assert v["source"].startswith("assumed:") or v["source"].startswith("assumed ("), name
+        else:
+            assert any(d in v["source"] for d in ("CUDA C++ Programming Guide", "whitepaper", "PTX ISA")), name
+    c = smsp.Constants.load(smsp.SM100)
+    assert set(c.sources) == {n for n, _ in entries} and all(c.sources.values())
+    assert not c.pending
+    # the guide's cc 10.0 results/clk/SM over 4 SMSPs x 32 lanes: FP32 FMA 128, integer 64, MUFU 16, shuffle 32
+    assert (c.rate["fma"], c.rate["alu"], c.rate["xu"], c.rate["lsu"]) == (1.0, 0.5, 0.125, 0.25)
+    assert c.issue_per_clk == 1.0 and c.latency["fma"] == 4
+
+
+def test_capture_loop_names_one_loop_or_raises():
+    manifest = smsp.DATA / "captures" / "seeds" / "b200-481f9aa" / "manifest.json"
+    loop = smsp.capture_loop(manifest, "k04", "softmax", 0)
+    assert loop["instructions"] == 1371 and loop["chain_first"] == 140.0
+    with pytest.raises(CaptureError, match="unique"):
+        smsp.capture_loop(manifest, "k04", "softmax", 1)  # k04 has no nested softmax loop
+    with pytest.raises(CaptureError, match="unique"):
+        smsp.capture_loop(manifest, "k99", "softmax", 0)
+    # chain 140 x 4 cycles = 560 over 2 warps = 280 < issue 1371: the issue bound
+    p = smsp.loop_prediction(loop, 2, dataclasses.replace(
+        BOOK, rate={**BOOK.rate, "tmem": 1.0}, latency={**BOOK.latency, "tmem": 16}))
+    assert p.bound == "issue" and p.cycles == 1371 and p.bounds["latency"] == 280

@@ -40,7 +40,8 @@ k01 baseline                    yes        one role ("cta") waits after every st
 k02 P in TMEM                   no         P's store moves SMEM -> TMEM; SMEM stores are not a modelled unit, so
                                            costing the TMEM store here alone would invent a slowdown: the P store is
                                            not costed in any chapter. TMEM fit: P aliases S (no extra columns)
-k03 swizzle                     no         SMEM bank conflicts are not modelled
+k03 swizzle                     no         SMEM bank conflicts are not modelled (mix=1: its serial loop's
+                                           fewer TMA issue instructions are)
 k04 warp specialization         yes        roles load / mma / softmax0 with mbarrier hand-offs; one K and one V slot
                                            freed after PV, so the stages stay serialized (the write-up expects no
                                            gain; the model agrees to within the hand-off latencies)
@@ -68,15 +69,32 @@ k14 persistent                  yes        one CTA per SM walks its work items (
                                            epilogue finishes. Per-CTA launch, TMEM alloc and barrier-init costs are
                                            not modelled (no profile value)
 m1 deferred score acquisition   no         TMEM load latency and rowmax dependency chains are not modelled (only
-                                           TMEM throughput)
-m2 split rowsum                 no         the rowsum dependency chain is not modelled (FMA throughput only)
+                                           TMEM throughput; mix=1: its compiled loop's instruction count is)
+m2 split rowsum                 no         the rowsum dependency chain is not modelled (FMA throughput only;
+                                           mix=1: its compiled loop's instruction count is)
 m3 phase bitmasks               no         local-memory spills are not modelled
 m4 TMA L2 promotion             no         L2 sector fetch granularity / hit rates are not modelled
 Before k11 O is rescaled every K/V tile but the first of an item (the write-up: kernel 10 ran the O pass every
 iteration). The skip frequency is per row; the warp-collective O pass (any of 32 rows) makes the real one higher.
 FMA-pipe ops per score (4, 3 from k08: scale, max, subtract, row sum), the cubic's 6 ops, TMEM_BYTES_PER_CLK_SM and
-CTAS_PER_SM are modelled assumptions stated here; rates come from the profile. Per-op costs are fixed by the
-mechanism, never per chapter.
+CTAS_PER_SM are modelled assumptions stated here; rates come from the profile.
+
+Row-warp costs from the compiled kernels (parameter mix, default 1). With mix=1 the MUFU and FMA-pipe time of the
+row warps' passes (pass 1, pass 2, the O rescale) comes from the chapter's own compiled loop: the per-pipe
+instruction counts of the seed kernel compiled for sm_100a (lapis/data/captures/seeds/b200-481f9aa; which kernel,
+role and loop each chapter reads is lapis.catalog.attention_b200.MIX), costed by the SMSP bound model
+(lapis.model.smsp.loop_prediction: max of issue, pipe and dependency-chain bounds, one warp of the role per SMSP) on
+the cited sm_100 constants (lapis/data/smsp_sm100.json). One loop iteration is one K/V tile of one Q tile's row
+warps; its time is split among the passes it contains in proportion to their mechanism costs (below), and held on
+MUFU when the loop is MUFU-bound, else on the FMA pipe (standing for the row warps' issue slots, which the Q tiles'
+row warps and the correction warps of one SMSP share). From k12 the correction loop, which rescales both Q tiles'
+O, gives the rescale (half an iteration per Q tile), times the rescale frequency. So the swizzle (k03: fewer TMA
+issue instructions in the serial loop), the hardware and software exponentials (k08, k09), register caching (k10),
+and m1/m2's shorter loops move the prediction through their compiled code; where a loop's bound is not the row
+warps' critical resource they change nothing. Kept from the mechanism: TMEM traffic (bytes at
+TMEM_BYTES_PER_CLK_SM: the TMEM data path is not an SMSP pipe), the causal mask ops, the epilogue, the MMA and TMA
+costs, and every cost at other tiles than the compiled ones (COMPILED: block_n 128, d 128, sw_exp_per16 4). mix=0
+gives the mechanism costs alone: per-op costs fixed by the mechanism, never per chapter.
 
 The model as code. Each chapter is a `Chapter` (CHAPTERS) and a lapis.pipeline_sim.schedule.Schedule (SCHEDULES,
 in chapter order): its `Roles` say which variant of each role runs, its `CostOptions` what its mechanisms cost;
@@ -90,28 +108,41 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import lru_cache, partial
 from itertools import accumulate
 
+from lapis.catalog import attention_b200 as mix_catalog
+from lapis.data import CAPTURES
 from lapis.errors import ScheduleError
-from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE, dispatch, grid_stride, tile_span
+from lapis.model import smsp
+from lapis.pipeline_sim.causal import (
+    MASK_OPS_PER_SCORE,
+    dispatch,
+    grid_stride,
+    tile_span,
+)
 from lapis.pipeline_sim.pipeline import PipelineState
 from lapis.pipeline_sim.schedule import Schedule
-from lapis.pipeline_sim.schedules.attention_h200 import CUBIC_FMA_OPS, FMA_OPS_PER_SCORE, rescale_frequency
+from lapis.pipeline_sim.schedules.attention_h200 import (
+    CUBIC_FMA_OPS,
+    FMA_OPS_PER_SCORE,
+    rescale_frequency,
+)
 from lapis.pipeline_sim.tma import TmaEngine
 
 __all__ = ["BLOCK_M", "CHAPTERS", "DEFAULTS", "SCHEDULES", "UNMODELLED", "VARIANTS", "AttentionCosts", "Roles",
            "work_items"]
 
 BLOCK_M = 128  # rows of a Q tile: one TMEM lane per row (tcgen05 M = 128)
-DEFAULTS = dict(block_n=128, kv_stages=3, sw_exp_per16=4, threshold=8, causal=0)
+DEFAULTS = dict(block_n=128, kv_stages=3, sw_exp_per16=4, threshold=8, causal=0, mix=1)
 # The write-up's chapters in order: (schedule name, the step it adds, what `lapis simulate --list` says of it).
 _TABLE = (
     ("b200-k01-baseline", "serial",
      "sm100 baseline: one role waits on each TMA, tcgen05 QK (S in TMEM), softmax, O rescale, PV"),
     ("b200-k02-p-in-tmem", "p_tmem",
      "P written over S in TMEM instead of K's SMEM slot (not costed: predicts k01's time)"),
-    ("b200-k03-swizzle", "swizzle", "SW128 swizzled Q/K/V in SMEM (bank conflicts not modelled: predicts k02's time)"),
+    ("b200-k03-swizzle", "swizzle",
+     "SW128 swizzled Q/K/V in SMEM (bank conflicts not modelled; mix=1 costs its compiled loop)"),
     ("b200-k04-warp-specialization", "ws", "load / MMA / row-warp roles with mbarrier hand-offs, one K and one V slot"),
     ("b200-k05-two-q-tiles", "two_q", "two 128-row Q tiles per CTA share each K/V load; 2 softmax roles; TMEM 2x(S+O)"),
     ("b200-k06-load-pipeline", "ring",
@@ -129,10 +160,11 @@ _TABLE = (
     ("b200-k14-persistent", "persistent",
      "one CTA per SM walks its work items; Q/K/V and MMA run into the next item (q_free)"),
     ("b200-m1-deferred-score-load", "deferred_ld",
-     "wider TMEM loads of S, one deferred wait (TMEM latency not modelled: as k14)"),
-    ("b200-m2-split-rowsum", "split_rowsum", "rowsum in partial sums (dependency chains not modelled: as m1)"),
+     "wider TMEM loads of S, one deferred wait (TMEM latency not modelled; mix=1 costs its compiled loop)"),
+    ("b200-m2-split-rowsum", "split_rowsum",
+     "rowsum in partial sums (dependency chains not modelled; mix=1 costs its compiled loop)"),
     ("b200-m3-phase-bitmasks", "phase_bitmask",
-     "barrier phases in register bitmasks, no local-memory spills (not modelled: as m2)"),
+     "barrier phases in register bitmasks, no local-memory spills (not modelled; mix=1: its compiled loop)"),
     ("b200-m4-tma-l2-promotion", "l2_promotion", "TMA fetches 256 B into L2 (L2 sectors not modelled: as m3)"),
 )
 _NAMES = [name for name, _, _ in _TABLE]
@@ -222,15 +254,63 @@ class AttentionCosts:
         row_max = RowPass(tmem=s_read_ns, fma=scores * 1 / f_rate)
         softmax = RowPass(tmem=s_read_ns * reread, mufu=scores * (1 - emulate) / m_rate,
                           fma=scores * (FMA_OPS_PER_SCORE[opt.hw_exp2] - 1 + CUBIC_FMA_OPS * emulate) / f_rate)
+        rescale = RowPass(tmem=2 * BLOCK_M * d * 4 / tm_rate, fma=BLOCK_M * d / f_rate)
+        if prm.get("mix", DEFAULTS["mix"]) and (bn, d, prm["sw_exp_per16"]) == tuple(mix_catalog.COMPILED.values()):
+            row_max, rescale, softmax = mix_passes(chapter, p["clock_ghz"], row_max, rescale, softmax)
         mask_ns = scores * MASK_OPS_PER_SCORE / f_rate  # every score read from TMEM again is masked again
         freq = rescale_frequency(bn, prm["threshold"]) if opt.skip_rescale else 1.0
         return cls(mma_ns=2 * BLOCK_M * bn * d / t_rate, commit_ns=p["wgmma_latency_ns"], row_max=row_max,
                    row_max_masked=replace(row_max, fma=row_max.fma + mask_ns), softmax=softmax,
                    softmax_masked=replace(softmax, fma=softmax.fma + mask_ns * reread),
-                   rescale=RowPass(tmem=2 * BLOCK_M * d * 4 * freq / tm_rate, fma=BLOCK_M * d * freq / f_rate),
+                   rescale=RowPass(**{u: getattr(rescale, u) * freq for u in ROW_UNITS}),
                    rescale_frequency=freq, o_read_ns=BLOCK_M * d * 4 / tm_rate, o_scale_ns=BLOCK_M * d / f_rate,
                    o_bytes=BLOCK_M * d * 2, early=min(EARLY_PV_COLUMNS, bn) / bn, q_bytes=nq * BLOCK_M * d * 2,
                    tile_bytes=bn * d * 2, kv_reuse=seq // (BLOCK_M * nq), tma_ns=p["tma_latency_ns"])
+
+
+# ---- the row warps' SMSP cost, from the seed's compiled instruction mix -------------------------------------------
+
+@lru_cache(maxsize=None)
+def _sm100() -> smsp.Constants:
+    return smsp.Constants.load(smsp.SM100)
+
+
+@lru_cache(maxsize=None)
+def loop_ns(kernel: str, role: str, depth: int, warps: int, clock_ghz: float) -> tuple[float, str]:
+    """(ns, bound) of one iteration of the capture loop (lapis.catalog.attention_b200.CAPTURE) of `kernel` run by
+    `role` at `depth`: lapis.model.smsp.loop_prediction on the sm_100 constants (lapis/data/smsp_sm100.json), in
+    SMSP cycles over the clock (GHz). Every SMSP runs one warp of the warpgroup, so this is the whole pass's time."""
+    loop = smsp.capture_loop(CAPTURES.joinpath(*mix_catalog.CAPTURE), kernel, role, depth)
+    pred = smsp.loop_prediction(loop, warps, _sm100())
+    return pred.cycles / clock_ghz, pred.bound
+
+
+def _compute(rp: RowPass) -> float:
+    return rp.mufu + rp.fma
+
+
+def _placed(rp: RowPass, ns: float, bound: str) -> RowPass:
+    """rp's TMEM traffic and `ns` of SMSP time on MUFU when the loop is MUFU-bound, else on the FMA pipe (which
+    stands for the row warps' issue slots)."""
+    return RowPass(tmem=rp.tmem, mufu=ns, fma=0.0) if bound == "pipe.xu" else RowPass(tmem=rp.tmem, fma=ns)
+
+
+def mix_passes(chapter: Chapter, clock_ghz: float, row_max: RowPass, rescale: RowPass,
+               softmax: RowPass) -> tuple[RowPass, RowPass, RowPass]:
+    """(pass 1, O rescale at every tile, pass 2) with their MUFU/FMA time from the chapter's compiled loops
+    (lapis.catalog.attention_b200.MIX): the row warps' loop is one K/V tile's pass 1 + pass 2 (+ the O rescale
+    before k12; + the TMA and MMA issue in k01-k03), split among those passes in proportion to their mechanism
+    costs (the arguments); from k12 the correction loop is the rescale of correction_q_tiles Q tiles. TMEM time
+    is kept (the TMEM data path is not an SMSP pipe)."""
+    e = mix_catalog.MIX[chapter.name]
+    rows_ns, rows_bound = loop_ns(e["kernel"], *e["rows"], e["warps"], clock_ghz)
+    parts = [row_max, softmax] if e["correction"] else [row_max, rescale, softmax]
+    total = sum(_compute(rp) for rp in parts)
+    placed = [_placed(rp, rows_ns * _compute(rp) / total, rows_bound) for rp in parts]
+    if e["correction"]:
+        corr_ns, corr_bound = loop_ns(e["kernel"], *e["correction"], e["warps"], clock_ghz)
+        return placed[0], _placed(rescale, corr_ns / e["correction_q_tiles"], corr_bound), placed[1]
+    return placed[0], placed[1], placed[2]
 
 
 # ---- parameters, fit and work order ------------------------------------------------------------------------------
@@ -266,6 +346,9 @@ def resolve(roles: Roles, p, dims: tuple, params: dict) -> tuple[dict, dict]:
     if smem > p["smem_bytes_per_block"]:
         raise ScheduleError("the schedule does not fit shared memory", f"{nq} Q x {q_bytes} B + {slots} K/V slots x "
                             f"{tile_bytes} B = {smem} B > {p['smem_bytes_per_block']} B", "lower kv_stages or block_n")
+    if prm["mix"] not in (0, 1):
+        raise ScheduleError("mix chooses the row warps' costs: 1 from the compiled instruction mix, 0 from the "
+                            "mechanism", prm["mix"], "use mix=0 or mix=1")
     if not 0 <= prm["sw_exp_per16"] <= 16:
         raise ScheduleError("sw_exp_per16 counts exponentials of 16", prm["sw_exp_per16"], "use 0..16")
     return prm, dict(smem_bytes=smem, tmem_columns=cols)
