@@ -28,7 +28,8 @@ KEPT = ("predicted_us", "tflops", "roofline_tflops", "bound_by", "utilization", 
 
 PACKAGE = Path(lapis.__file__).resolve().parent
 # files the costs read beside the profile: lapis.model.consumer_loop.LOOPS, lapis.model.smsp's constants (sm_90
-# through softmax_body, sm_100 for the B200 rows) and the B200 chapter-to-loop catalog
+# through softmax_body, sm_100 for the B200 rows) and the B200 chapter-to-loop catalog. Captures the costs read
+# are not all listed: they are immutable (lapis/data/capture_checksums.json).
 MODEL_DATA = ("data/consumer_loops.json", "data/smsp_pending.json",
               "data/captures/micro/h200-2026-12-01-pipes/pipes/results.json", "data/smsp_sm100.json",
               "catalog/attention_b200.py")
@@ -50,10 +51,6 @@ def digest(paths) -> str:
         h.update(_name(p).encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
-
-
-# data the b200 schedules cost from (attention_b200.mix_passes): an edit to them changes predictions too. The
-# seed capture they read is not listed: captures are immutable (lapis/data/capture_checksums.json).
 
 
 @lru_cache(maxsize=None)
