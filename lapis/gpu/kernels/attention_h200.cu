@@ -38,6 +38,9 @@
 //                 being q tile + (L / block_m) x (b h). Its causal build as s9's, in the list's order.
 // s11 (CHAINS 4)  s10 with each row's max and sum over a tile in four independent partial chains, combined by a
 //                 tree (32 dependent FMNMX and FADD a row become 8 and 8, then two levels).
+// s14 (DESC_INC)  s13 (s12's two Q slots, one chain) with the GEMM turns' wgmma descriptors built once per base (Q
+//                 slot per item, K and V of ring slot 0) and advanced by compile-time K-step constants (desc_lo,
+//                 desc_at), not masked, shifted and or-ed from the address at every K-step.
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
