@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One device call on the H200 (lapis `run` tool) for the attention steps past s9 (s10, s11, s12 of
+# One device call on the H200 (lapis `run` tool) for the attention steps past s9 (s10 .. s14 of
 # lapis/catalog/attention.py, each predicted blind first in lapis/data/blind/attention_h200_s1N.json):
-#   1. the race in one process: s9, s10, s11, s12, cuDNN and FA4's sm90 forward at the five shapes, causal and not
+#   1. the race in one process: s9, STEPS, cuDNN and FA4's sm90 forward at the five shapes, causal and not
 #      (lapis.gpu.race; FA4's wheel parts copied to /tmp/fa4p by earlier calls, the last carried here as .fa4/p5);
 #   2. correctness on normal and heavy-tailed inputs against float64 (lapis.gpu.bench_attention --check-only) at
 #      8x16x4096x128 and 32x16x1024x128, causal and not;
@@ -11,6 +11,7 @@
 #   python -m lapis.captures.provenance $(python -m lapis.gpu.bench_attention --sources) lapis/gpu/race.py \
 #     lapis/gpu/protocol.py lapis/gpu/sanitize_attention.py benchmarks/h200_steps.sh > tp-provenance.json
 # Usage: STEPS=s10,s11,s12,s13 NEW=s13 NCU_KERNELS=s12,s13,cudnn,fa4 bash benchmarks/h200_steps.sh
+#        STEPS=s13,s14 NEW=s14 NCU_KERNELS=s13,s14 bash benchmarks/h200_steps.sh   (s14: s13 + descriptor increments)
 # Kernel builds come from .kcache (built here for sm_90a, carried) when it holds them.
 set -u
 export PYTHONPATH=.

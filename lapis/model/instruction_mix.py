@@ -59,11 +59,14 @@ RESCALE_FMULS = 32  # a forward branch in the block loop over at least this many
 # SYNCS on uniform and lsu those pipes 55-74% and 180-1600% high (and FA2's uniform 15%); so these three rows are
 # fitted to that capture, not independent of it.
 NCU_PIPE = {"R2UR": "alu", "UMOV": None, "SYNCS": None}
-# the kernel functions of the ncu units capture built here: (source, function)
+# the kernel functions of the ncu units captures built here: (source, function); s14 beside s13, the same kernel
+# but for the wgmma descriptors built by increments (its K/V-tile loop's uniform-datapath work)
 BUILT = {"s3": ("attention_h200.cu", "attn_s3_two_consumers_s2_n128_c2"),
          "s5": ("attention_h200.cu", "attn_s5_intra_overlap_s2_n128_c2"),
          "s9": ("attention_h200.cu", "attn_s9_tuned_s3_n128_c2"),
          "s9:causal": ("attention_h200.cu", "attn_s9_tuned_causal_s3_n128_c2"),
+         "s13": ("attention_h200.cu", "attn_s13_two_q_one_chain_s2_n128_c2"),
+         "s14": ("attention_h200.cu", "attn_s14_desc_inc_s2_n128_c2"),
          "gemm": ("gemm_ws.cu", "gemm_ws_s4_c2_n128_bf16")}
 
 

@@ -55,7 +55,17 @@ def test_every_entry_names_its_whole_template_and_its_role():
     names = [attention.kernel_name(v, c) for v in attention.VARIANTS.values()
              for c in (False, True) if not c or v["causal_build"]]
     names += [gemm.kernel_name(v, o) for v in gemm.VARIANTS.values() for o in v["outputs"]]
-    assert len(names) == len(set(names)) == 26
+    assert len(names) == len(set(names)) == 28
+
+
+def test_s14_is_s13_with_the_descriptor_increments_alone():
+    s13, s14 = attention.VARIANTS["s13"], attention.VARIANTS["s14"]
+    assert {k for k in s13 if s13[k] != s14[k]} == {"entry", "desc_inc", "blind", "causal_build"}
+    assert (s13["desc_inc"], s14["desc_inc"]) == (False, True)
+    assert [v["desc_inc"] for v in attention.VARIANTS.values()].count(True) == 1
+    assert attention.kernel_name(s14) == "attn_s14_desc_inc_s2_n128_c2"
+    assert attention.kernel_name(s14, causal=True) == "attn_s14_desc_inc_causal_s2_n128_c2"
+    assert (s14["blind"], s14["causal_build"]["blind"]) == ("attention_h200_s14", "attention_h200_s14")
 
 
 def test_emulate_frac_is_the_kernels_emu_share():
@@ -132,7 +142,7 @@ def test_a_variant_added_to_the_catalog_alone_reaches_the_bench_the_simulator_an
     assert gen.returncode == 0, gen.stderr
     inc = (tmp_path / "lapis" / "gpu" / "kernels" / "attention_variants.inc").read_text()
     assert ("LAPIS_ATTENTION(attn_s9_tuned_n64_s3_n64_c2, 3, 64, 2, true, true, true, true, 0, true, true, 1, false, "
-            "false, false, 1)  // s9_n64\n") in inc
+            "false, false, 1, false)  // s9_n64\n") in inc
     assert inc.startswith(generate.attention_inc())  # the other entry points, unchanged and in order
     r = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr

@@ -51,6 +51,18 @@ def test_committed_mixes_are_of_these_sources():
     assert d["kernels"]["flash"]["regions"]["block"]["tensor_ops"] == 256  # mma.sync per K/V block and warp
 
 
+def test_s14s_descriptor_increments_leave_less_uniform_work_in_the_kv_loop():
+    k = im.load()["kernels"]
+    s13, s14 = k["s13"]["regions"]["block"], k["s14"]["regions"]["block"]
+    # s13 rebuilds its 24 descriptors per K/V tile (mask, shift, or on the uniform datapath, and 16 R2UR of Q's
+    # descriptors, which Nsight Compute counts on alu); s14 adds a constant per K-step to a base in a uniform register
+    assert (s13["uniform"], s14["uniform"]) == (77, 30)
+    assert (s13["alu"], s14["alu"]) == (136, 122)
+    assert (sum(s13.values()) - s13["tensor_ops"], sum(s14.values()) - s14["tensor_ops"]) == (494, 433)
+    # the same loop otherwise: 16 wgmma, 66 MUFU (64 exponentials, 2 corrections)
+    assert s13["tensor_ops"] == s14["tensor_ops"] == 16 and s13["xu"] == s14["xu"] == 66
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 def test_a_rebuild_gives_the_committed_mixes():
     built, committed = im.build(), im.load()

@@ -38,6 +38,9 @@
 //                 being q tile + (L / block_m) x (b h). Its causal build as s9's, in the list's order.
 // s11 (CHAINS 4)  s10 with each row's max and sum over a tile in four independent partial chains, combined by a
 //                 tree (32 dependent FMNMX and FADD a row become 8 and 8, then two levels).
+// s14 (DESC_INC)  s13 (s12's two Q slots, one chain) with the GEMM turns' wgmma descriptors built once per base (Q
+//                 slot per item, K and V of ring slot 0) and advanced by compile-time K-step constants (desc_lo,
+//                 desc_at), not masked, shifted and or-ed from the address at every K-step.
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -89,10 +92,11 @@ struct Bool {
 // gridDim.x, w = q tile + (L / block_m) x (b h)) with Q_SLOTS Q slots (2 by default; s9 has 1), CAUSAL the causal
 // mask (Q tile t visits K/V tiles 0..t and masks key > query in tile t; items go heaviest first: t = L / block_m - 1
 // - w / (b h), b h = w % (b h), dealt grid-stride), WORKLIST s10's host-made work list in place of the grid stride,
-// CHAINS s11's independent partial maxima and sums per row (1: one running max and sum).
+// CHAINS s11's independent partial maxima and sums per row (1: one running max and sum), DESC_INC s14's wgmma
+// descriptors advanced by constant increments from one base per Q slot and K/V stage (desc_lo, desc_at).
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
           int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false,
-          int CHAINS_ = 1>
+          int CHAINS_ = 1, bool DESC_INC_ = false>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
   // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
@@ -105,6 +109,9 @@ struct Features {
   // s11: partial maxima and sums per row in the ex2 softmax (attention_softmax.cuh softmax_scores)
   static constexpr int CHAINS = CHAINS_;
   static_assert(CHAINS == 1 || ((CHAINS == 2 || CHAINS == 4) && EXP2), "1, or 2 or 4 chains on the ex2 path");
+  // s14: the GEMM turns' wgmma descriptors as base descriptors plus constant increments (desc_lo, desc_at)
+  static constexpr bool DESC_INC = DESC_INC_;
+  static_assert(!DESC_INC || PP, "the incremented descriptors are the GEMM-turn path's (s4+)");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
   static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");
@@ -167,6 +174,34 @@ struct Config {
 };
 
 __device__ __forceinline__ uint64_t desc(uint64_t fixed, uint32_t smem) { return fixed | ((smem & 0x3FFFFu) >> 4); }
+
+// s14 (DESC_INC): the start-address field is bits 0..13 of a descriptor's low word ((addr & 0x3FFFF) >> 4, PTX ISA
+// 9.7.15.5.1 "Matrix Descriptor"), the fixed part's low word has those bits clear, and every tile base is 1024-byte
+// aligned and every K-step offset a multiple of 16 below the 227 KiB of shared memory (static_asserts in Config and
+// KV): so desc(fixed, base + step) == desc(fixed, base) + step / 16 with no carry out of the field, and a K-step's
+// descriptor is the base's low word plus a constant (CUTLASS's GmmaDescriptor iterator adds alike). desc_lo gives
+// that low word; desc_at the descriptor step bytes past it, with the high word (stride, swizzle) a constant.
+__device__ __forceinline__ uint32_t desc_lo(uint64_t fixed, uint32_t smem) {
+  return static_cast<uint32_t>(fixed) | (smem >> 4);
+}
+__device__ __forceinline__ uint64_t desc_at(uint64_t fixed, uint32_t lo, uint32_t step) {
+  return (fixed & 0xFFFFFFFF00000000ull) | (lo + (step >> 4));
+}
+constexpr bool steps_of_16(const uint32_t* steps, int n) {
+  return n == 0 || (steps[0] % 16 == 0 && steps_of_16(steps + 1, n - 1));
+}
+static_assert(static_cast<uint32_t>(P::Q_DESC) >> 14 << 14 == static_cast<uint32_t>(P::Q_DESC) &&
+                  static_cast<uint32_t>(P::Q128_DESC) >> 14 << 14 == static_cast<uint32_t>(P::Q128_DESC) &&
+                  static_cast<uint32_t>(P::K64_DESC) >> 14 << 14 == static_cast<uint32_t>(P::K64_DESC) &&
+                  static_cast<uint32_t>(P::K128_DESC) >> 14 << 14 == static_cast<uint32_t>(P::K128_DESC) &&
+                  static_cast<uint32_t>(P::V64_DESC) >> 14 << 14 == static_cast<uint32_t>(P::V64_DESC) &&
+                  static_cast<uint32_t>(P::V128_DESC) >> 14 << 14 == static_cast<uint32_t>(P::V128_DESC),
+              "the fixed descriptors leave the start-address field (bits 0..13) clear: OR and + agree");
+static_assert(steps_of_16(P::Q_KSTEP_START, 8) && steps_of_16(P::Q128_KSTEP_START, 8) &&
+                  steps_of_16(P::Q128_HALF_START, 2) && steps_of_16(P::K64_KSTEP_START, 8) &&
+                  steps_of_16(P::K128_KSTEP_START, 8) && steps_of_16(P::V64_KSTEP_START, 4) &&
+                  steps_of_16(P::V128_KSTEP_START, 8),
+              "every K-step offset is a multiple of 16 bytes: desc(fixed, base + step) == desc(fixed, base) + step / 16");
 
 struct Barriers {
   uint64_t* q;
@@ -357,6 +392,10 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
     const int wg = WS ? threadIdx.x / 128 - 1 : 0;  // consumer warpgroup: rows 64 wg .. of the Q tile
     const uint8_t role = P::ROLE_CONSUMER0 + wg;
     uint32_t q_a = q_smem + Cfg::q_half(wg);
+    // s14: the descriptors' low words at Q (this item's slot, set per item) and at K and V of ring slot 0; slot s
+    // adds s x STAGE_BYTES / 16, K-step ks its k_step / q_step / v_step / 16 (desc_at)
+    uint32_t q_lo = 0;
+    const uint32_t k_lo0 = desc_lo(T::K_DESC, ring), v_lo0 = desc_lo(T::V_DESC, ring + T::K_SLOT);
     float o[D / 2], sacc[BN / 2], m[2] = {-CUDART_INF_F, -CUDART_INF_F}, l[2] = {0.f, 0.f};
     uint32_t rescales = 0;  // s7: row moves of the max past tile 0 (this thread's two rows)
 #pragma unroll
@@ -383,9 +422,16 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         for (int kk = 0; kk < T::V_KSTEPS; ++kk) fence_registers_u32(pa[kk]);
         wgmma_fence();
       }
+      if constexpr (F::DESC_INC) {
+        const uint32_t v_lo = v_lo0 + vs * (Cfg::STAGE_BYTES >> 4);
 #pragma unroll
-      for (int kk = 0; kk < T::V_KSTEPS; ++kk)
-        wgmma_m64n128k16_bf16_rs_tb(o, pa[kk], desc(T::V_DESC, v_smem + T::v_step(kk)), 1);
+        for (int kk = 0; kk < T::V_KSTEPS; ++kk)
+          wgmma_m64n128k16_bf16_rs_tb(o, pa[kk], desc_at(T::V_DESC, v_lo, T::v_step(kk)), 1);
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < T::V_KSTEPS; ++kk)
+          wgmma_m64n128k16_bf16_rs_tb(o, pa[kk], desc(T::V_DESC, v_smem + T::v_step(kk)), 1);
+      }
       wgmma_commit_group();
     };
     if (PP) {  // ------------------------------------------------------------------------ s4: GEMM turns --
@@ -412,7 +458,6 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         else named_bar_sync<PP_BAR0 + 1, PP_THREADS>();
         if (leader) tl.record(h, &cursor, role, P::OP_WAIT_TURN, COMPLETE, work, j);
         auto qk = [&] {  // S = Q K_j^T into sacc, issued and committed, not waited
-          const uint32_t k_smem = ring + st.index * Cfg::STAGE_BYTES;
           if (OVERLAP) {
             fence_registers(o);
 #pragma unroll
@@ -420,10 +465,19 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           }
           fence_registers(sacc);
           wgmma_fence();
+          if constexpr (F::DESC_INC) {
+            const uint32_t k_lo = k_lo0 + st.index * (Cfg::STAGE_BYTES >> 4);
 #pragma unroll
-          for (int ks = 0; ks < P::Q_KSTEPS; ++ks)
-            wgmma_bf16_ss<BN>(sacc, desc(Cfg::Q_DESC, q_a + Cfg::q_step(ks)),
-                              desc(T::K_DESC, k_smem + T::k_step(ks)), ks > 0);
+            for (int ks = 0; ks < P::Q_KSTEPS; ++ks)
+              wgmma_bf16_ss<BN>(sacc, desc_at(Cfg::Q_DESC, q_lo, Cfg::q_step(ks)),
+                                desc_at(T::K_DESC, k_lo, T::k_step(ks)), ks > 0);
+          } else {
+            const uint32_t k_smem = ring + st.index * Cfg::STAGE_BYTES;
+#pragma unroll
+            for (int ks = 0; ks < P::Q_KSTEPS; ++ks)
+              wgmma_bf16_ss<BN>(sacc, desc(Cfg::Q_DESC, q_a + Cfg::q_step(ks)),
+                                desc(T::K_DESC, k_smem + T::k_step(ks)), ks > 0);
+          }
           wgmma_commit_group();
           if (!OVERLAP && leader) tl.record(h, &cursor, role, P::OP_ISSUE_QK, ISSUE, work, j);
         };
@@ -503,6 +557,9 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         final_item = k + k_step >= k_end;
         work = w;
         q_a = q_smem + qs * Cfg::Q_SLOT + Cfg::q_half(wg);
+        // broadcast from lane 0 (as CUTLASS's canonical_warp_group_idx): ptxas then knows q_lo is warp-uniform and
+        // keeps it in a uniform register, not eight 64-bit descriptors in registers moved by R2UR every tile
+        if constexpr (F::DESC_INC) q_lo = __shfl_sync(0xffffffffu, desc_lo(Cfg::Q_DESC, q_a), 0);
         consumer_wait(q_full, PipelineState<F::Q_SLOTS>(qs, (it / F::Q_SLOTS) & 1u), h, 0);
         if (leader) tl.record(h, &cursor, role, P::OP_WAIT_Q, COMPLETE, work, -1);
         if (F::PERSIST) {  // a fresh row state per item
