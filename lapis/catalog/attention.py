@@ -12,7 +12,8 @@ An entry names:
   wgmma descriptors advanced by constant increments from one base per Q slot and K/V stage);
 - schedule: the simulator schedule that mirrors it (lapis/pipeline_sim/schedules/attention_h200.py), and sim: the
   simulator parameters the kernel fixes beyond its tile geometry (setmaxnreg budgets in registers per thread,
-  emulate_frac, threshold in log2 units); sim_params adds block_m, block_n, stages and consumer_wgs;
+  emulate_frac, threshold in log2 units; kernel_loop: the catalog key whose compiled consumer loop costs it, where
+  several kernels share a schedule); sim_params adds block_m, block_n, stages and consumer_wgs;
 - blind: the blind-prediction set that predicts it at DEFAULT_SHAPES (lapis/data/blind/<blind>.json; None: none);
 - sweep: the schedules whose sweep rows may run on it (lapis.sweep.runnable; empty: none);
 - diagnostic: None, or why it is never a table row nor a default of the benches;
@@ -138,6 +139,8 @@ VARIANTS["s13"] = dict(VARIANTS["s12"], entry="s13_two_q_one_chain", chains=1, b
 # from the shared-memory address (attention_h200.cu desc_lo, desc_at): 541 instructions in the K/V-tile loop, not 602
 VARIANTS["s14"] = dict(VARIANTS["s13"], entry="s14_desc_inc", desc_inc=True, blind="attention_h200_s14",
                        causal_build=dict(entry="s14_desc_inc_causal", blind="attention_h200_s14"))
+for _k in ("s6_emu8", "s6_emu4", "s10", "s11", "s12", "s13", "s14"):  # they share a schedule: each its own SASS
+    VARIANTS[_k]["sim"] = dict(VARIANTS[_k]["sim"], kernel_loop=_k)
 DEFAULT_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128", "16x16x2048x128", "32x16x1024x128")
 SMALL_SHAPE = "1x2x512x128"
 

@@ -28,10 +28,10 @@ SMSP model's cycles for the kernel's side over those for the microbenchmark's so
 same exclusions), both with two softmax warps per SMSP (smsp.simulate, cycle by cycle): the measured tile times it
 is the kernel's.
 
-LOOPS (lapis/data/consumer_loops.json) holds, for each simulator schedule with GEMM turns and each way of making
-its wgmma descriptors (`wgmma_desc`: "rebuild", from the shared-memory address at every k-step; "increment", one
-base per tile advanced by constants), the turn and softmax side of the first catalog kernel that builds it
-(lapis.catalog.attention: its `schedule` and sim parameter `wgmma_desc`), written by
+LOOPS (lapis/data/consumer_loops.json) holds the turn and softmax side of every catalog kernel with GEMM turns
+(lapis.catalog.attention, keyed by its catalog key), and for each simulator schedule the kernel a run is costed
+from by default (the first in the table that mirrors it; the schedule's `kernel_loop` parameter names another),
+written by
 
     python -m lapis.model.consumer_loop --write    # compiles attention_h200.cu and micro_mix_softmax_v3.cu
 
@@ -58,7 +58,6 @@ SCHEMA = "lapis.consumer-loops/1"
 MICRO = "micro_mix_softmax_v3.cu"  # the contend microbenchmark (profile softmax_cycles_<flavour>)
 SIDE_WARPS = 2  # softmax warps per SMSP: one of each consumer warpgroup (the built kernels have two)
 SEGMENTS = ("pre", "first", "second")
-DESC_MODES = ("rebuild", "increment")
 
 
 def _consumer_loop(instrs: list[sass.Instruction]) -> sass.Loop:
@@ -151,49 +150,55 @@ def side_of(body: list[sass.Instruction], consts: smsp.Constants) -> dict:
                 pipes=dict(sorted(sass.pipe_mix(body).items())))
 
 
-def representatives() -> dict[str, dict[str, str]]:
-    """{schedule: {wgmma_desc: catalog key}}: the first non-diagnostic catalog kernel with GEMM turns that each
-    schedule and descriptor mode maps to (lapis.catalog.attention table order)."""
+def kernels() -> dict[str, dict]:
+    """{catalog key: variant}: every non-diagnostic catalog kernel with GEMM turns (lapis.catalog.attention)."""
+    return {k: v for k, v in catalog.VARIANTS.items() if v["pp"] and v["diagnostic"] is None}
+
+
+def schedule_defaults() -> dict[str, str]:
+    """{schedule: catalog key}: the first of kernels() that each simulator schedule mirrors (table order), the loop
+    a run of that schedule is costed from unless it names another (the schedule's `kernel_loop` parameter)."""
     out: dict = {}
-    for key, v in catalog.VARIANTS.items():
-        if v["pp"] and v["diagnostic"] is None:
-            out.setdefault(v["schedule"], {}).setdefault(v["sim"].get("wgmma_desc", "rebuild"), key)
+    for key, v in kernels().items():
+        out.setdefault(v["schedule"], key)
     return out
 
 
+FLAVOURS = ("exp2f", "ex2", "ex2_cond", "emu8", "emu4")  # micro_mix_softmax_v3.cu's micro_contend_<flavour>
+
+
 def flavour_of(v: dict) -> str:
-    """The contend microbenchmark flavour a catalog kernel's softmax is (profile softmax_cycles_<flavour>)."""
-    return "exp2f" if not v["exp2"] else "ex2_cond" if v["cond"] else "ex2"
+    """The contend microbenchmark flavour a catalog kernel's softmax is (profile softmax_cycles_<flavour>; emu: the
+    software exp2 on 1/8 (emu 4) or 1/4 (emu 2) of the scores)."""
+    if not v["exp2"]:
+        return "exp2f"
+    return {4: "emu8", 2: "emu4"}.get(v["emu"], "ex2_cond" if v["cond"] else "ex2")
 
 
 def build() -> dict:
-    """The loops of every representative kernel and the microbenchmark's softmax loops, compiled here, with
-    provenance."""
+    """The loops of kernels() and the microbenchmark's softmax loops, compiled here, with provenance."""
     fns = instruction_mix.compiled(instruction_mix.KERNELS / "attention_h200.cu")
     micro = instruction_mix.compiled(instruction_mix.KERNELS / MICRO)
     consts = smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE)
-    reference = {f: side_of(micro_side(micro[f"micro_contend_{f}"]), consts) for f in ("exp2f", "ex2", "ex2_cond")}
+    reference = {f: side_of(micro_side(micro[f"micro_contend_{f}"]), consts) for f in FLAVOURS}
     loops: dict = {}
-    for schedule, modes in representatives().items():
-        for mode, key in modes.items():
-            v = catalog.VARIANTS[key]
-            fn = catalog.kernel_name(v)
-            if fn not in fns:
-                raise CaptureError("a catalog kernel is missing from the compiled file", fn,
-                                   "regenerate attention_variants.inc: python -m lapis.catalog.generate")
-            side = side_of(kernel_side(fns[fn]), consts)
-            ref = reference[flavour_of(v)]
-            loops.setdefault(schedule, {})[mode] = dict(
-                kernel=key, function=fn, turn=turn_of(fns[fn], consts),
-                softmax_side=dict(side, flavour=flavour_of(v), softmax_scale=side["cycles"] / ref["cycles"]))
+    for key, v in kernels().items():
+        fn = catalog.kernel_name(v)
+        if fn not in fns:
+            raise CaptureError("a catalog kernel is missing from the compiled file", fn,
+                               "regenerate attention_variants.inc: python -m lapis.catalog.generate")
+        side = side_of(kernel_side(fns[fn]), consts)
+        loops[key] = dict(function=fn, schedule=v["schedule"], overlap=v["overlap"], turn=turn_of(fns[fn], consts),
+                          softmax_side=dict(side, flavour=flavour_of(v),
+                                            softmax_scale=side["cycles"] / reference[flavour_of(v)]["cycles"]))
     return {"schema": SCHEMA, "nvcc": instruction_mix.nvcc_release(), "flags": instruction_mix.FLAGS,
             "source_sha256": instruction_mix.source_digests(), "constants": str(smsp.PIPES_CAPTURE.relative_to(
-                DATA.parent.parent)), "micro_reference": reference, "loops": loops}
+                DATA.parent.parent)), "micro_reference": reference, "schedules": schedule_defaults(), "loops": loops}
 
 
 def load(path: Path = LOOPS) -> dict:
-    """The committed loops ({schedule: {wgmma_desc: loop}}), read once per file version. CaptureError if
-    unreadable or malformed."""
+    """The committed file ({loops: {catalog key: loop}, schedules: {schedule: catalog key}, ...}), read once per file
+    version. CaptureError if unreadable or malformed."""
     path = Path(path)
     return _load(path, path.stat().st_mtime_ns if path.is_file() else None)
 
@@ -202,7 +207,7 @@ def _valid(loop) -> bool:
     t, side = loop.get("turn", {}), loop.get("softmax_side", {})
     return (isinstance(t.get("cycles"), dict) and set(t["cycles"]) == set(SEGMENTS)
             and all(isinstance(x, (int, float)) and 0 <= x < 1e5 for x in t["cycles"].values())
-            and isinstance(t.get("hgmma"), dict)
+            and isinstance(t.get("hgmma"), dict) and isinstance(loop.get("overlap"), bool)
             and all(isinstance(t["hgmma"].get(g), int) and t["hgmma"][g] > 0 for g in SEGMENTS[1:])
             and isinstance(side.get("softmax_scale"), (int, float)) and 0.25 < side["softmax_scale"] < 4)
 
@@ -210,14 +215,13 @@ def _valid(loop) -> bool:
 @functools.lru_cache(maxsize=4)
 def _load(path: Path, _version) -> dict:
     d = smsp._read_json(path)
-    loops = d.get("loops")
-    if d.get("schema") != SCHEMA or not isinstance(loops, dict) or not all(
-            isinstance(m, dict) and all(isinstance(lp, dict) and _valid(lp) for lp in m.values())
-            for m in loops.values()):
+    loops, schedules = d.get("loops"), d.get("schedules")
+    if d.get("schema") != SCHEMA or not isinstance(loops, dict) or not isinstance(schedules, dict) or not all(
+            isinstance(lp, dict) and _valid(lp) for lp in loops.values()) or not set(schedules.values()) <= set(loops):
         raise CaptureError("not a consumer-loop file (schema; loops with a turn's pre/first/second cycles and "
-                           "HGMMA counts, a softmax_scale in (0.25, 4))", str(path),
+                           "HGMMA counts, a softmax_scale in (0.25, 4); schedules naming loops)", str(path),
                            "regenerate: python -m lapis.model.consumer_loop --write")
-    return loops
+    return d
 
 
 def segment_cycles(turn: dict, first_ksteps: int, second_ksteps: int) -> dict[str, float]:
@@ -236,17 +240,16 @@ def main(argv=None) -> int:
     try:
         if a.write:
             LOOPS.write_text(json.dumps(build(), indent=1) + "\n")
-        loops = load()
+        d = load()
     except LapisError as e:
         print(f"lapis.model.consumer_loop: {e}", file=sys.stderr)
         return 2
-    print(f"{'schedule':<24} {'wgmma_desc':<10} {'kernel':<6} {'pre':>5} {'first':>5} {'second':>6}  turn cycles; "
-          "softmax side: instructions, scale")
-    for schedule, modes in loops.items():
-        for mode, lp in modes.items():
-            c, side = lp["turn"]["cycles"], lp["softmax_side"]
-            print(f"{schedule:<24} {mode:<10} {lp['kernel']:<6} {c['pre']:>5.0f} {c['first']:>5.0f} "
-                  f"{c['second']:>6.0f}  {side['instructions']:>4} x{side['softmax_scale']:.3f}")
+    print(f"{'kernel':<8} {'schedule':<24} {'pre':>5} {'first':>5} {'second':>6}  turn cycles; softmax side: "
+          "instructions, scale (against the microbenchmark's loop)")
+    for key, lp in d["loops"].items():
+        c, side = lp["turn"]["cycles"], lp["softmax_side"]
+        print(f"{key:<8} {lp['schedule']:<24} {c['pre']:>5.0f} {c['first']:>5.0f} {c['second']:>6.0f}  "
+              f"{side['instructions']:>4} x{side['softmax_scale']:.3f}")
     return 0
 
 

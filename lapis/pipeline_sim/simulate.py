@@ -14,7 +14,7 @@ from collections import defaultdict
 from lapis.errors import LapisError, NotModelled, ScheduleError
 from lapis.pipeline_sim import engine
 from lapis.pipeline_sim.schedule import REGISTRY, lookup, register
-from lapis.model import roofline
+from lapis.model import consumer_loop, roofline
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import recorder
 from lapis.pipeline_sim.deadlock import Deadlock
@@ -42,7 +42,9 @@ PARAM_RANGES = {"emulate_frac": (0, 1), "threshold": (0, None), "causal": (0, 1)
                 "regs_producer": (24, 256), "regs_consumer": (24, 256)}  # setmaxnreg's range (PTX ISA)
 COUNTS = ("stages", "kv_stages", "block_m", "block_n", "block_k", "consumer_wgs", "warps", "regs_per_thread",
           "regs_producer", "regs_consumer", "q_tiles_per_cta", "ctas_per_sm")
-CHOICES = {"persistent_order": ORDERS}  # parameters that take a name (work_order.ORDERS)
+# parameters that take a name: work_order.ORDERS; a built kernel whose consumer loop costs the run, or its own
+# (lapis.model.consumer_loop.LOOPS)
+CHOICES = {"persistent_order": ORDERS, "kernel_loop": ("own", *consumer_loop.load()["loops"])}
 
 
 def parse_params(items: list[str]) -> dict:
@@ -83,7 +85,8 @@ def check_params(schedule: str, params: dict, defaults: dict) -> None:
     for key, v in params.items():
         if key in CHOICES:
             if v not in CHOICES[key]:
-                raise ScheduleError(f"{key} is one of {', '.join(CHOICES[key])}", repr(v), f"e.g. --param {key}=lpt")
+                raise ScheduleError(f"{key} is one of {', '.join(CHOICES[key])}", repr(v),
+                                    f"e.g. --param {key}={CHOICES[key][1]}")
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise ScheduleError(f"{key} must be a finite number", repr(v), f"e.g. {key}={_example(key, defaults)}")

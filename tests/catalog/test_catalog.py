@@ -60,7 +60,10 @@ def test_every_entry_names_its_whole_template_and_its_role():
 
 def test_s14_is_s13_with_the_descriptor_increments_alone():
     s13, s14 = attention.VARIANTS["s13"], attention.VARIANTS["s14"]
-    assert {k for k in s13 if s13[k] != s14[k]} == {"entry", "desc_inc", "blind", "causal_build"}
+    assert {k for k in s13 if s13[k] != s14[k]} == {"entry", "desc_inc", "blind", "causal_build", "sim"}
+    # the simulator costs each from its own compiled loop, nothing else differs
+    assert {k for k in s13["sim"] if s13["sim"][k] != s14["sim"][k]} == {"kernel_loop"}
+    assert (s13["sim"]["kernel_loop"], s14["sim"]["kernel_loop"]) == ("s13", "s14")
     assert (s13["desc_inc"], s14["desc_inc"]) == (False, True)
     assert [v["desc_inc"] for v in attention.VARIANTS.values()].count(True) == 1
     assert attention.kernel_name(s14) == "attn_s14_desc_inc_s2_n128_c2"

@@ -77,26 +77,30 @@ def test_the_softmax_side_is_the_loop_less_its_turn():
 
 
 def test_committed_loops():
-    loops = consumer_loop.load()
-    s9 = loops["h200-s9-tuned"]["rebuild"]
-    assert s9["kernel"] == "s9" and s9["function"] == "attn_s9_tuned_s3_n128_c2"
+    d = consumer_loop.load()
+    s9 = d["loops"]["s9"]
+    assert s9["function"] == "attn_s9_tuned_s3_n128_c2" and s9["schedule"] == "h200-s9-tuned"
     # QK^T and PV at D = block_n = 128: 8 k16 steps each
     assert s9["turn"]["hgmma"] == {"first": 8, "second": 8}
     # s9's side: the ex2 flavour's 64 scores and 2 corrections on MUFU, every tile
     assert s9["softmax_side"]["pipes"]["xu"] == 66 and s9["softmax_side"]["flavour"] == "ex2_cond"
-    # every ping-pong schedule has its own kernel's loop
-    assert set(loops) == {"h200-s4-pingpong", "h200-s5-intra-overlap", "h200-s6-exp2", "h200-s7-cond-rescale",
-                          "h200-s8-persistent", "h200-s9-tuned"}
-    assert all(0 < c < 1000 for t in loops.values() for m in t.values() for c in m["turn"]["cycles"].values())
+    # each ping-pong schedule is costed from the first kernel that mirrors it; s10..s14 share s9's schedule
+    assert d["schedules"] == {"h200-s4-pingpong": "s4", "h200-s5-intra-overlap": "s5", "h200-s6-exp2": "s6",
+                              "h200-s7-cond-rescale": "s7", "h200-s8-persistent": "s8", "h200-s9-tuned": "s9"}
+    assert {"s10", "s13", "s14", "s6_emu8"} <= set(d["loops"]) and "s5_noload" not in d["loops"]
+    assert all(0 < c < 1000 for lp in d["loops"].values() for c in lp["turn"]["cycles"].values())
+    # s14 advances its descriptors by constants: no R2UR or mask-and-shift per k-step, a shorter turn than s13's
+    turn = {k: sum(d["loops"][k]["turn"]["instructions"].values()) for k in ("s13", "s14")}
+    assert turn["s14"] < 0.8 * turn["s13"]
 
 
 def test_a_malformed_loops_file_is_refused(tmp_path):
     bad = tmp_path / "loops.json"
-    bad.write_text(json.dumps({"schema": consumer_loop.SCHEMA, "loops": {"x": {"rebuild": {"turn": {"cycles": {}}}}}}))
+    bad.write_text(json.dumps({"schema": consumer_loop.SCHEMA, "schedules": {}, "loops": {"x": {"turn": {}}}}))
     with pytest.raises(CaptureError, match="not a consumer-loop file"):
         consumer_loop.load(bad)
     ok = json.loads(consumer_loop.LOOPS.read_text())
-    ok["loops"]["h200-s9-tuned"]["rebuild"]["softmax_side"]["softmax_scale"] = 40.0
+    ok["loops"]["s9"]["softmax_side"]["softmax_scale"] = 40.0
     bad.write_text(json.dumps(ok))
     with pytest.raises(CaptureError, match="softmax_scale"):
         consumer_loop.load(bad)
@@ -108,3 +112,4 @@ def test_a_rebuild_gives_the_committed_loops():
     committed = json.loads(consumer_loop.LOOPS.read_text())
     assert built["source_sha256"] == committed["source_sha256"], "rebuild: python -m lapis.model.consumer_loop --write"
     assert built["loops"] == committed["loops"] and built["micro_reference"] == committed["micro_reference"]
+    assert built["schedules"] == committed["schedules"]

@@ -46,7 +46,7 @@ Costs (softmax_costs; profile values in cycles become ns through clock_ghz):
   (gemm_pair_cycles less the pair's pipe time at peak, PAIR_FLOP / tensor_flop_per_clk_sm).
 - GEMM turn (s4+, `gemm_turn`): one warp's issue of the turn's instructions from the kernel's SASS
   (lapis.model.consumer_loop: the V wait and descriptors before the first wgmma, then each wgmma group's k-steps and
-  descriptors; `wgmma_desc` rebuild or increment picks the built kernel), so a wgmma reaches the tensor pipe when
+  descriptors; the kernel is the schedule's own, or the one `kernel_loop` names), so a wgmma reaches the tensor pipe when
   its group's first HGMMA issues and the next warpgroup's turn starts at the bar.arrive (issue).
 - O rescale: rows x D multiplies at fma_per_clk_sm; causal: the diagonal tile adds MASK_OPS_PER_SCORE per score.
 - loads: bytes at the SM's share of the L2 bandwidth (lapis.pipeline_sim.grid), then tma_latency_ns (K/V tiles)
@@ -67,7 +67,7 @@ representative SM (the most K/V tiles) is simulated; `full` simulates every SM.
 Parameters (DEFAULTS; `--param k=v`): block_m, block_n, stages, consumer_wgs, emulate_frac, threshold, causal,
 regs_producer / regs_consumer (setmaxnreg.py: derived 56/256, 24/240, 32/160 for 1, 2, 3 consumer WGs; refused
 outside 24..256 step 8 or over registers_per_sm), regs_per_thread (s1 only), ctas_per_sm, q_tiles_per_cta
-(work_order.py), persistent_order (s8, s9), softmax_chains (softmax_costs), wgmma_desc (turn_costs). Registers set the residency and are reported (`fit`); spills, and
+(work_order.py), persistent_order (s8, s9), softmax_chains (softmax_costs), kernel_loop (kernel_loop). Registers set the residency and are reported (`fit`); spills, and
 the per-tile overheads a larger block_n amortizes on hardware, are not modelled. FMA_OPS_PER_SCORE (4; 3 with
 the scale folded into log2 units) is the FMA-pipe count per score the FA2, sm120 and B200 schedules cost their
 softmax by; these schedules cost it from the contend measurements.
@@ -109,7 +109,7 @@ S1_PTXAS_REGS = 154  # ptxas's count for attn_s1_serial (capture attention/h200-
 KERNEL_SMEM_EXTRA = 1024 + 1024
 DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0,
                 regs_producer=None, regs_consumer=None, regs_per_thread=None, ctas_per_sm=None, q_tiles_per_cta=1,
-                persistent_order="grid_stride", softmax_chains=1, q_slots=1, wgmma_desc="rebuild")
+                persistent_order="grid_stride", softmax_chains=1, q_slots=1, kernel_loop="own")
 _S8 = dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True, persistent=True)
 VARIANTS = {
     "h200-s1-serial": dict(block_m=64, consumer_wgs=1, stages=1, ws=False, regs_per_thread=S1_PTXAS_REGS),
@@ -216,21 +216,26 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
 
 
 def kernel_loop(flags: dict, prm: dict) -> dict | None:
-    """The committed consumer loop of the kernel that builds this schedule with prm["wgmma_desc"]
-    (lapis.model.consumer_loop.LOOPS), or None for schedules without GEMM turns (no ping-pong, one consumer
-    warpgroup) and for those whose kernels lapis has no SASS of (flags without gemm_turn: FA4's, cuDNN's).
-    ScheduleError for a wgmma_desc no built kernel of this schedule has."""
+    """The committed consumer loop (lapis.model.consumer_loop.LOOPS) of the built kernel that prm["kernel_loop"]
+    names (a catalog key: "s9", "s14"; "own": the one this schedule mirrors); None for schedules without GEMM
+    turns (no ping-pong, one consumer warpgroup) and for those whose kernels lapis has no SASS of (flags without
+    gemm_turn: FA4's, cuDNN's). ScheduleError for a kernel_loop that is not a built ping-pong kernel with this
+    schedule's turn order, or one given where there are no turns."""
+    key = prm["kernel_loop"]
     if not (flags.get("gemm_turn") and pingpong(flags, prm["consumer_wgs"])):
-        if prm["wgmma_desc"] != DEFAULTS["wgmma_desc"]:
-            raise ScheduleError("wgmma_desc applies to lapis's ping-pong schedules (their kernels' SASS)",
-                                f"wgmma_desc {prm['wgmma_desc']!r}", "drop it, or use h200-s4..s9 with two consumer "
-                                "warpgroups")
+        if key != "own":
+            raise ScheduleError("kernel_loop applies to lapis's ping-pong schedules with two or more consumer "
+                                "warpgroups (their kernels' SASS)", f"kernel_loop {key!r}", "drop it")
         return None
-    modes = consumer_loop.load().get(flags["gemm_turn"], {})
-    if prm["wgmma_desc"] not in modes:
-        raise ScheduleError("wgmma_desc names a way of making descriptors a built kernel of this schedule has",
-                            f"{flags['gemm_turn']}: wgmma_desc {prm['wgmma_desc']!r}", f"use one of {sorted(modes)}")
-    return modes[prm["wgmma_desc"]]
+    d = consumer_loop.load()
+    key = d["schedules"].get(flags["gemm_turn"]) if key == "own" else key
+    loop = d["loops"].get(key)
+    if loop is None or loop["overlap"] != bool(flags.get("overlap")):
+        fits = sorted(k for k, lp in d["loops"].items() if lp["overlap"] == bool(flags.get("overlap")))
+        raise ScheduleError("kernel_loop names a built kernel whose GEMM turn has this schedule's order (s4: PV "
+                            "first; s5+: QK first)", f"{flags['gemm_turn']}: kernel_loop {key!r}",
+                            f"use one of {fits}")
+    return loop
 
 
 def turn_costs(p, flags: dict, prm: dict, d: int) -> tuple[float, float, float]:
