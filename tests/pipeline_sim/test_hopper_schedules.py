@@ -146,3 +146,16 @@ def test_q_slots_are_one_or_two_and_two_only_on_a_persistent_schedule():
         simulate("h200-s9-tuned", "h200", "1x2x1024x128", dict(q_slots=3))
     two = simulate("h200-s9-tuned", "h200", "32x16x1024x128", dict(q_slots=2, stages=2))
     assert two["fit"]["smem_bytes"] == 2 * 32768 + 2 * 65536
+
+
+def test_tile_shared_memory_is_counted_once_with_the_q_slot_fallback():
+    from lapis.model.profile import load_profile
+    from lapis.pipeline_sim.schedules.attention_h200 import resolve, tile_smem
+    # q_slots x block_m x D x 2 B + stages x 2 x block_n x D x 2 B
+    assert tile_smem(dict(q_slots=2, block_m=128, block_n=128, stages=2), 64) == 32768 + 65536
+    p = load_profile("h200")
+    # s8 at D = 128 with 3 stages: two Q slots need 262144 B > 232448 B, so its default falls back to one slot
+    prm = resolve(p, dict(stages=3), "h200-s8-persistent", 128)
+    assert (prm["q_slots"], prm["smem_bytes"]) == (1, 32768 + 196608)
+    prm = resolve(p, {}, "h200-s8-persistent", 64)
+    assert (prm["q_slots"], prm["smem_bytes"]) == (2, 98304)

@@ -217,6 +217,12 @@ def _tiles(seq: int, bm: int, bn: int, masked: bool) -> tuple[int, int]:
     return seq // bm, seq // bn
 
 
+def tile_smem(prm: dict, d: int) -> int:
+    """Shared memory (bytes) of the schedule's tiles at head dim `d`: q_slots Q tiles (block_m x D) and `stages`
+    K and V tiles (block_n x D each), 2-byte elements; KERNEL_SMEM_EXTRA is not included."""
+    return prm["q_slots"] * prm["block_m"] * d * 2 + prm["stages"] * 2 * prm["block_n"] * d * 2
+
+
 def resolve(p, params: dict, variant: str, d: int) -> dict:
     """The run's parameters: DEFAULTS, the variant's own, the caller's; derived registers; checked fit.
     Raises ScheduleError for a tile, shared-memory or register split that does not fit, with the numbers."""
@@ -234,13 +240,13 @@ def resolve(p, params: dict, variant: str, d: int) -> dict:
     if prm["persistent_order"] != "grid_stride" and not flags.get("persistent"):
         raise ScheduleError("persistent_order applies to the persistent schedules", f"{variant}: "
                             f"{prm['persistent_order']}", "use h200-s8-persistent or h200-s9-tuned")
-    if "q_slots" not in params and prm["q_slots"] == 2 and \
-            2 * bm * d * 2 + prm["stages"] * 2 * bn * d * 2 > p["smem_bytes_per_block"]:
+    smem = tile_smem(prm, d)
+    if "q_slots" not in params and prm["q_slots"] == 2 and smem > p["smem_bytes_per_block"]:
         prm["q_slots"] = 1  # s8's second Q slot is its default only where it fits (3 stages: s9's one slot)
+        smem -= bm * d * 2
     if prm["q_slots"] not in (1, 2) or (prm["q_slots"] == 2 and not flags.get("persistent")):
         raise ScheduleError("q_slots is 1, or 2 on a persistent schedule (the next item's Q loads while this one "
                             "runs)", f"{variant}: q_slots {prm['q_slots']!r}", "use 1, or 2 with h200-s8/s9")
-    smem = prm["q_slots"] * bm * d * 2 + prm["stages"] * 2 * bn * d * 2  # Q slots, and `stages` K and V tiles
     if smem > p["smem_bytes_per_block"]:
         raise ScheduleError("the schedule does not fit shared memory", f"{prm['q_slots']} x Q {bm * d * 2} B + "
                             f"{prm['stages']} stages x K+V {2 * bn * d * 2} B = {smem} B > "
