@@ -63,7 +63,8 @@ representative SM (the most K/V tiles) is simulated; `full` simulates every SM.
 Parameters (DEFAULTS; `--param k=v`): block_m, block_n, stages, consumer_wgs, emulate_frac, threshold, causal,
 regs_producer / regs_consumer (setmaxnreg.py: derived 56/256, 24/240, 32/160 for 1, 2, 3 consumer WGs; refused
 outside 24..256 step 8 or over registers_per_sm), regs_per_thread (s1 only), ctas_per_sm, q_tiles_per_cta
-(work_order.py), persistent_order (s8, s9), softmax_chains (softmax_costs; more than 1 only on the ex2 variants s6..s9 with emulate_frac 0: _check_chains). Registers set the residency and are reported (`fit`); spills, and
+(work_order.py), persistent_order (s8, s9), softmax_chains (softmax_costs; more than 1 only on the ex2 variants
+s6..s9 with emulate_frac 0: _check_chains). Registers set the residency and are reported (`fit`); spills, and
 the per-tile overheads a larger block_n amortizes on hardware, are not modelled. FMA_OPS_PER_SCORE (4; 3 with
 the scale folded into log2 units) is the FMA-pipe count per score the FA2, sm120 and B200 schedules cost their
 softmax by; these schedules cost it from the contend measurements.
@@ -234,7 +235,8 @@ def _check_chains(prm: dict, flags: dict, variant: str) -> None:
     if chains != 1 and not flags.get("exp2"):
         raise ScheduleError("softmax_chains > 1 is modelled on the ex2 softmax (h200-s6..s9, h200-fa4-sm90, "
                             "h200-cudnn-fprop); this schedule's exp2f softmax has no chain model",
-                            f"{variant}: softmax_chains {chains}", "drop softmax_chains, or use h200-s6-exp2..h200-s9-tuned")
+                            f"{variant}: softmax_chains {chains}",
+                            "drop softmax_chains, or use h200-s6-exp2..h200-s9-tuned")
     if chains != 1 and prm["emulate_frac"]:
         raise ScheduleError("softmax_chains > 1 is modelled with every exponential on MUFU (ex2), not software exp2",
                             f"{variant}: softmax_chains {chains} with emulate_frac {prm['emulate_frac']}",
