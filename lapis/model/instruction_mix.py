@@ -36,7 +36,6 @@ import argparse
 import functools
 import hashlib
 import json
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -211,8 +210,7 @@ def build() -> dict:
     out["flash"] = dict(function="pytorch_flash::flash_fwd_kernel (FA2 forward, the ncu capture's)",
                         source=str(FLASH_CSV.relative_to(DATA)) + " (Source column; executed counts not used)",
                         regions=_plain(regions(flash)))
-    nvcc = subprocess.run([smsp._tool("nvcc"), "--version"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    nvcc = smsp.run_tool([smsp._tool("nvcc"), "--version"], 60, "printing its version").strip()
     return {"schema": "lapis.instruction-mix/1", "nvcc": nvcc.splitlines()[-1], "flags": "-std=c++17 "
             "-gencode=arch=compute_90a,code=sm_90a -cubin", "source_sha256": source_digests(),
             "regions": f"lapis.model.instruction_mix.regions (TINY = {TINY})", "kernels": out}

@@ -4,6 +4,7 @@ prediction), constants files, and the softmax microbenchmark loop bodies it read
 import dataclasses
 import json
 import shutil
+import subprocess
 
 import pytest
 
@@ -140,3 +141,22 @@ def test_micro_table_rows(softmax):
 def test_cli_bad_constants_is_exit_2(tmp_path, capsys):
     assert smsp.main(["--micro", "--constants", str(tmp_path / "none.json")]) == 2
     assert "fix:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("raised, words", [
+    (subprocess.TimeoutExpired("nvcc", 600), "nvcc finishes compiling micro_softmax.cu within 600 s: got still "
+                                             "running after 600 s (killed)"),
+    (PermissionError(13, "Permission denied"), "nvcc can be started compiling micro_softmax.cu"),
+    (subprocess.CalledProcessError(1, "nvcc", stderr="error: unknown arch"), "exit status 1: error: unknown arch")])
+def test_a_tool_that_hangs_or_fails_is_a_named_capture_error(monkeypatch, raised, words):
+    timeouts = []
+
+    def run(args, **kw):
+        timeouts.append(kw.get("timeout"))
+        raise raised
+    monkeypatch.setattr(smsp, "_tool", lambda name: f"/opt/cuda/bin/{name}")
+    monkeypatch.setattr(smsp.subprocess, "run", run)
+    with pytest.raises(CaptureError) as e:
+        smsp.softmax_sass(smsp.SOFTMAX_SOURCE.with_name("micro_softmax.cu"))
+    assert words in str(e.value) and "fix:" in str(e.value)
+    assert timeouts == [600]
