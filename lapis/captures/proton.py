@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from bisect import bisect_right
 from collections import defaultdict
@@ -109,9 +110,9 @@ def read(path) -> dict:
 
 def _manifest(folder: Path) -> dict:
     f = folder / "capture.json"
-    if not f.is_file():
+    if not os.path.lexists(f):  # a FIFO, folder or dangling link is there, not missing: safe.regular names it
         raise _fail(folder, "a Proton capture folder holds capture.json", "no capture.json", FIX)
-    meta = safe.read_json(f, kind="proton_timeline")
+    meta = safe.read_json(safe.regular(f, folder), kind="proton_timeline")
     kernels = meta.get("kernels") if "trace" not in meta else None  # lapis.captures.manifest NESTED's record
     subs = [k.get("capture") for k in kernels if isinstance(k, dict)] if isinstance(kernels, list) else []
     if subs and all(isinstance(x, str) for x in subs):
