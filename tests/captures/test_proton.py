@@ -207,3 +207,12 @@ def test_a_capture_json_that_is_not_a_regular_file_is_named_not_missing(proton_c
         proton.read(folder)
     assert "a capture file is a regular file" in str(err.value) and words in str(err.value)
     assert "no capture.json" not in str(err.value)
+
+
+def test_a_null_clock_is_refused_not_taken_as_proton_s_1000_mhz(proton_capture):
+    folder = proton_capture()
+    meta = json.loads((folder / "capture.json").read_text())
+    (folder / "capture.json").write_text(json.dumps(dict(meta, clock_mhz=None)))
+    with pytest.raises(CaptureError) as err:
+        proton.read(folder)
+    assert "clock_mhz null" in str(err.value) and "nvidia-smi --query-gpu=clocks.sm" in str(err.value)
