@@ -7,7 +7,8 @@ later capture comes from the later one), the sanitizer verdicts from the sanitiz
 from lapis/data/blind/attention_h200*.json (each committed before the timed run it predicts), the current ones
 from the prediction cache (lapis.pipeline_sim.predictions; cases it lacks are simulated) at the kernel's
 parameters as the capture records them. The findings compare s1 and s2 at the first shape (SM 0's timelines).
-err_pct = 100 * (predicted TFLOP/s - measured TFLOP/s) / measured: positive means the model is too fast.
+err_pct = 100 * (predicted TFLOP/s - measured TFLOP/s) / measured: positive means the model is too fast (an error
+in TFLOP/s, labelled "TFLOP/s err %"; the other sections' "time err %" is on time, of the opposite sign).
 """
 
 from __future__ import annotations
@@ -178,7 +179,8 @@ def _gantt(out: Path, captures: str | None, row: dict) -> Path:
 
 def _table(rows: list[dict]) -> list[str]:
     md = ["| variant | shape | TFLOP/s | spread % | cuDNN TFLOP/s | ratio to cuDNN | rel err normal / heavy | "
-          "sanitizer clean | timeline overhead % | predicted blind | predicted now | err % blind | err % now |",
+          "sanitizer clean | timeline overhead % | predicted blind | predicted now | TFLOP/s err % blind | "
+          "TFLOP/s err % now |",
           "|---|---|" + "---:|" * 11]
     return md + [f"| `{r['variant']}` | {r['shape']} | {r['tflops']:.0f} | {r['spread_pct']:.2f} | "
                  f"{_f(r['cudnn_tflops'], '.0f')} | {_f(r['ratio_to_cudnn'], '.3f')} | "
@@ -278,8 +280,9 @@ def kernels_section(out: Path, captures: str | None = None, resimulate: bool = F
           "ratio to cuDNN = cuDNN's median time / ours "
           "(above 1: faster than cuDNN); rel err = ||O - ref|| / ||ref|| against float64 on normal and "
           "heavy-tailed scores; sanitizer clean = memcheck, racecheck and synccheck with 0 errors at "
-          "1x2x512x128; timeline overhead = how much slower the instrumented build is. err % = (predicted - "
-          "measured) / measured TFLOP/s (positive: the model is too fast); blind = committed before the timed "
+          "1x2x512x128; timeline overhead = how much slower the instrumented build is. TFLOP/s err % = predicted / "
+          "measured TFLOP/s - 1 (positive: the model is too fast; the other sections' time err % = predicted / "
+          "measured time - 1 has the opposite sign); blind = committed before the timed "
           "run, now = the current profile and model at the kernel's parameters.", ""]
     md += _table(rows)
     steps = step_rows(captures)

@@ -197,7 +197,7 @@ def _h200_measured(rows: dict, measured: set[str], cudnn: dict | None) -> list[s
 def _emmy_table(rows: dict) -> list[str]:
     """The Emmy moves on the rtx5090 profile against the write-up's measured latencies, untuned."""
     md = [f"### rtx5090: the Emmy moves at {EMMY_SHAPE}", "",
-          "| schedule | predicted µs | write-up µs | error |", "|---|---:|---:|---:|"]
+          "| schedule | predicted µs | write-up µs | time err % |", "|---|---:|---:|---:|"]
     for name, r in rows.items():
         meas = MEASURED_US[name]
         md.append(f"| `{name}` | {r['predicted_us']:.0f} | {meas:.0f} | {r['predicted_us'] / meas - 1:+.0%} |")

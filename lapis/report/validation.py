@@ -45,7 +45,7 @@ def _headline(r: dict) -> list[str]:
 
 
 def _cases(r: dict) -> list[str]:
-    md = ["| variant | shape | causal | predicted µs | measured µs | err % | blind err % | run MHz | cycles err % "
+    md = ["| variant | shape | causal | predicted µs | measured µs | time err % | blind time err % | run MHz | cycles err % "
           "| iteration ns pred / meas | first divergence (measured - predicted) | steady-state divergence |",
           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for c in r["per_case"]:
@@ -132,7 +132,7 @@ def validation_section(out: Path, captures: str | None = None, resimulate: bool 
     md = ["## Predicted vs measured (Hopper progression)", "",
           "Every committed timed measurement (variant, shape, causal) against the simulator's prediction from the "
           "calibrated h200 profile and the variant's schedule alone (`lapis validate timelines`). Measured = the "
-          "plain build's median; err % = (predicted - measured) / measured (negative: the model is too fast); "
+          "plain build's median; time err % = predicted / measured time - 1 (negative: the model is too fast); "
           "blind = a prediction committed before the capture (lapis/data/blind/). Timelines are the instrumented "
           "build's (the truth for events, not for total time), aligned by logical ids (work item on the SM, K/V "
           "index, role, op); the first divergence is the first matched op start whose offset exceeds "
