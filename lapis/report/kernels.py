@@ -178,11 +178,11 @@ def _gantt(out: Path, captures: str | None, row: dict) -> Path:
 
 
 def _table(rows: list[dict]) -> list[str]:
-    md = ["| variant | shape | TFLOP/s | spread % | cuDNN TFLOP/s | ratio to cuDNN | rel err normal / heavy | "
+    md = ["| variant | shape | causal | TFLOP/s | spread % | cuDNN TFLOP/s | ratio to cuDNN | rel err normal / heavy | "
           "sanitizer clean | timeline overhead % | predicted blind | predicted now | TFLOP/s err % blind | "
           "TFLOP/s err % now |",
-          "|---|---|" + "---:|" * 11]
-    return md + [f"| `{r['variant']}` | {r['shape']} | {r['tflops']:.0f} | {r['spread_pct']:.2f} | "
+          "|---|---|---|" + "---:|" * 11]
+    return md + [f"| `{r['variant']}` | {r['shape']} | {'yes' if r['causal'] else 'no'} | {r['tflops']:.0f} | {r['spread_pct']:.2f} | "
                  f"{_f(r['cudnn_tflops'], '.0f')} | {_f(r['ratio_to_cudnn'], '.3f')} | "
                  f"{r['rel_err']['normal']:.1e} / {r['rel_err']['heavy']:.1e} | {r['sanitizer_clean']} | "
                  f"{r['instrumentation_overhead_pct']:.0f} | {_f(r['blind_predicted_tflops'], '.0f')} | "

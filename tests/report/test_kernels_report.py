@@ -104,7 +104,7 @@ def test_rows_are_the_capture(section):
     s1 = [r["blind_err_pct"] for (v, _), r in rows.items() if v == "s1"]
     s2 = [r["blind_err_pct"] for (v, _), r in rows.items() if v == "s2"]
     assert -50 < min(s1) and max(s1) < -45 and 3 < min(s2) and max(s2) < 24
-    assert "| `s1` | 8x16x4096x128 | 444 | 1.65 | 598 | 0.743 |" in md
+    assert "| `s1` | 8x16x4096x128 | no | 444 | 1.65 | 598 | 0.743 |" in md
 
 
 def test_cta_overlap_and_occupancy_agree_with_the_spans(section):
@@ -205,3 +205,10 @@ def test_every_error_column_says_what_it_is_the_error_of():
                 err_pct=-9.1, blind_err_pct=None, first_divergence=None, steady_divergence=None)
     header = _cases(dict(per_case=[case]))[0]
     assert "| time err % | blind time err % |" in header and "| err % |" not in header
+
+
+def test_rows_that_differ_only_by_causal_are_told_apart():
+    from lapis.report.kernels import _table
+    md = _table([dict(ROW, causal=False), ROW])
+    assert md[0].startswith("| variant | shape | causal | TFLOP/s |") and md[1].count("|") == md[0].count("|")
+    assert md[2].startswith("| `s9` | 8x16x4096x128 | no | 400 |") and md[3].startswith("| `s9` | 8x16x4096x128 | yes | 400 |")
