@@ -211,7 +211,7 @@ def _findings(occ: dict, lim: dict) -> list[str]:
         f"consumer warpgroup is busy in softmax {100 * c.get('softmax', 0):.0f}% of the time, in its own wgmma "
         f"chain (issue + wait QK and PV) {100 * mma:.0f}%, and waits on the K/V full barriers "
         f"{100 * waits_kv:.0f}% (K {100 * c.get('wait K', 0):.0f}%, V {100 * c.get('wait V', 0):.0f}%). "
-        f"A steady-state tile takes: " + ", ".join(f"{op} {ns:.0f} ns" for op, ns in s2["tile_ns"].items()) + ". "
+        f"A steady-state tile takes (instrumented build): " + ", ".join(f"{op} {ns:.0f} ns" for op, ns in s2["tile_ns"].items()) + ". "
         "With one consumer warpgroup and one CTA per SM, the tensor core idles during every softmax, and the "
         "2-slot ring frees a slot only after the PV of its tile, leaving one tile's time for the next load to land.",
         "",

@@ -212,3 +212,12 @@ def test_rows_that_differ_only_by_causal_are_told_apart():
     md = _table([dict(ROW, causal=False), ROW])
     assert md[0].startswith("| variant | shape | causal | TFLOP/s |") and md[1].count("|") == md[0].count("|")
     assert md[2].startswith("| `s9` | 8x16x4096x128 | no | 400 |") and md[3].startswith("| `s9` | 8x16x4096x128 | yes | 400 |")
+
+
+def test_the_iteration_column_says_it_is_measured_on_the_instrumented_build():
+    from lapis.report.validation import _cases
+    case = dict(variant="s9", shape="8x16x4096x128", causal=False, predicted_us=100.0, measured_us=110.0,
+                err_pct=-9.1, blind_err_pct=None, first_divergence=None, steady_divergence=None,
+                timeline=dict(iteration_ns=dict(predicted=900.0, measured=1000.0)))
+    md = _cases(dict(per_case=[case]))
+    assert "| iteration ns pred / meas (instrumented build) |" in md[0] and "| 900 / 1000 |" in md[2]
