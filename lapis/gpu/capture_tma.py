@@ -218,7 +218,7 @@ def command_line(program: str, argv: list[str]) -> str:
 
 def provenance(git_file: str | None, argv: list[str], program: str) -> dict:
     """GPU, driver, CUDA, date and the command as run (command_line(program, argv)), plus the git facts from
-    git_file. program: how the campaign was started ("lapis capture tma" from the CLI, "python -m lapis.gpu.x")."""
+    git_file. program: how the campaign was started ("lapis capture tma" from the CLI, "python -m lapis.gpu.race")."""
     import cupy as cp
     lib = libcuda()
     v = ctypes.c_int()
