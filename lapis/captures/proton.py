@@ -21,8 +21,8 @@ events that carry a bind_id (flow endpoints), which later Proton versions add.
 
 What lapis makes of it (the choices below come from a capture folder's capture.json, else their defaults):
 - Time: per CTA, base = its earliest ts (ns after the first CTA started); a record's ns = base + (cycles since
-  base) x 1000 / clock_mhz. clock_mhz: capture.json's clock_mhz (the SM clock the run had), else 1000 (Proton's
-  own assumption: times are then cycles). Times are ns from the earliest record.
+  base) x 1000 / clock_mhz. clock_mhz: capture.json's clock_mhz (the SM clock the run had; null is refused, as
+  the clock was then not measured), else 1000 (Proton's own assumption: times are then cycles). Times are ns from the earliest record.
 - Roles: capture.json's roles, {role: warp} or {role: [warps]}: a role's events are its first warp's (every
   warp of a warpgroup records the same scopes); without it each warp is a role "warp<w>". A role whose warp
   recorded no scope is left out and listed in `not_recorded` with the reason capture.json's mode gives: outside
@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from bisect import bisect_right
 from collections import defaultdict
@@ -109,9 +110,9 @@ def read(path) -> dict:
 
 def _manifest(folder: Path) -> dict:
     f = folder / "capture.json"
-    if not f.is_file():
+    if not os.path.lexists(f):  # a FIFO, folder or dangling link is there, not missing: safe.regular names it
         raise _fail(folder, "a Proton capture folder holds capture.json", "no capture.json", FIX)
-    meta = safe.read_json(f, kind="proton_timeline")
+    meta = safe.read_json(safe.regular(f, folder), kind="proton_timeline")
     kernels = meta.get("kernels") if "trace" not in meta else None  # lapis.captures.manifest NESTED's record
     subs = [k.get("capture") for k in kernels if isinstance(k, dict)] if isinstance(kernels, list) else []
     if subs and all(isinstance(x, str) for x in subs):
@@ -125,7 +126,12 @@ def _manifest(folder: Path) -> dict:
     if not isinstance(name, str) or not name or Path(name).name != name:
         raise _fail(f, "capture.json's trace is the name of the trace file in the folder", repr(name),
                     "write the file's name, e.g. \"gluon_ws_matmul.chrome_trace\"")
-    return {k: v for k, v in meta.items() if v is not None}  # a null field counts as left out
+    if "clock_mhz" in meta and meta["clock_mhz"] is None:  # benchmarks/h200_proton.py's: the clock went unsampled
+        raise _fail(f, "capture.json's clock_mhz is the SM clock in MHz the run had; null says it was not measured, "
+                    "and Proton's assumed 1000 MHz would scale every time wrongly", "clock_mhz null",
+                    "write the clock the run had (nvidia-smi --query-gpu=clocks.sm), or delete the key to read the "
+                    "times as cycles at Proton's 1000 MHz")
+    return {k: v for k, v in meta.items() if v is not None}  # any other null field counts as left out
 
 
 def _trace_file(folder: Path, name: str) -> Path:

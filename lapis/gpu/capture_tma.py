@@ -22,6 +22,7 @@ import ctypes
 import datetime
 import json
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -204,8 +205,20 @@ def _sh(cmd):
         return f"unavailable: {exc!r}"
 
 
-def provenance(git_file: str | None, argv: list[str], program: str = "lapis capture tma") -> dict:
-    """GPU, driver, CUDA, date and the command as run (`program` + argv), plus the git facts from git_file."""
+def command_line(program: str, argv: list[str]) -> str:
+    """The command as run: `program` (e.g. "lapis capture wgmma", "python -m lapis.gpu.race") then argv, shell-
+    quoted (shlex.join). Leading argv words that repeat program's own after its first (sys.argv[1:] of `lapis
+    capture tma --out D` is ["capture", "tma", "--out", "D"]) are taken once, so the record never reads
+    "lapis capture tma capture tma"."""
+    words, argv = program.split(), list(argv)
+    if len(words) > 1 and argv[:len(words) - 1] == words[1:]:
+        argv = argv[len(words) - 1:]
+    return shlex.join(words + argv)
+
+
+def provenance(git_file: str | None, argv: list[str], program: str) -> dict:
+    """GPU, driver, CUDA, date and the command as run (command_line(program, argv)), plus the git facts from
+    git_file. program: how the campaign was started ("lapis capture tma" from the CLI, "python -m lapis.gpu.race")."""
     import cupy as cp
     lib = libcuda()
     v = ctypes.c_int()
@@ -219,7 +232,7 @@ def provenance(git_file: str | None, argv: list[str], program: str = "lapis capt
         nvcc=_sh(["nvcc", "--version"]).splitlines()[-1:], cupy=cp.__version__, numpy=np.__version__,
         python=platform.python_version(), host=platform.node(),
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        command=" ".join([program] + argv))
+        command=command_line(program, argv))
     if git_file:
         p.update(json.loads(Path(git_file).read_text()))
     return p
@@ -233,7 +246,9 @@ def build(out: Path) -> str:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="lapis capture tma", description=__doc__.splitlines()[0])
+    """`lapis capture tma` (the CLI passes argv) or `python -m lapis.gpu.capture_tma` (argv None: sys.argv)."""
+    program = "lapis capture tma" if argv is not None else "python -m lapis.gpu.capture_tma"
+    ap = argparse.ArgumentParser(prog=program, description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="output folder (gets tma/ and encode/); GPU only")
     ap.add_argument("--provenance", help="JSON with commit, dirty and source blob SHAs, made where git is")
     ap.add_argument("--what", choices=("all", "dumps", "encode"), default="all")
@@ -243,7 +258,7 @@ def main(argv=None):
     out = Path(a.out)
     t0 = time.time()
     log = lambda m: print(f"[{time.time() - t0:6.1f}s] {m}", flush=True)  # noqa: E731
-    prov = provenance(a.provenance, argv)
+    prov = provenance(a.provenance, argv, program)
     log(f"provenance: {prov['gpu']} driver {prov['driver']}")
     if a.what in ("all", "encode"):
         (out / "encode").mkdir(parents=True, exist_ok=True)

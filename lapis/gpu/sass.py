@@ -13,6 +13,7 @@ nvidia-cuda-nvdisasm wheels (site-packages/nvidia/cu13/bin) when they are not on
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib.util
 import json
@@ -148,18 +149,27 @@ def dumps(got: dict) -> str:
     return re.sub(r'\[\s+("[^"]+"),\s+("[0-9a-f]{64}")\s+\]', r"[\1, \2]", json.dumps(got, indent=1)) + "\n"
 
 
+def parser() -> argparse.ArgumentParser:
+    """The options of `python -m lapis.gpu.sass` (the module docstring's two forms)."""
+    ap = argparse.ArgumentParser(prog="python -m lapis.gpu.sass",
+                                 description="SASS digests of lapis/gpu/kernels/*.cu (sm_90a): write them, or compare "
+                                 "them with a committed file.")
+    ap.add_argument("file", metavar="FILE.json", help="where to write the digests, or with --check the file to "
+                    "compare with")
+    ap.add_argument("--check", action="store_true", help="compare with FILE.json; exit 1 naming each build whose "
+                    "digests differ")
+    return ap
+
+
 def main(argv: list[str]) -> int:
-    """Write the digests to argv[0], or with --check compare them with a file (exit 1 on a difference)."""
-    check = "--check" in argv
-    paths = [a for a in argv if a != "--check"]
-    if len(paths) != 1:
-        print("usage: python -m lapis.gpu.sass [--check] FILE.json", file=sys.stderr)
-        return 2
+    """Write the digests to FILE.json, or with --check compare them with it (exit 1 on a difference). --help
+    prints the usage; a missing or extra argument is a usage error (argparse: exit 2)."""
+    a = parser().parse_args(argv)
     got = collect()
-    if not check:
-        Path(paths[0]).write_text(dumps(got))
+    if not a.check:
+        Path(a.file).write_text(dumps(got))
         return 0
-    expected = json.loads(Path(paths[0]).read_text())
+    expected = json.loads(Path(a.file).read_text())
     if expected["nvcc"] != got["nvcc"]:
         print(f"built with {got['nvcc']!r}, the digests are of {expected['nvcc']!r}", file=sys.stderr)
         return 1

@@ -36,7 +36,6 @@ import argparse
 import functools
 import hashlib
 import json
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -227,13 +226,9 @@ def build() -> dict:
 
 
 def nvcc_release() -> str:
-    """The last line of `nvcc --version` (its build), or CaptureError when nvcc does not answer in 60 s."""
-    try:
-        out = subprocess.run([smsp._tool("nvcc"), "--version"], capture_output=True, text=True, check=True,
-                             timeout=60).stdout.strip()
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
-        raise CaptureError("nvcc --version failed", str(e), "install the CUDA toolkit (nvcc 13)")
-    return out.splitlines()[-1]
+    """The last line of `nvcc --version` (its build); CaptureError (smsp.run_tool) when nvcc fails or does not
+    answer in 60 s."""
+    return smsp.run_tool([smsp._tool("nvcc"), "--version"], 60, "printing its version").strip().splitlines()[-1]
 
 
 def source_digests() -> dict[str, str]:

@@ -256,18 +256,37 @@ def _tool(name: str) -> str:
     raise CaptureError(f"{name} not found", "PATH and the nvidia wheels", f"install the CUDA toolkit ({name})")
 
 
+NVCC_TIMEOUT_S, CUOBJDUMP_TIMEOUT_S = 600, 120  # one micro kernel compiles in seconds; past these the tool hangs
+
+
+def run_tool(args: list[str], timeout_s: float, what: str) -> str:
+    """A CUDA tool's stdout (text). CaptureError naming the tool, `what` it was doing and the cause when it exits
+    non-zero (with the end of its stderr), cannot be started (OSError) or runs past `timeout_s` seconds."""
+    tool = Path(args[0]).name
+    try:
+        return subprocess.run(args, check=True, capture_output=True, text=True, timeout=timeout_s).stdout
+    except subprocess.TimeoutExpired:
+        raise CaptureError(f"{tool} finishes {what} within {timeout_s:g} s", f"still running after {timeout_s:g} s "
+                           "(killed)", f"check that {tool} is not waiting on a lock, licence or network file "
+                           "system, then rerun on a less loaded machine") from None
+    except subprocess.CalledProcessError as e:
+        raise CaptureError(f"{tool} succeeds {what}", f"exit status {e.returncode}: {(e.stderr or '')[-300:]}",
+                           "check nvcc 13 (sm_90a) and cuobjdump, and the source it names") from None
+    except OSError as e:
+        raise CaptureError(f"{tool} can be started {what}", f"{args[0]}: {e}",
+                           f"install the CUDA toolkit ({tool}) or put a working one first on PATH") from None
+
+
 def softmax_sass(source: Path = SOFTMAX_SOURCE) -> dict[str, list[sass.Instruction]]:
-    """The micro_softmax kernels' SASS (sm_90a), compiled here."""
+    """A micro kernel source's SASS (sm_90a; default the micro_softmax kernels), compiled here: nvcc -cubin
+    (NVCC_TIMEOUT_S) then cuobjdump -sass (CUOBJDUMP_TIMEOUT_S), parsed. Raises CaptureError (run_tool) when
+    either fails, cannot start or runs past its timeout."""
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "softmax.cubin"
-        try:
-            subprocess.run([_tool("nvcc"), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-o",
-                            str(cubin), str(source)], check=True, capture_output=True, timeout=600)
-            text = subprocess.run([_tool("cuobjdump"), "-sass", str(cubin)], check=True, capture_output=True,
-                                  text=True, timeout=120).stdout
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
-            raise CaptureError("compiling or disassembling the softmax kernels failed", f"{source.name}: {e}",
-                               "check nvcc 13 (sm_90a) and cuobjdump")
+        run_tool([_tool("nvcc"), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-o", str(cubin),
+                  str(source)], NVCC_TIMEOUT_S, f"compiling {source.name}")
+        text = run_tool([_tool("cuobjdump"), "-sass", str(cubin)], CUOBJDUMP_TIMEOUT_S,
+                        f"disassembling {source.name}")
     return sass.parse_cuobjdump(text)
 
 

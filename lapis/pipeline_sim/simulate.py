@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import math
 import time
+from functools import partial
 from collections import defaultdict
 
 from lapis.errors import LapisError, NotModelled, ScheduleError
@@ -20,7 +21,7 @@ from lapis.pipeline_sim import recorder
 from lapis.pipeline_sim.deadlock import Deadlock
 from lapis.pipeline_sim.recorder import union_spans as _union
 from lapis.pipeline_sim.watchdog import stall_seconds
-from lapis.pipeline_sim.work_order import ORDERS
+from lapis.pipeline_sim.work_order import ORDERS, fullest
 
 # The built-in schedule modules, in `lapis simulate --list` order; each lists its Schedule objects in SCHEDULES.
 BUILT_IN = ("gemm_ws", "attention_h200", "attention_h200_fa2", "attention_b200", "attention_sm120", "fa2_flash", "fa4_sm90", "cudnn_fprop")
@@ -41,7 +42,7 @@ def default_gpu(schedule) -> str:
 PARAM_RANGES = {"emulate_frac": (0, 1), "threshold": (0, None), "causal": (0, 1), "sw_exp_per16": (0, 16),
                 "regs_producer": (24, 256), "regs_consumer": (24, 256)}  # setmaxnreg's range (PTX ISA)
 COUNTS = ("stages", "kv_stages", "block_m", "block_n", "block_k", "consumer_wgs", "warps", "regs_per_thread",
-          "regs_producer", "regs_consumer", "q_tiles_per_cta", "ctas_per_sm")
+          "regs_producer", "regs_consumer", "q_tiles_per_cta", "ctas_per_sm", "q_slots", "softmax_chains")
 # parameters that take a name: work_order.ORDERS; a built kernel whose consumer loop costs the run, or its own
 # (lapis.model.consumer_loop.LOOPS)
 CHOICES = {"persistent_order": ORDERS, "kernel_loop": ("own", *consumer_loop.load()["loops"])}
@@ -100,7 +101,21 @@ def check_params(schedule: str, params: dict, defaults: dict) -> None:
             params[key] = int(v)
 
 
-def check_size(kind: str, dims: tuple, prm: dict, sm_count: int, q_rows: int = 0, bound: int | None = None) -> None:
+# The most events any attention schedule records per K/V tile of a work item, fixed per-item events included
+# (measured on the representative SM at 1 x 2*sm_count x L x 128, L = 256 and 1024, every registered schedule at
+# its defaults: sm120-m04-q-hoist is the highest at 128.5 per item per tile, h200-s1-serial the lowest at 7.4).
+# Below this many per tile the run fits the bound whatever the schedule, so no pilot is needed.
+MOST_EVENTS_PER_TILE = 200
+# _item_events' fit against the events really recorded, 1 x sm_count x L x 128 at L = 128, 1024 and 2048 causal,
+# every registered attention schedule at its defaults (items per SM x the fit / len(simulate(...)["events"])):
+# 0.40..1.04
+# (1.04: h200-s5-intra-overlap at L = 1024, 1128 fitted for 1080 recorded; h200-s9-tuned: 0.95 at L = 128, 20
+# fitted for 21 recorded per item, against the floor's 2). Scaled by this, it stays a lower bound.
+PILOT_MARGIN = 0.9
+
+
+def check_size(kind: str, dims: tuple, prm: dict, sm_count: int, q_rows: int = 0, bound: int | None = None,
+               item_events=None) -> None:
     """Refuse a run whose busiest SM would record more than `bound` events (default recorder.MAX_EVENTS), before
     any work list is built (a huge shape would otherwise take minutes or run out of memory before the in-run
     bound trips).
@@ -108,7 +123,12 @@ def check_size(kind: str, dims: tuple, prm: dict, sm_count: int, q_rows: int = 0
     prm: the schedule's defaults, variant and parameters merged; q_rows: the most Q rows a work item can take
     where no parameter says (b200: two 128-row tiles). The count is a lower bound: an item records at least
     one event per K block (GEMM), or a QK and a PV MMA per K/V tile (attention, half the tiles when causal),
-    with Q tiles no smaller than block_m, 64 rows per consumer warpgroup or 32 rows per warp."""
+    with Q tiles no smaller than block_m, 64 rows per consumer warpgroup or 32 rows per warp.
+    item_events(rows, block_n, tiles) -> events: the schedule's own count for an attention work item of `tiles`
+    K/V tiles (simulate passes _item_events, two one-item pilot runs); asked only where the floor of 2 per tile
+    fits the bound but MOST_EVENTS_PER_TILE might not (the Hopper schedules record 7-24 per tile, so the floor
+    let a 100000 x 128 x 128 x 128 shape through to build 12.8M work items)."""
+    bound = bound or recorder.MAX_EVENTS
     if kind == "gemm":
         m, n, k = dims
         items = math.ceil(m / prm["block_m"]) * math.ceil(n / prm["block_n"])
@@ -118,13 +138,37 @@ def check_size(kind: str, dims: tuple, prm: dict, sm_count: int, q_rows: int = 0
         rows = max(prm.get("block_m") or 0, 64 * (prm.get("consumer_wgs") or 0), 32 * (prm.get("warps") or 0),
                    q_rows)
         tiles = math.ceil(seq / prm["block_n"])
-        items, per_item = b * h * math.ceil(seq / rows), 2 * (max(1, tiles // 2) if prm.get("causal") else tiles)
-    least, bound = math.ceil(items / sm_count) * per_item, bound or recorder.MAX_EVENTS
+        items, tiles = b * h * math.ceil(seq / rows), (max(1, tiles // 2) if prm.get("causal") else tiles)
+        per_item = 2 * tiles
+        per_sm = math.ceil(items / sm_count)
+        if item_events is not None and per_sm * per_item <= bound < per_sm * (tiles + 1) * MOST_EVENTS_PER_TILE:
+            per_item = max(per_item, math.floor(item_events(rows, prm["block_n"], tiles)))
+    least = math.ceil(items / sm_count) * per_item
     if least > bound:
         raise ScheduleError("the run exceeds the simulator's event bound", f"at least {least:,} tile-level events on "
                             f"the busiest SM (bound {bound:,})",
                             "simulate a smaller shape: per-SM throughput settles within a few thousand tiles, or "
                             "raise the bound with --max-events")
+
+
+def _item_events(s, p, params: dict, d: int, rows: int, bn: int, tiles: int) -> float:
+    """Events one attention work item of `tiles` K/V tiles records (non-causal), from two pilot runs of one item
+    alone: shape 1 x 1 x L x d at L = lcm(rows, bn) and twice that (rows: an item's Q rows, bn: block_n), fitted
+    as fixed + per-tile events (each floored at 0), times PILOT_MARGIN. A pilot the schedule refuses (its own
+    checks) gives 0: the run itself then says why."""
+    base = math.lcm(rows, bn)
+    pilot = {k: v for k, v in params.items() if k != "causal"}
+    counts = []
+    for seq in (base, 2 * base):
+        try:
+            r = engine.run(s, p, (1, 1, seq, d), pilot, cut=lambda per_sm, cost: [fullest(per_sm, cost)[:1]],
+                           stall_s=0)
+        except (LapisError, Deadlock):
+            return 0.0
+        counts.append((seq // bn, len(r["events"])))
+    (t1, e1), (t2, e2) = counts
+    slope = max(0.0, (e2 - e1) / (t2 - t1))
+    return PILOT_MARGIN * (max(0.0, e1 - slope * t1) + slope * tiles)
 
 
 def check_full_size(s, p, dims: tuple, params: dict, bound: int | None = None) -> int:
@@ -226,11 +270,12 @@ def simulate(schedule, gpu: str, shape: str, params: dict | None = None, check_r
     p = load_profile(gpu)
     if max_events is not None and (isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1):
         raise ScheduleError("the event bound is a count >= 1", repr(max_events), "e.g. --max-events 5000000")
-    check_size(kind, dims, {**s.defaults, **s.flags, **params}, p["sm_count"], s.q_rows,
-               max_events or (recorder.MAX_FULL_EVENTS if full else None))
     if p.arch != s.arch:
         raise ScheduleError(f"{schedule} is written for {s.arch} hardware", f"profile {gpu} ({p.arch})",
                             f"use --gpu {s.gpu} or a schedule of the {p.arch} family")
+    check_size(kind, dims, {**s.defaults, **s.flags, **params}, p["sm_count"], s.q_rows,
+               max_events or (recorder.MAX_FULL_EVENTS if full else None),
+               partial(_item_events, s, p, params, dims[-1]))
     t0 = time.time()
     expected = check_full_size(s, p, dims, params, max_events) if full and cut is None else None
     tick = None if progress is None else (lambda n: progress(n, expected))

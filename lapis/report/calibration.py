@@ -95,13 +95,15 @@ def calibration_section(out: Path, captures: str | None = None, resimulate: bool
     rows = gemm_rows(captures, resimulate=resimulate)
     order = ordering(rows)
     md += ["", f"### GEMM `{SCHEDULE}`: predicted against the H200 (plain build, CUDA events)", "",
-           "| variant | shape | predicted µs (blind) | predicted µs (now) | measured µs | err % (blind) | err % (now) | "
+           "| variant | shape | predicted µs (blind) | predicted µs (now) | measured µs | time err % (blind) | "
+           "time err % (now) | "
            "spread % | measured TFLOP/s | cuBLAS TFLOP/s | SM MHz |", "|---|---|" + "---:|" * 9]
     md += [f"| `{r['variant']}` | {r['shape']} | {_f(r['blind_predicted_us'], '.1f')} | {r['predicted_us']:.1f} | "
            f"{r['measured_us']:.1f} | {_f(r['blind_err_pct'], '+.1f')} | {r['err_pct']:+.1f} | {r['spread_pct']:.2f} | "
            f"{r['measured_tflops']:.0f} | {r['cublas_tflops']:.0f} | {_f(r['sm_clock_mhz'], '.0f')} |" for r in rows]
     worst = max(rows, key=lambda r: abs(r["err_pct"]))
-    md += ["", f"Goal: within 5% of total time. Largest miss: `{worst['variant']}` at {worst['shape']}, "
+    md += ["", "time err % = predicted / measured µs - 1. "
+           f"Goal: within 5% of total time. Largest miss: `{worst['variant']}` at {worst['shape']}, "
            f"{worst['err_pct']:+.1f}% (negative: the model is too fast). The SM clock is nvidia-smi's median during "
            "the timed runs; the profile assumes the clock measured under sustained wgmma load, "
            f"{prof['values']['clock_ghz']['value'] * 1e3:.0f} MHz. Faster variant: of {order['resolved']} pairs "

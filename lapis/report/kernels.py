@@ -7,7 +7,8 @@ later capture comes from the later one), the sanitizer verdicts from the sanitiz
 from lapis/data/blind/attention_h200*.json (each committed before the timed run it predicts), the current ones
 from the prediction cache (lapis.pipeline_sim.predictions; cases it lacks are simulated) at the kernel's
 parameters as the capture records them. The findings compare s1 and s2 at the first shape (SM 0's timelines).
-err_pct = 100 * (predicted TFLOP/s - measured TFLOP/s) / measured: positive means the model is too fast.
+err_pct = 100 * (predicted TFLOP/s - measured TFLOP/s) / measured: positive means the model is too fast (an error
+in TFLOP/s, labelled "TFLOP/s err %"; the other sections' "time err %" is on time, of the opposite sign).
 """
 
 from __future__ import annotations
@@ -177,10 +178,11 @@ def _gantt(out: Path, captures: str | None, row: dict) -> Path:
 
 
 def _table(rows: list[dict]) -> list[str]:
-    md = ["| variant | shape | TFLOP/s | spread % | cuDNN TFLOP/s | ratio to cuDNN | rel err normal / heavy | "
-          "sanitizer clean | timeline overhead % | predicted blind | predicted now | err % blind | err % now |",
-          "|---|---|" + "---:|" * 11]
-    return md + [f"| `{r['variant']}` | {r['shape']} | {r['tflops']:.0f} | {r['spread_pct']:.2f} | "
+    md = ["| variant | shape | causal | TFLOP/s | spread % | cuDNN TFLOP/s | ratio to cuDNN | rel err normal / heavy | "
+          "sanitizer clean | timeline overhead % | predicted blind | predicted now | TFLOP/s err % blind | "
+          "TFLOP/s err % now |",
+          "|---|---|---|" + "---:|" * 11]
+    return md + [f"| `{r['variant']}` | {r['shape']} | {'yes' if r['causal'] else 'no'} | {r['tflops']:.0f} | {r['spread_pct']:.2f} | "
                  f"{_f(r['cudnn_tflops'], '.0f')} | {_f(r['ratio_to_cudnn'], '.3f')} | "
                  f"{r['rel_err']['normal']:.1e} / {r['rel_err']['heavy']:.1e} | {r['sanitizer_clean']} | "
                  f"{r['instrumentation_overhead_pct']:.0f} | {_f(r['blind_predicted_tflops'], '.0f')} | "
@@ -209,7 +211,7 @@ def _findings(occ: dict, lim: dict) -> list[str]:
         f"consumer warpgroup is busy in softmax {100 * c.get('softmax', 0):.0f}% of the time, in its own wgmma "
         f"chain (issue + wait QK and PV) {100 * mma:.0f}%, and waits on the K/V full barriers "
         f"{100 * waits_kv:.0f}% (K {100 * c.get('wait K', 0):.0f}%, V {100 * c.get('wait V', 0):.0f}%). "
-        f"A steady-state tile takes: " + ", ".join(f"{op} {ns:.0f} ns" for op, ns in s2["tile_ns"].items()) + ". "
+        f"A steady-state tile takes (instrumented build): " + ", ".join(f"{op} {ns:.0f} ns" for op, ns in s2["tile_ns"].items()) + ". "
         "With one consumer warpgroup and one CTA per SM, the tensor core idles during every softmax, and the "
         "2-slot ring frees a slot only after the PV of its tile, leaving one tile's time for the next load to land.",
         "",
@@ -278,8 +280,9 @@ def kernels_section(out: Path, captures: str | None = None, resimulate: bool = F
           "ratio to cuDNN = cuDNN's median time / ours "
           "(above 1: faster than cuDNN); rel err = ||O - ref|| / ||ref|| against float64 on normal and "
           "heavy-tailed scores; sanitizer clean = memcheck, racecheck and synccheck with 0 errors at "
-          "1x2x512x128; timeline overhead = how much slower the instrumented build is. err % = (predicted - "
-          "measured) / measured TFLOP/s (positive: the model is too fast); blind = committed before the timed "
+          "1x2x512x128; timeline overhead = how much slower the instrumented build is. TFLOP/s err % = predicted / "
+          "measured TFLOP/s - 1 (positive: the model is too fast; the other sections' time err % = predicted / "
+          "measured time - 1 has the opposite sign); blind = committed before the timed "
           "run, now = the current profile and model at the kernel's parameters.", ""]
     md += _table(rows)
     steps = step_rows(captures)

@@ -45,8 +45,8 @@ def _headline(r: dict) -> list[str]:
 
 
 def _cases(r: dict) -> list[str]:
-    md = ["| variant | shape | causal | predicted µs | measured µs | err % | blind err % | run MHz | cycles err % "
-          "| iteration ns pred / meas | first divergence (measured - predicted) | steady-state divergence |",
+    md = ["| variant | shape | causal | predicted µs | measured µs | time err % | blind time err % | run MHz | cycles err % "
+          "| iteration ns pred / meas (instrumented build) | first divergence (measured - predicted) | steady-state divergence |",
           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for c in r["per_case"]:
         it = (c.get("timeline") or {}).get("iteration_ns") or {}
@@ -88,7 +88,7 @@ def _largest_miss(r: dict) -> list[str]:
            f"Steady-state iteration: predicted {_f(it['predicted'], '.0f')} ns, measured {_f(it['measured'], '.0f')} "
            f"ns ({_f(it['err_pct'], '+.0f')}%; the instrumented build, {w['variant']}'s timeline overhead included).",
            "", "ns per steady-state tile (k >= 2), summed over the consumer roles:", "",
-           "| op | predicted | measured |", "|---|---:|---:|"]
+           "| op | predicted | measured (instrumented build) |", "|---|---:|---:|"]
     md += [f"| {op} | {_f(v['predicted'], '.0f')} | {_f(v['measured'], '.0f')} |"
            for op, v in t["ops_ns_per_tile"].items()]
     md += ["", "Busy / wait fraction per role (predicted -> measured): " + "; ".join(
@@ -132,9 +132,10 @@ def validation_section(out: Path, captures: str | None = None, resimulate: bool 
     md = ["## Predicted vs measured (Hopper progression)", "",
           "Every committed timed measurement (variant, shape, causal) against the simulator's prediction from the "
           "calibrated h200 profile and the variant's schedule alone (`lapis validate timelines`). Measured = the "
-          "plain build's median; err % = (predicted - measured) / measured (negative: the model is too fast); "
+          "plain build's median; time err % = predicted / measured time - 1 (negative: the model is too fast); "
           "blind = a prediction committed before the capture (lapis/data/blind/). Timelines are the instrumented "
-          "build's (the truth for events, not for total time), aligned by logical ids (work item on the SM, K/V "
+          "build's (the truth for events, not for total time): the iteration ns column compares the prediction "
+          "with the instrumented build's steady-state iteration, its timeline overhead included; aligned by logical ids (work item on the SM, K/V "
           "index, role, op); the first divergence is the first matched op start whose offset exceeds "
           f"{r['tolerance_pct']:.0f}% of the measured steady-state iteration, from the launch on (the first tiles "
           "usually decide it); the steady-state divergence applies the same test inside the middle work item from "

@@ -5,6 +5,7 @@ come from the raw trace's ts/dur, read by eye, and the SM clock of 1980 MHz its 
 
 import gzip
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -195,3 +196,23 @@ def test_a_role_outside_the_selective_sampling_is_named_as_such(proton_capture):
     assert r["roles"] == ["consumer0"]
     assert r["not_recorded"] == {"producer": "warp 9 is not in the selective sampling ([0, 4]): Proton did not "
                                              "record it"}
+
+
+@pytest.mark.parametrize("make, words", [(os.mkfifo, "is a FIFO"), (os.mkdir, "is a folder")])
+def test_a_capture_json_that_is_not_a_regular_file_is_named_not_missing(proton_capture, make, words):
+    folder = proton_capture()
+    (folder / "capture.json").unlink()
+    make(folder / "capture.json")
+    with pytest.raises(CaptureError) as err:
+        proton.read(folder)
+    assert "a capture file is a regular file" in str(err.value) and words in str(err.value)
+    assert "no capture.json" not in str(err.value)
+
+
+def test_a_null_clock_is_refused_not_taken_as_proton_s_1000_mhz(proton_capture):
+    folder = proton_capture()
+    meta = json.loads((folder / "capture.json").read_text())
+    (folder / "capture.json").write_text(json.dumps(dict(meta, clock_mhz=None)))
+    with pytest.raises(CaptureError) as err:
+        proton.read(folder)
+    assert "clock_mhz null" in str(err.value) and "nvidia-smi --query-gpu=clocks.sm" in str(err.value)

@@ -46,3 +46,16 @@ def test_every_kernel_build_has_the_committed_sass(kernel_cache):
     got = sass.collect(cache=kernel_cache)
     assert sass.differences(expected, got) == []
     assert set(expected["builds"]) == {p.name for p in sass.KERNELS.glob("*.cu")}
+
+
+@pytest.mark.parametrize("argv, code, words", [(["--help"], 0, "usage: python -m lapis.gpu.sass"),
+                                                ([], 2, "the following arguments are required: FILE.json"),
+                                                (["a.json", "b.json"], 2, "unrecognized arguments: b.json")])
+def test_the_command_line_prints_usage_and_writes_no_file_named_like_an_option(argv, code, words, tmp_path,
+                                                                                monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sass, "collect", lambda: pytest.fail("collected before the arguments were checked"))
+    with pytest.raises(SystemExit) as e:
+        sass.main(argv)
+    out = capsys.readouterr()
+    assert e.value.code == code and words in out.out + out.err and list(tmp_path.iterdir()) == []

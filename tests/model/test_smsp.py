@@ -4,6 +4,7 @@ prediction), constants files, and the softmax microbenchmark loop bodies it read
 import dataclasses
 import json
 import shutil
+import subprocess
 
 import pytest
 
@@ -173,3 +174,22 @@ def test_capture_loop_names_one_loop_or_raises():
     p = smsp.loop_prediction(loop, 2, dataclasses.replace(
         BOOK, rate={**BOOK.rate, "tmem": 1.0}, latency={**BOOK.latency, "tmem": 16}))
     assert p.bound == "issue" and p.cycles == 1371 and p.bounds["latency"] == 280
+
+
+@pytest.mark.parametrize("raised, words", [
+    (subprocess.TimeoutExpired("nvcc", 600), "nvcc finishes compiling micro_softmax.cu within 600 s: got still "
+                                             "running after 600 s (killed)"),
+    (PermissionError(13, "Permission denied"), "nvcc can be started compiling micro_softmax.cu"),
+    (subprocess.CalledProcessError(1, "nvcc", stderr="error: unknown arch"), "exit status 1: error: unknown arch")])
+def test_a_tool_that_hangs_or_fails_is_a_named_capture_error(monkeypatch, raised, words):
+    timeouts = []
+
+    def run(args, **kw):
+        timeouts.append(kw.get("timeout"))
+        raise raised
+    monkeypatch.setattr(smsp, "_tool", lambda name: f"/opt/cuda/bin/{name}")
+    monkeypatch.setattr(smsp.subprocess, "run", run)
+    with pytest.raises(CaptureError) as e:
+        smsp.softmax_sass(smsp.SOFTMAX_SOURCE.with_name("micro_softmax.cu"))
+    assert words in str(e.value) and "fix:" in str(e.value)
+    assert timeouts == [600]

@@ -84,3 +84,26 @@ def test_the_progress_bar_shows_the_events_of_the_estimate_after_its_delay():
     task = bar.bar.tasks[0]
     bar.close()
     assert (task.completed, task.total) == (40, 100)
+
+
+def test_a_huge_shape_is_refused_by_the_schedules_own_events_per_item(monkeypatch):
+    """100000 x 128 heads of one 128-row Q tile: 96,970 items on the busiest SM, which the floor of 2 events per
+    K/V tile let through (193,940); s9 records about 21 per item, so it is refused before any work list is built."""
+    from lapis.pipeline_sim.schedules import attention_h200
+    real = attention_h200.kv_units_per_sm
+
+    def units(heads, *a):  # the one-head pilots build theirs
+        return pytest.fail("the 12.8M-head work list was built") if heads > 1 else real(heads, *a)
+    monkeypatch.setattr(attention_h200, "kv_units_per_sm", units)
+    with pytest.raises(ScheduleError, match=r"the run exceeds the simulator's event bound: got at least "
+                                            r"1,[0-9]{3},[0-9]{3} tile-level events"):
+        simulate("h200-s9-tuned", "h200", "100000x128x128x128")
+
+
+def test_the_per_item_count_refuses_what_would_overrun_and_runs_what_fits(monkeypatch):
+    monkeypatch.setattr(recorder, "MAX_EVENTS", 3000)
+    # 2000 x 16 one-tile items: 243 on the busiest SM; the floor says 486, s9 records about 21 per item
+    with pytest.raises(ScheduleError, match="got at least [0-9,]+ tile-level events on the busiest SM"):
+        simulate("h200-s9-tuned", "h200", "2000x16x128x128")  # refused before the run, not by its in-run bound
+    # 1x16x4096x128 causal: the pilot fit allows it, and the run records under 3000 on its SM
+    assert simulate(S8, "h200", SHAPE, CAUSAL)["events"] < 3000

@@ -146,3 +146,37 @@ def test_q_slots_are_one_or_two_and_two_only_on_a_persistent_schedule():
         simulate("h200-s9-tuned", "h200", "1x2x1024x128", dict(q_slots=3))
     two = simulate("h200-s9-tuned", "h200", "32x16x1024x128", dict(q_slots=2, stages=2))
     assert two["fit"]["smem_bytes"] == 2 * 32768 + 2 * 65536
+
+
+def test_tile_shared_memory_is_counted_once_with_the_q_slot_fallback():
+    from lapis.model.profile import load_profile
+    from lapis.pipeline_sim.schedules.attention_h200 import resolve, tile_smem
+    # q_slots x block_m x D x 2 B + stages x 2 x block_n x D x 2 B
+    assert tile_smem(dict(q_slots=2, block_m=128, block_n=128, stages=2), 64) == 32768 + 65536
+    p = load_profile("h200")
+    # s8 at D = 128 with 3 stages: two Q slots need 262144 B > 232448 B, so its default falls back to one slot
+    prm = resolve(p, dict(stages=3), "h200-s8-persistent", 128)
+    assert (prm["q_slots"], prm["smem_bytes"]) == (1, 32768 + 196608)
+    prm = resolve(p, {}, "h200-s8-persistent", 64)
+    assert (prm["q_slots"], prm["smem_bytes"]) == (2, 98304)
+
+
+@pytest.mark.parametrize("schedule, params, words", [
+    ("h200-s1-serial", "softmax_chains=4", "no chain model"),
+    ("h200-s5-intra-overlap", "softmax_chains=2", "no chain model"),
+    ("h200-s9-tuned", "softmax_chains=3", "softmax_chains is 1, 2 or 4"),
+])
+def test_softmax_chains_is_refused_where_no_chain_model_applies(schedule, params, words, capsys):
+    assert main(["simulate", "--schedule", schedule, "--shape", "1x1x512x128", "--param", params]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "fix:" in err and "Traceback" not in err
+
+
+def test_softmax_chains_with_software_exp2_is_refused():
+    with pytest.raises(ScheduleError, match="every exponential on MUFU"):
+        simulate("h200-s9-tuned", "h200", "1x1x512x128", dict(softmax_chains=4, emulate_frac=0.25))
+
+
+@pytest.mark.parametrize("schedule", ["h200-s6-exp2", "h200-s9-tuned", "h200-fa4-sm90", "h200-cudnn-fprop"])
+def test_softmax_chains_runs_on_the_ex2_schedules(schedule):
+    assert simulate(schedule, "h200", "1x1x512x128", dict(softmax_chains=4))["params"]["softmax_chains"] == 4

@@ -110,3 +110,18 @@ def test_a_parameter_given_twice_is_refused_naming_it(capsys):
     assert main(["simulate", "--schedule", "h200-s8-persistent", "--shape", "1x2x512x128", "--param", "stages=2",
                  "--param", "stages=3"]) == 2
     assert "lapis: error: each schedule parameter is given once: got 'stages'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("param, rule", [("q_slots=1.5", "q_slots is a count"),
+                                         ("softmax_chains=2.5", "softmax_chains is a count")])
+def test_q_slots_and_softmax_chains_are_counts(param, rule, capsys):
+    assert main(["simulate", "--schedule", "h200-s9-tuned", "--shape", "1x1x512x128", "--param", param]) == 2
+    err = capsys.readouterr().err
+    assert rule in err and "whole number" in err and "fix the schedule" not in err
+
+
+@pytest.mark.parametrize("param, key, value", [("q_slots=2.0", "q_slots", 2), ("softmax_chains=4.0", "softmax_chains", 4)])
+def test_a_whole_float_count_runs_as_the_integer(param, key, value):
+    from lapis.pipeline_sim.simulate import simulate
+    r = simulate("h200-s8-persistent", "h200", "1x1x512x64", parse_params([param]))
+    assert r["params"][key] == value and type(r["params"][key]) is int

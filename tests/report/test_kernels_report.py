@@ -104,7 +104,7 @@ def test_rows_are_the_capture(section):
     s1 = [r["blind_err_pct"] for (v, _), r in rows.items() if v == "s1"]
     s2 = [r["blind_err_pct"] for (v, _), r in rows.items() if v == "s2"]
     assert -50 < min(s1) and max(s1) < -45 and 3 < min(s2) and max(s2) < 24
-    assert "| `s1` | 8x16x4096x128 | 444 | 1.65 | 598 | 0.743 |" in md
+    assert "| `s1` | 8x16x4096x128 | no | 444 | 1.65 | 598 | 0.743 |" in md
 
 
 def test_cta_overlap_and_occupancy_agree_with_the_spans(section):
@@ -186,3 +186,38 @@ def test_steps_past_s9_are_measured_against_their_base_in_the_same_race():
     assert s11["base"] == "s10" and s11["measured_gain_pct"] == pytest.approx(100 * (1895.6 / 1940.6 - 1), abs=0.05)
     assert rows[("s13", "8x16x4096x128", True)]["base"] == "s12"
     assert 2.0 < r["predicted_gain_pct"] < 4.0  # the model sees the balance of K/V tiles only, not the L2 sections
+
+
+ROW = dict(variant="s9", shape="8x16x4096x128", causal=True, tflops=400.0, spread_pct=1.5, cudnn_tflops=500.0,
+           ratio_to_cudnn=0.8, rel_err=dict(normal=1e-3, heavy=2e-3), sanitizer_clean=True,
+           instrumentation_overhead_pct=4.0, blind_predicted_tflops=440.0, predicted_tflops=420.0,
+           blind_err_pct=10.0, err_pct=5.0)
+
+
+def test_every_error_column_says_what_it_is_the_error_of():
+    """The Kernels table's errors are on TFLOP/s, the validation and calibration tables' on time: the sign of one
+    is the opposite of the other's, so each header names which."""
+    from lapis.report.kernels import _table
+    from lapis.report.validation import _cases
+    header = _table([ROW])[0]
+    assert "| TFLOP/s err % blind | TFLOP/s err % now |" in header and "| err % " not in header
+    case = dict(variant="s9", shape="8x16x4096x128", causal=False, predicted_us=100.0, measured_us=110.0,
+                err_pct=-9.1, blind_err_pct=None, first_divergence=None, steady_divergence=None)
+    header = _cases(dict(per_case=[case]))[0]
+    assert "| time err % | blind time err % |" in header and "| err % |" not in header
+
+
+def test_rows_that_differ_only_by_causal_are_told_apart():
+    from lapis.report.kernels import _table
+    md = _table([dict(ROW, causal=False), ROW])
+    assert md[0].startswith("| variant | shape | causal | TFLOP/s |") and md[1].count("|") == md[0].count("|")
+    assert md[2].startswith("| `s9` | 8x16x4096x128 | no | 400 |") and md[3].startswith("| `s9` | 8x16x4096x128 | yes | 400 |")
+
+
+def test_the_iteration_column_says_it_is_measured_on_the_instrumented_build():
+    from lapis.report.validation import _cases
+    case = dict(variant="s9", shape="8x16x4096x128", causal=False, predicted_us=100.0, measured_us=110.0,
+                err_pct=-9.1, blind_err_pct=None, first_divergence=None, steady_divergence=None,
+                timeline=dict(iteration_ns=dict(predicted=900.0, measured=1000.0)))
+    md = _cases(dict(per_case=[case]))
+    assert "| iteration ns pred / meas (instrumented build) |" in md[0] and "| 900 / 1000 |" in md[2]

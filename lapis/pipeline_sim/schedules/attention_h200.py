@@ -67,7 +67,9 @@ representative SM (the most K/V tiles) is simulated; `full` simulates every SM.
 Parameters (DEFAULTS; `--param k=v`): block_m, block_n, stages, consumer_wgs, emulate_frac, threshold, causal,
 regs_producer / regs_consumer (setmaxnreg.py: derived 56/256, 24/240, 32/160 for 1, 2, 3 consumer WGs; refused
 outside 24..256 step 8 or over registers_per_sm), regs_per_thread (s1 only), ctas_per_sm, q_tiles_per_cta
-(work_order.py), persistent_order (s8, s9), softmax_chains (softmax_costs), kernel_loop (kernel_loop). Registers set the residency and are reported (`fit`); spills, and
+(work_order.py), persistent_order (s8, s9), softmax_chains (softmax_costs; more than 1 only on the ex2 variants
+s6..s9 with emulate_frac 0: _check_chains), kernel_loop (kernel_loop). Registers set the residency and are
+reported (`fit`); spills, and
 the per-tile overheads a larger block_n amortizes on hardware, are not modelled. FMA_OPS_PER_SCORE (4; 3 with
 the scale folded into log2 units) is the FMA-pipe count per score the FA2, sm120 and B200 schedules cost their
 softmax by; these schedules cost it from the contend measurements.
@@ -86,7 +88,7 @@ from lapis.errors import ScheduleError
 from lapis.model import consumer_loop
 from lapis.model.numerics import flash_forward
 from lapis.model.occupancy import resident_ctas
-from lapis.model.softmax_body import chain_factor
+from lapis.model.softmax_body import CHAINS, chain_factor
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE
 from lapis.pipeline_sim.commit_groups import WgmmaGroups
 from lapis.pipeline_sim.contention import Contention
@@ -262,6 +264,31 @@ def _tiles(seq: int, bm: int, bn: int, masked: bool) -> tuple[int, int]:
     return seq // bm, seq // bn
 
 
+def tile_smem(prm: dict, d: int) -> int:
+    """Shared memory (bytes) of the schedule's tiles at head dim `d`: q_slots Q tiles (block_m x D) and `stages`
+    K and V tiles (block_n x D each), 2-byte elements; KERNEL_SMEM_EXTRA is not included."""
+    return prm["q_slots"] * prm["block_m"] * d * 2 + prm["stages"] * 2 * prm["block_n"] * d * 2
+
+
+def _check_chains(prm: dict, flags: dict, variant: str) -> None:
+    """softmax_chains is 1, 2 or 4 (softmax_body.CHAINS), and more than 1 only where chain_factor's stream is the
+    kernel's: the ex2 softmax (s6..s9, FA4, cuDNN; flags exp2) with every exponential on MUFU (emulate_frac 0).
+    Elsewhere (exp2f's library call, software exp2) the factor would be extrapolated: ScheduleError."""
+    chains = prm["softmax_chains"]
+    if chains not in CHAINS:
+        raise ScheduleError("softmax_chains is 1, 2 or 4 (a thread's 64 scores give four chains per row at most)",
+                            f"{variant}: softmax_chains {chains!r}", "use 1, 2 or 4")
+    if chains != 1 and not flags.get("exp2"):
+        raise ScheduleError("softmax_chains > 1 is modelled on the ex2 softmax (h200-s6..s9, h200-fa4-sm90, "
+                            "h200-cudnn-fprop); this schedule's exp2f softmax has no chain model",
+                            f"{variant}: softmax_chains {chains}",
+                            "drop softmax_chains, or use h200-s6-exp2..h200-s9-tuned")
+    if chains != 1 and prm["emulate_frac"]:
+        raise ScheduleError("softmax_chains > 1 is modelled with every exponential on MUFU (ex2), not software exp2",
+                            f"{variant}: softmax_chains {chains} with emulate_frac {prm['emulate_frac']}",
+                            "use emulate_frac=0 with softmax_chains, or softmax_chains=1")
+
+
 def resolve(p, params: dict, variant: str, d: int) -> dict:
     """The run's parameters: DEFAULTS, the variant's own, the caller's; derived registers; checked fit.
     Raises ScheduleError for a tile, shared-memory or register split that does not fit, with the numbers."""
@@ -279,13 +306,14 @@ def resolve(p, params: dict, variant: str, d: int) -> dict:
     if prm["persistent_order"] != "grid_stride" and not flags.get("persistent"):
         raise ScheduleError("persistent_order applies to the persistent schedules", f"{variant}: "
                             f"{prm['persistent_order']}", "use h200-s8-persistent or h200-s9-tuned")
-    if "q_slots" not in params and prm["q_slots"] == 2 and \
-            2 * bm * d * 2 + prm["stages"] * 2 * bn * d * 2 > p["smem_bytes_per_block"]:
+    smem = tile_smem(prm, d)
+    if "q_slots" not in params and prm["q_slots"] == 2 and smem > p["smem_bytes_per_block"]:
         prm["q_slots"] = 1  # s8's second Q slot is its default only where it fits (3 stages: s9's one slot)
+        smem -= bm * d * 2
     if prm["q_slots"] not in (1, 2) or (prm["q_slots"] == 2 and not flags.get("persistent")):
         raise ScheduleError("q_slots is 1, or 2 on a persistent schedule (the next item's Q loads while this one "
                             "runs)", f"{variant}: q_slots {prm['q_slots']!r}", "use 1, or 2 with h200-s8/s9")
-    smem = prm["q_slots"] * bm * d * 2 + prm["stages"] * 2 * bn * d * 2  # Q slots, and `stages` K and V tiles
+    _check_chains(prm, flags, variant)
     if smem > p["smem_bytes_per_block"]:
         raise ScheduleError("the schedule does not fit shared memory", f"{prm['q_slots']} x Q {bm * d * 2} B + "
                             f"{prm['stages']} stages x K+V {2 * bn * d * 2} B = {smem} B > "
