@@ -62,6 +62,8 @@ RULES = {
              "another",
     "diagnostic": "no reader chooses among them (the README cites each by name); none supersedes another",
     "sweep": "no reader chooses among them (the README cites each by name); none supersedes another",
+    "clock": "lapis.model.clock fits the newest capture by name (<capture>/clock/results.json); none supersedes "
+             "another",
     "proton": "lapis compare --measured reads one kernel's subfolder (<capture>/<case>/capture.json and its trace) "
               "by path; none supersedes another",
 }

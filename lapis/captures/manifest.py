@@ -37,8 +37,8 @@ from lapis.errors import CaptureError
 
 SCHEMA = "lapis.capture/1"
 NAME = "capture.json"
-ORIGINALS = ("manifest.json", "micro/manifest.json", "pipes/manifest.json", "props.json", "sanitizer.json",
-             "timeline_cost.json", "summary.json")
+ORIGINALS = ("manifest.json", "micro/manifest.json", "pipes/manifest.json", "clock/manifest.json", "props.json",
+             "sanitizer.json", "timeline_cost.json", "summary.json")
 COMMIT_MATCH = "provenance-commit.json"
 PACKED_SUFFIX = ".packed"
 NESTED = "capture.json"  # <subfolder>/capture.json: a device-written per-kernel manifest (benchmarks/h200_proton.py)
