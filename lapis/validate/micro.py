@@ -24,10 +24,11 @@ Rows (measured = 1 / the capture's `value` median, in cycles per unit counted th
   _v2.cu): one job of `tensor_iters` GEMM units and `softmax_iters` softmax tiles on two warpgroups; both: the two
   overlap at the st/ts rates until the shorter ends, the rest runs alone.
 
-A GEMM unit's time is its tensor-pipe bound: FLOP / (4 SMSPs x rate[tensor] x 4096 FLOP per HMMA.16816.F32). The
-pipes capture measures mma.sync (HMMA), not wgmma (it has no wgmma class): the GEMM rows carry that gap. The SMSP
-model has no register-file port or wgmma-operand term, which is what slows a softmax beside wgmma on the hardware
-(lapis/pipeline_sim/contention.py): the st rows show how much that is.
+A GEMM unit's time is its tensor-pipe bound: FLOP / the wgmma rate (wgmma_flop_per_clk_sm: the clock capture's
+full-duty wgmma m64n128k16 bursts on every SM, FLOP per probed cycle per SM, a single-instruction-class
+measurement; the pipes capture times mma.sync only). The SMSP model has no register-file port or wgmma-operand term,
+which is what slows a softmax beside wgmma on the hardware (lapis/pipeline_sim/contention.py): the st rows show how
+much that is.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pathlib import Path
 
 from lapis.data import CAPTURES, DATA
 from lapis.errors import CaptureError
+from lapis.model import clock
 from lapis.model import micro_campaign as mc
 from lapis.model import sass, smsp
 
@@ -51,8 +53,7 @@ MIX_CAPTURES = {"mixsm": (CAPTURES / "micro" / "h200-2026-11-30-v3-mix" / "micro
                            "micro_mix_softmax_v2.cu", 16)}  # QK + PV
 CONTEND_SOURCE, CONTEND_WGMMAS = "micro_mix_softmax_v3.cu", 16
 WGMMA_FLOP = 2 * 64 * 128 * 16  # one wgmma m64n128k16
-HMMA_FLOP = 2 * 16 * 8 * 16  # one HMMA.16816.F32 (mma.sync m16n8k16): the pipes capture's tensor class
-SMSPS = 4
+WGMMA_CAPTURE = CAPTURES / "clock" / "h200-2026-12-02" / "clock" / "results.json"  # lapis.gpu.capture_clock
 compiled = functools.lru_cache(maxsize=None)(smsp.softmax_sass)  # one nvcc run per source and process
 
 
@@ -108,9 +109,21 @@ def gemm_instructions(instrs: list, wgmmas_per_unit: int) -> float:
     return len(body) * wgmmas_per_unit / sum(i.opcode == "HGMMA" for i in body)
 
 
-def gemm_cycles(wgmmas: int, consts: smsp.Constants) -> float:
+@functools.lru_cache(maxsize=2)
+def wgmma_flop_per_clk_sm(path: Path = WGMMA_CAPTURE) -> float:
+    """The wgmma rate (FLOP per cycle per SM): the best of the clock capture's points with the tensor pipe at full
+    duty and the FMA pipe idle. CaptureError when the capture has none (lapis.model.clock.read_points)."""
+    rates = [p["tensor_flop_per_clk_sm"] for p in clock.read_points(path)
+             if p["tensor_duty"] == 1 and p["fma_duty"] == 0]
+    if not rates:
+        raise CaptureError("the wgmma rate needs a clock-capture point at tensor duty 1 and FMA duty 0", str(path),
+                           "capture one: benchmarks/h200_clock.sh")
+    return max(rates)
+
+
+def gemm_cycles(wgmmas: int) -> float:
     """A GEMM unit's tensor-pipe bound in cycles (module docstring)."""
-    return wgmmas * WGMMA_FLOP / (SMSPS * consts.rate["tensor"] * HMMA_FLOP)
+    return wgmmas * WGMMA_FLOP / wgmma_flop_per_clk_sm()
 
 
 def beside(cycles: float, instr: float, other_per_clk: float, consts: smsp.Constants) -> float:
@@ -150,7 +163,7 @@ def roles(functions: dict, kernel: str, flavour: str, wgmmas: int | None, consts
     tile = smsp.simulate(body, 1, consts)
     if wgmmas is None:
         return Roles(body, tile, len(body), None, None)
-    return Roles(body, tile, len(body), gemm_cycles(wgmmas, consts), gemm_instructions(functions[kernel], wgmmas))
+    return Roles(body, tile, len(body), gemm_cycles(wgmmas), gemm_instructions(functions[kernel], wgmmas))
 
 
 def _measurements(path: Path) -> dict:
@@ -206,6 +219,7 @@ def validate_micro() -> dict:
     summary = {g: dict(mean_abs_error_pct=statistics.fmean(v), max_abs_error_pct=max(v), n=len(v))
                for g, v in groups.items()}
     errs = [abs(r["error_pct"]) for r in rs]
+    files = [*files, str(WGMMA_CAPTURE.relative_to(DATA)) + " (wgmma rate)"]
     return dict(model="lapis.model.smsp (single-instruction constants)", constants_from=files,
                 constants_pending=consts.pending, rows=rs, groups=summary,
                 mean_abs_error_pct=statistics.fmean(errs), max_abs_error_pct=max(errs),

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from lapis.data import CAPTURES, DATA
+from lapis.errors import CaptureError
 from lapis.model import smsp
 from lapis.validate import micro
 
@@ -29,10 +30,15 @@ def test_constants_are_read_from_the_pipes_capture_only(monkeypatch):
     assert not consts.pending
 
 
-def test_gemm_unit_is_the_tensor_pipe_bound():
+def test_gemm_unit_is_the_wgmma_bound_of_the_clock_capture(monkeypatch):
     consts, _ = micro.constants()
-    # 16 wgmma m64n128k16 (4.19 MFLOP) at 4 SMSPs x 0.16583 HMMA.16816 per clock x 4096 FLOP
-    assert micro.gemm_cycles(16, consts) == pytest.approx(4194304 / (4 * 0.1658320313655276 * 4096))
+    read, real = [], micro.clock.read_points
+    monkeypatch.setattr(micro.clock, "read_points", lambda p: read.append(Path(p).resolve()) or real(p))
+    micro.wgmma_flop_per_clk_sm.cache_clear()
+    # 16 wgmma m64n128k16 (4.19 MFLOP) at the capture's best full-duty wgmma point: 4057.35 FLOP/clk/SM
+    # (clock/h200-2026-12-02/clock/results.json, repeat 1, by hand)
+    assert micro.gemm_cycles(16) == pytest.approx(4194304 / 4057.3463266187673)
+    assert read == [(CAPTURES / "clock" / "h200-2026-12-02" / "clock" / "results.json").resolve()]
     assert micro.beside(100, 80, 0.5, consts) == pytest.approx(160)  # half the issue slots left: 80 / 0.5
     assert micro.beside(100, 40, 0.5, consts) == 100
 
@@ -62,10 +68,12 @@ def test_every_softmax_microbenchmark_is_a_row_with_its_capture_value(report):
         assert r["measured"] == pytest.approx(1 / values[r["name"]], rel=1e-12)
     by = {r["name"]: r for r in report["rows"]}
     assert by["contend.exp2f.s"]["measured"] == pytest.approx(1045.8, abs=0.1)  # 1 / 0.00095619 tiles per clk
-    assert by["contend.exp2f.t"]["predicted"] == pytest.approx(1543.7, abs=0.1)  # the tensor-pipe bound
-    assert by["contend.exp2f.tt"]["predicted"] == pytest.approx(2 * 1543.7, abs=0.2)
+    # the wgmma bound: 16 x 262144 FLOP at 4057.35 FLOP/clk/SM (the clock capture's full-duty wgmma point)
+    assert by["contend.exp2f.t"]["predicted"] == pytest.approx(1033.8, abs=0.1)
+    assert by["contend.exp2f.tt"]["predicted"] == pytest.approx(2 * 1033.8, abs=0.2)
     assert report["constants_from"] == ["captures/micro/h200-2026-12-01-pipes/pipes/results.json",
-                                        "smsp_pending.json"]
+                                        "smsp_pending.json",
+                                        "captures/clock/h200-2026-12-02/clock/results.json (wgmma rate)"]
 
 
 @needs_nvcc
@@ -87,3 +95,12 @@ def test_cli_table_and_json(capsys):
     assert main(["validate", "micro", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert len(out["rows"]) == 44
+
+
+def test_a_clock_capture_without_a_full_duty_wgmma_point_is_refused(tmp_path):
+    doc = json.loads(micro.WGMMA_CAPTURE.read_text())
+    doc["points"] = [p for p in doc["points"] if not (p["tensor_duty"] == 1 and p["fma_duty"] == 0)]
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(CaptureError, match="tensor duty 1 and FMA duty 0"):
+        micro.wgmma_flop_per_clk_sm(f)
