@@ -152,12 +152,15 @@ def check_size(kind: str, dims: tuple, prm: dict, sm_count: int, q_rows: int = 0
 
 
 def _item_events(s, p, params: dict, d: int, rows: int, bn: int, tiles: int) -> float:
-    """Events one attention work item of `tiles` K/V tiles records (non-causal), from two pilot runs of one item
-    alone: shape 1 x 1 x L x d at L = lcm(rows, bn) and twice that (rows: an item's Q rows, bn: block_n), fitted
+    """Events one attention work item of one Q tile and `tiles` K/V tiles records (non-causal, q_tiles_per_cta
+    at its default), from two pilot runs of one item alone: shape 1 x 1 x L x d at L = lcm(rows, bn) and twice
+    that (rows: an item's Q rows, bn: block_n), fitted
     as fixed + per-tile events (each floored at 0), times PILOT_MARGIN. A pilot the schedule refuses (its own
     checks) gives 0: the run itself then says why."""
     base = math.lcm(rows, bn)
-    pilot = {k: v for k, v in params.items() if k != "causal"}
+    # one Q tile per item: an item of q_tiles_per_cta Q tiles grows with L in both Q and K/V tiles, so its two
+    # pilots would fit a per-K/V-tile slope q_tiles_per_cta times too steep and overstate the bound
+    pilot = {k: v for k, v in params.items() if k not in ("causal", "q_tiles_per_cta")}
     counts = []
     for seq in (base, 2 * base):
         try:

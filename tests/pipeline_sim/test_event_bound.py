@@ -107,3 +107,13 @@ def test_the_per_item_count_refuses_what_would_overrun_and_runs_what_fits(monkey
         simulate("h200-s9-tuned", "h200", "2000x16x128x128")  # refused before the run, not by its in-run bound
     # 1x16x4096x128 causal: the pilot fit allows it, and the run records under 3000 on its SM
     assert simulate(S8, "h200", SHAPE, CAUSAL)["events"] < 3000
+
+
+def test_the_pilot_estimate_stays_a_lower_bound_with_several_q_tiles_per_cta():
+    """1000 x 128 heads of one 128-row Q tile with q_tiles_per_cta 4: the run records 31,038 events on its SM.
+    Pilots of a four-Q-tile item fitted a per-K/V-tile slope four Q tiles steep and said at least 56,260, refusing
+    a run that fits; pilots of one Q tile say at least 25,220."""
+    prm = {"q_tiles_per_cta": 4}
+    assert simulate("h200-s9-tuned", "h200", "1000x128x128x128", prm, max_events=40_000)["events"] == 31_038
+    with pytest.raises(ScheduleError, match="got at least 25,220 tile-level events"):
+        simulate("h200-s9-tuned", "h200", "1000x128x128x128", prm, max_events=20_000)
