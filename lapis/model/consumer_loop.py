@@ -44,6 +44,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import math
 import sys
 from collections import Counter
 from pathlib import Path
@@ -203,23 +204,77 @@ def load(path: Path = LOOPS) -> dict:
     return _load(path, path.stat().st_mtime_ns if path.is_file() else None)
 
 
-def _valid(loop) -> bool:
-    t, side = loop.get("turn", {}), loop.get("softmax_side", {})
-    return (isinstance(t.get("cycles"), dict) and set(t["cycles"]) == set(SEGMENTS)
-            and all(isinstance(x, (int, float)) and 0 <= x < 1e5 for x in t["cycles"].values())
-            and isinstance(t.get("hgmma"), dict) and isinstance(loop.get("overlap"), bool)
-            and all(isinstance(t["hgmma"].get(g), int) and t["hgmma"][g] > 0 for g in SEGMENTS[1:])
-            and isinstance(side.get("softmax_scale"), (int, float)) and 0.25 < side["softmax_scale"] < 4)
+SEGMENT_MAX = 2000  # cycles: one warp issuing one turn segment (the built kernels' take 53-154)
+KSTEPS_MAX = 16  # HGMMA per wgmma group: k16 steps at D or block_n <= 256
+
+
+def _num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _loop_fault(key: str, loop) -> str | None:
+    """Why `loop` (the file's loops[key]) cannot cost a run, or None: a catalog ping-pong kernel (lapis.catalog
+    .attention) with that kernel's schedule and turn order, segment cycles in [0, SEGMENT_MAX), HGMMA counts in
+    1..KSTEPS_MAX equal to the segment's tensor-pipe count, and a softmax_scale in (0.25, 4)."""
+    if not isinstance(loop, dict) or not isinstance(loop.get("turn"), dict) \
+            or not isinstance(loop.get("softmax_side"), dict):
+        return "not an object with turn and softmax_side objects"
+    v, t, scale = kernels().get(key), loop["turn"], loop["softmax_side"].get("softmax_scale")
+    if v is None:
+        return "not a ping-pong kernel of lapis.catalog.attention"
+    if loop.get("schedule") != v["schedule"] or loop.get("overlap") is not bool(v["overlap"]):
+        return (f"schedule {loop.get('schedule')!r}, overlap {loop.get('overlap')!r}; the catalog says "
+                f"{v['schedule']!r}, {bool(v['overlap'])}")
+    cyc, hg, pipes = t.get("cycles"), t.get("hgmma"), t.get("pipes")
+    if not isinstance(cyc, dict) or set(cyc) != set(SEGMENTS) or not all(
+            _num(x) and 0 <= x < SEGMENT_MAX for x in cyc.values()):
+        return f"turn cycles {cyc!r}, not pre/first/second in [0, {SEGMENT_MAX})"
+    if not isinstance(hg, dict) or not isinstance(pipes, dict) or not all(
+            isinstance(hg.get(g), int) and not isinstance(hg[g], bool) and 0 < hg[g] <= KSTEPS_MAX
+            and isinstance(pipes.get(g), dict) and pipes[g].get("tensor") == hg[g] for g in SEGMENTS[1:]):
+        return f"turn hgmma {hg!r}, not 1..{KSTEPS_MAX} per group matching the segments' tensor-pipe counts"
+    if not (_num(scale) and 0.25 < scale < 4):
+        return f"softmax_scale {scale!r}, not in (0.25, 4)"
+    return None
+
+
+def _scale_fault(loop: dict, reference) -> str | None:
+    """Why loop's softmax_scale is not its side's cycles over micro_reference[its flavour]'s, or None."""
+    side = loop["softmax_side"]
+    ref = reference.get(side.get("flavour"), {}) if isinstance(reference, dict) else {}
+    cycles, ref_cycles = side.get("cycles"), ref.get("cycles") if isinstance(ref, dict) else None
+    if not (_num(cycles) and _num(ref_cycles) and ref_cycles > 0
+            and math.isclose(side["softmax_scale"], cycles / ref_cycles, rel_tol=1e-9)):
+        return (f"softmax_scale {side['softmax_scale']!r} is not its side's cycles {cycles!r} over the "
+                f"{side.get('flavour')!r} reference's {ref_cycles!r}")
+    return None
+
+
+def _file_fault(d) -> str | None:
+    """Why `d` is not a consumer-loop file, or None: each loop passes _loop_fault and _scale_fault, the loops are
+    kernels()'s and the schedules schedule_defaults()."""
+    if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+        return f"schema {d.get('schema') if isinstance(d, dict) else type(d).__name__!r}, not {SCHEMA!r}"
+    loops, schedules = d.get("loops"), d.get("schedules")
+    if not isinstance(loops, dict) or not isinstance(schedules, dict):
+        return "no loops or schedules object"
+    for key, loop in loops.items():
+        if (why := _loop_fault(key, loop) or _scale_fault(loop, d.get("micro_reference"))) is not None:
+            return f"loop {key!r}: {why}"
+    if set(loops) != set(kernels()):
+        return f"loops {sorted(loops)}, not the catalog's ping-pong kernels {sorted(kernels())}"
+    if schedules != schedule_defaults():
+        return f"schedules {schedules!r}, not the catalog's {schedule_defaults()!r}"
+    return None
 
 
 @functools.lru_cache(maxsize=4)
 def _load(path: Path, _version) -> dict:
     d = smsp._read_json(path)
-    loops, schedules = d.get("loops"), d.get("schedules")
-    if d.get("schema") != SCHEMA or not isinstance(loops, dict) or not isinstance(schedules, dict) or not all(
-            isinstance(lp, dict) and _valid(lp) for lp in loops.values()) or not set(schedules.values()) <= set(loops):
-        raise CaptureError("not a consumer-loop file (schema; loops with a turn's pre/first/second cycles and "
-                           "HGMMA counts, a softmax_scale in (0.25, 4); schedules naming loops)", str(path),
+    if (why := _file_fault(d)) is not None:
+        raise CaptureError("not a consumer-loop file (the loop of each ping-pong kernel of lapis.catalog.attention "
+                           "with its schedule and turn order, plausible turn cycles and HGMMA counts and its "
+                           "softmax_scale; each schedule's default)", f"{path}: {why}"[:500],
                            "regenerate: python -m lapis.model.consumer_loop --write")
     return d
 

@@ -126,8 +126,8 @@ def _read_json(path: Path) -> dict:
         raise CaptureError(f"JSON file missing or over {MAX_JSON_BYTES} bytes", str(path), "pass an existing file")
     try:
         return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise CaptureError("JSON file unreadable", f"{path}: {e}", "regenerate the file")
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError (not UTF-8), nesting too deep
+        raise CaptureError("JSON file unreadable", f"{path}: {type(e).__name__}: {e}"[:400], "regenerate the file")
 
 
 def warp_period(body: list[sass.Instruction], consts: Constants, iterations: int = 6) -> float:

@@ -113,3 +113,40 @@ def test_a_rebuild_gives_the_committed_loops():
     assert built["source_sha256"] == committed["source_sha256"], "rebuild: python -m lapis.model.consumer_loop --write"
     assert built["loops"] == committed["loops"] and built["micro_reference"] == committed["micro_reference"]
     assert built["schedules"] == committed["schedules"]
+
+
+def _corrupt(tmp_path, edit):
+    d = json.loads(consumer_loop.LOOPS.read_text())
+    edit(d)
+    bad = tmp_path / "loops.json"
+    bad.write_text(json.dumps(d))
+    return bad
+
+
+@pytest.mark.parametrize("edit, why", [
+    # each of these was read as it stood and costed runs (s14's loop on s4 with its turn order reversed, ...)
+    (lambda d: d["loops"]["s14"].__setitem__("overlap", False), "loop 's14': schedule 'h200-s9-tuned', overlap False"),
+    (lambda d: d["loops"]["s9"].__setitem__("schedule", "h200-s4-pingpong"), "loop 's9': schedule 'h200-s4-pingpong'"),
+    (lambda d: d["schedules"].__setitem__("h200-s9-tuned", "s14"), "schedules .*'h200-s9-tuned': 's14'"),
+    (lambda d: d["schedules"].pop("h200-s9-tuned"), "schedules "),
+    (lambda d: d["loops"].pop("s14"), "loops .*, not the catalog's ping-pong kernels"),
+    (lambda d: d["loops"].__setitem__("zz", d["loops"]["s9"]), "loop 'zz': not a ping-pong kernel"),
+    (lambda d: d["loops"]["s9"]["turn"]["cycles"].__setitem__("pre", 99999), r"turn cycles .*'pre': 99999"),
+    (lambda d: d["loops"]["s9"]["turn"]["cycles"].__setitem__("pre", True), r"turn cycles .*'pre': True"),
+    (lambda d: d["loops"]["s9"]["turn"]["hgmma"].__setitem__("first", 1), r"turn hgmma \{'first': 1"),
+    (lambda d: d["loops"]["s9"]["softmax_side"].__setitem__("softmax_scale", 3.9),
+     "softmax_scale 3.9 is not its side's cycles 861.5 over the 'ex2_cond' reference's 764.5"),
+    (lambda d: d["loops"]["s9"].__setitem__("turn", []), "loop 's9': not an object"),  # was an AttributeError
+    (lambda d: d.__setitem__("loops", []), "no loops or schedules object"),
+])
+def test_a_loops_file_that_disagrees_with_the_catalog_or_itself_is_refused(tmp_path, edit, why):
+    with pytest.raises(CaptureError, match=why):
+        consumer_loop.load(_corrupt(tmp_path, edit))
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00 not UTF-8", b"[" * 100_000 + b"]" * 100_000, b"[]"])
+def test_an_unreadable_loops_file_is_a_capture_error(tmp_path, content):
+    bad = tmp_path / "loops.json"
+    bad.write_bytes(content)  # the first two were a UnicodeDecodeError and a RecursionError
+    with pytest.raises(CaptureError, match="JSON file unreadable|schema 'list'"):
+        consumer_loop.load(bad)
