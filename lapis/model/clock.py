@@ -39,6 +39,9 @@ UNITS = ("tensor", "fma")
 RATE_KEY = {"tensor": "tensor_flop_per_clk_sm", "fma": "ffma_per_clk_smsp"}
 CEILING_TOL = 0.01  # a point within 1% of the ceiling is not power-limited
 MAX_JSON_BYTES = 16 << 20
+# MHz a probed SM clock can read: NVIDIA's datacenter GPUs clock between a few hundred MHz (the lowest application
+# clocks) and about 2.1 GHz (boost); wider, for other parts, but a clock of 1 MHz or 1 THz is a broken record
+PROBE_MHZ = (100.0, 5000.0)
 
 
 @dataclass(frozen=True)
@@ -71,10 +74,15 @@ def activity(utilization: dict) -> dict:
 
 
 def read_points(path: Path) -> list[dict]:
-    """The "ok" points of a clock capture's results.json; CaptureError if the file is missing, unreadable, or
-    holds no usable point (each needs tensor_duty, fma_duty, probe_mhz > 0 and the two rates >= 0)."""
+    """The "ok" points of a clock capture's results.json; CaptureError if the file is missing, not a regular file,
+    unreadable, or holds no usable point (each needs tensor_duty, fma_duty, probe_mhz within PROBE_MHZ and the two
+    rates >= 0)."""
     path = Path(path)
     try:
+        if path.exists() and not path.is_file():  # a FIFO would block read_text for ever, a device too
+            raise CaptureError("a clock capture's results.json is a regular file", f"{path}: "
+                               f"{'a directory' if path.is_dir() else 'not a regular file (FIFO, device, socket)'}",
+                               "pass the results.json lapis.gpu.capture_clock wrote")
         if path.stat().st_size > MAX_JSON_BYTES:
             raise CaptureError(f"a clock capture's results.json is at most {MAX_JSON_BYTES} bytes", str(path),
                                "pass the results.json lapis.gpu.capture_clock wrote")
@@ -95,8 +103,9 @@ def read_points(path: Path) -> list[dict]:
             continue
         vals = [p.get(k) for k in ("tensor_duty", "fma_duty", "probe_mhz", *RATE_KEY.values())]
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in vals) \
-                or vals[2] <= 0 or min(vals[3:]) < 0:
-            raise CaptureError("each clock point has finite tensor_duty, fma_duty, probe_mhz > 0 and rates >= 0",
+                or not PROBE_MHZ[0] <= vals[2] <= PROBE_MHZ[1] or min(vals[3:]) < 0:
+            raise CaptureError(f"each clock point has finite tensor_duty, fma_duty, probe_mhz > 0 (within "
+                               f"[{PROBE_MHZ[0]:.0f}, {PROBE_MHZ[1]:.0f}] MHz) and rates >= 0",
                                f"{path}: point {i}: {dict(zip(('tensor_duty', 'fma_duty', 'probe_mhz', *RATE_KEY.values()), vals))}",
                                "re-capture with benchmarks/h200_clock.sh")
         out.append(p)
@@ -119,7 +128,9 @@ def busy(points: list[dict], source: str = "the capture") -> np.ndarray:
 
 
 def fit(points: list[dict], source: str = "the capture") -> ClockModel:
-    """The ClockModel of these points (read_points), form chosen as the module docstring says."""
+    """The ClockModel of these points (read_points), form chosen as the module docstring says. CaptureError when
+    the fitted plane falls below PROBE_MHZ's floor at a corner of the duty square (a clock the capture cannot
+    have meant: busy cycles would turn into a negative or near-zero time)."""
     x = busy(points, source)
     mhz = np.array([float(p["probe_mhz"]) for p in points])
     ceiling = float(mhz.max())
@@ -133,6 +144,11 @@ def fit(points: list[dict], source: str = "the capture") -> ClockModel:
     model = ClockModel(form=form, ceiling_mhz=ceiling, intercept_mhz=float(coef[0]),
                        slope_mhz={u: float(c) for u, c in zip(UNITS, coef[1:])}, points=len(mhz),
                        fitted_points=int(rows.sum()), rms_residual_mhz=0.0, source=source)
+    corners = {(t, f): model.predict(t, f) for t in (0.0, 1.0) for f in (0.0, 1.0)}
+    if min(corners.values()) < PROBE_MHZ[0]:  # the clock model would turn busy cycles into a negative time
+        raise CaptureError(f"a clock fit predicts at least {PROBE_MHZ[0]:.0f} MHz at every duty", f"{source}: "
+                           + ", ".join(f"{mhz:.0f} MHz at tensor {t:.0f} fma {f:.0f}" for (t, f), mhz in corners.items()),
+                           "check the capture's probe_mhz and rates, or re-capture with benchmarks/h200_clock.sh")
     pred = np.array([model.predict(*xi) for xi in x])
     return ClockModel(**{**asdict(model), "rms_residual_mhz": float(np.sqrt(np.mean((pred - mhz) ** 2)))})
 

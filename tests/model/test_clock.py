@@ -2,6 +2,7 @@
 the coefficients the points were made with, and unusable captures are CaptureErrors."""
 
 import json
+import os
 
 import pytest
 
@@ -106,3 +107,32 @@ def test_missing_file_and_idle_unit(tmp_path):
     path = synthetic(tmp_path, [(0, 0), (0, .5), (0, 1)], lambda t, f: 1980 - 100 * f)  # tensor never busy
     with pytest.raises(CaptureError, match="keeps the tensor pipe busy"):
         clock.load(path)
+
+
+@pytest.mark.parametrize("mhz, rule", [
+    (1e9, r"probe_mhz > 0 \(within \[100, 5000\] MHz\).*'probe_mhz': 1000000000.0"),  # was the model's ceiling
+    (1.0, r"probe_mhz > 0 \(within \[100, 5000\] MHz\).*'probe_mhz': 1.0"),
+])
+def test_an_implausible_probed_clock_is_refused(tmp_path, mhz, rule):
+    path = synthetic(tmp_path, GRID, lambda t, f: mhz if (t, f) == (1, 1) else knee(t, f))
+    with pytest.raises(CaptureError, match=rule):
+        clock.load(path)
+
+
+def test_a_fit_that_predicts_a_clock_below_the_floor_is_refused(tmp_path):
+    # every probe in range, but the plane through the limited points reaches 2300 - 2100 - 150 = 50 MHz at full
+    # duty: the timelines would have divided cycles by it
+    path = synthetic(tmp_path, GRID, lambda t, f: min(1980.0, 2300 - 2100 * t - 150 * f) if t < 1 or f < 1 else 105)
+    with pytest.raises(CaptureError, match="a clock fit predicts at least 100 MHz at every duty: got .* MHz at "
+                                           "tensor 1 fma 1"):
+        clock.load(path)
+
+
+def test_a_fifo_is_refused_not_read(tmp_path):
+    fifo = tmp_path / "clock" / "results.json"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)  # read_text would block for ever
+    with pytest.raises(CaptureError, match="is a regular file: got .*FIFO"):
+        clock.load(fifo)
+    with pytest.raises(CaptureError, match="is a regular file: got .*a directory"):
+        clock.load(tmp_path)
