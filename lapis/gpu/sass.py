@@ -26,6 +26,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from lapis.errors import CaptureError, LapisError
 from lapis.gpu.harness import NVCC_FLAGS, build_key
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
@@ -161,15 +162,45 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def read_digests(path: Path) -> dict:
+    """A digests file ({nvcc, builds: {file: {build: [[function, sha256], ...]}}}); CaptureError if unreadable."""
+    try:
+        d = json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError, RecursionError) as e:
+        raise CaptureError("--check reads a digests file", f"{path}: {type(e).__name__}: {e}"[:300],
+                           "pass the FILE.json python -m lapis.gpu.sass wrote") from None
+    if not (isinstance(d, dict) and isinstance(d.get("nvcc"), str) and isinstance(d.get("builds"), dict)
+            and all(isinstance(b, dict) and all(isinstance(x, list) for x in b.values()) for b in d["builds"].values())):
+        raise CaptureError("--check reads a digests file: a JSON object with nvcc and builds {file: {build: list}}",
+                           str(path) if d is None else f"{path}: {str(d)[:120]}",
+                           "pass the FILE.json python -m lapis.gpu.sass wrote (or write one: python -m "
+                           "lapis.gpu.sass FILE.json)")
+    return d
+
+
+def _check_out(path: Path) -> None:
+    """CaptureError where FILE.json cannot be written: a directory, or in a folder that does not exist."""
+    if path.is_dir() or not path.parent.is_dir():
+        raise CaptureError("FILE.json is a file in an existing folder", str(path),
+                           "pass a path such as tests/data/sass/kernels.json")
+
+
 def main(argv: list[str]) -> int:
-    """Write the digests to FILE.json, or with --check compare them with it (exit 1 on a difference). --help
-    prints the usage; a missing or extra argument is a usage error (argparse: exit 2)."""
+    """Write the digests to FILE.json (whole or not at all), or with --check compare them with it (exit 1 on a
+    difference). --help prints the usage; a missing or extra argument is a usage error (argparse: exit 2), and so
+    is, before anything is built, a FILE.json --check cannot read or one that cannot be written."""
     a = parser().parse_args(argv)
+    try:  # before collect(): a bad FILE.json is told in a second, not after every kernel is built
+        expected = read_digests(Path(a.file)) if a.check else _check_out(Path(a.file))
+    except LapisError as e:
+        print(f"python -m lapis.gpu.sass: {e}", file=sys.stderr)
+        return 2
     got = collect()
     if not a.check:
-        Path(a.file).write_text(dumps(got))
+        tmp = Path(a.file).with_name(f".{Path(a.file).name}.{os.getpid()}.tmp")
+        tmp.write_text(dumps(got))
+        os.replace(tmp, a.file)  # a run killed while writing leaves the old file, not half a new one
         return 0
-    expected = json.loads(Path(a.file).read_text())
     if expected["nvcc"] != got["nvcc"]:
         print(f"built with {got['nvcc']!r}, the digests are of {expected['nvcc']!r}", file=sys.stderr)
         return 1

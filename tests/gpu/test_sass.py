@@ -59,3 +59,21 @@ def test_the_command_line_prints_usage_and_writes_no_file_named_like_an_option(a
         sass.main(argv)
     out = capsys.readouterr()
     assert e.value.code == code and words in out.out + out.err and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--check", "nope.json"], "--check reads a digests file: a JSON object with nvcc and builds"),
+    (["--check", "bad.json"], "--check reads a digests file: got bad.json: JSONDecodeError"),
+    (["--check", "list.json"], "--check reads a digests file: a JSON object"),
+    (["."], "FILE.json is a file in an existing folder: got ."),
+    (["no/such/dir/out.json"], "FILE.json is a file in an existing folder: got no/such/dir/out.json"),
+])
+def test_a_file_that_cannot_be_read_or_written_is_refused_before_the_build(argv, words, tmp_path, monkeypatch,
+                                                                           capsys):
+    # each of these built every kernel first (minutes), then raised a traceback
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.json").write_text("{")
+    (tmp_path / "list.json").write_text("[]")
+    monkeypatch.setattr(sass, "collect", lambda: pytest.fail("collected before the file was checked"))
+    assert sass.main(argv) == 2
+    assert words in capsys.readouterr().err
