@@ -34,6 +34,7 @@ from pathlib import Path
 from lapis.captures import safe
 from lapis.captures.codec import Packed
 from lapis.errors import CaptureError
+from lapis.model import clock
 
 SCHEMA = "lapis.capture/1"
 NAME = "capture.json"
@@ -124,7 +125,7 @@ def _files(folder: Path) -> list[dict]:
     out = []
     for p in sorted(folder.rglob("*")):
         rel = p.relative_to(folder).as_posix()
-        if p.is_file() and rel != NAME:
+        if rel != NAME and not p.is_dir():  # a FIFO, socket or device is read (and refused by name), not skipped
             data = safe.read_bytes(p, folder)
             out.append(dict(path=rel, size=len(data), sha256=hashlib.sha256(data).hexdigest()))
     return out
@@ -140,13 +141,17 @@ def _packed(folder: Path, files: list[dict]) -> list[dict]:
 
 
 def capture_record(kind: str, folder: Path) -> dict:
-    """The capture.json of one capture folder (module docstring), computed from its files."""
+    """The capture.json of one capture folder (module docstring), computed from its files. CaptureError for a file
+    that is not a regular one inside the folder, and for a clock capture whose clock/results.json
+    lapis.model.clock.read_points refuses (missing, unreadable, implausible points)."""
     folder = Path(folder)
     man = read_original(folder)
     rec = dict(schema=SCHEMA, kind=kind, name=folder.name, provenance=man["provenance"], original=original(folder))
     if (folder / COMMIT_MATCH).is_file():
         rec["provenance_commit"] = read_json(folder / COMMIT_MATCH, folder)
     files = _files(folder)
+    if kind == "clock":  # lapis.model.clock fits the newest by name: a listed results.json it cannot fit is refused
+        clock.read_points(folder / clock.RESULTS)
     rec.update(files=files, kernels=_kernels(kind, folder, man))
     packed = _packed(folder, files)
     if packed:

@@ -6,11 +6,12 @@ an unknown dtype) are CaptureErrors naming the field, the value and the allowed 
 
 import hashlib
 import json
+import os
 import shutil
 
 import pytest
 
-from lapis.captures import readers, safe
+from lapis.captures import index, readers, safe
 from lapis.captures.store import SHIPPED
 from lapis.cli.main import main
 from lapis.data import CAPTURE_CHECKSUMS
@@ -221,3 +222,24 @@ def test_an_ncu_kernel_without_the_metrics_units_reads_is_a_capture_error(tmp_pa
     folder = edited(fresh(tmp_path, "ncu/h200-2026-12-01-units"), edit)
     with pytest.raises(CaptureError, match=r"kernels\.s3\.metrics.*missing sm__cycles_elapsed\.avg"):
         readers.read_ncu(folder)
+
+
+CLOCK = "clock/h200-2026-12-02"
+
+
+@pytest.mark.parametrize("corrupt, words", [
+    # a FIFO was left out of capture.json's files and the capture written without its results; the others had
+    # their new sha256 listed, blessing the corruption
+    (lambda r: (r.unlink(), os.mkfifo(r)), "a capture file is a regular file: got .*results.json is a FIFO"),
+    (lambda r: r.write_text(r.read_text()[:500]), "a clock capture is a results.json with a list of points .*JSONDecodeError"),
+    (lambda r: r.unlink(), "a clock capture is a results.json with a list of points .*: got .*FileNotFoundError"),
+    (lambda r: r.write_text(r.read_text().replace('"probe_mhz": 1966.32582125', '"probe_mhz": NaN')),
+     "each clock point has finite tensor_duty, fma_duty, probe_mhz > 0"),
+])
+def test_the_index_refuses_to_list_a_clock_capture_it_cannot_fit(tmp_path, corrupt, words):
+    folder = tmp_path / CLOCK
+    shutil.copytree(SHIPPED / CLOCK, folder)
+    assert index.generated(tmp_path, tmp_path / "index.json", tmp_path / "sums.json")  # the copy as shipped
+    corrupt(folder / "clock" / "results.json")
+    with pytest.raises(CaptureError, match=words):
+        index.generated(tmp_path, tmp_path / "index.json", tmp_path / "sums.json")
