@@ -51,6 +51,8 @@ from lapis.model import sass
 PENDING = DATA / "smsp_pending.json"
 SM100 = DATA / "smsp_sm100.json"  # B200 constants, each cited (CUDA C++ Programming Guide, whitepapers) or assumed
 PIPES_CAPTURE = DATA / "captures" / "micro" / "h200-2026-12-01-pipes" / "pipes" / "results.json"
+ISSUE_MAX = 2.0  # warp-instructions an SMSP dispatches per clock: one on Volta..Blackwell (the whitepapers)
+LATENCY_MAX = 1000.0  # cycles of dependent-issue latency: the longest pipe's is tens of cycles
 ONE_CTA_WARPS = 8  # the most warps per SMSP one CTA per SM gives in the pipes capture
 MICRO_CAPTURE = CAPTURES / "micro" / "h200-2026-11-30-v3" / "micro" / "results.json"
 SOFTMAX_SOURCE = DATA.parent / "gpu" / "kernels" / "micro_softmax_v1.cu"
@@ -80,12 +82,26 @@ class Constants:
             rate = {p: float(v["value"]) for p, v in d["rate"].items()}
             latency = {p: float(v["value"]) for p, v in d["latency"].items()}
             issue = float(d["issue_per_clk"]["value"])
-        except (KeyError, TypeError, ValueError) as e:
+            srcs = {f"{kind}.{p}": v.get("source", "") for kind in ("rate", "latency") for p, v in d[kind].items()}
+            srcs["issue_per_clk"] = d["issue_per_clk"].get("source", "")
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CaptureError("SMSP constants file lacks issue_per_clk/rate/latency values", f"{path}: {e}",
                                "write {issue_per_clk: {value}, rate: {pipe: {value}}, latency: {pipe: {value}}}")
-        srcs = {f"{kind}.{p}": v.get("source", "") for kind in ("rate", "latency") for p, v in d[kind].items()}
-        srcs["issue_per_clk"] = d["issue_per_clk"].get("source", "")
-        return cls(issue, rate, latency, "PENDING" in str(d.get("status", "")), srcs)
+        return cls(issue, rate, latency, "PENDING" in str(d.get("status", "")), srcs).checked(path)
+
+    def checked(self, source) -> Constants:
+        """self, or CaptureError naming `source` where a value cannot be an SMSP's: issue_per_clk in
+        (0, ISSUE_MAX], each rate in (0, issue_per_clk] (a pipe takes no more than the dispatch issues), each
+        latency in [0, LATENCY_MAX] cycles (NaN fails every test)."""
+        bad = [f"issue_per_clk {self.issue_per_clk}"] if not 0 < self.issue_per_clk <= ISSUE_MAX else []
+        bad += [f"rate.{p} {v}" for p, v in self.rate.items() if not 0 < v <= max(self.issue_per_clk, 0)]
+        bad += [f"latency.{p} {v}" for p, v in self.latency.items() if not 0 <= v <= LATENCY_MAX]
+        if bad:
+            raise CaptureError(f"SMSP constants: issue_per_clk in (0, {ISSUE_MAX}], rates in (0, issue_per_clk] "
+                               f"warp-instructions per clock, latencies in [0, {LATENCY_MAX}] cycles",
+                               f"{source}: {', '.join(bad)}", "correct the value from its cited source, or "
+                               "re-capture the pipes (benchmarks/h200_pipes.sh)")
+        return self
 
 
     @classmethod
@@ -108,7 +124,7 @@ class Constants:
                 latency[pipe] = float(lat["value"]["median"])
                 sources[f"rate.{pipe}"] = f"{results}: {tputs[-1][1]['name']}"
                 measured += 1
-        return cls(base_c.issue_per_clk, rate, latency, measured < len(PIPE_CLASS), sources)
+        return cls(base_c.issue_per_clk, rate, latency, measured < len(PIPE_CLASS), sources).checked(results)
 
 
 @dataclass(frozen=True)

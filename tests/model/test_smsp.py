@@ -193,3 +193,31 @@ def test_a_tool_that_hangs_or_fails_is_a_named_capture_error(monkeypatch, raised
         smsp.softmax_sass(smsp.SOFTMAX_SOURCE.with_name("micro_softmax.cu"))
     assert words in str(e.value) and "fix:" in str(e.value)
     assert timeouts == [600]
+
+
+@pytest.mark.parametrize("kind, pipe, value, words", [
+    ("rate", "xu", -1, "rate.xu -1.0"),        # b200 rows then costed their softmax on the FMA pipe, silently
+    ("rate", "xu", 1e9, "rate.xu 1000000000.0"),
+    ("rate", "fma", 0, "rate.fma 0.0"),        # was a ZeroDivisionError blamed on the schedule
+    ("latency", "xu", -100, "latency.xu -100.0"),
+    ("issue_per_clk", None, 0, "issue_per_clk 0.0"),
+])
+def test_an_impossible_constant_is_a_capture_error_naming_it(tmp_path, kind, pipe, value, words):
+    d = json.loads(smsp.SM100.read_text())
+    (d[kind][pipe] if pipe else d[kind])["value"] = value
+    f = tmp_path / "sm100.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(CaptureError, match="SMSP constants: issue_per_clk in .*: got .*" + words.replace(".", r"\.")):
+        smsp.Constants.load(f)
+
+
+def test_a_nan_constant_and_a_rate_table_that_is_a_list_are_capture_errors(tmp_path):
+    f = tmp_path / "sm100.json"
+    f.write_text(smsp.SM100.read_text().replace('"value": 0.125', '"value": NaN'))
+    with pytest.raises(CaptureError, match=r"rate\.xu nan"):
+        smsp.Constants.load(f)
+    d = json.loads(smsp.SM100.read_text())
+    d["rate"] = []  # was an AttributeError blamed on the schedule
+    f.write_text(json.dumps(d))
+    with pytest.raises(CaptureError, match="lacks issue_per_clk/rate/latency values"):
+        smsp.Constants.load(f)
