@@ -13,6 +13,8 @@ end ("s"/"f" pairs sharing an id). Times in µs, as the format wants. Format: th
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 REQUIRED = {"X": ("name", "ph", "ts", "dur", "pid", "tid"), "s": ("name", "ph", "ts", "pid", "tid", "id"),
             "f": ("name", "ph", "ts", "pid", "tid", "id"), "M": ("name", "ph", "pid", "args")}
@@ -141,15 +143,31 @@ def flow_pairs(trace: dict) -> int:
     return sum(1 for p in ids.values() if p == {"s", "f"})
 
 
+def _write_whole(trace: dict, path: str) -> None:
+    """Write `trace` as JSON to `path` whole or not at all: into a new file beside it, renamed over it
+    (os.replace), so a run killed while writing leaves the previous file, never half a trace. A path that is not a
+    regular file (/dev/stdout, a FIFO) is written in place."""
+    target = Path(path)
+    if target.exists() and not target.is_file():
+        with open(target, "w") as f:
+            json.dump(trace, f)
+        return
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w") as f:
+            json.dump(trace, f)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_chrome(events, path: str) -> dict:
     trace = to_chrome(events)
-    with open(path, "w") as f:
-        json.dump(trace, f)
+    _write_whole(trace, path)
     return trace
 
 
 def write_chrome_runs(runs: list, path: str) -> dict:
     trace = to_chrome_runs(runs)
-    with open(path, "w") as f:
-        json.dump(trace, f)
+    _write_whole(trace, path)
     return trace

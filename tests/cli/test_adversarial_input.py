@@ -162,3 +162,18 @@ def test_causal_flag_and_param_must_agree(capsys):
     assert main(["simulate", "--schedule", "h200-s9-tuned", "--shape", "1x2x1024x128", "--param", "causal=0",
                  "--causal"]) == 2
     assert "--causal and --param causal disagree" in capsys.readouterr().err
+
+
+def test_a_trace_write_interrupted_halfway_leaves_the_previous_trace(tmp_path, monkeypatch):
+    # the trace was written in place: a kill while json.dump ran left half a JSON file over the previous trace
+    from lapis.pipeline_sim import trace
+    out = tmp_path / "t.json"
+    out.write_text('{"traceEvents": []}')
+
+    def interrupted(obj, f):
+        f.write('{"traceEvents": [{"name": ')
+        raise KeyboardInterrupt
+    monkeypatch.setattr(trace.json, "dump", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "256x256x256", "--trace", str(out)])
+    assert out.read_text() == '{"traceEvents": []}' and [p.name for p in tmp_path.iterdir()] == ["t.json"]
