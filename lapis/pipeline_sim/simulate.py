@@ -87,7 +87,7 @@ def check_params(schedule: str, params: dict, defaults: dict) -> None:
         if key in CHOICES:
             if v not in CHOICES[key]:
                 raise ScheduleError(f"{key} is one of {', '.join(CHOICES[key])}", repr(v),
-                                    f"e.g. --param {key}={CHOICES[key][1]}")
+                                    f"e.g. --param {key}={defaults[key]} (the schedule's default)")
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise ScheduleError(f"{key} must be a finite number", repr(v), f"e.g. {key}={_example(key, defaults)}")

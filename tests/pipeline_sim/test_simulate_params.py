@@ -125,3 +125,12 @@ def test_a_whole_float_count_runs_as_the_integer(param, key, value):
     from lapis.pipeline_sim.simulate import simulate
     r = simulate("h200-s8-persistent", "h200", "1x1x512x64", parse_params([param]))
     assert r["params"][key] == value and type(r["params"][key]) is int
+
+
+@pytest.mark.parametrize("schedule, bad, fix", [
+    ("h200-s9-tuned", "kernel_loop=zzz", "e.g. --param kernel_loop=own (the schedule's default)"),  # was s4, refused
+    ("h200-s8-persistent", "persistent_order=zzz", "e.g. --param persistent_order=grid_stride (the schedule's default)"),
+])
+def test_an_unknown_name_is_answered_with_a_value_the_schedule_takes(schedule, bad, fix, capsys):
+    assert main(["simulate", "--schedule", schedule, "--shape", "1x16x1024x128", "--param", bad]) == 2
+    assert fix in capsys.readouterr().err
