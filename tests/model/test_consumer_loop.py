@@ -127,9 +127,9 @@ def _corrupt(tmp_path, edit):
     # each of these was read as it stood and costed runs (s14's loop on s4 with its turn order reversed, ...)
     (lambda d: d["loops"]["s14"].__setitem__("overlap", False), "loop 's14': schedule 'h200-s9-tuned', overlap False"),
     (lambda d: d["loops"]["s9"].__setitem__("schedule", "h200-s4-pingpong"), "loop 's9': schedule 'h200-s4-pingpong'"),
-    (lambda d: d["schedules"].__setitem__("h200-s9-tuned", "s14"), "schedules .*'h200-s9-tuned': 's14'"),
-    (lambda d: d["schedules"].pop("h200-s9-tuned"), "schedules "),
-    (lambda d: d["loops"].pop("s14"), "loops .*, not the catalog's ping-pong kernels"),
+    (lambda d: d["schedules"].__setitem__("h200-s9-tuned", "s14"), "schedules, not each .*'h200-s9-tuned': 's14'"),
+    (lambda d: d["schedules"].__setitem__("h200-s9-tuned", "zz"), "schedules, not each .*'h200-s9-tuned': 'zz'"),
+    (lambda d: d["loops"].pop("s9"), "schedules, not each the catalog's default with its loop here"),
     (lambda d: d["loops"].__setitem__("zz", d["loops"]["s9"]), "loop 'zz': not a ping-pong kernel"),
     (lambda d: d["loops"]["s9"]["turn"]["cycles"].__setitem__("pre", 99999), r"turn cycles .*'pre': 99999"),
     (lambda d: d["loops"]["s9"]["turn"]["cycles"].__setitem__("pre", True), r"turn cycles .*'pre': True"),
