@@ -23,6 +23,7 @@ Without a capture there is no model: load() returns None and the CLI says "no cl
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from dataclasses import asdict, dataclass
@@ -170,9 +171,12 @@ def load(path: Path | None = None, root: Path = CLOCK_CAPTURES) -> ClockModel | 
 
 def main(argv=None) -> int:
     """`python -m lapis.model.clock [results.json]`: the fit and each point's residual; exit 2 without a capture."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="python -m lapis.model.clock", description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="?", help="a clock capture's results.json (default: the newest under "
+                    f"{CLOCK_CAPTURES})")
+    a = ap.parse_args(argv)  # --help prints the usage, an unknown option is a usage error (exit 2)
     try:
-        model = load(Path(argv[0]) if argv else None)
+        model = load(Path(a.results) if a.results else None)
         if model is None:
             print(f"no clock capture under {CLOCK_CAPTURES} (capture one: benchmarks/h200_clock.sh)", file=sys.stderr)
             return 2

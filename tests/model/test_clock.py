@@ -136,3 +136,13 @@ def test_a_fifo_is_refused_not_read(tmp_path):
         clock.load(fifo)
     with pytest.raises(CaptureError, match="is a regular file: got .*a directory"):
         clock.load(tmp_path)
+
+
+@pytest.mark.parametrize("argv, code, words", [(["--help"], 0, "usage: python -m lapis.model.clock"),
+                                                (["--bogus"], 2, "unrecognized arguments: --bogus")])
+def test_cli_options_are_options_not_paths(argv, code, words, capsys):
+    # both were read as the path of a results.json ("--help: FileNotFoundError")
+    with pytest.raises(SystemExit) as e:
+        clock.main(argv)
+    out = capsys.readouterr()
+    assert e.value.code == code and words in out.out + out.err
