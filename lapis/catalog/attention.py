@@ -139,7 +139,7 @@ VARIANTS["s13"] = dict(VARIANTS["s12"], entry="s13_two_q_one_chain", chains=1, b
 # from the shared-memory address (attention_h200.cu desc_lo, desc_at): 541 instructions in the K/V-tile loop, not 602
 VARIANTS["s14"] = dict(VARIANTS["s13"], entry="s14_desc_inc", desc_inc=True, blind="attention_h200_s14",
                        causal_build=dict(entry="s14_desc_inc_causal", blind="attention_h200_s14"))
-for _k in ("s6_emu8", "s6_emu4", "s10", "s11", "s12", "s13", "s14"):  # they share a schedule: each its own SASS
+for _k in ("s10", "s11", "s12", "s13", "s14"):  # they share h200-s9-tuned: each is costed from its own SASS
     VARIANTS[_k]["sim"] = dict(VARIANTS[_k]["sim"], kernel_loop=_k)
 DEFAULT_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128", "16x16x2048x128", "32x16x1024x128")
 SMALL_SHAPE = "1x2x512x128"

@@ -9,24 +9,24 @@ from lapis.model.profile import load_profile
 from lapis.pipeline_sim import engine, recorder
 from lapis.pipeline_sim.simulate import SCHEDULES, simulate
 
-# h200-s8-persistent 1x16x4096x128 causal: 132 SMs as 48 distinct work lists, 43,233 events in all, at most
-# about 1,500 on any one SM.
+# h200-s8-persistent 1x16x4096x128 causal: 132 SMs as 48 distinct work lists, 61,886 events in all (each GEMM turn
+# records its issue segments), at most about 2,200 on any one SM.
 S8, SHAPE, CAUSAL = "h200-s8-persistent", "1x16x4096x128", {"causal": 1}
 
 
 def test_a_full_run_is_bounded_over_every_sm_not_per_sm(monkeypatch):
     monkeypatch.setattr(recorder, "MAX_EVENTS", 5000)  # every SM alone records fewer
     monkeypatch.setattr(recorder, "MAX_FULL_EVENTS", 5000, raising=False)
-    with pytest.raises(ScheduleError, match=r"the --full run exceeds the simulator's event bound: got about 41,201 "
+    with pytest.raises(ScheduleError, match=r"the --full run exceeds the simulator's event bound: got about 61,257 "
                                             r"tile-level events estimated over every SM simulated \(bound 5,000\); "
-                                            r"fix: .*--max-events 41201"):
+                                            r"fix: .*--max-events 61257"):
         simulate(S8, "h200", SHAPE, CAUSAL, full=True)
     assert simulate(S8, "h200", SHAPE, CAUSAL)["events"] < 5000  # the representative run stays under it
 
 
 def test_max_events_raises_the_bound_for_one_run(monkeypatch):
     monkeypatch.setattr(recorder, "MAX_FULL_EVENTS", 5000, raising=False)
-    r = simulate(S8, "h200", SHAPE, CAUSAL, full=True, max_events=50_000)
+    r = simulate(S8, "h200", SHAPE, CAUSAL, full=True, max_events=70_000)
     assert r["grid"]["work_lists"] == 48
 
 
@@ -34,8 +34,8 @@ def test_the_in_run_bound_counts_every_sm():
     s, p = SCHEDULES[S8], load_profile("h200")
     with pytest.raises(ScheduleError, match="more than 20,000 tile-level events in the whole run"):
         engine.run(s, p, s.parse_shape(SHAPE), CAUSAL, full=True, max_events=20_000)
-    # 43,330: s8's two Q slots' empty barriers (one wait a work item) count too
-    assert engine.run(s, p, s.parse_shape(SHAPE), CAUSAL, full=True)["events_total"] == 43_330
+    # 61,886: s8's two Q slots' empty barriers (one wait a work item) and the GEMM turns' issue count too
+    assert engine.run(s, p, s.parse_shape(SHAPE), CAUSAL, full=True)["events_total"] == 61_886
 
 
 @pytest.mark.parametrize("name, gpu, shape, params", [
@@ -52,8 +52,8 @@ def test_the_cli_names_the_flag_and_takes_it(monkeypatch, capsys):
     monkeypatch.setattr(recorder, "MAX_FULL_EVENTS", 5000, raising=False)
     args = ["simulate", "--schedule", S8, "--shape", SHAPE, "--causal", "--full"]
     assert main(args) == 2
-    assert "raise the bound with --max-events 41201" in capsys.readouterr().err
-    assert main(args + ["--max-events", "50000", "--json"]) == 0
+    assert "raise the bound with --max-events 61257" in capsys.readouterr().err
+    assert main(args + ["--max-events", "70000", "--json"]) == 0
 
 
 def test_progress_is_off_for_json_and_for_a_pipe(monkeypatch):
@@ -88,7 +88,7 @@ def test_the_progress_bar_shows_the_events_of_the_estimate_after_its_delay():
 
 def test_a_huge_shape_is_refused_by_the_schedules_own_events_per_item(monkeypatch):
     """100000 x 128 heads of one 128-row Q tile: 96,970 items on the busiest SM, which the floor of 2 events per
-    K/V tile let through (193,940); s9 records about 21 per item, so it is refused before any work list is built."""
+    K/V tile let through (193,940); s9 records about 26 per item, so it is refused before any work list is built."""
     from lapis.pipeline_sim.schedules import attention_h200
     real = attention_h200.kv_units_per_sm
 
@@ -96,7 +96,7 @@ def test_a_huge_shape_is_refused_by_the_schedules_own_events_per_item(monkeypatc
         return pytest.fail("the 12.8M-head work list was built") if heads > 1 else real(heads, *a)
     monkeypatch.setattr(attention_h200, "kv_units_per_sm", units)
     with pytest.raises(ScheduleError, match=r"the run exceeds the simulator's event bound: got at least "
-                                            r"1,[0-9]{3},[0-9]{3} tile-level events"):
+                                            r"2,[0-9]{3},[0-9]{3} tile-level events"):
         simulate("h200-s9-tuned", "h200", "100000x128x128x128")
 
 

@@ -65,10 +65,13 @@ def test_the_cache_key_does_not_depend_on_where_the_checkout_lives(tmp_path):
     import subprocess
     import sys
 
-    from lapis.pipeline_sim.predictions import PACKAGE, model_hash, profile_hash
+    from lapis.pipeline_sim.predictions import MODEL_DATA, PACKAGE, model_hash, profile_hash
     dest = tmp_path / "lapis" / "checkout" / "lapis"
     shutil.copytree(PACKAGE, dest, ignore=lambda d, names: [n for n in names if n == "__pycache__" or (
         n == "captures" and Path(d).name == "data")])  # the shipped captures, not the code package lapis/captures
+    for f in MODEL_DATA:  # the captures the key reads
+        (dest / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(PACKAGE / f, dest / f)
     code = "from lapis.pipeline_sim.predictions import model_hash, profile_hash; print(model_hash(), profile_hash('h200'))"
     out = subprocess.run([sys.executable, "-c", code], cwd=dest.parent, capture_output=True, text=True,
                          env={"PYTHONPATH": str(dest.parent), "PATH": "/usr/bin:/bin"})

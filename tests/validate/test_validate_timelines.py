@@ -282,12 +282,23 @@ def test_the_largest_miss_states_its_error_in_cycles_too():
     assert "`s9` at a, -30.0%" in md and "at the 1280 MHz the run's clock probe read" in md and "-12.5%" in md
 
 
-def test_without_a_clock_capture_the_rows_are_as_before():
+def test_without_a_clock_capture_the_rows_are_as_before(tmp_path, monkeypatch):
     from lapis.model import clock
-    assert clock.load() is None  # the repository holds no clock capture yet
+    from lapis.validate import timelines
+    assert clock.load(root=tmp_path) is None  # an empty captures folder: no clock capture
+    monkeypatch.setattr(timelines, "_clock_model", lambda: clock.load(root=tmp_path))
     r = validate_timelines(select=lambda c: c["variant"] == "s2" and c["shape"] == "8x16x4096x128")
     (row,) = r["per_case"]
     assert not any(k.startswith("clock_model") for k in row) and not any(k.startswith("clock_model") for k in r)
+
+
+def test_the_shipped_clock_capture_gives_each_case_a_model_clock():
+    r = validate_timelines(select=lambda c: c["variant"] == "s9" and c["shape"] == "8x16x4096x128"
+                           and not c["causal"])
+    row = r["per_case"][0]
+    # clock/h200-2026-12-02: 1960 - 328 x tensor busy - 56 x FMA busy, capped at 1979 MHz (python -m lapis.model.clock)
+    assert 1500 < row["clock_model_mhz"] < 1979 and row["clock_model_err_pct"] is not None
+    assert r["clock_model_cases"] == 1
 
 
 def test_the_clock_model_is_reported_per_case_from_a_synthetic_capture(tmp_path, monkeypatch):

@@ -223,7 +223,7 @@ def kernel_loop(flags: dict, prm: dict) -> dict | None:
     turns (no ping-pong, one consumer warpgroup) and for those whose kernels lapis has no SASS of (flags without
     gemm_turn: FA4's, cuDNN's). ScheduleError for a kernel_loop that is not a built ping-pong kernel with this
     schedule's turn order, or one given where there are no turns."""
-    key = prm["kernel_loop"]
+    key = prm.get("kernel_loop", DEFAULTS["kernel_loop"])
     if not (flags.get("gemm_turn") and pingpong(flags, prm["consumer_wgs"])):
         if key != "own":
             raise ScheduleError("kernel_loop applies to lapis's ping-pong schedules with two or more consumer "
