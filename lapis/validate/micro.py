@@ -40,7 +40,7 @@ from pathlib import Path
 
 from lapis.data import CAPTURES, DATA
 from lapis.errors import CaptureError
-from lapis.model import clock
+from lapis.model import clock, instruction_mix
 from lapis.model import micro_campaign as mc
 from lapis.model import sass, smsp
 
@@ -54,7 +54,8 @@ MIX_CAPTURES = {"mixsm": (CAPTURES / "micro" / "h200-2026-11-30-v3-mix" / "micro
 CONTEND_SOURCE, CONTEND_WGMMAS = "micro_mix_softmax_v3.cu", 16
 WGMMA_FLOP = 2 * 64 * 128 * 16  # one wgmma m64n128k16
 WGMMA_CAPTURE = CAPTURES / "clock" / "h200-2026-12-02" / "clock" / "results.json"  # lapis.gpu.capture_clock
-compiled = functools.lru_cache(maxsize=None)(smsp.softmax_sass)  # one nvcc run per source and process
+# one nvcc run per source and process, shared with lapis.model.consumer_loop's (the contend kernel's file)
+compiled = functools.lru_cache(maxsize=None)(instruction_mix.compiled)
 
 
 @dataclass(frozen=True)
