@@ -262,8 +262,8 @@ def test_a_corrupt_clock_probe_and_a_changed_kernel_are_not_taken_silently():
 def test_a_truncated_timelines_file_is_named(tmp_path):
     from lapis.cli import main
     cap = tmp_path / "captures"
-    # fresh captures (no capture.json): the packed file's own checks find the damage
-    shutil.copytree(ROOT / "data/captures" / "attention", cap / "attention",
+    # a fresh copy of the one capture (no capture.json): the packed file's own checks find the damage
+    shutil.copytree(ROOT / "data/captures/attention/h200-2026-11-30-s8s9", cap / "attention/h200-2026-11-30-s8s9",
                     ignore=shutil.ignore_patterns("capture.json"))
     packed = cap / "attention/h200-2026-11-30-s8s9/timelines.packed"
     with open(packed, "r+b") as f:
