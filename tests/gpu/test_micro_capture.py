@@ -83,20 +83,38 @@ for i in range(start, 4):
 '''
 
 
-def test_a_hung_measurement_becomes_a_timeout_and_the_run_goes_on(tmp_path):
+class HangClock:
+    """capture_micro's clock, running `step` s ahead at each reading while the child sits at item 1 (its hung
+    bar.sync): the watcher's item timeout and budget fire on the hang, however slowly the machine starts the child."""
+
+    sleep = staticmethod(time.sleep)
+
+    def __init__(self, work, step: float):
+        self.work, self.step, self.offset = work, step, 0.0
+
+    def time(self) -> float:
+        progress = self.work / "progress"
+        if progress.exists() and progress.read_text() == "1":
+            self.offset += self.step
+        return time.time() + self.offset
+
+
+def test_a_hung_measurement_becomes_a_timeout_and_the_run_goes_on(tmp_path, monkeypatch):
     script = tmp_path / "child.py"
     script.write_text(CHILD)
+    monkeypatch.setattr(capture_micro, "time", HangClock(tmp_path, 100.0))
     capture_micro.run_watched(4, [sys.executable, str(script), str(tmp_path)], tmp_path, lambda m: None,
-                              item_timeout_s=1.0, deadline=time.time() + 30)
+                              item_timeout_s=20.0, deadline=time.time() + 1e6)
     status = [json.loads((tmp_path / f"res_{i}.json").read_text())["status"] for i in range(4)]
     assert status == ["ok", "timeout", "fault", "ok"]
 
 
-def test_the_budget_stops_the_run(tmp_path):
+def test_the_budget_stops_the_run(tmp_path, monkeypatch):
     script = tmp_path / "child.py"
     script.write_text(CHILD)
+    monkeypatch.setattr(capture_micro, "time", HangClock(tmp_path, 1000.0))  # the budget passes during the hang
     capture_micro.run_watched(4, [sys.executable, str(script), str(tmp_path)], tmp_path, lambda m: None,
-                              item_timeout_s=20.0, deadline=time.time() + 2)
+                              item_timeout_s=1e6, deadline=time.time() + 500)
     assert json.loads((tmp_path / "res_1.json").read_text())["status"] == "timeout"
     assert not (tmp_path / "res_2.json").exists() and not (tmp_path / "res_3.json").exists()
 

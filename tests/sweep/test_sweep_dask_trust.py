@@ -130,7 +130,10 @@ def test_each_rogue_channel_is_real_for_an_unguarded_client(cluster, tmp_path):
                 fut.result(timeout=30)
             except BaseException:
                 pass
-            time.sleep(0.2)  # key-in-memory arrives on the report stream
+            for _ in range(600):  # key-in-memory arrives on the report stream: wait for it, not for a set time
+                if ran_here(tmp_path):
+                    break
+                time.sleep(0.05)
         assert ran_here(tmp_path), fn.__name__
         (tmp_path / f"ran-{os.getpid()}").unlink()
 
