@@ -9,7 +9,7 @@ the timed runs used can be checked against it (`sha256sum` there).
 
 torch's SDPA flash backend runs FlashAttention-2's flash_fwd_kernel (namespace pytorch_flash) with the traits
 Flash_fwd_kernel_traits<D, kBlockM, kBlockN, kNWarps, ...> that flash_fwd_launch_template.h picks per head dim
-(TRAITS). `cuobjdump -sass` on every shared library of torch/lib that holds sm_90 ELF code, read as a stream: each
+(TRAITS). In each shared library of torch/lib (functions(): its sm_90 ELF images that name such a kernel), each
 `Function :` block whose mangled name holds `TRAITS[d]` and the template flags torch's SDPA launches for dense
 bf16 attention at L a multiple of the tiles (BOOLS: Is_dropout, Is_causal, Is_local, Has_alibi, Is_even_MN,
 Is_even_K, Is_softcap, Return_softmax of flash_fwd_kernel; Is_causal 0 and 1) is kept, whole, as cuobjdump prints
@@ -28,6 +28,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -58,24 +59,29 @@ def libraries(lib: str | None) -> list[Path]:
 
 
 def functions(lib: Path, timeout_s: float) -> dict[str, list[str]]:
-    """{mangled name: its cuobjdump lines} of the flash_fwd_kernel functions in lib's sm_90 SASS."""
-    p = subprocess.Popen(["cuobjdump", "-sass", "-arch", "sm_90", str(lib)], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True, errors="replace")
+    """{mangled name: its cuobjdump lines} of the flash_fwd_kernel functions with TRAITS in lib's sm_90 code: the
+    library's ELF images are extracted (`cuobjdump -xelf all`, into a scratch folder), and only the sm_90 images
+    whose string table names such a function are disassembled."""
     out: dict[str, list[str]] = {}
-    cur = None
-    t0 = time.time()
-    for line in p.stdout:
-        m = FUNCTION.match(line)
-        if m:
-            cur = m.group(1) if KERNEL in m.group(1) else None
-            if cur is not None:
-                out[cur] = []
-        if cur is not None:
-            out[cur].append(line)
-        if time.time() - t0 > timeout_s:
-            p.kill()
-            break
-    p.wait()
+    with tempfile.TemporaryDirectory(prefix="lapis-fa2-") as tmp:
+        subprocess.run(["cuobjdump", "-xelf", "all", str(lib.resolve())], cwd=tmp, capture_output=True,
+                       timeout=timeout_s, check=False)
+        for cubin in sorted(Path(tmp).glob("*.sm_90.cubin")):
+            data = cubin.read_bytes()
+            if KERNEL.encode() not in data or not any(t.encode() in data for t in TRAITS.values()):
+                continue
+            text = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True,
+                                  timeout=timeout_s, check=False).stdout
+            cur = None
+            for line in text.splitlines(keepends=True):
+                m = FUNCTION.match(line)
+                if m:
+                    cur = m.group(1) if KERNEL in m.group(1) and any(t in m.group(1) for t in TRAITS.values()) \
+                        else None
+                    if cur is not None:
+                        out[cur] = []
+                if cur is not None:
+                    out[cur].append(line)
     return out
 
 
