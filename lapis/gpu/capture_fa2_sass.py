@@ -11,8 +11,8 @@ torch's SDPA flash backend runs FlashAttention-2's flash_fwd_kernel (namespace p
 Flash_fwd_kernel_traits<D, kBlockM, kBlockN, kNWarps, ...> that flash_fwd_launch_template.h picks per head dim
 (TRAITS). In each shared library of torch/lib (functions(): its sm_90 ELF images that name such a kernel), each
 `Function :` block whose mangled name holds `TRAITS[d]` and the template flags torch's SDPA launches for dense
-bf16 attention at L a multiple of the tiles (BOOLS: Is_dropout, Is_causal, Is_local, Has_alibi, Is_even_MN,
-Is_even_K, Is_softcap, Return_softmax of flash_fwd_kernel; Is_causal 0 and 1) is kept, whole, as cuobjdump prints
+bf16 attention at L a multiple of the tiles (Is_dropout, Is_causal, Is_local, Has_alibi, Is_even_MN,
+Is_even_K, Is_softcap, Return_softmax of flash_fwd_kernel: bools(); Is_causal 0 and 1) is kept, whole, as cuobjdump prints
 it (the instruction text and the two 64-bit encoding words, whose upper word holds the control bits lapis.model.sass
 decodes). One gzip file per head dim and mask; the manifest names the library, the function and its instruction
 count.
@@ -40,10 +40,15 @@ from lapis.gpu import capture_tma
 TRAITS = {64: "ILi64ELi128ELi128ELi4ELb0ELb0EN7cutlass10bfloat16_t",
           128: "ILi128ELi128ELi64ELi4ELb0ELb0EN7cutlass10bfloat16_t",
           256: "ILi256ELi64ELi64ELi4ELb0ELb0EN7cutlass10bfloat16_t"}
-# flash_fwd_kernel's bools after the traits, non-causal and causal (the non-causal one is the name Nsight Compute
-# reported for torch's SDPA at 8x16x4096x128: capture ncu/h200-2026-12-01-units)
-BOOLS = {False: "ELb0ELb0ELb0ELb0ELb1ELb1ELb0ELb0EEEvNS_16Flash_fwd_paramsE",
-         True: "ELb0ELb1ELb0ELb0ELb1ELb1ELb0ELb0EEEvNS_16Flash_fwd_paramsE"}
+# flash_fwd_kernel's bools after the traits (Is_dropout, Is_causal, Is_local, Has_alibi, Is_even_MN, Is_even_K,
+# Is_softcap, Return_softmax) for dense attention with L a multiple of the tiles: flash_fwd_launch_template.h
+# run_flash_fwd passes Is_even_MN only where kHeadDim <= 128. The non-causal hdim 128 one is the name Nsight
+# Compute reported for torch's SDPA at 8x16x4096x128 (capture ncu/h200-2026-12-01-units).
+def bools(d: int, causal: bool) -> str:
+    even_mn = int(d <= 128)
+    return f"ELb0ELb{int(causal)}ELb0ELb0ELb{even_mn}ELb1ELb0ELb0EEEvNS_16Flash_fwd_paramsE"
+
+
 FUNCTION = re.compile(r"^\s*Function : (\S+)")
 KERNEL = "pytorch_flash16flash_fwd_kernel"
 INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/")
@@ -86,8 +91,8 @@ def functions(lib: Path, timeout_s: float) -> dict[str, list[str]]:
 
 
 def pick(found, d: int, causal: bool) -> str | None:
-    """The name in `found` with head dim d's traits and BOOLS[causal], or None."""
-    return next((n for n in found if TRAITS[d] in n and n.endswith(BOOLS[causal])), None)
+    """The name in `found` with head dim d's traits and bools(d, causal), or None."""
+    return next((n for n in found if TRAITS[d] in n and n.endswith(bools(d, causal))), None)
 
 
 def sha256(path: Path) -> str:
