@@ -38,7 +38,8 @@ from lapis.model import clock
 
 SCHEMA = "lapis.capture/1"
 NAME = "capture.json"
-ORIGINALS = ("manifest.json", "micro/manifest.json", "pipes/manifest.json", "clock/manifest.json", "props.json",
+ORIGINALS = ("manifest.json", "micro/manifest.json", "pipes/manifest.json", "clock/manifest.json",
+             "fa2_sass/manifest.json", "props.json",
              "sanitizer.json", "timeline_cost.json", "summary.json")
 COMMIT_MATCH = "provenance-commit.json"
 PACKED_SUFFIX = ".packed"

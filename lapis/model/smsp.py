@@ -61,6 +61,9 @@ COND_FLAVOURS = ("ex2_cond",)  # the O rescale's forward branch is taken every i
 MAX_JSON_BYTES = 16 << 20
 # the micro_pipes.cu class whose throughput and latency stand for each pipe
 PIPE_CLASS = {"fma": "ffma", "alu": "fmnmx", "xu": "ex2", "lsu": "shfl", "tensor": "hmma"}
+# shared-memory instructions whose latency the pipes capture measures on its own (class -> opcodes)
+SMEM_CLASS = {"ldsm": ("LDSM",), "lds128": ("LDS",)}
+SMEM_OPS = ("LDSM", "LDS", "STS", "LDGSTS", "STSM")  # instructions that move data over the SM's shared-memory path
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,8 @@ class Constants:
     latency: dict
     pending: bool = True
     sources: dict = field(default_factory=dict)
+    smem_cycles_per_wavefront: float = 0.0  # an SMSP's share of the SM's shared-memory path; 0: not modelled
+    op_latency: dict = field(default_factory=dict)  # opcode -> cycles, where it differs from its pipe's
 
     @classmethod
     def load(cls, path: Path = PENDING) -> Constants:
@@ -110,7 +115,9 @@ class Constants:
         PIPE_CLASS[pipe] at the most warps per SMSP one CTA per SM measures (ONE_CTA_WARPS; the 16-warp points run
         two CTAs per SM over one CTA's clock window and read above the one-instruction-per-clock issue limit, so
         they are not used), latency[pipe] = its dependent-issue latency; pipes
-        without a class there keep `base`'s values. pending is False only when every PIPE_CLASS pipe was measured."""
+        without a class there keep `base`'s values. pending is False only when every PIPE_CLASS pipe was measured.
+        The shared-memory path: smem_cycles_per_wavefront = 1 / (4 x the ldsm class's throughput), an LDSM.x4
+        moving four 128-byte wavefronts; op_latency of the SMEM_CLASS opcodes = their class's latency."""
         base_c = cls.load(base)
         rate, latency, sources = dict(base_c.rate), dict(base_c.latency), dict(base_c.sources)
         found = {m["name"]: m for m in _read_json(results).get("measurements", []) if m.get("status") == "ok"}
@@ -124,7 +131,18 @@ class Constants:
                 latency[pipe] = float(lat["value"]["median"])
                 sources[f"rate.{pipe}"] = f"{results}: {tputs[-1][1]['name']}"
                 measured += 1
-        return cls(base_c.issue_per_clk, rate, latency, measured < len(PIPE_CLASS), sources).checked(results)
+        op_latency, per_wavefront = {}, 0.0
+        for c, ops in SMEM_CLASS.items():
+            lat = found.get(f"pipes.{c}.lat")
+            if lat:
+                op_latency.update(dict.fromkeys(ops, float(lat["value"]["median"])))
+        ldsm = sorted((m["warps_per_smsp"], m) for m in found.values() if m.get("cls") == "ldsm"
+                      and m.get("kind") == "tput" and m["warps_per_smsp"] <= ONE_CTA_WARPS)
+        if ldsm:
+            per_wavefront = 1.0 / (4 * float(ldsm[-1][1]["value"]["median"]))
+            sources["smem_cycles_per_wavefront"] = f"{results}: {ldsm[-1][1]['name']}"
+        return cls(base_c.issue_per_clk, rate, latency, measured < len(PIPE_CLASS), sources, per_wavefront,
+                   op_latency).checked(results)
 
 
 @dataclass(frozen=True)
@@ -155,13 +173,30 @@ def warp_period(body: list[sass.Instruction], consts: Constants, iterations: int
         for ins in body:
             t = max([t + 1.0] + [ready.get(r, 0.0) for r in ins.srcs])
             for d in ins.dests:
-                ready[d] = t + consts.latency[ins.pipe]
+                ready[d] = t + _latency(ins, consts)
     return starts[-1] - starts[-2]
+
+
+def smem_wavefronts(ins: sass.Instruction) -> int:
+    """128-byte shared-memory wavefronts one warp's instruction moves without bank conflicts: LDSM .1/.2/.4 (ldmatrix
+    .x1/.x2/.x4: 8 x 16-byte rows each), LDS/STS/LDGSTS by access width (.128: 512 B a warp, .64: 256 B, else 128 B); 0 for
+    instructions that do not use the shared-memory path (SMEM_OPS)."""
+    if ins.opcode not in SMEM_OPS:
+        return 0
+    mods = set(ins.modifiers)
+    if ins.opcode == "LDSM":  # LDSM.16.M88.4 / .MT88.2: the matrix count is the last modifier
+        return 4 if "4" in mods else 2 if "2" in mods else 1
+    return 4 if "128" in mods else 2 if "64" in mods else 1
+
+
+def _latency(ins: sass.Instruction, consts: Constants) -> float:
+    return consts.op_latency.get(ins.opcode, consts.latency[ins.pipe])
 
 
 def _issue_all(body: list[sass.Instruction], warps: int, consts: Constants, iterations: int) -> float:
     """Cycles until `warps` warps have each issued `body` `iterations` times (simulate's mechanism)."""
     occ = {p: 1.0 / r for p, r in consts.rate.items()}
+    smem = [smem_wavefronts(ins) * consts.smem_cycles_per_wavefront for ins in body]
     pc, it, nxt = [0] * warps, [0] * warps, [0.0] * warps
     sb = [[0.0] * 6 for _ in range(warps)]
     pipe_free: dict[str, float] = {}
@@ -171,13 +206,17 @@ def _issue_all(body: list[sass.Instruction], warps: int, consts: Constants, iter
             if it[w] >= iterations or nxt[w] > t:
                 continue
             ins = body[pc[w]]
-            c, p = ins.control, ins.pipe
+            c, p, m = ins.control, ins.pipe, smem[pc[w]]
             if any(sb[w][k] > t for k in range(6) if c.wait_mask >> k & 1) or pipe_free.get(p, 0.0) - t >= 1 - 1e-9:
+                continue
+            if m and pipe_free.get("smem", 0.0) - t >= 1 - 1e-9:
                 continue
             nxt[w] = t + max(c.stall, 1)
             pipe_free[p] = max(pipe_free.get(p, 0.0), t) + occ[p]  # fractional rates: a work backlog
+            if m:
+                pipe_free["smem"] = max(pipe_free.get("smem", 0.0), t) + m
             if c.write_sb is not None:
-                sb[w][c.write_sb] = max(sb[w][c.write_sb], t + consts.latency[p])
+                sb[w][c.write_sb] = max(sb[w][c.write_sb], t + _latency(ins, consts))
             if c.read_sb is not None:
                 sb[w][c.read_sb] = max(sb[w][c.read_sb], t + occ[p])
             pc[w] += 1
@@ -196,9 +235,11 @@ def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterat
     issued last keeps issuing while it can, else the lowest-numbered ready warp. A warp can issue its next
     instruction when (1) the previous one's stall count has passed (the control bits: the compiler's fixed
     latencies, including the same warp's pipe spacing), (2) every scoreboard in its wait mask is released (a
-    write scoreboard at issue + latency[pipe]: MUFU, SHFL, LDS, LDC; a read scoreboard at issue + 1 / rate[pipe]),
-    (3) its pipe accepts: each pipe keeps a backlog of 1 / rate[pipe] cycles per accepted warp-instruction, shared
-    by the warps, and accepts while the backlog is under one cycle (so a rate of 0.97 loses one cycle in 33).
+    write scoreboard at issue + latency[pipe] (op_latency[opcode] where given: LDSM, LDS): MUFU, SHFL, LDS, LDC;
+    a read scoreboard at issue + 1 / rate[pipe]), (3) its pipe accepts: each pipe keeps a backlog of 1 / rate[pipe]
+    cycles per accepted warp-instruction, shared by the warps, and accepts while the backlog is under one cycle (so a
+    rate of 0.97 loses one cycle in 33); (4) a shared-memory instruction also needs the SMSP's share of the SM's
+    shared-memory path (a backlog of smem_wavefronts x smem_cycles_per_wavefront cycles, same rule).
     Steady state without warm-up and drain: (T(iterations) - T(iterations / 2)) / (iterations / 2 x warps), T the
     cycles until every warp is done. Needs cuobjdump input (control bits)."""
     if warps < 1 or iterations < 4:

@@ -2,7 +2,8 @@
 
 An entry is keyed by (schedule, gpu, shape, parameters, profile hash, model hash). The model hash covers the
 simulator's own sources (lapis/pipeline_sim, lapis/model) and the data its costs read beside the profile
-(MODEL_DATA: the Hopper kernels' consumer loops, the SMSP constants, the B200 chapter-to-loop catalog), so an edited
+(MODEL_DATA: the Hopper kernels' consumer loops, FA2's compiled loops, the SMSP constants, the B200 chapter-to-loop
+catalog), so an edited
 schedule, cost or cost input makes its entries stale
 instead of silently wrong; the key holds no version or install path, so a source tree and an installed wheel
 read the same entries. Stale or missing entries are re-simulated. Other predictions the report shows (the
@@ -30,7 +31,7 @@ PACKAGE = Path(lapis.__file__).resolve().parent
 # files the costs read beside the profile: lapis.model.consumer_loop.LOOPS, lapis.model.smsp's constants (sm_90
 # through softmax_body, sm_100 for the B200 rows) and the B200 chapter-to-loop catalog. Captures the costs read
 # are not all listed: they are immutable (lapis/data/capture_checksums.json).
-MODEL_DATA = ("data/consumer_loops.json", "data/smsp_pending.json",
+MODEL_DATA = ("data/consumer_loops.json", "data/warp_loops.json", "data/smsp_pending.json",
               "data/captures/micro/h200-2026-12-01-pipes/pipes/results.json", "data/smsp_sm100.json",
               "catalog/attention_b200.py")
 

@@ -47,12 +47,13 @@ class SmspBusy:
 
 
 class Smsp:
-    """One SM sub-partition of an mma.sync kernel: its tensor core, MUFU and FMA pipe, each a simpy resource held
-    by one warp at a time; busy time counts 1/SMSP_PER_SM toward the SM's utilization (SmspBusy)."""
+    """One SM sub-partition of an mma.sync kernel: its tensor core, MUFU and FMA pipe, and its issue ("issue": a
+    warp's share of the sub-partition's cycles where a cycle simulation costs a whole stretch of code), each a simpy
+    resource held by one warp at a time; busy time counts 1/SMSP_PER_SM toward the SM's utilization (SmspBusy)."""
 
     def __init__(self, ctx):
         self.ctx, self.busy = ctx, SmspBusy(ctx.busy)
-        self.units = {u: simpy.Resource(ctx.env, 1) for u in ("tensor", "mufu", "fma")}
+        self.units = {u: simpy.Resource(ctx.env, 1) for u in ("tensor", "mufu", "fma", "issue")}
 
     def use(self, unit: str, ns: float, role: str, op: str, **kw):
         """Hold this sub-partition's `unit` for ns, recording the queueing and the op."""

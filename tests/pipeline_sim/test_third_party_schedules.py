@@ -6,6 +6,7 @@ interface.py, flash_fwd_sm90.py, tile_scheduler.py), never read from the modules
 import pytest
 
 from lapis.errors import ScheduleError
+from lapis.model import warp_loop
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim.schedules import fa2_flash, fa4_sm90
 from lapis.pipeline_sim.simulate import simulate
@@ -34,7 +35,7 @@ def test_flash2_takes_fa2s_sm90_traits_for_each_head_dim(d):
 
 
 def test_flash2_per_tile_costs_follow_the_source_and_sass_instruction_counts():
-    c = fa2_flash.Flash2Costs.of(P, (1, 1, 1024, 128), dict(fa2_flash.DEFAULTS), {})
+    c = fa2_flash.Flash2Costs.of(P, (1, 1, 1024, 128), dict(fa2_flash.DEFAULTS, loop_smsp=0), {})
     smsp_mma = P.per_ns("mma_sync_flop_per_clk_sm") / 4
     # a warp's 32 rows x 64 keys x D 128: (32/16) x (64/8) x (128/16) = 128 mma.sync m16n8k16 for QK, as many for PV
     # (the measured SASS: 256 HMMA per warp and tile)
@@ -53,7 +54,7 @@ def test_flash2_per_tile_costs_follow_the_source_and_sass_instruction_counts():
 
 
 def test_flash2_softmax_from_its_sass_by_the_smsp_model():
-    c = fa2_flash.Flash2Costs.of(P, (1, 1, 1024, 128), dict(fa2_flash.DEFAULTS, softmax_smsp=1), {})
+    c = fa2_flash.Flash2Costs.of(P, (1, 1, 1024, 128), dict(fa2_flash.DEFAULTS, softmax_smsp=1, loop_smsp=0), {})
     clk = 1 / P["clock_ghz"]
     # FA2's SASS (the ncu capture's K/V-tile loop, HMMA and LDSM left out): before PV's first mma.sync 326
     # instructions, 20 of them MUFU; among PV's 476, 48 MUFU. One issue per clock binds both (the alu pipe at 0.496
@@ -66,16 +67,41 @@ def test_flash2_softmax_from_its_sass_by_the_smsp_model():
     assert c.first_gap_mufu_ns == pytest.approx(16 / xu * clk)
     assert c.first_gap_issue_ns == pytest.approx(326 * 208 / 352 * clk)
     assert c.max_issue_ns == c.max_chain_ns == 0 and 0 < c.exp_tail_ns < 100 * clk
-    assert run("h200-flash2", "4x16x1024x128", softmax_smsp=1)["predicted_us"] > 0
+    assert run("h200-flash2", "4x16x1024x128", softmax_smsp=1, loop_smsp=0)["predicted_us"] > 0
     with pytest.raises(ScheduleError, match="softmax_smsp is 0 or 1"):
-        run("h200-flash2", "1x2x1024x128", softmax_smsp=2)
+        run("h200-flash2", "1x2x1024x128", softmax_smsp=2, loop_smsp=0)
 
 
 def test_in_order_issue_keeps_the_tensor_pipe_through_the_softmax_and_costs_time():
-    assert run("h200-flash2", "4x16x1024x128")["predicted_us"] > run("h200-flash2", "4x16x1024x128", in_order=0)[
-        "predicted_us"]
+    assert run("h200-flash2", "4x16x1024x128", loop_smsp=0)["predicted_us"] > run(
+        "h200-flash2", "4x16x1024x128", in_order=0, loop_smsp=0)["predicted_us"]
     with pytest.raises(ScheduleError, match="in_order is 0 or 1"):
-        run("h200-flash2", "1x2x1024x128", in_order=2)
+        run("h200-flash2", "1x2x1024x128", in_order=2, loop_smsp=0)
+
+
+def test_flash2_costs_its_tile_from_fa2s_compiled_loop_by_default():
+    """loop_smsp = 1: a warp's tile is FA2's compiled loop on its sub-partition (lapis/data/warp_loops.json), two
+    segments around the V barrier; the cycles of each are the committed file's (its own test rebuilds it from the
+    SASS capture and holds it against Nsight Compute)."""
+    c = fa2_flash.Flash2Costs.of(P, (1, 1, 1024, 128), dict(fa2_flash.DEFAULTS), {})
+    seg = warp_loop.kernel(128, False)["loops"][-1]["segment_cycles"]
+    assert c.loop_ns == pytest.approx(tuple(x / P["clock_ghz"] for x in seg))
+    # 256 mma.sync per warp and tile, split by the barrier as the compiler placed them
+    assert sum(c.loop_tensor_ns) == pytest.approx(256 * 4096 / (P.per_ns("mma_sync_flop_per_clk_sm") / 4))
+    # the compiled loop is slower than the counts' view (its stall counts and ldmatrix wavefronts)
+    assert run("h200-flash2", "4x16x1024x128")["predicted_us"] > run("h200-flash2", "4x16x1024x128",
+                                                                     loop_smsp=0)["predicted_us"]
+
+
+def test_the_compiled_loop_costs_only_fa2s_own_tiles():
+    # another tile: the counts cost it unless the caller asks for the compiled loop, which is then refused
+    assert run("h200-flash2", "1x2x1024x128", block_m=64, block_n=64, warps=4)["params"]["loop_smsp"] == 0
+    with pytest.raises(ScheduleError, match="whose tile is FA2's"):
+        run("h200-flash2", "1x2x1024x128", block_m=64, block_n=64, warps=4, loop_smsp=1)
+    with pytest.raises(ScheduleError, match="loop_smsp is 0 or 1"):
+        run("h200-flash2", "1x2x1024x128", loop_smsp=2)
+    with pytest.raises(ScheduleError, match="count-based costs"):
+        run("h200-flash2", "1x2x1024x128", softmax_smsp=1)
 
 
 def test_flash2_causal_masks_the_first_ceil_bm_over_bn_tiles_and_exits_early():

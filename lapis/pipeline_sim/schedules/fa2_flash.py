@@ -35,7 +35,20 @@ The SASS's order: QK's 128 mma.sync come first (with the LDSMs and part of the r
 instructions without mma.sync (row max, rescale factors, O rescale, the first row's exponentials), then PV's 128
 mma.sync interleaved with the other rows' exponentials, row sums and P packing (593 instructions).
 
-Costs (Flash2Costs): per warp, on its SM sub-partition (warp w of a CTA on SMSP w % 4):
+Costs (Flash2Costs), loop_smsp = 1 (the default at FA2's own tiles, TRAITS): a warp's K/V tile is FA2's compiled
+loop (lapis.model.warp_loop over the SASS capture lapis/data/captures/sass/fa2-torch-2.11.0: torch 2.11.0's
+flash_fwd_kernel for the head dim and mask; lapis/data/warp_loops.json): its two stretches between the K and V
+__syncthreads (QK, then the softmax and PV) each hold the warp's sub-partition ("issue") for the warp's share of
+the SMSP cycles the cycle simulation gives with two warps per SMSP (the compiler's stall counts and scoreboards; the
+tensor pipe, MUFU and the shared-memory path's ldmatrix and cp.async wavefronts at the pipes capture's rates). At
+8x16x4096x128 that is 4999 cycles per warp and tile against the 5560 Nsight Compute measured (-10%). The tiles the
+compiler peeled before the loop (each CTA's first; a causal kernel's masked tiles, ceil(block_m / block_n) of
+them, plus one where L is not a multiple of the tiles) are costed from their own code, the mask included; so are
+the code before the first tile and after the loop (the epilogue's O normalization and store).
+softmax_smsp and in_order belong to loop_smsp = 0.
+
+Costs, loop_smsp = 0 (the default at any other tile): per warp, on its SM sub-partition (warp w of a CTA on SMSP
+w % 4):
 - mma.sync at a quarter of the profile's mma_sync_flop_per_clk_sm (4096 FLOP per m16n8k16), plus one mma.sync
   latency (MMA_LATENCY_CLK, assumed) before its result is read; the ldmatrix bytes of the same GEMM on the SM's one
   shared-memory path (smem_bytes_per_clk_sm) at the same time (flash::gemm interleaves them per k-step);
@@ -89,7 +102,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from lapis.errors import ScheduleError
-from lapis.model import instruction_mix, sass
+from lapis.model import instruction_mix, sass, warp_loop
 from lapis.model import smsp as smsp_model
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE
 from lapis.pipeline_sim.commit_groups import CpAsyncGroups
@@ -101,7 +114,8 @@ __all__ = ["DEFAULTS", "FLASH2", "SCHEDULES", "TRAITS", "Flash2Costs", "cta", "l
 
 # head dim -> (kBlockM, kBlockN, kNWarps): flash_fwd_launch_template.h run_mha_fwd_hdim*, sm90, no dropout
 TRAITS = {64: (128, 128, 4), 128: (128, 64, 4), 256: (64, 64, 4)}
-DEFAULTS = dict(block_m=128, block_n=64, warps=4, regs_per_thread=255, in_order=1, causal=0, softmax_smsp=0)
+DEFAULTS = dict(block_m=128, block_n=64, warps=4, regs_per_thread=255, in_order=1, causal=0, softmax_smsp=0,
+                loop_smsp=1)
 MMA_FLOP = 2 * 16 * 8 * 16  # one mma.sync.m16n8k16
 WAVEFRONT_BYTES = 128
 SMEM_RESERVED_PER_CTA = 1024  # B the driver reserves per CTA on sm80+ (CUDA C++ Programming Guide, shared memory)
@@ -165,6 +179,30 @@ def softmax_smsp(r: int, c: int, o: int, clk: float) -> dict:
                 pv_issue_ns=ph["pv"]["issue"] * pv / ref[1] * clk, exp_tail_ns=tail * clk)
 
 
+def loop_costs(d: int, causal: bool, clk: float, mma_ns: float) -> dict:
+    """loop_smsp = 1: a warp's K/V tile from FA2's compiled code (lapis.model.warp_loop, lapis/data/warp_loops.json:
+    the kernel for head dim d and the mask). loop_ns: its last tile loop's segments, the SMSP cycles per warp (two
+    warps per SMSP) in ns, before the K barrier, between the barriers (QK), after the V barrier (softmax and PV);
+    peeled_ns: (QK, softmax and PV) of each tile the compiler peeled before the loop (the first tile; a causal
+    kernel's masked tiles); *_tensor_ns: each segment's mma.sync on the tensor pipe (its HMMA x mma_ns);
+    prologue_ns, epilogue_ns: the code before the first tile and after the loop (warp_loop.ends), likewise.
+    ScheduleError when the file has no such kernel or its loop has not two barriers."""
+    k = warp_loop.kernel(d, causal)
+    if k is None:
+        raise ScheduleError("loop_smsp=1 needs FA2's compiled loop for the head dim and mask",
+                            f"D {d}, causal {causal}", "use loop_smsp=0, or regenerate lapis/data/warp_loops.json")
+    lp = k["loops"][-1]
+    if len(lp["segment_cycles"]) != 3:
+        raise ScheduleError("FA2's K/V-tile loop has two __syncthreads", f"{len(lp['segment_cycles']) - 1}",
+                            "regenerate lapis/data/warp_loops.json from FA2's SASS")
+    peeled = k.get("peeled", [])
+    return dict(loop_ns=tuple(c * clk for c in lp["segment_cycles"]),
+                loop_tensor_ns=tuple(n * mma_ns for n in lp["segment_hmma"]),
+                peeled_ns=tuple(tuple(c * clk for c in t["segment_cycles"]) for t in peeled),
+                peeled_tensor_ns=tuple(tuple(n * mma_ns for n in t["segment_hmma"]) for t in peeled),
+                prologue_ns=k["prologue"]["cycles"] * clk, epilogue_ns=k["epilogue"]["cycles"] * clk)
+
+
 def traits(d: int) -> dict:
     """FA2's (block_m, block_n, warps) for head dim d on sm90 (TRAITS); ScheduleError for one torch builds none of
     here (the three this module is checked at)."""
@@ -193,6 +231,19 @@ def resolve(p, dims: tuple, params: dict) -> tuple[dict, dict]:
     tile = {} if {"block_m", "block_n", "warps"} & set(params) else traits(d)
     prm = {**DEFAULTS, **tile, **params}
     bm, bn, w = prm["block_m"], prm["block_n"], prm["warps"]
+    if "loop_smsp" not in params and (d not in TRAITS or (bm, bn, w) != TRAITS[d]):
+        prm["loop_smsp"] = 0  # another tile than FA2's: no compiled loop costs it
+    if prm["loop_smsp"] not in (0, 1):
+        raise ScheduleError("loop_smsp is 0 or 1", prm["loop_smsp"],
+                            "use loop_smsp=1 (FA2's compiled loop on the SM sub-partitions) or 0 (the counts)")
+    if prm["loop_smsp"] and (prm["softmax_smsp"] or not prm["in_order"]):
+        raise ScheduleError("softmax_smsp and in_order choose among the count-based costs (loop_smsp=0)",
+                            f"loop_smsp 1 with softmax_smsp {prm['softmax_smsp']}, in_order {prm['in_order']}",
+                            "add loop_smsp=0, or drop softmax_smsp and in_order")
+    if prm["loop_smsp"] and (d not in TRAITS or (bm, bn, w) != TRAITS[d]):
+        raise ScheduleError("loop_smsp=1 costs FA2's compiled kernels, whose tile is FA2's for the head dim",
+                            f"D {d}, block_m {bm}, block_n {bn}, warps {w}",
+                            f"use FA2's tile ({TRAITS}) or loop_smsp=0")
     if prm["in_order"] not in (0, 1):
         raise ScheduleError("in_order is 0 or 1", prm["in_order"], "use in_order=1 (FA2's compiled order) or 0")
     if prm["softmax_smsp"] not in (0, 1):
@@ -273,6 +324,12 @@ class Flash2Costs:
     resident: int
     q_tiles: int
     masking_steps: int
+    loop_ns: tuple = ()
+    loop_tensor_ns: tuple = ()
+    peeled_ns: tuple = ()
+    peeled_tensor_ns: tuple = ()
+    prologue_ns: float = 0.0
+    epilogue_ns: float = 0.0
 
     @classmethod
     def of(cls, p, dims: tuple, prm: dict, flags: dict) -> Flash2Costs:
@@ -300,7 +357,10 @@ class Flash2Costs:
                     exp_tail_ns=(MUFU_LATENCY_CLK + 2 * FP32_LATENCY_CLK) * clk)
         if prm.get("softmax_smsp"):
             soft = softmax_smsp(r, c, o, clk)
-        return cls(qk_ns=n_qk * mma_ns, pv_ns=n_pv * mma_ns, qk_bytes=(rows + bn) * d * 2, pv_bytes=bn * d * 2,
+        loop = {}
+        if prm["loop_smsp"]:
+            loop = loop_costs(d, bool(prm["causal"]), clk, mma_ns)
+        return cls(**loop, qk_ns=n_qk * mma_ns, pv_ns=n_pv * mma_ns, qk_bytes=(rows + bn) * d * 2, pv_bytes=bn * d * 2,
                    mma_tail_ns=MMA_LATENCY_CLK * clk, **soft,
                    mask_ns=MASK_OPS_PER_SCORE * r * c * issue_ns,
                    lsu_rate=p["smem_bytes_per_clk_sm"] / WAVEFRONT_BYTES * p["clock_ghz"],
@@ -442,10 +502,27 @@ def pv_stream(ctx, smsp: Smsp, first: bool, role: str, **kw):
     yield ctx.env.timeout(c.mma_tail_ns)
 
 
+def loop_segment(ctx, smsp: Smsp, part: int, step: int, role: str, op: str, **kw):
+    """loop_smsp = 1: part 0 (QK) or 1 (softmax and PV) of the warp's step-th tile from the compiled code
+    (Flash2Costs: a peeled tile's own segments, else the loop's, whose stretch before the K barrier joins the
+    softmax's, the loop's code order) holds the warp's sub-partition for its share of the SMSP's cycles: two warps
+    alternate, each tile taking both shares, as lapis.model.smsp's simulation of the two interleaved."""
+    c = ctx.cost
+    if step < len(c.peeled_ns):
+        ns, tensor = c.peeled_ns[step][part], c.peeled_tensor_ns[step][part]
+    else:
+        ns = c.loop_ns[1 + part] + (c.loop_ns[0] if part else 0.0)
+        tensor = c.loop_tensor_ns[1 + part] + (c.loop_tensor_ns[0] if part else 0.0)
+    yield from smsp.use("issue", ns, role, op, **kw)
+    smsp.busy["tensor"] += tensor
+
+
 def warp(ctx, smsp: Smsp, role: str, item: int, n_kv: int, bar, log: CtaLog):
     """One warp of compute_attn_1rowblock (module docstring): its block_m / warps Q rows against K/V tiles
     n_kv - 1 .. 0, then its O rows stored. log: the CTA's copies and race log."""
     c, groups, keys = ctx.cost, CpAsyncGroups(ctx.env, role), [("Q", 0), ("K", n_kv - 1)]
+    if c.prologue_ns:
+        yield from smsp.use("issue", c.prologue_ns, role, "prologue (compiled)", work_item=item)
     groups.issue(cp_async(ctx, log, keys[0], c.q_bytes, 1, role, "cp.async Q", work_item=item))
     groups.issue(cp_async(ctx, log, keys[1], c.tile_bytes, c.q_tiles, role, "cp.async K", work_item=item,
                           k_index=n_kv - 1))
@@ -459,8 +536,11 @@ def warp(ctx, smsp: Smsp, role: str, item: int, n_kv: int, bar, log: CtaLog):
         groups.issue(cp_async(ctx, log, keys[-1], c.tile_bytes, c.q_tiles, role, "cp.async V", **kw))
         groups.commit()
         log.read(role, ("K", n))
-        yield from gemm(ctx, smsp, c.qk_ns, c.qk_bytes, role, "QK", **kw)
-        if step < c.masking_steps:
+        if c.loop_ns:
+            yield from loop_segment(ctx, smsp, 0, step, role, "QK (compiled loop)", **kw)
+        else:
+            yield from gemm(ctx, smsp, c.qk_ns, c.qk_bytes, role, "QK", **kw)
+        if step < c.masking_steps and not c.loop_ns:
             yield from smsp.use("fma", c.mask_ns, role, "causal mask", **kw)
         yield from ctx.waited(role, "wait cp.async V + __syncthreads",
                               wait_and_sync(ctx, groups, list(keys), log, 2 * step + 1, bar, role),
@@ -471,7 +551,12 @@ def warp(ctx, smsp: Smsp, role: str, item: int, n_kv: int, bar, log: CtaLog):
                                   k_index=n - 1))
             groups.commit()
         log.read(role, ("V", n))
-        yield from pv_stream(ctx, smsp, step == 0, role, **kw)
+        if c.loop_ns:
+            yield from loop_segment(ctx, smsp, 1, step, role, "softmax + PV (compiled loop)", **kw)
+        else:
+            yield from pv_stream(ctx, smsp, step == 0, role, **kw)
+    if c.epilogue_ns:
+        yield from smsp.use("issue", c.epilogue_ns, role, "epilogue (compiled)", work_item=item)
     yield from ctx.occupy("l2", lambda: c.o_bytes / ctx.grid.share(1), role, "store O", work_item=item)
 
 
@@ -526,5 +611,5 @@ FLASH2 = Schedule(
     name="h200-flash2", description="FlashAttention-2 forward (torch SDPA flash): 4 warps, mma.sync, cp.async K/V "
     "alternating, softmax as a latency chain", shape="attention", defaults=DEFAULTS, resolve=resolve, work=deal,
     costs=Flash2Costs.of, launch=launch, flops=flops, summary=summary, units=("lsu", "l2"),
-    busy=("tensor", "mufu", "fma", "lsu", "l2"), work_cost=sum, sm_fit=sm_fit, races="slot")
+    busy=("tensor", "mufu", "fma", "issue", "lsu", "l2"), work_cost=sum, sm_fit=sm_fit, races="slot")
 SCHEDULES = (FLASH2,)
