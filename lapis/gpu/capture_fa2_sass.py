@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     t_start = time.time()
     prov = (capture_tma.provenance(a.provenance, argv, "python -m lapis.gpu.capture_fa2_sass") if not a.lib
             else dict(json.loads(Path(a.provenance).read_text()) if a.provenance else {},
-                      gpu="none: read on a CPU machine from the library of --wheel",
+                      gpu="none: read on a CPU machine from the library of --wheel", driver="none",
                       command="python -m lapis.gpu.capture_fa2_sass " + " ".join(argv),
                       cuobjdump=subprocess.run(["cuobjdump", "--version"], capture_output=True,
                                                text=True).stdout.strip().splitlines()[-1:],
