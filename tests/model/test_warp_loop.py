@@ -118,3 +118,17 @@ def test_a_kernel_the_file_lacks_is_none(tmp_path):
     path = tmp_path / "warp_loops.json"
     path.write_text('{"schema": "lapis.warp-loops/1", "kernels": {"hdim128": {"loops": [{"segment_cycles": [1]}]}}}')
     assert warp_loop.kernel(64, False, path) is None
+
+
+def test_the_sass_read_from_the_wheel_is_what_ran_on_the_h200():
+    """The same extraction on the H200 machine (capture sass/fa2-h200-2026-12-02, the installed torch
+    2.11.0+cu130 that the timed FA2 runs used) found the same library (sha256) and wrote byte-identical SASS."""
+    dev = CAPTURES / "sass" / "fa2-h200-2026-12-02" / "fa2_sass"
+    here, there = (json.loads((c / "manifest.json").read_text()) for c in (warp_loop.CAPTURE, dev))
+    assert there["provenance"]["gpu"] == "NVIDIA H200"
+    lib = {s["library"]: s["sha256"] for s in here["scanned"]}
+    assert lib["libtorch_cuda.so"] in {s["sha256"] for s in there["scanned"]}
+    assert sorted(here["kernels"]) == sorted(there["kernels"]) and len(here["kernels"]) == 6
+    for key, k in here["kernels"].items():
+        assert k["function"] == there["kernels"][key]["function"]
+        assert (warp_loop.CAPTURE / k["file"]).read_bytes() == (dev / there["kernels"][key]["file"]).read_bytes()
