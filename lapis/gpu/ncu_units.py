@@ -2,12 +2,17 @@
 
     python -m lapis.gpu.ncu_units --out DIR [--kernels s3,s5,s9,s9:causal,gemm,flash,cudnn,fa4]
                                   [--shape 8x16x4096x128] [--gemm-size 8192] [--provenance FILE] [--flash-sass]
+                                  [--source s2,s14,fa4]
 
 Each kernel is profiled in its own child process under `ncu --clock-control none` (the board's own clock, as the
 timed runs see it), one launch after three warm-up launches, bracketed by cudaProfilerStart/Stop
 (`--profile-from-start off`) and filtered by kernel name. The metrics asked for are those of CANDIDATES that
 `ncu --query-metrics` lists for the GPU; the rest are recorded as missing. Units are Nsight Compute's, recorded
 per metric beside its value: cycles, instructions (warp-level, summed over the SMs), bytes, %, cycle/second.
+
+--source writes, per kernel named, Nsight Compute's source page (SourceCounters: per SASS instruction its executed
+count and its warp-stall samples by reason) as DIR/<kernel>_source.csv.gz (`--page source --print-source sass
+--csv`), one launch after the warm-up; cuDNN is never asked for (see below).
 
 fa4 (FA4's CuTe-DSL sm90 forward) needs LAPIS_FA4_SITE, a folder of its unpacked wheels. Warp-stall reasons
 (STALLS) are recorded per issue-active cycle where the GPU has them.
@@ -163,6 +168,26 @@ def flash_sass(a, work: Path, mangled: str, metrics_ok: bool) -> dict:
     return out
 
 
+def source_page(kernel: str, a, work: Path) -> dict:
+    """One kernel's source page with stall sampling (module docstring) into work/<kernel>_source.csv.gz."""
+    import gzip
+    name = kernel.replace(":", "_")
+    rep = work / f"{name}_src"
+    cmd = [ncu_bin(), "--clock-control", "none", "--profile-from-start", "off", "--launch-count", "1",
+           "-k", f"regex:{kernel_filter(kernel)}", "--section", "SourceCounters", "--import-source", "no",
+           "-f", "-o", str(rep), sys.executable, "-m", "lapis.gpu.ncu_units", "--launch", kernel,
+           "--shape", a.shape, "--gemm-size", str(a.gemm_size)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+    out = dict(profile=dict(rc=p.returncode, tail=(p.stderr or p.stdout)[-400:]))
+    if p.returncode == 0:
+        q = subprocess.run([ncu_bin(), "-i", f"{rep}.ncu-rep", "--page", "source", "--print-source", "sass",
+                            "--csv"], capture_output=True, text=True, timeout=a.timeout)
+        (work / f"{name}_source.csv.gz").write_bytes(gzip.compress(q.stdout.encode(), mtime=0))
+        out["source_page"] = dict(rc=q.returncode, lines=q.stdout.count("\n"), file=f"{name}_source.csv.gz")
+    (Path(f"{rep}.ncu-rep")).unlink(missing_ok=True)
+    return out
+
+
 # ------------------------------------------------------------------------------------ child (ncu) --
 
 def launcher(kernel: str, shape: str, gemm_size: int):
@@ -246,6 +271,8 @@ def parse_args(argv):
     ap.add_argument("--gemm-size", type=int, default=8192, help="M = N = K of the GEMM")
     ap.add_argument("--provenance", help="JSON from python -m lapis.captures.provenance (made where git is)")
     ap.add_argument("--flash-sass", action="store_true")
+    ap.add_argument("--source", default="", type=lambda s: [x for x in s.split(",") if x],
+                    help="kernels whose source page (per-instruction counts and stall samples) to write")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per ncu run")
     ap.add_argument("--launch", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
@@ -276,6 +303,12 @@ def main(argv=None) -> int:
     fl = man["kernels"].get("flash", {})
     if a.flash_sass and fl.get("mangled"):
         man["flash_sass"] = flash_sass(a, dest, fl["mangled"], True)
+        (dest / "manifest.json").write_text(json.dumps(man, indent=1))
+    for k in a.source:
+        if k == "cudnn":
+            continue  # its license forbids disassembly: counters only
+        print(f"ncu source {k}", flush=True)
+        man.setdefault("source", {})[k] = source_page(k, a, dest)
         (dest / "manifest.json").write_text(json.dumps(man, indent=1))
     for k, e in man["kernels"].items():
         m = e.get("metrics", {})

@@ -1,5 +1,7 @@
 """The Nsight Compute reader of lapis.gpu.ncu_units, on the text ncu prints (no GPU needed)."""
 
+import json
+
 from lapis.gpu import ncu_units
 
 RAW = '''==PROF== Connected to process 4242 (/usr/bin/python3)
@@ -39,3 +41,19 @@ def test_candidates_cover_the_units_compared():
               "sm__inst_executed_pipe_fma.sum", "sm__inst_executed_pipe_alu.sum", "sm__inst_executed_pipe_lsu.sum",
               "smsp__issue_active.avg.pct_of_peak_sustained_active", "dram__bytes_read.sum", "dram__bytes_write.sum"):
         assert m in c
+
+
+def test_source_pages_are_asked_per_kernel_and_never_of_cudnn(tmp_path, monkeypatch):
+    """--source names the kernels whose source page to write; cuDNN's is never asked for (its license forbids
+    disassembly), the others each get one source_page call."""
+    asked = []
+    monkeypatch.setattr(ncu_units, "available", lambda m: (list(m), [], ""))
+    monkeypatch.setattr(ncu_units, "profile", lambda k, a, present, dest: {})
+    monkeypatch.setattr(ncu_units, "source_page", lambda k, a, dest: asked.append(k) or {"k": k})
+    import lapis.gpu.capture_tma as ct
+    monkeypatch.setattr(ct, "provenance", lambda *a: {})
+    monkeypatch.setattr(ncu_units.subprocess, "run", lambda *a, **k: type("P", (), {"stdout": "ncu 2025.3"})())
+    assert ncu_units.main(["--out", str(tmp_path), "--kernels", "s2", "--source", "s1,cudnn,s14"]) == 0
+    assert asked == ["s1", "s14"]
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    assert sorted(man["source"]) == ["s1", "s14"]
