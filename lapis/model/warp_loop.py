@@ -215,18 +215,43 @@ def _load(path: Path, _version) -> dict:
     return d
 
 
+MAX_CYCLES = 1e9  # SMSP cycles of one segment: half a second at the H200's clock, far past any kernel's
+
+
+def _cycles(c) -> bool:
+    return not isinstance(c, bool) and isinstance(c, (int, float)) and math.isfinite(c) and 0 <= c <= MAX_CYCLES
+
+
+def _segments_fault(where: str, x, n: int | None) -> str | None:
+    """What is wrong with x's segment_cycles and segment_hmma (n of each when n is given), or None."""
+    cyc = x.get("segment_cycles") if isinstance(x, dict) else None
+    hmma = x.get("segment_hmma") if isinstance(x, dict) else None
+    if not isinstance(cyc, list) or not cyc or (n and len(cyc) != n) or not all(_cycles(c) for c in cyc):
+        return f"{where} segment_cycles {cyc!r:.60} not {n or 'a list of'} finite cycles in [0, {MAX_CYCLES:g}]"
+    if (not isinstance(hmma, list) or len(hmma) != len(cyc)
+            or any(isinstance(h, bool) or not isinstance(h, int) or h < 0 for h in hmma)):
+        return f"{where} segment_hmma {hmma!r:.60} not {len(cyc)} counts >= 0"
+    return None
+
+
 def _fault(d) -> str | None:
+    """What is wrong with a warp-loop file, or None: every value fa2_flash.loop_costs reads is checked."""
     if not isinstance(d, dict) or d.get("schema") != SCHEMA or not isinstance(d.get("kernels"), dict):
         return f"schema is not {SCHEMA}"
     for key, k in d["kernels"].items():
         loops = k.get("loops") if isinstance(k, dict) else None
         if not isinstance(loops, list) or not loops:
             return f"{key}: no loops"
-        for lp in loops:
-            cyc = lp.get("segment_cycles") if isinstance(lp, dict) else None
-            if (not isinstance(cyc, list) or not cyc or any(isinstance(c, bool) or not isinstance(c, (int, float))
-                                                          or not math.isfinite(c) or c < 0 for c in cyc)):
-                return f"{key}: segment_cycles {cyc!r:.60} not a list of finite cycles >= 0"
+        peeled = k.get("peeled", [])
+        if not isinstance(peeled, list):
+            return f"{key}: peeled {peeled!r:.60} not a list"
+        faults = [_segments_fault(f"{key}: loop", lp, None) for lp in loops]
+        faults += [_segments_fault(f"{key}: peeled tile", t, 2) for t in peeled]
+        faults += [f"{key}: {end} cycles {k.get(end)!r:.60} not finite cycles in [0, {MAX_CYCLES:g}]"
+                   for end in ("prologue", "epilogue")
+                   if not (isinstance(k.get(end), dict) and _cycles(k[end].get("cycles")))]
+        if any(faults):
+            return next(f for f in faults if f)
     return None
 
 
