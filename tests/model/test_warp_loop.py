@@ -3,6 +3,7 @@ iteration, its segments between __syncthreads, and their cost on the SM sub-part
 Compute counted and measured for the same kernel on the H200 (capture ncu/h200-2026-12-01-units)."""
 
 import dataclasses
+import gzip
 import json
 from collections import Counter
 
@@ -172,3 +173,44 @@ def test_the_committed_file_passes_the_checks():
     """The checks refuse nothing FA2's own kernels hold: one peeled tile without the mask, ceil(128 / 64) with."""
     assert [t["segment_hmma"] for t in warp_loop.kernel(128, False)["peeled"]] == [[128, 128]]
     assert [t["segment_hmma"] for t in warp_loop.kernel(128, True)["peeled"]] == [[127, 129], [127, 129]]
+
+
+def _capture_copy(tmp_path, key="hdim64"):
+    """A copy of the capture holding one kernel: (its directory, its manifest entry)."""
+    cap = tmp_path / "fa2_sass"
+    cap.mkdir()
+    man = json.loads((warp_loop.CAPTURE / "manifest.json").read_text())
+    k = man["kernels"][key]
+    (cap / k["file"]).write_bytes((warp_loop.CAPTURE / k["file"]).read_bytes())
+    (cap / "manifest.json").write_text(json.dumps({"kernels": {key: k}}))
+    return cap, k
+
+
+def test_a_capture_outside_the_repository_builds(tmp_path):
+    cap, _ = _capture_copy(tmp_path)
+    d = warp_loop.build(str(cap))
+    assert d["capture"] == str(cap)
+    assert d["kernels"]["hdim64"] == warp_loop.kernel(64, False)
+
+
+@pytest.mark.parametrize("manifest, why", [
+    ([], "manifest"),
+    ({"kernels": []}, "manifest"),
+    ({"kernels": {"hdim64": "x"}}, "hdim64"),
+    ({"kernels": {"hdim64": {"function": "f", "head_dim": 64, "causal": False}}}, "file"),
+], ids=["list", "kernels-list", "kernel-str", "no-file"])
+def test_a_malformed_capture_manifest_is_refused(tmp_path, manifest, why):
+    cap, _ = _capture_copy(tmp_path)
+    (cap / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CaptureError, match=why) as e:
+        warp_loop.build(cap)
+    assert str(cap / "manifest.json") in str(e.value)
+
+
+def test_a_function_without_a_tile_loop_is_refused(tmp_path):
+    """A dump cut short (its loop lost) names the kernel rather than failing on an empty list."""
+    cap, k = _capture_copy(tmp_path)
+    (cap / k["file"]).write_bytes(gzip.compress(f"\t\tFunction : {k['function']}\n".encode()))
+    with pytest.raises(CaptureError, match="no loop holding mma.sync") as e:
+        warp_loop.build(cap)
+    assert k["file"] in str(e.value)
