@@ -25,13 +25,16 @@ import datetime
 import gzip
 import hashlib
 import json
+import math
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from lapis.errors import CaptureError, LapisError
 from lapis.gpu import capture_tma
 
 # head dim -> the traits' mangled prefix: Flash_fwd_kernel_traits<D, kBlockM, kBlockN, kNWarps, Is_Q_in_regs=false,
@@ -55,10 +58,15 @@ INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/")
 
 
 def libraries(lib: str | None) -> list[Path]:
-    """[lib], or the installed torch's torch/lib/*.so, largest first (libtorch_cuda holds the attention kernels)."""
+    """[lib], or the installed torch's torch/lib/*.so, largest first (libtorch_cuda holds the attention kernels).
+    CaptureError without --lib where torch is not installed."""
     if lib:
         return [Path(lib)]
-    import torch
+    try:
+        import torch
+    except ImportError as e:
+        raise CaptureError("no --lib and torch not importable", str(e)[:200],
+                           "pass --lib PATH/libtorch_cuda.so (and --wheel) or run where torch is installed") from None
     lib = Path(torch.__file__).parent / "lib"
     return sorted(lib.glob("*.so*"), key=lambda p: -p.stat().st_size)
 
@@ -66,17 +74,16 @@ def libraries(lib: str | None) -> list[Path]:
 def functions(lib: Path, timeout_s: float) -> dict[str, list[str]]:
     """{mangled name: its cuobjdump lines} of the flash_fwd_kernel functions with TRAITS in lib's sm_90 code: the
     library's ELF images are extracted (`cuobjdump -xelf all`, into a scratch folder), and only the sm_90 images
-    whose string table names such a function are disassembled."""
+    whose string table names such a function are disassembled. CaptureError when a cuobjdump call runs past
+    timeout_s seconds."""
     out: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory(prefix="lapis-fa2-") as tmp:
-        subprocess.run(["cuobjdump", "-xelf", "all", str(lib.resolve())], cwd=tmp, capture_output=True,
-                       timeout=timeout_s, check=False)
+        _cuobjdump(["-xelf", "all", str(lib.resolve())], timeout_s, cwd=tmp)
         for cubin in sorted(Path(tmp).glob("*.sm_90.cubin")):
             data = cubin.read_bytes()
             if KERNEL.encode() not in data or not any(t.encode() in data for t in TRAITS.values()):
                 continue
-            text = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True,
-                                  timeout=timeout_s, check=False).stdout
+            text = _cuobjdump(["-sass", str(cubin)], timeout_s)
             cur = None
             for line in text.splitlines(keepends=True):
                 m = FUNCTION.match(line)
@@ -88,6 +95,49 @@ def functions(lib: Path, timeout_s: float) -> dict[str, list[str]]:
                 if cur is not None:
                     out[cur].append(line)
     return out
+
+
+def _cuobjdump(args: list[str], timeout_s: float, cwd=None) -> str:
+    """cuobjdump's stdout for args (its exit status is not checked: a library without device code is no error
+    here). CaptureError past timeout_s seconds."""
+    try:
+        return subprocess.run(["cuobjdump", *args], cwd=cwd, capture_output=True, text=True, errors="replace",
+                              timeout=timeout_s, check=False).stdout
+    except subprocess.TimeoutExpired:
+        raise CaptureError("cuobjdump ran past --timeout", f"cuobjdump {' '.join(args)[:200]}: {timeout_s:g} s",
+                           "raise --timeout (seconds per call)") from None
+
+
+def check(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """Refuses (argparse's error, exit 2) a --timeout that is not a positive number of seconds, a --lib that is not
+    an ELF file, a --wheel that is not a file, a --provenance that is not a JSON object, an --out (or its
+    fa2_sass/) that is a file; then CaptureError when cuobjdump is not on PATH. Nothing is written before."""
+    if not (math.isfinite(a.timeout) and a.timeout > 0):
+        ap.error(f"--timeout {a.timeout}: not a positive number of seconds")
+    if a.lib:
+        lib = Path(a.lib)
+        if not lib.is_file():
+            ap.error(f"--lib {lib}: not a file (pass torch/lib/libtorch_cuda.so of an unpacked torch wheel)")
+        with open(lib, "rb") as f:
+            head = f.read(4)
+        if head != b"\x7fELF":
+            ap.error(f"--lib {lib}: not an ELF shared library (starts {head!r}; pass torch/lib/libtorch_cuda.so)")
+    if a.wheel and not Path(a.wheel).is_file():
+        ap.error(f"--wheel {a.wheel}: not a file (pass the torch wheel --lib was unpacked from)")
+    if a.provenance:
+        try:
+            prov = json.loads(Path(a.provenance).read_text())
+        except (OSError, ValueError) as e:
+            ap.error(f"--provenance {a.provenance}: unreadable as JSON ({type(e).__name__}: {e})")
+        if not isinstance(prov, dict):
+            ap.error(f"--provenance {a.provenance}: not a JSON object "
+                     "(write it with python -m lapis.captures.provenance)")
+    for d in (Path(a.out), Path(a.out) / "fa2_sass"):
+        if d.exists() and not d.is_dir():
+            ap.error(f"--out {a.out}: {d} is a file, not a folder (pass a folder)")
+    if shutil.which("cuobjdump") is None:
+        raise CaptureError("cuobjdump not on PATH", "PATH", "put the CUDA toolkit's bin/ (or the "
+                           "nvidia-cuda-cuobjdump wheel's) on PATH")
 
 
 def pick(found, d: int, causal: bool) -> str | None:
@@ -112,13 +162,22 @@ def main(argv=None) -> int:
     ap.add_argument("--wheel", help="the wheel --lib was unpacked from (recorded with its sha256)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds of cuobjdump per library (default 300)")
     a = ap.parse_args(argv)
+    try:
+        check(ap, a)
+        return capture(a, argv)
+    except LapisError as e:
+        print(f"{ap.prog}: {e}", file=sys.stderr)
+        return 2
+
+
+def capture(a: argparse.Namespace, argv: list[str]) -> int:
+    """main's work on checked arguments: exit status 0 when every head dim and mask was found, else 1."""
     t_start = time.time()
     prov = (capture_tma.provenance(a.provenance, argv, "python -m lapis.gpu.capture_fa2_sass") if not a.lib
             else dict(json.loads(Path(a.provenance).read_text()) if a.provenance else {},
                       gpu="none: read on a CPU machine from the library of --wheel", driver="none",
                       command="python -m lapis.gpu.capture_fa2_sass " + " ".join(argv),
-                      cuobjdump=subprocess.run(["cuobjdump", "--version"], capture_output=True,
-                                               text=True).stdout.strip().splitlines()[-1:],
+                      cuobjdump=_cuobjdump(["--version"], a.timeout).strip().splitlines()[-1:],
                       date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")))
     if a.wheel:
         prov["wheel"] = dict(name=Path(a.wheel).name, sha256=sha256(Path(a.wheel)))

@@ -240,7 +240,8 @@ def parse_instruction(text: str, address: int | None = None, control: Control | 
 
 
 def _read_text(source: str | Path) -> str:
-    """A file's text (gzip when it ends in .gz), or the string itself when it holds a newline."""
+    """A file's text (gzip when it ends in .gz), or the string itself when it holds a newline. CaptureError when
+    the file is missing, over MAX_TEXT_BYTES (compressed or inflated), a broken gzip stream or not UTF-8."""
     if isinstance(source, str) and "\n" in source:
         return source
     path = Path(source)
@@ -249,8 +250,21 @@ def _read_text(source: str | Path) -> str:
     if path.stat().st_size > MAX_TEXT_BYTES:
         raise CaptureError(f"SASS file larger than {MAX_TEXT_BYTES} bytes", path.stat().st_size,
                            "pass one kernel's dump")
-    raw = path.read_bytes()
-    return (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode()
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path) as f:  # read one byte past the limit: a small file can inflate without bound
+                raw = f.read(MAX_TEXT_BYTES + 1)
+        else:
+            raw = path.read_bytes()
+        if len(raw) > MAX_TEXT_BYTES:
+            raise CaptureError(f"SASS file inflates past {MAX_TEXT_BYTES} bytes", str(path), "pass one kernel's dump")
+        return raw.decode()
+    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError; a truncated stream ends in EOFError
+        raise CaptureError("SASS file not a readable gzip stream", f"{path}: {type(e).__name__}: {e}"[:400],
+                           "re-extract it (python -m lapis.gpu.capture_fa2_sass) or gunzip -t it") from None
+    except UnicodeDecodeError as e:
+        raise CaptureError("SASS file not UTF-8 text", f"{path}: {e}"[:400],
+                           "pass the text output of cuobjdump -sass") from None
 
 
 def parse_cuobjdump(source: str | Path) -> dict[str, list[Instruction]]:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,8 @@ SM100 = DATA / "smsp_sm100.json"  # B200 constants, each cited (CUDA C++ Program
 PIPES_CAPTURE = DATA / "captures" / "micro" / "h200-2026-12-01-pipes" / "pipes" / "results.json"
 ISSUE_MAX = 2.0  # warp-instructions an SMSP dispatches per clock: one on Volta..Blackwell (the whitepapers)
 LATENCY_MAX = 1000.0  # cycles of dependent-issue latency: the longest pipe's is tens of cycles
+RATE_MIN = 1 / LATENCY_MAX  # warp-instructions per clock: a pipe slower than this is a broken measurement, and
+# simulate steps a cycle at a time through its 1 / rate backlog
 ONE_CTA_WARPS = 8  # the most warps per SMSP one CTA per SM gives in the pipes capture
 MICRO_CAPTURE = CAPTURES / "micro" / "h200-2026-11-30-v3" / "micro" / "results.json"
 SOFTMAX_SOURCE = DATA.parent / "gpu" / "kernels" / "micro_softmax_v1.cu"
@@ -96,14 +99,19 @@ class Constants:
 
     def checked(self, source) -> Constants:
         """self, or CaptureError naming `source` where a value cannot be an SMSP's: issue_per_clk in
-        (0, ISSUE_MAX], each rate in (0, issue_per_clk] (a pipe takes no more than the dispatch issues), each
-        latency in [0, LATENCY_MAX] cycles (NaN fails every test)."""
+        (0, ISSUE_MAX], each rate in [RATE_MIN, issue_per_clk] (a pipe takes no more than the dispatch issues),
+        each latency and op_latency, and smem_cycles_per_wavefront, in [0, LATENCY_MAX] cycles (NaN fails every
+        test)."""
         bad = [f"issue_per_clk {self.issue_per_clk}"] if not 0 < self.issue_per_clk <= ISSUE_MAX else []
-        bad += [f"rate.{p} {v}" for p, v in self.rate.items() if not 0 < v <= max(self.issue_per_clk, 0)]
+        bad += [f"rate.{p} {v}" for p, v in self.rate.items() if not RATE_MIN <= v <= max(self.issue_per_clk, 0)]
         bad += [f"latency.{p} {v}" for p, v in self.latency.items() if not 0 <= v <= LATENCY_MAX]
+        bad += [f"op_latency.{op} {v}" for op, v in self.op_latency.items() if not 0 <= v <= LATENCY_MAX]
+        if not 0 <= self.smem_cycles_per_wavefront <= LATENCY_MAX:
+            bad.append(f"smem_cycles_per_wavefront {self.smem_cycles_per_wavefront}")
         if bad:
-            raise CaptureError(f"SMSP constants: issue_per_clk in (0, {ISSUE_MAX}], rates in (0, issue_per_clk] "
-                               f"warp-instructions per clock, latencies in [0, {LATENCY_MAX}] cycles",
+            raise CaptureError(f"SMSP constants: issue_per_clk in (0, {ISSUE_MAX}], rates in [{RATE_MIN:g}, "
+                               f"issue_per_clk] warp-instructions per clock, latencies and cycles per shared-memory "
+                               f"wavefront in [0, {LATENCY_MAX}] cycles",
                                f"{source}: {', '.join(bad)}", "correct the value from its cited source, or "
                                "re-capture the pipes (benchmarks/h200_pipes.sh)")
         return self
@@ -139,7 +147,8 @@ class Constants:
         ldsm = sorted((m["warps_per_smsp"], m) for m in found.values() if m.get("cls") == "ldsm"
                       and m.get("kind") == "tput" and m["warps_per_smsp"] <= ONE_CTA_WARPS)
         if ldsm:
-            per_wavefront = 1.0 / (4 * float(ldsm[-1][1]["value"]["median"]))
+            tput = float(ldsm[-1][1]["value"]["median"])
+            per_wavefront = 1.0 / (4 * tput) if tput else math.inf  # 0 ldmatrix per clock: checked() refuses it
             sources["smem_cycles_per_wavefront"] = f"{results}: {ldsm[-1][1]['name']}"
         return cls(base_c.issue_per_clk, rate, latency, measured < len(PIPE_CLASS), sources, per_wavefront,
                    op_latency).checked(results)

@@ -121,13 +121,23 @@ def tile_loops(instrs: list[sass.Instruction]) -> list[sass.Loop]:
     return [a for a in lps if not any(b.head > a.head and b.head <= a.tail < b.tail for b in lps)]
 
 
+def last_tile_loop(instrs: list[sass.Instruction]) -> sass.Loop:
+    """The last of tile_loops (FA2's steady K/V-tile loop). CaptureError when the code holds no loop with mma.sync
+    (a dump cut short, or not a mainloop kernel)."""
+    lps = tile_loops(instrs)
+    if not lps:
+        raise CaptureError("no loop holding mma.sync (HMMA) in the function", f"{len(instrs)} instructions",
+                           "pass a whole cuobjdump -sass dump of FA2's flash_fwd_kernel")
+    return lps[-1]
+
+
 def peeled_tiles(instrs: list[sass.Instruction]) -> list[list[list[sass.Instruction]]]:
     """The tiles the compiler peeled off before the last tile loop (FA2: a non-causal kernel's first tile, a
     causal one's masked tiles), each as its two segments (QK: from its K barrier to its V barrier; softmax and PV:
     from the V barrier to the next tile's K barrier or the loop's head), barriers left out: the code between the
     first BAR.SYNC before the first HMMA and the loop, cut at its barriers and paired. CaptureError when that code
     does not hold two barriers per tile."""
-    loop = tile_loops(instrs)[-1]
+    loop = last_tile_loop(instrs)
     first = next((k for k, i in enumerate(instrs) if i.opcode in TENSOR), None)
     if first is None or first >= loop.head:
         return []
@@ -147,7 +157,7 @@ def ends(instrs: list[sass.Instruction]) -> dict[str, list[sass.Instruction]]:
     HMMA (index math, Q's and the first K's cp.async), and "epilogue", from the last tile loop's branch to the
     first EXIT after it (the row sums' reduction, O's normalization, its round trip through shared memory and
     its store); barriers left out."""
-    loop = tile_loops(instrs)[-1]
+    loop = last_tile_loop(instrs)
     first = next(k for k, i in enumerate(instrs) if i.opcode in TENSOR)
     start = max((k for k in range(first) if instrs[k].opcode == "BAR" and "SYNC" in instrs[k].modifiers), default=0)
     stop = next((k for k in range(loop.tail + 1, len(instrs)) if instrs[k].opcode == "EXIT"), len(instrs))
@@ -174,17 +184,27 @@ def loop_costs(instrs: list[sass.Instruction], warps: int, consts: smsp.Constant
 
 
 def build(capture: Path = CAPTURE) -> dict:
-    """Every kernel of the capture's manifest costed by loop_costs, with provenance."""
+    """Every kernel of the capture's manifest costed by loop_costs, with provenance (the capture's path relative to
+    the repository when it lies inside it). CaptureError when the manifest is malformed, a file unreadable, or a
+    function lacks its tile loop."""
+    capture = Path(capture)
     man = smsp._read_json(capture / "manifest.json")
+    fault = _manifest_fault(man)
+    if fault:
+        raise CaptureError("FA2 SASS manifest malformed", f"{capture / 'manifest.json'}: {fault}",
+                           "re-extract: python -m lapis.gpu.capture_fa2_sass")
     consts = smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE)
     kernels, digests = {}, {}
-    for key, k in sorted(man.get("kernels", {}).items()):
+    for key, k in sorted(man["kernels"].items()):
         path = capture / k["file"]
         fns = sass.parse_cuobjdump(path)
         if k["function"] not in fns:
             raise CaptureError("the capture's file lacks its function", f"{path}: {k['function'][:60]}",
                                "re-extract: python -m lapis.gpu.capture_fa2_sass")
         ins = fns[k["function"]]
+        if not tile_loops(ins):
+            raise CaptureError("no loop holding mma.sync (HMMA) in the function", f"{path}: {k['function'][:60]}",
+                               "re-extract: python -m lapis.gpu.capture_fa2_sass")
         kernels[key] = dict(function=k["function"], head_dim=k["head_dim"], causal=k["causal"],
                             loops=loop_costs(ins, WARPS, consts),
                             peeled=[dict(segment_instructions=[len(x) for x in t],
@@ -194,9 +214,31 @@ def build(capture: Path = CAPTURE) -> dict:
                             **{name: dict(instructions=len(seg), cycles=segment_cycles([seg], WARPS, consts)[0])
                                for name, seg in ends(ins).items()})
         digests[k["file"]] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return {"schema": SCHEMA, "capture": _shown(capture), "sha256": digests,
+            "constants": _shown(smsp.PIPES_CAPTURE), "warps_per_smsp": WARPS, "kernels": kernels}
+
+
+def _shown(path: Path) -> str:
+    """path relative to the repository root when it lies inside it, else as given."""
     root = DATA.parent.parent
-    return {"schema": SCHEMA, "capture": str(capture.relative_to(root)), "sha256": digests,
-            "constants": str(smsp.PIPES_CAPTURE.relative_to(root)), "warps_per_smsp": WARPS, "kernels": kernels}
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def _manifest_fault(man) -> str | None:
+    """What is wrong with an FA2 SASS manifest's kernels (each a file name in the capture, a function, a head dim
+    and a mask), or None."""
+    if not isinstance(man, dict) or not isinstance(man.get("kernels"), dict):
+        return "no 'kernels' object"
+    for key, k in man["kernels"].items():
+        if not isinstance(k, dict):
+            return f"{key}: {k!r:.60} not an object"
+        f = k.get("file")
+        if not isinstance(f, str) or not f or Path(f).name != f:
+            return f"{key}: file {f!r:.60} not a file name in the capture"
+        if (not isinstance(k.get("function"), str) or isinstance(k.get("head_dim"), bool)
+                or not isinstance(k.get("head_dim"), int) or not isinstance(k.get("causal"), bool)):
+            return f"{key}: function, head_dim or causal missing or mistyped"
+    return None
 
 
 def load(path: Path = LOOPS) -> dict:
@@ -215,18 +257,43 @@ def _load(path: Path, _version) -> dict:
     return d
 
 
+MAX_CYCLES = 1e9  # SMSP cycles of one segment: half a second at the H200's clock, far past any kernel's
+
+
+def _cycles(c) -> bool:
+    return not isinstance(c, bool) and isinstance(c, (int, float)) and math.isfinite(c) and 0 <= c <= MAX_CYCLES
+
+
+def _segments_fault(where: str, x, n: int | None) -> str | None:
+    """What is wrong with x's segment_cycles and segment_hmma (n of each when n is given), or None."""
+    cyc = x.get("segment_cycles") if isinstance(x, dict) else None
+    hmma = x.get("segment_hmma") if isinstance(x, dict) else None
+    if not isinstance(cyc, list) or not cyc or (n and len(cyc) != n) or not all(_cycles(c) for c in cyc):
+        return f"{where} segment_cycles {cyc!r:.60} not {n or 'a list of'} finite cycles in [0, {MAX_CYCLES:g}]"
+    if (not isinstance(hmma, list) or len(hmma) != len(cyc)
+            or any(isinstance(h, bool) or not isinstance(h, int) or h < 0 for h in hmma)):
+        return f"{where} segment_hmma {hmma!r:.60} not {len(cyc)} counts >= 0"
+    return None
+
+
 def _fault(d) -> str | None:
+    """What is wrong with a warp-loop file, or None: every value fa2_flash.loop_costs reads is checked."""
     if not isinstance(d, dict) or d.get("schema") != SCHEMA or not isinstance(d.get("kernels"), dict):
         return f"schema is not {SCHEMA}"
     for key, k in d["kernels"].items():
         loops = k.get("loops") if isinstance(k, dict) else None
         if not isinstance(loops, list) or not loops:
             return f"{key}: no loops"
-        for lp in loops:
-            cyc = lp.get("segment_cycles") if isinstance(lp, dict) else None
-            if (not isinstance(cyc, list) or not cyc or any(isinstance(c, bool) or not isinstance(c, (int, float))
-                                                          or not math.isfinite(c) or c < 0 for c in cyc)):
-                return f"{key}: segment_cycles {cyc!r:.60} not a list of finite cycles >= 0"
+        peeled = k.get("peeled", [])
+        if not isinstance(peeled, list):
+            return f"{key}: peeled {peeled!r:.60} not a list"
+        faults = [_segments_fault(f"{key}: loop", lp, None) for lp in loops]
+        faults += [_segments_fault(f"{key}: peeled tile", t, 2) for t in peeled]
+        faults += [f"{key}: {end} cycles {k.get(end)!r:.60} not finite cycles in [0, {MAX_CYCLES:g}]"
+                   for end in ("prologue", "epilogue")
+                   if not (isinstance(k.get(end), dict) and _cycles(k[end].get("cycles")))]
+        if any(faults):
+            return next(f for f in faults if f)
     return None
 
 

@@ -1,6 +1,7 @@
 """lapis.model.sass: instruction parsing, control bits, loops, pipe mix against Nsight Compute's per-pipe counts of
 FA2 (the committed ncu capture), RAW chains."""
 
+import gzip
 import json
 from pathlib import Path
 
@@ -143,3 +144,24 @@ def test_fa2_pipe_mix_reproduces_nsight_compute_pipe_totals():
     for pipe in ("fma", "alu", "xu", "lsu", "tensor"):
         hw = metrics[f"sm__inst_executed_pipe_{pipe}.sum"]["value"]
         assert mix[pipe] * 1_032_192 + rest_mix[pipe] == pytest.approx(hw, rel=0.002), pipe
+
+
+@pytest.mark.parametrize("raw, why", [
+    (gzip.compress(b"\t\tFunction : f\n")[:-9], "gzip"),  # truncated: the end-of-stream marker cut off
+    (b"plain text, not gzip", "gzip"),
+    (gzip.compress(b"\xff\xfe not UTF-8\n"), "UTF-8"),
+], ids=["truncated", "not-gzip", "not-utf8"])
+def test_a_corrupt_sass_file_is_a_named_error(tmp_path, raw, why):
+    path = tmp_path / "k.sass.gz"
+    path.write_bytes(raw)
+    with pytest.raises(CaptureError, match=why) as e:
+        sass.parse_cuobjdump(path)
+    assert str(path) in str(e.value)
+
+
+def test_a_gzip_that_inflates_past_the_limit_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(sass, "MAX_TEXT_BYTES", 1000)
+    path = tmp_path / "k.sass.gz"
+    path.write_bytes(gzip.compress(b"\t\tFunction : f\n" + b" " * 5000))  # 5 kB inflated from about 50 B
+    with pytest.raises(CaptureError, match="1000 bytes"):
+        sass.parse_cuobjdump(path)

@@ -221,3 +221,45 @@ def test_a_nan_constant_and_a_rate_table_that_is_a_list_are_capture_errors(tmp_p
     f.write_text(json.dumps(d))
     with pytest.raises(CaptureError, match="lacks issue_per_clk/rate/latency values"):
         smsp.Constants.load(f)
+
+
+def _pipes_capture(tmp_path, tput, lat):
+    """A pipes capture holding only the ldsm class: its 8-warp throughput and its latency."""
+    ms = [dict(name="pipes.ldsm.tput.w8", kind="tput", cls="ldsm", warps_per_smsp=8, status="ok",
+               value=dict(median=tput)),
+          dict(name="pipes.ldsm.lat", kind="lat", cls="ldsm", warps_per_smsp=1, status="ok", value=dict(median=lat))]
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps(dict(measurements=ms)))
+    return f
+
+
+def test_the_shared_memory_path_from_a_pipes_capture(tmp_path):
+    """An LDSM.x4 moves four wavefronts: 0.25 ldmatrix.x4 per clock is one wavefront per clock."""
+    c = smsp.Constants.from_pipes_capture(_pipes_capture(tmp_path, 0.25, 33.0))
+    assert c.smem_cycles_per_wavefront == 1.0 and c.op_latency == {"LDSM": 33.0}
+
+
+@pytest.mark.parametrize("tput, lat, words", [
+    (0.0, 33.0, "smem_cycles_per_wavefront"),    # was a ZeroDivisionError
+    (-0.25, 33.0, "smem_cycles_per_wavefront"),  # a negative backlog: shared memory never waited on
+    (1e-12, 33.0, "smem_cycles_per_wavefront"),  # 2.5e11 cycles a wavefront: simulate ran that many cycles
+    (float("nan"), 33.0, "smem_cycles_per_wavefront"),
+    (0.25, float("nan"), "op_latency.LDSM"),    # NaN scoreboards never hold a warp back
+    (0.25, 1e12, "op_latency.LDSM"),            # simulate waited 1e12 cycles on one ldmatrix
+    (0.25, -5.0, "op_latency.LDSM"),
+], ids=["tput-zero", "tput-negative", "tput-tiny", "tput-nan", "lat-nan", "lat-huge", "lat-negative"])
+def test_an_impossible_shared_memory_constant_is_a_capture_error(tmp_path, tput, lat, words):
+    f = _pipes_capture(tmp_path, tput, lat)
+    with pytest.raises(CaptureError, match=r"SMSP constants: .*" + words.replace(".", r"\.")) as e:
+        smsp.Constants.from_pipes_capture(f)
+    assert str(f) in str(e.value)
+
+
+def test_a_rate_too_small_to_simulate_is_a_capture_error(tmp_path):
+    """A pipe accepting one warp-instruction in 1e12 cycles: simulate would run 1e12 cycles per instruction."""
+    d = json.loads(smsp.SM100.read_text())
+    d["rate"]["xu"]["value"] = 1e-12
+    f = tmp_path / "sm100.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(CaptureError, match=r"rate\.xu 1e-12"):
+        smsp.Constants.load(f)

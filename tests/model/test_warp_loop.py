@@ -3,6 +3,7 @@ iteration, its segments between __syncthreads, and their cost on the SM sub-part
 Compute counted and measured for the same kernel on the H200 (capture ncu/h200-2026-12-01-units)."""
 
 import dataclasses
+import gzip
 import json
 from collections import Counter
 
@@ -116,8 +117,10 @@ def test_a_malformed_file_is_refused(tmp_path, content, why):
 
 def test_a_kernel_the_file_lacks_is_none(tmp_path):
     path = tmp_path / "warp_loops.json"
-    path.write_text('{"schema": "lapis.warp-loops/1", "kernels": {"hdim128": {"loops": [{"segment_cycles": [1]}]}}}')
+    path.write_text('{"schema": "lapis.warp-loops/1", "kernels": {"hdim128": {"loops": [{"segment_cycles": [1], '
+                    '"segment_hmma": [0]}], "prologue": {"cycles": 1}, "epilogue": {"cycles": 1}}}}')
     assert warp_loop.kernel(64, False, path) is None
+    assert warp_loop.kernel(128, False, path)["loops"] == [{"segment_cycles": [1], "segment_hmma": [0]}]
 
 
 def test_the_sass_read_from_the_wheel_is_what_ran_on_the_h200():
@@ -132,3 +135,82 @@ def test_the_sass_read_from_the_wheel_is_what_ran_on_the_h200():
     for key, k in here["kernels"].items():
         assert k["function"] == there["kernels"][key]["function"]
         assert (warp_loop.CAPTURE / k["file"]).read_bytes() == (dev / there["kernels"][key]["file"]).read_bytes()
+
+
+def _corrupt(tmp_path, edit):
+    d = json.loads(warp_loop.LOOPS.read_text())
+    edit(d["kernels"]["hdim128"])
+    path = tmp_path / "warp_loops.json"
+    path.write_text(json.dumps(d))
+    return path
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda k: k["peeled"][0]["segment_cycles"].__setitem__(0, float("nan")), "peeled"),
+    (lambda k: k["peeled"][0]["segment_cycles"].__setitem__(0, -5.0), "peeled"),
+    (lambda k: k["peeled"][0].__setitem__("segment_cycles", [1.0]), "peeled"),
+    (lambda k: k.__setitem__("peeled", "x"), "peeled"),
+    (lambda k: k.pop("prologue"), "prologue"),
+    (lambda k: k["prologue"].__setitem__("cycles", float("nan")), "prologue"),
+    (lambda k: k["epilogue"].__setitem__("cycles", -1e9), "epilogue"),
+    (lambda k: k["epilogue"].__setitem__("cycles", 1e308), "epilogue"),
+    (lambda k: k["loops"][-1].__setitem__("segment_cycles", [1e308, 1.0, 1.0]), "segment_cycles"),
+    (lambda k: k["loops"][-1].pop("segment_hmma"), "segment_hmma"),
+    (lambda k: k["loops"][-1].__setitem__("segment_hmma", [1]), "segment_hmma"),
+    (lambda k: k["loops"][-1].__setitem__("segment_hmma", [0, -3, 1]), "segment_hmma"),
+    (lambda k: k["loops"][-1].__setitem__("segment_hmma", [0, 1.5, 1]), "segment_hmma"),
+], ids=["peeled-nan", "peeled-negative", "peeled-one-segment", "peeled-not-list", "no-prologue", "prologue-nan",
+        "epilogue-negative", "epilogue-huge", "loop-huge", "no-hmma", "hmma-short", "hmma-negative", "hmma-float"])
+def test_every_field_the_schedule_reads_is_checked(tmp_path, edit, why):
+    """Each value fa2_flash.loop_costs turns into ns: a corrupt one is refused on load, naming the file."""
+    path = _corrupt(tmp_path, edit)
+    with pytest.raises(CaptureError, match=why) as e:
+        warp_loop.kernel(128, False, path)
+    assert str(path) in str(e.value) and "--write" in str(e.value)
+
+
+def test_the_committed_file_passes_the_checks():
+    """The checks refuse nothing FA2's own kernels hold: one peeled tile without the mask, ceil(128 / 64) with."""
+    assert [t["segment_hmma"] for t in warp_loop.kernel(128, False)["peeled"]] == [[128, 128]]
+    assert [t["segment_hmma"] for t in warp_loop.kernel(128, True)["peeled"]] == [[127, 129], [127, 129]]
+
+
+def _capture_copy(tmp_path, key="hdim64"):
+    """A copy of the capture holding one kernel: (its directory, its manifest entry)."""
+    cap = tmp_path / "fa2_sass"
+    cap.mkdir()
+    man = json.loads((warp_loop.CAPTURE / "manifest.json").read_text())
+    k = man["kernels"][key]
+    (cap / k["file"]).write_bytes((warp_loop.CAPTURE / k["file"]).read_bytes())
+    (cap / "manifest.json").write_text(json.dumps({"kernels": {key: k}}))
+    return cap, k
+
+
+def test_a_capture_outside_the_repository_builds(tmp_path):
+    cap, _ = _capture_copy(tmp_path)
+    d = warp_loop.build(str(cap))
+    assert d["capture"] == str(cap)
+    assert d["kernels"]["hdim64"] == warp_loop.kernel(64, False)
+
+
+@pytest.mark.parametrize("manifest, why", [
+    ([], "manifest"),
+    ({"kernels": []}, "manifest"),
+    ({"kernels": {"hdim64": "x"}}, "hdim64"),
+    ({"kernels": {"hdim64": {"function": "f", "head_dim": 64, "causal": False}}}, "file"),
+], ids=["list", "kernels-list", "kernel-str", "no-file"])
+def test_a_malformed_capture_manifest_is_refused(tmp_path, manifest, why):
+    cap, _ = _capture_copy(tmp_path)
+    (cap / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CaptureError, match=why) as e:
+        warp_loop.build(cap)
+    assert str(cap / "manifest.json") in str(e.value)
+
+
+def test_a_function_without_a_tile_loop_is_refused(tmp_path):
+    """A dump cut short (its loop lost) names the kernel rather than failing on an empty list."""
+    cap, k = _capture_copy(tmp_path)
+    (cap / k["file"]).write_bytes(gzip.compress(f"\t\tFunction : {k['function']}\n".encode()))
+    with pytest.raises(CaptureError, match="no loop holding mma.sync") as e:
+        warp_loop.build(cap)
+    assert k["file"] in str(e.value)
