@@ -197,7 +197,8 @@ def build() -> dict:
             raise CaptureError("a catalog kernel is missing from the compiled file", fn,
                                "regenerate attention_variants.inc: python -m lapis.catalog.generate")
         side = side_of(kernel_side(fns[fn], rescale=flavour_of(v) not in COND_FLAVOURS), consts)
-        loops[key] = dict(function=fn, schedule=v["schedule"], overlap=v["overlap"], turn=turn_of(fns[fn], consts),
+        loops[key] = dict(function=fn, schedule=v["schedule"], overlap=v["overlap"], late_v=v["late_v"],
+                          turn=turn_of(fns[fn], consts),
                           softmax_side=dict(side, flavour=flavour_of(v),
                                             softmax_scale=side["cycles"] / reference[flavour_of(v)]["cycles"]))
     return {"schema": SCHEMA, "nvcc": instruction_mix.nvcc_release(), "flags": instruction_mix.FLAGS,
@@ -222,7 +223,7 @@ def _num(x) -> bool:
 
 def _loop_fault(key: str, loop) -> str | None:
     """Why `loop` (the file's loops[key]) cannot cost a run, or None: a catalog ping-pong kernel (lapis.catalog
-    .attention) with that kernel's schedule and turn order, segment cycles in [0, SEGMENT_MAX), HGMMA counts in
+    .attention) with that kernel's schedule and turn order (overlap, late_v), segment cycles in [0, SEGMENT_MAX), HGMMA counts in
     1..KSTEPS_MAX equal to the segment's tensor-pipe count, and a softmax_scale in (0.25, 4)."""
     if not isinstance(loop, dict) or not isinstance(loop.get("turn"), dict) \
             or not isinstance(loop.get("softmax_side"), dict):
@@ -230,9 +231,10 @@ def _loop_fault(key: str, loop) -> str | None:
     v, t, scale = kernels().get(key), loop["turn"], loop["softmax_side"].get("softmax_scale")
     if v is None:
         return "not a ping-pong kernel of lapis.catalog.attention"
-    if loop.get("schedule") != v["schedule"] or loop.get("overlap") is not bool(v["overlap"]):
-        return (f"schedule {loop.get('schedule')!r}, overlap {loop.get('overlap')!r}; the catalog says "
-                f"{v['schedule']!r}, {bool(v['overlap'])}")
+    if loop.get("schedule") != v["schedule"] or loop.get("overlap") is not bool(v["overlap"]) \
+            or loop.get("late_v") is not bool(v["late_v"]):
+        return (f"schedule {loop.get('schedule')!r}, overlap {loop.get('overlap')!r}, late_v {loop.get('late_v')!r}; "
+                f"the catalog says {v['schedule']!r}, {bool(v['overlap'])}, {bool(v['late_v'])}")
     cyc, hg, pipes = t.get("cycles"), t.get("hgmma"), t.get("pipes")
     if not isinstance(cyc, dict) or set(cyc) != set(SEGMENTS) or not all(
             _num(x) and 0 <= x < SEGMENT_MAX for x in cyc.values()):

@@ -55,7 +55,7 @@ def test_every_entry_names_its_whole_template_and_its_role():
     names = [attention.kernel_name(v, c) for v in attention.VARIANTS.values()
              for c in (False, True) if not c or v["causal_build"]]
     names += [gemm.kernel_name(v, o) for v in gemm.VARIANTS.values() for o in v["outputs"]]
-    assert len(names) == len(set(names)) == 28
+    assert len(names) == len(set(names)) == 30
 
 
 def test_s14_is_s13_with_the_descriptor_increments_alone():
@@ -65,10 +65,21 @@ def test_s14_is_s13_with_the_descriptor_increments_alone():
     assert {k for k in s13["sim"] if s13["sim"][k] != s14["sim"][k]} == {"kernel_loop"}
     assert (s13["sim"]["kernel_loop"], s14["sim"]["kernel_loop"]) == ("s13", "s14")
     assert (s13["desc_inc"], s14["desc_inc"]) == (False, True)
-    assert [v["desc_inc"] for v in attention.VARIANTS.values()].count(True) == 1
+    assert [k for k, v in attention.VARIANTS.items() if v["desc_inc"]] == ["s14", "s15"]
     assert attention.kernel_name(s14) == "attn_s14_desc_inc_s2_n128_c2"
     assert attention.kernel_name(s14, causal=True) == "attn_s14_desc_inc_causal_s2_n128_c2"
     assert (s14["blind"], s14["causal_build"]["blind"]) == ("attention_h200_s14", "attention_h200_s14")
+
+
+def test_s15_is_s14_with_the_late_v_wait_alone():
+    s14, s15 = attention.VARIANTS["s14"], attention.VARIANTS["s15"]
+    assert {k for k in s14 if s14[k] != s15[k]} == {"entry", "late_v", "blind", "causal_build", "sim"}
+    # the simulator runs its turn in the kernel's order (late_v) from its own compiled loop
+    assert {k: v for k, v in s15["sim"].items() if s14["sim"].get(k) != v} == {"kernel_loop": "s15", "late_v": 1}
+    assert [k for k, v in attention.VARIANTS.items() if v["late_v"]] == ["s15"]
+    assert attention.kernel_name(s15) == "attn_s15_late_v_s2_n128_c2"
+    assert attention.kernel_name(s15, causal=True) == "attn_s15_late_v_causal_s2_n128_c2"
+    assert (s15["blind"], s15["causal_build"]["blind"]) == ("attention_h200_s15", "attention_h200_s15")
 
 
 def test_emulate_frac_is_the_kernels_emu_share():

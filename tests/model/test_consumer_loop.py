@@ -135,7 +135,7 @@ def _corrupt(tmp_path, edit):
     (lambda d: d["loops"]["s9"]["turn"]["cycles"].__setitem__("pre", True), r"turn cycles .*'pre': True"),
     (lambda d: d["loops"]["s9"]["turn"]["hgmma"].__setitem__("first", 1), r"turn hgmma \{'first': 1"),
     (lambda d: d["loops"]["s9"]["softmax_side"].__setitem__("softmax_scale", 3.9),
-     "softmax_scale 3.9 is not its side's cycles 861.5 over the 'ex2_cond' reference's 764.5"),
+     "softmax_scale 3.9 is not its side's cycles 861.5 over the 'ex2_cond' reference's 768.5"),
     (lambda d: d["loops"]["s9"].__setitem__("turn", []), "loop 's9': not an object"),  # was an AttributeError
     (lambda d: d.__setitem__("loops", []), "no loops or schedules object"),
 ])

@@ -41,6 +41,8 @@
 // s14 (DESC_INC)  s13 (s12's two Q slots, one chain) with the GEMM turns' wgmma descriptors built once per base (Q
 //                 slot per item, K and V of ring slot 0) and advanced by compile-time K-step constants (desc_lo,
 //                 desc_at), not masked, shifted and or-ed from the address at every K-step.
+// s15 (LATE_V)    s14 with the GEMM turn's V_{j-1} wait after QK_j's issue, before PV_{j-1}'s: V_{j-1}, loaded after
+//                 K_j, lands while QK_j runs (FA4's sm90 forward orders its turn so).
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -93,10 +95,11 @@ struct Bool {
 // mask (Q tile t visits K/V tiles 0..t and masks key > query in tile t; items go heaviest first: t = L / block_m - 1
 // - w / (b h), b h = w % (b h), dealt grid-stride), WORKLIST s10's host-made work list in place of the grid stride,
 // CHAINS s11's independent partial maxima and sums per row (1: one running max and sum), DESC_INC s14's wgmma
-// descriptors advanced by constant increments from one base per Q slot and K/V stage (desc_lo, desc_at).
+// descriptors advanced by constant increments from one base per Q slot and K/V stage (desc_lo, desc_at), LATE_V
+// s15's GEMM turn that issues QK_j before it waits for V_{j-1} (the V wait runs under QK_j on the tensor pipe).
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
           int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false,
-          int CHAINS_ = 1, bool DESC_INC_ = false>
+          int CHAINS_ = 1, bool DESC_INC_ = false, bool LATE_V_ = false>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
   // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
@@ -112,6 +115,9 @@ struct Features {
   // s14: the GEMM turns' wgmma descriptors as base descriptors plus constant increments (desc_lo, desc_at)
   static constexpr bool DESC_INC = DESC_INC_;
   static_assert(!DESC_INC || PP, "the incremented descriptors are the GEMM-turn path's (s4+)");
+  // s15: the turn's V_{j-1} wait after QK_j's issue, before PV_{j-1}'s (the overlap path's turn order)
+  static constexpr bool LATE_V = LATE_V_;
+  static_assert(!LATE_V || OVERLAP, "the late V wait is of the overlap turn (s5+), which issues QK_j first");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
   static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");
@@ -488,11 +494,14 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           if (leader) tl.record(h, &cursor, role, P::OP_ISSUE_PV, ISSUE, work, j - 1);
         };
         if (OVERLAP) {  // s5: QK_j first, so that wait_group 1 returns with S_j while PV_{j-1} still runs
-          if (!FIRST) {
+          if (!FIRST && !F::LATE_V) {
             consumer_wait(full_v, held, h, 1 + STAGES + held.index);
             if (leader) tl.record(h, &cursor, role, P::OP_WAIT_V, COMPLETE, work, j - 1);
           }
           if (!last) qk();
+          // s15: V_{j-1} waited for while QK_j runs (its ptxas C7519 warpgroup.arrive before PV is PV's own fence;
+          // no wgmma wait sits between the two groups); not recorded there, a record would be a branch between them
+          if (!FIRST && F::LATE_V) consumer_wait(full_v, held, h, 1 + STAGES + held.index);
           if (!FIRST) issue_pv(held.index, pa, !last);
           // recorded after both issues: a record between them is a branch that makes ptxas add a wgmma.fence
           if (!last && leader) tl.record(h, &cursor, role, P::OP_ISSUE_QK, ISSUE, work, j);

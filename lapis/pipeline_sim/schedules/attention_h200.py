@@ -68,7 +68,8 @@ Parameters (DEFAULTS; `--param k=v`): block_m, block_n, stages, consumer_wgs, em
 regs_producer / regs_consumer (setmaxnreg.py: derived 56/256, 24/240, 32/160 for 1, 2, 3 consumer WGs; refused
 outside 24..256 step 8 or over registers_per_sm), regs_per_thread (s1 only), ctas_per_sm, q_tiles_per_cta
 (work_order.py), persistent_order (s8, s9), softmax_chains (softmax_costs; more than 1 only on the ex2 variants
-s6..s9 with emulate_frac 0: _check_chains), kernel_loop (kernel_loop). Registers set the residency and are
+s6..s9 with emulate_frac 0: _check_chains), kernel_loop (kernel_loop), late_v (turn_overlap: 1 waits for V_{j-1}
+after QK_j's issue, as s15 does; its kernel_loop must be a kernel that does so). Registers set the residency and are
 reported (`fit`); spills, and
 the per-tile overheads a larger block_n amortizes on hardware, are not modelled. FMA_OPS_PER_SCORE (4; 3 with
 the scale folded into log2 units) is the FMA-pipe count per score the FA2, sm120 and B200 schedules cost their
@@ -111,7 +112,7 @@ S1_PTXAS_REGS = 154  # ptxas's count for attn_s1_serial (capture attention/h200-
 KERNEL_SMEM_EXTRA = 1024 + 1024
 DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0,
                 regs_producer=None, regs_consumer=None, regs_per_thread=None, ctas_per_sm=None, q_tiles_per_cta=1,
-                persistent_order="grid_stride", softmax_chains=1, q_slots=1, kernel_loop="own")
+                persistent_order="grid_stride", softmax_chains=1, q_slots=1, kernel_loop="own", late_v=0)
 _S8 = dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True, persistent=True)
 VARIANTS = {
     "h200-s1-serial": dict(block_m=64, consumer_wgs=1, stages=1, ws=False, regs_per_thread=S1_PTXAS_REGS),
@@ -232,6 +233,10 @@ def kernel_loop(flags: dict, prm: dict) -> dict | None:
     d = consumer_loop.load()
     key = d["schedules"].get(flags["gemm_turn"]) if key == "own" else key
     loop = d["loops"].get(key)
+    if loop is not None and loop.get("late_v", False) != bool(prm.get("late_v", 0)):
+        raise ScheduleError("kernel_loop names a built kernel whose GEMM turn waits for V where this run's does "
+                            "(late_v: after QK_j's issue)", f"kernel_loop {key!r} with late_v {prm.get('late_v', 0)}",
+                            f"use late_v={int(loop.get('late_v', False))} with it, or another kernel_loop")
     if loop is None or loop["overlap"] != bool(flags.get("overlap")):
         fits = sorted(k for k, lp in d["loops"].items() if lp["overlap"] == bool(flags.get("overlap")))
         raise ScheduleError("kernel_loop names a built kernel whose GEMM turn has this schedule's order (s4: PV "
@@ -314,6 +319,10 @@ def resolve(p, params: dict, variant: str, d: int) -> dict:
         raise ScheduleError("q_slots is 1, or 2 on a persistent schedule (the next item's Q loads while this one "
                             "runs)", f"{variant}: q_slots {prm['q_slots']!r}", "use 1, or 2 with h200-s8/s9")
     _check_chains(prm, flags, variant)
+    if prm["late_v"] not in (0, 1) or (prm["late_v"] and not flags.get("overlap")):
+        raise ScheduleError("late_v is 0, or 1 on the overlap turn (s5+: QK_j issued first, V_{j-1} waited for "
+                            "before PV_{j-1})", f"{variant}: late_v {prm['late_v']!r}",
+                            "use late_v=0, or 1 with h200-s5-intra-overlap .. h200-s9-tuned")
     if smem > p["smem_bytes_per_block"]:
         raise ScheduleError("the schedule does not fit shared memory", f"{prm['q_slots']} x Q {bm * d * 2} B + "
                             f"{prm['stages']} stages x K+V {2 * bn * d * 2} B = {smem} B > "
@@ -833,15 +842,18 @@ def turn_pingpong(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: in
 
 def turn_overlap(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int, ks: PipelineState, held):
     """s5's turn (attention_h200.cu:412-426 and 429-448): consumer_wait V_{j-1}, issue QK_j and PV_{j-1} back to
-    back, bar.arrive the next turn, wait_group 1 (S_j ready, PV_{j-1} may run on), release K_j, softmax_j beside
+    back (late_v = 1, s15: issue QK_j, then consumer_wait V_{j-1}, then PV_{j-1}), bar.arrive the next turn, wait_group 1 (S_j ready, PV_{j-1} may run on), release K_j, softmax_j beside
     PV_{j-1}, wait_group 0 and release V_{j-1}, then the O rescale as a step of its own (rescale_o; at
     rescale_frequency for s7+)."""
     k_ring, v_ring = slot.rings["K"], slot.rings["V"]
-    if held:  # V_{j-1} waited before QK_j: the two issue back to back
+    late = ctx.prm.get("late_v", 0)
+    if held and not late:  # V_{j-1} waited before QK_j: the two issue back to back
         yield from wait_tile(ctx, v_ring, held[1], wg, item, held[0])
     yield from issue(ctx, wg, 0, item, j)
     wgmma(ctx, slot, wg, "wgmma QK", item, j, k_ring, ks)
     yield from issue(ctx, wg, 1, item, j)
+    if held and late:  # s15: V_{j-1} waited for after QK_j's issue (its wait ends the turn's first segment)
+        yield from wait_tile(ctx, v_ring, held[1], wg, item, held[0])
     if held:
         wgmma(ctx, slot, wg, "wgmma PV", item, held[0], v_ring, held[1])
         yield from issue(ctx, wg, 2, item, j)
