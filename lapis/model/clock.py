@@ -43,6 +43,10 @@ MAX_JSON_BYTES = 16 << 20
 # MHz a probed SM clock can read: NVIDIA's datacenter GPUs clock between a few hundred MHz (the lowest application
 # clocks) and about 2.1 GHz (boost); wider, for other parts, but a clock of 1 MHz or 1 THz is a broken record
 PROBE_MHZ = (100.0, 5000.0)
+# The most a point's rates can read: twice the peaks of the pipes micro_clock.cu drives (wgmma is sm_90a only):
+# 4096 dense bf16 wgmma FLOP/clk/SM (lapis/data/profiles/h200.json, tensor_flop_per_clk_sm) and 1 FFMA
+# warp-instruction/clk/SMSP (32 FP32 lanes per SMSP). Past them the record is broken, not a fast GPU.
+RATE_MAX = {"tensor_flop_per_clk_sm": 2 * 4096.0, "ffma_per_clk_smsp": 2 * 1.0}
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ def activity(utilization: dict) -> dict:
 def read_points(path: Path) -> list[dict]:
     """The "ok" points of a clock capture's results.json; CaptureError if the file is missing, not a regular file,
     unreadable, or holds no usable point (each needs tensor_duty, fma_duty, probe_mhz within PROBE_MHZ and the two
-    rates >= 0)."""
+    rates >= 0), or a point whose rate is above RATE_MAX."""
     path = Path(path)
     try:
         if path.exists() and not path.is_file():  # a FIFO would block read_text for ever, a device too
@@ -109,6 +113,11 @@ def read_points(path: Path) -> list[dict]:
                                f"[{PROBE_MHZ[0]:.0f}, {PROBE_MHZ[1]:.0f}] MHz) and rates >= 0",
                                f"{path}: point {i}: {dict(zip(('tensor_duty', 'fma_duty', 'probe_mhz', *RATE_KEY.values()), vals))}",
                                "re-capture with benchmarks/h200_clock.sh")
+        for key, most in RATE_MAX.items():
+            if p[key] > most:
+                raise CaptureError(f"a clock point's {key} is at most {most:g} (twice the peak of the pipe)",
+                                   f"{path}: point {i}: {key} {p[key]:g}", "drop the point or re-capture with "
+                                   "benchmarks/h200_clock.sh (lapis.gpu.capture_clock)")
         out.append(p)
     if len(out) < 3:
         raise CaptureError("a clock fit needs at least 3 measured points", f"{path}: {len(out)} with status ok",

@@ -161,3 +161,28 @@ def test_a_fit_on_one_run_predicts_the_other(fit_on, check_on):
     err = [abs(model.predict(t, f) / p["probe_mhz"] - 1) for (t, f), p in zip(clock.busy(pts), pts)]
     assert len(err) == 26
     assert sum(err) / len(err) < 0.025 and max(err) < 0.07
+
+
+@pytest.mark.parametrize("key, value, shown", [
+    ("tensor_flop_per_clk_sm", 1e30, "tensor_flop_per_clk_sm 1e+30"),
+    ("tensor_flop_per_clk_sm", 8193.0, "tensor_flop_per_clk_sm 8193"),
+    ("ffma_per_clk_smsp", 2.5, "ffma_per_clk_smsp 2.5")])
+def test_a_rate_past_twice_the_peak_is_refused(tmp_path, key, value, shown):
+    path = synthetic(tmp_path, GRID, knee)
+    doc = json.loads(path.read_text())
+    doc["points"][7][key] = value
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CaptureError) as e:
+        clock.load(path)
+    most = {"tensor_flop_per_clk_sm": "8192", "ffma_per_clk_smsp": "2"}[key]
+    assert str(e.value) == (f"a clock point's {key} is at most {most} (twice the peak of the pipe): got {path}: "
+                            f"point 7: {shown}; fix: drop the point or re-capture with benchmarks/h200_clock.sh "
+                            "(lapis.gpu.capture_clock)")
+
+
+def test_rates_at_twice_the_peak_are_kept(tmp_path):
+    path = synthetic(tmp_path, GRID, knee)
+    doc = json.loads(path.read_text())
+    doc["points"][4].update(tensor_flop_per_clk_sm=8192.0, ffma_per_clk_smsp=2.0)
+    path.write_text(json.dumps(doc))
+    assert len(clock.read_points(path)) == 13
