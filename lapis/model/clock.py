@@ -61,6 +61,11 @@ class ClockModel:
     rms_residual_mhz: float  # over every point, of the capped prediction
     source: str
 
+    def fitted(self, probe_mhz: float) -> bool:
+        """Whether a capture point probed at `probe_mhz` is one the plane was fitted to: every point for the
+        "linear" form, the power-limited ones (power_limited) for "capped-linear"."""
+        return self.form == "linear" or bool(power_limited(probe_mhz, self.ceiling_mhz))
+
     def predict(self, tensor: float, fma: float) -> float:
         """Clock in MHz with the tensor and FMA pipes busy these fractions of the time (clipped to [0, 1])."""
         busy = dict(tensor=tensor, fma=fma)
@@ -70,6 +75,11 @@ class ClockModel:
     def predict_utilization(self, utilization: dict) -> float:
         """Clock in MHz for a simulation's utilization dict (activity())."""
         return self.predict(**activity(utilization))
+
+
+def power_limited(mhz, ceiling: float):
+    """Whether a probed clock (MHz; a number or an array) is more than CEILING_TOL below the ceiling."""
+    return np.asarray(mhz) < ceiling * (1 - CEILING_TOL)
 
 
 def activity(utilization: dict) -> dict:
@@ -145,7 +155,7 @@ def fit(points: list[dict], source: str = "the capture") -> ClockModel:
     mhz = np.array([float(p["probe_mhz"]) for p in points])
     ceiling = float(mhz.max())
     design = np.column_stack([np.ones(len(mhz)), x])
-    limited = mhz < ceiling * (1 - CEILING_TOL)
+    limited = power_limited(mhz, ceiling)
     if limited.sum() >= design.shape[1] and np.linalg.matrix_rank(design[limited]) == design.shape[1]:
         form, rows = "capped-linear", limited
     else:  # the knee is not determined: one plane through every point
@@ -179,7 +189,8 @@ def load(path: Path | None = None, root: Path = CLOCK_CAPTURES) -> ClockModel | 
 
 
 def main(argv=None) -> int:
-    """`python -m lapis.model.clock [results.json]`: the fit and each point's residual; exit 2 without a capture."""
+    """`python -m lapis.model.clock [results.json]`: the fit and each point's residual, a "*" before the points the
+    plane was fitted to; exit 2 without a capture."""
     ap = argparse.ArgumentParser(prog="python -m lapis.model.clock", description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="?", help="a clock capture's results.json (default: the newest under "
                     f"{CLOCK_CAPTURES})")
@@ -197,8 +208,10 @@ def main(argv=None) -> int:
     print(f"{model.form}: clock_mhz = min({model.ceiling_mhz:.0f}, {model.intercept_mhz:.1f} {s['tensor']:+.1f} x "
           f"busy_tensor {s['fma']:+.1f} x busy_fma); fitted to {model.fitted_points} of {model.points} points, "
           f"rms residual {model.rms_residual_mhz:.1f} MHz ({model.source})")
+    print("  (* the point is one the plane was fitted to)")
     for p, xi in zip(points, busy(points, model.source)):
-        print(f"  tensor {p['tensor_duty']:.2f} fma {p['fma_duty']:.2f}: busy {xi[0]:.3f} {xi[1]:.3f}  measured "
+        mark = "*" if model.fitted(float(p["probe_mhz"])) else " "
+        print(f"{mark} tensor {p['tensor_duty']:.2f} fma {p['fma_duty']:.2f}: busy {xi[0]:.3f} {xi[1]:.3f}  measured "
               f"{p['probe_mhz']:6.0f} MHz  model {model.predict(*xi):6.0f} MHz")
     return 0
 
