@@ -60,3 +60,16 @@ def test_the_readme_is_one_screen_and_points_at_the_docs():
     assert len(text.splitlines()) <= 90
     for page in ("layouts", "tma", "simulator", "kernels", "sweeps", "captures", "testing", "timeline-format"):
         assert f"docs/{page}.md" in text
+
+
+def test_the_docs_name_no_path_of_a_developer_machine():
+    """A reader has the repository, not the machine it was written on: pages name repository paths and public
+    sources, never /work/... or /home/..."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    found = [f"{p.relative_to(REPO)}: {m}" for p in pages for m in re.findall(r"/(?:work|home)/\S+", p.read_text())]
+    assert found == []
+
+
+def test_the_docs_name_the_seed_write_ups_public_sources():
+    text = (REPO / "docs" / "simulator.md").read_text()
+    assert "IaroslavElistratov/b200-attention" in text and "cloudrift-ai/emmy" in text

@@ -43,6 +43,10 @@ MAX_JSON_BYTES = 16 << 20
 # MHz a probed SM clock can read: NVIDIA's datacenter GPUs clock between a few hundred MHz (the lowest application
 # clocks) and about 2.1 GHz (boost); wider, for other parts, but a clock of 1 MHz or 1 THz is a broken record
 PROBE_MHZ = (100.0, 5000.0)
+# The most a point's rates can read: twice the peaks of the pipes micro_clock.cu drives (wgmma is sm_90a only):
+# 4096 dense bf16 wgmma FLOP/clk/SM (lapis/data/profiles/h200.json, tensor_flop_per_clk_sm) and 1 FFMA
+# warp-instruction/clk/SMSP (32 FP32 lanes per SMSP). Past them the record is broken, not a fast GPU.
+RATE_MAX = {"tensor_flop_per_clk_sm": 2 * 4096.0, "ffma_per_clk_smsp": 2 * 1.0}
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,11 @@ class ClockModel:
     rms_residual_mhz: float  # over every point, of the capped prediction
     source: str
 
+    def fitted(self, probe_mhz: float) -> bool:
+        """Whether a capture point probed at `probe_mhz` is one the plane was fitted to: every point for the
+        "linear" form, the power-limited ones (power_limited) for "capped-linear"."""
+        return self.form == "linear" or bool(power_limited(probe_mhz, self.ceiling_mhz))
+
     def predict(self, tensor: float, fma: float) -> float:
         """Clock in MHz with the tensor and FMA pipes busy these fractions of the time (clipped to [0, 1])."""
         busy = dict(tensor=tensor, fma=fma)
@@ -68,6 +77,11 @@ class ClockModel:
         return self.predict(**activity(utilization))
 
 
+def power_limited(mhz, ceiling: float):
+    """Whether a probed clock (MHz; a number or an array) is more than CEILING_TOL below the ceiling."""
+    return np.asarray(mhz) < ceiling * (1 - CEILING_TOL)
+
+
 def activity(utilization: dict) -> dict:
     """{"tensor", "fma"} busy fractions from lapis.pipeline_sim.simulate's utilization (module docstring)."""
     fma = utilization["fma"] if "fma" in utilization else utilization.get("softmax", 0.0)
@@ -77,7 +91,7 @@ def activity(utilization: dict) -> dict:
 def read_points(path: Path) -> list[dict]:
     """The "ok" points of a clock capture's results.json; CaptureError if the file is missing, not a regular file,
     unreadable, or holds no usable point (each needs tensor_duty, fma_duty, probe_mhz within PROBE_MHZ and the two
-    rates >= 0)."""
+    rates >= 0), or a point whose rate is above RATE_MAX."""
     path = Path(path)
     try:
         if path.exists() and not path.is_file():  # a FIFO would block read_text for ever, a device too
@@ -109,6 +123,11 @@ def read_points(path: Path) -> list[dict]:
                                f"[{PROBE_MHZ[0]:.0f}, {PROBE_MHZ[1]:.0f}] MHz) and rates >= 0",
                                f"{path}: point {i}: {dict(zip(('tensor_duty', 'fma_duty', 'probe_mhz', *RATE_KEY.values()), vals))}",
                                "re-capture with benchmarks/h200_clock.sh")
+        for key, most in RATE_MAX.items():
+            if p[key] > most:
+                raise CaptureError(f"a clock point's {key} is at most {most:g} (twice the peak of the pipe)",
+                                   f"{path}: point {i}: {key} {p[key]:g}", "drop the point or re-capture with "
+                                   "benchmarks/h200_clock.sh (lapis.gpu.capture_clock)")
         out.append(p)
     if len(out) < 3:
         raise CaptureError("a clock fit needs at least 3 measured points", f"{path}: {len(out)} with status ok",
@@ -136,7 +155,7 @@ def fit(points: list[dict], source: str = "the capture") -> ClockModel:
     mhz = np.array([float(p["probe_mhz"]) for p in points])
     ceiling = float(mhz.max())
     design = np.column_stack([np.ones(len(mhz)), x])
-    limited = mhz < ceiling * (1 - CEILING_TOL)
+    limited = power_limited(mhz, ceiling)
     if limited.sum() >= design.shape[1] and np.linalg.matrix_rank(design[limited]) == design.shape[1]:
         form, rows = "capped-linear", limited
     else:  # the knee is not determined: one plane through every point
@@ -170,7 +189,8 @@ def load(path: Path | None = None, root: Path = CLOCK_CAPTURES) -> ClockModel | 
 
 
 def main(argv=None) -> int:
-    """`python -m lapis.model.clock [results.json]`: the fit and each point's residual; exit 2 without a capture."""
+    """`python -m lapis.model.clock [results.json]`: the fit and each point's residual, a "*" before the points the
+    plane was fitted to; exit 2 without a capture."""
     ap = argparse.ArgumentParser(prog="python -m lapis.model.clock", description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="?", help="a clock capture's results.json (default: the newest under "
                     f"{CLOCK_CAPTURES})")
@@ -188,8 +208,10 @@ def main(argv=None) -> int:
     print(f"{model.form}: clock_mhz = min({model.ceiling_mhz:.0f}, {model.intercept_mhz:.1f} {s['tensor']:+.1f} x "
           f"busy_tensor {s['fma']:+.1f} x busy_fma); fitted to {model.fitted_points} of {model.points} points, "
           f"rms residual {model.rms_residual_mhz:.1f} MHz ({model.source})")
+    print("  (* the point is one the plane was fitted to)")
     for p, xi in zip(points, busy(points, model.source)):
-        print(f"  tensor {p['tensor_duty']:.2f} fma {p['fma_duty']:.2f}: busy {xi[0]:.3f} {xi[1]:.3f}  measured "
+        mark = "*" if model.fitted(float(p["probe_mhz"])) else " "
+        print(f"{mark} tensor {p['tensor_duty']:.2f} fma {p['fma_duty']:.2f}: busy {xi[0]:.3f} {xi[1]:.3f}  measured "
               f"{p['probe_mhz']:6.0f} MHz  model {model.predict(*xi):6.0f} MHz")
     return 0
 

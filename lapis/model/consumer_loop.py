@@ -46,7 +46,9 @@ import dataclasses
 import functools
 import json
 import math
+import os
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -298,13 +300,31 @@ def segment_cycles(turn: dict, first_ksteps: int, second_ksteps: int) -> dict[st
                 second=c["second"] * second_ksteps / h["second"])
 
 
+def write(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically: a temporary file in the same folder, then os.replace, so a reader (or a
+    run interrupted part-way) sees the old file or the new one, never half of one. CaptureError naming the path when
+    the folder cannot be written; the temporary file is removed."""
+    path, tmp = Path(path), None
+    try:
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
+                                         delete=False) as f:
+            tmp = Path(f.name)
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        raise CaptureError(f"{path.name} is written in its folder (a temporary file, then os.replace)",
+                           f"{path}: {e}", f"make {path.parent} writable, then rerun with --write") from None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lapis.model.consumer_loop", description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help=f"compile the kernels and write {LOOPS.name}")
     a = ap.parse_args(argv)
     try:
         if a.write:
-            LOOPS.write_text(json.dumps(build(), indent=1) + "\n")
+            write(LOOPS, json.dumps(build(), indent=1) + "\n")
         d = load()
     except LapisError as e:
         print(f"lapis.model.consumer_loop: {e}", file=sys.stderr)

@@ -38,6 +38,7 @@ import argparse
 import importlib.util
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -310,16 +311,26 @@ def loop_prediction(loop: dict, warps: int, consts: Constants) -> Prediction:
 
 # ------------------------------------------------------------------------------------------ --micro --
 
+TOOL_WHEELS = {"nvcc": "nvidia-cuda-nvcc", "cuobjdump": "nvidia-cuda-cuobjdump"}  # PyPI wheels that ship each tool
+
+
 def _tool(name: str) -> str:
-    """nvcc / cuobjdump: on PATH, else the nvidia-cuda-cuobjdump wheel's bin folder."""
+    """nvcc / cuobjdump: on PATH, else in an nvidia wheel's bin folder (site-packages/nvidia/cu*/bin, where
+    TOOL_WHEELS install them). CaptureError naming the PATH searched, the wheel folders looked in and the wheel to
+    install when neither has it."""
     if shutil.which(name):
         return shutil.which(name)
     spec = importlib.util.find_spec("nvidia")
-    for root in (spec.submodule_search_locations if spec else None) or []:
+    roots = list((spec.submodule_search_locations if spec else None) or [])
+    for root in roots:
         for d in sorted(Path(root).glob("cu*/bin")):
             if (d / name).exists():
                 return str(d / name)
-    raise CaptureError(f"{name} not found", "PATH and the nvidia wheels", f"install the CUDA toolkit ({name})")
+    wheels = ", ".join(f"{r}/cu*/bin" for r in roots) or "none (no nvidia package is installed)"
+    raise CaptureError(f"{name} must be on PATH or in an nvidia wheel's bin folder (nvidia/cu*/bin)",
+                       f"wheel folders looked in: {wheels}; PATH searched: {os.environ.get('PATH', '')}",
+                       f"pip install {TOOL_WHEELS.get(name, 'the CUDA toolkit')}, or put CUDA's bin folder "
+                       f"(e.g. /usr/local/cuda/bin) on PATH")
 
 
 NVCC_TIMEOUT_S, CUOBJDUMP_TIMEOUT_S = 600, 120  # one micro kernel compiles in seconds; past these the tool hangs

@@ -46,6 +46,8 @@ COUNTS = ("stages", "kv_stages", "block_m", "block_n", "block_k", "consumer_wgs"
 # parameters that take a name: work_order.ORDERS; a built kernel whose consumer loop costs the run, or its own
 # (lapis.model.consumer_loop.LOOPS)
 CHOICES = {"persistent_order": ORDERS, "kernel_loop": ("own", *consumer_loop.load()["loops"])}
+# parameters that switch a model off (0) or on (1); each schedule that has one refuses other values
+FLAGS = ("causal", "mix", "in_order", "softmax_smsp", "loop_smsp")
 
 
 def parse_params(items: list[str]) -> dict:
@@ -69,8 +71,16 @@ def parse_params(items: list[str]) -> dict:
             try:
                 out[key] = float(value)
             except ValueError:
-                raise ScheduleError(f"parameter {key} must be a number", repr(value), f"e.g. --param {key}=2") from None
+                raise ScheduleError(f"parameter {key} must be a number", repr(value), _number_fix(key)) from None
     return out
+
+
+def _number_fix(key: str) -> str:
+    """A fix for a parameter value that is not a number: both values of a FLAGS parameter, the low end of a
+    PARAM_RANGES one, else 2 (every count and threshold accepts it)."""
+    if key in FLAGS:
+        return f"--param {key}=0 or --param {key}=1 (its only values)"
+    return f"e.g. --param {key}={PARAM_RANGES.get(key, (2, None))[0]}"
 
 
 def check_params(schedule: str, params: dict, defaults: dict) -> None:

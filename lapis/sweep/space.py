@@ -20,8 +20,9 @@ def parse_grid(items: list[str] | None, defaults: dict, schedule: str) -> dict[s
     """['stages=2,3', 'block_n=64,128'] -> {'block_n': (64, 128), 'stages': (2, 3)} (values deduplicated, sorted;
     spaces around keys and values stripped). Each value passes the simulator's own check (simulate.parse_params
     and check_params: counts whole and >= 1, finite numbers in range, names of CHOICES), as `lapis simulate
-    --param` checks it. Raises ScheduleError for a malformed item, an axis without values, a key given twice or
-    one `schedule` does not have (its keys are the schedule module's DEFAULTS), or a value the simulator refuses."""
+    --param` checks it. Raises ScheduleError for a malformed item, an axis without values or with an empty one
+    ('2,,3', '2,3,'), a key given twice or one `schedule` does not have (its keys are the schedule module's
+    DEFAULTS), or a value the simulator refuses."""
     axes: dict[str, tuple] = {}
     for item in items or []:
         key, sep, values = item.partition("=")
@@ -32,14 +33,17 @@ def parse_grid(items: list[str] | None, defaults: dict, schedule: str) -> dict[s
             raise ScheduleError("each sweep key is given once", key, f"put every value in one --grid {key}=...")
         if key not in defaults:
             raise ScheduleError(f"{schedule} has no parameter {key}", key, "use " + ", ".join(sorted(defaults)))
-        vals = []
-        for v in (x.strip() for x in values.split(",")):
-            if v:
-                p = parse_params([f"{key}={v}"])
-                check_params(schedule, p, defaults)  # converts whole floats of counts to int
-                vals.append(p[key])
-        if not vals:
+        given = [x.strip() for x in values.split(",")]
+        if not any(given):
             raise ScheduleError("a sweep axis needs at least one value", repr(item), f"e.g. --grid {key}=2,3")
+        if not all(given):
+            raise ScheduleError("a sweep axis has no empty value between, before or after its commas", repr(item),
+                                f"drop the extra comma: --grid {key}={','.join(v for v in given if v)}")
+        vals = []
+        for v in given:
+            p = parse_params([f"{key}={v}"])
+            check_params(schedule, p, defaults)  # converts whole floats of counts to int
+            vals.append(p[key])
         axes[key] = tuple(sorted(set(vals), key=value_order))
     return dict(sorted(axes.items()))
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import zipfile
 from concurrent.futures import ProcessPoolExecutor
@@ -463,7 +464,11 @@ def summarize(per_case: list[dict], tolerance_pct: float = TOLERANCE_PCT) -> dic
 # ---------------------------------------------------------------- text and CLI
 
 def _f(x, fmt: str) -> str:
-    return "-" if x is None else format(x, fmt)
+    """format(x, fmt), or "-" for None, right-aligned to fmt's width so a table column stays aligned."""
+    if x is not None:
+        return format(x, fmt)
+    width = re.match(r"(?:.?[<>=^])?[-+ ]?z?#?0?(\d*)", fmt).group(1)
+    return "-".rjust(int(width or 0))
 
 
 def divergence_text(d: dict | None) -> str:

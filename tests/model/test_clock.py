@@ -161,3 +161,45 @@ def test_a_fit_on_one_run_predicts_the_other(fit_on, check_on):
     err = [abs(model.predict(t, f) / p["probe_mhz"] - 1) for (t, f), p in zip(clock.busy(pts), pts)]
     assert len(err) == 26
     assert sum(err) / len(err) < 0.025 and max(err) < 0.07
+
+
+@pytest.mark.parametrize("key, value, shown", [
+    ("tensor_flop_per_clk_sm", 1e30, "tensor_flop_per_clk_sm 1e+30"),
+    ("tensor_flop_per_clk_sm", 8193.0, "tensor_flop_per_clk_sm 8193"),
+    ("ffma_per_clk_smsp", 2.5, "ffma_per_clk_smsp 2.5")])
+def test_a_rate_past_twice_the_peak_is_refused(tmp_path, key, value, shown):
+    path = synthetic(tmp_path, GRID, knee)
+    doc = json.loads(path.read_text())
+    doc["points"][7][key] = value
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CaptureError) as e:
+        clock.load(path)
+    most = {"tensor_flop_per_clk_sm": "8192", "ffma_per_clk_smsp": "2"}[key]
+    assert str(e.value) == (f"a clock point's {key} is at most {most} (twice the peak of the pipe): got {path}: "
+                            f"point 7: {shown}; fix: drop the point or re-capture with benchmarks/h200_clock.sh "
+                            "(lapis.gpu.capture_clock)")
+
+
+def test_rates_at_twice_the_peak_are_kept(tmp_path):
+    path = synthetic(tmp_path, GRID, knee)
+    doc = json.loads(path.read_text())
+    doc["points"][4].update(tensor_flop_per_clk_sm=8192.0, ffma_per_clk_smsp=2.0)
+    path.write_text(json.dumps(doc))
+    assert len(clock.read_points(path)) == 13
+
+
+def test_cli_marks_the_points_the_plane_was_fitted_to(tmp_path, capsys):
+    assert clock.main([str(synthetic(tmp_path, GRID, knee))]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if " tensor " in r and "busy" in r]
+    marked = [r[2:r.index(":")] for r in rows if r.startswith("* ")]
+    assert len(rows) == 13  # knee(): limited at (.75, 0) (1, 0) (1, .5) (.5, 1) (1, 1), the rest at 1980 MHz
+    assert marked == ["tensor 0.75 fma 0.00", "tensor 1.00 fma 0.00", "tensor 1.00 fma 0.50",
+                      "tensor 0.50 fma 1.00", "tensor 1.00 fma 1.00"]  # in GRID's order
+    assert all(r.startswith("  tensor ") for r in rows if not r.startswith("* "))
+
+
+def test_cli_marks_every_point_of_a_plane_without_knee(tmp_path, capsys):
+    path = synthetic(tmp_path, [(0, 0), (1, 0), (0, 1)], lambda t, f: 1900 - 200 * t - 100 * f)
+    assert clock.main([str(path)]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if "busy" in r and "measured" in r]
+    assert [r[:9] for r in rows] == ["* tensor "] * 3

@@ -4,6 +4,7 @@ the softmax side, and the committed loops of lapis's ping-pong kernels."""
 import dataclasses
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -150,3 +151,33 @@ def test_an_unreadable_loops_file_is_a_capture_error(tmp_path, content):
     bad.write_bytes(content)  # the first two were a UnicodeDecodeError and a RecursionError
     with pytest.raises(CaptureError, match="JSON file unreadable|schema 'list'"):
         consumer_loop.load(bad)
+
+
+def test_write_replaces_the_file_through_a_temporary_one_in_its_folder(tmp_path, monkeypatch):
+    target = tmp_path / "consumer_loops.json"
+    target.write_text('{"old": 1}\n')
+    replaced = []
+
+    def replace(src, dst):
+        replaced.append((src, dst, target.read_text(), open(src).read()))
+        real_replace(src, dst)
+    real_replace = consumer_loop.os.replace
+    monkeypatch.setattr(consumer_loop.os, "replace", replace)
+    consumer_loop.write(target, '{"new": 2}\n')
+    (src, dst, before, staged), = replaced
+    assert Path(src).parent == tmp_path and Path(dst) == target
+    assert before == '{"old": 1}\n' and staged == '{"new": 2}\n'  # the old file stays whole until the swap
+    assert target.read_text() == '{"new": 2}\n' and sorted(p.name for p in tmp_path.iterdir()) == [target.name]
+
+
+def test_a_write_that_fails_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "consumer_loops.json"
+    target.write_text('{"old": 1}\n')
+
+    def fail(src, dst):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(consumer_loop.os, "replace", fail)
+    monkeypatch.setattr(consumer_loop, "LOOPS", target)
+    monkeypatch.setattr(consumer_loop, "build", lambda: {"new": 2})
+    assert consumer_loop.main(["--write"]) == 2
+    assert target.read_text() == '{"old": 1}\n' and sorted(p.name for p in tmp_path.iterdir()) == [target.name]

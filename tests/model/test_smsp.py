@@ -263,3 +263,17 @@ def test_a_rate_too_small_to_simulate_is_a_capture_error(tmp_path):
     f.write_text(json.dumps(d))
     with pytest.raises(CaptureError, match=r"rate\.xu 1e-12"):
         smsp.Constants.load(f)
+
+
+@pytest.mark.parametrize("name, wheel", [("cuobjdump", "nvidia-cuda-cuobjdump"), ("nvcc", "nvidia-cuda-nvcc")])
+def test_a_missing_tool_names_the_path_the_wheel_folders_and_the_wheel(monkeypatch, tmp_path, name, wheel):
+    (tmp_path / "nvidia" / "cu13" / "bin").mkdir(parents=True)  # a wheel folder without the tool
+    spec = type("Spec", (), {"submodule_search_locations": [str(tmp_path / "nvidia")]})()
+    monkeypatch.setattr(smsp.importlib.util, "find_spec", lambda mod: spec)
+    monkeypatch.setenv("PATH", "/nowhere/bin")
+    with pytest.raises(CaptureError) as e:
+        smsp._tool(name)
+    text = str(e.value)
+    assert text.startswith(f"{name} must be on PATH or in an nvidia wheel's bin folder (nvidia/cu*/bin): got ")
+    assert f"wheel folders looked in: {tmp_path}/nvidia/cu*/bin; PATH searched: /nowhere/bin" in text
+    assert f"fix: pip install {wheel}, or put CUDA's bin folder (e.g. /usr/local/cuda/bin) on PATH" in text

@@ -134,3 +134,26 @@ def test_a_whole_float_count_runs_as_the_integer(param, key, value):
 def test_an_unknown_name_is_answered_with_a_value_the_schedule_takes(schedule, bad, fix, capsys):
     assert main(["simulate", "--schedule", schedule, "--shape", "1x16x1024x128", "--param", bad]) == 2
     assert fix in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("item, fix", [
+    ("mix=yes", "fix: --param mix=0 or --param mix=1 (its only values)"),
+    ("causal=on", "fix: --param causal=0 or --param causal=1 (its only values)"),
+    ("emulate_frac=half", "fix: e.g. --param emulate_frac=0"),
+    ("regs_consumer=max", "fix: e.g. --param regs_consumer=24"),
+    ("stages=abc", "fix: e.g. --param stages=2")])
+def test_a_value_that_is_not_a_number_gets_a_valid_suggestion(item, fix):
+    from lapis.errors import ScheduleError
+    with pytest.raises(ScheduleError) as e:
+        parse_params([item])
+    key, _, value = item.partition("=")
+    assert str(e.value) == f"parameter {key} must be a number: got {value!r}; {fix}"
+
+
+def test_the_suggested_mix_values_are_the_ones_b200_accepts(capsys):
+    argv = ["simulate", "--schedule", "b200-k04-warp-specialization", "--shape", "1x1x256x128", "--param"]
+    assert main([*argv, "mix=yes"]) == 2
+    assert "fix: --param mix=0 or --param mix=1" in capsys.readouterr().err
+    assert main([*argv, "mix=2"]) == 2
+    assert "fix: use mix=0 or mix=1" in capsys.readouterr().err
+    assert main([*argv, "mix=0"]) == 0 and main([*argv, "mix=1"]) == 0

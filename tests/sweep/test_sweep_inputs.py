@@ -61,6 +61,15 @@ def test_grid_values_the_simulator_refuses_are_input_errors(item, rule):
         parse_grid([item], DEFAULTS, S8)
 
 
+@pytest.mark.parametrize("item, fix", [("stages=2,,3", "--grid stages=2,3"), ("stages=2,3,", "--grid stages=2,3"),
+                                       (" stages=,2", "--grid stages=2")])
+def test_an_empty_grid_value_is_an_input_error(item, fix):
+    with pytest.raises(ScheduleError) as e:
+        parse_grid([item], DEFAULTS, S8)
+    assert str(e.value) == ("a sweep axis has no empty value between, before or after its commas: "
+                            f"got {item!r}; fix: drop the extra comma: {fix}")
+
+
 def test_spaces_around_grid_keys_and_values_are_stripped():
     assert parse_grid(["stages =2, 3", " block_n= 64"], DEFAULTS, S8) == {"block_n": (64,), "stages": (2, 3)}
     assert parse_grid(["stages=2,2.0"], DEFAULTS, S8) == {"stages": (2,)}  # a whole float is the count 2

@@ -327,3 +327,21 @@ def test_the_clock_model_is_reported_per_case_from_a_synthetic_capture(tmp_path,
     monkeypatch.setattr(timelines, "_clock_model", lambda: None)
     assert timelines.modelled_clock(dict(tensor=1.0), dict(clock_mhz=1800.0)) == {}
     assert "clock_model_cases" not in summarize([_row("s9", "a", 70.0, 100.0)])
+
+
+def test_the_table_columns_line_up_whether_or_not_a_row_has_a_value():
+    from lapis.validate import timelines
+    rows = [dict(_row("s9", "8x16x4096x128", 70.0, 100.0), blind_err_pct=-12.5, clock_mhz=1800.0,
+                 cycles_err_pct=3.0, first_divergence=None, steady_divergence=None),
+            dict(_row("s4", "8x16x4096x128", 99.0, 100.0), first_divergence=None, steady_divergence=None),
+            dict(_row("s2", "8x16x4096x128", 100.0, 100.0), predicted_us=None, err_pct=None, first_divergence=None,
+                 steady_divergence=None)]
+    lines = timelines.render(summarize(rows)).splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("variant"))
+    table = lines[header + 1:header + 4]
+    assert table == ["s9             8x16x4096x128    False       70.0     100.0   -30.0    -12.5  1800   +3.0  - | -",
+                     "s4             8x16x4096x128    False       99.0     100.0    -1.0        -     -      -  - | -",
+                     "s2             8x16x4096x128    False          -     100.0       -        -     -      -  - | -"]
+    for col in ("pred µs", "err %", "blind %", "MHz", "cyc %"):  # every cell ends under its header's last char
+        end = lines[header].index(col) + len(col)
+        assert all(row[end - 1] != " " and row[end] == " " for row in table), col
