@@ -169,8 +169,8 @@ def ends(instrs: list[sass.Instruction]) -> dict[str, list[sass.Instruction]]:
 
 def loop_costs(instrs: list[sass.Instruction], warps: int, consts: smsp.Constants) -> list[dict]:
     """Per tile loop (tile_loops, by address): its steady iteration's instruction count, per-pipe mix, HMMA
-    count, and per segment its instructions, HMMA and SMSP cycles per warp with `warps` warps per SMSP
-    (segment_cycles)."""
+    count, and per segment its instructions, HMMA, FP32 and MUFU counts (busy_counts) and SMSP cycles per warp with
+    `warps` warps per SMSP (segment_cycles)."""
     out = []
     for lp in tile_loops(instrs):
         body = steady_body(instrs, lp)
@@ -179,8 +179,16 @@ def loop_costs(instrs: list[sass.Instruction], warps: int, consts: smsp.Constant
                         pipes=dict(sorted(sass.pipe_mix(body).items())), barriers=len(segs) - 1,
                         segment_instructions=[len(s) for s in segs],
                         segment_hmma=[sum(i.opcode in TENSOR for i in s) for s in segs],
+                        segment_busy=[busy_counts(s) for s in segs],
                         segment_cycles=segment_cycles(segs, warps, consts)))
     return out
+
+
+def busy_counts(seg: list[sass.Instruction]) -> dict[str, int]:
+    """The segment's instructions on the FP32 pipe ("fma") and MUFU ("xu"): what the schedule reports those
+    pipes' busy time from."""
+    mix = sass.pipe_mix(seg)
+    return {"fma": mix.get("fma", 0), "xu": mix.get("xu", 0)}
 
 
 def build(capture: Path = CAPTURE) -> dict:
@@ -209,6 +217,7 @@ def build(capture: Path = CAPTURE) -> dict:
                             loops=loop_costs(ins, WARPS, consts),
                             peeled=[dict(segment_instructions=[len(x) for x in t],
                                          segment_hmma=[sum(i.opcode in TENSOR for i in x) for x in t],
+                                         segment_busy=[busy_counts(x) for x in t],
                                          segment_cycles=segment_cycles(t, WARPS, consts))
                                     for t in peeled_tiles(ins)],
                             **{name: dict(instructions=len(seg), cycles=segment_cycles([seg], WARPS, consts)[0])

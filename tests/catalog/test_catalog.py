@@ -156,7 +156,7 @@ def test_a_variant_added_to_the_catalog_alone_reaches_the_bench_the_simulator_an
     assert gen.returncode == 0, gen.stderr
     inc = (tmp_path / "lapis" / "gpu" / "kernels" / "attention_variants.inc").read_text()
     assert ("LAPIS_ATTENTION(attn_s9_tuned_n64_s3_n64_c2, 3, 64, 2, true, true, true, true, 0, true, true, 1, false, "
-            "false, false, 1, false)  // s9_n64\n") in inc
+            "false, false, 1, false, false)  // s9_n64\n") in inc
     assert inc.startswith(generate.attention_inc())  # the other entry points, unchanged and in order
     r = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr

@@ -499,10 +499,11 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
             if (leader) tl.record(h, &cursor, role, P::OP_WAIT_V, COMPLETE, work, j - 1);
           }
           if (!last) qk();
-          // s15: V_{j-1} waited for while QK_j runs (its ptxas C7519 warpgroup.arrive before PV is PV's own fence;
-          // no wgmma wait sits between the two groups); not recorded there, a record would be a branch between them
+          // s15: V_{j-1} waited for while QK_j runs; the wait's branch sits between the groups, so PV fences its own
+          // registers (wgmma.fence; without it ptxas injects the same warpgroup.arrive, its C7519 note); no wgmma
+          // wait sits between the two groups. Not recorded there: a record would be another branch between them
           if (!FIRST && F::LATE_V) consumer_wait(full_v, held, h, 1 + STAGES + held.index);
-          if (!FIRST) issue_pv(held.index, pa, !last);
+          if (!FIRST) issue_pv(held.index, pa, !last && !F::LATE_V);
           // recorded after both issues: a record between them is a branch that makes ptxas add a wgmma.fence
           if (!last && leader) tl.record(h, &cursor, role, P::OP_ISSUE_QK, ISSUE, work, j);
           if (!FIRST && leader) tl.record(h, &cursor, role, P::OP_ISSUE_PV, ISSUE, work, j - 1);

@@ -179,13 +179,15 @@ def softmax_smsp(r: int, c: int, o: int, clk: float) -> dict:
                 pv_issue_ns=ph["pv"]["issue"] * pv / ref[1] * clk, exp_tail_ns=tail * clk)
 
 
-def loop_costs(d: int, causal: bool, clk: float, mma_ns: float) -> dict:
+def loop_costs(d: int, causal: bool, clk: float, mma_ns: float, issue_ns: float, mufu_ns: float) -> dict:
     """loop_smsp = 1: a warp's K/V tile from FA2's compiled code (lapis.model.warp_loop, lapis/data/warp_loops.json:
     the kernel for head dim d and the mask). loop_ns: its last tile loop's segments, the SMSP cycles per warp (two
     warps per SMSP) in ns, before the K barrier, between the barriers (QK), after the V barrier (softmax and PV);
     peeled_ns: (QK, softmax and PV) of each tile the compiler peeled before the loop (the first tile; a causal
     kernel's masked tiles); *_tensor_ns: each segment's mma.sync on the tensor pipe (its HMMA x mma_ns);
-    prologue_ns, epilogue_ns: the code before the first tile and after the loop (warp_loop.ends), likewise.
+    prologue_ns, epilogue_ns: the code before the first tile and after the loop (warp_loop.ends), likewise;
+    *_busy_ns: per segment the FP32-pipe and MUFU time of its instructions (issue_ns, mufu_ns a warp-instruction),
+    for the run's utilization only.
     ScheduleError when the file has no such kernel or its loop has not two barriers."""
     k = warp_loop.kernel(d, causal)
     if k is None:
@@ -196,7 +198,11 @@ def loop_costs(d: int, causal: bool, clk: float, mma_ns: float) -> dict:
         raise ScheduleError("FA2's K/V-tile loop has two __syncthreads", f"{len(lp['segment_cycles']) - 1}",
                             "regenerate lapis/data/warp_loops.json from FA2's SASS")
     peeled = k.get("peeled", [])
-    return dict(loop_ns=tuple(c * clk for c in lp["segment_cycles"]),
+
+    def busy(x: dict) -> tuple:  # per segment (FP32 pipe ns, MUFU ns) of one warp
+        return tuple((b.get("fma", 0) * issue_ns, b.get("xu", 0) * mufu_ns) for b in x.get("segment_busy", ()))
+    return dict(loop_busy_ns=busy(lp), peeled_busy_ns=tuple(busy(t) for t in peeled),
+                loop_ns=tuple(c * clk for c in lp["segment_cycles"]),
                 loop_tensor_ns=tuple(n * mma_ns for n in lp["segment_hmma"]),
                 peeled_ns=tuple(tuple(c * clk for c in t["segment_cycles"]) for t in peeled),
                 peeled_tensor_ns=tuple(tuple(n * mma_ns for n in t["segment_hmma"]) for t in peeled),
@@ -328,6 +334,8 @@ class Flash2Costs:
     loop_tensor_ns: tuple = ()
     peeled_ns: tuple = ()
     peeled_tensor_ns: tuple = ()
+    loop_busy_ns: tuple = ()
+    peeled_busy_ns: tuple = ()
     prologue_ns: float = 0.0
     epilogue_ns: float = 0.0
 
@@ -359,7 +367,7 @@ class Flash2Costs:
             soft = softmax_smsp(r, c, o, clk)
         loop = {}
         if prm["loop_smsp"]:
-            loop = loop_costs(d, bool(prm["causal"]), clk, mma_ns)
+            loop = loop_costs(d, bool(prm["causal"]), clk, mma_ns, issue_ns, mufu_ns)
         return cls(**loop, qk_ns=n_qk * mma_ns, pv_ns=n_pv * mma_ns, qk_bytes=(rows + bn) * d * 2, pv_bytes=bn * d * 2,
                    mma_tail_ns=MMA_LATENCY_CLK * clk, **soft,
                    mask_ns=MASK_OPS_PER_SCORE * r * c * issue_ns,
@@ -510,11 +518,15 @@ def loop_segment(ctx, smsp: Smsp, part: int, step: int, role: str, op: str, **kw
     c = ctx.cost
     if step < len(c.peeled_ns):
         ns, tensor = c.peeled_ns[step][part], c.peeled_tensor_ns[step][part]
+        pipes = [c.peeled_busy_ns[step][part]] if c.peeled_busy_ns and c.peeled_busy_ns[step] else []
     else:
         ns = c.loop_ns[1 + part] + (c.loop_ns[0] if part else 0.0)
         tensor = c.loop_tensor_ns[1 + part] + (c.loop_tensor_ns[0] if part else 0.0)
+        pipes = [c.loop_busy_ns[i] for i in ((1 + part, 0) if part else (1,)) if i < len(c.loop_busy_ns)]
     yield from smsp.use("issue", ns, role, op, **kw)
     smsp.busy["tensor"] += tensor
+    smsp.busy["fma"] += sum(f for f, _ in pipes)
+    smsp.busy["mufu"] += sum(m for _, m in pipes)
 
 
 def warp(ctx, smsp: Smsp, role: str, item: int, n_kv: int, bar, log: CtaLog):
