@@ -18,7 +18,8 @@ Every measurement is one dict: name, kind, kernel, params and, once run, `raw` (
 `items` is campaign version 1 (the capture micro/h200-2026-11-29), `items_v2` version 2 (L2 spread bandwidth, wgmma
 under concurrent TMA; micro/h200-2026-11-29-v2), the items_v3* functions version 3 (the attention kernels' softmax
 alone and beside wgmma, the two warpgroups contending, the CTA turnover; micro/h200-2026-11-30-v3, -v3-mix,
--v3-mix2 and -contend-launch); `all_items` runs them all.
+-v3-mix2 and -contend-launch), items_v4_beside version 4 (one instruction class beside wgmma in flight); `all_items`
+runs them all.
 
 Statistics: median and spread_pct = 100 * IQR / median (numpy's linear percentiles) over the repeats.
 """
@@ -245,6 +246,42 @@ def items_v3_contend(sm_count: int) -> list[dict]:
     return out
 
 
+# Version 4 (kernels/micro_beside_v1.cu): one SASS instruction class beside wgmma in flight, one warp of each
+# warpgroup per SMSP, with the contend protocol (warpgroup 0 leads, warpgroup 1 follows and notes its units at the
+# flag). Class units: BESIDE_CLASS_STEPS independent instructions per thread; wgmma units: 8 x m64n128k16 in one
+# commit group kept in flight (ss: both operands from shared memory; rs: A from registers) or the contend GEMM pair.
+BESIDE_CLASSES = ("ffma", "ffma3", "fmnmx", "ex2", "f2fp", "shfl", "lop3")
+BESIDE_MODES = {"ss": 0, "rs": 1, "pair": 2}
+BESIDE_CLASS_STEPS = 64  # UNROLL x CHAINS in micro_beside_v1.cu: warp-instructions per warp and unit
+BESIDE_MODE_FLOP = {"ss": 8 * wgmma_flop(128), "rs": 8 * wgmma_flop(128), "pair": 16 * wgmma_flop(128)}
+# cycles per unit alone, for sizing only (pipes capture rates at 1 warp per SMSP; the tensor pipe at 4096 FLOP/clk)
+BESIDE_UNIT_CYCLES = {"ffma": 70, "ffma3": 70, "fmnmx": 134, "ex2": 512, "f2fp": 139, "shfl": 266, "lop3": 134,
+                      "ss": 512, "rs": 512, "pair": 1210}
+BESIDE_WINDOW_CYCLES = 300_000  # the leader's window; the follower is sized for 3 windows at its alone speed
+
+
+def _beside(name, cls, lead, follow, mode, sm_count) -> dict:
+    lead_role, follow_role = (2 if lead == cls else 1), (0 if follow is None else 2 if follow == cls else 1)
+    iters = max(1, BESIDE_WINDOW_CYCLES // BESIDE_UNIT_CYCLES[lead])
+    follow_iters = 3 * BESIDE_WINDOW_CYCLES // BESIDE_UNIT_CYCLES[follow] if follow else 0
+    m = _rate(name, f"micro_beside_{cls}", sm_count, 256, iters, iters, f"{lead} units of warpgroup 0 (the leader)",
+              cls=cls, mode=mode, lead=lead, follow=follow, follow_iters=follow_iters,
+              roles=lead_role | (follow_role << 2) | (BESIDE_MODES[mode] << 4))
+    m["kind"] = "contend"
+    return m
+
+
+def items_v4_beside(sm_count: int) -> list[dict]:
+    """beside.<class>.alone (the class stream, one warp per SMSP), beside.<class>.<mode> (the class stream leads,
+    the wgmma warpgroup follows: value = class units per clk, follower_rate = wgmma units per clk, both contended),
+    beside.wgmma.<mode> (wgmma alone, with the first class's kernel)."""
+    out = [_beside(f"beside.wgmma.{mode}", BESIDE_CLASSES[0], mode, None, mode, sm_count) for mode in BESIDE_MODES]
+    for c in BESIDE_CLASSES:
+        out.append(_beside(f"beside.{c}.alone", c, c, None, "ss", sm_count))
+        out += [_beside(f"beside.{c}.{mode}", c, c, mode, mode, sm_count) for mode in BESIDE_MODES]
+    return out
+
+
 # Launch (kernels/micro_launch_v1.cu): an SM's retire-and-launch gap between back-to-back CTAs when one fits
 TURNOVER_WAVES, TURNOVER_SPIN_NS = 16, 20_000
 
@@ -272,7 +309,8 @@ def overlap(tensor: dict, softmax: dict, both: dict) -> list[float]:
 def all_items(sm_count: int) -> list[dict]:
     """Every measurement of the three campaign versions, in run order."""
     return (items(sm_count) + items_v2(sm_count) + items_v3(sm_count) + items_v3_mix(sm_count)
-            + items_v3_mix2(sm_count) + items_v3_contend(sm_count) + items_v3_launch(sm_count))
+            + items_v3_mix2(sm_count) + items_v3_contend(sm_count) + items_v3_launch(sm_count)
+            + items_v4_beside(sm_count))
 
 
 # ----------------------------------------------------------------------------------------- values --

@@ -202,6 +202,8 @@ def test_v2_tensor_maps_and_kernel_sources():
             kernel = f"MICRO_MIXSM2({m['params']['flavour']}, "
         if kernel.startswith("micro_contend_"):
             kernel = f"MICRO_CONTEND({m['params']['flavour']}, "
+        if kernel.startswith("micro_beside_"):
+            kernel = f"MICRO_BESIDE({m['params']['cls']}, "
         assert kernel in text, (m["kernel"], src)
     # the mix kernel's TMA ring starts after A (8 KiB) and the largest B (256 x 64 bf16)
     mix = (capture_micro.KERNEL_DIR / "micro_mix_v1.cu").read_text()
@@ -238,3 +240,17 @@ def test_turnover_gaps_skip_ctas_that_never_wrote_and_empty_input():
     assert got["gap_ns"] == 200 and got["pairs"] == 1 and got["distinct_sms"] == 1
     empty = capture_micro.turnover_gaps([])
     assert empty["pairs"] == 0 and empty["gap_ns"] != empty["gap_ns"]  # NaN: the fit refuses it
+
+
+def test_v4_beside_items_roles_and_sizing():
+    """micro_beside_v1.cu's roles word: warpgroup 0 at bits 0-1, warpgroup 1 at 2-3 (1 wgmma, 2 the class), the wgmma
+    mode at 4-5; the follower is sized to outlast the leader's window 3 times at its alone speed."""
+    items = {m["name"]: m["params"] for m in mc.items_v4_beside(132)}
+    assert len(items) == 3 + 4 * len(mc.BESIDE_CLASSES)
+    assert items["beside.wgmma.rs"]["roles"] == 0b01_00_01 and items["beside.wgmma.rs"]["follow_iters"] == 0
+    assert items["beside.ffma.alone"]["roles"] == 0b00_00_10
+    p = items["beside.ex2.pair"]
+    assert p["roles"] == 0b10_01_10 and p["iters"] == 300_000 // 512 and p["follow_iters"] == 900_000 // 1210
+    for p in items.values():
+        if p["follow"]:
+            assert p["follow_iters"] * mc.BESIDE_UNIT_CYCLES[p["follow"]] >= 2 * mc.BESIDE_WINDOW_CYCLES
