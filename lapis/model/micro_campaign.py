@@ -257,13 +257,14 @@ BESIDE_MODE_FLOP = {"ss": 8 * wgmma_flop(128), "rs": 8 * wgmma_flop(128), "pair"
 # cycles per unit alone, for sizing only (pipes capture rates at 1 warp per SMSP; the tensor pipe at 4096 FLOP/clk)
 BESIDE_UNIT_CYCLES = {"ffma": 70, "ffma3": 70, "fmnmx": 134, "ex2": 512, "f2fp": 139, "shfl": 266, "lop3": 134,
                       "ss": 512, "rs": 512, "pair": 1210}
-BESIDE_WINDOW_CYCLES = 300_000  # the leader's window; the follower is sized for 3 windows at its alone speed
+BESIDE_WINDOW_CYCLES = 300_000  # the leader's window alone; the follower is sized for BESIDE_FOLLOW_WINDOWS of them
+BESIDE_FOLLOW_WINDOWS = 6  # the leader may run at a third of its alone speed beside wgmma (SHFL does)
 
 
 def _beside(name, cls, lead, follow, mode, sm_count) -> dict:
     lead_role, follow_role = (2 if lead == cls else 1), (0 if follow is None else 2 if follow == cls else 1)
     iters = max(1, BESIDE_WINDOW_CYCLES // BESIDE_UNIT_CYCLES[lead])
-    follow_iters = 3 * BESIDE_WINDOW_CYCLES // BESIDE_UNIT_CYCLES[follow] if follow else 0
+    follow_iters = BESIDE_FOLLOW_WINDOWS * BESIDE_WINDOW_CYCLES // BESIDE_UNIT_CYCLES[follow] if follow else 0
     m = _rate(name, f"micro_beside_{cls}", sm_count, 256, iters, iters, f"{lead} units of warpgroup 0 (the leader)",
               cls=cls, mode=mode, lead=lead, follow=follow, follow_iters=follow_iters,
               roles=lead_role | (follow_role << 2) | (BESIDE_MODES[mode] << 4))

@@ -89,14 +89,16 @@ struct Lop3 {
   }
 };
 
-template <class C>
+// WATCH: a follower's loop notes the flag at each unit boundary; a leader's loop has no check (its branch and
+// convergence barrier would be part of every unit).
+template <class C, bool WATCH>
 __device__ __forceinline__ float class_loop(uint32_t iters, uint32_t salt, const volatile uint32_t* flag,
                                             Note& note) {
   float x[CHAINS];
 #pragma unroll
   for (int c = 0; c < CHAINS; ++c) x[c] = -0.25f - threadIdx.x * 1e-5f - c * 0.01f;
   for (uint32_t it = 0; it < iters; ++it) {
-    if (flag) note.check(flag, it);
+    if constexpr (WATCH) note.check(flag, it);
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
 #pragma unroll
@@ -181,7 +183,8 @@ __device__ __forceinline__ void beside(uint32_t roles, uint32_t lead_iters, uint
   const uint32_t iters = lead ? lead_iters : follow_iters;
   float s = 0.f;
   if (role == ROLE_WGMMA) s = wgmma_loop(mode, iters, region, watch, note);
-  else if (role == ROLE_CLASS) s = class_loop<C>(iters, sink_flag, watch, note);
+  else if (role == ROLE_CLASS)
+    s = lead ? class_loop<C, false>(iters, sink_flag, watch, note) : class_loop<C, true>(iters, sink_flag, watch, note);
   if (lead) {
     asm volatile("bar.sync 1, 128;" ::: "memory");  // every warp of the leader is done
     if (threadIdx.x == 0) {
