@@ -17,18 +17,19 @@ Rows (measured = 1 / the capture's `value` median, in cycles per unit counted th
 - contend.<fl>.<state> (micro/h200-2026-11-30-contend-launch, kernels/micro_mix_softmax_v3.cu), the leader
   warpgroup's cycles per unit: s (a softmax tile alone) simulate(body, 1); ss (beside the other warpgroup's softmax:
   two warps per SMSP) 2 x simulate(body, 2); st (a softmax tile while the other warpgroup's wgmma pairs are in
-  flight) and ts (a GEMM pair while the other runs softmax): each side alone, slowed only where the two share the
-  SMSP's issue slots: T' = max(T, n / (issue_per_clk - other's instructions per clock)); t (a GEMM pair alone) and
-  tt (two warpgroups' pairs on one tensor pipe, 2 x).
+  flight) and ts (a GEMM pair while the other runs softmax): both from one lapis.model.tensor_share.run of the
+  softmax body beside the pair's tensor job; t (a GEMM pair alone: its tensor-pipe cycles and completion gap) and
+  tt (two warpgroups' pairs on one tensor pipe, 2 x the tensor-pipe cycles).
 - mixsm.<fl>.<part>, mixsm2.<fl>.<part> (micro/h200-2026-11-30-v3-mix, -v3-mix2; kernels micro_mix_softmax_v1.cu,
   _v2.cu): one job of `tensor_iters` GEMM units and `softmax_iters` softmax tiles on two warpgroups; both: the two
-  overlap at the st/ts rates until the shorter ends, the rest runs alone.
+  overlap at the shared-cycle rates until the shorter ends, the rest runs alone.
 
-A GEMM unit's time is its tensor-pipe bound: FLOP / the wgmma rate (wgmma_flop_per_clk_sm: the clock capture's
-full-duty wgmma m64n128k16 bursts on every SM, FLOP per probed cycle per SM, a single-instruction-class
-measurement; the pipes capture times mma.sync only). The SMSP model has no register-file port or wgmma-operand term,
-which is what slows a softmax beside wgmma on the hardware (lapis/pipeline_sim/contention.py): the st rows show how
-much that is.
+A GEMM unit: its tensor-pipe cycles, FLOP / the wgmma rate (wgmma_flop_per_clk_sm: the clock capture's full-duty
+wgmma m64n128k16 bursts on every SM, FLOP per probed cycle per SM, a single-instruction-class measurement; the pipes
+capture times mma.sync only), then its completion gap: the last group's wgmma latency less one wgmma's pipe cycles
+(wgmma.latency.n128.<ss|rs> of micro/h200-2026-11-29, one m64n128k16 waited). The cycles the softmax and the tensor
+pipe share: lapis.model.tensor_share (each pipe's share of a contested cycle from its single-class stream beside
+wgmma, micro/h200-2026-12-02-beside).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from lapis.data import CAPTURES, DATA
 from lapis.errors import CaptureError
 from lapis.model import clock, instruction_mix
 from lapis.model import micro_campaign as mc
-from lapis.model import sass, smsp
+from lapis.model import sass, smsp, tensor_share
 
 KERNELS = DATA.parent / "gpu" / "kernels"
 SOFTMAX_CAPTURE = CAPTURES / "micro" / "h200-2026-11-30-v3" / "micro" / "results.json"
@@ -54,6 +55,8 @@ MIX_CAPTURES = {"mixsm": (CAPTURES / "micro" / "h200-2026-11-30-v3-mix" / "micro
 CONTEND_SOURCE, CONTEND_WGMMAS = "micro_mix_softmax_v3.cu", 16
 WGMMA_FLOP = 2 * 64 * 128 * 16  # one wgmma m64n128k16
 WGMMA_CAPTURE = CAPTURES / "clock" / "h200-2026-12-02" / "clock" / "results.json"  # lapis.gpu.capture_clock
+LATENCY_CAPTURE = CAPTURES / "micro" / "h200-2026-11-29" / "micro" / "results.json"  # wgmma.latency.*
+MIX_LAST_GROUP = {"mixsm": "ss", "mixsm2": "rs", "contend": "rs"}  # the source of A in each GEMM unit's last group
 # one nvcc run per source and process, shared with lapis.model.consumer_loop's (the contend kernel's file)
 compiled = functools.lru_cache(maxsize=None)(instruction_mix.compiled)
 
@@ -61,13 +64,14 @@ compiled = functools.lru_cache(maxsize=None)(instruction_mix.compiled)
 @dataclass(frozen=True)
 class Roles:
     """One kernel's two roles on one SMSP: the softmax tile (cycles alone, instructions per tile, the body) and the
-    GEMM unit (cycles: the tensor-pipe bound; instructions per unit from its loop)."""
+    GEMM unit (cycles: the tensor-pipe bound; instructions per unit from its loop; gap: its completion gap)."""
 
     body: list
     tile_cycles: float
     tile_instr: int
     gemm_cycles: float | None
     gemm_instr: float | None
+    gap: float = 0.0  # cycles after a GEMM unit's tensor-pipe work before the next issue (completion_gap)
 
 
 def constants() -> tuple[smsp.Constants, list[str]]:
@@ -127,44 +131,55 @@ def gemm_cycles(wgmmas: int) -> float:
     return wgmmas * WGMMA_FLOP / wgmma_flop_per_clk_sm()
 
 
-def beside(cycles: float, instr: float, other_per_clk: float, consts: smsp.Constants) -> float:
-    """A role's cycles per unit while another warp on the SMSP issues other_per_clk instructions per clock: the
-    issue slots left bound it (the bound model's issue term), else its own time."""
-    left = consts.issue_per_clk - other_per_clk
-    return max(cycles, instr / left) if left > 0 else float("inf")
+def completion_gap(src: str, path: Path = LATENCY_CAPTURE) -> float:
+    """Cycles from a waited group's last tensor-pipe cycle to the wait's return: wgmma.latency.n128.<src> (one
+    m64n128k16 issued and waited) less its tensor-pipe cycles. CaptureError when the capture lacks it."""
+    found = _measurements(path)
+    name = f"wgmma.latency.n128.{src}"
+    if name not in found:
+        raise CaptureError("the wgmma completion gap needs the latency microbenchmark", f"{path}: no {name}",
+                           "capture it: lapis capture micro --only wgmma.latency")
+    return max(0.0, float(found[name]["value"]["median"]) - WGMMA_FLOP / wgmma_flop_per_clk_sm())
 
 
-def overlap_job(tensor_iters: int, softmax_iters: int, r: Roles, consts: smsp.Constants) -> float:
-    """Cycles of one mixsm job: both roles at their beside() rates until the first ends, then the other alone."""
-    g = beside(r.gemm_cycles, r.gemm_instr, r.tile_instr / r.tile_cycles, consts)
-    s = beside(r.tile_cycles, r.tile_instr, r.gemm_instr / r.gemm_cycles, consts)
-    tg, ts = tensor_iters * g, softmax_iters * s
+def together(r: Roles, consts: smsp.Constants, share: tensor_share.Share) -> tuple[float, float]:
+    """(softmax tile cycles, GEMM unit cycles) while both run on the SMSP (tensor_share.run)."""
+    return tensor_share.run(r.body, consts, share, r.gemm_cycles, r.gap)
+
+
+def overlap_job(tensor_iters: int, softmax_iters: int, r: Roles, consts: smsp.Constants,
+                share: tensor_share.Share) -> float:
+    """Cycles of one mixsm job: both roles at their shared-cycle rates until the first ends, then the other alone
+    (a GEMM unit alone: its tensor-pipe cycles and completion gap)."""
+    alone = r.gemm_cycles + r.gap
     if not tensor_iters or not softmax_iters:
-        return tensor_iters * r.gemm_cycles + softmax_iters * r.tile_cycles
+        return tensor_iters * alone + softmax_iters * r.tile_cycles
+    s, g = together(r, consts, share)
+    tg, ts = tensor_iters * g, softmax_iters * s
     if tg <= ts:
         return tg + (softmax_iters - tg / s) * r.tile_cycles
-    return ts + (tensor_iters - ts / g) * r.gemm_cycles
+    return ts + (tensor_iters - ts / g) * alone
 
 
-def predict_contend(state: str, r: Roles, consts: smsp.Constants) -> float:
+def predict_contend(state: str, r: Roles, consts: smsp.Constants, share: tensor_share.Share) -> float:
     """The leader's cycles per unit in a contend state (module docstring)."""
     if state == "s":
         return r.tile_cycles
     if state == "ss":
         return 2 * smsp.simulate(r.body, 2, consts)
-    if state == "st":
-        return beside(r.tile_cycles, r.tile_instr, r.gemm_instr / r.gemm_cycles, consts)
-    if state == "ts":
-        return beside(r.gemm_cycles, r.gemm_instr, r.tile_instr / r.tile_cycles, consts)
-    return r.gemm_cycles * (2 if state == "tt" else 1)
+    if state in ("st", "ts"):
+        return together(r, consts, share)[0 if state == "st" else 1]
+    return 2 * r.gemm_cycles if state == "tt" else r.gemm_cycles + r.gap
 
 
-def roles(functions: dict, kernel: str, flavour: str, wgmmas: int | None, consts: smsp.Constants) -> Roles:
+def roles(functions: dict, kernel: str, flavour: str, wgmmas: int | None, consts: smsp.Constants,
+          last_group: str = "rs") -> Roles:
     body = softmax_body(functions[kernel], flavour)
     tile = smsp.simulate(body, 1, consts)
     if wgmmas is None:
         return Roles(body, tile, len(body), None, None)
-    return Roles(body, tile, len(body), gemm_cycles(wgmmas), gemm_instructions(functions[kernel], wgmmas))
+    return Roles(body, tile, len(body), gemm_cycles(wgmmas), gemm_instructions(functions[kernel], wgmmas),
+                 completion_gap(last_group))
 
 
 def _measurements(path: Path) -> dict:
@@ -177,8 +192,9 @@ def _row(m: dict, capture: Path, state: str, predicted: float) -> dict:
                 measured=measured, error_pct=100.0 * (predicted / measured - 1))
 
 
-def rows(consts: smsp.Constants, compile_=compiled) -> list[dict]:
+def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | None = None) -> list[dict]:
     """Every softmax microbenchmark row (module docstring), in capture order."""
+    share = share or tensor_share.Share.from_capture()
     out = []
     fns = compile_(smsp.SOFTMAX_SOURCE)
     for name, m in _measurements(SOFTMAX_CAPTURE).items():
@@ -194,19 +210,19 @@ def rows(consts: smsp.Constants, compile_=compiled) -> list[dict]:
             continue
         fl, state = name.split(".")[1:]
         if fl not in cache:
-            cache[fl] = roles(fns, f"micro_contend_{fl}", fl, CONTEND_WGMMAS, consts)
+            cache[fl] = roles(fns, f"micro_contend_{fl}", fl, CONTEND_WGMMAS, consts, MIX_LAST_GROUP["contend"])
         lead, follow = m["params"]["lead"], m["params"]["follow"]
         out.append(_row(m, CONTEND_CAPTURE, f"{lead} beside {follow}" if follow else f"{lead} alone",
-                        predict_contend(state, cache[fl], consts)))
+                        predict_contend(state, cache[fl], consts, share)))
     for prefix, (path, source, wgmmas) in MIX_CAPTURES.items():
         fns = compile_(KERNELS / source)
         for name, m in _measurements(path).items():
             if not name.startswith(prefix + "."):
                 continue
             fl, p = m["params"]["flavour"], m["params"]
-            r = roles(fns, f"micro_{prefix}_{fl}", fl, wgmmas, consts)
+            r = roles(fns, f"micro_{prefix}_{fl}", fl, wgmmas, consts, MIX_LAST_GROUP[prefix])
             out.append(_row(m, path, f"one job: {p['tensor_iters']} GEMM units, {p['softmax_iters']} softmax "
-                            "tiles", overlap_job(p["tensor_iters"], p["softmax_iters"], r, consts)))
+                            "tiles", overlap_job(p["tensor_iters"], p["softmax_iters"], r, consts, share)))
     return out
 
 
@@ -220,7 +236,9 @@ def validate_micro() -> dict:
     summary = {g: dict(mean_abs_error_pct=statistics.fmean(v), max_abs_error_pct=max(v), n=len(v))
                for g, v in groups.items()}
     errs = [abs(r["error_pct"]) for r in rs]
-    files = [*files, str(WGMMA_CAPTURE.relative_to(DATA)) + " (wgmma rate)"]
+    files = [*files, str(WGMMA_CAPTURE.relative_to(DATA)) + " (wgmma rate)",
+             str(LATENCY_CAPTURE.relative_to(DATA)) + " (wgmma latency)",
+             str(tensor_share.BESIDE_CAPTURE.relative_to(DATA)) + " (classes beside wgmma)"]
     return dict(model="lapis.model.smsp (single-instruction constants)", constants_from=files,
                 constants_pending=consts.pending, rows=rs, groups=summary,
                 mean_abs_error_pct=statistics.fmean(errs), max_abs_error_pct=max(errs),

@@ -39,8 +39,10 @@ def test_gemm_unit_is_the_wgmma_bound_of_the_clock_capture(monkeypatch):
     # (clock/h200-2026-12-02/clock/results.json, repeat 1, by hand)
     assert micro.gemm_cycles(16) == pytest.approx(4194304 / 4057.3463266187673)
     assert read == [(CAPTURES / "clock" / "h200-2026-12-02" / "clock" / "results.json").resolve()]
-    assert micro.beside(100, 80, 0.5, consts) == pytest.approx(160)  # half the issue slots left: 80 / 0.5
-    assert micro.beside(100, 40, 0.5, consts) == 100
+    # the completion gap: wgmma.latency.n128.rs (108.505 cycles, micro/h200-2026-11-29, by hand) less one
+    # m64n128k16's 262144 FLOP at that rate (64.61 cycles)
+    assert micro.completion_gap("rs") == pytest.approx(108.5048828125 - 262144 / 4057.3463266187673)
+    assert micro.completion_gap("ss") == pytest.approx(118.998046875 - 262144 / 4057.3463266187673)
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +71,15 @@ def test_every_softmax_microbenchmark_is_a_row_with_its_capture_value(report):
     by = {r["name"]: r for r in report["rows"]}
     assert by["contend.exp2f.s"]["measured"] == pytest.approx(1045.8, abs=0.1)  # 1 / 0.00095619 tiles per clk
     # the wgmma bound: 16 x 262144 FLOP at 4057.35 FLOP/clk/SM (the clock capture's full-duty wgmma point)
-    assert by["contend.exp2f.t"]["predicted"] == pytest.approx(1033.8, abs=0.1)
+    # a pair alone: that bound and the completion gap of its last (A from registers) group, 43.9 cycles
+    assert by["contend.exp2f.t"]["predicted"] == pytest.approx(1033.8 + 43.9, abs=0.1)
     assert by["contend.exp2f.tt"]["predicted"] == pytest.approx(2 * 1033.8, abs=0.2)
     assert report["constants_from"] == ["captures/micro/h200-2026-12-01-pipes/pipes/results.json",
                                         "smsp_pending.json",
-                                        "captures/clock/h200-2026-12-02/clock/results.json (wgmma rate)"]
+                                        "captures/clock/h200-2026-12-02/clock/results.json (wgmma rate)",
+                                        "captures/micro/h200-2026-11-29/micro/results.json (wgmma latency)",
+                                        "captures/micro/h200-2026-12-02-beside/micro/results.json (classes beside "
+                                        "wgmma)"]
 
 
 @needs_nvcc
@@ -83,10 +89,16 @@ def test_errors_and_summary(report):
         assert r["error_pct"] == pytest.approx(100 * (r["predicted"] / r["measured"] - 1))
     assert report["max_abs_error_pct"] == max(abs(r["error_pct"]) for r in rows)
     assert report["groups"]["contend.s"]["n"] == 5 and report["groups"]["softmax.wg1"]["n"] == 5
-    # a softmax beside wgmma in flight: the model has no register-file port term, so it predicts the tile alone
+    # a softmax beside wgmma in flight shares the SMSP's cycles with the tensor pipe: slower than alone, and the
+    # GEMM pair slower than alone, as measured (1505 against 1079 and 1255 against 1210 cycles for ex2)
     by = {r["name"]: r for r in rows}
-    assert by["contend.ex2.st"]["predicted"] == pytest.approx(by["contend.ex2.s"]["predicted"])
+    assert by["contend.ex2.st"]["predicted"] > 1.15 * by["contend.ex2.s"]["predicted"]
+    assert by["contend.ex2.ts"]["predicted"] > 1.15 * by["contend.exp2f.t"]["predicted"]  # t: measured once
     assert by["contend.ex2.st"]["measured"] > 1.3 * by["contend.ex2.s"]["measured"]
+    # the errors today: every mix job within 7%, the contend pairings within 23%, all rows 7.6% on average
+    assert max(abs(by[f"{p}.{f}.both"]["error_pct"]) for p in ("mixsm", "mixsm2") for f in ("exp2f", "ex2_cond")) < 7
+    assert max(abs(r["error_pct"]) for r in rows if r["name"].endswith((".st", ".ts"))) < 23
+    assert report["mean_abs_error_pct"] < 8
 
 
 @needs_nvcc

@@ -1,0 +1,132 @@
+"""An SMSP's cycles shared between its warps' issue and the tensor pipe's wgmma in flight.
+
+Measured on the H200 (kernels/micro_beside_v1.cu, capture micro/h200-2026-12-02-beside): a stream of one SASS
+class issued by one warp per SMSP beside another warpgroup's wgmma groups. An FFMA stream keeps 88% of its rate
+and leaves the tensor pipe 18% of its own; an FMNMX, LOP3 or F2FP stream (the ALU pipe, half rate) keeps 57-62%
+and leaves 73%; SHFL keeps 30% and leaves 92%; MUFU.EX2 keeps 75% and leaves the tensor pipe at its full rate. In
+every pairing but MUFU's, the class's issue rate plus the tensor pipe's fraction of its own rate is 0.93-1.0: one
+cycle of the SMSP serves either an issue or a cycle of the tensor pipe's work. That is the model here:
+
+- while a wgmma is in flight, every cycle is contested: a warp that can issue (the cycle simulation's rules,
+  lapis.model.smsp.simulate) wins it with a per-pipe share `win[pipe]`, else the tensor pipe takes it;
+- the tensor pipe advances one cycle of its work in each cycle it takes, and also in cycles where the issued
+  instruction's pipe does not contest (`free` pipes: MUFU's, whose stream left the tensor pipe at full rate);
+- `win[pipe]` is solved from the class stream's two rates: a warp ready every 1 / r_alone cycles that loses each
+  contested cycle with probability 1 - w waits (1 - w) / w cycles more on average, so
+  w = 1 / (1 + 1 / r_beside - 1 / r_alone) (warp-instructions per clock, wgmma from shared memory in flight);
+  deterministically, the warp wins when its credit (w added per contested cycle) reaches one.
+
+A tensor job is a repeating unit: `slots` cycles of tensor-pipe work (its FLOP at the wgmma rate), then `gap`
+cycles in which nothing is in flight (the group's completion latency before the next issue).
+
+Nothing here reads the contend or mix microbenchmarks, which `lapis validate micro` predicts with it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from lapis.data import CAPTURES
+from lapis.errors import CaptureError
+from lapis.model import sass, smsp
+
+BESIDE_CAPTURE = CAPTURES / "micro" / "h200-2026-12-02-beside" / "micro" / "results.json"
+STEPS_PER_UNIT = 64  # micro_beside_v1.cu: warp-instructions of the class per warp and unit (UNROLL x CHAINS)
+FREE_TENSOR = 0.98  # a class whose stream leaves the tensor pipe at least this fraction of its rate does not contest
+MAX_CYCLES = 50_000_000  # a simulation past this is a broken input (a pipe rate near zero)
+
+
+@dataclass(frozen=True)
+class Share:
+    """win[pipe]: the warp's share of contested cycles (0..1]; free: pipes whose issue does not take the tensor
+    pipe's cycle; source: the capture they come from."""
+
+    win: dict
+    free: frozenset
+    source: str
+
+    @classmethod
+    def from_capture(cls, path: Path = BESIDE_CAPTURE, mode: str = "ss") -> Share:
+        """win and free for smsp.PIPE_CLASS's pipes (the class that stands for each) from a beside capture:
+        beside.<class>.alone, beside.<class>.<mode> (the class rate) and its follower_rate (the tensor pipe's
+        units per clock, against beside.wgmma.<mode>). CaptureError naming the file when one is missing."""
+        found = {m["name"]: m for m in smsp._read_json(path).get("measurements", []) if m.get("status") == "ok"}
+
+        def value(name):
+            if name not in found:
+                raise CaptureError("a beside capture has every class alone and beside wgmma", f"{path}: no {name}",
+                                   "capture it: benchmarks/h200_beside.sh")
+            return float(found[name]["value"]["median"])
+
+        wgmma = value(f"beside.wgmma.{mode}")
+        win, free = {}, set()
+        for pipe, cls_ in smsp.PIPE_CLASS.items():
+            if f"beside.{cls_}.alone" not in found and pipe == "tensor":
+                continue  # mma.sync beside wgmma is not measured: a warp's HMMA is not a softmax instruction
+            alone, beside = value(f"beside.{cls_}.alone") * STEPS_PER_UNIT, value(f"beside.{cls_}.{mode}") * STEPS_PER_UNIT
+            wait = 1 / beside - 1 / alone  # cycles a contested issue waits, on average
+            win[pipe] = 1.0 / (1.0 + max(wait, 0.0))
+            tensor = statistics.median(found[f"beside.{cls_}.{mode}"]["raw"]["follower_rate"]) / wgmma
+            if tensor >= FREE_TENSOR:
+                free.add(pipe)
+        return cls(win, frozenset(free), str(path))
+
+
+def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slots: float, gap: float,
+        iterations: int = 12) -> tuple[float, float]:
+    """(cycles per iteration of `body`, cycles per tensor unit) in steady state: one warp per SMSP issues `body` in
+    a loop (smsp.simulate's rules) beside a tensor job of `slots` cycles of work and `gap` idle cycles per unit
+    (module docstring). Pipes without a win share contest with share 1 (they always win). CaptureError for a body
+    without control bits or a run past MAX_CYCLES."""
+    if any(ins.control is None for ins in body) or not body:
+        raise CaptureError("the shared-cycle simulation needs control bits (cuobjdump -sass input)",
+                           f"{len(body)} instructions", "pass a loop body parsed from cuobjdump -sass")
+    occ = {p: 1.0 / r for p, r in consts.rate.items()}
+    smem = [smsp.smem_wavefronts(ins) * consts.smem_cycles_per_wavefront for ins in body]
+    pc, it, nxt, sb, pipe_free = 0, 0, 0.0, [0.0] * 6, {}
+    t, credit, left, idle, units = 0.0, 0.0, float(slots), 0.0, 0.0
+    marks = []
+    while it < iterations:
+        if t > MAX_CYCLES:
+            raise CaptureError("the shared-cycle simulation ends", f"past {MAX_CYCLES} cycles",
+                               "check the pipe rates and the tensor job")
+        busy = slots > 0 and idle <= 0  # a wgmma is in flight: this cycle is contested
+        took = False  # the warp took the tensor pipe's cycle
+        ins = body[pc]
+        c, p, m = ins.control, ins.pipe, smem[pc]
+        ready = (nxt <= t and not any(sb[k] > t for k in range(6) if c.wait_mask >> k & 1)
+                 and pipe_free.get(p, 0.0) - t < 1 - 1e-9 and not (m and pipe_free.get("smem", 0.0) - t >= 1 - 1e-9))
+        if ready and busy and p not in share.free:
+            credit += share.win.get(p, 1.0)
+            ready = credit >= 1 - 1e-12
+            if ready:
+                credit -= 1.0
+                took = True
+        if ready:
+            nxt = t + max(c.stall, 1)
+            pipe_free[p] = max(pipe_free.get(p, 0.0), t) + occ[p]
+            if m:
+                pipe_free["smem"] = max(pipe_free.get("smem", 0.0), t) + m
+            if c.write_sb is not None:
+                sb[c.write_sb] = max(sb[c.write_sb], t + smsp._latency(ins, consts))
+            if c.read_sb is not None:
+                sb[c.read_sb] = max(sb[c.read_sb], t + occ[p])
+            pc += 1
+            if pc == len(body):
+                pc, it = 0, it + 1
+                marks.append((t, units + (1 - left / slots if slots else 0.0)))
+        if slots > 0:
+            if idle > 0:
+                idle -= 1
+            elif not took:
+                left -= 1
+                if left <= 0:
+                    units, left, idle = units + 1, float(slots), float(gap)
+        t += 1.0
+    h = len(marks) // 2
+    (t0, u0), (t1, u1) = marks[h - 1], marks[-1]
+    per_unit = (t1 - t0) / (u1 - u0) if u1 > u0 else math.inf
+    return (t1 - t0) / (len(marks) - h), per_unit
