@@ -188,12 +188,25 @@ def test_the_producer_warp_costs_registers_and_feeds_the_ring():
     assert [e.k_index for e in copies] == [0, 1, 2]
     assert copies[1].start_ns < ctx.cost.gemm_ns  # both slots filled at once: the producer waits for no math
     slot = next(e for e in ctx.rec.events if e.op == "wait K/V slot")  # tile 2 waits for tile 0's release
-    pv0 = next(e for e in ctx.rec.events if e.op == "mma.sync PV")
-    assert (slot.role, slot.k_index, slot.end_ns) == ("cta0.producer", 2, pytest.approx(pv0.end_ns))
-    assert [e.k_index for e in ctx.rec.events if e.op == "mma.sync PV"] == [0, 1, 2]
+    pv0 = max(e.end_ns for e in ctx.rec.events if e.op == "mma.sync PV" and e.k_index == 0)  # both chains' PV
+    assert (slot.role, slot.k_index, slot.end_ns) == ("cta0.producer", 2, pytest.approx(pv0))
+    assert sorted(e.k_index for e in ctx.rec.events if e.op == "mma.sync PV") == [0, 0, 1, 1, 2, 2]
     assert not any(e.role == "cta0.producer" and e.op.startswith("mma") for e in ctx.rec.events)
 
 
 def test_each_refused_move_changes_one_kept_move():
     for name, _, base, _, change in m.REFUSED:
         assert m.REFUSED_VARIANTS[name] == {**m.VARIANTS[base], **change} != m.VARIANTS[base]
+
+
+def test_a_register_tiled_warp_overlaps_its_two_chains():
+    ctx = context("sm120-m07-register-tiling", params={"warps": 1})
+    events = run(ctx, m.tile_math(ctx, m.Cta.open(ctx, 0, 0), 0, 0))
+    tensor = sorted((e for e in events if e.op.startswith("mma.sync")), key=lambda e: e.start_ns)
+    assert [e.op for e in tensor] == ["mma.sync QK", "mma.sync QK", "mma.sync PV", "mma.sync PV"]  # issue order
+    c = ctx.cost
+    assert all(e.end_ns - e.start_ns == pytest.approx(c.gemm_ns / 2) for e in tensor)  # one 16-row chain each
+    ex2 = sorted(e.start_ns for e in events if e.op == "softmax ex2")
+    assert ex2[0] == pytest.approx(tensor[0].end_ns) and ex2[0] < tensor[1].end_ns  # chain 0's softmax under QK1
+    # the tile takes the four mmas back to back plus the ldmatrix: every softmax hides under the other chain's mma
+    assert ctx.env.now == pytest.approx(c.lsu_ns(c.ldmatrix_k_bytes) + 2 * c.gemm_ns)

@@ -39,7 +39,8 @@ m05 pipelining d2/cp/ring    ~222 us    yes        two slabs: tile j+1's cp.asyn
 m06 TMA                      ~213 us    yes        warp 0 issues one TMA box per K/V tile into a 2-slot
                                                    TmaPipeline; no cp.async LSU wavefronts; mbarrier wait
 m07 register tiling f2x8     205 us     yes        fm = 2: a warp owns two 16-row query tiles; each K/V fragment
-                                                   is ldmatrix-ed once for both (block_m 128, grid 256)
+                                                   is ldmatrix-ed once for both (block_m 128, grid 256); the
+                                                   two chains overlap (chain_math)
 refused moves (REFUSED), each one kept move's flags changed:
 r1 warp-scoped barrier       ~0 us      yes        on m02: the P hand-off between the store to smem and the
                                                    ldmatrix back is __syncwarp (warp-local) not __syncthreads
@@ -57,7 +58,8 @@ Modelled assumptions stated here (not per move): FMA-pipe ops per score (attenti
 4: no exp2 folding, which the write-up refused) plus libm expf's EXPF_EXTRA_OPS, DIRECT_BYTES_PER_WAVEFRONT,
 regs_per_thread (the write-up's 254 for every move and every warp). The P hand-off through smem (m01, m02)
 passes a __syncthreads (the write-up's refused move 1 names it). Not modelled: L1 hits of the direct loads,
-mma.sync/ldmatrix latency (so a warp overlaps none of its own ops), bank conflicts, the store of O's latency.
+mma.sync/ldmatrix latency (a warp overlaps only its independent chains, fm > 1), bank conflicts, the store
+of O's latency.
 
 Roles (top-level generator functions over the Context; any of them runs alone in a test):
   cta_slot(ctx, slot)           a CTA slot of the SM: its CTAs one after another (the block scheduler's refill)
@@ -248,13 +250,15 @@ class Sm120Costs:
     gemm_ns: one mma.sync GEMM of the tile (QK^T or PV: rows x block_n x D); mufu_ns: the tile's exponentials;
     fma_ns: softmax's FMA-pipe ops (FMA_OPS_PER_SCORE a score) and O's rescale; mask_ns: a diagonal tile's
     scores masked once in registers. lsu_rate: shared-memory wavefronts per ns (one a clock per SM).
-    q_bytes: one warp's Q (and O) rows; tile_bytes: one K or V tile; fill_bytes: one warp's share of a K+V
+    chains: the warp's independent 16-row chains (fm); q_bytes: one warp's Q (and O) rows; tile_bytes: one K or
+    V tile; fill_bytes: one warp's share of a K+V
     tile's cp.async; reuse: the loads each K/V byte serves through L2 (Q tiles per head).
     Options of the moves (zero bytes: the op is not issued): ldmatrix_k_bytes (the K tile, plus the Q slab where
     q_slab; 0 where operands come straight from gmem), ldmatrix_v_bytes, p_smem_bytes (P stored and ldmatrix-ed
     back where p_via_smem; 0 once repacked C->A in registers). resident: the CTAs an SM holds at once."""
 
     rows: int
+    chains: int
     q_bytes: int
     tile_bytes: int
     fill_bytes: int
@@ -277,7 +281,7 @@ class Sm120Costs:
         t_rate, m_rate, f_rate = (p.per_ns(k) / SMSP_PER_SM for k in ("tensor_flop_per_clk_sm",
                                                                        "mufu_ex2_per_clk_sm", "fma_per_clk_sm"))
         tile_bytes, q_bytes = bn * d * 2, rows * d * 2
-        return cls(rows=rows, q_bytes=q_bytes, tile_bytes=tile_bytes, fill_bytes=2 * tile_bytes // prm["warps"],
+        return cls(rows=rows, chains=flags["fm"], q_bytes=q_bytes, tile_bytes=tile_bytes, fill_bytes=2 * tile_bytes // prm["warps"],
                    reuse=seq // prm["block_m"], gemm_ns=2 * rows * bn * d / t_rate, mufu_ns=rows * bn / m_rate,
                    fma_ns=(rows * bn * (FMA_OPS_PER_SCORE[False] + EXPF_EXTRA_OPS[flags["expf"]]) + rows * d)
                    / f_rate,
@@ -410,9 +414,14 @@ def tile_math(ctx, cta, w: int, j: int):
     """K/V tile j's math in warp w once its operands are in: ldmatrix K (and the Q slab), S = QK^T (mma.sync),
     softmax's exponentials (MUFU), the causal mask on a diagonal tile, softmax's FMA-pipe ops and O's rescale,
     P through smem (m01, m02: stored, the hand-off barrier, ldmatrix-ed back), ldmatrix V, O += PV (mma.sync).
-    mma.sync is synchronous: program order."""
+    One 16-row chain's ops run in program order (each needs the previous one's registers); a warp with fm > 1
+    chains runs them as chain_math, overlapping independent chains."""
     c, role, smsp, kw = ctx.cost, cta.roles[w], cta.smsp(w), dict(work_item=cta.item, k_index=j)
     yield from lsu(ctx, c.ldmatrix_k_bytes, role, "ldmatrix K (+Q)", **kw)
+    if c.chains > 1 and not c.p_smem_bytes:
+        v_in = ctx.env.event()
+        yield ctx.env.all_of([ctx.child(chain_math(ctx, cta, w, j, q, v_in)) for q in range(c.chains)])
+        return
     yield from on_smsp(ctx, "tensor", smsp, c.gemm_ns, role, "mma.sync QK", **kw)
     yield from on_smsp(ctx, "mufu", smsp, c.mufu_ns, role, "softmax ex2", **kw)
     if j >= cta.first_masked:
@@ -422,6 +431,28 @@ def tile_math(ctx, cta, w: int, j: int):
         yield from p_handoff(ctx, cta, w, j)
     yield from lsu(ctx, c.ldmatrix_v_bytes, role, "ldmatrix V", **kw)
     yield from on_smsp(ctx, "tensor", smsp, c.gemm_ns, role, "mma.sync PV", **kw)
+
+
+def chain_math(ctx, cta, w: int, j: int, q: int, v_in):
+    """Chain q of a register-tiled warp (fm chains of 16 rows sharing each K/V fragment) on K/V tile j: its QK
+    mma.sync, exponentials, causal mask, FMA-pipe ops and PV mma.sync, each a 1/fm share of the warp's. A chain's
+    ops wait only for its own previous op: a warp stalls at the first instruction that reads an mma.sync's
+    result, not at the mma's issue, so chain 1's QK holds the tensor pipe while chain 0's softmax runs. The
+    tensor pipe takes the mmas in issue order (QK0, QK1, PV0, PV1: the write-up's f2x8 listing). Chain 0
+    ldmatrix-es the V fragments both chains' PV read (v_in)."""
+    c, role, smsp, kw = ctx.cost, cta.roles[w], cta.smsp(w), dict(work_item=cta.item, k_index=j)
+    share = 1.0 / c.chains
+    yield from on_smsp(ctx, "tensor", smsp, c.gemm_ns * share, role, "mma.sync QK", **kw)
+    yield from on_smsp(ctx, "mufu", smsp, c.mufu_ns * share, role, "softmax ex2", **kw)
+    if j >= cta.first_masked:
+        yield from on_smsp(ctx, "fma", smsp, c.mask_ns * share, role, "causal mask", **kw)
+    yield from on_smsp(ctx, "fma", smsp, c.fma_ns * share, role, "softmax FMA + O rescale", **kw)
+    if q == 0:
+        yield from lsu(ctx, c.ldmatrix_v_bytes, role, "ldmatrix V", **kw)
+        v_in.succeed()
+    else:
+        yield v_in
+    yield from on_smsp(ctx, "tensor", smsp, c.gemm_ns * share, role, "mma.sync PV", **kw)
 
 
 def p_handoff(ctx, cta, w: int, j: int):
