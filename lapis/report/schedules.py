@@ -107,7 +107,7 @@ def schedules_section(out: Path, resimulate: bool = False, captures: str | None 
              for st in statements], "",
            "Scored only where the chapter's mechanism is modelled; the profile is not fitted, and nothing is "
            "tuned to agree.", ""]
-    md += _emmy_table({n: v[EMMY_SHAPE] for (g, n), v in rows.items() if g == "rtx5090"})
+    md += _emmy_table({n: v[EMMY_SHAPE] for (g, n), v in rows.items() if g == "rtx5090" and n in MEASURED_US})
     md += ["### Steady-state Gantt charts", ""]
     for name, shape in GANTT:
         md += [f"![{name} at {shape}]({_gantt(out, name, shape).name})", ""]

@@ -5,18 +5,24 @@ The measurements are data, read from lapis/data/seeds/ and never written by lapi
   FlashAttention-4 on one B200 at 4K, 8K and 16K (benchmarks/README.md at the commit it names). Kernel n is the
   n-th schedule of lapis.pipeline_sim.schedules.attention_b200 (k01..k14, then m1..m4 for kernels 15..18),
   predicted on the b200 profile at the table's shapes; its predicted % of FA4 is 100 x predicted TFLOP/s over
-  the FA4 TFLOP/s the file states for that shape (1256 / 1289 / 1330). Error: predicted - measured, in points.
+  the table's own reference, a same-run stock FA4: the FA4 paper's TFLOP/s at that shape (the repository's
+  benchmarks/registry.py, PAPER_FA4_TFLOPS: 1532 / 1579 / 1601) times the fraction of them stock FA4 reached on
+  the write-up's B200s (its benchmarks/README.md: about 97%), fa4_reference(). Error: predicted - measured, in
+  points.
 - emmy_moves.json: the Emmy compiler's move stack on one RTX 5090 (the seed write-up emmy-flashattention2-
   consumer-blackwell), in µs at 1x8x4096x64 fp16. Move n is the n-th schedule of
   lapis.pipeline_sim.schedules.attention_sm120 (m01..m07), predicted on the rtx5090 profile. A move whose time
   the text does not state gets the previous move's time over its stated speed-up. Error: % of the measured time.
-  The refused moves (warp-scoped barrier, fast exp, deeper rings, warp specialization) are listed with their
-  stated effect; lapis has no schedule for them, so they are shown as not predicted, with that reason.
+  The refused moves (warp-scoped barrier, fast exp, deeper rings d3 and d4, warp specialization) are the
+  schedules of attention_sm120.REFUSED, each one kept move's flags changed (its baseline); a refused row is
+  the predicted change of the time from that baseline's, in %, against the write-up's statement.
 
 Step direction: a step is the change from the previous kernel/move. Only steps whose measured change exceeds
 STEP_MOVED (points of FA4 for B200, % of the previous time for Emmy) are scored; a hit is a predicted change of
-the same sign (a predicted change of exactly 0 is a miss). A refused move scores "no gain predicted" when lapis's
-predicted time stays within NO_GAIN of the baseline's.
+the same sign (a predicted change of exactly 0 is a miss). A refused move is scored by what the write-up states (refused_verdict):
+a stated change (213 vs 206 µs: +3.4%; "~0 µs": 0%) is a hit when the predicted change is within NO_GAIN x 100
+points of it; a move refused with no time stated ("occupancy loss beats extra overlap") is a hit when no gain is
+predicted: the predicted time does not fall by more than NO_GAIN.
 Summary: mean |error| per table and the direction hit rate (hits / scored steps) per table and overall.
 Predictions come from the committed cache (lapis.pipeline_sim.predictions), re-simulated only when stale.
 Errors: CaptureError for a missing or malformed table, or one whose row count differs from the schedules'.
@@ -36,8 +42,7 @@ from lapis.pipeline_sim.schedules import attention_b200, attention_sm120
 B200_TABLE = SEEDS / "b200_progression.json"
 EMMY_TABLE = SEEDS / "emmy_moves.json"
 STEP_MOVED = 1.0  # a measured step counts for direction only past this (points of FA4; % of the previous time)
-NO_GAIN = 0.03  # a refused move is "no gain" when the predicted time changes by at most 3%
-NO_SCHEDULE = "not predicted: lapis has no schedule for this move (attention_sm120 models the kept moves only)"
+NO_GAIN = 0.03  # a refused move's tolerance: 3% of the baseline's time
 
 
 def load_table(path: Path, keys: tuple) -> dict:
@@ -79,15 +84,22 @@ def _step(prev_m, prev_p, m, p, moved: float) -> dict:
                 hit=(dm > 0) == (dp > 0) and dp != 0 if scored else None)
 
 
+def fa4_reference(table: dict) -> dict:
+    """Shape label -> the table's FA4 reference in TFLOP/s: fa4_paper_tflops x fa4_same_run_fraction."""
+    frac = _positive(table["fa4_same_run_fraction"], "fa4_same_run_fraction", B200_TABLE)
+    return {label: frac * _positive(table["fa4_paper_tflops"][label], f"fa4_paper_tflops[{label}]", B200_TABLE)
+            for label in table["shapes"]}
+
+
 def b200_rows(table: dict, cache: dict) -> list[dict]:
     """One row per (kernel, shape): measured and predicted % of FA4, error in points, and the step."""
     names = _schedules([s.name for s in attention_b200.SCHEDULES], table["kernels"], B200_TABLE)
-    rows, prev = [], {}
+    rows, prev, fa4 = [], {}, fa4_reference(table)
     for name, k in zip(names, table["kernels"]):
         for label, shape in table["shapes"].items():
             r, _ = predictions.predict(name, "b200", shape, {}, cache)
             meas = _positive(k["pct_of_fa4"][label], f"kernel {k['kernel']} pct_of_fa4[{label}]", B200_TABLE)
-            pred = 100.0 * r["tflops"] / _positive(table["fa4_tflops"][label], f"fa4_tflops[{label}]", B200_TABLE)
+            pred = 100.0 * r["tflops"] / fa4[label]
             row = dict(kernel=k["kernel"], change=k["change"], schedule=name, shape=label, measured_pct=meas,
                        predicted_pct=pred, error=pred - meas)
             if label in prev:  # the step from the previous kernel at the same shape
@@ -113,7 +125,7 @@ def emmy_measured_us(table: dict) -> list[float]:
 
 def emmy_rows(table: dict, cache: dict) -> list[dict]:
     """One row per kept move: measured (stated or derived) and predicted µs, error in % of measured, the step."""
-    names = _schedules([s.name for s in attention_sm120.SCHEDULES], table["moves"], EMMY_TABLE)
+    names = _schedules(list(attention_sm120.VARIANTS), table["moves"], EMMY_TABLE)
     rows, prev = [], None
     for name, m, meas in zip(names, table["moves"], emmy_measured_us(table)):
         r, _ = predictions.predict(name, "rtx5090", table["shape"], {}, cache)
@@ -129,14 +141,45 @@ def emmy_rows(table: dict, cache: dict) -> list[dict]:
     return rows
 
 
-def refused_rows(table: dict) -> list[dict]:
-    """The refused moves: what the write-up states and why lapis has no prediction for them."""
+def refused_measured_change(m: dict, baseline_us: float) -> float | None:
+    """A refused move's stated change in % of its baseline's time: stated_us over baseline_us, or
+    stated_delta_us over `baseline_us` (the baseline move's measured time); None where no time is stated."""
+    if "baseline_us" in m:
+        base = _positive(m["baseline_us"], f"{m.get('move')} baseline_us", EMMY_TABLE)
+        return 100.0 * (_positive(m["stated_us"], f"{m.get('move')} stated_us", EMMY_TABLE) / base - 1.0)
+    if m.get("stated_delta_us") is None:
+        return None
+    return 100.0 * m["stated_delta_us"] / baseline_us
+
+
+def refused_verdict(measured_change: float | None, predicted_change: float) -> bool:
+    """A refused move's hit (module docstring): within NO_GAIN x 100 points of a stated change, else no
+    predicted gain past NO_GAIN."""
+    if measured_change is None:
+        return predicted_change >= -100.0 * NO_GAIN
+    return abs(predicted_change - measured_change) <= 100.0 * NO_GAIN
+
+
+def refused_rows(table: dict, cache: dict, measured: dict) -> list[dict]:
+    """One row per refused schedule (attention_sm120.REFUSED): the write-up's statement, the predicted times of
+    the schedule and of its baseline move, the predicted and stated change in %, and the verdict. `measured`:
+    kept move name -> its measured µs (the baseline of a "~0 µs" statement)."""
     out = []
     for m in table["refused"]:
         stated = (f"{m['stated_us']:g} vs {m['baseline_us']:g} µs" if "baseline_us" in m else
                   "no time stated" if m.get("stated_delta_us") is None else
                   f"{'~' if m.get('approximate') else ''}{m['stated_delta_us']:g} µs change")
-        out.append(dict(move=m["move"], stated=stated, predicted=None, no_gain_predicted=None, why=NO_SCHEDULE))
+        ours = [(name, base) for name, move, base, _, _ in attention_sm120.REFUSED if move == m["move"]]
+        if not ours:
+            raise CaptureError("every refused move of the Emmy table has a schedule in attention_sm120.REFUSED",
+                               m.get("move"), "add the move's schedule to attention_sm120.REFUSED")
+        for name, base in ours:
+            pred = predictions.predict(name, "rtx5090", table["shape"], {}, cache)[0]["predicted_us"]
+            base_pred = predictions.predict(base, "rtx5090", table["shape"], {}, cache)[0]["predicted_us"]
+            change, meas = 100.0 * (pred / base_pred - 1.0), refused_measured_change(m, measured[base])
+            out.append(dict(move=m["move"], schedule=name, baseline=base, stated=stated, measured_change=meas,
+                            predicted_us=pred, baseline_predicted_us=base_pred, predicted_change=change,
+                            hit=refused_verdict(meas, change)))
     return out
 
 
@@ -151,23 +194,28 @@ def summary(rows: list[dict]) -> dict:
 
 def validate_seeds() -> dict:
     """Both tables against the predictions (module docstring)."""
-    b200 = load_table(B200_TABLE, ("source", "shapes", "fa4_tflops", "kernels"))
+    b200 = load_table(B200_TABLE, ("source", "shapes", "fa4_paper_tflops", "fa4_same_run_fraction", "kernels"))
     emmy = load_table(EMMY_TABLE, ("source", "shape", "moves", "refused"))
     cache = predictions.load()
     try:
-        brows, erows = b200_rows(b200, cache), emmy_rows(emmy, cache)
+        fa4, brows, erows = fa4_reference(b200), b200_rows(b200, cache), emmy_rows(emmy, cache)
+        refused = refused_rows(emmy, cache, {r["schedule"]: r["measured_us"] for r in erows})
     except (KeyError, TypeError, AttributeError) as exc:  # a row lacking a field, or a field of the wrong kind
-        raise CaptureError("a seed table's rows hold their measured fields (pct_of_fa4 per shape; stated_us or "
-                           "stated_speedup per move)", f"{type(exc).__name__}: {exc}",
+        raise CaptureError("a seed table's rows hold their measured fields (pct_of_fa4 and fa4_paper_tflops per "
+                           "shape; stated_us or "
+                           "stated_speedup per move; a refused move's stated times)", f"{type(exc).__name__}: {exc}",
                            "restore the tables from the lapis repository (lapis/data/seeds/)") from None
     bsum, esum = summary(brows), summary(erows)
     scored = bsum["scored_steps"] + esum["scored_steps"]
     hits = bsum["direction_hits"] + esum["direction_hits"]
     return dict(
-        b200=dict(source=b200["source"], fa4_tflops=b200["fa4_tflops"], shapes=b200["shapes"], error_unit="points",
+        b200=dict(source=b200["source"], fa4_paper_tflops=b200["fa4_paper_tflops"],
+                  fa4_same_run_fraction=b200["fa4_same_run_fraction"], fa4_reference_tflops=fa4,
+                  shapes=b200["shapes"], error_unit="points",
                   rows=brows, summary=bsum),
         rtx5090=dict(source=emmy["source"], shape=emmy["shape"], error_unit="% of measured", rows=erows,
-                     refused=refused_rows(emmy), summary=esum),
+                     refused=refused, summary=esum,
+                     refused_summary=dict(rows=len(refused), hits=sum(r["hit"] for r in refused))),
         summary=dict(scored_steps=scored, direction_hits=hits, direction_hit_rate=hits / scored if scored else None,
                      step_moved=STEP_MOVED, no_gain=NO_GAIN))
 
@@ -184,7 +232,9 @@ def render(r: dict) -> str:
     b, e = r["b200"], r["rtx5090"]
     src = b["source"]
     lines = [f"B200: % of FA4 (measured: {src['repository']}@{src['commit'][:7]} {src['file']}; FA4 = "
-             + " / ".join(f"{v:g}" for v in b["fa4_tflops"].values()) + " TFLOP/s at "
+             f"{b['fa4_same_run_fraction']:g} x the paper's "
+             + " / ".join(f"{v:g}" for v in b["fa4_paper_tflops"].values()) + " = "
+             + " / ".join(f"{v:.0f}" for v in b["fa4_reference_tflops"].values()) + " TFLOP/s at "
              + " / ".join(b["shapes"]) + ")",
              f"{'kernel':>6}  {'schedule':<30}{'shape':>5}{'measured':>10}{'predicted':>10}{'error':>8}"
              f"{'step meas':>10}{'pred':>8}  direction"]
@@ -198,14 +248,22 @@ def render(r: dict) -> str:
         meas = f"{'~' if row['derived'] else ''}{row['measured_us']:.1f}"
         lines.append(f"{row['move']:<24}{row['schedule']:<28}{meas:>10}{row['predicted_us']:>10.1f}"
                      f"{row['error']:>+7.1f}%  {_dir(row.get('step'))}")
-    lines.append("refused moves:")
-    lines += [f"  {m['move']:<24}{m['stated']:<22}{m['why']}" for m in e["refused"]]
+    lines += ["refused moves (change from the baseline move, %; hit: within "
+              f"{100 * r['summary']['no_gain']:g} points of the stated change, or no gain where none is stated):",
+              f"  {'move':<24}{'schedule':<31}{'stated':<16}{'meas':>6}{'baseline':>10}{'pred':>8}{'change':>8}"]
+    for m in e["refused"]:
+        meas = "-" if m["measured_change"] is None else f"{m['measured_change']:+.1f}"
+        lines.append(f"  {m['move']:<24}{m['schedule']:<31}{m['stated']:<16}{meas:>6}"
+                     f"{m['baseline_predicted_us']:>10.1f}{m['predicted_us']:>8.1f}{m['predicted_change']:>+7.1f}%  "
+                     f"{'hit' if m['hit'] else 'miss'}")
     lines.append("")
     for label, t, unit in (("B200", b, "points"), ("RTX 5090", e, "%")):
         s = t["summary"]
         lines.append(f"{label}: mean |error| {s['mean_abs_error']:.1f} {unit} over {s['rows']} rows; direction "
                      f"{s['direction_hits']}/{s['scored_steps']} steps that moved > {r['summary']['step_moved']:g}"
                      f"{' point' if unit == 'points' else '%'}")
+    rs = e["refused_summary"]
+    lines.append(f"RTX 5090 refused moves: {rs['hits']}/{rs['rows']} as the write-up states")
     s = r["summary"]
     rate = "-" if s["direction_hit_rate"] is None else f"{100 * s['direction_hit_rate']:.0f}%"
     lines.append(f"direction hit rate, both tables: {s['direction_hits']}/{s['scored_steps']} ({rate})")

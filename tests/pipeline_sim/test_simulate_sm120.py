@@ -13,10 +13,10 @@ SHAPE = "1x8x4096x64"  # the write-up's SDPA_P
 
 
 def test_every_move_is_registered():
-    assert [n for n in SCHEDULES if n.startswith("sm120-")] == list(m.VARIANTS)
+    assert [n for n in SCHEDULES if n.startswith("sm120-")] == list(m.VARIANTS) + list(m.REFUSED_VARIANTS)
 
 
-@pytest.mark.parametrize("name", list(m.VARIANTS))
+@pytest.mark.parametrize("name", list(m.VARIANTS) + list(m.REFUSED_VARIANTS))
 def test_each_move_runs_under_the_roofline(name):
     r = simulate(name, "rtx5090", SHAPE)
     roof = roofline.attention(load_profile("rtx5090"), 1, 8, 4096, 64)

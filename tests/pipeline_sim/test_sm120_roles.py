@@ -37,8 +37,8 @@ def test_the_direct_warp_alone_loads_its_operands_then_runs_the_tile_math():
     cta = m.Cta.open(ctx, 0, 0)
     events = run(ctx, m.warp_direct(ctx, cta, 0))
     assert [e.op for e in events] == ["ld.global K/V", "Q from HBM", "K/V from L2 (waited)", "mma.sync QK",
-                                      "softmax ex2", "softmax FMA + O rescale", "P via smem", "mma.sync PV",
-                                      "store O", "store O"]  # no ldmatrix: operands come straight from gmem
+                                      "softmax ex2", "softmax FMA + O rescale", "P to smem", "ldmatrix P",
+                                      "mma.sync PV", "store O", "store O"]  # operands straight from gmem
     assert {e.role for e in events} == {"cta0.w0"}
     qk = next(e for e in events if e.op == "mma.sync QK")
     assert qk.end_ns - qk.start_ns == pytest.approx(ctx.cost.gemm_ns)
@@ -56,7 +56,8 @@ def test_tile_math_follows_the_moves_cost_options():
     c = context("sm120-m02-smem-staging", params={"warps": 1}).cost
     assert ops["sm120-m02-smem-staging"]["ldmatrix K (+Q)"] == pytest.approx(c.lsu_ns(c.tile_bytes + c.q_bytes))
     assert ops["sm120-m04-q-hoist"]["ldmatrix K (+Q)"] == pytest.approx(c.lsu_ns(c.tile_bytes))
-    assert "P via smem" in ops["sm120-m02-smem-staging"] and "P via smem" not in ops["sm120-m04-q-hoist"]
+    assert ops["sm120-m02-smem-staging"]["P to smem"] == pytest.approx(c.lsu_ns(c.p_smem_bytes // 2))
+    assert "P to smem" not in ops["sm120-m04-q-hoist"] and "ldmatrix P" not in ops["sm120-m04-q-hoist"]
 
 
 def test_a_diagonal_tile_is_masked_once():
@@ -127,7 +128,7 @@ def test_each_move_picks_its_warp_role_and_cost_options(name, role, q_slab, p_vi
 
 
 def test_the_moves_are_schedules_in_order_with_their_descriptions():
-    assert [s.name for s in m.SCHEDULES] == list(m.VARIANTS)
+    assert [s.name for s in m.SCHEDULES] == list(m.VARIANTS) + list(m.REFUSED_VARIANTS)
     assert all(s.arch == "sm120" and s.gpu == "rtx5090" for s in m.SCHEDULES)
     assert lookup("sm120-m06-tma").description.startswith("warp 0 issues a TMA box per K/V tile")
 
@@ -137,3 +138,75 @@ def test_the_fit_counts_the_ctas_the_busiest_sm_held():
     many = simulate("sm120-m04-q-hoist", "rtx5090", "1x8x4096x64")
     assert one["fit"]["ctas_per_sm"] == 1 and many["fit"]["ctas_per_sm"] == 2
     assert many["fit"]["registers"] == 4 * 32 * 254
+
+
+def test_the_p_hand_off_waits_for_every_warp_only_under_syncthreads():
+    waits = {}
+    for name in ("sm120-m02-smem-staging", "sm120-r1-warp-scoped-barrier"):
+        ctx = context(name, params={"warps": 2}, work=((1, 1),))
+        cta = m.Cta.open(ctx, 0, 0)
+        for w in range(2):
+            ctx.env.process(m.warp_slab(ctx, cta, w))
+        ctx.env.run()
+        waits[name] = [e for e in ctx.rec.events if e.op == "wait __syncthreads (P hand-off)"]
+        assert cta.phases == [3 if name.startswith("sm120-m02") else 2] * 2  # slab full, (hand-off,) slab free
+    # warp 1's P store queues behind warp 0's on the one LSU, so warp 0 waits at the hand-off
+    assert [e.role for e in waits["sm120-m02-smem-staging"]] == ["cta0.w0"]
+    assert waits["sm120-r1-warp-scoped-barrier"] == []
+
+
+def test_libm_expf_adds_thirteen_fma_ops_a_score():
+    fast, libm = (context(n).cost for n in ("sm120-r2-fast-exp", "sm120-m07-register-tiling"))
+    per_op = fast.rows * 64 / (P["fma_per_clk_sm"] * P["clock_ghz"] / 4)  # rows x block_n scores on a quarter SM
+    assert libm.fma_ns - fast.fma_ns == pytest.approx(13 * per_op)
+    assert libm.mufu_ns == fast.mufu_ns  # one MUFU.EX2 a score either way
+
+
+@pytest.mark.parametrize("name, slots, smem, resident", [
+    ("sm120-m07-register-tiling", 2, 32768, 2),  # the write-up's final kernel: 32.0K smem, 17% occupancy
+    ("sm120-r3-ring-d3", 3, 49152, 2),  # still two CTAs: the register file allows two either way
+    ("sm120-r3-ring-d4", 4, 65536, 1),  # 2 x 64 KB > 100 KB of smem an SM: one CTA
+])
+def test_deeper_rings_cost_shared_memory(name, slots, smem, resident):
+    s = lookup(name)
+    assert s.flags["slots"] == slots
+    prm, fit = s.resolve(P, (1, 8, 4096, 64), {})
+    assert (fit["smem_bytes"], fit["ctas_per_sm"]) == (smem, resident)
+
+
+def test_the_producer_warp_costs_registers_and_feeds_the_ring():
+    prm, fit = lookup("sm120-r4-warp-specialization").resolve(P, (1, 8, 4096, 64), {})
+    assert fit["registers"] == 5 * 32 * 254 and fit["ctas_per_sm"] == 1  # 40640 x 2 > 65536
+    ctx = context("sm120-r4-warp-specialization", params={"warps": 1}, work=((3, 3),))
+    tma = TmaEngine(ctx, unit="l2", style="transfer", reuse=ctx.cost.reuse)
+    cta = m.Cta.open(ctx, 0, 0, tma)
+    assert cta.producer == "cta0.producer"
+    ctx.env.process(m.warp_tma(ctx, cta, 0))
+    ctx.env.process(m.warp_producer(ctx, cta))
+    ctx.env.run()
+    copies = [e for e in ctx.rec.events if e.op == "TMA K+V"]
+    assert [e.k_index for e in copies] == [0, 1, 2]
+    assert copies[1].start_ns < ctx.cost.gemm_ns  # both slots filled at once: the producer waits for no math
+    slot = next(e for e in ctx.rec.events if e.op == "wait K/V slot")  # tile 2 waits for tile 0's release
+    pv0 = max(e.end_ns for e in ctx.rec.events if e.op == "mma.sync PV" and e.k_index == 0)  # both chains' PV
+    assert (slot.role, slot.k_index, slot.end_ns) == ("cta0.producer", 2, pytest.approx(pv0))
+    assert sorted(e.k_index for e in ctx.rec.events if e.op == "mma.sync PV") == [0, 0, 1, 1, 2, 2]
+    assert not any(e.role == "cta0.producer" and e.op.startswith("mma") for e in ctx.rec.events)
+
+
+def test_each_refused_move_changes_one_kept_move():
+    for name, _, base, _, change in m.REFUSED:
+        assert m.REFUSED_VARIANTS[name] == {**m.VARIANTS[base], **change} != m.VARIANTS[base]
+
+
+def test_a_register_tiled_warp_overlaps_its_two_chains():
+    ctx = context("sm120-m07-register-tiling", params={"warps": 1})
+    events = run(ctx, m.tile_math(ctx, m.Cta.open(ctx, 0, 0), 0, 0))
+    tensor = sorted((e for e in events if e.op.startswith("mma.sync")), key=lambda e: e.start_ns)
+    assert [e.op for e in tensor] == ["mma.sync QK", "mma.sync QK", "mma.sync PV", "mma.sync PV"]  # issue order
+    c = ctx.cost
+    assert all(e.end_ns - e.start_ns == pytest.approx(c.gemm_ns / 2) for e in tensor)  # one 16-row chain each
+    ex2 = sorted(e.start_ns for e in events if e.op == "softmax ex2")
+    assert ex2[0] == pytest.approx(tensor[0].end_ns) and ex2[0] < tensor[1].end_ns  # chain 0's softmax under QK1
+    # the tile takes the four mmas back to back plus the ldmatrix: every softmax hides under the other chain's mma
+    assert ctx.env.now == pytest.approx(c.lsu_ns(c.ldmatrix_k_bytes) + 2 * c.gemm_ns)

@@ -39,15 +39,27 @@ m05 pipelining d2/cp/ring    ~222 us    yes        two slabs: tile j+1's cp.asyn
 m06 TMA                      ~213 us    yes        warp 0 issues one TMA box per K/V tile into a 2-slot
                                                    TmaPipeline; no cp.async LSU wavefronts; mbarrier wait
 m07 register tiling f2x8     205 us     yes        fm = 2: a warp owns two 16-row query tiles; each K/V fragment
-                                                   is ldmatrix-ed once for both (block_m 128, grid 256)
-refused (warp-scoped barrier, fast exp, deeper rings, warp specialization 213 us): not schedules here.
+                                                   is ldmatrix-ed once for both (block_m 128, grid 256); the
+                                                   two chains overlap (chain_math)
+refused moves (REFUSED), each one kept move's flags changed:
+r1 warp-scoped barrier       ~0 us      yes        on m02: the P hand-off between the store to smem and the
+                                                   ldmatrix back is __syncwarp (warp-local) not __syncthreads
+r2 fast exp                  ~0 us      yes        on m07: __expf, one FMUL + MUFU.EX2, for libm expf (the
+                                                   kept moves' ~15-instruction sequence: EXPF_EXTRA_OPS)
+r3 deeper rings d3, d4       no time    yes        on m07: a 3- or 4-slot K/V TMA ring (smem per CTA, so the
+                                                   CTAs an SM holds: d4 holds one)
+r4 warp specialization       213 vs 206 yes        on m07: a fifth warp issues the TMA boxes, the four math
+                                                   warps only consume; it holds registers like the others
+                                                   (no setmaxnreg on sm_120), so the SM holds one CTA
 Write-up times marked ~ are derived from its speed-up factors (612/1.20; 233/1.05; /1.04); 271, 233, 612 and
 204.7 us are stated. The write-up's geometry per move is not stated except the final one (w4x1/f2x8/k4: 4 warps,
 128 rows, 254 registers, 32 KB smem); every move here uses 4 warps and block_n 64, fm 1 before m07.
 Modelled assumptions stated here (not per move): FMA-pipe ops per score (attention_h200.FMA_OPS_PER_SCORE,
-4: no exp2 folding, which the write-up refused), DIRECT_BYTES_PER_WAVEFRONT, regs_per_thread (the write-up's
-254 for every move). Not modelled: L1 hits of the direct loads, mma.sync/ldmatrix latency, bank conflicts,
-libm expf's extra instructions, the store of O's latency.
+4: no exp2 folding, which the write-up refused) plus libm expf's EXPF_EXTRA_OPS, DIRECT_BYTES_PER_WAVEFRONT,
+regs_per_thread (the write-up's 254 for every move and every warp). The P hand-off through smem (m01, m02)
+passes a __syncthreads (the write-up's refused move 1 names it). Not modelled: L1 hits of the direct loads,
+mma.sync/ldmatrix latency (a warp overlaps only its independent chains, fm > 1), bank conflicts, the store
+of O's latency.
 
 Roles (top-level generator functions over the Context; any of them runs alone in a test):
   cta_slot(ctx, slot)           a CTA slot of the SM: its CTAs one after another (the block scheduler's refill)
@@ -80,6 +92,7 @@ from lapis.pipeline_sim.units import SMSP_PER_SM, SmspBusy, occupy
 
 __all__ = ["DEFAULTS", "SCHEDULES", "VARIANTS", "Sm120Costs", "parse_shape"]
 
+KV_SLOTS = 2  # the K/V slabs of the cp.async ring (m05) and the slots of the TMA ring (m06 on); `slots` flag
 DEFAULTS = dict(warps=4, block_n=64, regs_per_thread=254, causal=0)
 # The moves in order: (name, step, description as `lapis simulate --list` prints it, what the move changes in the
 # flags). feed: where a warp's K/V come from ("direct" gmem, one cp.async "slab", a cp.async "ring" of two slabs,
@@ -88,7 +101,8 @@ DEFAULTS = dict(warps=4, block_n=64, regs_per_thread=254, causal=0)
 MOVES = (
     ("sm120-m01-tensor-cores", "tensor_cores",
      "sm120 mma.sync QK/PV; each warp loads K/V operands from gmem every tile (waited)",
-     dict(feed="direct", q_slab=False, p_via_smem=True, fm=1)),
+     dict(feed="direct", q_slab=False, p_via_smem=True, fm=1, handoff="syncthreads", expf="libm",
+          slots=KV_SLOTS, producer_warp=False)),
     ("sm120-m02-smem-staging", "staging",
      "K/V tile staged once per CTA by cp.async (d1, waited), __syncthreads, ldmatrix", dict(feed="slab", q_slab=True)),
     ("sm120-m03-c-to-a-repack", "c2a", "P converted C->A in registers instead of a smem round trip",
@@ -103,6 +117,25 @@ MOVES = (
      "fm=2: each warp owns two 16-row Q tiles sharing every K/V fragment (block_m 128)", dict(fm=2)),
 )
 _STEPS = [step for _, step, _, _ in MOVES]
+# The write-up's refused moves, each a change of one kept move's flags (its baseline): (name, the seed table's
+# move, the baseline move, description, the change). handoff: the P hand-off's barrier between the store to smem
+# and the ldmatrix back ("syncthreads" or "syncwarp": warp-local, no cross-warp wait); expf: libm expf (the
+# write-up's ~15-instruction sequence) or __expf (one FMUL and MUFU.EX2); slots: the K/V ring's depth;
+# producer_warp: one extra warp issues the TMA boxes and does no math.
+REFUSED = (
+    ("sm120-r1-warp-scoped-barrier", "warp-scoped barrier", "sm120-m02-smem-staging",
+     "refused: the P hand-off's __syncthreads narrowed to __syncwarp (on m02, which bounces P through smem)",
+     dict(handoff="syncwarp")),
+    ("sm120-r2-fast-exp", "fast exp", "sm120-m07-register-tiling",
+     "refused: __expf (FMUL + MUFU.EX2) for libm expf's ~15-instruction sequence (on m07)", dict(expf="fast")),
+    ("sm120-r3-ring-d3", "deeper rings (d3, d4)", "sm120-m07-register-tiling",
+     "refused: a 3-slot K/V TMA ring (d3, on m07): one more slab of smem per CTA", dict(slots=3)),
+    ("sm120-r3-ring-d4", "deeper rings (d3, d4)", "sm120-m07-register-tiling",
+     "refused: a 4-slot K/V TMA ring (d4, on m07): two more slabs of smem per CTA", dict(slots=4)),
+    ("sm120-r4-warp-specialization", "warp specialization", "sm120-m07-register-tiling",
+     "refused: a fifth warp as the TMA producer, the four math warps only consume (on m07)",
+     dict(producer_warp=True)),
+)
 
 
 def _cumulative(moves) -> dict:
@@ -115,14 +148,19 @@ def _cumulative(moves) -> dict:
 
 
 VARIANTS = _cumulative(MOVES)
+REFUSED_VARIANTS = {name: {**VARIANTS[base], **change} for name, _, base, _, change in REFUSED}
+REFUSED_BASELINE = {name: base for name, _, base, _, _ in REFUSED}  # refused schedule -> the kept move it changes
 UNMODELLED: set = set()
 MEASURED_US = {"sm120-m01-tensor-cores": 612.0, "sm120-m02-smem-staging": 612.0 / 1.20,
                "sm120-m03-c-to-a-repack": 271.0, "sm120-m04-q-hoist": 233.0,
                "sm120-m05-cp-async-ring": 233.0 / 1.05, "sm120-m06-tma": 233.0 / 1.05 / 1.04,
                "sm120-m07-register-tiling": 204.7}
+# libm expf's instructions beside the FMUL and MUFU.EX2 that __expf also issues (FMA_OPS_PER_SCORE counts the
+# FMUL): the write-up's "Libm expf is a ~15-instruction sequence; __expf is one FMUL plus MUFU.EX2", so 15 - 2,
+# counted on the FMA pipe (assumed: the sequence is FFMA/FADD/FMUL work, its one shift included)
+EXPF_EXTRA_OPS = dict(libm=13, fast=0)
 DIRECT_BYTES_PER_WAVEFRONT = 64  # m01 operand loads: one 16-bit element per lane per load instruction
 WAVEFRONT_BYTES = 128  # cp.async 16 B x 32 lanes = 4 wavefronts; ldmatrix.x4 512 B = 4 wavefronts
-KV_SLOTS = 2  # the K/V slabs of the cp.async ring (m05) and the slots of the TMA ring (m06 on)
 SMSP_UNITS = ("tensor", "mufu", "fma")  # one per SM sub-partition, each at a quarter of the SM's rate
 UNITS = tuple(f"{u}.{i}" for u in SMSP_UNITS for i in range(SMSP_PER_SM)) + ("lsu", "l2")
 BUSY = SMSP_UNITS + ("lsu", "l2")  # utilization's units, in its order: the per-SMSP ones as fractions of the SM
@@ -135,14 +173,16 @@ def footprint(p, dims: tuple, prm: dict, flags: dict) -> tuple[int, int, int]:
     tile_bytes = bn * d * 2
     smem = (_slabs(flags) * 2 * tile_bytes if flags["feed"] != "direct" else 0) \
         + (bm * d * 2 if flags["q_slab"] else 0) + (bm * bn * 2 if flags["p_via_smem"] else 0)
-    regs = warps * 32 * prm["regs_per_thread"]
+    # no setmaxnreg: every warp, the producer too, holds the kernel's regs_per_thread (setmaxnreg needs the
+    # sm_120a target and a whole warpgroup, PTX ISA setmaxnreg; the write-up compiles for sm_120)
+    regs = (warps + flags["producer_warp"]) * 32 * prm["regs_per_thread"]
     resident = min(p["registers_per_sm"] // regs, p["max_warps_per_sm"] // warps,
                    p["smem_bytes_per_sm"] // smem if smem else 10 ** 9)
     return smem, regs, resident
 
 
 def _slabs(flags: dict) -> int:
-    return KV_SLOTS if flags["feed"] in ("ring", "tma") else 1
+    return flags["slots"] if flags["feed"] in ("ring", "tma") else 1
 
 
 def resolve(flags: dict, p, dims: tuple, params: dict) -> tuple[dict, object]:
@@ -169,7 +209,8 @@ def resolve(flags: dict, p, dims: tuple, params: dict) -> tuple[dict, object]:
                             f"{_slabs(flags)} slot(s) x K+V {2 * bn * d * 2} B + Q/P slabs = {smem} B > "
                             f"{p['smem_bytes_per_block']} B per block", "lower block_n or warps")
     if prm["regs_per_thread"] > 255 or regs > p["registers_per_sm"]:
-        raise ScheduleError("the CTA does not fit the register file", f"{warps} warps x 32 x {prm['regs_per_thread']} "
+        raise ScheduleError("the CTA does not fit the register file", f"{warps + flags['producer_warp']} warps x 32 x "
+                            f"{prm['regs_per_thread']} "
                             f"registers = {regs} > {p['registers_per_sm']} (at most 255 per thread)",
                             "lower warps or regs_per_thread")
     return prm, dict(smem_bytes=smem, registers=regs, ctas_per_sm=resident)
@@ -209,13 +250,15 @@ class Sm120Costs:
     gemm_ns: one mma.sync GEMM of the tile (QK^T or PV: rows x block_n x D); mufu_ns: the tile's exponentials;
     fma_ns: softmax's FMA-pipe ops (FMA_OPS_PER_SCORE a score) and O's rescale; mask_ns: a diagonal tile's
     scores masked once in registers. lsu_rate: shared-memory wavefronts per ns (one a clock per SM).
-    q_bytes: one warp's Q (and O) rows; tile_bytes: one K or V tile; fill_bytes: one warp's share of a K+V
+    chains: the warp's independent 16-row chains (fm); q_bytes: one warp's Q (and O) rows; tile_bytes: one K or
+    V tile; fill_bytes: one warp's share of a K+V
     tile's cp.async; reuse: the loads each K/V byte serves through L2 (Q tiles per head).
     Options of the moves (zero bytes: the op is not issued): ldmatrix_k_bytes (the K tile, plus the Q slab where
     q_slab; 0 where operands come straight from gmem), ldmatrix_v_bytes, p_smem_bytes (P stored and ldmatrix-ed
     back where p_via_smem; 0 once repacked C->A in registers). resident: the CTAs an SM holds at once."""
 
     rows: int
+    chains: int
     q_bytes: int
     tile_bytes: int
     fill_bytes: int
@@ -238,9 +281,10 @@ class Sm120Costs:
         t_rate, m_rate, f_rate = (p.per_ns(k) / SMSP_PER_SM for k in ("tensor_flop_per_clk_sm",
                                                                        "mufu_ex2_per_clk_sm", "fma_per_clk_sm"))
         tile_bytes, q_bytes = bn * d * 2, rows * d * 2
-        return cls(rows=rows, q_bytes=q_bytes, tile_bytes=tile_bytes, fill_bytes=2 * tile_bytes // prm["warps"],
+        return cls(rows=rows, chains=flags["fm"], q_bytes=q_bytes, tile_bytes=tile_bytes, fill_bytes=2 * tile_bytes // prm["warps"],
                    reuse=seq // prm["block_m"], gemm_ns=2 * rows * bn * d / t_rate, mufu_ns=rows * bn / m_rate,
-                   fma_ns=(rows * bn * FMA_OPS_PER_SCORE[False] + rows * d) / f_rate,
+                   fma_ns=(rows * bn * (FMA_OPS_PER_SCORE[False] + EXPF_EXTRA_OPS[flags["expf"]]) + rows * d)
+                   / f_rate,
                    mask_ns=rows * bn * MASK_OPS_PER_SCORE / f_rate,
                    lsu_rate=p["smem_bytes_per_clk_sm"] / WAVEFRONT_BYTES * p["clock_ghz"],
                    ldmatrix_k_bytes=tile_bytes + q_bytes * flags["q_slab"] if staged else 0,
@@ -290,9 +334,11 @@ def from_gmem(ctx, nbytes: int, role: str, op: str, reuse=None, **kw):
     yield ctx.env.timeout(ctx.cost.l2_latency_ns)
 
 
-def syncthreads(ctx, cta, w: int, n: int, what: str, j: int):
-    """__syncthreads as the n-th (0-based) phase of the CTA's count-`warps` mbarrier: arrive, wait for the phase."""
-    role, bar = cta.roles[w], cta.bar
+def syncthreads(ctx, cta, w: int, what: str, j: int):
+    """__syncthreads as warp w's next phase of the CTA's count-`warps` mbarrier (every warp passes the same
+    barriers in the same order): arrive, wait for the phase."""
+    role, bar, n = cta.roles[w], cta.bar, cta.phases[w]
+    cta.phases[w] += 1
     bar.arrive(role, event=ctx.rec.last_id(role))
     yield from ctx.waited(role, f"wait {what}", bar.wait(n % 2, role), flow=lambda: bar.last_completer,
                           work_item=cta.item, k_index=j)
@@ -302,8 +348,9 @@ def syncthreads(ctx, cta, w: int, n: int, what: str, j: int):
 
 @dataclass
 class Cta:
-    """One CTA on the SM: CTA slot `slot`, the SM's work item `item` ((visits, first masked tile) span), its warps'
-    roles, its __syncthreads mbarrier `bar` and (m06 on) its K/V TMA ring."""
+    """One CTA on the SM: CTA slot `slot`, the SM's work item `item` ((visits, first masked tile) span), its math
+    warps' roles, its __syncthreads mbarrier `bar` (and each warp's next phase of it), (m06 on) its K/V TMA ring
+    and, with producer_warp, the producer warp's role (else None: math warp 0 produces)."""
 
     slot: int
     item: int
@@ -312,17 +359,24 @@ class Cta:
     roles: tuple
     bar: object
     ring: object = None
+    producer: str | None = None
+    phases: list = None
+
+    def __post_init__(self):
+        self.phases = [0] * len(self.roles)
 
     @classmethod
     def open(cls, ctx, slot: int, item: int, tma: TmaEngine | None = None) -> Cta:
         """The CTA's barriers, declared to the deadlock check: the __syncthreads mbarrier and, given the SM's TMA
-        engine, the K/V ring (warp 0 produces, every warp consumes)."""
+        engine, the K/V ring of `slots` slots (warp 0, or the producer warp, produces; every math warp consumes)."""
         roles = tuple(f"cta{slot}.w{w}" for w in range(ctx.prm["warps"]))
+        producer = f"cta{slot}.producer" if ctx.flags["producer_warp"] else None
         bar = ctx.barrier(f"cta{slot}.item{item}.syncthreads", len(roles), roles, hb=None)
-        ring = None if tma is None else ctx.pipeline(f"cta{slot}.item{item}.KV", KV_SLOTS, roles[0], roles,
-                                                     2 * ctx.cost.tile_bytes, tma=tma, hb=None)
+        ring = None if tma is None else ctx.pipeline(f"cta{slot}.item{item}.KV", ctx.flags["slots"],
+                                                     producer or roles[0], roles, 2 * ctx.cost.tile_bytes, tma=tma,
+                                                     hb=None)
         visits_, first_masked = ctx.group.work[item]
-        return cls(slot, item, visits_, first_masked, roles, bar, ring)
+        return cls(slot, item, visits_, first_masked, roles, bar, ring, producer)
 
     def smsp(self, w: int) -> int:
         """Warp w's SM sub-partition (the CTA's warps follow the previous slots' on the SM's four)."""
@@ -341,7 +395,10 @@ def cta(ctx, slot: int, item: int, tma: TmaEngine | None = None):
     every warp has exited."""
     c = Cta.open(ctx, slot, item, tma)
     role = warp_role(ctx.flags)
-    yield ctx.env.all_of([ctx.spawn(f"{r}.item{item}", role(ctx, c, w)) for w, r in enumerate(c.roles)])
+    warps = [ctx.spawn(f"{r}.item{item}", role(ctx, c, w)) for w, r in enumerate(c.roles)]
+    if c.producer:
+        warps.append(ctx.spawn(f"{c.producer}.item{item}", warp_producer(ctx, c)))
+    yield ctx.env.all_of(warps)
 
 
 # A warp's steps, shared by the warp roles.
@@ -356,17 +413,57 @@ def load_q(ctx, cta, w: int):
 def tile_math(ctx, cta, w: int, j: int):
     """K/V tile j's math in warp w once its operands are in: ldmatrix K (and the Q slab), S = QK^T (mma.sync),
     softmax's exponentials (MUFU), the causal mask on a diagonal tile, softmax's FMA-pipe ops and O's rescale,
-    P through smem (m01, m02), ldmatrix V, O += PV (mma.sync). mma.sync is synchronous: program order."""
+    P through smem (m01, m02: stored, the hand-off barrier, ldmatrix-ed back), ldmatrix V, O += PV (mma.sync).
+    One 16-row chain's ops run in program order (each needs the previous one's registers); a warp with fm > 1
+    chains runs them as chain_math, overlapping independent chains."""
     c, role, smsp, kw = ctx.cost, cta.roles[w], cta.smsp(w), dict(work_item=cta.item, k_index=j)
     yield from lsu(ctx, c.ldmatrix_k_bytes, role, "ldmatrix K (+Q)", **kw)
+    if c.chains > 1 and not c.p_smem_bytes:
+        v_in = ctx.env.event()
+        yield ctx.env.all_of([ctx.child(chain_math(ctx, cta, w, j, q, v_in)) for q in range(c.chains)])
+        return
     yield from on_smsp(ctx, "tensor", smsp, c.gemm_ns, role, "mma.sync QK", **kw)
     yield from on_smsp(ctx, "mufu", smsp, c.mufu_ns, role, "softmax ex2", **kw)
     if j >= cta.first_masked:
         yield from on_smsp(ctx, "fma", smsp, c.mask_ns, role, "causal mask", **kw)
     yield from on_smsp(ctx, "fma", smsp, c.fma_ns, role, "softmax FMA + O rescale", **kw)
-    yield from lsu(ctx, c.p_smem_bytes, role, "P via smem", **kw)
+    if c.p_smem_bytes:
+        yield from p_handoff(ctx, cta, w, j)
     yield from lsu(ctx, c.ldmatrix_v_bytes, role, "ldmatrix V", **kw)
     yield from on_smsp(ctx, "tensor", smsp, c.gemm_ns, role, "mma.sync PV", **kw)
+
+
+def chain_math(ctx, cta, w: int, j: int, q: int, v_in):
+    """Chain q of a register-tiled warp (fm chains of 16 rows sharing each K/V fragment) on K/V tile j: its QK
+    mma.sync, exponentials, causal mask, FMA-pipe ops and PV mma.sync, each a 1/fm share of the warp's. A chain's
+    ops wait only for its own previous op: a warp stalls at the first instruction that reads an mma.sync's
+    result, not at the mma's issue, so chain 1's QK holds the tensor pipe while chain 0's softmax runs. The
+    tensor pipe takes the mmas in issue order (QK0, QK1, PV0, PV1: the write-up's f2x8 listing). Chain 0
+    ldmatrix-es the V fragments both chains' PV read (v_in)."""
+    c, role, smsp, kw = ctx.cost, cta.roles[w], cta.smsp(w), dict(work_item=cta.item, k_index=j)
+    share = 1.0 / c.chains
+    yield from on_smsp(ctx, "tensor", smsp, c.gemm_ns * share, role, "mma.sync QK", **kw)
+    yield from on_smsp(ctx, "mufu", smsp, c.mufu_ns * share, role, "softmax ex2", **kw)
+    if j >= cta.first_masked:
+        yield from on_smsp(ctx, "fma", smsp, c.mask_ns * share, role, "causal mask", **kw)
+    yield from on_smsp(ctx, "fma", smsp, c.fma_ns * share, role, "softmax FMA + O rescale", **kw)
+    if q == 0:
+        yield from lsu(ctx, c.ldmatrix_v_bytes, role, "ldmatrix V", **kw)
+        v_in.succeed()
+    else:
+        yield v_in
+    yield from on_smsp(ctx, "tensor", smsp, c.gemm_ns * share, role, "mma.sync PV", **kw)
+
+
+def p_handoff(ctx, cta, w: int, j: int):
+    """P through smem: the warp stores its P tile, passes the hand-off barrier and ldmatrix-es P back as PV's A
+    operand. handoff "syncthreads" waits for every warp of the CTA; "syncwarp" is warp-local (a warp's ops are
+    already in program order here), so it waits for nothing."""
+    role, half, kw = cta.roles[w], ctx.cost.p_smem_bytes // 2, dict(work_item=cta.item, k_index=j)
+    yield from lsu(ctx, half, role, "P to smem", **kw)
+    if ctx.flags["handoff"] == "syncthreads":
+        yield from syncthreads(ctx, cta, w, "__syncthreads (P hand-off)", j)
+    yield from lsu(ctx, half, role, "ldmatrix P", **kw)
 
 
 def store_o(ctx, cta, w: int):
@@ -396,9 +493,9 @@ def cp_async_wait(ctx, cta, w: int, groups: CpAsyncGroups, j: int):
 
 
 def produce_tma(ctx, cta, st: PipelineState, j: int):
-    """Warp 0 as the ring's producer for K/V tile j: producer_acquire (the slot's empty barrier), producer_commit
-    (arrive.expect_tx and the K+V box handed to the SM's TMA engine), then advance the state."""
-    role, ring = cta.roles[0], cta.ring
+    """The ring's producer (warp 0, or the producer warp) for K/V tile j: producer_acquire (the slot's empty
+    barrier), producer_commit (arrive.expect_tx and the K+V box handed to the SM's TMA engine), then advance."""
+    role, ring = cta.producer or cta.roles[0], cta.ring
     yield from ctx.waited(role, "wait K/V slot", ring.producer_acquire(st),
                           flow=lambda s=st.index: ring.empty[s].last_completer, work_item=cta.item, k_index=j)
     ring.producer_commit(st, op="TMA K+V", work_item=cta.item, k_index=j)
@@ -429,9 +526,9 @@ def warp_slab(ctx, cta, w: int):
     for j in range(cta.visits):
         yield from cp_async(ctx, cta, w, groups, j)
         yield from cp_async_wait(ctx, cta, w, groups, j)
-        yield from syncthreads(ctx, cta, w, 2 * j, "__syncthreads (slab full)", j)
+        yield from syncthreads(ctx, cta, w, "__syncthreads (slab full)", j)
         yield from tile_math(ctx, cta, w, j)
-        yield from syncthreads(ctx, cta, w, 2 * j + 1, "__syncthreads (slab free)", j)
+        yield from syncthreads(ctx, cta, w, "__syncthreads (slab free)", j)
     yield from store_o(ctx, cta, w)
 
 
@@ -444,7 +541,7 @@ def warp_ring(ctx, cta, w: int):
     yield from load_q(ctx, cta, w)
     for j in range(cta.visits):
         yield from cp_async_wait(ctx, cta, w, groups, j)
-        yield from syncthreads(ctx, cta, w, j, "__syncthreads (slab full)", j)
+        yield from syncthreads(ctx, cta, w, "__syncthreads (slab full)", j)
         if j + 1 < cta.visits:
             yield from cp_async(ctx, cta, w, groups, j + 1)
         yield from tile_math(ctx, cta, w, j)
@@ -452,16 +549,17 @@ def warp_ring(ctx, cta, w: int):
 
 
 def warp_tma(ctx, cta, w: int):
-    """m06, m07's warp, a consumer of the CTA's 2-slot TMA ring: per tile consumer_wait (the full barrier), ldmatrix
-    and the math, consumer_release. Warp 0 is also the producer (produce_tma): tile 0's box before its Q load,
-    tile j+1's at the top of tile j."""
-    role, ring = cta.roles[w], cta.ring
-    st, pst = PipelineState(KV_SLOTS), PipelineState.producer_start(KV_SLOTS) if w == 0 else None
-    if w == 0:
+    """m06, m07's warp, a consumer of the CTA's TMA ring (`slots` slots): per tile consumer_wait (the full
+    barrier), ldmatrix and the math, consumer_release. Without a producer warp, warp 0 is also the producer
+    (produce_tma): tile 0's box before its Q load, tile j+1's at the top of tile j."""
+    role, ring, slots = cta.roles[w], cta.ring, ctx.flags["slots"]
+    produces = w == 0 and cta.producer is None
+    st, pst = PipelineState(slots), PipelineState.producer_start(slots) if produces else None
+    if produces:
         yield from produce_tma(ctx, cta, pst, 0)
     yield from load_q(ctx, cta, w)
     for j in range(cta.visits):
-        if w == 0 and j + 1 < cta.visits:
+        if produces and j + 1 < cta.visits:
             yield from produce_tma(ctx, cta, pst, j + 1)
         yield from ctx.waited(role, "wait K/V (mbarrier)", ring.consumer_wait(st, role),
                               flow=lambda s=st.index: ring.full[s].last_completer, work_item=cta.item, k_index=j)
@@ -469,6 +567,14 @@ def warp_tma(ctx, cta, w: int):
         ring.consumer_release(st, role)
         st.advance()
     yield from store_o(ctx, cta, w)
+
+
+def warp_producer(ctx, cta):
+    """The producer warp (producer_warp): every K/V tile's box in turn, each as soon as its slot is empty; it
+    issues no math."""
+    pst = PipelineState.producer_start(ctx.flags["slots"])
+    for j in range(cta.visits):
+        yield from produce_tma(ctx, cta, pst, j)
 
 
 WARP_ROLES = dict(direct=warp_direct, slab=warp_slab, ring=warp_ring, tma=warp_tma)  # feed -> the warp role
@@ -489,11 +595,12 @@ def launch(ctx) -> None:
 
 
 def _schedule(name: str, description: str) -> Schedule:
-    flags = VARIANTS[name]
+    flags = {**VARIANTS, **REFUSED_VARIANTS}[name]
     return Schedule(name=name, description=description, shape="attention", defaults=DEFAULTS, flags=flags,
                     resolve=partial(resolve, flags), work=spans_per_sm, costs=Sm120Costs.of, launch=launch,
                     flops=flops, summary=summary, gpu="rtx5090", arch="sm120", units=UNITS, busy=BUSY,
                     work_cost=visits, races="slot", sm_fit=sm_fit)
 
 
-SCHEDULES = tuple(_schedule(name, description) for name, _, description, _ in MOVES)
+SCHEDULES = tuple(_schedule(name, description) for name, _, description, _ in MOVES) \
+    + tuple(_schedule(name, description) for name, _, _, description, _ in REFUSED)
