@@ -27,7 +27,10 @@ H200 in lapis/gpu/kernels/micro_mix_softmax_v3.cu, whose softmax loop runs the k
 their loop's bookkeeping (mbarrier arrives, masks of ragged tiles, the work item's state). `softmax_scale` is the
 SMSP model's cycles for the kernel's side over those for the microbenchmark's softmax loop of the same flavour (the
 same exclusions), both with two softmax warps per SMSP (smsp.simulate, cycle by cycle): the measured tile times it
-is the kernel's.
+is the kernel's. `softmax_scale_alone` is the same ratio with one softmax warp per SMSP (SIDE_WARPS_ALONE: the
+ping-pong's ideal, the other warpgroup's warp in its GEMM turn), where one warp's in-order issue and its
+instructions' latencies are not hidden by a second warp: a block of F2FP packs after the last MUFU.EX2 costs its
+issue there, interleaved with the MUFU.EX2 stream it costs little (the schedule's `side_warps` picks the ratio).
 
 LOOPS (lapis/data/consumer_loops.json) holds the turn and softmax side of every catalog kernel with GEMM turns
 (lapis.catalog.attention, keyed by its catalog key), and for each simulator schedule the kernel a run is costed
@@ -61,6 +64,7 @@ LOOPS = DATA / "consumer_loops.json"
 SCHEMA = "lapis.consumer-loops/1"
 MICRO = "micro_mix_softmax_v3.cu"  # the contend microbenchmark (profile softmax_cycles_<flavour>)
 SIDE_WARPS = 2  # softmax warps per SMSP: one of each consumer warpgroup (the built kernels have two)
+SIDE_WARPS_ALONE = 1  # one softmax warp per SMSP: the other warpgroup's warp is in its GEMM turn
 SEGMENTS = ("pre", "first", "second")
 
 
@@ -154,10 +158,12 @@ def micro_side(instrs: list[sass.Instruction]) -> list[sass.Instruction]:
 
 
 def side_of(body: list[sass.Instruction], consts: smsp.Constants) -> dict:
-    """A softmax side's SMSP cycles per warp-iteration with SIDE_WARPS warps issuing it (smsp.simulate: the cycle
-    simulation, where the bound model's MUFU limit would hide the extra instructions), and its per-pipe counts."""
-    return dict(cycles=smsp.simulate(body, SIDE_WARPS, consts), instructions=len(body),
-                pipes=dict(sorted(sass.pipe_mix(body).items())))
+    """A softmax side's SMSP cycles per warp-iteration with SIDE_WARPS warps issuing it (cycles) and with
+    SIDE_WARPS_ALONE (alone_cycles) (smsp.simulate: the cycle simulation, where the bound model's MUFU limit would
+    hide the extra instructions), and its per-pipe counts."""
+    return dict(cycles=smsp.simulate(body, SIDE_WARPS, consts), alone_cycles=smsp.simulate(body, SIDE_WARPS_ALONE,
+                                                                                           consts),
+                instructions=len(body), pipes=dict(sorted(sass.pipe_mix(body).items())))
 
 
 def kernels() -> dict[str, dict]:
@@ -198,11 +204,12 @@ def build() -> dict:
         if fn not in fns:
             raise CaptureError("a catalog kernel is missing from the compiled file", fn,
                                "regenerate attention_variants.inc: python -m lapis.catalog.generate")
-        side = side_of(kernel_side(fns[fn], rescale=flavour_of(v) not in COND_FLAVOURS), consts)
+        side, ref = side_of(kernel_side(fns[fn], rescale=flavour_of(v) not in COND_FLAVOURS), consts), \
+            reference[flavour_of(v)]
         loops[key] = dict(function=fn, schedule=v["schedule"], overlap=v["overlap"], late_v=v["late_v"],
                           turn=turn_of(fns[fn], consts),
-                          softmax_side=dict(side, flavour=flavour_of(v),
-                                            softmax_scale=side["cycles"] / reference[flavour_of(v)]["cycles"]))
+                          softmax_side=dict(side, flavour=flavour_of(v), softmax_scale=side["cycles"] / ref["cycles"],
+                                            softmax_scale_alone=side["alone_cycles"] / ref["alone_cycles"]))
     return {"schema": SCHEMA, "nvcc": instruction_mix.nvcc_release(), "flags": instruction_mix.FLAGS,
             "source_sha256": instruction_mix.source_digests(), "constants": str(smsp.PIPES_CAPTURE.relative_to(
                 DATA.parent.parent)), "micro_reference": reference, "schedules": schedule_defaults(), "loops": loops}
@@ -226,7 +233,8 @@ def _num(x) -> bool:
 def _loop_fault(key: str, loop) -> str | None:
     """Why `loop` (the file's loops[key]) cannot cost a run, or None: a catalog ping-pong kernel (lapis.catalog
     .attention) with that kernel's schedule and turn order (overlap, late_v), segment cycles in [0, SEGMENT_MAX), HGMMA counts in
-    1..KSTEPS_MAX equal to the segment's tensor-pipe count, and a softmax_scale in (0.25, 4)."""
+    1..KSTEPS_MAX equal to the segment's tensor-pipe count, and a softmax_scale and softmax_scale_alone in
+    (0.25, 4)."""
     if not isinstance(loop, dict) or not isinstance(loop.get("turn"), dict) \
             or not isinstance(loop.get("softmax_side"), dict):
         return "not an object with turn and softmax_side objects"
@@ -247,18 +255,23 @@ def _loop_fault(key: str, loop) -> str | None:
         return f"turn hgmma {hg!r}, not 1..{KSTEPS_MAX} per group matching the segments' tensor-pipe counts"
     if not (_num(scale) and 0.25 < scale < 4):
         return f"softmax_scale {scale!r}, not in (0.25, 4)"
+    alone = loop["softmax_side"].get("softmax_scale_alone")
+    if not (_num(alone) and 0.25 < alone < 4):
+        return f"softmax_scale_alone {alone!r}, not in (0.25, 4)"
     return None
 
 
 def _scale_fault(loop: dict, reference) -> str | None:
-    """Why loop's softmax_scale is not its side's cycles over micro_reference[its flavour]'s, or None."""
+    """Why loop's softmax_scale (softmax_scale_alone) is not its side's cycles (alone_cycles) over
+    micro_reference[its flavour]'s, or None."""
     side = loop["softmax_side"]
     ref = reference.get(side.get("flavour"), {}) if isinstance(reference, dict) else {}
-    cycles, ref_cycles = side.get("cycles"), ref.get("cycles") if isinstance(ref, dict) else None
-    if not (_num(cycles) and _num(ref_cycles) and ref_cycles > 0
-            and math.isclose(side["softmax_scale"], cycles / ref_cycles, rel_tol=1e-9)):
-        return (f"softmax_scale {side['softmax_scale']!r} is not its side's cycles {cycles!r} over the "
-                f"{side.get('flavour')!r} reference's {ref_cycles!r}")
+    for scale, field in (("softmax_scale", "cycles"), ("softmax_scale_alone", "alone_cycles")):
+        cycles, ref_cycles = side.get(field), ref.get(field) if isinstance(ref, dict) else None
+        if not (_num(cycles) and _num(ref_cycles) and ref_cycles > 0
+                and math.isclose(side[scale], cycles / ref_cycles, rel_tol=1e-9)):
+            return (f"{scale} {side[scale]!r} is not its side's {field} {cycles!r} over the "
+                    f"{side.get('flavour')!r} reference's {ref_cycles!r}")
     return None
 
 
@@ -330,11 +343,11 @@ def main(argv=None) -> int:
         print(f"lapis.model.consumer_loop: {e}", file=sys.stderr)
         return 2
     print(f"{'kernel':<8} {'schedule':<24} {'pre':>5} {'first':>5} {'second':>6}  turn cycles; softmax side: "
-          "instructions, scale (against the microbenchmark's loop)")
+          "instructions, scale and scale alone (against the microbenchmark's loop)")
     for key, lp in d["loops"].items():
         c, side = lp["turn"]["cycles"], lp["softmax_side"]
         print(f"{key:<8} {lp['schedule']:<24} {c['pre']:>5.0f} {c['first']:>5.0f} {c['second']:>6.0f}  "
-              f"{side['instructions']:>4} x{side['softmax_scale']:.3f}")
+              f"{side['instructions']:>4} x{side['softmax_scale']:.3f} x{side['softmax_scale_alone']:.3f}")
     return 0
 
 

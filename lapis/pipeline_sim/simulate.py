@@ -42,7 +42,7 @@ def default_gpu(schedule) -> str:
 PARAM_RANGES = {"emulate_frac": (0, 1), "threshold": (0, None), "causal": (0, 1), "sw_exp_per16": (0, 16),
                 "regs_producer": (24, 256), "regs_consumer": (24, 256)}  # setmaxnreg's range (PTX ISA)
 COUNTS = ("stages", "kv_stages", "block_m", "block_n", "block_k", "consumer_wgs", "warps", "regs_per_thread",
-          "regs_producer", "regs_consumer", "q_tiles_per_cta", "ctas_per_sm", "q_slots", "softmax_chains")
+          "regs_producer", "regs_consumer", "q_tiles_per_cta", "ctas_per_sm", "q_slots", "softmax_chains", "side_warps")
 # parameters that take a name: work_order.ORDERS; a built kernel whose consumer loop costs the run, or its own
 # (lapis.model.consumer_loop.LOOPS)
 CHOICES = {"persistent_order": ORDERS, "kernel_loop": ("own", *consumer_loop.load()["loops"])}

@@ -95,6 +95,20 @@ def test_committed_loops():
     assert turn["s14"] < 0.8 * turn["s13"]
 
 
+def test_the_early_pack_shows_with_one_softmax_warp_per_smsp():
+    """s16 packs P_j before the rescale's branch: the same 368 instructions as s15, its 32 F2FP interleaved with the
+    MUFU.EX2 stream. One warp alone issues its side 47 cycles sooner (898 against 945 of the ex2_cond loop's 1002);
+    with a second softmax warp on the SMSP the block of packs hides under that warp's issue (768 against 773.5)."""
+    d = consumer_loop.load()
+    s15, s16 = d["loops"]["s15"]["softmax_side"], d["loops"]["s16"]["softmax_side"]
+    assert s15["instructions"] == s16["instructions"] == 368 and s15["pipes"] == s16["pipes"]
+    assert (s15["alone_cycles"], s16["alone_cycles"], d["micro_reference"]["ex2_cond"]["alone_cycles"]) == (
+        945.0, 898.0, 1002.0)
+    assert (s15["cycles"], s16["cycles"]) == (773.5, 768.0)
+    assert s16["softmax_scale_alone"] == pytest.approx(898 / 1002) and s15["softmax_scale_alone"] == pytest.approx(
+        945 / 1002)
+
+
 def test_a_malformed_loops_file_is_refused(tmp_path):
     bad = tmp_path / "loops.json"
     bad.write_text(json.dumps({"schema": consumer_loop.SCHEMA, "schedules": {}, "loops": {"x": {"turn": {}}}}))
@@ -137,6 +151,9 @@ def _corrupt(tmp_path, edit):
     (lambda d: d["loops"]["s9"]["turn"]["hgmma"].__setitem__("first", 1), r"turn hgmma \{'first': 1"),
     (lambda d: d["loops"]["s9"]["softmax_side"].__setitem__("softmax_scale", 3.9),
      "softmax_scale 3.9 is not its side's cycles 861.5 over the 'ex2_cond' reference's 768.5"),
+    (lambda d: d["loops"]["s9"]["softmax_side"].__setitem__("softmax_scale_alone", 3.9),
+     "softmax_scale_alone 3.9 is not its side's alone_cycles 1055.0 over the 'ex2_cond' reference's 1002.0"),
+    (lambda d: d["loops"]["s16"]["softmax_side"].pop("softmax_scale_alone"), "softmax_scale_alone None, not in"),
     (lambda d: d["loops"]["s9"].__setitem__("turn", []), "loop 's9': not an object"),  # was an AttributeError
     (lambda d: d.__setitem__("loops", []), "no loops or schedules object"),
 ])

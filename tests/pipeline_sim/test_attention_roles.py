@@ -210,3 +210,28 @@ def test_turn_costs_come_from_the_kernels_sass_and_only_for_kernels_lapis_built(
         ah.AttentionCosts.of(H200, dims, s4.resolve(H200, dims, {"kernel_loop": "s14"})[0], s4.flags)
     with pytest.raises(ScheduleError, match="kernel_loop"):
         fa4.costs(H200, dims, fa4.resolve(H200, dims, {"kernel_loop": "s9"})[0], fa4.flags)
+
+
+def test_side_warps_picks_the_loops_softmax_scale_with_one_or_two_softmax_warps():
+    """side_warps 2 (the default) scales the softmax tile by the kernel loop's softmax_scale, 1 by
+    softmax_scale_alone: for s16's loop 0.9993 and 0.8962 (lapis/data/consumer_loops.json)."""
+    dims = (1, 2, 1024, 128)
+    s9 = SCHEDULES["h200-s9-tuned"]
+
+    def softmax_ns(**prm):
+        return ah.AttentionCosts.of(H200, dims, s9.resolve(H200, dims, dict(prm, late_v=1))[0], s9.flags).softmax_ns
+    side = consumer_loop.load()["loops"]["s16"]["softmax_side"]
+    two, one = softmax_ns(kernel_loop="s16"), softmax_ns(kernel_loop="s16", side_warps=1)
+    assert softmax_ns(kernel_loop="s16", side_warps=2) == two
+    assert one / two == pytest.approx(side["softmax_scale_alone"] / side["softmax_scale"]) == pytest.approx(
+        898 / 1002 / (768 / 768.5))
+    # s15's packs after the rescale's branch: one warp alone issues its side 5% longer than s16's
+    assert softmax_ns(kernel_loop="s15", side_warps=1) / one == pytest.approx(945 / 898)
+
+
+@pytest.mark.parametrize("schedule, side_warps", [("h200-s9-tuned", 3), ("h200-s9-tuned", 0),
+                                                   ("h200-s3-two-consumers", 1), ("h200-s2-ws-ring", 1)])
+def test_side_warps_is_two_or_one_on_a_ping_pong_schedule(schedule, side_warps):
+    s, dims = SCHEDULES[schedule], (1, 2, 1024, 128)
+    with pytest.raises(ScheduleError, match="side_warps is 2, or 1 on a ping-pong schedule"):
+        s.resolve(H200, dims, {"side_warps": side_warps})

@@ -43,6 +43,9 @@
 //                 desc_at), not masked, shifted and or-ed from the address at every K-step.
 // s15 (LATE_V)    s14 with the GEMM turn's V_{j-1} wait after QK_j's issue, before PV_{j-1}'s: V_{j-1}, loaded after
 //                 K_j, lands while QK_j runs (FA4's sm90 forward orders its turn so).
+// s16 (EARLY_PACK) s15 with P_j packed to bf16 right after PV_{j-1}'s wait, before the conditional O rescale: no
+//                 branch sits between the exponentials and the packs, so ptxas interleaves the 32 F2FP with the
+//                 MUFU.EX2 stream instead of issuing them as a block after the rescale's branch (FA4's order).
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -96,10 +99,11 @@ struct Bool {
 // - w / (b h), b h = w % (b h), dealt grid-stride), WORKLIST s10's host-made work list in place of the grid stride,
 // CHAINS s11's independent partial maxima and sums per row (1: one running max and sum), DESC_INC s14's wgmma
 // descriptors advanced by constant increments from one base per Q slot and K/V stage (desc_lo, desc_at), LATE_V
-// s15's GEMM turn that issues QK_j before it waits for V_{j-1} (the V wait runs under QK_j on the tensor pipe).
+// s15's GEMM turn that issues QK_j before it waits for V_{j-1} (the V wait runs under QK_j on the tensor pipe),
+// EARLY_PACK s16's P_j packed before the conditional O rescale (the packs join the exponentials' basic block).
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
           int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false,
-          int CHAINS_ = 1, bool DESC_INC_ = false, bool LATE_V_ = false>
+          int CHAINS_ = 1, bool DESC_INC_ = false, bool LATE_V_ = false, bool EARLY_PACK_ = false>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
   // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
@@ -118,6 +122,9 @@ struct Features {
   // s15: the turn's V_{j-1} wait after QK_j's issue, before PV_{j-1}'s (the overlap path's turn order)
   static constexpr bool LATE_V = LATE_V_;
   static_assert(!LATE_V || OVERLAP, "the late V wait is of the overlap turn (s5+), which issues QK_j first");
+  // s16: P_j packed after PV_{j-1}'s wait and before the conditional O rescale (the overlap path's softmax side)
+  static constexpr bool EARLY_PACK = EARLY_PACK_;
+  static_assert(!EARLY_PACK || (OVERLAP && COND), "the early pack moves P_j ahead of s7's conditional O rescale");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
   static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");
@@ -533,8 +540,11 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
             if (leader) tl.record(h, &cursor, role, P::OP_WAIT_PV, COMPLETE, work, j);
             if (warp_leader) consumer_release(empty_v, held);  // V_{j-1} read
           }
+          // s16: P_j into pa first (PV_{j-1}, which read pa, is done): the packs share the exponentials' basic block,
+          // so ptxas interleaves them with the MUFU.EX2 stream; the rescale's branch follows them
+          if (F::EARLY_PACK) pack_p<BN>(pa, sacc);
           if (moved) rescale_o(o, corr);
-          pack_p<BN>(pa, sacc);
+          if (!F::EARLY_PACK) pack_p<BN>(pa, sacc);
           if (leader) tl.record(h, &cursor, role, P::OP_O_RESCALE, ISSUE, work, j);
         } else {
           wgmma_wait_group<0>();  // s4: PV_{j-1} and QK_j; s5's last turn: PV_{n-1}

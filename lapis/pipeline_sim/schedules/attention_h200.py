@@ -69,7 +69,10 @@ regs_producer / regs_consumer (setmaxnreg.py: derived 56/256, 24/240, 32/160 for
 outside 24..256 step 8 or over registers_per_sm), regs_per_thread (s1 only), ctas_per_sm, q_tiles_per_cta
 (work_order.py), persistent_order (s8, s9), softmax_chains (softmax_costs; more than 1 only on the ex2 variants
 s6..s9 with emulate_frac 0: _check_chains), kernel_loop (kernel_loop), late_v (turn_overlap: 1 waits for V_{j-1}
-after QK_j's issue, as s15 does; its kernel_loop must be a kernel that does so). Registers set the residency and are
+after QK_j's issue, as s15 does; its kernel_loop must be a kernel that does so), side_warps (softmax_costs: 2 scales
+the softmax tile by the kernel loop's softmax_scale, its SMSP cycles with both consumer warpgroups' softmax warps on
+each SMSP; 1 by softmax_scale_alone, one warp alone, where its in-order issue and latencies show, as s16's packs
+interleaved with its exponentials do; 1 needs a kernel_loop). Registers set the residency and are
 reported (`fit`); spills, and
 the per-tile overheads a larger block_n amortizes on hardware, are not modelled. FMA_OPS_PER_SCORE (4; 3 with
 the scale folded into log2 units) is the FMA-pipe count per score the FA2, sm120 and B200 schedules cost their
@@ -112,7 +115,8 @@ S1_PTXAS_REGS = 154  # ptxas's count for attn_s1_serial (capture attention/h200-
 KERNEL_SMEM_EXTRA = 1024 + 1024
 DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0,
                 regs_producer=None, regs_consumer=None, regs_per_thread=None, ctas_per_sm=None, q_tiles_per_cta=1,
-                persistent_order="grid_stride", softmax_chains=1, q_slots=1, kernel_loop="own", late_v=0)
+                persistent_order="grid_stride", softmax_chains=1, q_slots=1, kernel_loop="own", late_v=0,
+                side_warps=2)
 _S8 = dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True, persistent=True)
 VARIANTS = {
     "h200-s1-serial": dict(block_m=64, consumer_wgs=1, stages=1, ws=False, regs_per_thread=S1_PTXAS_REGS),
@@ -199,7 +203,7 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     lapis.model.softmax_body.chain_factor (the SMSP model's cycles of the tile's stream against one chain, with one
     softmax warp per consumer warpgroup on each SMSP), and for lapis's ping-pong kernels by their loop's
     softmax_scale (kernel_loop: the SMSP cycle simulation of the kernel's softmax side against the
-    microbenchmark's softmax loop)."""
+    microbenchmark's softmax loop, two softmax warps per SMSP), or softmax_scale_alone with side_warps 1 (one)."""
     base, emulate = flavour(flags), emulated(flags, prm)
     tile = {st: _flavour_cycles(p, "softmax_cycles_{}" + st, base, emulate) for st in STATES}
     pipe_alone = _measured(p, "gemm_pair_cycles")
@@ -210,7 +214,9 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     # the measured tiles are s9's (one chain per row); both consumer warpgroups' softmaxes overlap on each SMSP
     chains = chain_factor(prm.get("softmax_chains", 1), prm["consumer_wgs"])
     loop = kernel_loop(flags, prm)
-    side = loop["softmax_side"]["softmax_scale"] if loop else 1.0  # the kernel's loop against the microbenchmark's
+    # the kernel's loop against the microbenchmark's, with two softmax warps per SMSP or (side_warps 1) one
+    side = loop["softmax_side"]["softmax_scale" if prm.get("side_warps", 2) == 2 else "softmax_scale_alone"] \
+        if loop else 1.0
     return dict(softmax_ns=(tile[""] - in_tile) * (rows / 64) * (bn / 128) * chains * side / ghz,
                 rescale_ns=rows * d / p.per_ns("fma_per_clk_sm"),
                 wgmma_latency_ns=max(latency, 0.0) / ghz,
@@ -323,6 +329,10 @@ def resolve(p, params: dict, variant: str, d: int) -> dict:
         raise ScheduleError("late_v is 0, or 1 on the overlap turn (s5+: QK_j issued first, V_{j-1} waited for "
                             "before PV_{j-1})", f"{variant}: late_v {prm['late_v']!r}",
                             "use late_v=0, or 1 with h200-s5-intra-overlap .. h200-s9-tuned")
+    if prm["side_warps"] not in (1, 2) or (prm["side_warps"] == 1 and not pingpong(flags, wgs)):
+        raise ScheduleError("side_warps is 2, or 1 on a ping-pong schedule (its kernel loop's softmax side costed "
+                            "with one softmax warp per SMSP)", f"{variant}: side_warps {prm['side_warps']!r}",
+                            "use side_warps=2, or 1 with h200-s4-pingpong .. h200-s9-tuned")
     if smem > p["smem_bytes_per_block"]:
         raise ScheduleError("the schedule does not fit shared memory", f"{prm['q_slots']} x Q {bm * d * 2} B + "
                             f"{prm['stages']} stages x K+V {2 * bn * d * 2} B = {smem} B > "
