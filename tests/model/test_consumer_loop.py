@@ -109,6 +109,22 @@ def test_the_early_pack_shows_with_one_softmax_warp_per_smsp():
         945 / 1002)
 
 
+def test_the_one_sync_turn_wait_shortens_side_and_turn():
+    """s17 waits for its turn with one BAR.SYNC on a register barrier id where s16 has two predicated BAR.SYNC +
+    WARPSYNC pairs and a WARPSYNC.ALL; the descriptor arithmetic ptxas interleaved with them moves to the uniform
+    datapath (no R2UR). Its side is 359 instructions, not 368, with 2 CBU instructions, not 4; one warp alone issues
+    it in 870 cycles (s16 898), two warps in 752.5 (768); the turn's first group issues in 154 cycles, not 164."""
+    d = consumer_loop.load()
+    s16, s17 = d["loops"]["s16"], d["loops"]["s17"]
+    assert (s16["softmax_side"]["instructions"], s17["softmax_side"]["instructions"]) == (368, 359)
+    assert (s16["softmax_side"]["pipes"]["cbu"], s17["softmax_side"]["pipes"]["cbu"]) == (4, 2)
+    assert (s16["softmax_side"]["alone_cycles"], s17["softmax_side"]["alone_cycles"]) == (898.0, 870.0)
+    assert (s16["softmax_side"]["cycles"], s17["softmax_side"]["cycles"]) == (768.0, 752.5)
+    assert s16["turn"]["cycles"] == {"pre": 14.0, "first": 164.0, "second": 94.0}
+    assert s17["turn"]["cycles"] == {"pre": 11.0, "first": 154.0, "second": 94.0}
+    assert s16["turn"]["instructions"] == s17["turn"]["instructions"] == {"pre": 9, "first": 52, "second": 27}
+
+
 def test_a_malformed_loops_file_is_refused(tmp_path):
     bad = tmp_path / "loops.json"
     bad.write_text(json.dumps({"schema": consumer_loop.SCHEMA, "schedules": {}, "loops": {"x": {"turn": {}}}}))

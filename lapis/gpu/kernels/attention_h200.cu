@@ -46,6 +46,9 @@
 // s16 (EARLY_PACK) s15 with P_j packed to bf16 right after PV_{j-1}'s wait, before the conditional O rescale: no
 //                 branch sits between the exponentials and the packs, so ptxas interleaves the 32 F2FP with the
 //                 MUFU.EX2 stream instead of issuing them as a block after the rescale's branch (FA4's order).
+// s17 (ONE_SYNC)  s16 with the GEMM turn's wait as one bar.sync on barrier PP_BAR0 + wg, its id in a register,
+//                 where s16 selects between two immediate-id bar.syncs (two predicated BAR.SYNC + WARPSYNC pairs in
+//                 the turn, each warpgroup's warps issuing both); FA4's sm90 forward syncs on a register id so.
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -100,10 +103,12 @@ struct Bool {
 // CHAINS s11's independent partial maxima and sums per row (1: one running max and sum), DESC_INC s14's wgmma
 // descriptors advanced by constant increments from one base per Q slot and K/V stage (desc_lo, desc_at), LATE_V
 // s15's GEMM turn that issues QK_j before it waits for V_{j-1} (the V wait runs under QK_j on the tensor pipe),
-// EARLY_PACK s16's P_j packed before the conditional O rescale (the packs join the exponentials' basic block).
+// EARLY_PACK s16's P_j packed before the conditional O rescale (the packs join the exponentials' basic block),
+// ONE_SYNC s17's turn wait as one bar.sync whose barrier id (PP_BAR0 + wg) is a register operand.
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
           int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false,
-          int CHAINS_ = 1, bool DESC_INC_ = false, bool LATE_V_ = false, bool EARLY_PACK_ = false>
+          int CHAINS_ = 1, bool DESC_INC_ = false, bool LATE_V_ = false, bool EARLY_PACK_ = false,
+          bool ONE_SYNC_ = false>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
   // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
@@ -125,6 +130,9 @@ struct Features {
   // s16: P_j packed after PV_{j-1}'s wait and before the conditional O rescale (the overlap path's softmax side)
   static constexpr bool EARLY_PACK = EARLY_PACK_;
   static_assert(!EARLY_PACK || (OVERLAP && COND), "the early pack moves P_j ahead of s7's conditional O rescale");
+  // s17: the turn's wait as one bar.sync on a register barrier id (sm90.cuh named_bar_sync(id))
+  static constexpr bool ONE_SYNC = ONE_SYNC_;
+  static_assert(!ONE_SYNC || PP, "the one-sync turn wait is of the GEMM turns (s4+)");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
   static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");
@@ -467,8 +475,12 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           consumer_wait(full_k, st, h, 1 + st.index);
           if (leader) tl.record(h, &cursor, role, P::OP_WAIT_K, COMPLETE, work, j);
         }
-        if (wg == 0) named_bar_sync<PP_BAR0, PP_THREADS>();  // my turn
-        else named_bar_sync<PP_BAR0 + 1, PP_THREADS>();
+        if constexpr (F::ONE_SYNC) {
+          named_bar_sync<PP_THREADS>(PP_BAR0 + wg);  // my turn: one BAR.SYNC on a register id
+        } else {
+          if (wg == 0) named_bar_sync<PP_BAR0, PP_THREADS>();  // my turn
+          else named_bar_sync<PP_BAR0 + 1, PP_THREADS>();
+        }
         if (leader) tl.record(h, &cursor, role, P::OP_WAIT_TURN, COMPLETE, work, j);
         auto qk = [&] {  // S = Q K_j^T into sacc, issued and committed, not waited
           if (OVERLAP) {

@@ -62,6 +62,14 @@ __device__ __forceinline__ void named_bar_sync() {
   asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(COUNT) : "memory");
 }
 
+// bar.sync on barrier `id` (1..15, the same in every thread of a warp) held in a register: one instruction where a
+// choice between immediate ids is two predicated ones. ptxas reserves all 16 barriers for a kernel that uses it.
+template <int COUNT>
+__device__ __forceinline__ void named_bar_sync(uint32_t id) {
+  static_assert(COUNT % 32 == 0, "a multiple of 32 threads");
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(COUNT) : "memory");
+}
+
 template <int ID, int COUNT>
 __device__ __forceinline__ void named_bar_arrive() {
   static_assert(ID > 0 && ID < 16 && COUNT % 32 == 0, "named barrier 1..15, a multiple of 32 threads");
