@@ -13,6 +13,13 @@ Per kernel (lapis.model.sass reads the listing; its PIPE_OF classes the opcodes,
   per pipe and per op (mnemonic with modifiers, operands dropped), the RAW dependency chain of one pass straight
   through it (lapis.model.sass.critical_path, weight 1: `chain_first` and `chain_per_iteration` in
   instructions), and `role`: the warp role its instructions suggest (ROLE_RULES, first match).
+- per loop, on the sm_100 constants (lapis/data/smsp_sm100.json, CONSTANTS): `chain_links`, the pipe of every link
+  of the RAW chain of one pass when each link weighs its pipe's dependent-issue latency
+  (lapis.model.smsp.dependent_latency: a TMEM load 16 cycles, MUFU 18, a shuffle 24, FMA/ALU 4), as counts per
+  pipe, and `chain_cycles`, that chain's length in cycles; `warp_cycles`, one warp's cycles per iteration when it
+  runs the loop alone, in order, under the compiled control bits (lapis.model.smsp.simulate with 1 warp: the
+  compiler's stall counts, and the scoreboard waits of variable-latency instructions, a TMEM load's included,
+  released after their pipe's latency).
 Static counts: an instruction counts once whatever its guard or branch arm; execution counts need a profiler.
 
     python -m lapis.captures.seed_mix --sass DIR --sources FILE.json --out FOLDER
@@ -29,8 +36,9 @@ from collections import Counter
 from pathlib import Path
 
 from lapis.errors import CaptureError
-from lapis.model import sass
+from lapis.model import sass, smsp
 
+CONSTANTS = smsp.SM100  # the SMSP constants the cycle fields are computed on
 MIN_BODY = 8  # instructions: shorter loops are address arithmetic or spin waits, not a role's body
 # (role, test on the loop's opcodes): the first that holds names the loop
 ROLE_RULES = (
@@ -70,9 +78,13 @@ def loop_record(instrs: list[sass.Instruction], lp: sass.Loop, depth: int) -> di
     body = instrs[lp.head:lp.tail + 1]
     ops = Counter(_mnemonic(ins) for ins in body)
     chain = sass.critical_path(body)
+    consts = smsp.Constants.load(CONSTANTS)
+    timed = sass.critical_path(body, weight=lambda ins: smsp.dependent_latency(ins, consts))
     return dict(head=hex(lp.head_address), branch=hex(lp.branch_address), depth=depth, role=role_of(ops),
                 instructions=len(body), pipes=_pipes(sass.pipe_mix(body)), ops=dict(sorted(ops.items())),
-                chain_first=chain.first, chain_per_iteration=chain.per_iteration)
+                chain_first=chain.first, chain_per_iteration=chain.per_iteration,
+                chain_links=_pipes(Counter(body[i].pipe for i in timed.path)), chain_cycles=timed.first,
+                warp_cycles=round(smsp.simulate(body, 1, consts), 2))
 
 
 def _pipes(mix: Counter) -> dict:
@@ -109,7 +121,8 @@ def capture(sass_dir: Path, sources: dict) -> dict:
                 commit=sources["commit"], dirty=False, source_blobs={}, repository=sources["repository"],
                 nvcc=sources["nvcc"], flags=sources["flags"], cuobjdump=sources["cuobjdump"],
                 note=sources.get("note", ""))
-    return dict(provenance=prov, min_body=MIN_BODY, pipes=list(sass.PIPES), kernels=kernels)
+    return dict(provenance=prov, min_body=MIN_BODY, pipes=list(sass.PIPES),
+                constants=f"lapis/data/{CONSTANTS.name}", kernels=kernels)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,8 +18,9 @@ shared pipes with fractional rates, greedy-then-oldest warp choice), so bounds t
 the hardware instead of the larger one hiding the other.
 
 Capture loops: loop_prediction() costs one loop of a compiled-only instruction-mix capture (lapis.captures.seed_mix:
-per-pipe counts and the RAW chain length `chain_first` in instructions, no control bits): predict() with the one-warp
-period chain_first x latency["fma"], a lower bound (every link costed as an FP32 dependency).
+per-pipe counts, the RAW chain's links per pipe, and warp_cycles, simulate(body, 1) computed at capture from the
+listing's control bits): predict() with the one-warp period max(chain cycles at each link's pipe latency,
+warp_cycles).
 
 Constants: Constants.from_pipes_capture of PIPES_CAPTURE (the H200 pipes capture, benchmarks/h200_pipes.sh), over
 PENDING (lapis/data/smsp_pending.json) for the pipes it does not measure (marked pending: partly lapis micro
@@ -183,7 +184,7 @@ def warp_period(body: list[sass.Instruction], consts: Constants, iterations: int
         for ins in body:
             t = max([t + 1.0] + [ready.get(r, 0.0) for r in ins.srcs])
             for d in ins.dests:
-                ready[d] = t + _latency(ins, consts)
+                ready[d] = t + dependent_latency(ins, consts)
     return starts[-1] - starts[-2]
 
 
@@ -199,7 +200,8 @@ def smem_wavefronts(ins: sass.Instruction) -> int:
     return 4 if "128" in mods else 2 if "64" in mods else 1
 
 
-def _latency(ins: sass.Instruction, consts: Constants) -> float:
+def dependent_latency(ins: sass.Instruction, consts: Constants) -> float:
+    """Cycles until an instruction dependent on `ins` may issue: op_latency[opcode], else latency[pipe]."""
     return consts.op_latency.get(ins.opcode, consts.latency[ins.pipe])
 
 
@@ -226,7 +228,7 @@ def _issue_all(body: list[sass.Instruction], warps: int, consts: Constants, iter
             if m:
                 pipe_free["smem"] = max(pipe_free.get("smem", 0.0), t) + m
             if c.write_sb is not None:
-                sb[w][c.write_sb] = max(sb[w][c.write_sb], t + _latency(ins, consts))
+                sb[w][c.write_sb] = max(sb[w][c.write_sb], t + dependent_latency(ins, consts))
             if c.read_sb is not None:
                 sb[w][c.read_sb] = max(sb[w][c.read_sb], t + occ[p])
             pc[w] += 1
@@ -303,10 +305,23 @@ def capture_loop(manifest: Path, kernel: str, role: str, depth: int) -> dict:
     return found[0]
 
 
+def chain_cycles(loop: dict, consts: Constants) -> float:
+    """Cycles of a capture loop's RAW chain of one pass: each link at its pipe's latency (chain_links: the links'
+    pipes, lapis.captures.seed_mix), or chain_first x latency["fma"] for a loop captured without them (every link
+    costed as an FP32 dependency, a lower bound)."""
+    links = loop.get("chain_links")
+    if links is None:
+        return float(loop["chain_first"]) * consts.latency["fma"]
+    return float(sum(n * consts.latency[p] for p, n in links.items()))
+
+
 def loop_prediction(loop: dict, warps: int, consts: Constants) -> Prediction:
-    """predict() for a capture loop (capture_loop): its per-pipe counts, one warp's period chain_first x
-    latency["fma"] cycles (module docstring), `warps` resident warps per SMSP."""
-    return predict(dict(loop["pipes"]), float(loop["chain_first"]) * consts.latency["fma"], warps, consts)
+    """predict() for a capture loop (capture_loop): its per-pipe counts, `warps` resident warps per SMSP, and one
+    warp's period: the larger of its RAW chain (chain_cycles) and warp_cycles where the capture records it (one
+    warp alone under the compiled control bits, simulate(body, 1) on the sm_100 constants: the module's T_warp
+    for cuobjdump input)."""
+    period = max(chain_cycles(loop, consts), float(loop.get("warp_cycles", 0.0)))
+    return predict(dict(loop["pipes"]), period, warps, consts)
 
 
 # ------------------------------------------------------------------------------------------ --micro --

@@ -27,6 +27,7 @@ from lapis.report.calibration import calibration_section
 from lapis.report.kernels import kernels_section
 from lapis.report.progress import Progress
 from lapis.report.schedules import schedules_section
+from lapis.report.seeds import seeds_section
 from lapis.report.third_party import third_party_section
 from lapis.report.validation import validation_section
 from lapis.validate.layouts import predict_region, validate_layouts
@@ -131,6 +132,10 @@ def _sections(out_dir: Path, captures: str | None, resimulate: bool, bar: Progre
         sched_md, sched_numbers = schedules_section(out_dir, resimulate, captures)
     md += "\n\n" + sched_md
     numbers.update(sched_numbers)
+    with bar.section("seeds"):
+        seeds_md, seeds_numbers = seeds_section(out_dir)
+    md += "\n\n" + seeds_md
+    numbers.update(seeds_numbers)
     if timed_captures(root):
         with bar.section("calibration"):
             cal_md, cal_numbers = calibration_section(out_dir, captures, resimulate)

@@ -34,6 +34,10 @@ def test_loop_record_of_a_toy_listing(tmp_path):
     # LDTM -> FMNMX3 -> MUFU -> FADD: 4 instructions in one pass; only the FADD's R0 is carried, so the chain
     # grows by that one instruction per further iteration
     assert loop["chain_first"] == 4 and loop["chain_per_iteration"] == 1
+    # the same chain at each link's sm_100 latency (smsp_sm100.json): TMEM load 16 + ALU 4 + MUFU 18 + FMA 4
+    assert loop["chain_links"] == {"tmem": 1, "alu": 1, "xu": 1, "fma": 1} and loop["chain_cycles"] == 42
+    # one warp alone: every control word here says stall 1 and sets no scoreboard, so it issues one a cycle
+    assert loop["warp_cycles"] == 9
 
 
 def test_roles_by_first_rule():
@@ -88,6 +92,17 @@ def test_shipped_capture_shows_the_minor_steps_source_changes():
     # k18 (k17's body) keeps the MMA warp's barrier phases in bitmasks: k16's indexed phase arrays live in local memory
     mma16, mma18 = _loop(k["k16"], "mma", 1)["ops"], _loop(k["k18"], "mma", 1)["ops"]
     assert any(op.startswith("LDL") for op in mma16) and not any(op.startswith(("LDL", "STL")) for op in mma18)
+
+
+
+def test_shipped_capture_times_the_deferred_score_loads():
+    k = json.loads(SHIPPED.read_text())["kernels"]
+    s14, s15 = _loop(k["k14"], "softmax", 1), _loop(k["k15"], "softmax", 1)
+    # one rowmax chain over x16 loads instead of x8 ones: 45 fewer ALU links (FMNMX) in the chain
+    assert s14["chain_links"]["alu"] - s15["chain_links"]["alu"] == 45
+    assert (s14["chain_cycles"], s15["chain_cycles"]) == (594, 410)
+    # one deferred wait instead of one per x8 load: one warp alone takes 1236 cycles a tile, not 1375
+    assert (s14["warp_cycles"], s15["warp_cycles"]) == (1375, 1236)
 
 
 def test_shipped_capture_shows_the_exp_steps():

@@ -170,10 +170,17 @@ def test_capture_loop_names_one_loop_or_raises():
         smsp.capture_loop(manifest, "k04", "softmax", 1)  # k04 has no nested softmax loop
     with pytest.raises(CaptureError, match="unique"):
         smsp.capture_loop(manifest, "k99", "softmax", 0)
-    # chain 140 x 4 cycles = 560 over 2 warps = 280 < issue 1371: the issue bound
-    p = smsp.loop_prediction(loop, 2, dataclasses.replace(
-        BOOK, rate={**BOOK.rate, "tmem": 1.0}, latency={**BOOK.latency, "tmem": 16}))
+    consts = dataclasses.replace(BOOK, rate={**BOOK.rate, "tmem": 1.0}, latency={**BOOK.latency, "tmem": 16})
+    # captured without chain_links and warp_cycles: chain 140 x 4 cycles = 560 over 2 warps = 280 < issue 1371
+    bare = {k: v for k, v in loop.items() if k not in ("chain_links", "warp_cycles")}
+    p = smsp.loop_prediction(bare, 2, consts)
     assert p.bound == "issue" and p.cycles == 1371 and p.bounds["latency"] == 280
+    # the shipped loop's chain links: 71 fma + 66 alu + 1 adu at 4, 1 MUFU at 18, 1 TMEM load at 16 = 586 cycles;
+    # one warp alone under the compiled control bits takes 2587: the period, 2587 / 2 warps = 1293.5 < issue 1371
+    assert loop["chain_links"] == {"fma": 71, "alu": 66, "xu": 1, "tmem": 1, "adu": 1}
+    assert smsp.chain_cycles(loop, consts) == loop["chain_cycles"] == 586
+    p = smsp.loop_prediction(loop, 2, consts)
+    assert loop["warp_cycles"] == 2587 and p.bound == "issue" and p.cycles == 1371 and p.bounds["latency"] == 1293.5
 
 
 @pytest.mark.parametrize("raised, words", [

@@ -108,3 +108,46 @@ def test_the_swizzle_chapter_moves_through_its_compiled_loop():
     assert _compute(k03.row_max, k03.rescale, k03.softmax, unit="fma") == pytest.approx(1662 / CLOCK)
     t = {n: simulate(n, "b200", "1x16x2048x128")["predicted_us"] for n in ("b200-k02-p-in-tmem", "b200-k03-swizzle")}
     assert t["b200-k03-swizzle"] < t["b200-k02-p-in-tmem"]
+
+
+def test_row_passes_last_at_least_their_warps_own_period():
+    # manifest k04 softmax loop: one warp alone under the compiled control bits takes warp_cycles 2587 a tile (its
+    # RAW chain at sm_100 latencies: 586), more than its issue bound 1371: the passes hold the FMA pipe 1371
+    # cycles and last 2587 in all
+    c = _cost("b200-k04-warp-specialization")
+    assert _compute(c.row_max, c.rescale, c.softmax, unit="fma") == pytest.approx(1371 / CLOCK)
+    assert _compute(c.row_max, c.rescale, c.softmax, unit="own") == pytest.approx(2587 / CLOCK)
+    # k12: the correction loop's 1372 cycles (warp_cycles) for both Q tiles' O, half a rescale each
+    k12 = _cost("b200-k12-split-correction")
+    assert k12.rescale.own == pytest.approx(1372 / 2 / CLOCK * k12.rescale_frequency)
+    assert _compute(k12.row_max, k12.softmax, unit="own") == pytest.approx(1332 / CLOCK)
+
+
+def test_a_pass_waits_its_own_period_without_holding_the_unit():
+    import simpy
+    from types import SimpleNamespace
+
+    from lapis.pipeline_sim.recorder import Recorder
+    env = simpy.Environment()
+    ctx = SimpleNamespace(env=env, rec=Recorder(env), busy={u: 0.0 for u in b200.ROW_UNITS},
+                          units={u: simpy.Resource(env, 1) for u in b200.ROW_UNITS})
+    ctx.occupy = lambda unit, ns, role, op, **kw: _occupy(ctx, unit, ns, role, op, **kw)
+    ctx.record = ctx.rec.add
+    done = {}
+
+    def warp(role):
+        yield from b200.row_pass(ctx, role, b200.RowPass(fma=10.0, own=30.0), "pass")
+        done[role] = env.now
+
+    env.process(warp("a"))
+    env.process(warp("b"))
+    env.run()
+    # b queues 10 ns behind a's FMA time, which counts toward its own 30: both end at 30, not at 10 + 30
+    assert done == {"a": 30.0, "b": 30.0} and ctx.busy["fma"] == 20.0
+    assert [(e.role, e.op, e.start_ns, e.end_ns) for e in ctx.rec.events if "stalls" in e.op] == [
+        ("a", "pass (dependency stalls)", 10.0, 30.0), ("b", "pass (dependency stalls)", 20.0, 30.0)]
+
+
+def _occupy(ctx, unit, ns, role, op, **kw):
+    from lapis.pipeline_sim.units import occupy
+    yield from occupy(ctx.env, ctx.rec, ctx.units[unit], ns, ctx.busy, unit, role, op, **kw)

@@ -51,11 +51,15 @@ def test_the_row_warps_alone_wait_for_s_rescale_o_after_pv_and_write_the_epilogu
     ctx.spawn("softmax0", row_warps(ctx, cta, 0))
     env.process(mma())
     env.run()
+    # k04's compiled loop is issue-bound (no MUFU hold); its one-warp period (2587 cycles) exceeds its issue bound
+    # (1371), and each pass gets both in proportion to its mechanism cost: pass 2's share (1179 ns own against
+    # 69 ns TMEM + 625 ns FMA) ends in its warps' own dependency stalls; pass 1 (107 against 69 + 57) and the
+    # rescale (107 against 138 + 57) outlast their share of the period
     pass1 = ["S0 pass 1: row max (tmem)", "S0 pass 1: row max (fma)"]
-    pass2 = ["S0 pass 2: P (tmem)", "S0 pass 2: P (fma)"]  # k04's compiled loop is issue-bound: no MUFU hold
+    pass2 = ["S0 pass 2: P (tmem)", "S0 pass 2: P (fma)", "S0 pass 2: P (dependency stalls)"]
     assert ops(ctx, "softmax0") == ["wait S0", *pass1, *pass2, "wait S0", *pass1, "O0 rescale (tmem)",
-                                    "O0 rescale (fma)", *pass2, "wait P0V done", "O0 TMEM -> registers",
-                                    "O0 / rowsum", "store O0"]
+                                    "O0 rescale (fma)", *pass2, "wait P0V done",
+                                    "O0 TMEM -> registers", "O0 / rowsum", "store O0"]
     events = [e for e in ctx.rec.events if e.role == "softmax0"]
     first, done = events[0], next(e for e in events if e.op == "wait P0V done")
     assert (first.start_ns, first.end_ns, first.kind) == (0, 100, "wait")

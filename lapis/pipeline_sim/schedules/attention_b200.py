@@ -68,10 +68,10 @@ k14 persistent                  yes        one CTA per SM walks its work items (
                                            (q_free), the K/V ring and the MMA run into the next item while the
                                            epilogue finishes. Per-CTA launch, TMEM alloc and barrier-init costs are
                                            not modelled (no profile value)
-m1 deferred score acquisition   no         TMEM load latency and rowmax dependency chains are not modelled (only
-                                           TMEM throughput; mix=1: its compiled loop's instruction count is)
-m2 split rowsum                 no         the rowsum dependency chain is not modelled (FMA throughput only;
-                                           mix=1: its compiled loop's instruction count is)
+m1 deferred score acquisition   no         no mechanism of its own; mix=1 costs its compiled loop, whose one-warp
+                                           period holds the TMEM-load waits and the rowmax chain
+m2 split rowsum                 no         no mechanism of its own; mix=1 costs its compiled loop, whose one-warp
+                                           period holds the rowsum chain
 m3 phase bitmasks               no         local-memory spills are not modelled
 m4 TMA L2 promotion             no         L2 sector fetch granularity / hit rates are not modelled
 Before k11 O is rescaled every K/V tile but the first of an item (the write-up: kernel 10 ran the O pass every
@@ -83,11 +83,14 @@ Row-warp costs from the compiled kernels (parameter mix, default 1). With mix=1 
 row warps' passes (pass 1, pass 2, the O rescale) comes from the chapter's own compiled loop: the per-pipe
 instruction counts of the seed kernel compiled for sm_100a (lapis/data/captures/seeds/b200-481f9aa; which kernel,
 role and loop each chapter reads is lapis.catalog.attention_b200.MIX), costed by the SMSP bound model
-(lapis.model.smsp.loop_prediction: max of issue, pipe and dependency-chain bounds, one warp of the role per SMSP) on
-the cited sm_100 constants (lapis/data/smsp_sm100.json). One loop iteration is one K/V tile of one Q tile's row
-warps; its time is split among the passes it contains in proportion to their mechanism costs (below), and held on
-MUFU when the loop is MUFU-bound, else on the FMA pipe (standing for the row warps' issue slots, which the Q tiles'
-row warps and the correction warps of one SMSP share). From k12 the correction loop, which rescales both Q tiles'
+(lapis.model.smsp.loop_prediction: issue, pipe and latency bounds, one warp of the role per SMSP) on the cited
+sm_100 constants (lapis/data/smsp_sm100.json). One loop iteration is one K/V tile of one Q tile's row warps; its
+time is split among the passes it contains in proportion to their mechanism costs (below). The larger of its issue
+and pipe bounds is held on MUFU when the loop is MUFU-bound, else on the FMA pipe (standing for the row warps' issue
+slots, which the Q tiles' row warps and the correction warps of one SMSP share). Its latency bound, one warp's
+period alone (the capture's warp_cycles: the compiled stall counts and the scoreboard waits of TMEM loads, MUFU and
+shuffles at their sm_100 latencies; at least its RAW chain at each link's pipe latency), is a floor on the pass's
+time that holds no unit (RowPass.own): the other roles' warps issue while these wait on their own dependencies. From k12 the correction loop, which rescales both Q tiles'
 O, gives the rescale (half an iteration per Q tile), times the rescale frequency. So the swizzle (k03: fewer TMA
 issue instructions in the serial loop), the hardware and software exponentials (k08, k09), register caching (k10),
 and m1/m2's shorter loops move the prediction through their compiled code; where a loop's bound is not the row
@@ -160,9 +163,9 @@ _TABLE = (
     ("b200-k14-persistent", "persistent",
      "one CTA per SM walks its work items; Q/K/V and MMA run into the next item (q_free)"),
     ("b200-m1-deferred-score-load", "deferred_ld",
-     "wider TMEM loads of S, one deferred wait (TMEM latency not modelled; mix=1 costs its compiled loop)"),
+     "wider TMEM loads of S, one deferred wait (mix=1: its compiled loop's one-warp period)"),
     ("b200-m2-split-rowsum", "split_rowsum",
-     "rowsum in partial sums (dependency chains not modelled; mix=1 costs its compiled loop)"),
+     "rowsum in partial sums (mix=1: its compiled loop's one-warp period)"),
     ("b200-m3-phase-bitmasks", "phase_bitmask",
      "barrier phases in register bitmasks, no local-memory spills (not modelled; mix=1: its compiled loop)"),
     ("b200-m4-tma-l2-promotion", "l2_promotion", "TMA fetches 256 B into L2 (L2 sectors not modelled: as m3)"),
@@ -199,11 +202,15 @@ class CostOptions:
 
 @dataclass(frozen=True)
 class RowPass:
-    """What a row-warp pass over a tile holds each unit for (ns), in program order: TMEM, MUFU, FMA pipe."""
+    """What a row-warp pass over a tile holds each unit for (ns), in program order: TMEM, MUFU, FMA pipe; and
+    `own`, the least time (ns) the pass takes from its start because of its warps' own dependency stalls (their
+    one-warp period, lapis.model.smsp.loop_prediction's latency bound): past its units' time it waits holding
+    no unit, so another role's warps issue meanwhile."""
 
     tmem: float = 0.0
     mufu: float = 0.0
     fma: float = 0.0
+    own: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -262,7 +269,7 @@ class AttentionCosts:
         return cls(mma_ns=2 * BLOCK_M * bn * d / t_rate, commit_ns=p["wgmma_latency_ns"], row_max=row_max,
                    row_max_masked=replace(row_max, fma=row_max.fma + mask_ns), softmax=softmax,
                    softmax_masked=replace(softmax, fma=softmax.fma + mask_ns * reread),
-                   rescale=RowPass(**{u: getattr(rescale, u) * freq for u in ROW_UNITS}),
+                   rescale=RowPass(**{u: getattr(rescale, u) * freq for u in (*ROW_UNITS, "own")}),
                    rescale_frequency=freq, o_read_ns=BLOCK_M * d * 4 / tm_rate, o_scale_ns=BLOCK_M * d / f_rate,
                    o_bytes=BLOCK_M * d * 2, early=min(EARLY_PV_COLUMNS, bn) / bn, q_bytes=nq * BLOCK_M * d * 2,
                    tile_bytes=bn * d * 2, kv_reuse=seq // (BLOCK_M * nq), tma_ns=p["tma_latency_ns"])
@@ -276,23 +283,31 @@ def _sm100() -> smsp.Constants:
 
 
 @lru_cache(maxsize=None)
-def loop_ns(kernel: str, role: str, depth: int, warps: int, clock_ghz: float) -> tuple[float, str]:
-    """(ns, bound) of one iteration of the capture loop (lapis.catalog.attention_b200.CAPTURE) of `kernel` run by
-    `role` at `depth`: lapis.model.smsp.loop_prediction on the sm_100 constants (lapis/data/smsp_sm100.json), in
-    SMSP cycles over the clock (GHz). Every SMSP runs one warp of the warpgroup, so this is the whole pass's time."""
+def loop_ns(kernel: str, role: str, depth: int, warps: int, clock_ghz: float) -> tuple[float, float, str]:
+    """(held ns, own ns, bound) of one iteration of the capture loop (lapis.catalog.attention_b200.CAPTURE) of
+    `kernel` run by `role` at `depth`: lapis.model.smsp.loop_prediction on the sm_100 constants
+    (lapis/data/smsp_sm100.json), in SMSP cycles over the clock (GHz). held: the largest of its issue and pipe
+    bounds, the time it takes of resources the SMSP's other warps share; own: its latency bound (one warp's
+    period under the compiled control bits, or its RAW chain), a floor that other warps' issue overlaps;
+    bound: the name of the held bound. Every SMSP runs one warp of the warpgroup, so these are the whole
+    pass's times."""
     loop = smsp.capture_loop(CAPTURES.joinpath(*mix_catalog.CAPTURE), kernel, role, depth)
     pred = smsp.loop_prediction(loop, warps, _sm100())
-    return pred.cycles / clock_ghz, pred.bound
+    held = {k: v for k, v in pred.bounds.items() if k != "latency"}
+    bound = max(held, key=held.get)
+    return held[bound] / clock_ghz, pred.bounds["latency"] / clock_ghz, bound
 
 
 def _compute(rp: RowPass) -> float:
     return rp.mufu + rp.fma
 
 
-def _placed(rp: RowPass, ns: float, bound: str) -> RowPass:
+def _placed(rp: RowPass, ns: float, own: float, bound: str) -> RowPass:
     """rp's TMEM traffic and `ns` of SMSP time on MUFU when the loop is MUFU-bound, else on the FMA pipe (which
-    stands for the row warps' issue slots)."""
-    return RowPass(tmem=rp.tmem, mufu=ns, fma=0.0) if bound == "pipe.xu" else RowPass(tmem=rp.tmem, fma=ns)
+    stands for the row warps' issue slots); `own` ns the pass takes at least (RowPass.own)."""
+    if bound == "pipe.xu":
+        return RowPass(tmem=rp.tmem, mufu=ns, fma=0.0, own=own)
+    return RowPass(tmem=rp.tmem, fma=ns, own=own)
 
 
 def mix_passes(chapter: Chapter, clock_ghz: float, row_max: RowPass, rescale: RowPass,
@@ -301,15 +316,17 @@ def mix_passes(chapter: Chapter, clock_ghz: float, row_max: RowPass, rescale: Ro
     (lapis.catalog.attention_b200.MIX): the row warps' loop is one K/V tile's pass 1 + pass 2 (+ the O rescale
     before k12; + the TMA and MMA issue in k01-k03), split among those passes in proportion to their mechanism
     costs (the arguments); from k12 the correction loop is the rescale of correction_q_tiles Q tiles. TMEM time
-    is kept (the TMEM data path is not an SMSP pipe)."""
+    is kept (the TMEM data path is not an SMSP pipe). The loop's own time (loop_ns) is split the same way."""
     e = mix_catalog.MIX[chapter.name]
-    rows_ns, rows_bound = loop_ns(e["kernel"], *e["rows"], e["warps"], clock_ghz)
+    rows_ns, rows_own, rows_bound = loop_ns(e["kernel"], *e["rows"], e["warps"], clock_ghz)
     parts = [row_max, softmax] if e["correction"] else [row_max, rescale, softmax]
     total = sum(_compute(rp) for rp in parts)
-    placed = [_placed(rp, rows_ns * _compute(rp) / total, rows_bound) for rp in parts]
+    placed = [_placed(rp, rows_ns * _compute(rp) / total, rows_own * _compute(rp) / total, rows_bound)
+              for rp in parts]
     if e["correction"]:
-        corr_ns, corr_bound = loop_ns(e["kernel"], *e["correction"], e["warps"], clock_ghz)
-        return placed[0], _placed(rescale, corr_ns / e["correction_q_tiles"], corr_bound), placed[1]
+        corr_ns, corr_own, corr_bound = loop_ns(e["kernel"], *e["correction"], e["warps"], clock_ghz)
+        n = e["correction_q_tiles"]
+        return placed[0], _placed(rescale, corr_ns / n, corr_own / n, corr_bound), placed[1]
     return placed[0], placed[1], placed[2]
 
 
@@ -389,9 +406,16 @@ def use(ctx, unit: str, ns: float, role: str, op: str, **kw):
 
 
 def row_pass(ctx, role: str, cost: RowPass, op: str, frac: float = 1, **kw):
-    """A row-warp pass, `frac` of it: TMEM traffic, then MUFU, then FMA-pipe work (in program order)."""
+    """A row-warp pass, `frac` of it: TMEM traffic, then MUFU, then FMA-pipe work (in program order), then, if
+    less than `frac` of cost.own has passed since it began, the rest as its warps' dependency stalls (no unit)."""
+    start = ctx.env.now
     for unit in ROW_UNITS:
         yield from use(ctx, unit, getattr(cost, unit) * frac, role, f"{op} ({unit})", **kw)
+    rest = cost.own * frac - (ctx.env.now - start)
+    if rest > 0:
+        t0 = ctx.env.now
+        yield ctx.env.timeout(rest)
+        ctx.record(role, f"{op} (dependency stalls)", t0, **kw)
 
 
 def row_max(ctx, role: str, s: str, masked: bool, **kw):
