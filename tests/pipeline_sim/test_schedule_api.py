@@ -15,8 +15,7 @@ from lapis.pipeline_sim.trace import check_chrome, flow_pairs
 PIPELINE_SIM = Path(__file__).resolve().parents[2] / "lapis" / "pipeline_sim"
 MAX_LINES = 80
 # One role that waits for its own loads: no barrier passes anything from one role to another, so no flow to draw.
-NO_HAND_OFF = {"h200-s1-serial": "one warpgroup loads Q, K, V itself and waits for each (the kernel's s1)",
-               "sm120-m01-tensor-cores": "each warp loads its own operands from global memory and waits for them"}
+NO_HAND_OFF = {"h200-s1-serial": "one warpgroup loads Q, K, V itself and waits for each (the kernel's s1)"}
 
 
 def test_no_function_in_pipeline_sim_is_longer_than_80_lines():
@@ -31,7 +30,7 @@ def test_no_function_in_pipeline_sim_is_longer_than_80_lines():
 
 
 def test_every_built_in_schedule_is_a_schedule_object_run_by_the_engine():
-    assert len(SCHEDULES) == 39
+    assert len(SCHEDULES) == 44  # 39 and the five sm120 schedules of the Emmy write-up's refused moves
     assert all(isinstance(s, Schedule) and s.launch is not None for s in SCHEDULES.values())
 
 
