@@ -125,6 +125,20 @@ def test_the_one_sync_turn_wait_shortens_side_and_turn():
     assert s16["turn"]["instructions"] == s17["turn"]["instructions"] == {"pre": 9, "first": 52, "second": 27}
 
 
+def test_the_hoisted_barrier_addresses_shorten_the_turn():
+    """s18 holds its mbarrier addresses in uniform registers where s17 rebuilds each from SR_CgaCtaId at every wait
+    and arrive: the turn's first group (QK_j, the V_{j-1} wait, PV_{j-1}) loses an S2UR, two ULEA, two UIADD3 and four
+    UMOV, 43 instructions and 135 cycles against 52 and 154. Its side counts 370 instructions against 359: the K_j
+    wait's retry path, which ptxas separates from its TRYWAIT by one IMAD.MOV, is not dropped as a retry path."""
+    d = consumer_loop.load()
+    s17, s18 = d["loops"]["s17"], d["loops"]["s18"]
+    assert s18["turn"]["instructions"] == {"pre": 10, "first": 43, "second": 26}
+    assert s18["turn"]["cycles"] == {"pre": 12.0, "first": 135.0, "second": 94.0}
+    assert s18["turn"]["pipes"]["first"]["uniform"] == s17["turn"]["pipes"]["first"]["uniform"] - 8 == 29
+    assert (s17["softmax_side"]["instructions"], s18["softmax_side"]["instructions"]) == (359, 370)
+    assert (s17["softmax_side"]["alone_cycles"], s18["softmax_side"]["alone_cycles"]) == (870.0, 984.0)
+
+
 def test_a_malformed_loops_file_is_refused(tmp_path):
     bad = tmp_path / "loops.json"
     bad.write_text(json.dumps({"schema": consumer_loop.SCHEMA, "schedules": {}, "loops": {"x": {"turn": {}}}}))

@@ -49,6 +49,10 @@
 // s17 (ONE_SYNC)  s16 with the GEMM turn's wait as one bar.sync on barrier PP_BAR0 + wg, its id in a register,
 //                 where s16 selects between two immediate-id bar.syncs (two predicated BAR.SYNC + WARPSYNC pairs in
 //                 the turn, each warpgroup's warps issuing both); FA4's sm90 forward syncs on a register id so.
+// s18 (BAR_HOIST) s17 with the consumer's mbarrier addresses (full_k, full_v, empty, empty_v, q_empty; shared::cta)
+//                 computed once before the item loop and broadcast from lane 0, so ptxas holds them in uniform
+//                 registers: s17 recomputes each at every wait and arrive of the K/V-tile loop (S2UR SR_CgaCtaId,
+//                 then ULEA of the symbol's offset and of the slot).
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -104,11 +108,12 @@ struct Bool {
 // descriptors advanced by constant increments from one base per Q slot and K/V stage (desc_lo, desc_at), LATE_V
 // s15's GEMM turn that issues QK_j before it waits for V_{j-1} (the V wait runs under QK_j on the tensor pipe),
 // EARLY_PACK s16's P_j packed before the conditional O rescale (the packs join the exponentials' basic block),
-// ONE_SYNC s17's turn wait as one bar.sync whose barrier id (PP_BAR0 + wg) is a register operand.
+// ONE_SYNC s17's turn wait as one bar.sync whose barrier id (PP_BAR0 + wg) is a register operand, BAR_HOIST s18's
+// consumer mbarrier addresses held in registers across the K/V-tile loop (RingAddr).
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
           int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false,
           int CHAINS_ = 1, bool DESC_INC_ = false, bool LATE_V_ = false, bool EARLY_PACK_ = false,
-          bool ONE_SYNC_ = false>
+          bool ONE_SYNC_ = false, bool BAR_HOIST_ = false>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
   // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
@@ -133,6 +138,9 @@ struct Features {
   // s17: the turn's wait as one bar.sync on a register barrier id (sm90.cuh named_bar_sync(id))
   static constexpr bool ONE_SYNC = ONE_SYNC_;
   static_assert(!ONE_SYNC || PP, "the one-sync turn wait is of the GEMM turns (s4+)");
+  // s18: the GEMM turns' mbarrier addresses computed once, held in registers (RingAddr)
+  static constexpr bool BAR_HOIST = BAR_HOIST_;
+  static_assert(!BAR_HOIST || (OVERLAP && PERSIST), "the hoisted addresses are of the persistent overlap turn (s8+)");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
   static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");
@@ -461,6 +469,21 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       bool final_item = true;  // the CTA's last work item: WG 1's last turn hands no turn on
       int q_slot = 0;          // the item's Q slot
       if (wg == 1) named_bar_arrive<PP_BAR0, PP_THREADS>();  // the first turn is WG 0's
+      // s18: the barriers' shared::cta addresses, read once and broadcast from lane 0 (ptxas then knows them
+      // warp-uniform and holds them in uniform registers rather than rebuilding each from SR_CgaCtaId at every use);
+      // at(array, address): the operand each wait and arrive of the turn takes (the pointer in s17 and earlier)
+      uint32_t full_k_a = 0, full_v_a = 0, empty_a = 0, empty_v_a = 0, q_empty_a = 0;
+      if constexpr (F::BAR_HOIST) {
+        full_k_a = __shfl_sync(0xffffffffu, smem_addr(full_k), 0);
+        full_v_a = __shfl_sync(0xffffffffu, smem_addr(full_v), 0);
+        empty_a = __shfl_sync(0xffffffffu, smem_addr(empty), 0);
+        empty_v_a = __shfl_sync(0xffffffffu, smem_addr(empty_v), 0);
+        q_empty_a = __shfl_sync(0xffffffffu, smem_addr(q_empty), 0);
+      }
+      auto at = [](uint64_t* array, uint32_t address) {
+        if constexpr (F::BAR_HOIST) return address;
+        else return array;
+      };
       // One GEMM turn. FIRST (tile 0: no PV yet) and last (the last PV's own turn) are compile-time arguments:
       // ptxas serializes wgmmas (its C7513..C7520 reports) when a wgmma.wait_group or a wgmma.fence sits behind a
       // runtime branch while a wgmma is in flight, or when S is a loop-carried register array that s5's softmax
@@ -472,7 +495,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         float sacc[BN / 2];  // S_j: fresh each turn (zero-initialized by QK's first K-step, scale-d 0)
         __syncwarp();
         if (!last) {
-          consumer_wait(full_k, st, h, 1 + st.index);
+          consumer_wait(at(full_k, full_k_a), st, h, 1 + st.index);
           if (leader) tl.record(h, &cursor, role, P::OP_WAIT_K, COMPLETE, work, j);
         }
         if constexpr (F::ONE_SYNC) {
@@ -507,21 +530,21 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           if (!OVERLAP && leader) tl.record(h, &cursor, role, P::OP_ISSUE_QK, ISSUE, work, j);
         };
         auto pv = [&] {  // O += P_{j-1} V_{j-1}, issued and committed, not waited
-          consumer_wait(full_v, held, h, 1 + STAGES + held.index);
+          consumer_wait(at(full_v, full_v_a), held, h, 1 + STAGES + held.index);
           if (leader) tl.record(h, &cursor, role, P::OP_WAIT_V, COMPLETE, work, j - 1);
           issue_pv(held.index, pa);
           if (leader) tl.record(h, &cursor, role, P::OP_ISSUE_PV, ISSUE, work, j - 1);
         };
         if (OVERLAP) {  // s5: QK_j first, so that wait_group 1 returns with S_j while PV_{j-1} still runs
           if (!FIRST && !F::LATE_V) {
-            consumer_wait(full_v, held, h, 1 + STAGES + held.index);
+            consumer_wait(at(full_v, full_v_a), held, h, 1 + STAGES + held.index);
             if (leader) tl.record(h, &cursor, role, P::OP_WAIT_V, COMPLETE, work, j - 1);
           }
           if (!last) qk();
           // s15: V_{j-1} waited for while QK_j runs; the wait's branch sits between the groups, so PV fences its own
           // registers (wgmma.fence; without it ptxas injects the same warpgroup.arrive, its C7519 note); no wgmma
           // wait sits between the two groups. Not recorded there: a record would be another branch between them
-          if (!FIRST && F::LATE_V) consumer_wait(full_v, held, h, 1 + STAGES + held.index);
+          if (!FIRST && F::LATE_V) consumer_wait(at(full_v, full_v_a), held, h, 1 + STAGES + held.index);
           if (!FIRST) issue_pv(held.index, pa, !last && !F::LATE_V);
           // recorded after both issues: a record between them is a branch that makes ptxas add a wgmma.fence
           if (!last && leader) tl.record(h, &cursor, role, P::OP_ISSUE_QK, ISSUE, work, j);
@@ -538,10 +561,11 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           else wgmma_wait_group<0>();
           fence_registers(sacc);
           if (leader) tl.record(h, &cursor, role, P::OP_WAIT_QK, COMPLETE, work, j);
-          if (warp_leader) consumer_release(empty, st);  // K_j read
+          if (warp_leader) consumer_release(at(empty, empty_a), st);  // K_j read
           // s8+: the item's last QK is done, so its Q slot is free: consumer_release, predicated (PV_{j-1} is in
           // flight); written as the mbarrier operation itself, since a PipelineState argument here changes ptxas's output
-          if (F::PERSIST) mbar_arrive_if(&q_empty[q_slot], warp_leader && j == kv_tiles - 1);
+          if constexpr (F::BAR_HOIST) mbar_arrive_if(q_empty_a + 8u * q_slot, warp_leader && j == kv_tiles - 1);
+          else if (F::PERSIST) mbar_arrive_if(&q_empty[q_slot], warp_leader && j == kv_tiles - 1);
           float corr[2];
           if (DIAG) mask_diagonal<BN>(sacc, wg);
           const bool moved = softmax_scores<BN, F>(sacc, m, l, corr, scale_log2, rescales);  // overlaps PV_{j-1}
@@ -550,7 +574,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
             wgmma_wait_group<0>();  // PV_{j-1}: O written, P_{j-1}'s registers free
             fence_registers(o);
             if (leader) tl.record(h, &cursor, role, P::OP_WAIT_PV, COMPLETE, work, j);
-            if (warp_leader) consumer_release(empty_v, held);  // V_{j-1} read
+            if (warp_leader) consumer_release(at(empty_v, empty_v_a), held);  // V_{j-1} read
           }
           // s16: P_j into pa first (PV_{j-1}, which read pa, is done): the packs share the exponentials' basic block,
           // so ptxas interleaves them with the MUFU.EX2 stream; the rescale's branch follows them
@@ -565,8 +589,8 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           if (leader)
             tl.record(h, &cursor, role, last ? P::OP_WAIT_PV : P::OP_WAIT_QK, COMPLETE, work, OVERLAP ? j - 1 : j);
           if (warp_leader) {
-            if (!last) consumer_release(empty, st);  // K_j read
-            if (!FIRST) consumer_release(empty_v, held);  // V_{j-1} read
+            if (!last) consumer_release(at(empty, empty_a), st);  // K_j read
+            if (!FIRST) consumer_release(at(empty_v, empty_v_a), held);  // V_{j-1} read
           }
           if (last) return;
           softmax_tile<BN, F>(sacc, o, m, l, scale_log2, rescales);  // overlaps the other WG's turn

@@ -40,4 +40,10 @@ __device__ __forceinline__ void mbar_arrive_if(uint64_t* bar, bool pred) {
                ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(bar))), "r"(static_cast<uint32_t>(pred)) : "memory");
 }
 
+// mbar_arrive_if on a barrier given by its shared::cta address (harness.cuh's address overloads).
+__device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
+  asm volatile("{ .reg .pred p; setp.ne.u32 p, %1, 0; @p mbarrier.arrive.shared::cta.b64 _, [%0]; }"
+               ::"r"(bar), "r"(static_cast<uint32_t>(pred)) : "memory");
+}
+
 }  // namespace lapis

@@ -143,6 +143,29 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity, const 
   }
 }
 
+// The same operations on a barrier given by its shared::cta address (smem_addr), for a kernel that computes the
+// address once and keeps it in a register: from a pointer to a __shared__ array ptxas rebuilds the address at every
+// use (S2UR SR_CgaCtaId, then ULEA), since the address is a cheap constant to rematerialize.
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+      : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  return done != 0;
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, const HarnessArgs& h, uint32_t barrier_id) {
+  if (mbar_try_wait(bar, parity)) return;
+  const uint64_t deadline = globaltimer_ns() + h.timeout_ns;
+  while (!mbar_try_wait(bar, parity)) {
+    if (globaltimer_ns() > deadline) watchdog_expire(h, barrier_id, parity);
+  }
+}
+
 // ------------------------------------------------------------------------------ timeline --
 
 template <bool ON>

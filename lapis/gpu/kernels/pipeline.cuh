@@ -67,4 +67,17 @@ __device__ __forceinline__ void consumer_release(uint64_t* empty, const Pipeline
   mbar_arrive(&empty[st.index]);
 }
 
+// consumer_wait and consumer_release on a ring whose barrier array starts at shared::cta address `full` / `empty`
+// (smem_addr of the array, 8 bytes a slot), held in a register by the caller.
+template <int STAGES>
+__device__ __forceinline__ void consumer_wait(uint32_t full, const PipelineState<STAGES>& st, const HarnessArgs& h,
+                                              uint32_t id) {
+  mbar_wait(full + 8u * st.index, st.phase, h, id);
+}
+
+template <int STAGES>
+__device__ __forceinline__ void consumer_release(uint32_t empty, const PipelineState<STAGES>& st) {
+  mbar_arrive(empty + 8u * st.index);
+}
+
 }  // namespace lapis
