@@ -34,19 +34,52 @@ def kernel_cache():
     return path
 
 
-@pytest.fixture(scope="session")
-def report_run(tmp_path_factory):
-    """(out folder, --json numbers) of one `lapis report` over the shipped captures, shared by the tests that read
-    it: the report takes minutes, so the suite runs it once."""
-    import json
+_REPORT: dict = {}  # the one `lapis report` run of the session: its process and output folder
+
+
+def _start_report() -> None:
+    """Start `lapis report --json` over the shipped captures into a new temporary folder, in the background."""
     import subprocess
     import sys
+    import tempfile
     from pathlib import Path
-    out = tmp_path_factory.mktemp("report")
-    r = subprocess.run([sys.executable, "-m", "lapis.cli", "report", "--json", "--out", str(out)],
-                       capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
-    assert r.returncode == 0, r.stderr[-2000:]
-    return out, json.loads(r.stdout)
+    out = Path(tempfile.mkdtemp(prefix="lapis-test-report-"))
+    proc = subprocess.Popen([sys.executable, "-m", "lapis.cli", "report", "--json", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    _REPORT.update(proc=proc, out=out)
+
+
+def pytest_collection_finish(session):
+    """Once the tests are collected (and selected), start the report if any of them reads it: it takes about a
+    minute, mostly on one core, so it runs beside the tests (pytest runs them on one core) rather than before the
+    first that needs it."""
+    if any("report_run" in getattr(item, "fixturenames", ()) for item in session.items):
+        _start_report()
+
+
+def pytest_sessionfinish(session):
+    """Stop a report run the session no longer waits for (a -x stop, an interrupt) and remove its folder."""
+    import shutil
+    proc = _REPORT.pop("proc", None)
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+    if "out" in _REPORT:
+        shutil.rmtree(_REPORT.pop("out"), ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def report_run():
+    """(out folder, --json numbers) of one `lapis report` over the shipped captures, shared by the tests that read
+    it: the report takes minutes, so the suite runs it once (started when the tests are collected)."""
+    import json
+    if "proc" not in _REPORT:
+        _start_report()
+    proc = _REPORT["proc"]
+    stdout, stderr = proc.communicate()
+    assert proc.returncode == 0, stderr[-2000:]
+    return _REPORT["out"], json.loads(stdout)
 
 
 def proton_ws_gemm(folder, clock_mhz=2000, meta=None):

@@ -70,6 +70,17 @@ def test_the_docs_name_no_path_of_a_developer_machine():
     assert found == []
 
 
+def test_the_code_names_no_path_of_a_developer_machine_or_its_notes():
+    """Docstrings and comments cite public sources (the PTX ISA, CUTLASS, the driver API) or repository files,
+    never a path on the machine the code was written on nor the developers' own notes files."""
+    rule = re.compile(r"/(?:work|home)/\w|\b(?:layout|pipeline|ecosystem)-facts\b")
+    files = [p for pattern in ("lapis/**/*.py", "lapis/**/*.cu", "lapis/**/*.cuh", "tests/**/*.py", "examples/*")
+             for p in sorted(REPO.glob(pattern)) if p.is_file()]
+    found = [f"{p.relative_to(REPO)}:{n}" for p in files for n, line in enumerate(p.read_text().splitlines(), 1)
+             if rule.search(line)]
+    assert len(files) > 300 and found == []
+
+
 def test_the_docs_name_the_seed_write_ups_public_sources():
     text = (REPO / "docs" / "simulator.md").read_text()
     assert "IaroslavElistratov/b200-attention" in text and "cloudrift-ai/emmy" in text

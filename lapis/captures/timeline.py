@@ -123,14 +123,15 @@ def decode_timeline(records: np.ndarray, counts: np.ndarray, roles, ops, t0_ns: 
     if t0_ns is None:
         t0_ns = int(flat["t_ns"].min()) if flat.size else 0
     events, last = [], {}
-    for r in flat:
-        key = (int(r["cta"]), int(r["role"]))
-        op_code, t = int(r["op"]) & 0x7F, int(r["t_ns"]) - t0_ns
+    # the fields as Python ints, column by column: reading a structured array record by record costs ~10x more
+    columns = (flat[f].tolist() for f in ("cta", "role", "op", "t_ns", "sm", "work_item", "k_index"))
+    for cta, role, op, t_ns, sm, work_item, k_index in zip(*columns):
+        key = (cta, role)
+        op_code, t = op & 0x7F, t_ns - t0_ns
         if key in last and op_code != 0:
-            events.append(dict(role=roles[r["role"]], op=ops[op_code], start_ns=float(last[key]), end_ns=float(t),
-                               sm=int(r["sm"]), cta=int(r["cta"]), work_item=int(r["work_item"]),
-                               k_index=int(r["k_index"]), kind="wait" if int(r["op"]) & KIND_COMPLETE else "issue",
-                               flow_from=None, id=len(events)))
+            events.append(dict(role=roles[role], op=ops[op_code], start_ns=float(last[key]), end_ns=float(t),
+                               sm=sm, cta=cta, work_item=work_item, k_index=k_index,
+                               kind="wait" if op & KIND_COMPLETE else "issue", flow_from=None, id=len(events)))
         last[key] = t
     lost = counts.astype(np.int64) - valid.sum(axis=1)
     overflow = {int(c): int(n) for c, n in enumerate(lost) if n > 0}

@@ -21,6 +21,11 @@ def bound_text(r: dict) -> str:
     return f"bound: {r['bound_by']}"
 
 
+def counted(n: int, noun: str) -> str:
+    """"1 SM", "132 SMs": the count and the noun, plural (an s) unless the count is 1."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def cli_simulate(args) -> int:
     if args.list:
         rows = [dict(name=k, description=s.description) for k, s in SCHEDULES.items()]
@@ -63,7 +68,8 @@ def cli_simulate(args) -> int:
               f"({', '.join(f'{u} {v:.0%}' for u, v in r['utilization'].items())}); {r['events']} events in "
               f"{r['wall_s']:.2f} s")
         g = r["grid"]
-        print(f"grid: {g['sms_simulated']} SMs simulated as {g['work_lists']} distinct work list(s); SM finish "
+        sms, lists = counted(g["sms_simulated"], "SM"), counted(g["work_lists"], "distinct work list")
+        print(f"grid: {sms} simulated as {lists}; SM finish "
               f"min/median/max {g['finish_us_min']:.1f}/{g['finish_us_median']:.1f}/{g['finish_us_max']:.1f} µs")
     if args.figure:
         write_output("--figure", args.figure, lambda: gantt(events, args.figure, title=f"{r['schedule']} on "

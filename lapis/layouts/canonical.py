@@ -443,7 +443,7 @@ class CanonicalLayout:
             return int(mn), int(k)
         return mn, k
 
-    # -- MMA K-steps (CUTLASS GMMA::DescriptorIterator; layout-facts 2.3) -----
+    # -- MMA K-steps (CUTLASS GMMA::DescriptorIterator, cute/atom/mma_traits_sm90_gmma.hpp) -----
 
     def kstep_start(self, step: int, k_per_mma: int | None = None, base: int = 0) -> int:
         """Descriptor start address (bytes, pre-swizzle) of MMA K-step `step`.

@@ -34,11 +34,12 @@ import functools
 import hashlib
 import json
 import math
+import numbers
 import sys
 from pathlib import Path
 
 from lapis.data import CAPTURES, DATA
-from lapis.errors import CaptureError, LapisError
+from lapis.errors import CaptureError, LapisError, ScheduleError
 from lapis.model import sass, smsp
 
 TENSOR = ("HMMA",)
@@ -307,8 +308,14 @@ def _fault(d) -> str | None:
 
 
 def kernel(head_dim: int, causal: bool, path: Path = LOOPS) -> dict | None:
-    """The committed loops of FA2's kernel for a head dim and mask, or None when the capture has none."""
-    return load(path)["kernels"].get(f"hdim{head_dim}" + ("_causal" if causal else ""))
+    """The committed loops of FA2's kernel for a head dim and mask, or None when the capture has none.
+    head_dim: a whole number of elements (an int, a numpy integer or an integral float: 128.0 is 128); ScheduleError
+    for anything else (the lookup key is "hdim<D>", which "hdim128.0" would silently miss)."""
+    if (isinstance(head_dim, bool) or not isinstance(head_dim, numbers.Real) or not math.isfinite(head_dim)
+            or head_dim != int(head_dim)):
+        raise ScheduleError("the head dim is a whole number of elements", repr(head_dim),
+                            "pass an integer head dim, e.g. 64, 128 or 256")
+    return load(path)["kernels"].get(f"hdim{int(head_dim)}" + ("_causal" if causal else ""))
 
 
 def main(argv=None) -> int:

@@ -103,7 +103,8 @@ def lookup(name: str | Schedule) -> Schedule:
 
 
 def from_file(path: Path, attr: str) -> Schedule:
-    """The Schedule `attr` defined in the Python file `path` (run as a module of its own)."""
+    """The Schedule `attr` defined in the Python file `path` (run as a module of its own). ScheduleError when the
+    file is missing or fails to import, or `attr` is not a Schedule in it (the fix lists the ones it defines)."""
     if not path.is_file():
         raise ScheduleError("a schedule file is a Python file that exists", str(path), "check the path")
     key = "lapis_user_schedule_" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
@@ -121,6 +122,10 @@ def from_file(path: Path, attr: str) -> Schedule:
     found = getattr(module, attr, None)
     if not isinstance(found, Schedule):
         names = sorted(k for k, v in vars(module).items() if isinstance(v, Schedule))
-        raise ScheduleError(f"{path} defines a Schedule named {attr}", f"{attr!r}: {type(found).__name__}",
-                            "use one of " + (", ".join(names) or "(none: build one with lapis.pipeline_sim.Schedule)"))
+        what = (f"{path}'s {attr} is {repr(found)[:80]} ({type(found).__name__}), not a Schedule" if hasattr(module, attr)
+                else f"{path} defines no name {attr!r}")
+        fix = (f"name one of the Schedules the file defines: {', '.join(f'{path}:{n}' for n in names)}" if names
+               else f"define one in the file ({attr or 'NAME'} = lapis.pipeline_sim.Schedule(...)) and name it "
+                    "after the colon")
+        raise ScheduleError("the NAME of path/to/file.py:NAME is a Schedule the file defines", what, fix)
     return found

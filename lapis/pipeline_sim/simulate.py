@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import numbers
 import time
 from functools import partial
 from collections import defaultdict
@@ -85,7 +86,9 @@ def _number_fix(key: str) -> str:
 
 def check_params(schedule: str, params: dict, defaults: dict) -> None:
     """Unknown names, counts below 1 and values out of range are refused before anything runs: ScheduleError, or
-    NotModelled for `causal` on a schedule that does not model the mask."""
+    NotModelled for `causal` on a schedule that does not model the mask. A value is a number (numbers.Real:
+    Python's or numpy's, not a bool) or, for CHOICES, a name; counts become int and numpy numbers Python ones,
+    in place."""
     unknown = set(params) - set(defaults)
     if unknown == {"causal"}:  # legal on the hardware: the schedule just does not model the mask
         raise NotModelled(f"{schedule} has no parameter(s) {sorted(unknown)}", sorted(unknown),
@@ -99,16 +102,19 @@ def check_params(schedule: str, params: dict, defaults: dict) -> None:
                 raise ScheduleError(f"{key} is one of {', '.join(CHOICES[key])}", repr(v),
                                     f"e.g. --param {key}={defaults[key]} (the schedule's default)")
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        # numbers.Real: Python's and numpy's integers and floats (a value read from an array); bool is a flag
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
             raise ScheduleError(f"{key} must be a finite number", repr(v), f"e.g. {key}={_example(key, defaults)}")
         if key in COUNTS and (v != int(v) or v < 1):
-            raise ScheduleError(f"{key} is a count and must be a whole number >= 1", v, f"e.g. --param {key}=2")
+            raise ScheduleError(f"{key} is a count and must be a whole number >= 1", v, _count_fix(key, defaults))
         lo, hi = PARAM_RANGES.get(key, (None, None))
         if (lo is not None and v < lo) or (hi is not None and v > hi) or (key == "causal" and v not in (0, 1)):
             raise ScheduleError(f"{key} must lie in [{lo}, {'inf' if hi is None else hi}]", v,
                                 f"e.g. --param {key}={_example(key, defaults)}")
         if key in COUNTS:
             params[key] = int(v)
+        elif not isinstance(v, (int, float)):  # a numpy number: the run's parameters stay plain Python (JSON)
+            params[key] = v.item()
 
 
 # The most events any attention schedule records per K/V tile of a work item, fixed per-item events included
@@ -201,6 +207,15 @@ def check_full_size(s, p, dims: tuple, params: dict, bound: int | None = None) -
 def _example(key: str, defaults: dict):
     """A valid value to suggest: the default, or the range's low end where the default is derived (None)."""
     return defaults[key] if defaults[key] is not None else PARAM_RANGES.get(key, (1, None))[0]
+
+
+def _count_fix(key: str, defaults: dict) -> str:
+    """A fix for a count below 1 or not whole: the schedule's default, which its own checks take (block_n=2 would
+    pass this check and fail the schedule's multiple-of-16 rule), or, where the schedule derives the value
+    (default None), leaving it out."""
+    if defaults.get(key) is not None:
+        return f"e.g. --param {key}={defaults[key]} (the schedule's default)"
+    return f"leave {key} out: the schedule derives it"
 
 
 def _check_arguments(params, check_races, full, cut, progress) -> None:

@@ -35,6 +35,7 @@ run-to-run spread.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -59,6 +60,7 @@ from lapis.gpu.attention_plan import OPS, ROLES
 from lapis.model import clock as clock_model
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import predictions
+from lapis.pipeline_sim.recorder import Event
 from lapis.pipeline_sim.schedule import lookup
 from lapis.pipeline_sim.simulate import simulate
 from lapis.validate.blind import BLIND
@@ -265,8 +267,25 @@ def compare_hash() -> str:
 
 
 def events_digest(events) -> str:
-    """sha256 (16 hex digits) of an event list, field by field: the measured side of a cached comparison."""
-    return hashlib.sha256(repr(list(events)).encode()).hexdigest()[:16]
+    """sha256 (16 hex digits) of an event list, field by field: the measured side of a cached comparison. The
+    text hashed is repr(list(events)) (a cached entry's key depends on it), each recorder.Event formatted by
+    _event_repr."""
+    return hashlib.sha256(("[" + ", ".join(map(_event_repr, events)) + "]").encode()).hexdigest()[:16]
+
+
+# recorder.Event's fields in the order its dataclass __repr__ prints them; _event_repr writes that text itself
+_EVENT_FIELDS = ("role", "op", "start_ns", "end_ns", "sm", "cta", "work_item", "k_index", "kind", "flow_from", "id")
+_FAST_REPR = tuple(f.name for f in dataclasses.fields(Event) if f.repr) == _EVENT_FIELDS
+
+
+def _event_repr(e) -> str:
+    """repr(e): for a recorder.Event the dataclass's text written by one f-string (its generated __repr__, with
+    its recursion guard, costs about twice as much over a timeline's ~30,000 events); anything else by repr."""
+    if not _FAST_REPR or type(e) is not Event:
+        return repr(e)
+    return (f"Event(role={e.role!r}, op={e.op!r}, start_ns={e.start_ns!r}, end_ns={e.end_ns!r}, sm={e.sm!r}, "
+            f"cta={e.cta!r}, work_item={e.work_item!r}, k_index={e.k_index!r}, kind={e.kind!r}, "
+            f"flow_from={e.flow_from!r}, id={e.id!r})")
 
 
 def validate_timelines(captures: str | None = None, figures: str | Path | None = None, progress=False,

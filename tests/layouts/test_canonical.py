@@ -1,8 +1,9 @@
 """Canonical smem layouts against PTX's worked examples and a pycute oracle.
 
 Expected values are independent of lapis.layouts.canonical: literals derived by
-hand from PTX ISA 9.7.15.5.1.2 (see /work/shared/notes/layout-facts.md §1), or
-pycute (shipped with nvidia-cutlass) evaluating layouts written out here from
+hand from PTX ISA 9.7.15.5.1.2 "Shared Memory Matrix Layout"
+(https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#asynchronous-warpgroup-level-matrix-shared-memory-layout),
+or pycute (shipped with nvidia-cutlass) evaluating layouts written out here from
 the PTX canonical-layout table.
 """
 
@@ -95,7 +96,7 @@ def build(params):
 
 
 # ---------------------------------------------------------------------------
-# PTX worked examples (layout-facts §1.3)
+# PTX worked examples (PTX ISA 9.7.15.5.1.2.1.1-2: leading and stride dimension byte offsets)
 # ---------------------------------------------------------------------------
 
 # (major, swizzle, dtype, rows, cols, PTX layout in elements, LBO B, SBO B)
@@ -239,7 +240,7 @@ def test_no_swizzle_is_position_independent():
 
 
 # ---------------------------------------------------------------------------
-# K-steps (CUTLASS DescriptorIterator, layout-facts §2.3)
+# K-steps (CUTLASS GMMA::DescriptorIterator, include/cute/atom/mma_traits_sm90_gmma.hpp)
 # ---------------------------------------------------------------------------
 
 

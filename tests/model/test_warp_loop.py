@@ -7,10 +7,11 @@ import gzip
 import json
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from lapis.data import CAPTURES
-from lapis.errors import CaptureError
+from lapis.errors import CaptureError, ScheduleError
 from lapis.model import instruction_mix, sass, smsp, warp_loop
 
 NCU = CAPTURES / "ncu" / "h200-2026-12-01-units" / "manifest.json"
@@ -121,6 +122,18 @@ def test_a_kernel_the_file_lacks_is_none(tmp_path):
                     '"segment_hmma": [0]}], "prologue": {"cycles": 1}, "epilogue": {"cycles": 1}}}}')
     assert warp_loop.kernel(64, False, path) is None
     assert warp_loop.kernel(128, False, path)["loops"] == [{"segment_cycles": [1], "segment_hmma": [0]}]
+
+
+@pytest.mark.parametrize("head_dim", [128.0, np.int64(128), np.float32(128)])
+def test_a_whole_head_dim_of_any_number_type_finds_its_kernel(head_dim):
+    assert warp_loop.kernel(head_dim, False) == warp_loop.kernel(128, False) is not None
+
+
+@pytest.mark.parametrize("head_dim", [128.5, float("nan"), float("inf"), "128", None, True])
+def test_a_head_dim_that_is_not_a_whole_number_is_a_named_error(head_dim):
+    with pytest.raises(ScheduleError, match=r"the head dim is a whole number of elements: got .*; fix: pass an "
+                                            r"integer head dim"):
+        warp_loop.kernel(head_dim, False)
 
 
 def test_the_sass_read_from_the_wheel_is_what_ran_on_the_h200():

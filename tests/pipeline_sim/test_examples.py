@@ -95,3 +95,16 @@ def test_a_consumer_that_releases_at_its_wait_races_with_the_next_copy(name, rin
     monkeypatch.setattr(TmaPipeline, "consumer_release", lambda self, st, role: None)
     races = simulate(name, "h200", SMALL[name], check_races=True)["races"]
     assert any(f"race on {ring}[" in r and "writes token" in r and "reads token" in r for r in races), races[:3]
+
+
+def test_a_name_the_file_does_not_define_is_told_the_ones_it_does(tmp_path, capsys):
+    assert main(["simulate", "--schedule", f"{EXAMPLES}/ws_gemm.py:NOPE", "--shape", SMALL[GEMM]]) == 2
+    err = capsys.readouterr().err
+    assert (f"the NAME of path/to/file.py:NAME is a Schedule the file defines: got {EXAMPLES}/ws_gemm.py defines "
+            f"no name 'NOPE'; fix: name one of the Schedules the file defines: {GEMM}") in err
+    assert "NoneType" not in err
+    # a name bound to something else, in a file that defines no Schedule
+    (tmp_path / "mine.py").write_text("STAGES = 3\n")
+    assert main(["simulate", "--schedule", f"{tmp_path}/mine.py:STAGES", "--shape", SMALL[GEMM]]) == 2
+    err = capsys.readouterr().err
+    assert f"got {tmp_path}/mine.py's STAGES is 3 (int), not a Schedule; fix: define one in the file" in err

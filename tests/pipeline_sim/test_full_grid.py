@@ -83,10 +83,15 @@ def test_causal_full_mode_runs_many_distinct_work_lists():
     assert r["grid"]["work_lists"] == 24 and r["grid"]["sms_simulated"] == 132
 
 
+def test_the_grid_line_says_one_sm_and_one_work_list_in_the_singular(capsys):
+    assert main(["simulate", "--schedule", "h200-gemm-ws", "--shape", "256x256x256"]) == 0
+    assert "\ngrid: 1 SM simulated as 1 distinct work list; SM finish" in capsys.readouterr().out
+
+
 def test_cli_full_prints_the_grid_line_and_json_has_grid(capsys):
     args = ["simulate", "--schedule", "h200-s8-persistent", "--shape", "2x8x2048x128", "--causal", "--full"]
     assert main(args) == 0
-    assert "132 SMs simulated as 24 distinct work list(s)" in capsys.readouterr().out
+    assert "grid: 132 SMs simulated as 24 distinct work lists; SM finish" in capsys.readouterr().out
     assert main(args + ["--json"]) == 0
     g = json.loads(capsys.readouterr().out)["grid"]
     assert (g["sms_simulated"], g["work_lists"]) == (132, 24)

@@ -157,3 +157,30 @@ def test_the_suggested_mix_values_are_the_ones_b200_accepts(capsys):
     assert main([*argv, "mix=2"]) == 2
     assert "fix: use mix=0 or mix=1" in capsys.readouterr().err
     assert main([*argv, "mix=0"]) == 0 and main([*argv, "mix=1"]) == 0
+
+
+def test_a_count_below_one_is_told_a_value_the_schedule_takes(capsys):
+    # block_n=2 passes the count check but not FA2's multiple-of-16 rule: the fix names the schedule's default
+    assert main(["simulate", "--schedule", "h200-flash2", "--shape", "1x1x256x128", "--param", "block_n=0"]) == 2
+    err = capsys.readouterr().err
+    assert "block_n is a count" in err and "fix: e.g. --param block_n=64 (the schedule's default)" in err
+    assert main(["simulate", "--schedule", "h200-flash2", "--shape", "1x1x256x128", "--param", "block_n=64"]) == 0
+    # a count the schedule derives (default None) has no single value to suggest: leave it out
+    assert main(["simulate", "--schedule", "h200-s9-tuned", "--shape", "1x1x256x128", "--param",
+                 "ctas_per_sm=0"]) == 2
+    assert "fix: leave ctas_per_sm out: the schedule derives it" in capsys.readouterr().err
+
+
+def test_numpy_numbers_are_numbers():
+    import numpy as np
+
+    from lapis.pipeline_sim.simulate import check_params, simulate
+    params = {"stages": np.int64(3), "block_k": np.float32(64.0)}
+    check_params("h200-gemm-ws", params, {"stages": 4, "block_k": 64})
+    assert params == {"stages": 3, "block_k": 64} and type(params["stages"]) is int and type(params["block_k"]) is int
+    params = {"threshold": np.float32(0.5)}
+    check_params("h200-s7-cond-rescale", params, {"threshold": 8.0})
+    assert params == {"threshold": 0.5} and type(params["threshold"]) is float
+    r = simulate("h200-gemm-ws", "h200", "512x512x512", {"stages": np.int32(3)})
+    assert r["params"]["stages"] == 3 and r["predicted_us"] == simulate("h200-gemm-ws", "h200", "512x512x512",
+                                                                        {"stages": 3})["predicted_us"]

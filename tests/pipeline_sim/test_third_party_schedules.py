@@ -93,6 +93,30 @@ def test_flash2_costs_its_tile_from_fa2s_compiled_loop_by_default():
                                                                      loop_smsp=0)["predicted_us"]
 
 
+def test_each_part_of_a_compiled_tile_is_summed_once_per_run_from_the_file():
+    """A warp's QK part is the segment between the barriers; its softmax + PV part the segment after the V barrier
+    plus the one before the K barrier (the loop's code order); a peeled tile has its own two. Each part's issue,
+    tensor, FP32 and MUFU times are in the run's costs, summed from the committed file's segments."""
+    c = fa2_flash.Flash2Costs.of(P, (1, 1, 1024, 128), dict(fa2_flash.DEFAULTS, causal=1), {})
+    k = warp_loop.kernel(128, True)
+    clk = 1 / P["clock_ghz"]
+    mma = 4096 / (P.per_ns("mma_sync_flop_per_clk_sm") / 4)  # ns of one m16n8k16 mma.sync on an SMSP
+    fma, xu = 32 / (P.per_ns("fma_per_clk_sm") / 4), 32 / (P.per_ns("mufu_ex2_per_clk_sm") / 4)  # a warp-instruction
+
+    def part(cycles, hmma, busy):
+        return (sum(cycles) * clk, sum(hmma) * mma, sum(b.get("fma", 0) for b in busy) * fma,
+                sum(b.get("xu", 0) for b in busy) * xu)
+    lp = k["loops"][-1]
+    cy, hm, bu = lp["segment_cycles"], lp["segment_hmma"], lp["segment_busy"]
+    want = (part(cy[1:2], hm[1:2], bu[1:2]), part([cy[2], cy[0]], [hm[2], hm[0]], [bu[2], bu[0]]))
+    assert [pytest.approx(x) for x in want] == list(c.loop_parts)
+    assert len(c.peeled_parts) == len(k["peeled"]) == 2
+    for got, t in zip(c.peeled_parts, k["peeled"]):
+        for i in (0, 1):
+            assert got[i] == pytest.approx(part([t["segment_cycles"][i]], [t["segment_hmma"][i]],
+                                                [t["segment_busy"][i]]))
+
+
 def test_the_compiled_loop_costs_only_fa2s_own_tiles():
     # another tile: the counts cost it unless the caller asks for the compiled loop, which is then refused
     assert run("h200-flash2", "1x2x1024x128", block_m=64, block_n=64, warps=4)["params"]["loop_smsp"] == 0

@@ -345,3 +345,18 @@ def test_the_table_columns_line_up_whether_or_not_a_row_has_a_value():
     for col in ("pred µs", "err %", "blind %", "MHz", "cyc %"):  # every cell ends under its header's last char
         end = lines[header].index(col) + len(col)
         assert all(row[end - 1] != " " and row[end] == " " for row in table), col
+
+
+def test_the_measured_events_digest_hashes_the_events_repr():
+    """A cached comparison's key holds events_digest: sha256 of repr(list(events)), whatever formats it."""
+    import hashlib
+
+    from lapis.validate.timelines import events_digest
+    events = [Event("consumer0", "QK", 12.0, 40.5, sm=0, cta=3, work_item=1, k_index=2, kind="issue", flow_from=None,
+                    id=0),
+              Event("producer", "wait", 0.0, 1e-7, sm=131, cta=0, work_item=0, k_index=-1, kind="wait", flow_from=7,
+                    id=1),
+              Event("it's \"quoted\"", "softmax", float("nan"), 3.25, id=2)]
+    for got in ([], events[:1], events):
+        assert events_digest(got) == hashlib.sha256(repr(list(got)).encode()).hexdigest()[:16]
+    assert events_digest(events) != events_digest(events[:2])

@@ -17,6 +17,7 @@ an MN-major one; `origin` is the tile's corner in tensor coordinates.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 
 import numpy as np
 
@@ -64,9 +65,10 @@ def tile_map(tmap: TensorMap, boxes: list, origin: tuple, major: str) -> dict:
         n = np.indices(p.smem_addr.shape).reshape(tmap.rank, -1)[::-1]  # innermost-first box indices
         g0 = coords[0] + n[0] - origin[0]
         g1 = coords[1] + n[1] * tmap.elem_strides[1] - origin[1]
-        rk = zip(g1, g0) if major == "K" else zip(g0, g1)
-        for a, (r, k) in zip(p.smem_addr.ravel(), rk):
-            where[int(a)] = (int(r), int(k))  # out-of-bounds elements are written too (zero or NaN fill)
+        r, k = (g1, g0) if major == "K" else (g0, g1)
+        # out-of-bounds elements are written too (zero or NaN fill); whole columns to Python ints at once
+        where.update(zip(p.smem_addr.ravel().astype(np.int64).tolist(),
+                         zip(r.astype(np.int64).tolist(), k.astype(np.int64).tolist())))
     return where
 
 
@@ -107,8 +109,8 @@ def _check_request(where, rows, descs, transpose, e, arch="sm90") -> None:
     if not (8 <= rows <= 256 and rows % 8 == 0):
         raise LayoutError("wgmma operand rows must be 64 (A) or N = 8..256 in steps of 8 (B)", rows,
                           "use --rows 64 for A or the instruction's N for B", "PTX ISA 9.7.15.5")
-    tile_rows = 1 + max(r for r, _ in where.values())
-    tile_k = 1 + max(k for _, k in where.values())
+    tile_rows = 1 + max(where.values())[0]  # tuples compare by r first
+    tile_k = 1 + max(map(itemgetter(1), where.values()))
     if rows > tile_rows:
         raise LayoutError("the MMA reads more rows than the tile holds", f"{rows} rows of a {tile_rows}-row tile",
                           f"use --rows <= {tile_rows} or load a taller tile")
@@ -138,7 +140,7 @@ def check_agreement(tmap: TensorMap, boxes: list, origin: tuple, major: str, row
 
 def _reads(where, d, rows, e, transpose):
     addr = operand_addresses(d, rows, e, transpose)
-    return [[where.get(int(a)) for a in row] for row in addr]
+    return [[where.get(a) for a in row] for row in np.asarray(addr).astype(np.int64).tolist()]
 
 
 def _step(where, d, s, rows, e, transpose) -> StepVerdict:
@@ -158,7 +160,8 @@ def ideal_descriptors(where, swizzle: str, major, rows, e, steps, arch: str = "s
     sw = B128_BASE32B if swizzle == B128_BASE32B.name else SWIZZLES.get(swizzle)
     if sw is None:
         return None
-    pre = {rk: int(sw.apply(a)) for a, rk in where.items()}  # un-swizzled addresses (the XOR is an involution)
+    # un-swizzled addresses (the XOR is an involution), every address in one numpy call
+    pre = dict(zip(where.values(), sw.apply(np.fromiter(where, np.int64, len(where))).tolist()))
     k_el, t, g = K_BYTES // e, 16 // e, sw.rows
 
     def gap(a, b):

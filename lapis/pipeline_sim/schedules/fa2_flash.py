@@ -187,7 +187,8 @@ def loop_costs(d: int, causal: bool, clk: float, mma_ns: float, issue_ns: float,
     kernel's masked tiles); *_tensor_ns: each segment's mma.sync on the tensor pipe (its HMMA x mma_ns);
     prologue_ns, epilogue_ns: the code before the first tile and after the loop (warp_loop.ends), likewise;
     *_busy_ns: per segment the FP32-pipe and MUFU time of its instructions (issue_ns, mufu_ns a warp-instruction),
-    for the run's utilization only.
+    for the run's utilization only; loop_parts, peeled_parts: what loop_segment charges a warp per part of a tile
+    (loop_parts, peeled_parts), summed here once per run rather than per warp and tile.
     ScheduleError when the file has no such kernel or its loop has not two barriers."""
     k = warp_loop.kernel(d, causal)
     if k is None:
@@ -201,12 +202,34 @@ def loop_costs(d: int, causal: bool, clk: float, mma_ns: float, issue_ns: float,
 
     def busy(x: dict) -> tuple:  # per segment (FP32 pipe ns, MUFU ns) of one warp
         return tuple((b.get("fma", 0) * issue_ns, b.get("xu", 0) * mufu_ns) for b in x.get("segment_busy", ()))
-    return dict(loop_busy_ns=busy(lp), peeled_busy_ns=tuple(busy(t) for t in peeled),
-                loop_ns=tuple(c * clk for c in lp["segment_cycles"]),
-                loop_tensor_ns=tuple(n * mma_ns for n in lp["segment_hmma"]),
-                peeled_ns=tuple(tuple(c * clk for c in t["segment_cycles"]) for t in peeled),
-                peeled_tensor_ns=tuple(tuple(n * mma_ns for n in t["segment_hmma"]) for t in peeled),
-                prologue_ns=k["prologue"]["cycles"] * clk, epilogue_ns=k["epilogue"]["cycles"] * clk)
+    out = dict(loop_busy_ns=busy(lp), peeled_busy_ns=tuple(busy(t) for t in peeled),
+               loop_ns=tuple(c * clk for c in lp["segment_cycles"]),
+               loop_tensor_ns=tuple(n * mma_ns for n in lp["segment_hmma"]),
+               peeled_ns=tuple(tuple(c * clk for c in t["segment_cycles"]) for t in peeled),
+               peeled_tensor_ns=tuple(tuple(n * mma_ns for n in t["segment_hmma"]) for t in peeled),
+               prologue_ns=k["prologue"]["cycles"] * clk, epilogue_ns=k["epilogue"]["cycles"] * clk)
+    return dict(out, loop_parts=loop_parts(out["loop_ns"], out["loop_tensor_ns"], out["loop_busy_ns"]),
+                peeled_parts=tuple(peeled_parts(*t) for t in zip(out["peeled_ns"], out["peeled_tensor_ns"],
+                                                                 out["peeled_busy_ns"])))
+
+
+def _pipes(busy: list) -> tuple[float, float]:
+    """(FP32-pipe ns, MUFU ns) summed over segments' (FP32, MUFU) pairs."""
+    return sum(f for f, _ in busy), sum(m for _, m in busy)
+
+
+def loop_parts(ns: tuple, tensor: tuple, busy: tuple) -> tuple:
+    """Per part of a loop tile, 0 (QK: the segment between the barriers) and 1 (softmax and PV: the segment after
+    the V barrier, then the one before the K barrier, the loop's code order): (SMSP issue ns, tensor-pipe ns,
+    FP32-pipe ns, MUFU ns) of one warp, from loop_costs' per-segment tuples (busy: (FP32, MUFU) per segment,
+    fewer than the segments where the file has none)."""
+    return tuple((ns[1 + part] + (ns[0] if part else 0.0), tensor[1 + part] + (tensor[0] if part else 0.0),
+                  *_pipes([busy[i] for i in ((1 + part, 0) if part else (1,)) if i < len(busy)])) for part in (0, 1))
+
+
+def peeled_parts(ns: tuple, tensor: tuple, busy: tuple) -> tuple:
+    """Per part of a peeled tile, 0 (QK) and 1 (softmax and PV), its own segments: as loop_parts."""
+    return tuple((ns[part], tensor[part], *_pipes([busy[part]] if busy else [])) for part in (0, 1))
 
 
 def traits(d: int) -> dict:
@@ -336,6 +359,8 @@ class Flash2Costs:
     peeled_tensor_ns: tuple = ()
     loop_busy_ns: tuple = ()
     peeled_busy_ns: tuple = ()
+    loop_parts: tuple = ()  # loop_parts(): per part (issue, tensor, FP32, MUFU ns), built once per run
+    peeled_parts: tuple = ()  # peeled_parts() of each peeled tile
     prologue_ns: float = 0.0
     epilogue_ns: float = 0.0
 
@@ -516,17 +541,11 @@ def loop_segment(ctx, smsp: Smsp, part: int, step: int, role: str, op: str, **kw
     softmax's, the loop's code order) holds the warp's sub-partition for its share of the SMSP's cycles: two warps
     alternate, each tile taking both shares, as lapis.model.smsp's simulation of the two interleaved."""
     c = ctx.cost
-    if step < len(c.peeled_ns):
-        ns, tensor = c.peeled_ns[step][part], c.peeled_tensor_ns[step][part]
-        pipes = [c.peeled_busy_ns[step][part]] if c.peeled_busy_ns and c.peeled_busy_ns[step] else []
-    else:
-        ns = c.loop_ns[1 + part] + (c.loop_ns[0] if part else 0.0)
-        tensor = c.loop_tensor_ns[1 + part] + (c.loop_tensor_ns[0] if part else 0.0)
-        pipes = [c.loop_busy_ns[i] for i in ((1 + part, 0) if part else (1,)) if i < len(c.loop_busy_ns)]
+    ns, tensor, fma, mufu = (c.peeled_parts[step] if step < len(c.peeled_parts) else c.loop_parts)[part]
     yield from smsp.use("issue", ns, role, op, **kw)
     smsp.busy["tensor"] += tensor
-    smsp.busy["fma"] += sum(f for f, _ in pipes)
-    smsp.busy["mufu"] += sum(m for _, m in pipes)
+    smsp.busy["fma"] += fma
+    smsp.busy["mufu"] += mufu
 
 
 def warp(ctx, smsp: Smsp, role: str, item: int, n_kv: int, bar, log: CtaLog):
