@@ -50,12 +50,14 @@ class Share:
     source: str
 
     @classmethod
-    def from_capture(cls, path: Path = BESIDE_CAPTURE, mode: str = "ss") -> Share:
-        """win and free for smsp.PIPE_CLASS's pipes (the class that stands for each) from a beside capture:
+    def from_capture(cls, path: Path | None = None, mode: str = "ss") -> Share:
+        """win and free for smsp.PIPE_CLASS's pipes (the class that stands for each) from a beside capture (path;
+        None: BESIDE_CAPTURE, read when called):
         beside.<class>.alone, beside.<class>.<mode> (the class rate) and its follower_rate (the tensor pipe's
         units per clock, against beside.wgmma.<mode>). CaptureError naming the file when one is missing, or when
         a rate is not a finite number above zero (a class rate at most smsp.ISSUE_MAX warp-instructions per clock)
         or a follower_rate is not a non-empty list of finite numbers at or above zero."""
+        path = BESIDE_CAPTURE if path is None else path
         found = {m["name"]: m for m in _measurements(path) if m.get("status") == "ok"}
 
         def value(name):
