@@ -160,7 +160,7 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
             if m:
                 pipe_free["smem"] = max(pipe_free.get("smem", 0.0), t) + m
             if c.write_sb is not None:
-                sb[c.write_sb] = max(sb[c.write_sb], t + smsp._latency(ins, consts))
+                sb[c.write_sb] = max(sb[c.write_sb], t + smsp.dependent_latency(ins, consts))
             if c.read_sb is not None:
                 sb[c.read_sb] = max(sb[c.read_sb], t + occ[p])
             pc += 1

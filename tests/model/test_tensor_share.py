@@ -145,3 +145,11 @@ def test_a_share_outside_zero_one_is_refused_not_run_to_the_cycle_cap(w):
     share = tensor_share.Share({"fma": w}, frozenset(), "hand-made")
     with pytest.raises(ScheduleError, match=r"share of contested cycles is in \(0, 1\]"):
         tensor_share.run(_ffma_body(), consts, share, 512, 0)
+
+
+def test_a_scoreboard_wait_costs_the_pipe_latency():
+    """One FFMA per iteration writing scoreboard 0 and waiting on it: with no tensor job each issue waits the fma
+    latency of the pipes capture (4.54 cycles, h200-2026-12-01-pipes) rounded up to the next cycle: 5 cycles."""
+    consts, _ = micro.constants()
+    body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, 0, None, 1, 0))]
+    assert tensor_share.run(body, consts, tensor_share.Share.from_capture(), 0, 0) == (5.0, float("inf"))
