@@ -246,6 +246,25 @@ def measure_mix(b: Bench, m: dict, repeats: int) -> dict:
 CONTEND_WORDS = 7  # kernels/micro_mix_softmax_v3.cu RECORD_WORDS_V3
 
 
+def contend_values(rec: np.ndarray, p: dict) -> dict:
+    """One launch's contend values from its records (one row of CONTEND_WORDS per CTA: clk0, clk1, ns0, ns1, smid,
+    the follower's units at the flag, its clock there): the leader's window (cycles, ns) and the follower's units
+    per clk, medians over CTAs. RuntimeError (the measurement fails) where a CTA's leader window or ns window is
+    not after its start (an unwritten record is zeros), or, with a follower, one never saw the flag (it finished
+    first: follow_iters too small) or its clock at the flag is not after the start."""
+    if (rec[:, 1] <= rec[:, 0]).any() or (rec[:, 3] <= rec[:, 2]).any():
+        raise RuntimeError("a leader's window is not after its start: a CTA's record is unwritten or corrupt")
+    res = dict(cycles=float(np.median(rec[:, 1] - rec[:, 0])), ns=float(np.median(rec[:, 3] - rec[:, 2])),
+               distinct_sms=int(len(np.unique(rec[:, 4]))))
+    if p["follow"]:
+        if (rec[:, 5] == 0).any():
+            raise RuntimeError(f"a follower never saw the leader's flag: raise follow_iters ({p['follow_iters']})")
+        if (rec[:, 6] <= rec[:, 0]).any():
+            raise RuntimeError("a follower's clock at the flag is not after the start: the record is corrupt")
+        res["follower_rate"] = float(np.median(rec[:, 5] / (rec[:, 6] - rec[:, 0])))
+    return res
+
+
 def measure_contend(b: Bench, m: dict, repeats: int) -> dict:
     """contend.*: the leader's window (cycles, ns) and the follower's units per clk to the flag, medians over CTAs.
     A follower that never saw the flag (it finished first: follow_iters too small) fails the measurement."""
@@ -256,16 +275,7 @@ def measure_contend(b: Bench, m: dict, repeats: int) -> dict:
             np.float32(mc.SOFTMAX_SCALE_LOG2), np.uint32(0), out, sink)
 
     def read():
-        rec = out.get().reshape(-1, CONTEND_WORDS).astype(np.int64)
-        res = dict(cycles=float(np.median(rec[:, 1] - rec[:, 0])), ns=float(np.median(rec[:, 3] - rec[:, 2])),
-                   distinct_sms=int(len(np.unique(rec[:, 4]))))
-        if p["follow"]:
-            if (rec[:, 5] == 0).any():
-                raise RuntimeError(f"a follower never saw the leader's flag: raise follow_iters ({p['follow_iters']})")
-            if (rec[:, 6] <= rec[:, 0]).any():
-                raise RuntimeError("a follower's clock at the flag is not after the start: the record is corrupt")
-            res["follower_rate"] = float(np.median(rec[:, 5] / (rec[:, 6] - rec[:, 0])))
-        return res
+        return contend_values(out.get().reshape(-1, CONTEND_WORDS).astype(np.int64), p)
     return b.run(b.fn(m["kernel"], mc.FORCE_ONE_CTA_SMEM), p["ctas"], p["threads"], lambda r: args,
                  mc.FORCE_ONE_CTA_SMEM, repeats, read)
 
@@ -317,12 +327,48 @@ def _worker(a) -> None:
         except Exception as exc:  # a CUDA fault poisons the context: record it and leave
             code, where = b.err[0], b.err[1]
             status = "timeout" if code == 1 else "fault"
-            (work / f"res_{i}.json").write_text(json.dumps(dict(
+            _write_result(work / f"res_{i}.json", dict(
                 status=status, error=repr(exc)[-600:], watchdog=dict(code=code, where=where, cta=b.err[2]),
-                t0=t0, t1=time.time())))
+                t0=t0, t1=time.time()))
             sys.exit(3)
         res.update(t0=t0, t1=time.time())
-        (work / f"res_{i}.json").write_text(json.dumps(res))
+        _write_result(work / f"res_{i}.json", res)
+
+
+def _write_result(path: Path, res: dict) -> None:
+    """res as JSON at path, whole or not at all (written beside it, then renamed): the parent kills a child that
+    passes its item's time, possibly mid-write."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(res))
+    tmp.replace(path)
+
+
+def read_result(path: Path) -> dict:
+    """One item's result file: its dict, or a skipped status where there is none (time budget spent), or a fault
+    naming the file where it is not a JSON object with a status."""
+    if not path.exists():
+        return dict(status="skipped", error="time budget spent")
+    try:
+        res = json.loads(path.read_text())
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError: a write cut short
+        return dict(status="fault", error=f"{path.name} unreadable: {exc}"[:600])
+    if not isinstance(res, dict) or not isinstance(res.get("status"), str):
+        return dict(status="fault", error=f"{path.name} is no object with a status: {str(res)[:200]}")
+    return res
+
+
+def finish(m: dict) -> None:
+    """m (updated with its result) given, where ok, its value (median and spread of mc.derive's per-repeat values);
+    a result whose values cannot be derived (a zero window, missing raw data) becomes a fault naming why."""
+    if m["status"] != "ok":
+        return
+    try:
+        values = mc.derive(m)
+        if not values or not all(np.isfinite(values)):
+            raise ValueError(f"per-repeat values {values}")
+        m["value"] = dict(mc.stats(values), unit=mc.UNITS[m["kind"]])
+    except (ArithmeticError, KeyError, TypeError, ValueError) as exc:
+        m["status"], m["error"] = "fault", f"no value from the raw data: {type(exc).__name__}: {exc}"[:600]
 
 
 # ----------------------------------------------------------------------------------------- parent --
@@ -478,13 +524,11 @@ def main(argv=None) -> int:
     finally:
         sampler.stop()
     for i, m in enumerate(items):
-        f = work / f"res_{i}.json"
-        res = json.loads(f.read_text()) if f.exists() else dict(status="skipped", error="time budget spent")
+        res = read_result(work / f"res_{i}.json")
         m.update(res)
-        if "t0" in res:
+        if "t0" in res and "t1" in res:
             m["gpu_state"] = sampler.window(res["t0"], res["t1"])
-        if m["status"] == "ok":
-            m["value"] = dict(mc.stats(mc.derive(m)), unit=mc.UNITS[m["kind"]])
+        finish(m)
     results = dict(device_attributes=attrs, repeats=a.repeats, sampler_fields=list(sampler.fields),
                    units=mc.UNITS, measurements=items)
     (dest / "results.json").write_text(json.dumps(results, indent=1))

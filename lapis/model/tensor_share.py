@@ -25,12 +25,13 @@ Nothing here reads the contend or mix microbenchmarks, which `lapis validate mic
 from __future__ import annotations
 
 import math
+import numbers
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from lapis.data import CAPTURES
-from lapis.errors import CaptureError
+from lapis.errors import CaptureError, ScheduleError, as_int
 from lapis.model import sass, smsp
 
 BESIDE_CAPTURE = CAPTURES / "micro" / "h200-2026-12-02-beside" / "micro" / "results.json"
@@ -49,17 +50,21 @@ class Share:
     source: str
 
     @classmethod
-    def from_capture(cls, path: Path = BESIDE_CAPTURE, mode: str = "ss") -> Share:
-        """win and free for smsp.PIPE_CLASS's pipes (the class that stands for each) from a beside capture:
+    def from_capture(cls, path: Path | None = None, mode: str = "ss") -> Share:
+        """win and free for smsp.PIPE_CLASS's pipes (the class that stands for each) from a beside capture (path;
+        None: BESIDE_CAPTURE, read when called):
         beside.<class>.alone, beside.<class>.<mode> (the class rate) and its follower_rate (the tensor pipe's
-        units per clock, against beside.wgmma.<mode>). CaptureError naming the file when one is missing."""
-        found = {m["name"]: m for m in smsp._read_json(path).get("measurements", []) if m.get("status") == "ok"}
+        units per clock, against beside.wgmma.<mode>). CaptureError naming the file when one is missing, or when
+        a rate is not a finite number above zero (a class rate at most smsp.ISSUE_MAX warp-instructions per clock)
+        or a follower_rate is not a non-empty list of finite numbers at or above zero."""
+        path = BESIDE_CAPTURE if path is None else path
+        found = {m["name"]: m for m in _measurements(path) if m.get("status") == "ok"}
 
         def value(name):
             if name not in found:
                 raise CaptureError("a beside capture has every class alone and beside wgmma", f"{path}: no {name}",
                                    "capture it: benchmarks/h200_beside.sh")
-            return float(found[name]["value"]["median"])
+            return _positive(found[name].get("value"), name, path)
 
         wgmma = value(f"beside.wgmma.{mode}")
         win, free = {}, set()
@@ -67,23 +72,67 @@ class Share:
             if f"beside.{cls_}.alone" not in found and pipe == "tensor":
                 continue  # mma.sync beside wgmma is not measured: a warp's HMMA is not a softmax instruction
             alone, beside = value(f"beside.{cls_}.alone") * STEPS_PER_UNIT, value(f"beside.{cls_}.{mode}") * STEPS_PER_UNIT
+            for name, rate in ((f"beside.{cls_}.alone", alone), (f"beside.{cls_}.{mode}", beside)):
+                if rate > smsp.ISSUE_MAX:
+                    raise CaptureError(f"a class stream issues at most {smsp.ISSUE_MAX} warp-instructions per clock "
+                                       f"(median x {STEPS_PER_UNIT} per unit)", f"{path}: {name} {rate}",
+                                       "recapture it: benchmarks/h200_beside.sh")
             wait = 1 / beside - 1 / alone  # cycles a contested issue waits, on average
             win[pipe] = 1.0 / (1.0 + max(wait, 0.0))
-            tensor = statistics.median(found[f"beside.{cls_}.{mode}"]["raw"]["follower_rate"]) / wgmma
+            tensor = statistics.median(_follower(found[f"beside.{cls_}.{mode}"], f"beside.{cls_}.{mode}", path)) / wgmma
             if tensor >= FREE_TENSOR:
                 free.add(pipe)
         return cls(win, frozenset(free), str(path))
+
+
+def _measurements(path: Path) -> list[dict]:
+    """The capture's measurement records (dicts with a name), or CaptureError naming the file."""
+    doc = smsp._read_json(path)
+    ms = doc.get("measurements") if isinstance(doc, dict) else None
+    if not isinstance(ms, list) or not all(isinstance(m, dict) and isinstance(m.get("name"), str) for m in ms):
+        raise CaptureError("a capture's results.json is {measurements: [{name, status, value, raw}, ...]}",
+                           f"{path}: " + (type(doc if ms is None else ms).__name__ if not isinstance(ms, list)
+                                          else "a record without a name"),
+                           "recapture it: benchmarks/h200_beside.sh")
+    return ms
+
+
+def _positive(value, name: str, path: Path) -> float:
+    """value["median"] as a float, or CaptureError unless it is a finite number above zero (units per clock)."""
+    v = value.get("median") if isinstance(value, dict) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise CaptureError("a beside rate is a finite number of units per clock above zero",
+                           f"{path}: {name} value.median {v!r}", "recapture it: benchmarks/h200_beside.sh")
+    return float(v)
+
+
+def _follower(m: dict, name: str, path: Path) -> list[float]:
+    """m["raw"]["follower_rate"] (the tensor pipe's units per clock, one per repeat), or CaptureError unless it is
+    a non-empty list of finite numbers at or above zero."""
+    rates = m.get("raw", {}).get("follower_rate") if isinstance(m.get("raw"), dict) else None
+    if (not isinstance(rates, list) or not rates
+            or not all(isinstance(r, (int, float)) and not isinstance(r, bool) and math.isfinite(r) and r >= 0
+                       for r in rates)):
+        raise CaptureError("a class beside wgmma records the tensor pipe's rate in each repeat (raw.follower_rate, "
+                           "finite numbers >= 0)", f"{path}: {name} follower_rate {rates!r}",
+                           "recapture it: benchmarks/h200_beside.sh")
+    return rates
 
 
 def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slots: float, gap: float,
         iterations: int = 12) -> tuple[float, float]:
     """(cycles per iteration of `body`, cycles per tensor unit) in steady state: one warp per SMSP issues `body` in
     a loop (smsp.simulate's rules) beside a tensor job of `slots` cycles of work and `gap` idle cycles per unit
-    (module docstring). Pipes without a win share contest with share 1 (they always win). CaptureError for a body
-    without control bits or a run past MAX_CYCLES."""
-    if any(ins.control is None for ins in body) or not body:
+    (module docstring); slots 0 is no tensor job (cycles per unit inf). Pipes without a win share contest with
+    share 1 (they always win). CaptureError for an empty body, a body without control bits or a run past
+    MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a share outside (0, 1] or iterations below 2."""
+    if not body:
+        raise CaptureError("the shared-cycle simulation needs a loop body", "0 instructions",
+                           "pass a loop body parsed from cuobjdump -sass")
+    if any(ins.control is None for ins in body):
         raise CaptureError("the shared-cycle simulation needs control bits (cuobjdump -sass input)",
                            f"{len(body)} instructions", "pass a loop body parsed from cuobjdump -sass")
+    _check_job(share, slots, gap, iterations)
     occ = {p: 1.0 / r for p, r in consts.rate.items()}
     smem = [smsp.smem_wavefronts(ins) * consts.smem_cycles_per_wavefront for ins in body]
     pc, it, nxt, sb, pipe_free = 0, 0, 0.0, [0.0] * 6, {}
@@ -130,3 +179,21 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     (t0, u0), (t1, u1) = marks[h - 1], marks[-1]
     per_unit = (t1 - t0) / (u1 - u0) if u1 > u0 else math.inf
     return (t1 - t0) / (len(marks) - h), per_unit
+
+
+def _check_job(share: Share, slots: float, gap: float, iterations: int) -> None:
+    """ScheduleError unless the tensor job's slots and gap are finite cycles >= 0, every win share is in (0, 1]
+    (a share of 0 never issues: the run would end only at MAX_CYCLES) and iterations is an integer >= 2 (the
+    steady state is read from the second half of the iterations)."""
+    for what, v in (("slots", slots), ("gap", gap)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0:
+            raise ScheduleError(f"a tensor job's {what} is a finite number of cycles >= 0", repr(v),
+                                f"pass {what} as cycles (0 for none)")
+    bad = {p: w for p, w in share.win.items()
+           if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0 < w <= 1}
+    if bad:
+        raise ScheduleError("a pipe's share of contested cycles is in (0, 1]", f"{share.source}: {bad}",
+                            "build the shares with Share.from_capture")
+    if as_int(iterations, "iterations", ScheduleError) < 2:
+        raise ScheduleError("the shared-cycle simulation runs at least 2 iterations (steady state from the second "
+                            "half)", repr(iterations), "pass iterations >= 2 (12 by default)")

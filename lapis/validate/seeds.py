@@ -49,7 +49,7 @@ def load_table(path: Path, keys: tuple) -> dict:
     """A seed table as a dict holding `keys`; CaptureError naming the file when it is missing or malformed."""
     try:
         doc = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: JSONDecodeError, UnicodeDecodeError (not UTF-8)
         raise CaptureError("a seed table is a readable JSON file", f"{path}: {exc}",
                            "restore it from the lapis repository (lapis/data/seeds/)") from None
     missing = [k for k in keys if k not in doc]
@@ -85,8 +85,16 @@ def _step(prev_m, prev_p, m, p, moved: float) -> dict:
 
 
 def fa4_reference(table: dict) -> dict:
-    """Shape label -> the table's FA4 reference in TFLOP/s: fa4_paper_tflops x fa4_same_run_fraction."""
+    """Shape label -> the table's FA4 reference in TFLOP/s: fa4_paper_tflops x fa4_same_run_fraction.
+    CaptureError for no shapes, or a same-run fraction that is no fraction of the paper's figures (above 1)."""
+    if not isinstance(table["shapes"], dict) or not table["shapes"]:
+        raise CaptureError("the B200 table names its shapes (label -> BxHxLxD)", f"{B200_TABLE}: shapes = "
+                           f"{table['shapes']!r}", "restore it from the lapis repository (lapis/data/seeds/)")
     frac = _positive(table["fa4_same_run_fraction"], "fa4_same_run_fraction", B200_TABLE)
+    if frac > 1:
+        raise CaptureError("fa4_same_run_fraction is the fraction of the paper's TFLOP/s stock FA4 reached, in "
+                           "(0, 1]", f"{B200_TABLE}: {frac}", "restore it from the lapis repository "
+                           "(lapis/data/seeds/)")
     return {label: frac * _positive(table["fa4_paper_tflops"][label], f"fa4_paper_tflops[{label}]", B200_TABLE)
             for label in table["shapes"]}
 
@@ -149,7 +157,29 @@ def refused_measured_change(m: dict, baseline_us: float) -> float | None:
         return 100.0 * (_positive(m["stated_us"], f"{m.get('move')} stated_us", EMMY_TABLE) / base - 1.0)
     if m.get("stated_delta_us") is None:
         return None
-    return 100.0 * m["stated_delta_us"] / baseline_us
+    return 100.0 * _finite(m["stated_delta_us"], f"{m.get('move')} stated_delta_us") / baseline_us
+
+
+def _finite(value, where: str) -> float:
+    """A refused move's stated change in µs as a float (0 and negative allowed); CaptureError unless a finite
+    number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise CaptureError("a refused move's stated change is a finite number of µs (or null: none stated)",
+                           f"{EMMY_TABLE}: {where} = {value!r}",
+                           "restore it from the lapis repository (lapis/data/seeds/)")
+    return float(value)
+
+
+def _stated(m: dict) -> str:
+    """The write-up's statement of a refused move, its numbers checked first (refused_measured_change's rules)."""
+    if "baseline_us" in m:
+        base = _positive(m["baseline_us"], f"{m.get('move')} baseline_us", EMMY_TABLE)
+        stated = _positive(m.get("stated_us"), f"{m.get('move')} stated_us", EMMY_TABLE)
+        return f"{stated:g} vs {base:g} µs"
+    if m.get("stated_delta_us") is None:
+        return "no time stated"
+    delta = _finite(m["stated_delta_us"], f"{m.get('move')} stated_delta_us")
+    return f"{'~' if m.get('approximate') else ''}{delta:g} µs change"
 
 
 def refused_verdict(measured_change: float | None, predicted_change: float) -> bool:
@@ -165,10 +195,13 @@ def refused_rows(table: dict, cache: dict, measured: dict) -> list[dict]:
     the schedule and of its baseline move, the predicted and stated change in %, and the verdict. `measured`:
     kept move name -> its measured µs (the baseline of a "~0 µs" statement)."""
     out = []
+    absent = sorted({move for _, move, _, _, _ in attention_sm120.REFUSED} - {m["move"] for m in table["refused"]})
+    if absent:
+        raise CaptureError("every schedule of attention_sm120.REFUSED has its move in the Emmy table's refused "
+                           "list", f"{EMMY_TABLE}: no row for {absent}",
+                           "restore it from the lapis repository (lapis/data/seeds/)")
     for m in table["refused"]:
-        stated = (f"{m['stated_us']:g} vs {m['baseline_us']:g} µs" if "baseline_us" in m else
-                  "no time stated" if m.get("stated_delta_us") is None else
-                  f"{'~' if m.get('approximate') else ''}{m['stated_delta_us']:g} µs change")
+        stated = _stated(m)
         ours = [(name, base) for name, move, base, _, _ in attention_sm120.REFUSED if move == m["move"]]
         if not ours:
             raise CaptureError("every refused move of the Emmy table has a schedule in attention_sm120.REFUSED",

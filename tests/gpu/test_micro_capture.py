@@ -6,6 +6,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from lapis.gpu import capture_micro, gen_micro_wgmma
 from lapis.model import micro_campaign as mc
@@ -254,3 +255,56 @@ def test_v4_beside_items_roles_and_sizing():
     for p in items.values():
         if p["follow"]:
             assert p["follow_iters"] * mc.BESIDE_UNIT_CYCLES[p["follow"]] >= 5 * mc.BESIDE_WINDOW_CYCLES
+
+
+def _contend_item():
+    return next(m for m in mc.items_v4_beside(132) if m["name"] == "beside.ffma.ss")
+
+
+def _record(ctas=4):
+    # clk0, clk1, ns0, ns1, smid, follower units at the flag, follower clock at the flag
+    return np.array([[100, 1100, 0, 500, k, 50, 600] for k in range(ctas)], dtype=np.int64)
+
+
+def test_contend_values_by_hand():
+    v = capture_micro.contend_values(_record(), _contend_item()["params"])
+    assert v == dict(cycles=1000.0, ns=500.0, distinct_sms=4, follower_rate=0.1)  # 50 units / 500 clk
+
+
+def test_a_follower_record_of_zeros_fails_the_measurement():
+    rec = _record()
+    rec[2, 5:] = 0
+    with pytest.raises(RuntimeError, match="never saw the leader's flag"):
+        capture_micro.contend_values(rec, _contend_item()["params"])
+
+
+def test_a_leader_record_of_zeros_fails_the_measurement():
+    rec = _record()
+    rec[1, :4] = 0  # an unwritten leader record: its window would be 0 cycles and its SM 0
+    with pytest.raises(RuntimeError, match="leader's window is not after its start"):
+        capture_micro.contend_values(rec, _contend_item()["params"])
+
+
+def test_a_truncated_result_file_is_a_fault_not_a_lost_campaign(tmp_path):
+    f = tmp_path / "res_0.json"
+    f.write_text(json.dumps(dict(status="ok", raw=dict(cycles=[1.0] * 11)))[:20])
+    res = capture_micro.read_result(f)
+    assert res["status"] == "fault" and "res_0.json unreadable" in res["error"]
+    assert capture_micro.read_result(tmp_path / "res_1.json")["status"] == "skipped"
+    f.write_text("[1, 2]")
+    assert capture_micro.read_result(f)["status"] == "fault"
+
+
+def test_a_zero_cycle_window_is_a_fault_not_a_crash():
+    m = dict(_contend_item(), status="ok", raw=dict(cycles=[1000.0, 0.0, 1000.0], ns=[1.0] * 3))
+    capture_micro.finish(m)
+    assert m["status"] == "fault" and "ZeroDivisionError" in m["error"] and "value" not in m
+    m = dict(_contend_item(), status="ok", raw=dict(cycles=[1000.0, 1000.0, 2000.0], ns=[1.0] * 3))
+    capture_micro.finish(m)
+    assert m["status"] == "ok" and m["value"]["median"] == m["params"]["work_per_cta"] / 1000.0
+
+
+def test_the_worker_writes_a_result_whole(tmp_path):
+    capture_micro._write_result(tmp_path / "res_3.json", dict(status="ok"))
+    assert json.loads((tmp_path / "res_3.json").read_text()) == dict(status="ok")
+    assert [p.name for p in tmp_path.iterdir()] == ["res_3.json"]

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from lapis.errors import CaptureError
+from lapis.errors import CaptureError, ScheduleError
 from lapis.model import sass, smsp, tensor_share
 from lapis.validate import micro
 
@@ -71,3 +71,85 @@ def test_classes_not_used_for_the_shares_are_predicted(cls_):
     assert ops / tile == pytest.approx(measured_cls, rel=0.05)
     assert 512 / unit == pytest.approx(measured_tensor, rel=0.05)
     assert smsp.simulate(body, 1, consts) < tile  # alone it is faster
+
+
+def _corrupt(tmp_path, name, edit):
+    doc = json.loads(tensor_share.BESIDE_CAPTURE.read_text())
+    edit(next(m for m in doc["measurements"] if m["name"] == name))
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps(doc))
+    return f
+
+
+@pytest.mark.parametrize("median", [0, -1, float("nan"), "0.01", None])
+def test_a_rate_that_is_no_positive_number_is_refused(tmp_path, median):
+    f = _corrupt(tmp_path, "beside.ffma.alone", lambda m: m["value"].__setitem__("median", median))
+    with pytest.raises(CaptureError, match=r"finite number of units per clock above zero.*beside.ffma.alone"):
+        tensor_share.Share.from_capture(f)
+
+
+def test_a_nan_wgmma_rate_is_refused_not_read_as_no_free_pipe(tmp_path):
+    f = _corrupt(tmp_path, "beside.wgmma.ss", lambda m: m["value"].__setitem__("median", float("nan")))
+    with pytest.raises(CaptureError, match="beside.wgmma.ss"):
+        tensor_share.Share.from_capture(f)
+
+
+def test_a_class_rate_above_the_issue_rate_is_refused(tmp_path):
+    f = _corrupt(tmp_path, "beside.ffma.ss", lambda m: m["value"].__setitem__("median", 1.0))  # 64 per clock
+    with pytest.raises(CaptureError, match="warp-instructions per clock.*beside.ffma.ss 64.0"):
+        tensor_share.Share.from_capture(f)
+
+
+@pytest.mark.parametrize("rates", [None, [], [float("nan")] * 3, ["x"]])
+def test_a_follower_rate_that_is_no_list_of_numbers_is_refused(tmp_path, rates):
+    def edit(m):
+        if rates is None:
+            m["raw"].pop("follower_rate")
+        else:
+            m["raw"]["follower_rate"] = rates
+    f = _corrupt(tmp_path, "beside.fmnmx.ss", edit)
+    with pytest.raises(CaptureError, match="follower_rate"):
+        tensor_share.Share.from_capture(f)
+
+
+@pytest.mark.parametrize("doc", [[1, 2], {"measurements": 5}, {"measurements": ["x"]}, {"measurements": [{}]}])
+def test_a_capture_of_another_shape_is_refused(tmp_path, doc):
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(CaptureError, match=r"\{measurements: \[\{name"):
+        tensor_share.Share.from_capture(f)
+
+
+def _ffma_body():
+    return [sass.parse_instruction("FFMA R1, R2, R3, R4 ;", control=sass.Control(4, False, None, None, 0, 0))]
+
+
+def test_an_empty_body_is_refused():
+    consts, _ = micro.constants()
+    with pytest.raises(CaptureError, match="needs a loop body"):
+        tensor_share.run([], consts, tensor_share.Share.from_capture(), 512, 0)
+
+
+@pytest.mark.parametrize("kw", [{"slots": -5}, {"slots": float("nan")}, {"slots": float("inf")}, {"gap": -100},
+                                {"gap": float("nan")}, {"iterations": 1}, {"iterations": 0}, {"iterations": 2.5}])
+def test_a_tensor_job_that_cannot_run_is_refused(kw):
+    consts, _ = micro.constants()
+    args = {"slots": 512, "gap": 0, **kw}
+    with pytest.raises(ScheduleError, match=next(iter(kw))):
+        tensor_share.run(_ffma_body(), consts, tensor_share.Share.from_capture(), **args)
+
+
+@pytest.mark.parametrize("w", [0.0, -1.0, 5.0, float("nan")])
+def test_a_share_outside_zero_one_is_refused_not_run_to_the_cycle_cap(w):
+    consts, _ = micro.constants()
+    share = tensor_share.Share({"fma": w}, frozenset(), "hand-made")
+    with pytest.raises(ScheduleError, match=r"share of contested cycles is in \(0, 1\]"):
+        tensor_share.run(_ffma_body(), consts, share, 512, 0)
+
+
+def test_a_scoreboard_wait_costs_the_pipe_latency():
+    """One FFMA per iteration writing scoreboard 0 and waiting on it: with no tensor job each issue waits the fma
+    latency of the pipes capture (4.54 cycles, h200-2026-12-01-pipes) rounded up to the next cycle: 5 cycles."""
+    consts, _ = micro.constants()
+    body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, 0, None, 1, 0))]
+    assert tensor_share.run(body, consts, tensor_share.Share.from_capture(), 0, 0) == (5.0, float("inf"))

@@ -116,3 +116,17 @@ def test_a_clock_capture_without_a_full_duty_wgmma_point_is_refused(tmp_path):
     f.write_text(json.dumps(doc))
     with pytest.raises(CaptureError, match="tensor duty 1 and FMA duty 0"):
         micro.wgmma_flop_per_clk_sm(f)
+
+
+@pytest.mark.parametrize("text", [None, '{"measurements": [{"name": "beside.wgmma.ss", "status": "ok", "value": '
+                                        '{"median": NaN}}]}', '{"measurements": [', "[]"])
+def test_validate_micro_without_a_readable_beside_capture_exits_2_naming_it(tmp_path, monkeypatch, capsys, text):
+    from lapis.cli.main import main
+    from lapis.model import tensor_share
+    f = tmp_path / "results.json"
+    if text is not None:
+        f.write_text(text)
+    monkeypatch.setattr(tensor_share, "BESIDE_CAPTURE", f)
+    assert main(["validate", "micro"]) == 2
+    err = capsys.readouterr().err
+    assert str(f) in err and "fix:" in err and "Traceback" not in err

@@ -176,3 +176,30 @@ def test_a_refused_move_without_a_schedule_is_a_capture_error(tmp_path, monkeypa
     monkeypatch.setattr(seeds, "EMMY_TABLE", bad)
     with pytest.raises(CaptureError, match="REFUSED"):
         seeds.validate_seeds()
+
+
+@pytest.mark.parametrize("table,edit,match", [
+    ("B200_TABLE", lambda d: d.__setitem__("shapes", {}), "names its shapes"),
+    ("B200_TABLE", lambda d: d.__setitem__("fa4_same_run_fraction", 50), r"in \(0, 1\]: got .*50.0"),
+    ("EMMY_TABLE", lambda d: d["refused"][0].__setitem__("stated_delta_us", "zero"), "stated_delta_us = 'zero'"),
+    ("EMMY_TABLE", lambda d: d["refused"][0].__setitem__("stated_delta_us", float("nan")), "stated_delta_us = nan"),
+    ("EMMY_TABLE", lambda d: d["refused"][3].__setitem__("baseline_us", "x"), "baseline_us = 'x'"),
+    ("EMMY_TABLE", lambda d: d.__setitem__("refused", []), "has its move in the Emmy table's refused list"),
+])
+def test_a_corrupted_seed_table_exits_2_naming_the_value(tmp_path, monkeypatch, capsys, table, edit, match):
+    doc = json.loads(getattr(seeds, table).read_text())
+    edit(doc)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    monkeypatch.setattr(seeds, table, bad)
+    with pytest.raises(CaptureError, match=match):
+        seeds.validate_seeds()
+    assert main(["validate", "seeds"]) == 2 and "fix:" in capsys.readouterr().err
+
+
+def test_a_seed_table_not_in_utf8_is_a_capture_error(tmp_path, monkeypatch):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"\xff\xfe{")
+    monkeypatch.setattr(seeds, "B200_TABLE", bad)
+    with pytest.raises(CaptureError, match="readable JSON file"):
+        seeds.validate_seeds()
