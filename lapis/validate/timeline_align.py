@@ -30,7 +30,7 @@ CANONICAL = {
         "issue TMA": "TMA K/V", "issue QK": "QK", "wait QK": "QK", "softmax": "softmax", "issue PV": "PV",
         "wait PV": "PV", "epilogue": "epilogue",
         # lapis/pipeline_sim/schedules/attention_h200.py (the simulator's events)
-        "TMA K+V (waited)": "TMA K/V", "wgmma QK": "QK", "softmax ex2": "softmax",
+        "TMA K+V (waited)": "TMA K/V", "TMA K (waited)": "TMA K/V", "wgmma QK": "QK", "softmax ex2": "softmax",
         "softmax FMA + O rescale": "softmax", "wgmma PV": "PV", "store O": "epilogue",
     },
     "gemm": {

@@ -167,8 +167,14 @@ def test_q_loads_see_the_hbm_latency_and_kv_loads_the_l2_one():
     # one SM): Q comes from HBM, the K and V tiles from L2
     q = next(i for i, e in enumerate(ops) if e.op == "TMA Q (waited)")
     assert ops[q + 1].start_ns - ops[q].end_ns == pytest.approx(p["tma_latency_hbm_ns"], rel=1e-9)
-    kv = next(i for i, e in enumerate(ops) if e.op == "TMA K+V (waited)")
+    kv = next(i for i, e in enumerate(ops) if e.op == "TMA K (waited)")
     assert ops[kv + 1].start_ns - ops[kv].end_ns == pytest.approx(p["tma_latency_ns"], rel=1e-9)
+    # V_j is the second copy on the load path: it moves right after K_j's bytes, while QK_j runs (load_kv issues
+    # both; the warpgroup waits for V_j only before PV_j)
+    v = next(e for e in ev if e.op == "TMA V" and e.k_index == ops[kv].k_index)
+    qk = ops[kv + 1]
+    assert qk.op == "wgmma QK" and v.start_ns == pytest.approx(ops[kv].end_ns, rel=1e-9)
+    assert v.start_ns < qk.end_ns
 
 
 def test_bad_work_factors_and_unmatched_completions_are_refused():

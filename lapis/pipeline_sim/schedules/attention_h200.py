@@ -753,19 +753,22 @@ def producer(ctx, slot: CtaSlot):
 
 
 def consumer_serial(ctx, slot: CtaSlot, i: int = 0):
-    """s1's one warpgroup (attention_h200.cu:342 and 499-537 with WS false): it loads Q, then per K/V tile loads
-    K_j and V_j itself (load_kv by thread 0) and waits for them, issues QK_j and waits, runs the softmax with the
-    O rescale, issues PV_j and waits; then stores O."""
+    """s1's one warpgroup (attention_h200.cu:342 and 499-537 with WS false): it loads Q, then per K/V tile issues
+    K_j and V_j itself (load_kv by thread 0: two copies on the SM's load path, each with its own mbarrier), waits
+    for K_j, issues QK_j and waits, runs the softmax with the O rescale, waits for V_j (loaded meanwhile), issues
+    PV_j and waits; then stores O."""
     wg, cost = Warpgroup.of(ctx, slot, 0), ctx.cost
     for item, n_kv, k, q in slot.cta_items():
         yield from slot.enter(k, q)
         yield from load(ctx, cost.q_bytes, wg.role, "TMA Q (waited)", 1, work_item=item)
         for j in range(n_kv):
-            yield from load(ctx, 2 * cost.tile_bytes, wg.role, "TMA K+V (waited)", cost.q_tiles, work_item=item,
-                            k_index=j)
+            kw = dict(work_item=item, k_index=j)
+            v_copy = ctx.child(load(ctx, cost.tile_bytes, slot.role("tma"), "TMA V", cost.q_tiles, **kw))
+            yield from load(ctx, cost.tile_bytes, wg.role, "TMA K (waited)", cost.q_tiles, **kw)
             wgmma(ctx, slot, wg, "wgmma QK", item, j)
             yield from wait_group(ctx, wg, 0, item, j)
             yield from softmax(ctx, slot, wg, item, j, n_kv, with_rescale=True)
+            yield from ctx.waited(wg.role, "wait V", v_copy, **kw)
             wgmma(ctx, slot, wg, "wgmma PV", item, j)
             yield from wait_group(ctx, wg, 0, item, j)
         yield from store_o(ctx, wg.role, cost.q_bytes, item)
