@@ -125,16 +125,44 @@ def _own_race_case(variant: str, e: dict, k: dict, folder: Path) -> dict:
                 clock_source=clock.get("source"))
 
 
+def probe_to_sampled(e: dict) -> float | None:
+    """The race row's (one shape and causal flag) median over lapis's kernels of probed clock / nvidia-smi's
+    sampled clock during their batches (lapis.gpu.race: both are recorded for a kernel with a clock probe); None
+    when no kernel of the row has both. nvidia-smi samples the clock over its own interval, gaps between launches
+    included, so it reads above the clock a kernel runs at (10-14% in the H200 races of 2026-12-02); the rounds
+    are interleaved in one process, so the ratio carries over to the row's third-party kernels."""
+    ratios = sorted(c["mhz_median"] / c["sampled_mhz_median"] for k in e.get("kernels", {}).values()
+                    for c in [k.get("clock") or {}]
+                    if c.get("source") == "probe" and isinstance(c.get("mhz_median"), (int, float))
+                    and isinstance(c.get("sampled_mhz_median"), (int, float)) and c["sampled_mhz_median"] > 0
+                    and c["mhz_median"] > 0)
+    if not ratios:
+        return None
+    n = len(ratios)
+    return ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
+
+
+def _third_party_clock(k: dict, ratio: float | None) -> tuple:
+    """(clock_mhz, clock_source, sampled_mhz) of a third-party kernel's race row: its nvidia-smi sample, times the
+    row's probe_to_sampled where the row has one ("sampled x probe ratio"), else as sampled ("sampled")."""
+    mhz = (k.get("clock") or {}).get("mhz_median")
+    if mhz is None or ratio is None:
+        return mhz, (k.get("clock") or {}).get("source"), mhz
+    return mhz * ratio, "sampled x probe ratio", mhz
+
+
 def _race(root: Path) -> list[dict]:
     """The third-party kernels (lapis.catalog.third_party, by their `timed` name) of every race capture
-    (lapis.gpu.race): one case per (kernel, shape, causal), with the SM clock nvidia-smi sampled during its
-    batches and the kernel's tile parameters at that head dim."""
+    (lapis.gpu.race): one case per (kernel, shape, causal), with the kernel's tile parameters at that head dim
+    and the SM clock nvidia-smi sampled during its batches, corrected by the row's probe_to_sampled where lapis's
+    kernels in the same rounds measured both (clock_sampled_mhz keeps the sample)."""
     out = []
     for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
         if not third_party.timed_alone(folder.name):
             continue
         man = read_race(folder).manifest
         for e in man["results"]:
+            ratio = probe_to_sampled(e)
             for name, k in e.get("kernels", {}).items():
                 own = _own_variant(name, e["causal"])
                 if own and own not in _TIMED_BY_BENCH:  # a lapis step timed only in a race (s10+)
@@ -147,12 +175,12 @@ def _race(root: Path) -> list[dict]:
                 d = e["shape"].split("x")[-1]
                 params = next((dict(c[2]) for c in entry["cases"] if c[0].endswith(f"x{d}")), {})
                 params.pop("causal", None)
-                clock = k.get("clock") or {}
+                mhz, source, sampled = _third_party_clock(k, ratio)
                 out.append(dict(family="attention", variant=variant, schedule=entry["schedule"],
                                 shape=e["shape"], causal=e["causal"], params=params, measured_us=k["median_us"],
                                 spread_pct=k["spread_pct"], capture=f"race/{folder.name}", timeline=None,
-                                timeline_capture=None, clock_mhz=clock.get("mhz_median"),
-                                clock_source=clock.get("source")))
+                                timeline_capture=None, clock_mhz=mhz, clock_source=source,
+                                clock_sampled_mhz=sampled))
     return out
 
 
@@ -406,16 +434,20 @@ def _profile_clock_ghz() -> float:
 
 
 def cycles(pred_us: float, case: dict) -> dict:
-    """The error in SM cycles where the capture measured the run's clock (clock: {"mhz", "source"}: "probed", the
-    plain build's clock probe, or "sampled", nvidia-smi during a third-party kernel's batches in a race capture):
-    the prediction at the profile's clock_ghz against the measurement at that clock. The time error mixes this with
-    the clock the run had, which the model does not predict (one profile clock for every kernel)."""
+    """The error in SM cycles where the capture measured the run's clock (clock: {"mhz", "source"}: "probed" or
+    "probe", the plain build's clock probe; "sampled x probe ratio", nvidia-smi during a third-party kernel's
+    batches in a race capture times the row's probe_to_sampled, with "sampled_mhz" the sample itself; "sampled",
+    the sample where the row had no probe): the prediction at the profile's clock_ghz against the measurement at
+    that clock. The time error mixes this with the clock the run had, which the model does not predict (one
+    profile clock for every kernel)."""
     if not case.get("clock_mhz"):
         return dict(clock_mhz=None, clock=None, cycles_err_pct=None)
     ghz = _profile_clock_ghz()
-    return dict(clock_mhz=case["clock_mhz"], clock=dict(mhz=case["clock_mhz"], source=case.get("clock_source") or
-                                                        "probed"), cycles_err_pct=err_pct(pred_us * ghz, case["measured_us"] *
-                                                                    case["clock_mhz"] / 1e3))
+    clock = dict(mhz=case["clock_mhz"], source=case.get("clock_source") or "probed")
+    if case.get("clock_sampled_mhz") not in (None, case["clock_mhz"]):
+        clock["sampled_mhz"] = case["clock_sampled_mhz"]
+    return dict(clock_mhz=case["clock_mhz"], clock=clock,
+                cycles_err_pct=err_pct(pred_us * ghz, case["measured_us"] * case["clock_mhz"] / 1e3))
 
 
 @lru_cache(maxsize=1)

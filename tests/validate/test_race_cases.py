@@ -62,3 +62,36 @@ def test_skipped_kernels_are_counted_and_a_bad_time_refused(tmp_path):
     (d / "manifest.json").write_text(json.dumps(man))
     with pytest.raises(CaptureError):
         read_race(d)
+
+
+def _probed(us, mhz, sampled):
+    return {"median_us": us, "spread_pct": 0.5, "speedup_to_reference": {"median": 1.0},
+            "clock": {"mhz_median": mhz, "mhz_min": mhz, "mhz_max": mhz, "source": "probe",
+                      "sampled_mhz_median": sampled}}
+
+
+def test_a_third_party_clock_takes_the_rows_probe_to_sample_ratio(tmp_path):
+    # lapis's kernels in the row ran at 1450 and 1500 MHz by their probes while nvidia-smi sampled 1650 and
+    # 1660: their median ratio (1450/1650 + 1500/1660) / 2 scales cuDNN's 1700 MHz sample; a row without a
+    # probed kernel keeps its sample
+    _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12,
+                      "kernels": {"cudnn": _kernel(1700.0, 1700.0),
+                                  "attn_s17_one_sync_s2_n128_c2": _probed(1780.0, 1450.0, 1650.0),
+                                  "attn_s18_bar_hoist_s2_n128_c2": _probed(1760.0, 1500.0, 1660.0)}},
+                     {"shape": "8x16x4096x128", "causal": True, "flops": 5.5e11,
+                      "kernels": {"cudnn": _kernel(1100.0, 1530.0)}}])
+    cases = {(c["variant"], c["causal"]): c for c in measured_cases(tmp_path)}
+    c = cases[("cudnn_fprop", False)]
+    assert c["clock_mhz"] == pytest.approx(1700.0 * (1450.0 / 1650.0 + 1500.0 / 1660.0) / 2, rel=1e-12)
+    assert c["clock_source"] == "sampled x probe ratio" and c["clock_sampled_mhz"] == 1700.0
+    assert cases[("s17", False)]["clock_mhz"] == 1450.0  # a probed kernel keeps its probe
+    causal = cases[("cudnn_fprop", True)]
+    assert causal["clock_mhz"] == 1530.0 and causal["clock_source"] == "sampled"
+
+
+def test_the_cycles_error_reports_the_sample_beside_the_corrected_clock():
+    from lapis.validate.timelines import _profile_clock_ghz, cycles
+    case = dict(measured_us=1000.0, clock_mhz=1500.0, clock_source="sampled x probe ratio", clock_sampled_mhz=1700.0)
+    got = cycles(1000.0 * 1.5 / _profile_clock_ghz(), case)  # predicted cycles = 1.5e6, measured 1.5e6
+    assert got["clock"] == {"mhz": 1500.0, "source": "sampled x probe ratio", "sampled_mhz": 1700.0}
+    assert got["cycles_err_pct"] == pytest.approx(0.0, abs=1e-9)
