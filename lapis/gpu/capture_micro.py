@@ -37,12 +37,13 @@ from lapis.model import micro_campaign as mc
 KERNEL_DIR = Path(__file__).parent / "kernels"
 SOURCES = ("micro_core", "micro_tma", "micro_wgmma", "micro_tma_v2", "micro_mix_v1", "micro_softmax_v1",
            "micro_mix_softmax_v1", "micro_mix_softmax_v2", "micro_mix_softmax_v3",
-           "micro_launch_v1", "micro_beside_v1")
+           "micro_launch_v1", "micro_beside_v1", "micro_bar_v1")
 # kernel name prefix -> source (first match wins: micro_tma_spread is v2, micro_tma_load v1)
 KERNEL_SOURCE = (("micro_tma_spread", "micro_tma_v2"), ("micro_mix_", "micro_mix_v1"),
                  ("micro_softmax_", "micro_softmax_v1"), ("micro_mixsm_", "micro_mix_softmax_v1"),
                  ("micro_mixsm2_", "micro_mix_softmax_v2"), ("micro_contend_", "micro_mix_softmax_v3"),
                  ("micro_cta_turnover", "micro_launch_v1"), ("micro_beside_", "micro_beside_v1"),
+                 ("micro_bar_", "micro_bar_v1"),
                  ("micro_tma", "micro_tma"),
                  ("micro_wgmma", "micro_wgmma"), ("micro_", "micro_core"))
 
@@ -280,6 +281,41 @@ def measure_contend(b: Bench, m: dict, repeats: int) -> dict:
                  mc.FORCE_ONE_CTA_SMEM, repeats, read)
 
 
+BAR_WORDS = 6  # kernels/micro_bar_v1.cu RECORD_WORDS
+
+
+def bar_values(rec: np.ndarray) -> dict:
+    """One launch's bar values from its records (one row of BAR_WORDS per CTA: clk0, clk1, ns0, ns1, smid, timed
+    cycles): medians over CTAs of the timed cycles (cycles), of the whole clock64 window (window_cycles) and of its
+    %globaltimer ns, the largest timed cycles (cycles_max) and the SMs seen. RuntimeError (the measurement fails)
+    where the records are not rows of BAR_WORDS, or a CTA's window, ns window or timed cycles is not positive or its
+    timed cycles exceed its window (an unwritten record is zeros)."""
+    rec = np.asarray(rec, dtype=np.int64)
+    if rec.ndim != 2 or rec.shape[1] != BAR_WORDS or not len(rec):
+        raise RuntimeError(f"bar records are rows of {BAR_WORDS} words, got shape {rec.shape}")
+    window = rec[:, 1] - rec[:, 0]
+    if (window <= 0).any() or (rec[:, 3] <= rec[:, 2]).any() or (rec[:, 5] <= 0).any() or (rec[:, 5] > window).any():
+        raise RuntimeError("a CTA's window or timed cycles are not positive or not within its window: "
+                           "its record is unwritten or corrupt")
+    return dict(cycles=float(np.median(rec[:, 5])), cycles_max=int(rec[:, 5].max()),
+                window_cycles=float(np.median(window)), ns=float(np.median(rec[:, 3] - rec[:, 2])),
+                distinct_sms=int(len(np.unique(rec[:, 4]))))
+
+
+def measure_bar(b: Bench, m: dict, repeats: int) -> dict:
+    """bar.*: kernels/micro_bar_v1.cu, one CTA per SM (FORCE_ONE_CTA_SMEM), the records zeroed before every launch
+    so a CTA that never wrote fails the measurement."""
+    cp, p = b.cp, m["params"]
+    out = cp.zeros(BAR_WORDS * p["ctas"], cp.uint64)
+    args = (np.uint32(p["iters"]), np.uint64(WATCHDOG_NS), np.uint64(b.err_ptr), out)
+
+    def launch_args(r):
+        out.fill(0)
+        return args
+    return b.run(b.fn(m["kernel"], mc.FORCE_ONE_CTA_SMEM), p["ctas"], p["threads"], launch_args,
+                 mc.FORCE_ONE_CTA_SMEM, repeats, lambda: bar_values(out.get().reshape(-1, BAR_WORDS)))
+
+
 def turnover_gaps(rec) -> dict:
     """From per-CTA records (clk0, clk1, ns0, ns1, smid): the median over SMs' consecutive CTAs of the next one's
     entry minus the previous one's exit (ns), and the median CTA span."""
@@ -305,7 +341,7 @@ def measure_turnover(b: Bench, m: dict, repeats: int) -> dict:
 
 
 MEASURE = {"rate": measure_rate, "cycles": measure_cycles, "tma_lat": measure_tma, "tma_bw": measure_tma,
-           "mix": measure_mix, "contend": measure_contend, "turnover": measure_turnover}
+           "mix": measure_mix, "contend": measure_contend, "turnover": measure_turnover, "bar": measure_bar}
 
 
 def measure(b: Bench, m: dict, repeats: int) -> dict:

@@ -14,12 +14,14 @@ Every measurement is one dict: name, kind, kernel, params and, once run, `raw` (
 | mix      | cycles, ns as rate (consumer warpgroups); tma_bytes_per_ns: median over CTAs of the producer's bytes / its ns | work_per_cta / cycles (FLOP per clk per SM); `clock_ghz(m)`, `mix_tma_bytes_per_ns(m)` |
 | turnover | gap_ns: median over SMs' consecutive CTA pairs of next entry - previous exit (%globaltimer) | gap_ns (ns) |
 | contend  | cycles, ns as rate (the leader warpgroup's window); follower_rate: median over CTAs of the follower's units / its cycles to the flag | leader units per clk (work_per_cta / cycles); `follower_rate(m)`: the follower's units per clk |
+| bar      | cycles: median over CTAs of the timed clock64 cycles of consumer warpgroup 0's thread 0 (kernels/micro_bar_v1.cu) | cycles / count (cycles per hand-over, bar.sync or wait) |
 
 `items` is campaign version 1 (the capture micro/h200-2026-11-29), `items_v2` version 2 (L2 spread bandwidth, wgmma
 under concurrent TMA; micro/h200-2026-11-29-v2), the items_v3* functions version 3 (the attention kernels' softmax
 alone and beside wgmma, the two warpgroups contending, the CTA turnover; micro/h200-2026-11-30-v3, -v3-mix,
--v3-mix2 and -contend-launch), items_v4_beside version 4 (one instruction class beside wgmma in flight); `all_items`
-runs them all.
+-v3-mix2 and -contend-launch), items_v4_beside version 4 (one instruction class beside wgmma in flight), items_v5_bar
+version 5 (the named-barrier GEMM-turn hand-over and the mbarrier wait on a complete phase); `all_items` runs them
+all; `bar_cycles` reads version 5's values back from a results.json.
 
 Statistics: median and spread_pct = 100 * IQR / median (numpy's linear percentiles) over the repeats.
 """
@@ -28,11 +30,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from lapis.errors import CaptureError
+
 REPEATS = 11  # timed launches per measurement, after one untimed warm-up launch
 FORCE_ONE_CTA_SMEM = 120 * 1024  # dynamic smem per CTA: two cannot share an SM (228 KiB per SM on sm_90)
 
 UNITS = {"rate": "per clk per SM", "cycles": "cycles", "tma_lat": "ns", "tma_bw": "B/ns", "mix": "per clk per SM",
-         "contend": "per clk per SM", "turnover": "ns"}
+         "contend": "per clk per SM", "turnover": "ns", "bar": "cycles"}
 
 # TMA tensors: bf16, rows of 4096 elements (8 KiB, like a GEMM operand with K = 4096); a box is 64 elements
 # (128 B, the 128B swizzle span) by box_rows rows. L2: 4 MiB, re-read by every launch after a warm-up (H200 L2
@@ -295,6 +299,72 @@ def items_v3_launch(sm_count: int) -> list[dict]:
                              what="ns from one CTA's exit to the next CTA's entry on an SM"))]
 
 
+# Version 5 (kernels/micro_bar_v1.cu): the ping-pong attention kernels' GEMM-turn hand-over (attention_h200.cu's
+# turn: bar.sync on the warpgroup's own barrier, bar.arrive on the other's, 256 threads) with nothing else in a turn,
+# in the three forms the kernels use (imm: immediate ids, each warpgroup its own loop; pred: s4..s16's predicated
+# pair; reg: s17's one bar.sync on a register id), a bar.sync whose 8 warps arrive together (sync_all) or whose
+# other 128 arrivals are already there (sync_present), and mbarrier.try_wait.parity on a complete phase (try_wait,
+# consumer_wait's fast path). One CTA per SM on every SM, 256 threads (two consumer warpgroups) or 384 (a parked
+# producer warpgroup first, as the kernels). count: the units the timed cycles hold.
+BAR_FORMS = ("imm", "pred", "reg")
+BAR_THREADS = (256, 384)
+BAR_HOP_ROUNDS = 4096      # round trips: 2 hand-overs each
+BAR_SYNC_ITERS = 8192      # bar.syncs (sync_all) and mbarrier waits (try_wait)
+BAR_PRESENT_ROUNDS = 1024  # sync_present rounds, BAR_PRESENT_TIMED timed bar.syncs each
+BAR_PRESENT_TIMED = 13     # micro_bar_v1.cu: barriers 2..14 (PRESENT_BARS = 14; barrier 1 aligns warpgroup 0's warps)
+
+
+def _bar(name, kernel, sm_count, threads, iters, count, what) -> dict:
+    return dict(name=name, kind="bar", kernel=kernel,
+                params=dict(ctas=sm_count, threads=threads, iters=iters, count=count, what=what))
+
+
+def items_v5_bar(sm_count: int) -> list[dict]:
+    """Campaign version 5: bar.hop.<form>.t<threads> (cycles per GEMM-turn hand-over: from one warpgroup's bar.arrive
+    to the other's bar.sync returning, its own bar.arrive issued), bar.sync_all.t<threads> (cycles per bar.sync of 8
+    warps arriving together), bar.sync_present.t<threads> (cycles per bar.sync whose other 128 arrivals are there),
+    bar.try_wait.t<threads> (cycles per mbarrier wait that finds its phase complete)."""
+    s, out = sm_count, []
+    for t in BAR_THREADS:
+        out += [_bar(f"bar.hop.{form}.t{t}", f"micro_bar_hop_{form}", s, t, BAR_HOP_ROUNDS, 2 * BAR_HOP_ROUNDS,
+                     "cycles per GEMM-turn hand-over (bar.arrive -> the other warpgroup's bar.sync returns)")
+                for form in BAR_FORMS]
+        out.append(_bar(f"bar.sync_all.t{t}", "micro_bar_sync_all", s, t, BAR_SYNC_ITERS, BAR_SYNC_ITERS,
+                        "cycles per bar.sync, 256 threads arriving together"))
+        out.append(_bar(f"bar.sync_present.t{t}", "micro_bar_sync_present", s, t, BAR_PRESENT_ROUNDS,
+                        BAR_PRESENT_TIMED * BAR_PRESENT_ROUNDS,
+                        "cycles per bar.sync whose other 128 arrivals are already there (+1 clock64 read per 13)"))
+        out.append(_bar(f"bar.try_wait.t{t}", "micro_bar_try_wait", s, t, BAR_SYNC_ITERS, BAR_SYNC_ITERS,
+                        "cycles per mbarrier.try_wait.parity on a completed phase (and its branch)"))
+    return out
+
+
+def bar_cycles(results: dict, source: str) -> dict[str, float]:
+    """{measurement name: median cycles} of every campaign-version-5 measurement (name bar.*) in a results.json's
+    parsed dict (`lapis capture micro --only bar`, benchmarks/h200_bar.sh). source names the file in errors.
+    CaptureError when results holds no measurements list, holds no bar.* measurement, or one of them is not ok or has
+    no finite positive value in cycles."""
+    fix = "capture it again: bash benchmarks/h200_bar.sh (on the H200)"
+    ms = results.get("measurements") if isinstance(results, dict) else None
+    if not isinstance(ms, list):
+        raise CaptureError("a micro results.json holds a 'measurements' list", f"{source}: {str(results)[:200]}", fix)
+    out = {}
+    for m in ms:
+        name = m.get("name", "") if isinstance(m, dict) else ""
+        if not isinstance(name, str) or not name.startswith("bar."):
+            continue
+        v = m.get("value") or {}
+        med = v.get("median")
+        if m.get("status") != "ok" or v.get("unit") != "cycles" or not isinstance(med, (int, float)) \
+                or not np.isfinite(med) or med <= 0:
+            raise CaptureError("a bar.* measurement is ok with a positive median in cycles",
+                               f"{source}: {name} status {m.get('status')!r} value {v!r}", fix)
+        out[name] = float(med)
+    if not out:
+        raise CaptureError("a version-5 capture holds bar.* measurements", f"{source}: none of {len(ms)}", fix)
+    return out
+
+
 def follower_rate(m: dict) -> list[float]:
     """A contend measurement's follower units per clk per SM, per repeat ([] without a follower)."""
     return list((m.get("raw") or {}).get("follower_rate", []))
@@ -308,10 +378,10 @@ def overlap(tensor: dict, softmax: dict, both: dict) -> list[float]:
 
 
 def all_items(sm_count: int) -> list[dict]:
-    """Every measurement of the three campaign versions, in run order."""
+    """Every measurement of campaign versions 1 to 5, in run order."""
     return (items(sm_count) + items_v2(sm_count) + items_v3(sm_count) + items_v3_mix(sm_count)
             + items_v3_mix2(sm_count) + items_v3_contend(sm_count) + items_v3_launch(sm_count)
-            + items_v4_beside(sm_count))
+            + items_v4_beside(sm_count) + items_v5_bar(sm_count))
 
 
 # ----------------------------------------------------------------------------------------- values --
@@ -324,7 +394,7 @@ def derive(m: dict) -> list[float]:
     kind = m["kind"]
     if kind in ("rate", "mix", "contend"):
         return [p["work_per_cta"] / c for c in raw["cycles"]]
-    if kind == "cycles":
+    if kind in ("cycles", "bar"):
         return [c / p["count"] for c in raw["cycles"]]
     if kind == "turnover":
         return list(raw["gap_ns"])
