@@ -117,10 +117,22 @@ def issue_cycles(segment: list[sass.Instruction], consts: smsp.Constants) -> flo
     return smsp._issue_all(segment, 1, fast, 1)
 
 
+SYNC_FORMS = ("imm", "pred", "reg")  # sync_form's values
+
+
+def sync_form(instrs: list[sass.Instruction]) -> str:
+    """How the turn's wait is written: the BAR.SYNC right before the turn's first segment names its barrier in a
+    register ("reg": s17+, FA4's sm90 forward), is one of a predicated pair ("pred": s4..s16, one per warpgroup), or
+    names an immediate id unpredicated ("imm"). The forms of micro_bar_v1.cu's hand-over measurements."""
+    bar = instrs[_turn_bounds(instrs)[0] - 1]
+    return "reg" if bar.operands and bar.operands[0].startswith("R") else "pred" if bar.predicate else "imm"
+
+
 def turn_of(instrs: list[sass.Instruction], consts: smsp.Constants) -> dict:
-    """One function's turn: per segment its cycles, instructions and per-pipe counts; HGMMA per group."""
+    """One function's turn: per segment its cycles, instructions and per-pipe counts; HGMMA per group; the form of
+    its bar.sync (sync_form)."""
     seg = turn_slice(instrs)
-    return dict(cycles={k: issue_cycles(v, consts) for k, v in seg.items()},
+    return dict(sync_form=sync_form(instrs), cycles={k: issue_cycles(v, consts) for k, v in seg.items()},
                 instructions={k: len(v) for k, v in seg.items()},
                 pipes={k: dict(sorted(Counter(i.pipe for i in v).items())) for k, v in seg.items()},
                 hgmma={k: sum(i.opcode == "HGMMA" for i in seg[k]) for k in SEGMENTS[1:]})
@@ -253,6 +265,8 @@ def _loop_fault(key: str, loop) -> str | None:
             isinstance(hg.get(g), int) and not isinstance(hg[g], bool) and 0 < hg[g] <= KSTEPS_MAX
             and isinstance(pipes.get(g), dict) and pipes[g].get("tensor") == hg[g] for g in SEGMENTS[1:]):
         return f"turn hgmma {hg!r}, not 1..{KSTEPS_MAX} per group matching the segments' tensor-pipe counts"
+    if t.get("sync_form") not in SYNC_FORMS:
+        return f"turn sync_form {t.get('sync_form')!r}, not one of {SYNC_FORMS}"
     if not (_num(scale) and 0.25 < scale < 4):
         return f"softmax_scale {scale!r}, not in (0.25, 4)"
     alone = loop["softmax_side"].get("softmax_scale_alone")

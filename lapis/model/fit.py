@@ -36,7 +36,8 @@ from lapis.model import micro_campaign as mc
 
 MANIFEST = FIT_MANIFEST
 
-# key: (measurement, unit, how); how: "rate" (per-clk value), "clock" (cycles / ns), "ns" (cycles -> ns)
+# key: (measurement, unit, how); how: "rate" (per-clk value), "clock" (cycles / ns), "ns" (cycles -> ns), "cycles"
+# (the measurement's cycles per unit as they are)
 DIRECT = {
     "clock_ghz": ("wgmma.sustained", "GHz", "clock"),
     "tensor_flop_per_clk_sm": ("wgmma.sustained", "FLOP/clk/SM (dense bf16 wgmma)", "rate"),
@@ -47,6 +48,11 @@ DIRECT = {
     "mbarrier_wake_ns": ("mbarrier.pingpong", "ns", "ns"),
     "named_barrier_ns": ("named_barrier.t256", "ns", "ns"),
     "wgmma_latency_ns": ("wgmma.latency.n256.ss", "ns", "ns"),
+    # campaign v5 (kernels/micro_bar_v1.cu): the ping-pong GEMM turn's hand-over per bar.sync form, a bar.sync whose
+    # other arrivals are already there, an mbarrier try_wait on a complete phase (384 threads, as the kernels)
+    **{f"bar_hop_cycles_{form}": (f"bar.hop.{form}.t384", "cycles", "cycles") for form in ("imm", "pred", "reg")},
+    "bar_sync_present_cycles": ("bar.sync_present.t384", "cycles", "cycles"),
+    "mbarrier_ready_wait_cycles": ("bar.try_wait.t384", "cycles", "cycles"),
     "globaltimer_read_ns": ("timer.globaltimer", "ns", "ns"),
     "clock64_read_ns": ("timer.clock64", "ns", "ns"),
     # campaign v3: the attention kernels' softmax per 64 x 128 score tile (softmax + O rescale + P pack), one CTA per
@@ -175,6 +181,8 @@ def fit_values(by_name: dict, attrs: dict) -> dict:
                 note += " while a producer warp per SM streams TMA loads from L2 (the load of a GEMM)"
         elif how == "rate":
             s, note = mc.stats(mc.derive(m)), m["params"]["work"] + " per CTA / clock64 cycles, one CTA per SM"
+        elif how == "cycles":
+            s, note = mc.stats(mc.derive(m)), m["params"]["what"]
         else:
             s = mc.stats([c / clock_ghz for c in mc.derive(m)])
             note = f"{m['params']['what']} / clock_ghz"

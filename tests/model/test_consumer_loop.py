@@ -228,3 +228,19 @@ def test_a_write_that_fails_keeps_the_old_file_and_leaves_no_temporary(tmp_path,
     monkeypatch.setattr(consumer_loop, "build", lambda: {"new": 2})
     assert consumer_loop.main(["--write"]) == 2
     assert target.read_text() == '{"old": 1}\n' and sorted(p.name for p in tmp_path.iterdir()) == [target.name]
+
+
+@pytest.mark.parametrize("bar, form", [("BAR.SYNC.DEFER_BLOCKING 0x1, 0x100", "imm"),
+                                       ("BAR.SYNC.DEFER_BLOCKING R7, 0x100", "reg"),
+                                       ("@!P1 BAR.SYNC.DEFER_BLOCKING 0x2, 0x100", "pred")])
+def test_the_turns_bar_sync_form_is_read_from_the_sass(bar, form):
+    turn = [(bar, 1, None, 0)] + TURN[1:]
+    assert consumer_loop.sync_form(_loop(FILL + turn)) == form
+
+
+def test_the_committed_loops_name_each_kernels_bar_sync_form():
+    """s4..s16 wait with a predicated BAR.SYNC pair (one per warpgroup, immediate ids); s17 and s18 with one BAR.SYNC
+    on a register id (attention_h200.cu ONE_SYNC)."""
+    loops = consumer_loop.load()["loops"]
+    assert {k: v["turn"]["sync_form"] for k, v in loops.items() if k in ("s4", "s9", "s16", "s17", "s18")} == \
+        {"s4": "pred", "s9": "pred", "s16": "pred", "s17": "reg", "s18": "reg"}

@@ -124,6 +124,8 @@ def test_every_simulator_key_keeps_its_unit_and_every_value_names_its_source(cap
                                                               for f in mc.SOFTMAX_FLAVOURS}
     v3 |= {f"softmax_cycles_{f}{st}" for f in mc.SOFTMAX_FLAVOURS for st in ("", "_pair", "_under_gemm")}
     v3 |= {"cta_turnover_ns"}
+    v3 |= {f"bar_hop_cycles_{form}" for form in ("imm", "pred", "reg")} | {"bar_sync_present_cycles",
+                                                                          "mbarrier_ready_wait_cycles"}  # v5
     assert set(current) - set(v) == {"l2_shared_tb_s", "tensor_flop_per_clk_sm_under_tma",
                                      "tma_bytes_per_ns_sm_under_wgmma", "tma_latency_under_wgmma_ns"} | v3
     for key, entry in current.items():

@@ -235,3 +235,33 @@ def test_side_warps_is_two_or_one_on_a_ping_pong_schedule(schedule, side_warps):
     s, dims = SCHEDULES[schedule], (1, 2, 1024, 128)
     with pytest.raises(ScheduleError, match="side_warps is 2, or 1 on a ping-pong schedule"):
         s.resolve(H200, dims, {"side_warps": side_warps})
+
+
+def test_the_turn_hand_over_costs_the_kernels_bar_sync_form_from_the_bar_microbenchmark():
+    dims, ghz = (1, 2, 1024, 128), H200["clock_ghz"]
+    s9, fa4 = SCHEDULES["h200-s9-tuned"], SCHEDULES["h200-fa4-sm90"]
+    # micro_bar_v1.cu on the H200 (micro/h200-2026-12-02-bar): 57.42 cycles per hand-over with s16's predicated
+    # pair, 35.3 with s17's register id; 19.92 cycles for a bar.sync whose arrivals are there
+    assert (H200["bar_hop_cycles_pred"], H200["bar_hop_cycles_reg"], H200["bar_sync_present_cycles"]) == \
+        (57.42, 35.3, 19.92)
+    c16 = ah.AttentionCosts.of(H200, dims, s9.resolve(H200, dims, {"kernel_loop": "s16", "late_v": 1})[0], s9.flags)
+    c17 = ah.AttentionCosts.of(H200, dims, s9.resolve(H200, dims, {"kernel_loop": "s17", "late_v": 1})[0], s9.flags)
+    assert c16.handover_ns == pytest.approx((56.42 / ghz, 19.92 / ghz))
+    assert c17.handover_ns == pytest.approx((34.3 / ghz, 19.92 / ghz))
+    cf = fa4.costs(H200, dims, fa4.resolve(H200, dims, {})[0], fa4.flags)
+    assert cf.handover_ns == pytest.approx((34.3 / ghz, 19.92 / ghz))  # FA4 names its barrier in a register
+    s2 = SCHEDULES["h200-s2-ws-ring"]
+    assert ah.AttentionCosts.of(H200, dims, s2.resolve(H200, dims, {})[0], s2.flags).handover_ns == (0.0, 0.0)
+
+
+def test_a_released_turn_pays_the_hand_over_and_a_ready_one_the_present_cost():
+    from lapis.pipeline_sim.simulate import simulate
+    ev = simulate("h200-s9-tuned", "h200", "1x1x512x128", {"kernel_loop": "s17", "late_v": 1})["_events"]
+    waits = {(e.role, e.end_ns): e for e in ev if e.op.startswith("wait GEMM turn")}
+    hand = [e for e in ev if e.op == "turn hand-over"]
+    ghz = H200["clock_ghz"]
+    assert hand
+    for e in hand:  # right after a wait that took time: the release; right after no wait: arrivals present
+        want = 34.3 if (e.role, e.start_ns) in waits else 19.92
+        assert e.end_ns - e.start_ns == pytest.approx(want / ghz, rel=1e-9)
+    assert {round(e.end_ns - e.start_ns, 6) for e in hand} == {round(34.3 / ghz, 6), round(19.92 / ghz, 6)}

@@ -264,6 +264,22 @@ def turn_costs(p, flags: dict, prm: dict, d: int) -> tuple[float, float, float]:
     return tuple(c[k] / p["clock_ghz"] for k in consumer_loop.SEGMENTS)
 
 
+def turn_handover(p, flags: dict, prm: dict) -> tuple[float, float]:
+    """ns a GEMM turn's bar.sync takes past its own issue: (released by the other warpgroup's bar.arrive: the
+    hand-over of the kernel's bar.sync form, bar_hop_cycles_<form>, less the one issue cycle of that bar.arrive,
+    which the other warpgroup's last turn segment holds; its arrivals already there: bar_sync_present_cycles),
+    both measured by kernels/micro_bar_v1.cu (profile values). The form is the kernel's (consumer_loop sync_form,
+    from its SASS), or "reg" for a ping-pong schedule without the kernel's SASS: FA4's sm90 forward names the
+    barrier from its warpgroup index (flash_fwd_sm90.py warp_scheduler_barrier_sync), cuDNN's is assumed alike.
+    (0, 0) without GEMM turns."""
+    if not pingpong(flags, prm["consumer_wgs"]):
+        return (0.0, 0.0)
+    loop = kernel_loop(flags, prm)
+    form = loop["turn"]["sync_form"] if loop else "reg"
+    ghz = p["clock_ghz"]
+    return (max(_measured(p, f"bar_hop_cycles_{form}") - 1.0, 0.0) / ghz, _measured(p, "bar_sync_present_cycles") / ghz)
+
+
 def _tiles(seq: int, bm: int, bn: int, masked: bool) -> tuple[int, int]:
     """(Q tiles, K/V tiles) per head. Without masked tails the tiles must divide L; with them (s9) the last tile
     of each is masked and costs a full tile (a full TMA box, a full wgmma)."""
@@ -401,7 +417,9 @@ class AttentionCosts:
     softmax_pair, softmax_under_gemm, pipe_under_softmax: the contention rates; turnover_ns: a slot's CTA
     turnover; q_bytes: a CTA's Q tile (block_m rows); o_bytes: one warpgroup's O rows; tile_bytes: a K or V tile;
     l2_latency_ns, hbm_latency_ns: a load's latency after its bytes (L2 hits, compulsory HBM traffic); turn_ns: a
-    GEMM turn's issue (ns alone) before its first wgmma group, of the first group, of the second (turn_costs)."""
+    GEMM turn's issue (ns alone) before its first wgmma group, of the first group, of the second (turn_costs);
+    handover_ns: what the turn's bar.sync takes past its issue, (released by the other warpgroup's bar.arrive,
+    its arrivals already there) (turn_handover)."""
 
     gemm_ns: float
     wgmma_latency_ns: float
@@ -425,6 +443,7 @@ class AttentionCosts:
     flavour: str
     emulate_frac: float
     turn_ns: tuple = (0.0, 0.0, 0.0)
+    handover_ns: tuple = (0.0, 0.0)
 
     @classmethod
     def of(cls, p, dims: tuple, prm: dict, flags: dict) -> AttentionCosts:
@@ -443,7 +462,8 @@ class AttentionCosts:
                    tile_bytes=bn * d * 2, l2_latency_ns=p["tma_latency_ns"], hbm_latency_ns=p["tma_latency_hbm_ns"],
                    q_tiles=q_tiles, kv_tiles=kv_tiles, items=b * h * math.ceil(q_tiles / prm["q_tiles_per_cta"]),
                    rescale_frequency=freq, causal=bool(prm["causal"]),
-                   flavour=flavour(flags), emulate_frac=emulated(flags, prm), turn_ns=turn_costs(p, flags, prm, d))
+                   flavour=flavour(flags), emulate_frac=emulated(flags, prm), turn_ns=turn_costs(p, flags, prm, d),
+                   handover_ns=turn_handover(p, flags, prm))
 
     @property
     def factors(self) -> dict:
@@ -689,13 +709,21 @@ def first_turn(ctx, slot: CtaSlot, wg: Warpgroup) -> None:
 
 
 def turn_sync(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int):
-    """bar.sync PINGPONG_BAR0 + i: WG i's GEMM turn (attention_h200.cu:387, `my turn`)."""
+    """bar.sync PINGPONG_BAR0 + i: WG i's GEMM turn (attention_h200.cu:387, `my turn`), then the bar.sync's own
+    time (AttentionCosts.handover_ns): the hand-over when the other warpgroup's bar.arrive released it, the
+    present-arrivals cost when that arrive came first."""
     if not slot.turns:
         return
     turn = slot.turns[wg.i]
-    yield from ctx.waited(wg.role, f"wait GEMM turn (bar.sync {turn.bar_id})",
-                          turn.sync(wg.role, WARPGROUP_THREADS, event=ctx.rec.last_id(wg.role)),
+    done = turn.sync(wg.role, WARPGROUP_THREADS, event=ctx.rec.last_id(wg.role))
+    present = done.triggered  # the other warpgroup's bar.arrive came first
+    yield from ctx.waited(wg.role, f"wait GEMM turn (bar.sync {turn.bar_id})", done,
                           flow=lambda: turn.last_completer, work_item=item, k_index=j)
+    ns = ctx.cost.handover_ns[1 if present else 0]
+    if ns > 0:
+        t0 = ctx.now
+        yield ctx.env.timeout(ns)
+        ctx.record(wg.role, "turn hand-over", t0, work_item=item, k_index=j)
 
 
 def pass_turn(ctx, slot: CtaSlot, wg: Warpgroup) -> None:
