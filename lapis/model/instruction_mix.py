@@ -69,21 +69,30 @@ BUILT = {"s3": ("attention_h200.cu", "attn_s3_two_consumers_s2_n128_c2"),
          "gemm": ("gemm_ws.cu", "gemm_ws_s4_c2_n128_bf16")}
 
 
+WAIT_GAP = 2  # instructions ptxas may place between a TRYWAIT and its branch
+
+
 def _tensor(instrs) -> int:
     return sum(i.opcode in TENSOR_OPS for i in instrs)
 
 
 def waits_slow_path(instrs: list[sass.Instruction]) -> set[int]:
     """Indices skipped when every mbarrier wait succeeds at its first try: the instructions between a forward
-    branch on a SYNCS...TRYWAIT's result (right after it) and the branch's target (the retry and timeout path)."""
+    branch on a SYNCS...TRYWAIT's result and the branch's target (the retry and timeout path). The branch follows
+    the TRYWAIT within WAIT_GAP instructions, none of which writes its predicate or branches (ptxas may schedule an
+    unrelated instruction between them)."""
     index = {ins.address: k for k, ins in enumerate(instrs)}
     out: set[int] = set()
     for k in range(1, len(instrs)):
-        ins, prev = instrs[k], instrs[k - 1]
-        if (ins.opcode == "BRA" and ins.predicate and ins.predicate.lstrip("!") in prev.dests
-                and prev.opcode == "SYNCS" and "TRYWAIT" in prev.modifiers and not ins.predicate.startswith("!")
+        ins = instrs[k]
+        if not (ins.opcode == "BRA" and ins.predicate and not ins.predicate.startswith("!")
                 and ins.target in index and ins.target > ins.address):
-            out.update(range(k + 1, index[ins.target]))
+            continue
+        for prev in instrs[max(0, k - 1 - WAIT_GAP):k][::-1]:
+            if ins.predicate in prev.dests or prev.opcode in ("BRA", "CALL", "RET", "EXIT"):
+                if prev.opcode == "SYNCS" and "TRYWAIT" in prev.modifiers and ins.predicate in prev.dests:
+                    out.update(range(k + 1, index[ins.target]))
+                break
     return out
 
 

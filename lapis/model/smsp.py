@@ -24,7 +24,7 @@ warp_cycles).
 
 Constants: Constants.from_pipes_capture of PIPES_CAPTURE (the H200 pipes capture, benchmarks/h200_pipes.sh), over
 PENDING (lapis/data/smsp_pending.json) for the pipes it does not measure (marked pending: partly lapis micro
-captures, partly published figures).
+captures, partly published figures), with the mbarrier wait's latency from BAR_CAPTURE (wait_latency).
 
     python -m lapis.model.smsp --micro     # bound model and simulation vs measured softmax microbenchmarks
 
@@ -60,6 +60,11 @@ RATE_MIN = 1 / LATENCY_MAX  # warp-instructions per clock: a pipe slower than th
 # simulate steps a cycle at a time through its 1 / rate backlog
 ONE_CTA_WARPS = 8  # the most warps per SMSP one CTA per SM gives in the pipes capture
 MICRO_CAPTURE = CAPTURES / "micro" / "h200-2026-11-30-v3" / "micro" / "results.json"
+BAR_CAPTURE = CAPTURES / "micro" / "h200-2026-12-02-bar" / "micro" / "results.json"  # benchmarks/h200_bar.sh
+# micro_bar_v1.cu's try_wait loop (nvcc 13, sm_90a) issues 8 fast-path waits per pass, each a
+# SYNCS.PHASECHK.TRANS64.TRYWAIT and an @P0 BRA on its scoreboard: per wait, the TRYWAIT's latency, the branch's issue
+# once the predicate is there (1 cycle) and the pass's counter and back edge over its 8 waits (about 1 cycle)
+TRYWAIT_LOOP_ISSUE = 2.0
 SOFTMAX_SOURCE = DATA.parent / "gpu" / "kernels" / "micro_softmax_v1.cu"
 FLAVOURS = ("exp2f", "ex2", "ex2_cond", "emu8", "emu4")
 COND_FLAVOURS = ("ex2_cond",)  # the O rescale's forward branch is taken every iteration (micro_softmax_v1.cu)
@@ -120,14 +125,15 @@ class Constants:
 
 
     @classmethod
-    def from_pipes_capture(cls, results: Path, base: Path = PENDING) -> Constants:
+    def from_pipes_capture(cls, results: Path, base: Path = PENDING, waits: Path | None = BAR_CAPTURE) -> Constants:
         """Constants from a pipes capture (lapis.gpu.capture_pipes results.json): rate[pipe] = the throughput of
         PIPE_CLASS[pipe] at the most warps per SMSP one CTA per SM measures (ONE_CTA_WARPS; the 16-warp points run
         two CTAs per SM over one CTA's clock window and read above the one-instruction-per-clock issue limit, so
         they are not used), latency[pipe] = its dependent-issue latency; pipes
         without a class there keep `base`'s values. pending is False only when every PIPE_CLASS pipe was measured.
         The shared-memory path: smem_cycles_per_wavefront = 1 / (4 x the ldsm class's throughput), an LDSM.x4
-        moving four 128-byte wavefronts; op_latency of the SMEM_CLASS opcodes = their class's latency."""
+        moving four 128-byte wavefronts; op_latency of the SMEM_CLASS opcodes = their class's latency; op_latency
+        of SYNCS (the mbarrier wait) from `waits` (wait_latency; None: the lsu pipe's)."""
         base_c = cls.load(base)
         rate, latency, sources = dict(base_c.rate), dict(base_c.latency), dict(base_c.sources)
         found = {m["name"]: m for m in _read_json(results).get("measurements", []) if m.get("status") == "ok"}
@@ -152,8 +158,25 @@ class Constants:
             tput = float(ldsm[-1][1]["value"]["median"])
             per_wavefront = 1.0 / (4 * tput) if tput else math.inf  # 0 ldmatrix per clock: checked() refuses it
             sources["smem_cycles_per_wavefront"] = f"{results}: {ldsm[-1][1]['name']}"
+        if waits is not None:
+            op_latency["SYNCS"] = wait_latency(waits)
+            sources["op_latency.SYNCS"] = f"{waits}: bar.try_wait.t384"
         return cls(base_c.issue_per_clk, rate, latency, measured < len(PIPE_CLASS), sources, per_wavefront,
                    op_latency).checked(results)
+
+
+def wait_latency(results: Path) -> float:
+    """Cycles from an mbarrier try_wait (SYNCS.PHASECHK.TRANS64.TRYWAIT) on a complete phase to its predicate,
+    from the bar capture's bar.try_wait.t384 (cycles per wait of micro_bar_v1.cu's loop) less TRYWAIT_LOOP_ISSUE.
+    CaptureError when the capture lacks a positive value."""
+    m = next((m for m in _read_json(results).get("measurements", []) if m.get("name") == "bar.try_wait.t384"
+              and m.get("status") == "ok"), None)
+    v = (m or {}).get("value", {}).get("median")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > TRYWAIT_LOOP_ISSUE:
+        raise CaptureError("the bar capture holds bar.try_wait.t384, cycles per mbarrier wait above the loop's "
+                           f"{TRYWAIT_LOOP_ISSUE:g} issue cycles", f"{results}: {v!r}",
+                           "restore the capture from git or run benchmarks/h200_bar.sh")
+    return float(v) - TRYWAIT_LOOP_ISSUE
 
 
 @dataclass(frozen=True)

@@ -242,8 +242,21 @@ def _pipes_capture(tmp_path, tput, lat):
 
 def test_the_shared_memory_path_from_a_pipes_capture(tmp_path):
     """An LDSM.x4 moves four wavefronts: 0.25 ldmatrix.x4 per clock is one wavefront per clock."""
-    c = smsp.Constants.from_pipes_capture(_pipes_capture(tmp_path, 0.25, 33.0))
+    c = smsp.Constants.from_pipes_capture(_pipes_capture(tmp_path, 0.25, 33.0), waits=None)
     assert c.smem_cycles_per_wavefront == 1.0 and c.op_latency == {"LDSM": 33.0}
+
+
+def test_the_mbarrier_wait_latency_comes_from_the_bar_capture(tmp_path):
+    """micro/h200-2026-12-02-bar measured 48.03 cycles per try_wait on a complete phase; less the loop's 2 issue
+    cycles the TRYWAIT's predicate is ready 46.03 cycles after issue (the lsu pipe's latency is 24)."""
+    c = smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE)
+    assert c.op_latency["SYNCS"] == pytest.approx(46.03, abs=0.005) and c.latency["lsu"] < 25
+    assert "bar.try_wait.t384" in c.sources["op_latency.SYNCS"]
+    bad = tmp_path / "results.json"
+    bad.write_text(json.dumps({"measurements": [{"name": "bar.try_wait.t384", "status": "ok",
+                                                 "value": {"median": 1.0}}]}))
+    with pytest.raises(CaptureError, match="bar.try_wait.t384"):
+        smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE, waits=bad)
 
 
 @pytest.mark.parametrize("tput, lat, words", [
