@@ -417,7 +417,8 @@ class AttentionCosts:
     softmax_pair, softmax_under_gemm, pipe_under_softmax: the contention rates; turnover_ns: a slot's CTA
     turnover; q_bytes: a CTA's Q tile (block_m rows); o_bytes: one warpgroup's O rows; tile_bytes: a K or V tile;
     l2_latency_ns, hbm_latency_ns: a load's latency after its bytes (L2 hits, compulsory HBM traffic); turn_ns: a
-    GEMM turn's issue (ns alone) before its first wgmma group, of the first group, of the second (turn_costs)."""
+    GEMM turn's issue (ns alone) before its first wgmma group, of the first group, of the second (turn_costs);
+    lone_tail_ns: the completion tail beyond the pipe of a group waited alone (s1..s3; the function lone_tail_ns)."""
 
     gemm_ns: float
     wgmma_latency_ns: float
