@@ -28,7 +28,7 @@ def costs(**over) -> ah.AttentionCosts:
     base = dict(gemm_ns=100.0, wgmma_latency_ns=10.0, softmax_ns=50.0, rescale_ns=5.0, mask_ns=0.0,
                 softmax_pair=1.0, softmax_under_gemm=1.0, pipe_under_softmax=1.0, turnover_ns=0.0, q_bytes=160,
                 o_bytes=256, tile_bytes=TILE, l2_latency_ns=7.0, hbm_latency_ns=20.0, q_tiles=4, kv_tiles=2, items=1,
-                rescale_frequency=1.0, causal=False, flavour="exp2f", emulate_frac=0.0)
+                rescale_frequency=1.0, causal=False, flavour="exp2f", emulate_frac=0.0, lone_tail_ns=10.0)
     return ah.AttentionCosts(**{**base, **over})
 
 
@@ -81,6 +81,51 @@ def test_a_ring_consumer_alone_against_a_hand_fed_ring():
     wait_k = next(e for e in ctx.rec.events if e.op == "wait K")
     assert wait_k.flow_from == landed["K", 0]  # the hand-off is drawn from the delivery that released it
     assert [b.phase for b in rings["K"].empty + rings["V"].empty] == [1, 1, 1, 1]  # every slot released once
+
+
+def test_s1_to_s3_groups_land_the_lone_tail_after_the_pipe_and_a_turns_pair_the_pair_latency():
+    """s1..s3 wait each group alone (wgmma_wait_group<0> after each commit): its result lands lone_tail_ns after
+    the pipe; a GEMM turn's groups (s4+) issue back to back and keep the pair's wgmma_latency_ns."""
+    ctx, slot = slot_of(dict(ws=True))
+    ctx.cost = costs(lone_tail_ns=4.0)
+    hand_fed(ctx, slot, ((100, "K", 0), (100, "V", 0), (100, "K", 1), (100, "V", 1)))
+    ctx.spawn("consumer0", ah.consumer_ring(ctx, slot, 0))
+    ctx.env.run()
+    waits = [(e.start_ns, e.end_ns) for e in ctx.rec.events if e.op == "wait wgmma (wait_group 0)"]
+    # QK_0 on the pipe 100..200, seen at 204; softmax + O rescale to 259; PV_0 259..359, seen at 363; tile 1 alike
+    assert waits == [(100, 204), (259, 363), (363, 467), (522, 626)]
+
+    ctx, slot = slot_of(dict())  # s1: the one warpgroup loads Q, K_j and V_j itself
+    ctx.cost = costs(lone_tail_ns=4.0)
+    ctx.spawn("consumer0", ah.consumer_serial(ctx, slot, 0))
+    ctx.env.run()
+    qk = [e for e in ctx.rec.events if e.op in ("wgmma QK", "wgmma PV")]
+    waits = [e for e in ctx.rec.events if e.op == "wait wgmma (wait_group 0)"]
+    assert len(qk) == len(waits) == 4 and all(w.end_ns == g.end_ns + 4.0 for g, w in zip(qk, waits))
+
+    ctx, slot = slot_of(dict(ws=True, pingpong=True), wgs=2)
+    ctx.cost = costs(lone_tail_ns=4.0)
+    slot.build_rings()
+    hand_fed(ctx, slot, ((0, "K", 0), (0, "K", 1), (0, "V", 0), (0, "V", 1)))
+    for i in (0, 1):
+        ctx.spawn(f"consumer{i}", ah.consumer_pingpong(ctx, slot, i))
+    ctx.env.run()
+    first = next(e for e in ctx.rec.events if e.role == "consumer0" and e.op.startswith("wait wgmma"))
+    assert (first.start_ns, first.end_ns) == (0, 110)  # QK_0 on the pipe 0..100, seen the pair's 10 ns later
+
+
+def test_the_lone_tail_is_the_latency_captures_beyond_one_wgmmas_pipe_time():
+    """h200: wgmma_latency_ns 111.7 (one m64n256k16, wgmma.fence to wait_group 0) less its 128 cycles on the pipe
+    (2 x 64 x 256 x 16 FLOP at 4096 FLOP/clk) at 1.634 GHz: 33.36 ns, about 54.5 cycles; far below the GEMM
+    pair's 1210 - 1024 = 186 cycles (wgmma_latency_ns of AttentionCosts)."""
+    assert ah.lone_tail_ns(H200) == pytest.approx(111.7 - 128 / 1.634, abs=0.01)
+    assert ah.lone_tail_ns(H200) * 1.634 == pytest.approx(54.5, abs=0.1)
+    dims = (1, 2, 1024, 128)
+    for name in ("h200-s2-ws-ring", "h200-s9-tuned"):
+        s = SCHEDULES[name]
+        c = ah.AttentionCosts.of(H200, dims, s.resolve(H200, dims, {})[0], s.flags)
+        assert c.lone_tail_ns == ah.lone_tail_ns(H200)
+        assert c.wgmma_latency_ns * 1.634 == pytest.approx(1210 - 1024, abs=0.5)
 
 
 @pytest.mark.parametrize("flags, order", [

@@ -42,8 +42,10 @@ Costs (softmax_costs; profile values in cycles become ns through clock_ghz):
   it progresses slower while the other warpgroup runs softmax (softmax_cycles_<flavour>_pair) or any wgmma group
   is in flight on the SM (softmax_cycles_<flavour>_under_gemm): lapis.pipeline_sim.contention.
 - wgmma: 2 x rows x block_n x D FLOP at tensor_flop_per_clk_sm on the SM's one tensor pipe (FIFO), slower while a
-  softmax runs (gemm_pair_cycles_under_softmax_<flavour>); its result lands the pipe's latency later
-  (gemm_pair_cycles less the pair's pipe time at peak, PAIR_FLOP / tensor_flop_per_clk_sm).
+  softmax runs (gemm_pair_cycles_under_softmax_<flavour>); its result lands the pipe's latency later: for the
+  GEMM turns' groups issued back to back (s4+) the pair's (gemm_pair_cycles less the pair's pipe time at peak,
+  PAIR_FLOP / tensor_flop_per_clk_sm, about 186 cycles), for s1..s3's lone groups, each waited right after its
+  commit, one wgmma's tail (lone_tail_ns: wgmma_latency_ns less one m64n256k16's pipe time, about 54 cycles).
 - GEMM turn (s4+, `gemm_turn`): one warp's issue of the turn's instructions from the kernel's SASS
   (lapis.model.consumer_loop: the V wait and descriptors before the first wgmma, then each wgmma group's k-steps and
   descriptors; the kernel is the schedule's own, or the one `kernel_loop` names), so a wgmma reaches the tensor pipe when
@@ -222,6 +224,20 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
                 wgmma_latency_ns=max(latency, 0.0) / ghz,
                 factors=dict(softmax_pair=tile[""] / tile["_pair"], softmax_under_gemm=tile[""] / tile["_under_gemm"],
                              pipe_under_softmax=(pipe_alone - latency) / (pipe_softmax - latency)))
+
+
+LATENCY_WGMMA_FLOP = 2 * 64 * 256 * 16  # the wgmma of the profile's wgmma_latency_ns: one m64n256k16 (fit.py)
+
+
+def lone_tail_ns(p) -> float:
+    """ns from the tensor pipe finishing a lone commit group (nothing else of the warpgroup in flight, waited at
+    once: s1..s3's QK_j and PV_j, attention_h200.cu's wgmma_commit_group then wgmma_wait_group<0> after each) to
+    wait_group returning: the profile's wgmma_latency_ns (one m64n256k16 from wgmma.fence to wait_group 0, micro
+    capture wgmma.latency.n256.ss) less that wgmma's pipe time at tensor_flop_per_clk_sm. The capture gives the
+    same tail, about 54 cycles, at n64, n128 and n256 (its rs latencies are 10 cycles less: not modelled), as
+    gemm_ws's tail_ns. It is not the GEMM pair's wgmma_latency_ns (softmax_costs): that pair is two groups issued
+    back to back and waited once, the GEMM turns' pattern (s4+), whose time beyond the pipe is about 3.4 times it."""
+    return max(0.0, p["wgmma_latency_ns"] - LATENCY_WGMMA_FLOP / p.per_ns("tensor_flop_per_clk_sm"))
 
 
 def kernel_loop(flags: dict, prm: dict) -> dict | None:
@@ -419,7 +435,8 @@ class AttentionCosts:
     l2_latency_ns, hbm_latency_ns: a load's latency after its bytes (L2 hits, compulsory HBM traffic); turn_ns: a
     GEMM turn's issue (ns alone) before its first wgmma group, of the first group, of the second (turn_costs);
     handover_ns: what the turn's bar.sync takes past its issue, (released by the other warpgroup's bar.arrive,
-    its arrivals already there) (turn_handover)."""
+    its arrivals already there) (turn_handover); lone_tail_ns: the completion tail beyond the pipe of a group
+    waited alone (s1..s3; the function lone_tail_ns)."""
 
     gemm_ns: float
     wgmma_latency_ns: float
@@ -444,6 +461,7 @@ class AttentionCosts:
     emulate_frac: float
     turn_ns: tuple = (0.0, 0.0, 0.0)
     handover_ns: tuple = (0.0, 0.0)
+    lone_tail_ns: float = 0.0
 
     @classmethod
     def of(cls, p, dims: tuple, prm: dict, flags: dict) -> AttentionCosts:
@@ -463,7 +481,7 @@ class AttentionCosts:
                    q_tiles=q_tiles, kv_tiles=kv_tiles, items=b * h * math.ceil(q_tiles / prm["q_tiles_per_cta"]),
                    rescale_frequency=freq, causal=bool(prm["causal"]),
                    flavour=flavour(flags), emulate_frac=emulated(flags, prm), turn_ns=turn_costs(p, flags, prm, d),
-                   handover_ns=turn_handover(p, flags, prm))
+                   handover_ns=turn_handover(p, flags, prm), lone_tail_ns=lone_tail_ns(p))
 
     @property
     def factors(self) -> dict:
@@ -644,26 +662,29 @@ def store_o(ctx, role: str, nbytes: int, item: int):
     yield from load(ctx, nbytes, role, "store O", 1, work_item=item)
 
 
-def on_pipe(ctx, share: Contention, role: str, op: str, **kw):
+def on_pipe(ctx, share: Contention, role: str, op: str, lone: bool = False, **kw):
     """One wgmma over a tile: queued on the tensor pipe (FIFO), served at the contended rate; its result is visible
-    the pipe's latency after the service ends (the pipe is free by then)."""
+    the latency after the service ends (the pipe is free by then): a lone group's tail (lone_tail_ns), or the GEMM
+    pair's wgmma_latency_ns for groups issued back to back."""
     with ctx.units["tensor"].request() as req:
         yield from ctx.waited(role, "wait tensor", req, **kw)
         t1 = ctx.now
         yield from share.run("pipe", ctx.cost.gemm_ns)
     ctx.busy["tensor"] += ctx.now - t1
     ctx.record(role, op, t1, **kw)
-    yield ctx.env.timeout(ctx.cost.wgmma_latency_ns)
+    yield ctx.env.timeout(ctx.cost.lone_tail_ns if lone else ctx.cost.wgmma_latency_ns)
     share.gemm_done()
 
 
-def wgmma(ctx, slot: CtaSlot, wg: Warpgroup, op: str, item: int, j: int, ring=None, st=None):
+def wgmma(ctx, slot: CtaSlot, wg: Warpgroup, op: str, item: int, j: int, ring=None, st=None, lone: bool = False):
     """wgmma.mma_async over a tile, then wgmma.commit_group: the tensor pipe runs it while the warpgroup goes on.
-    ring, st: the K or V slot it reads (logged for the race check at issue, in program order)."""
+    ring, st: the K or V slot it reads (logged for the race check at issue, in program order). lone: the group is
+    waited right after its commit with none other of the warpgroup in flight (s1..s3), so its result lands
+    lone_tail_ns after the pipe, not the pair's wgmma_latency_ns."""
     if ring is not None:
         ring.read(st, wg.role, (item, j))
     slot.sm.share.gemm_issued()
-    wg.groups.issue(ctx.child(on_pipe(ctx, slot.sm.share, wg.role, op, work_item=item, k_index=j)))
+    wg.groups.issue(ctx.child(on_pipe(ctx, slot.sm.share, wg.role, op, lone, work_item=item, k_index=j)))
     wg.groups.commit()
 
 
@@ -694,10 +715,11 @@ def softmax(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int, wit
     yield from softmax_side(ctx, slot, wg.role, "softmax", ns, work_item=item, k_index=j)
 
 
-def pv(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, vst: PipelineState):
-    """consumer_wait V_j, then issue O += P_j V_j (attention_h200.cu: the turn's `pv`, or the s1..s3 loop's)."""
+def pv(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, vst: PipelineState, lone: bool = False):
+    """consumer_wait V_j, then issue O += P_j V_j (attention_h200.cu: the turn's `pv`, or the s1..s3 loop's, a
+    lone group: `wgmma`)."""
     yield from wait_tile(ctx, slot.rings["V"], vst, wg, item, j)
-    wgmma(ctx, slot, wg, "wgmma PV", item, j, slot.rings["V"], vst)
+    wgmma(ctx, slot, wg, "wgmma PV", item, j, slot.rings["V"], vst, lone)
 
 
 # GEMM turns (s4+): named barriers, FlashAttention-3's warp-scheduler barriers. A lone consumer WG has no turns.
@@ -793,11 +815,11 @@ def consumer_serial(ctx, slot: CtaSlot, i: int = 0):
             kw = dict(work_item=item, k_index=j)
             v_copy = ctx.child(load(ctx, cost.tile_bytes, slot.role("tma"), "TMA V", cost.q_tiles, **kw))
             yield from load(ctx, cost.tile_bytes, wg.role, "TMA K (waited)", cost.q_tiles, **kw)
-            wgmma(ctx, slot, wg, "wgmma QK", item, j)
+            wgmma(ctx, slot, wg, "wgmma QK", item, j, lone=True)
             yield from wait_group(ctx, wg, 0, item, j)
             yield from softmax(ctx, slot, wg, item, j, n_kv, with_rescale=True)
             yield from ctx.waited(wg.role, "wait V", v_copy, **kw)
-            wgmma(ctx, slot, wg, "wgmma PV", item, j)
+            wgmma(ctx, slot, wg, "wgmma PV", item, j, lone=True)
             yield from wait_group(ctx, wg, 0, item, j)
         yield from store_o(ctx, wg.role, cost.q_bytes, item)
 
@@ -811,11 +833,11 @@ def consumer_ring(ctx, slot: CtaSlot, i: int):
         for j in range(n_kv):
             ks, vs = wg.take()
             yield from wait_tile(ctx, k_ring, ks, wg, item, j)
-            wgmma(ctx, slot, wg, "wgmma QK", item, j, k_ring, ks)
+            wgmma(ctx, slot, wg, "wgmma QK", item, j, k_ring, ks, lone=True)
             yield from wait_group(ctx, wg, 0, item, j)
             k_ring.consumer_release(ks, wg.role)
             yield from softmax(ctx, slot, wg, item, j, n_kv, with_rescale=True)
-            yield from pv(ctx, slot, wg, item, j, vs)
+            yield from pv(ctx, slot, wg, item, j, vs, lone=True)
             yield from wait_group(ctx, wg, 0, item, j)
             v_ring.consumer_release(vs, wg.role)
         yield from store_o(ctx, wg.role, ctx.cost.o_bytes, item)
