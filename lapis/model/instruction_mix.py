@@ -78,9 +78,11 @@ def _tensor(instrs) -> int:
 
 def waits_slow_path(instrs: list[sass.Instruction]) -> set[int]:
     """Indices skipped when every mbarrier wait succeeds at its first try: the instructions between a forward
-    branch on a SYNCS...TRYWAIT's result and the branch's target (the retry and timeout path). The branch follows
-    the TRYWAIT within WAIT_GAP instructions, none of which writes its predicate or branches (ptxas may schedule an
-    unrelated instruction between them)."""
+    branch on a wait's result and the branch's target (the wait's retry and timeout path). The result is either a
+    SYNCS...TRYWAIT's, which the branch follows within WAIT_GAP instructions, none of which writes its predicate or
+    branches (ptxas may schedule an unrelated instruction between them), or a non-blocking test's
+    (SYNCS.PHASECHK without TRYWAIT: mbarrier.test_wait, attention_h200.cu s19), taken earlier: the latest write of
+    the predicate on the way back from the branch, past instructions already skipped and past no other branch."""
     index = {ins.address: k for k, ins in enumerate(instrs)}
     out: set[int] = set()
     for k in range(1, len(instrs)):
@@ -88,12 +90,26 @@ def waits_slow_path(instrs: list[sass.Instruction]) -> set[int]:
         if not (ins.opcode == "BRA" and ins.predicate and not ins.predicate.startswith("!")
                 and ins.target in index and ins.target > ins.address):
             continue
-        for prev in instrs[max(0, k - 1 - WAIT_GAP):k][::-1]:
-            if ins.predicate in prev.dests or prev.opcode in ("BRA", "CALL", "RET", "EXIT"):
-                if prev.opcode == "SYNCS" and "TRYWAIT" in prev.modifiers and ins.predicate in prev.dests:
-                    out.update(range(k + 1, index[ins.target]))
-                break
+        at = _predicate_writer(instrs, k, out)
+        if at is not None and instrs[at].opcode == "SYNCS" and "PHASECHK" in instrs[at].modifiers and (
+                "TRYWAIT" not in instrs[at].modifiers or k - at <= WAIT_GAP + 1):
+            out.update(range(k + 1, index[ins.target]))
     return out
+
+
+def _predicate_writer(instrs: list[sass.Instruction], k: int, skipped: set[int]) -> int | None:
+    """The index of the instruction that last wrote branch k's predicate on the path that skips `skipped`: walking
+    back over skipped instructions and over the branches that jump them; None at any other branch."""
+    pred = instrs[k].predicate
+    for j in range(k - 1, -1, -1):
+        if j in skipped:
+            continue
+        prev = instrs[j]
+        if pred in prev.dests:
+            return j
+        if prev.opcode in ("BRA", "CALL", "RET", "EXIT") and not (prev.opcode == "BRA" and j + 1 in skipped):
+            return None
+    return None
 
 
 def ncu_pipe(opcode: str) -> str:

@@ -75,8 +75,9 @@ class Roles:
 
 
 def constants() -> tuple[smsp.Constants, list[str]]:
-    """The SMSP constants and the two files they are read from (paths relative to lapis/data)."""
-    files = (smsp.PIPES_CAPTURE, smsp.PENDING)
+    """The SMSP constants and the three files they are read from (paths relative to lapis/data): the pipes capture,
+    the pending constants and the bar capture's mbarrier wait (a single-mechanism microbenchmark too)."""
+    files = (smsp.PIPES_CAPTURE, smsp.PENDING, smsp.BAR_CAPTURE)
     return smsp.Constants.from_pipes_capture(*files), [str(f.relative_to(DATA)) for f in files]
 
 

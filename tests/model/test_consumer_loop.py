@@ -246,3 +246,14 @@ def test_the_committed_loops_name_each_kernels_bar_sync_form():
     loops = consumer_loop.load()["loops"]
     assert {k: v["turn"]["sync_form"] for k, v in loops.items() if k in ("s4", "s9", "s16", "s17", "s18")} == \
         {"s4": "pred", "s9": "pred", "s16": "pred", "s17": "reg", "s18": "reg"}
+
+
+def test_the_early_tests_take_the_waits_off_the_turn():
+    """s19 tests K_j and V_{j-1} before its bar.sync and waits only if a test saw a tile not yet landed: with both
+    landed, the turn's first group (QK_j, then PV_{j-1}'s V wait) issues in 110 cycles, not s18's 157 (the V wait's
+    46-cycle TRYWAIT gone), and one warp alone issues the side in 849 cycles, not 886 (the K wait's)."""
+    d = consumer_loop.load()
+    s18, s19 = d["loops"]["s18"], d["loops"]["s19"]
+    assert (s18["turn"]["cycles"]["first"], s19["turn"]["cycles"]["first"]) == (157.0, 110.0)
+    assert (s18["softmax_side"]["alone_cycles"], s19["softmax_side"]["alone_cycles"]) == (886.0, 849.0)
+    assert s19["turn"]["sync_form"] == "reg"

@@ -23,6 +23,34 @@ def test_a_wait_that_succeeds_skips_its_retry_path():
     assert im.waits_slow_path(code) == set()
 
 
+def test_a_wait_ptxas_separates_from_its_branch_still_skips_its_retry_path():
+    # s18's K_j wait: an IMAD.MOV between the TRYWAIT and its branch
+    code = _code(["SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R3", "IMAD.MOV.U32 R7, RZ, RZ, R6", "@P0 BRA 0x50",
+                  "CS2R R4, SR_GLOBALTIMERLO", "IADD3 R5, R4, R4, RZ", "FFMA R1, R2, R2, R2"])
+    assert im.waits_slow_path(code) == {3, 4}
+    code[1] = dataclasses.replace(code[1], dests=("P0",))  # the predicate rewritten in between: not the wait's
+    assert im.waits_slow_path(code) == set()
+
+
+def test_a_wait_tested_early_skips_its_fallback_when_the_test_saw_the_tile():
+    """s19: mbarrier.test_wait of K and V before the turn's bar.sync; after it, each wait is jumped over when its
+    test's predicate is set, the second's search for its predicate passing the first's skipped wait and branch."""
+    code = _code(["SYNCS.PHASECHK.TRANS64 P0, [UR26], R0",          # 0: test K
+                  "SYNCS.PHASECHK.TRANS64 P1, [UR4], R6",           # 1: test V
+                  "BAR.SYNC.DEFER_BLOCKING R7, 0x100",              # 2
+                  "@P0 BRA 0x60",                                   # 3: K landed: skip 4, 5
+                  "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR26], R0",  # 4
+                  "@!P0 BRA 0x40",                                  # 5
+                  "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR20], R24, gsb0",  # 6
+                  "@P1 BRA 0xa0",                                   # 7: V landed: skip 8, 9
+                  "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR18], R0",  # 8
+                  "@!P0 BRA 0x80",                                  # 9
+                  "HGMMA.64x128x16.F32.BF16 R88, R180, gdesc[UR16].tnspB, R88, gsb0"])  # 10
+    assert im.waits_slow_path(code) == {4, 5, 8, 9}
+    code[6] = dataclasses.replace(code[6], opcode="BRA", predicate="P2", target=0xa0)  # another branch in the way
+    assert im.waits_slow_path(code) == {4, 5}
+
+
 def test_nsight_pipes_of_the_uniform_moves():
     assert im.ncu_pipe("R2UR") == "alu" and im.ncu_pipe("UMOV") == "other" and im.ncu_pipe("SYNCS.ARRIVE") == "other"
     assert im.ncu_pipe("FFMA.FTZ") == "fma" and im.ncu_pipe("HGMMA.64x128x16.F32.BF16") == "tensor"

@@ -21,8 +21,11 @@ def test_constants_are_read_from_the_pipes_capture_only(monkeypatch):
     monkeypatch.setattr(smsp, "_read_json", lambda p: read.append(Path(p).resolve()) or real(p))
     monkeypatch.setattr(Path, "read_bytes", lambda p: pytest.fail(f"read {p}"))
     consts, files = micro.constants()
-    assert sorted(read) == sorted([PIPES.resolve(), (DATA / "smsp_pending.json").resolve()])
-    assert files == ["captures/micro/h200-2026-12-01-pipes/pipes/results.json", "smsp_pending.json"]
+    bar = DATA / "captures" / "micro" / "h200-2026-12-02-bar" / "micro" / "results.json"
+    assert sorted(read) == sorted([PIPES.resolve(), (DATA / "smsp_pending.json").resolve(), bar.resolve()])
+    assert files == ["captures/micro/h200-2026-12-01-pipes/pipes/results.json", "smsp_pending.json",
+                     "captures/micro/h200-2026-12-02-bar/micro/results.json"]
+    assert consts.op_latency["SYNCS"] == 48.03125 - 2  # bar.try_wait.t384 less the loop's issue
     # every measured pipe is the capture's 8-warp throughput and its latency (results.json, by hand)
     assert consts.rate["fma"] == 0.9706682267895075 and consts.latency["fma"] == 4.535736083984375
     assert consts.rate["xu"] == 0.12498560713571392 and consts.latency["xu"] == 17.004302978515625
@@ -76,6 +79,7 @@ def test_every_softmax_microbenchmark_is_a_row_with_its_capture_value(report):
     assert by["contend.exp2f.tt"]["predicted"] == pytest.approx(2 * 1033.8, abs=0.2)
     assert report["constants_from"] == ["captures/micro/h200-2026-12-01-pipes/pipes/results.json",
                                         "smsp_pending.json",
+                                        "captures/micro/h200-2026-12-02-bar/micro/results.json",
                                         "captures/clock/h200-2026-12-02/clock/results.json (wgmma rate)",
                                         "captures/micro/h200-2026-11-29/micro/results.json (wgmma latency)",
                                         "captures/micro/h200-2026-12-02-beside/micro/results.json (classes beside "

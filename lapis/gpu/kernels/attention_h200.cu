@@ -53,6 +53,12 @@
 //                 computed once before the item loop and broadcast from lane 0, so ptxas holds them in uniform
 //                 registers: s17 recomputes each at every wait and arrive of the K/V-tile loop (S2UR SR_CgaCtaId,
 //                 then ULEA of the symbol's offset and of the slot).
+// s19 (EARLY_TEST) s18 with the turn's K_j and V_{j-1} waits split: a non-blocking mbarrier.test_wait of each before
+//                 the turn's bar.sync, whose result (about 46 cycles after issue: micro_bar_v1.cu's try_wait) comes
+//                 back while the warp waits for its turn, and a wait only where the test saw the tile not yet
+//                 landed: after the bar.sync for K_j, between the wgmma groups for V_{j-1}. s18 waits for each
+//                 try_wait's result on the chain that hands the tensor pipe over: before its bar.sync (K) and
+//                 between QK_j's and PV_{j-1}'s issue (V) (CUTLASS's consumer_try_wait token, taken early).
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -109,11 +115,12 @@ struct Bool {
 // s15's GEMM turn that issues QK_j before it waits for V_{j-1} (the V wait runs under QK_j on the tensor pipe),
 // EARLY_PACK s16's P_j packed before the conditional O rescale (the packs join the exponentials' basic block),
 // ONE_SYNC s17's turn wait as one bar.sync whose barrier id (PP_BAR0 + wg) is a register operand, BAR_HOIST s18's
-// consumer mbarrier addresses held in registers across the K/V-tile loop (RingAddr).
+// consumer mbarrier addresses held in registers across the K/V-tile loop (RingAddr), EARLY_TEST s19's next-turn
+// waits tested before the turn's bar.sync (mbar_test_wait) and waited for only when not yet landed.
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
           int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false,
           int CHAINS_ = 1, bool DESC_INC_ = false, bool LATE_V_ = false, bool EARLY_PACK_ = false,
-          bool ONE_SYNC_ = false, bool BAR_HOIST_ = false>
+          bool ONE_SYNC_ = false, bool BAR_HOIST_ = false, bool EARLY_TEST_ = false>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
   // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
@@ -141,6 +148,9 @@ struct Features {
   // s18: the GEMM turns' mbarrier addresses computed once, held in registers (RingAddr)
   static constexpr bool BAR_HOIST = BAR_HOIST_;
   static_assert(!BAR_HOIST || (OVERLAP && PERSIST), "the hoisted addresses are of the persistent overlap turn (s8+)");
+  // s19: the next turn's K and V waits tested during this turn's softmax side (mbar_test_wait on hoisted addresses)
+  static constexpr bool EARLY_TEST = EARLY_TEST_;
+  static_assert(!EARLY_TEST || (BAR_HOIST && LATE_V), "the early tests use s18's held addresses and s15's late V wait");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
   static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");
@@ -494,7 +504,14 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         constexpr bool DIAG = decltype(diagonal)::value;
         float sacc[BN / 2];  // S_j: fresh each turn (zero-initialized by QK's first K-step, scale-d 0)
         __syncwarp();
-        if (!last) {
+        // s19: K_j and V_{j-1} tested (mbarrier.test_wait, no wait) before the turn's bar.sync, so the tests' results
+        // come back while the warp waits for its turn; each is waited for only if its test saw it not yet landed
+        bool k_ready = false, v_ready = false;
+        if constexpr (F::EARLY_TEST) {
+          if (!last) k_ready = mbar_test_wait(full_k_a + 8u * st.index, st.phase);
+          if (!FIRST) v_ready = mbar_test_wait(full_v_a + 8u * held.index, held.phase);
+        }
+        if (!last && !F::EARLY_TEST) {
           consumer_wait(at(full_k, full_k_a), st, h, 1 + st.index);
           if (leader) tl.record(h, &cursor, role, P::OP_WAIT_K, COMPLETE, work, j);
         }
@@ -505,6 +522,10 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           else named_bar_sync<PP_BAR0 + 1, PP_THREADS>();
         }
         if (leader) tl.record(h, &cursor, role, P::OP_WAIT_TURN, COMPLETE, work, j);
+        if (!last && F::EARLY_TEST) {
+          if (!k_ready) consumer_wait(at(full_k, full_k_a), st, h, 1 + st.index);
+          if (leader) tl.record(h, &cursor, role, P::OP_WAIT_K, COMPLETE, work, j);
+        }
         auto qk = [&] {  // S = Q K_j^T into sacc, issued and committed, not waited
           if (OVERLAP) {
             fence_registers(o);
@@ -544,7 +565,8 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           // s15: V_{j-1} waited for while QK_j runs; the wait's branch sits between the groups, so PV fences its own
           // registers (wgmma.fence; without it ptxas injects the same warpgroup.arrive, its C7519 note); no wgmma
           // wait sits between the two groups. Not recorded there: a record would be another branch between them
-          if (!FIRST && F::LATE_V) consumer_wait(at(full_v, full_v_a), held, h, 1 + STAGES + held.index);
+          if (!FIRST && F::LATE_V && !(F::EARLY_TEST && v_ready))
+            consumer_wait(at(full_v, full_v_a), held, h, 1 + STAGES + held.index);
           if (!FIRST) issue_pv(held.index, pa, !last && !F::LATE_V);
           // recorded after both issues: a record between them is a branch that makes ptxas add a wgmma.fence
           if (!last && leader) tl.record(h, &cursor, role, P::OP_ISSUE_QK, ISSUE, work, j);

@@ -158,6 +158,16 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
   return done != 0;
 }
 
+// Whether the phase with `parity` has completed, without waiting (PTX ISA mbarrier.test_wait: non-blocking, where
+// try_wait may suspend the thread for a time limit); acquire semantics as try_wait's.
+__device__ __forceinline__ bool mbar_test_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+      : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  return done != 0;
+}
+
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, const HarnessArgs& h, uint32_t barrier_id) {
   if (mbar_try_wait(bar, parity)) return;
   const uint64_t deadline = globaltimer_ns() + h.timeout_ns;
