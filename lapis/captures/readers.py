@@ -458,7 +458,7 @@ def read_ncu(folder) -> Capture:
 
 # ---------------------------------------------------------------- race (same-process timings, lapis.gpu.race)
 
-RACE_CLOCK = {"mhz_median": NUM, "source": STR}
+RACE_CLOCK = {"mhz_median": POS, "source": STR, "sampled_mhz_median?": POS}
 RACE_KERNEL = {"median_us": POS, "spread_pct": NUM, "clock?": RACE_CLOCK, "speedup_to_reference?": DICT}
 RACE_RESULT = {"shape": SHAPE, "causal": BOOL, "flops": POS, "kernels?": Map(RACE_KERNEL), "skipped?": Map(STR)}
 RACE = {"provenance": PROVENANCE, "results": [RACE_RESULT]}

@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import re
 import sys
@@ -130,24 +131,54 @@ def probe_to_sampled(e: dict) -> float | None:
     sampled clock during their batches (lapis.gpu.race: both are recorded for a kernel with a clock probe); None
     when no kernel of the row has both. nvidia-smi samples the clock over its own interval, gaps between launches
     included, so it reads above the clock a kernel runs at (10-14% in the H200 races of 2026-12-02); the rounds
-    are interleaved in one process, so the ratio carries over to the row's third-party kernels."""
-    ratios = sorted(c["mhz_median"] / c["sampled_mhz_median"] for k in e.get("kernels", {}).values()
-                    for c in [k.get("clock") or {}]
-                    if c.get("source") == "probe" and isinstance(c.get("mhz_median"), (int, float))
-                    and isinstance(c.get("sampled_mhz_median"), (int, float)) and c["sampled_mhz_median"] > 0
-                    and c["mhz_median"] > 0)
+    are interleaved in one process, so the ratio carries over to the row's third-party kernels. CaptureError
+    (_race_mhz) when a probed kernel's clock holds a value that is not a positive finite number of MHz."""
+    ratios = []
+    for name, k in e.get("kernels", {}).items():
+        c = _race_clock(name, k)
+        if c.get("source") == "probe":
+            mhz, sampled = _race_mhz(name, c, "mhz_median"), _race_mhz(name, c, "sampled_mhz_median")
+            if mhz is not None and sampled is not None:  # a capture older than the sampled field has no ratio
+                ratios.append(mhz / sampled)
     if not ratios:
         return None
+    ratios.sort()
     n = len(ratios)
     return ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
 
 
-def _third_party_clock(k: dict, ratio: float | None) -> tuple:
+_RACE_FIX = "restore the capture from git or time it again (python -m lapis.gpu.race)"
+
+
+def _race_clock(name: str, k) -> dict:
+    """Kernel `name`'s clock record in a race row ({} without one); CaptureError when it is not an object."""
+    c = k.get("clock") if isinstance(k, dict) else None
+    if c is not None and not isinstance(c, dict):
+        raise CaptureError("a race kernel's clock is an object {mhz_median, source, ...}",
+                           f"kernels.{name}.clock = {c!r}", _RACE_FIX)
+    return c or {}
+
+
+def _race_mhz(name: str, clock: dict, key: str) -> float | None:
+    """clock[key] of kernel `name` in MHz; None when absent; CaptureError unless a positive finite number (a bool,
+    a string, 0, a negative, NaN or inf would scale every third-party clock of the row)."""
+    v = clock.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise CaptureError("a race kernel's clock in MHz is a positive finite number",
+                           f"kernels.{name}.clock.{key} = {v!r}", _RACE_FIX)
+    return float(v)
+
+
+def _third_party_clock(k: dict, ratio: float | None, name: str = "?") -> tuple:
     """(clock_mhz, clock_source, sampled_mhz) of a third-party kernel's race row: its nvidia-smi sample, times the
-    row's probe_to_sampled where the row has one ("sampled x probe ratio"), else as sampled ("sampled")."""
-    mhz = (k.get("clock") or {}).get("mhz_median")
+    row's probe_to_sampled where the row has one ("sampled x probe ratio"), else as sampled ("sampled").
+    CaptureError (_race_mhz) when the sample is not a positive finite number of MHz."""
+    c = _race_clock(name, k)
+    mhz = _race_mhz(name, c, "mhz_median")
     if mhz is None or ratio is None:
-        return mhz, (k.get("clock") or {}).get("source"), mhz
+        return mhz, c.get("source"), mhz
     return mhz * ratio, "sampled x probe ratio", mhz
 
 
@@ -175,7 +206,7 @@ def _race(root: Path) -> list[dict]:
                 d = e["shape"].split("x")[-1]
                 params = next((dict(c[2]) for c in entry["cases"] if c[0].endswith(f"x{d}")), {})
                 params.pop("causal", None)
-                mhz, source, sampled = _third_party_clock(k, ratio)
+                mhz, source, sampled = _third_party_clock(k, ratio, name)
                 out.append(dict(family="attention", variant=variant, schedule=entry["schedule"],
                                 shape=e["shape"], causal=e["causal"], params=params, measured_us=k["median_us"],
                                 spread_pct=k["spread_pct"], capture=f"race/{folder.name}", timeline=None,

@@ -6,7 +6,7 @@ import pytest
 
 from lapis.captures.readers import read_race
 from lapis.errors import CaptureError
-from lapis.validate.timelines import measured_cases
+from lapis.validate.timelines import _third_party_clock, measured_cases, probe_to_sampled
 
 PROV = {"gpu": "NVIDIA H200", "date": "2026-12-01T20:00:00+00:00", "commit": "0" * 40, "dirty": False,
         "command": "python -m lapis.gpu.race --out x", "source_blobs": {}}
@@ -95,3 +95,32 @@ def test_the_cycles_error_reports_the_sample_beside_the_corrected_clock():
     got = cycles(1000.0 * 1.5 / _profile_clock_ghz(), case)  # predicted cycles = 1.5e6, measured 1.5e6
     assert got["clock"] == {"mhz": 1500.0, "source": "sampled x probe ratio", "sampled_mhz": 1700.0}
     assert got["cycles_err_pct"] == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("field", ["mhz_median", "sampled_mhz_median"])
+@pytest.mark.parametrize("bad", [0, -1500.0, float("nan"), float("inf"), "1500", True])
+def test_a_probed_clock_that_is_not_a_positive_number_is_refused(tmp_path, field, bad):
+    k = _probed(1760.0, 1500.0, 1660.0)
+    k["clock"][field] = bad
+    e = {"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12,
+         "kernels": {"cudnn": _kernel(1700.0, 1700.0), "attn_s18_bar_hoist_s2_n128_c2": k}}
+    with pytest.raises(CaptureError, match=f"attn_s18_bar_hoist_s2_n128_c2.clock.{field}"):
+        probe_to_sampled(e)
+    _race(tmp_path, [e])
+    with pytest.raises(CaptureError, match="positive finite number"):  # the reader's schema refuses it first
+        measured_cases(tmp_path)
+
+
+@pytest.mark.parametrize("bad", [0, float("nan"), "1700", True])
+def test_a_third_party_sample_that_is_not_a_positive_number_is_refused(bad):
+    k = _kernel(1700.0, bad)
+    with pytest.raises(CaptureError, match="cudnn.clock.mhz_median"):
+        _third_party_clock(k, 0.9, "cudnn")
+
+
+def test_a_probed_kernel_without_a_sample_gives_no_ratio():
+    # races before the sampled field: the probe alone cannot scale a third-party sample
+    k = _probed(1760.0, 1500.0, 1660.0)
+    del k["clock"]["sampled_mhz_median"]
+    assert probe_to_sampled({"kernels": {"attn_s18_bar_hoist_s2_n128_c2": k}}) is None
+    assert _third_party_clock(_kernel(1700.0, 1700.0), None, "cudnn") == (1700.0, "sampled", 1700.0)
