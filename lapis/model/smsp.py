@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lapis.data import CAPTURES, DATA
-from lapis.errors import CaptureError, LapisError
+from lapis.errors import CaptureError, LapisError, shown
 from lapis.model import sass
 
 PENDING = DATA / "smsp_pending.json"
@@ -65,6 +65,9 @@ BAR_CAPTURE = CAPTURES / "micro" / "h200-2026-12-02-bar" / "micro" / "results.js
 # SYNCS.PHASECHK.TRANS64.TRYWAIT and an @P0 BRA on its scoreboard: per wait, the TRYWAIT's latency, the branch's issue
 # once the predicate is there (1 cycle) and the pass's counter and back edge over its 8 waits (about 1 cycle)
 TRYWAIT_LOOP_ISSUE = 2.0
+# a try_wait on a complete phase reads the SM's own shared memory (48 cycles on the H200); more than an HBM round trip
+# (about 1000 cycles) is not that measurement
+WAIT_MAX_CYCLES = 1000.0
 SOFTMAX_SOURCE = DATA.parent / "gpu" / "kernels" / "micro_softmax_v1.cu"
 FLAVOURS = ("exp2f", "ex2", "ex2_cond", "emu8", "emu4")
 COND_FLAVOURS = ("ex2_cond",)  # the O rescale's forward branch is taken every iteration (micro_softmax_v1.cu)
@@ -168,14 +171,25 @@ class Constants:
 def wait_latency(results: Path) -> float:
     """Cycles from an mbarrier try_wait (SYNCS.PHASECHK.TRANS64.TRYWAIT) on a complete phase to its predicate,
     from the bar capture's bar.try_wait.t384 (cycles per wait of micro_bar_v1.cu's loop) less TRYWAIT_LOOP_ISSUE.
-    CaptureError when the capture lacks a positive value."""
-    m = next((m for m in _read_json(results).get("measurements", []) if m.get("name") == "bar.try_wait.t384"
-              and m.get("status") == "ok"), None)
-    v = (m or {}).get("value", {}).get("median")
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > TRYWAIT_LOOP_ISSUE:
+    CaptureError when the capture has no such measurement with status "ok", or its value.median is not a finite
+    number in (TRYWAIT_LOOP_ISSUE, WAIT_MAX_CYCLES]."""
+    fix = "restore the capture from git or run benchmarks/h200_bar.sh"
+    data = _read_json(results)
+    ms = data.get("measurements") if isinstance(data, dict) else None
+    if not isinstance(ms, list) or not all(isinstance(m, dict) for m in ms):
+        raise CaptureError('a bar capture holds {"measurements": [{"name", "status", "value": {"median"}}, ...]}',
+                           f"{results}: {shown(ms if isinstance(data, dict) else data, 80)}", fix)
+    named = [m for m in ms if m.get("name") == "bar.try_wait.t384"]
+    m = next((m for m in named if m.get("status") == "ok"), None)
+    if m is None:
+        raise CaptureError("the bar capture holds bar.try_wait.t384 with status \"ok\"",
+                           f"{results}: {'status ' + repr(named[0].get('status')) if named else 'no such measurement'}",
+                           fix)
+    v = m["value"].get("median") if isinstance(m.get("value"), dict) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not TRYWAIT_LOOP_ISSUE < v <= WAIT_MAX_CYCLES:
         raise CaptureError("the bar capture holds bar.try_wait.t384, cycles per mbarrier wait above the loop's "
-                           f"{TRYWAIT_LOOP_ISSUE:g} issue cycles", f"{results}: {v!r}",
-                           "restore the capture from git or run benchmarks/h200_bar.sh")
+                           f"{TRYWAIT_LOOP_ISSUE:g} issue cycles and at most {WAIT_MAX_CYCLES:g}", f"{results}: {v!r}",
+                           fix)
     return float(v) - TRYWAIT_LOOP_ISSUE
 
 

@@ -3,6 +3,7 @@ prediction), constants files, and the softmax microbenchmark loop bodies it read
 
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 
@@ -297,3 +298,33 @@ def test_a_missing_tool_names_the_path_the_wheel_folders_and_the_wheel(monkeypat
     assert text.startswith(f"{name} must be on PATH or in an nvidia wheel's bin folder (nvidia/cu*/bin): got ")
     assert f"wheel folders looked in: {tmp_path}/nvidia/cu*/bin; PATH searched: /nowhere/bin" in text
     assert f"fix: pip install {wheel}, or put CUDA's bin folder (e.g. /usr/local/cuda/bin) on PATH" in text
+
+
+def _bar(tmp_path, text):
+    f = tmp_path / "results.json"
+    f.write_text(text)
+    return f
+
+
+def _try_wait(median, status="ok"):
+    return json.dumps({"measurements": [{"name": "bar.try_wait.t384", "status": status, "value": {"median": median}}]})
+
+
+@pytest.mark.parametrize("text, words", [
+    (_try_wait(48.03, status="failed"), "status 'failed'"),
+    (json.dumps({"measurements": [{"name": "bar.hop.reg.t384", "status": "ok", "value": {"median": 35.3}}]}),
+     "no such measurement"),
+    (_try_wait(float("inf")), "inf"),
+    (_try_wait(float("nan")), "nan"),
+    (_try_wait(1e300), "at most 1000"),
+    (_try_wait(True), "True"),
+    (_try_wait("48"), "'48'"),
+    (json.dumps({"measurements": [{"name": "bar.try_wait.t384", "status": "ok", "value": 48.03}]}), "None"),
+    (json.dumps({"measurements": {"bar.try_wait.t384": 48.03}}), "measurements"),
+    (json.dumps([48.03]), "measurements"),
+    ("48.03 cycles", "JSON file unreadable"),
+])
+def test_a_bar_capture_without_a_usable_try_wait_is_refused(tmp_path, text, words):
+    with pytest.raises(CaptureError, match=re.escape(words)):
+        smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE, waits=_bar(tmp_path, text))
+    assert smsp.wait_latency(_bar(tmp_path, _try_wait(48.03))) == pytest.approx(46.03, abs=1e-9)
