@@ -199,6 +199,23 @@ def test_a_profile_without_the_contend_measurements_is_named():
     assert "softmax_cycles_ex2_cond_pair" in str(e.value)
 
 
+@pytest.mark.parametrize("key", ["bar_hop_cycles_reg", "bar_sync_present_cycles"])
+def test_a_profile_without_the_bar_measurements_names_the_bar_capture(key):
+    """s19's turn waits on a bar.sync written with a register id: its hand-over is bar_hop_cycles_reg, both values
+    fitted from micro/h200-2026-12-02-bar, which the refit must list (not the contend and launch capture)."""
+    from lapis.model.profile import Profile
+    p = load_profile("h200")
+    name = "h200-s9-tuned"
+    flags = dict(ah.VARIANTS[name], gemm_turn=name)
+    prm, _ = ah.resolve_run(name, p, (8, 16, 4096, 128),
+                            dict(stages=2, q_slots=2, kernel_loop="s19", late_v=1, side_warps=1))
+    lacking = Profile(p.name, p.arch, {k: v for k, v in p.values.items() if k != key})
+    with pytest.raises(ScheduleError, match="bar.sync hand-over microbenchmarks") as e:
+        ah.turn_handover(lacking, flags, prm)
+    assert f"h200.{key} = None" in str(e.value)
+    assert "fit with micro/h200-2026-12-02-bar in lapis/data/fit_manifest.json" in str(e.value)
+
+
 def test_emulating_past_a_quarter_costs_the_softmax_not_the_pipe():
     p = load_profile("h200")
     s6 = ah.VARIANTS["h200-s6-exp2"]

@@ -159,13 +159,19 @@ PAIR_FLOP = 2 * (2 * 64 * 128 * 128)  # the contend microbenchmark's GEMM pair: 
 STATES = ("", "_pair", "_under_gemm")  # softmax tile alone, beside another softmax, beside wgmma in flight
 
 
-def _measured(p, key: str) -> float:
-    """A contend or launch profile value; ScheduleError naming it when the profile lacks it or it is not finite."""
+CONTEND_LAUNCH = "micro/h200-2026-11-30-contend-launch"  # the capture of most _measured values
+BAR = "micro/h200-2026-12-02-bar"  # kernels/micro_bar_v1.cu: bar_hop_cycles_<form>, bar_sync_present_cycles
+MEASURED_BY = {CONTEND_LAUNCH: "the contend and launch microbenchmarks", BAR: "the bar.sync hand-over microbenchmarks"}
+
+
+def _measured(p, key: str, capture: str = CONTEND_LAUNCH) -> float:
+    """A microbenchmark profile value, from `capture`; ScheduleError naming it and that capture when the profile
+    lacks it or it is not a finite number >= 0."""
     v = p.values.get(key, {}).get("value")
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise ScheduleError("the Hopper attention schedules need the contend and launch microbenchmarks in the profile",
-                            f"{p.name}.{key} = {v!r}", "refit: python -m lapis.model.fit with micro/h200-2026-11-30-"
-                            "contend-launch in lapis/data/fit_manifest.json")
+        raise ScheduleError(f"the Hopper attention schedules need {MEASURED_BY[capture]} in the profile ({capture})",
+                            f"{p.name}.{key} = {v!r}", f"refit: python -m lapis.model.fit with {capture} in "
+                            "lapis/data/fit_manifest.json")
     return v
 
 
@@ -293,7 +299,8 @@ def turn_handover(p, flags: dict, prm: dict) -> tuple[float, float]:
     loop = kernel_loop(flags, prm)
     form = loop["turn"]["sync_form"] if loop else "reg"
     ghz = p["clock_ghz"]
-    return (max(_measured(p, f"bar_hop_cycles_{form}") - 1.0, 0.0) / ghz, _measured(p, "bar_sync_present_cycles") / ghz)
+    return (max(_measured(p, f"bar_hop_cycles_{form}", BAR) - 1.0, 0.0) / ghz,
+            _measured(p, "bar_sync_present_cycles", BAR) / ghz)
 
 
 def _tiles(seq: int, bm: int, bn: int, masked: bool) -> tuple[int, int]:
