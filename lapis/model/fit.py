@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from lapis.data import CAPTURES, FIT_MANIFEST, PROFILES  # noqa: F401 (PROFILES: where --out usually points)
-from lapis.errors import CaptureError
+from lapis.errors import CaptureError, shown
 from lapis.model import micro_campaign as mc
 
 MANIFEST = FIT_MANIFEST
@@ -158,6 +158,28 @@ def _intercepts(ms: list[dict]) -> list[float]:
     return [float(np.polyfit(x, np.array([y[r] for y in ys]), 1)[1]) for r in range(n)]
 
 
+def _per_unit(m: dict) -> list[float]:
+    """Per repeat, a cycle-count measurement's (micro_campaign kinds "cycles" and "bar") clock64 cycles per unit:
+    raw.cycles / params.count. CaptureError naming the measurement unless raw.cycles is a non-empty list of
+    positive finite numbers, params.count a positive integer and params.what its description."""
+    raw = m.get("raw") if isinstance(m.get("raw"), dict) else {}
+    params = m.get("params") if isinstance(m.get("params"), dict) else {}
+    cycles, count = raw.get("cycles"), params.get("count")
+    if not (isinstance(cycles, list) and cycles and all(_positive(c) for c in cycles)
+            and isinstance(count, int) and not isinstance(count, bool) and count > 0
+            and isinstance(params.get("what"), str)):
+        raise CaptureError(f"{m.get('name')} needs raw.cycles (positive finite clock64 cycles per repeat), "
+                           "params.count (units per repeat, a positive integer) and params.what",
+                           f"{m.get('file')}: cycles {shown(cycles, 80)}, count {count!r}, what "
+                           f"{shown(params.get('what'), 80)}", "restore the capture from git (captures are never "
+                           "edited by hand) or capture the measurement again")
+    return mc.derive(m)
+
+
+def _positive(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and bool(np.isfinite(v)) and v > 0
+
+
 def fit_values(by_name: dict, attrs: dict) -> dict:
     """The measured profile values (key -> entry); keys without a usable measurement are absent."""
     out = {}
@@ -182,9 +204,9 @@ def fit_values(by_name: dict, attrs: dict) -> dict:
         elif how == "rate":
             s, note = mc.stats(mc.derive(m)), m["params"]["work"] + " per CTA / clock64 cycles, one CTA per SM"
         elif how == "cycles":
-            s, note = mc.stats(mc.derive(m)), m["params"]["what"]
+            s, note = mc.stats(_per_unit(m)), m["params"]["what"]
         else:
-            s = mc.stats([c / clock_ghz for c in mc.derive(m)])
+            s = mc.stats([c / clock_ghz for c in _per_unit(m)])
             note = f"{m['params']['what']} / clock_ghz"
         out[key] = _entry(s["median"], unit, f"{m['file']}: {name} ({note}; median of {s['n']})", s["spread_pct"])
     for key, choices in BANDWIDTH.items():

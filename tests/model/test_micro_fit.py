@@ -347,3 +347,35 @@ def test_a_fifo_or_damaged_results_file_is_a_capture_error_naming_it(tmp_path):
         (tmp_path / rel).write_text(text)
         with pytest.raises(CaptureError, match="a microbenchmark results.json holds"):
             fit.load_captures(tmp_path, [rel])
+
+
+def _hop(**change):
+    m = dict(name="bar.hop.reg.t384", kind="bar", file="micro/x/micro/results.json",
+             params=dict(count=8192, what="cycles per GEMM-turn hand-over"), raw=dict(cycles=[289154.0] * 3))
+    for k, v in change.items():
+        m[k] = dict(m[k], **v)
+    return {"bar.hop.reg.t384": m}
+
+
+def test_a_bar_hand_over_is_its_cycles_per_count():
+    v = fit.fit_values(_hop(), {})["bar_hop_cycles_reg"]
+    assert v["value"] == pytest.approx(35.3, abs=0.01) and v["unit"] == "cycles"  # 289154 / 8192 = 35.297
+
+
+@pytest.mark.parametrize("change, shown_value", [
+    (dict(raw=dict(cycles=[-1000.0] * 3)), "cycles [-1000.0"),
+    (dict(raw=dict(cycles=[0.0] * 3)), "cycles [0.0"),
+    (dict(raw=dict(cycles=["289154"] * 3)), "cycles ['289154'"),
+    (dict(raw=dict(cycles=[True] * 3)), "cycles [True"),
+    (dict(raw=dict(cycles=[float("nan")] * 3)), "cycles [nan"),
+    (dict(raw=dict(cycles=[])), "cycles []"),
+    (dict(raw=dict(cycles=289154.0)), "cycles 289154.0"),
+    (dict(params=dict(count=0)), "count 0"),
+    (dict(params=dict(count="8192")), "count '8192'"),
+    (dict(params=dict(count=True)), "count True"),
+    (dict(params=dict(what=None)), "what None"),
+])
+def test_a_bad_bar_measurement_is_refused_by_name(change, shown_value):
+    with pytest.raises(CaptureError, match="bar.hop.reg.t384 needs raw.cycles") as e:
+        fit.fit_values(_hop(**change), {})
+    assert shown_value in str(e.value) and "micro/x/micro/results.json" in str(e.value)
