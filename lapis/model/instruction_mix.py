@@ -82,33 +82,44 @@ def waits_slow_path(instrs: list[sass.Instruction]) -> set[int]:
     SYNCS...TRYWAIT's, which the branch follows within WAIT_GAP instructions, none of which writes its predicate or
     branches (ptxas may schedule an unrelated instruction between them), or a non-blocking test's
     (SYNCS.PHASECHK without TRYWAIT: mbarrier.test_wait, attention_h200.cu s19), taken earlier: the latest write of
-    the predicate on the way back from the branch, past instructions already skipped and past no other branch."""
+    the predicate on the way back from the branch, past instructions already skipped and past no other branch and
+    no other branch's target (a loop head or a join, where the predicate may come from another path). An
+    unguarded write only: a guarded test (@P SYNCS.PHASECHK) may leave the predicate as it was."""
     index = {ins.address: k for k, ins in enumerate(instrs)}
+    joins: dict[int, list[int]] = {}  # instruction index -> the branches that jump to it
+    for k, ins in enumerate(instrs):
+        if ins.opcode == "BRA" and ins.target in index:
+            joins.setdefault(index[ins.target], []).append(k)
     out: set[int] = set()
     for k in range(1, len(instrs)):
         ins = instrs[k]
         if not (ins.opcode == "BRA" and ins.predicate and not ins.predicate.startswith("!")
                 and ins.target in index and ins.target > ins.address):
             continue
-        at = _predicate_writer(instrs, k, out)
-        if at is not None and instrs[at].opcode == "SYNCS" and "PHASECHK" in instrs[at].modifiers and (
-                "TRYWAIT" not in instrs[at].modifiers or k - at <= WAIT_GAP + 1):
+        at = _predicate_writer(instrs, k, out, joins)
+        if at is not None and instrs[at].opcode == "SYNCS" and "PHASECHK" in instrs[at].modifiers \
+                and instrs[at].predicate is None and ("TRYWAIT" not in instrs[at].modifiers or k - at <= WAIT_GAP + 1):
             out.update(range(k + 1, index[ins.target]))
     return out
 
 
-def _predicate_writer(instrs: list[sass.Instruction], k: int, skipped: set[int]) -> int | None:
+def _predicate_writer(instrs: list[sass.Instruction], k: int, skipped: set[int],
+                      joins: dict[int, list[int]]) -> int | None:
     """The index of the instruction that last wrote branch k's predicate on the path that skips `skipped`: walking
-    back over skipped instructions and over the branches that jump them; None at any other branch."""
+    back over skipped instructions and over the branches that jump them; None at any other branch, or past an
+    instruction that another branch jumps to (`joins`), unless that branch is one that jumps skipped
+    instructions to it."""
     pred = instrs[k].predicate
-    for j in range(k - 1, -1, -1):
+    for j in range(k, -1, -1):
         if j in skipped:
             continue
         prev = instrs[j]
-        if pred in prev.dests:
+        if j < k and pred in prev.dests:
             return j
-        if prev.opcode in ("BRA", "CALL", "RET", "EXIT") and not (prev.opcode == "BRA" and j + 1 in skipped):
+        if j < k and prev.opcode in ("BRA", "CALL", "RET", "EXIT") and not (prev.opcode == "BRA" and j + 1 in skipped):
             return None
+        if any(not (b < j and all(i in skipped for i in range(b + 1, j))) for b in joins.get(j, ())):
+            return None  # j is reached from elsewhere too (the branch k itself included: a loop head)
     return None
 
 

@@ -51,6 +51,42 @@ def test_a_wait_tested_early_skips_its_fallback_when_the_test_saw_the_tile():
     assert im.waits_slow_path(code) == {4, 5}
 
 
+def test_an_early_test_before_a_loop_head_does_not_decide_the_branch_inside_the_loop():
+    """From the second iteration on, P0 at the branch is the loop body's compare, not the test before the loop: the
+    walk back stops at the loop head (a branch's target), so the retry wait is counted."""
+    code = _code(["SYNCS.PHASECHK.TRANS64 P0, [UR26], R0",           # 0: test, before the loop
+                  "FFMA R1, R2, R2, R2",                              # 1: loop head, target of 6
+                  "@P0 BRA 0x40",                                     # 2
+                  "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR26], R0",   # 3
+                  "FFMA R1, R2, R2, R2",                              # 4: target of 2
+                  "ISETP.GE.AND P0, PT, R1, R2, PT",                  # 5: P0 rewritten in the loop
+                  "@P1 BRA 0x10",                                     # 6: back edge
+                  "EXIT"])
+    assert im.waits_slow_path(code) == set()
+    code[6] = dataclasses.replace(code[6], target=0x20)  # the loop starts at the branch: the test is the writer
+    assert im.waits_slow_path(code) == set()  # (2 is now a join from 6, which jumps nothing skipped)
+    code[6] = dataclasses.replace(code[6], opcode="FFMA", predicate=None, target=None, dests=("R1",))  # no loop
+    assert im.waits_slow_path(code) == {3}
+
+
+def test_a_guarded_early_test_does_not_decide_the_branch():
+    # @P3 may not run the test: P0 is then the ISETP's
+    code = _code(["ISETP.GE.AND P0, PT, R1, R2, PT", "@P3 SYNCS.PHASECHK.TRANS64 P0, [UR26], R0", "@P0 BRA 0x50",
+                  "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR26], R0", "FFMA R1, R2, R2, R2", "FFMA R1, R2, R2, R2"])
+    assert im.waits_slow_path(code) == set()
+    code[1] = dataclasses.replace(code[1], predicate=None)
+    assert im.waits_slow_path(code) == {3, 4}
+
+
+@pytest.mark.parametrize("target", [0x20, 0x0, 0x1000])  # itself, backward, outside the function
+def test_a_branch_on_an_early_test_that_is_not_forward_skips_nothing(target):
+    code = _code(["SYNCS.PHASECHK.TRANS64 P0, [UR26], R0", "FFMA R1, R2, R2, R2", "@P0 BRA 0x40",
+                  "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR26], R0", "FFMA R1, R2, R2, R2"])
+    assert im.waits_slow_path(code) == {3}
+    code[2] = dataclasses.replace(code[2], target=target)
+    assert im.waits_slow_path(code) == set()
+
+
 def test_nsight_pipes_of_the_uniform_moves():
     assert im.ncu_pipe("R2UR") == "alu" and im.ncu_pipe("UMOV") == "other" and im.ncu_pipe("SYNCS.ARRIVE") == "other"
     assert im.ncu_pipe("FFMA.FTZ") == "fma" and im.ncu_pipe("HGMMA.64x128x16.F32.BF16") == "tensor"
