@@ -25,7 +25,7 @@ KIND_COLOURS = {
     "mma QK": "#6baed6",  # S = Q K^T
     "mma PV": "#08519c",  # O += P V
     "TMA issue": "#98df8a",  # a thread issuing cp.async.bulk.tensor (an instant on the producer)
-    "wgmma issue": "#c6dbef",  # a GEMM turn's descriptors and wgmma instructions being issued (simulator)
+    "wgmma issue": "#c6dbef",  # a GEMM turn's bar.sync hand-over, descriptors and wgmma instructions (simulator)
     "load": "#2ca02c",  # bytes moving into shared memory or registers: TMA transfers, cp.async, ld.global
     "smem copy": "#17becf",  # ldmatrix, P through shared memory
     "softmax": "#ff7f0e",
@@ -42,7 +42,7 @@ KIND_RULES = (
     (r"^softmax|^s\d* pass|row max|\bex2\b", "softmax"),
     (r"rescale", "rescale"),
     (r"^issue tma\b", "TMA issue"),
-    (r"^gemm issue\b", "wgmma issue"),
+    (r"^gemm issue\b|^turn hand-over\b", "wgmma issue"),  # the turn's bar.sync hand-over is part of its issue
     (r"ldmatrix|via smem", "smem copy"),
     (r"\bq\d?k\b", "mma QK"),
     (r"\bp\d?v\b", "mma PV"),

@@ -23,13 +23,13 @@ def test_a_wait_that_succeeds_skips_its_retry_path():
     assert im.waits_slow_path(code) == set()
 
 
-def test_a_wait_ptxas_separates_from_its_branch_still_skips_its_retry_path():
-    # s18's K_j wait: an IMAD.MOV between the TRYWAIT and its branch
+def test_a_wait_ptxas_separates_from_its_branch_keeps_its_retry_path():
+    # s18's K_j wait: an IMAD.MOV between the TRYWAIT and its branch; WAIT_GAP 0 keeps that retry path counted
     code = _code(["SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4], R3", "IMAD.MOV.U32 R7, RZ, RZ, R6", "@P0 BRA 0x50",
                   "CS2R R4, SR_GLOBALTIMERLO", "IADD3 R5, R4, R4, RZ", "FFMA R1, R2, R2, R2"])
-    assert im.waits_slow_path(code) == {3, 4}
-    code[1] = dataclasses.replace(code[1], dests=("P0",))  # the predicate rewritten in between: not the wait's
-    assert im.waits_slow_path(code) == set()
+    assert im.WAIT_GAP == 0 and im.waits_slow_path(code) == set()
+    del code[1]
+    assert im.waits_slow_path(code) == {2, 3}
 
 
 def test_a_wait_tested_early_skips_its_fallback_when_the_test_saw_the_tile():

@@ -9,17 +9,17 @@ from lapis.model.profile import load_profile
 from lapis.pipeline_sim import engine, recorder
 from lapis.pipeline_sim.simulate import SCHEDULES, simulate
 
-# h200-s8-persistent 1x16x4096x128 causal: 132 SMs as 48 distinct work lists, 61,598 events in all (each GEMM turn
-# records its issue segments), at most about 2,200 on any one SM.
+# h200-s8-persistent 1x16x4096x128 causal: 132 SMs as 48 distinct work lists, 68,500 events in all (each GEMM turn
+# records its issue segments and its bar.sync hand-over), at most about 2,500 on any one SM.
 S8, SHAPE, CAUSAL = "h200-s8-persistent", "1x16x4096x128", {"causal": 1}
 
 
 def test_a_full_run_is_bounded_over_every_sm_not_per_sm(monkeypatch):
     monkeypatch.setattr(recorder, "MAX_EVENTS", 5000)  # every SM alone records fewer
     monkeypatch.setattr(recorder, "MAX_FULL_EVENTS", 5000, raising=False)
-    with pytest.raises(ScheduleError, match=r"the --full run exceeds the simulator's event bound: got about 61,075 "
+    with pytest.raises(ScheduleError, match=r"the --full run exceeds the simulator's event bound: got about 67,518 "
                                             r"tile-level events estimated over every SM simulated \(bound 5,000\); "
-                                            r"fix: .*--max-events 61075"):
+                                            r"fix: .*--max-events 67518"):
         simulate(S8, "h200", SHAPE, CAUSAL, full=True)
     assert simulate(S8, "h200", SHAPE, CAUSAL)["events"] < 5000  # the representative run stays under it
 
@@ -34,8 +34,8 @@ def test_the_in_run_bound_counts_every_sm():
     s, p = SCHEDULES[S8], load_profile("h200")
     with pytest.raises(ScheduleError, match="more than 20,000 tile-level events in the whole run"):
         engine.run(s, p, s.parse_shape(SHAPE), CAUSAL, full=True, max_events=20_000)
-    # 61,598: s8's two Q slots' empty barriers (one wait a work item) and the GEMM turns' issue count too
-    assert engine.run(s, p, s.parse_shape(SHAPE), CAUSAL, full=True)["events_total"] == 61_598
+    # 68,500: s8's two Q slots' empty barriers (one wait a work item), the GEMM turns' issue and hand-over count too
+    assert engine.run(s, p, s.parse_shape(SHAPE), CAUSAL, full=True)["events_total"] == 68_500
 
 
 @pytest.mark.parametrize("name, gpu, shape, params", [
@@ -52,7 +52,7 @@ def test_the_cli_names_the_flag_and_takes_it(monkeypatch, capsys):
     monkeypatch.setattr(recorder, "MAX_FULL_EVENTS", 5000, raising=False)
     args = ["simulate", "--schedule", S8, "--shape", SHAPE, "--causal", "--full"]
     assert main(args) == 2
-    assert "raise the bound with --max-events 61075" in capsys.readouterr().err
+    assert "raise the bound with --max-events 67518" in capsys.readouterr().err
     assert main(args + ["--max-events", "70000", "--json"]) == 0
 
 
@@ -110,10 +110,10 @@ def test_the_per_item_count_refuses_what_would_overrun_and_runs_what_fits(monkey
 
 
 def test_the_pilot_estimate_stays_a_lower_bound_with_several_q_tiles_per_cta():
-    """1000 x 128 heads of one 128-row Q tile with q_tiles_per_cta 4: the run records 31,038 events on its SM.
+    """1000 x 128 heads of one 128-row Q tile with q_tiles_per_cta 4: the run records 34,918 events on its SM.
     Pilots of a four-Q-tile item fitted a per-K/V-tile slope four Q tiles steep and said at least 56,260, refusing
-    a run that fits; pilots of one Q tile say at least 25,220."""
+    a run that fits; pilots of one Q tile say at least 28,130."""
     prm = {"q_tiles_per_cta": 4}
-    assert simulate("h200-s9-tuned", "h200", "1000x128x128x128", prm, max_events=40_000)["events"] == 31_038
-    with pytest.raises(ScheduleError, match="got at least 25,220 tile-level events"):
+    assert simulate("h200-s9-tuned", "h200", "1000x128x128x128", prm, max_events=40_000)["events"] == 34_918
+    with pytest.raises(ScheduleError, match="got at least 28,130 tile-level events"):
         simulate("h200-s9-tuned", "h200", "1000x128x128x128", prm, max_events=20_000)

@@ -508,8 +508,8 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         // come back while the warp waits for its turn; each is waited for only if its test saw it not yet landed
         bool k_ready = false, v_ready = false;
         if constexpr (F::EARLY_TEST) {
-          if (!last) k_ready = mbar_test_wait(full_k_a + 8u * st.index, st.phase);
-          if (!FIRST) v_ready = mbar_test_wait(full_v_a + 8u * held.index, held.phase);
+          if (!last) k_ready = consumer_test_wait(full_k_a, st);
+          if (!FIRST) v_ready = consumer_test_wait(full_v_a, held);
         }
         if (!last && !F::EARLY_TEST) {
           consumer_wait(at(full_k, full_k_a), st, h, 1 + st.index);

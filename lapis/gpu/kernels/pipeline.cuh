@@ -75,6 +75,13 @@ __device__ __forceinline__ void consumer_wait(uint32_t full, const PipelineState
   mbar_wait(full + 8u * st.index, st.phase, h, id);
 }
 
+// Whether slot st.index already holds its bytes, without waiting (mbarrier.test_wait; CUTLASS's consumer_test_wait):
+// a consumer that tests early waits later only if this said no.
+template <int STAGES>
+__device__ __forceinline__ bool consumer_test_wait(uint32_t full, const PipelineState<STAGES>& st) {
+  return mbar_test_wait(full + 8u * st.index, st.phase);
+}
+
 template <int STAGES>
 __device__ __forceinline__ void consumer_release(uint32_t empty, const PipelineState<STAGES>& st) {
   mbar_arrive(empty + 8u * st.index);
