@@ -82,8 +82,10 @@ def _miss_detail(r: dict, w: dict, title: str) -> list[str]:
     md = [f"### {title}: `{w['variant']}` at {w['shape']}{' causal' if w['causal'] else ''}, "
           f"{w['err_pct']:+.1f}%", ""]
     if w.get("cycles_err_pct") is not None:
-        md += [f"In SM cycles, at the {w['clock_mhz']:.0f} MHz the run's clock read ({w['clock']['source']}; the "
-               f"model takes one profile clock for every kernel): {w['cycles_err_pct']:+.1f}%.", ""]
+        source = (w.get("clock") or {}).get("source", "probed")
+        read = "the run's clock probe read" if source in ("probed", "probe") else f"the run's clock ({source})"
+        md += [f"In SM cycles, at the {w['clock_mhz']:.0f} MHz {read} (the model takes one profile clock for every "
+               f"kernel): {w['cycles_err_pct']:+.1f}%.", ""]
     t = w.get("timeline")
     if t is None:
         return md + ["The capture holds no timeline for this case: only its total time is compared.", ""]

@@ -280,6 +280,14 @@ def test_the_largest_miss_states_its_error_in_cycles_too():
             dict(_row("s4", "a", 99.0, 100.0), cycles_err_pct=1.0, clock_mhz=1600.0, timeline=None)]
     md = "\n".join(_largest_miss(dict(per_case=rows, tolerance_pct=10.0)))
     assert "`s9` at a, -30.0%" in md and "at the 1280 MHz the run's clock probe read" in md and "-12.5%" in md
+    # a third-party row's clock says how it was had; a race-only largest miss brings the largest timed one's detail
+    rows[0]["clock"] = dict(mhz=1280.0, source="sampled x probe ratio", sampled_mhz=1450.0)
+    rows[1]["timeline"] = dict(iteration_ns=dict(predicted=1.0, measured=1.0, err_pct=0.0), ops_ns_per_tile={},
+                               roles={})
+    rows[1].update(first_divergence=None, steady_divergence=None)
+    md = "\n".join(_largest_miss(dict(per_case=rows, tolerance_pct=10.0)))
+    assert "at the 1280 MHz the run's clock (sampled x probe ratio)" in md
+    assert "### Largest miss with a measured timeline: `s4` at a, -1.0%" in md
 
 
 def test_without_a_clock_capture_the_rows_are_as_before(tmp_path, monkeypatch):
