@@ -8,6 +8,7 @@ s9 (s10..s13) and FA4's race cases were added. A commit that changes a number re
 says why."""
 
 import copy
+import gzip
 import json
 from pathlib import Path
 
@@ -28,7 +29,14 @@ def without_run_times(obj):
 
 
 def snapshot(name: str):
-    return json.loads((SNAPSHOT / f"{name}.json").read_text())
+    """The snapshot file `name`.json.gz (gzip keeps the tree's bytes down; write_snapshot writes it)."""
+    return json.loads(gzip.decompress((SNAPSHOT / f"{name}.json.gz").read_bytes()))
+
+
+def write_snapshot(name: str, value) -> None:
+    """Regenerate `name`.json.gz: sorted keys, one key per line, no gzip timestamp (the bytes follow the value)."""
+    text = json.dumps(value, indent=0, sort_keys=True) + "\n"
+    (SNAPSHOT / f"{name}.json.gz").write_bytes(gzip.compress(text.encode(), mtime=0))
 
 
 def as_json(value):
