@@ -85,8 +85,9 @@ def test_s15_is_s14_with_the_late_v_wait_alone():
 def test_s16_is_s15_with_the_early_pack_alone():
     s15, s16 = attention.VARIANTS["s15"], attention.VARIANTS["s16"]
     assert {k for k in s15 if s15[k] != s16[k]} == {"entry", "early_pack", "blind", "causal_build", "sim"}
-    # its own compiled loop, its softmax side costed with one softmax warp per SMSP (where the packs' order shows)
-    assert {k: v for k, v in s16["sim"].items() if s15["sim"].get(k) != v} == {"kernel_loop": "s16", "side_warps": 1}
+    # its own compiled loop; its softmax side costed as s15's, two softmax warps per SMSP (the default)
+    assert {k: v for k, v in s16["sim"].items() if s15["sim"].get(k) != v} == {"kernel_loop": "s16"}
+    assert "side_warps" not in s16["sim"]
     assert [k for k, v in attention.VARIANTS.items() if v["early_pack"]] == ["s16", "s17", "s18", "s19"]
     assert attention.kernel_name(s16) == "attn_s16_early_pack_s2_n128_c2"
     assert attention.kernel_name(s16, causal=True) == "attn_s16_early_pack_causal_s2_n128_c2"
@@ -96,9 +97,8 @@ def test_s16_is_s15_with_the_early_pack_alone():
 def test_s17_is_s16_with_the_one_sync_turn_wait_alone():
     s16, s17 = attention.VARIANTS["s16"], attention.VARIANTS["s17"]
     assert {k for k in s16 if s16[k] != s17[k]} == {"entry", "one_sync", "blind", "causal_build", "sim"}
-    # its own compiled loop; the simulator parameters otherwise s16's (side_warps 1 included)
+    # its own compiled loop; the simulator parameters otherwise s16's
     assert {k: v for k, v in s17["sim"].items() if s16["sim"].get(k) != v} == {"kernel_loop": "s17"}
-    assert s17["sim"]["side_warps"] == 1
     assert [k for k, v in attention.VARIANTS.items() if v["one_sync"]] == ["s17", "s18", "s19"]
     assert attention.kernel_name(s17) == "attn_s17_one_sync_s2_n128_c2"
     assert attention.kernel_name(s17, causal=True) == "attn_s17_one_sync_causal_s2_n128_c2"
@@ -108,9 +108,8 @@ def test_s17_is_s16_with_the_one_sync_turn_wait_alone():
 def test_s18_is_s17_with_the_hoisted_barrier_addresses_alone():
     s17, s18 = attention.VARIANTS["s17"], attention.VARIANTS["s18"]
     assert {k for k in s17 if s17[k] != s18[k]} == {"entry", "bar_hoist", "blind", "causal_build", "sim"}
-    # its own compiled loop; the simulator parameters otherwise s17's (side_warps 1 included)
+    # its own compiled loop; the simulator parameters otherwise s17's
     assert {k: v for k, v in s18["sim"].items() if s17["sim"].get(k) != v} == {"kernel_loop": "s18"}
-    assert s18["sim"]["side_warps"] == 1
     assert [k for k, v in attention.VARIANTS.items() if v["bar_hoist"]] == ["s18", "s19"]
     assert attention.kernel_name(s18) == "attn_s18_bar_hoist_s2_n128_c2"
     assert attention.kernel_name(s18, causal=True) == "attn_s18_bar_hoist_causal_s2_n128_c2"
