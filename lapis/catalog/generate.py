@@ -28,7 +28,7 @@ def attention_inc() -> str:
     (a variant's causal build right after it)."""
     macro = ("LAPIS_ATTENTION(kernel, STAGES, BN, CONSUMER_WGS, WS, "
              "Features<PP, OVERLAP, EXP2, EMU, COND, PERSIST, Q_SLOTS, CAUSAL, NOLOAD, WORKLIST, CHAINS, DESC_INC, "
-             "LATE_V, EARLY_PACK, ONE_SYNC, BAR_HOIST, EARLY_TEST>)")
+             "LATE_V, EARLY_PACK, ONE_SYNC, BAR_HOIST, EARLY_TEST, SPIN_WAIT>)")
     lines = [_HEADER.format(src="attention.py", macro=macro)]
     for name, v in attention.VARIANTS.items():
         for causal in (False, True) if v["causal_build"] else (False,):

@@ -59,6 +59,11 @@
 //                 landed: after the bar.sync for K_j, between the wgmma groups for V_{j-1}. s18 waits for each
 //                 try_wait's result on the chain that hands the tensor pipe over: before its bar.sync (K) and
 //                 between QK_j's and PV_{j-1}'s issue (V) (CUTLASS's consumer_try_wait token, taken early).
+// s20 (SPIN_WAIT) s18 with the turn's K_j and V_{j-1} waits as CUTLASS's spin (pipeline.cuh consumer_spin_wait: the
+//                 try_wait loop in one asm block, no watchdog deadline). ptxas keeps a completed wait falling
+//                 through and places its retry out of line; s18's watchdog wait branches over its inline retry
+//                 code on every completed wait, a taken branch whose target Nsight Compute shows waiting for its
+//                 instructions (no_inst stall samples, about 14 cycles a tile at each: diagnostic/h200-2026-12-02-s19-source).
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -116,11 +121,12 @@ struct Bool {
 // EARLY_PACK s16's P_j packed before the conditional O rescale (the packs join the exponentials' basic block),
 // ONE_SYNC s17's turn wait as one bar.sync whose barrier id (PP_BAR0 + wg) is a register operand, BAR_HOIST s18's
 // consumer mbarrier addresses held in registers across the K/V-tile loop (RingAddr), EARLY_TEST s19's next-turn
-// waits tested before the turn's bar.sync (mbar_test_wait) and waited for only when not yet landed.
+// waits tested before the turn's bar.sync (mbar_test_wait) and waited for only when not yet landed, SPIN_WAIT s20's
+// K and V waits of the turn without the watchdog (consumer_spin_wait).
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
           int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false,
           int CHAINS_ = 1, bool DESC_INC_ = false, bool LATE_V_ = false, bool EARLY_PACK_ = false,
-          bool ONE_SYNC_ = false, bool BAR_HOIST_ = false, bool EARLY_TEST_ = false>
+          bool ONE_SYNC_ = false, bool BAR_HOIST_ = false, bool EARLY_TEST_ = false, bool SPIN_WAIT_ = false>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
   // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
@@ -151,6 +157,9 @@ struct Features {
   // s19: the next turn's K and V waits tested during this turn's softmax side (mbar_test_wait on hoisted addresses)
   static constexpr bool EARLY_TEST = EARLY_TEST_;
   static_assert(!EARLY_TEST || (BAR_HOIST && LATE_V), "the early tests use s18's held addresses and s15's late V wait");
+  // s20: the turn's K and V waits as spins with no watchdog (consumer_spin_wait on hoisted addresses)
+  static constexpr bool SPIN_WAIT = SPIN_WAIT_;
+  static_assert(!SPIN_WAIT || (BAR_HOIST && LATE_V && !EARLY_TEST), "the spin waits replace s18's turn waits");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
   static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");
@@ -512,7 +521,8 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           if (!FIRST) v_ready = consumer_test_wait(full_v_a, held);
         }
         if (!last && !F::EARLY_TEST) {
-          consumer_wait(at(full_k, full_k_a), st, h, 1 + st.index);
+          if constexpr (F::SPIN_WAIT) consumer_spin_wait(full_k_a, st);
+          else consumer_wait(at(full_k, full_k_a), st, h, 1 + st.index);
           if (leader) tl.record(h, &cursor, role, P::OP_WAIT_K, COMPLETE, work, j);
         }
         if constexpr (F::ONE_SYNC) {
@@ -565,8 +575,10 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           // s15: V_{j-1} waited for while QK_j runs; the wait's branch sits between the groups, so PV fences its own
           // registers (wgmma.fence; without it ptxas injects the same warpgroup.arrive, its C7519 note); no wgmma
           // wait sits between the two groups. Not recorded there: a record would be another branch between them
-          if (!FIRST && F::LATE_V && !(F::EARLY_TEST && v_ready))
-            consumer_wait(at(full_v, full_v_a), held, h, 1 + STAGES + held.index);
+          if (!FIRST && F::LATE_V && !(F::EARLY_TEST && v_ready)) {
+            if constexpr (F::SPIN_WAIT) consumer_spin_wait(full_v_a, held);
+            else consumer_wait(at(full_v, full_v_a), held, h, 1 + STAGES + held.index);
+          }
           if (!FIRST) issue_pv(held.index, pa, !last && !F::LATE_V);
           // recorded after both issues: a record between them is a branch that makes ptxas add a wgmma.fence
           if (!last && leader) tl.record(h, &cursor, role, P::OP_ISSUE_QK, ISSUE, work, j);

@@ -176,6 +176,22 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, const H
   }
 }
 
+// Wait for the phase with `parity` to complete as CUTLASS's ClusterBarrier::wait does (cutlass/arch/barrier.h): the
+// try_wait loop inside one asm block, with no deadline. ptxas then keeps a completed wait falling through (TRYWAIT,
+// then a branch not taken) and places the retry loop out of line; mbar_wait's deadline check inside the loop makes
+// ptxas keep the retry code inline and branch over it, a taken branch on every completed wait. A lost arrive hangs
+// this wait: the kernel's other waits keep the watchdog (the producer's on the slots this consumer never frees).
+__device__ __forceinline__ void mbar_spin_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n\t.reg .pred P1;\n"
+      "LAB_WAIT:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n\t"
+      "@P1 bra DONE;\n\t"
+      "bra.uni LAB_WAIT;\n"
+      "DONE:\n\t}"
+      :: "r"(bar), "r"(parity) : "memory");
+}
+
 // ------------------------------------------------------------------------------ timeline --
 
 template <bool ON>

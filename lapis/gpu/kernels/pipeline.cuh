@@ -75,6 +75,12 @@ __device__ __forceinline__ void consumer_wait(uint32_t full, const PipelineState
   mbar_wait(full + 8u * st.index, st.phase, h, id);
 }
 
+// consumer_wait without the watchdog, as CUTLASS's PipelineTmaAsync::consumer_wait spins (mbar_spin_wait).
+template <int STAGES>
+__device__ __forceinline__ void consumer_spin_wait(uint32_t full, const PipelineState<STAGES>& st) {
+  mbar_spin_wait(full + 8u * st.index, st.phase);
+}
+
 // Whether slot st.index already holds its bytes, without waiting (mbarrier.test_wait; CUTLASS's consumer_test_wait):
 // a consumer that tests early waits later only if this said no.
 template <int STAGES>
