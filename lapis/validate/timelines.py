@@ -18,8 +18,10 @@ run-to-run spread.
   fraction the prediction orders the same way (a predicted tie is wrong), null without pairs.
 - clock_model_mhz, clock_model_err_pct (only when a clock capture exists: lapis.model.clock): the SM clock the
   clock model gives the case's predicted tensor and FMA activity, and its error against the clock the capture
-  measured; clock_model_mape_pct over the cases with a measured clock. Reported, never gated; the predicted time
-  still uses the profile's one clock.
+  measured; clock_model_mape_pct over the cases with a measured clock, and clock_model_by_day: that error per UTC day
+  the cases' captures ran (their capture.json provenance date; the clock capture's own day beside them), so the
+  model fitted on one day is read against runs of other days. Reported, never gated; the predicted time still uses
+  the profile's one clock.
 - not_compared (present when there are any): {"<kind>/<capture>": {reason: count}} of the variant entries of a
   timed capture that hold no plain-build time (the run stopped before timing them; lapis.captures.readers),
   printed under the table. They are left out of the cases; they do not change the exit code.
@@ -486,6 +488,29 @@ def _clock_model():
     return clock_model.load()
 
 
+@lru_cache(maxsize=None)
+def run_day(capture: str | None) -> str | None:
+    """The UTC day (YYYY-MM-DD) capture `capture` ("kind/name" under the captures root) ran, from its capture.json
+    provenance; None without one (a folder outside the index, a record without a date)."""
+    if not capture:
+        return None
+    try:
+        date = json.loads((captures_root() / capture / "capture.json").read_text())["provenance"]["date"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return date[:10] if isinstance(date, str) and re.match(r"\d{4}-\d{2}-\d{2}", date) else None
+
+
+def clock_model_by_day(scored: list[dict]) -> dict:
+    """{day: {mape_pct, cases}} of the clock model's error over the scored cases with a measured clock, by the day
+    their capture ran (run_day; "unknown" where it has none), days in order."""
+    days: dict = {}
+    for r in scored:
+        if r.get("clock_model_err_pct") is not None:
+            days.setdefault(run_day(r.get("capture")) or "unknown", []).append(abs(r["clock_model_err_pct"]))
+    return {d: dict(mape_pct=sum(e) / len(e), cases=len(e)) for d, e in sorted(days.items())}
+
+
 def modelled_clock(utilization: dict | None, case: dict) -> dict:
     """Where a clock capture exists (lapis.model.clock): clock_model_mhz, the clock the model gives the case's
     predicted unit activity (the simulation's utilization), and clock_model_err_pct = 100 (model - measured) /
@@ -531,7 +556,10 @@ def summarize(per_case: list[dict], tolerance_pct: float = TOLERANCE_PCT) -> dic
     order = ordering(scored, spread_pct=spread, group=lambda r: (r["family"], r["shape"], r["causal"]))
     cyc = [abs(r["cycles_err_pct"]) for r in scored if r.get("cycles_err_pct") is not None]
     clk = [abs(r["clock_model_err_pct"]) for r in scored if r.get("clock_model_err_pct") is not None]
-    modelled = dict(clock_model_mape_pct=sum(clk) / len(clk) if clk else None, clock_model_cases=len(clk)) \
+    model = _clock_model() if any("clock_model_mhz" in r for r in per_case) else None
+    modelled = dict(clock_model_mape_pct=sum(clk) / len(clk) if clk else None, clock_model_cases=len(clk),
+                    clock_model_by_day=clock_model_by_day(scored),
+                    clock_model_fitted_to=Path(model.source).parent.parent.name if model else None) \
         if any("clock_model_mhz" in r for r in per_case) else {}
     return dict(**modelled,cases=len(per_case), scored=len(scored), mape_pct=sum(errs) / len(errs) if errs else None,
                 mape_cycles_pct=sum(cyc) / len(cyc) if cyc else None, cycles_cases=len(cyc),
@@ -570,7 +598,10 @@ def render(r: dict) -> str:
              f"in SM cycles (the {r.get('cycles_cases', 0)} cases whose capture probed the clock): mape "
              f"{_f(r.get('mape_cycles_pct'), '.1f')}%, max |err| {_f(r.get('max_abs_cycles_err_pct'), '.1f')}%",
              *([f"clock model (lapis.model.clock, reported, not gated): mape {_f(r['clock_model_mape_pct'], '.1f')}% "
-                f"over the {r['clock_model_cases']} cases with a measured clock"] if "clock_model_cases" in r else []),
+                f"over the {r['clock_model_cases']} cases with a measured clock; by the day of the run: "
+                + ", ".join(f"{d} {_f(v['mape_pct'], '.1f')}% ({v['cases']})"
+                            for d, v in r.get("clock_model_by_day", {}).items())
+                + f" (fitted to clock/{r.get('clock_model_fitted_to')})"] if "clock_model_cases" in r else []),
              "",
              f"{'variant':<14} {'shape':<16} {'causal':<6} {'pred µs':>9} {'meas µs':>9} {'err %':>7} "
              f"{'blind %':>8} {'MHz':>5} {'cyc %':>6}  first divergence | steady-state divergence (offset: measured - predicted)"]

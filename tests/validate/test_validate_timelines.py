@@ -368,3 +368,31 @@ def test_the_measured_events_digest_hashes_the_events_repr():
     for got in ([], events[:1], events):
         assert events_digest(got) == hashlib.sha256(repr(list(got)).encode()).hexdigest()[:16]
     assert events_digest(events) != events_digest(events[:2])
+
+
+def test_the_clock_models_error_is_split_by_the_day_each_case_ran():
+    """race/h200-2026-12-01-race ran on 2026-12-01 and race/h200-2026-12-02-s19 on 2026-12-02 (their capture.json
+    provenance); a case without a capture on record counts as "unknown"."""
+    from lapis.validate import timelines
+    assert timelines.run_day("race/h200-2026-12-01-race") == "2026-12-01"
+    assert timelines.run_day("race/h200-2026-12-02-s19") == "2026-12-02"
+    assert timelines.run_day("race/no-such-capture") is None and timelines.run_day(None) is None
+    rows = [dict(capture="race/h200-2026-12-01-race", clock_model_err_pct=-4.0),
+            dict(capture="race/h200-2026-12-01-race", clock_model_err_pct=8.0),
+            dict(capture="race/h200-2026-12-02-s19", clock_model_err_pct=3.0),
+            dict(capture="race/no-such-capture", clock_model_err_pct=1.0),
+            dict(capture="race/h200-2026-12-02-s19", clock_model_err_pct=None)]
+    assert timelines.clock_model_by_day(rows) == {"2026-12-01": dict(mape_pct=6.0, cases=2),
+                                                  "2026-12-02": dict(mape_pct=3.0, cases=1),
+                                                  "unknown": dict(mape_pct=1.0, cases=1)}
+
+
+def test_the_shipped_report_reads_the_clock_model_against_runs_of_three_days():
+    """The model is fitted to a 2026-12-02 clock capture; the bench captures of s7 and s9 ran on 2026-11-30, FA4's
+    head-dim race on 2026-12-01."""
+    r = validate_timelines(select=lambda c: (c["variant"] in ("s7", "s9", "s20") and c["shape"] == "8x16x4096x128")
+                           or (c["variant"] == "fa4_sm90" and c["shape"] == "8x16x4096x64"))
+    days = r["clock_model_by_day"]
+    assert list(days) == ["2026-11-30", "2026-12-01", "2026-12-02"]
+    assert sum(v["cases"] for v in days.values()) == r["clock_model_cases"] == 6
+    assert r["clock_model_fitted_to"] == "h200-2026-12-02-run2"
