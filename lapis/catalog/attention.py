@@ -27,7 +27,9 @@ An entry names:
 - causal_build: None, or its causal build (the same template with causal true): its entry and blind set.
 
 `python -m lapis.catalog.generate` writes the kernel's instantiation list from this table
-(lapis/gpu/kernels/attention_variants.inc, one line per entry point, in table order); lapis.gpu.bench_attention
+(lapis/gpu/kernels/attention_variants.inc, one line per entry point, in table order), after check_template has held
+every entry and causal build to the template's rules (RULES: attention_h200.cu's static_asserts, ScheduleError
+naming the rule and the flags it reads); lapis.gpu.bench_attention
 builds and times the variants, lapis.validate.blind predicts them, lapis.sweep.runnable maps sweep rows onto them.
 """
 
