@@ -27,11 +27,15 @@ An entry names:
 - causal_build: None, or its causal build (the same template with causal true): its entry and blind set.
 
 `python -m lapis.catalog.generate` writes the kernel's instantiation list from this table
-(lapis/gpu/kernels/attention_variants.inc, one line per entry point, in table order); lapis.gpu.bench_attention
+(lapis/gpu/kernels/attention_variants.inc, one line per entry point, in table order), after check_template has held
+every entry and causal build to the template's rules (RULES: attention_h200.cu's static_asserts, ScheduleError
+naming the rule and the flags it reads); lapis.gpu.bench_attention
 builds and times the variants, lapis.validate.blind predicts them, lapis.sweep.runnable maps sweep rows onto them.
 """
 
 from __future__ import annotations
+
+from lapis.errors import ScheduleError
 
 TEMPLATE = ("stages", "block_n", "consumer_wgs", "ws")  # attention<STAGES, BN, CONSUMER_WGS, WS, F>
 FEATURES = ("pp", "overlap", "exp2", "emu", "cond", "persist", "q_slots", "causal", "noload", "worklist",
@@ -203,6 +207,63 @@ for _k in ("s10", "s11", "s12", "s13", "s14", "s15", "s16", "s17", "s18", "s19",
     VARIANTS[_k]["sim"] = dict(VARIANTS[_k]["sim"], kernel_loop=_k)
 DEFAULT_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128", "16x16x2048x128", "32x16x1024x128")
 SMALL_SHAPE = "1x2x512x128"
+
+
+# The template's rules, each the static_assert of attention_h200.cu (Features, KV, Config, attention) with its message,
+# so a catalog entry nvcc would refuse is refused by name before the instantiation list is written
+RULES = (
+    (lambda v: not v["noload"] or (v["pp"] and not v["persist"]),
+     "the load-free diagnostic is of the GEMM-turn kernels, one item a CTA"),
+    (lambda v: not v["causal"] or (v["persist"] and v["overlap"]),
+     "the causal build is of the persistent overlap kernel (s9)"),
+    (lambda v: not v["worklist"] or v["persist"], "a work list is walked by a persistent CTA"),
+    (lambda v: v["chains"] == 1 or (v["chains"] in (2, 4) and v["exp2"]), "1, or 2 or 4 chains on the ex2 path"),
+    (lambda v: not v["desc_inc"] or v["pp"], "the incremented descriptors are the GEMM-turn path's (s4+)"),
+    (lambda v: not v["late_v"] or v["overlap"],
+     "the late V wait is of the overlap turn (s5+), which issues QK_j first"),
+    (lambda v: not v["early_pack"] or (v["overlap"] and v["cond"]),
+     "the early pack moves P_j ahead of s7's conditional O rescale"),
+    (lambda v: not v["one_sync"] or v["pp"], "the one-sync turn wait is of the GEMM turns (s4+)"),
+    (lambda v: not v["bar_hoist"] or (v["overlap"] and v["persist"]),
+     "the hoisted addresses are of the persistent overlap turn (s8+)"),
+    (lambda v: not v["early_test"] or (v["bar_hoist"] and v["late_v"]),
+     "the early tests use s18's held addresses and s15's late V wait"),
+    (lambda v: not v["spin_wait"] or (v["bar_hoist"] and v["late_v"] and not v["early_test"]),
+     "the spin waits replace s18's turn waits"),
+    (lambda v: v["q_slots"] == 1 or (v["q_slots"] == 2 and v["persist"]),
+     "two Q slots serve a persistent CTA's next item"),
+    (lambda v: not v["persist"] or v["pp"], "the persistent loop is written for the GEMM-turn path (s4+)"),
+    (lambda v: v["emu"] in (0, 2, 4), "EMU 4 (1/8 of the exponentials), 2 (1/4) or 0"),
+    (lambda v: (not v["emu"] and not v["cond"]) or v["exp2"],
+     "the software exp2 and the conditional rescale build on s6's exp2 path"),
+    (lambda v: v["block_n"] in (64, 128), "attention_plan.h plans K/V tiles for BN = 64 and 128"),
+    (lambda v: v["consumer_wgs"] == 1 or (v["consumer_wgs"] == 2 and v["ws"]),
+     "1 consumer WG (s1, s2) or 2 with a producer (s3+)"),
+    (lambda v: v["ws"] or v["stages"] == 1, "the serial kernel has one slot"),
+    (lambda v: not v["pp"] or v["consumer_wgs"] == 2, "ping-pong alternates two consumer warpgroups"),
+    (lambda v: not v["overlap"] or v["pp"], "s5 overlaps within s4's GEMM turns"),
+)
+
+
+def _reads(holds) -> set:
+    return {c for c in holds.__code__.co_consts if isinstance(c, str)}  # the keys a rule subscripts
+
+
+def check_template(v: dict, causal: bool = False) -> None:
+    """ScheduleError naming the first of RULES (a static_assert of attention_h200.cu) that entry `v` breaks (its
+    causal build when `causal`), with the template values the rule reads; nothing when it keeps them all."""
+    flags = dict(v, causal=causal)
+    missing = [k for k in TEMPLATE + FEATURES if k not in flags]
+    if missing:
+        raise ScheduleError("a catalog entry names every template parameter (TEMPLATE + FEATURES)",
+                            f"{v.get('entry')}: missing {missing}", "add them to the entry, as s1's lists them")
+    for holds, rule in RULES:
+        if not holds(flags):
+            values = {k: flags[k] for k in TEMPLATE + FEATURES if k in _reads(holds)}
+            raise ScheduleError(f"attention_h200.cu static_assert: {rule}", f"{v.get('entry')}"
+                                f"{' (causal build)' if causal else ''}: {values}",
+                                "change the entry's flags so the rule holds, or drop the flag that needs the "
+                                "others (the module docstring names the step each flag belongs to)")
 
 
 def block_m(v: dict) -> int:

@@ -42,6 +42,7 @@ import csv
 import gzip
 import io
 import re
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,8 +242,12 @@ def parse_instruction(text: str, address: int | None = None, control: Control | 
 
 def _read_text(source: str | Path) -> str:
     """A file's text (gzip when it ends in .gz), or the string itself when it holds a newline. CaptureError when
-    the file is missing, over MAX_TEXT_BYTES (compressed or inflated), a broken gzip stream or not UTF-8."""
+    the file is missing, over MAX_TEXT_BYTES (compressed or inflated, or the string itself), a broken gzip stream
+    (truncated, or a corrupt deflate block: zlib.error) or not UTF-8."""
     if isinstance(source, str) and "\n" in source:
+        if len(source) > MAX_TEXT_BYTES:
+            raise CaptureError(f"SASS text longer than {MAX_TEXT_BYTES} characters", len(source),
+                               "pass one kernel's dump")
         return source
     path = Path(source)
     if not path.is_file():
@@ -259,7 +264,7 @@ def _read_text(source: str | Path) -> str:
         if len(raw) > MAX_TEXT_BYTES:
             raise CaptureError(f"SASS file inflates past {MAX_TEXT_BYTES} bytes", str(path), "pass one kernel's dump")
         return raw.decode()
-    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError; a truncated stream ends in EOFError
+    except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError; a cut stream ends in EOFError
         raise CaptureError("SASS file not a readable gzip stream", f"{path}: {type(e).__name__}: {e}"[:400],
                            "re-extract it (python -m lapis.gpu.capture_fa2_sass) or gunzip -t it") from None
     except UnicodeDecodeError as e:

@@ -38,6 +38,7 @@ run-to-run spread.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import json
 import math
@@ -488,17 +489,32 @@ def _clock_model():
     return clock_model.load()
 
 
-@lru_cache(maxsize=None)
-def run_day(capture: str | None) -> str | None:
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+
+
+def run_day(capture) -> str | None:
     """The UTC day (YYYY-MM-DD) capture `capture` ("kind/name" under the captures root) ran, from its capture.json
-    provenance; None without one (a folder outside the index, a record without a date)."""
-    if not capture:
+    provenance; None without one (not a string, a folder outside the captures root or the index, a record without
+    a date, a date that is no calendar day). Reads nothing outside the captures root."""
+    return _run_day(capture) if isinstance(capture, str) and capture else None
+
+
+@lru_cache(maxsize=None)
+def _run_day(capture: str) -> str | None:
+    try:
+        root = captures_root().resolve()
+        folder = (root / capture).resolve()
+        if not folder.is_relative_to(root):  # "../x", an absolute path, a link out of the root
+            return None
+        date = json.loads((folder / "capture.json").read_text())["provenance"]["date"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # RecursionError: JSON nested too deep
+        return None
+    if not isinstance(date, str) or not _DAY.match(date):
         return None
     try:
-        date = json.loads((captures_root() / capture / "capture.json").read_text())["provenance"]["date"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return datetime.date.fromisoformat(date[:10]).isoformat()
+    except ValueError:  # 2026-99-99
         return None
-    return date[:10] if isinstance(date, str) and re.match(r"\d{4}-\d{2}-\d{2}", date) else None
 
 
 def clock_model_by_day(scored: list[dict]) -> dict:

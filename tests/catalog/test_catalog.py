@@ -14,6 +14,7 @@ import pytest
 
 from lapis.catalog import attention, gemm, generate, third_party
 from lapis.data import BLIND
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.simulate import SCHEDULES, check_params, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,3 +222,48 @@ def test_a_variant_added_to_the_catalog_alone_reaches_the_bench_the_simulator_an
     assert (got["params"]["block_n"], got["params"]["stages"], got["params"]["consumer_wgs"]) == (64, 3, 2)
     assert got["runnable"] == [True, "attn_s9_tuned_n64_s3_n64_c2"]
     assert got["s9"] == [True, "attn_s9_tuned_s3_n128_c2"]  # the entries already there still map
+
+
+def test_every_entry_and_causal_build_keeps_the_templates_rules():
+    for v in attention.VARIANTS.values():
+        attention.check_template(v)
+        if v["causal_build"]:
+            attention.check_template(v, causal=True)
+
+
+def test_the_catalogs_rules_are_the_kernels_static_asserts():
+    """Each rule's message is a static_assert message of attention_h200.cu, and every static_assert of its Features
+    struct has a rule."""
+    import re
+    src = (generate.KERNELS / "attention_h200.cu").read_text()
+    asserted = re.findall(r'static_assert\((?:[^;]*?),\s*"([^"]+)"\);', src)
+    features = src[src.index("struct Features {"):src.index("};", src.index("struct Features {"))]
+    rules = [rule for _, rule in attention.RULES]
+    assert set(rules) <= set(asserted)
+    assert set(re.findall(r'static_assert\((?:[^;]*?),\s*"([^"]+)"\);', features)) <= set(rules)
+    assert len(rules) == 20
+
+
+@pytest.mark.parametrize("change, rule", [
+    (dict(early_test=True), "the spin waits replace s18's turn waits"),
+    (dict(bar_hoist=False), "the spin waits replace s18's turn waits"),
+    (dict(late_v=False), "the spin waits replace s18's turn waits"),
+])
+def test_a_spin_wait_entry_that_nvcc_would_refuse_is_refused_by_name(change, rule):
+    bad = dict(attention.VARIANTS["s20"], **change)
+    with pytest.raises(ScheduleError, match=rule) as e:
+        attention.check_template(bad)
+    assert "s20_spin_wait" in str(e.value) and "'spin_wait': True" in str(e.value)
+
+
+def test_the_early_test_rule_still_holds_without_spin_wait():
+    with pytest.raises(ScheduleError, match="the early tests use s18's held addresses"):
+        attention.check_template(dict(attention.VARIANTS["s19"], late_v=False))
+    with pytest.raises(ScheduleError, match="the causal build is of the persistent overlap kernel"):
+        attention.check_template(attention.VARIANTS["s4"], causal=True)
+
+
+def test_the_generator_refuses_an_entry_before_writing_the_list(monkeypatch):
+    monkeypatch.setitem(attention.VARIANTS, "s21", dict(attention.VARIANTS["s20"], entry="s21_both", early_test=True))
+    with pytest.raises(ScheduleError, match="the spin waits replace s18's turn waits"):
+        generate.attention_inc()

@@ -63,3 +63,79 @@ def test_a_loop_without_a_gemm_turn_is_refused():
     loop = [ss.Sampled("FADD R1, R2, R3", "FADD", 8, 5, {"wait": 5})]
     with pytest.raises(CaptureError, match="BAR.SYNC, then HGMMAs, then a BAR.ARV"):
         ss.segments(loop, 100.0)
+
+
+HEADER = '"Address","Source","Instructions Executed","Warp Stall Sampling (All Samples)","stall_barrier"\n'
+TURN = [("BAR.SYNC.DEFER_BLOCKING R7, 0x100", 8, 4, 3), ("HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], R24", 8, 10, 0),
+        ("BAR.ARV 0x1, 0x100", 8, 1, 0), ("FADD R1, R2, R3", 8, 5, 0)]
+
+
+def page_text(rows):
+    return HEADER + "".join(f'"0x{16 * i:x}","{src}","{n}","{s}","{b}"\n' for i, (src, n, s, b) in enumerate(rows))
+
+
+def test_a_synthetic_turn_splits_its_samples_by_part():
+    """20 samples over 100 cycles: 4 before the turn (the bar.sync, 3 of them on the barrier), 11 in the turn, 5 after."""
+    seg = ss.segments(ss.hot_loop(ss.read_page(page_text(TURN))), 100.0)
+    assert seg == pytest.approx(dict(before_turn=20.0, turn=55.0, softmax=25.0, turn_wait=0.0))
+
+
+@pytest.mark.parametrize("cell", ["1,234", "n/a", "-", "12.5", "-4", "٣"])
+def test_a_count_that_is_not_a_whole_number_is_refused_with_its_cell(cell):
+    text = page_text(TURN).replace('"0x10","HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], R24","8"',
+                                   f'"0x10","HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], R24","{cell}"')
+    with pytest.raises(CaptureError, match="whole numbers of 0 or more") as e:
+        ss.read_page(text)
+    assert repr(cell) in str(e.value) and "row 3" in str(e.value)
+
+
+def test_a_ragged_row_is_refused_not_dropped():
+    """Dropping the cut BAR.SYNC row would move the turn's boundary and still return numbers."""
+    text = page_text(TURN).replace('"8","4","3"\n', '"8"\n', 1)
+    with pytest.raises(CaptureError, match="as many cells as its header") as e:
+        ss.read_page(text)
+    assert "row 2: 3 cells against 5" in str(e.value)
+
+
+def test_malformed_csv_is_a_capture_error():
+    with pytest.raises(CaptureError, match="well-formed CSV"):
+        ss.read_page(page_text([("F" * 200_000, 8, 1, 0)] + TURN))
+
+
+@pytest.mark.parametrize("cycles", [0, -5.0, float("nan"), float("inf"), True, None, "100"])
+def test_cycles_per_iteration_must_be_a_finite_positive_number(cycles):
+    loop = ss.hot_loop(ss.read_page(page_text(TURN)))
+    with pytest.raises(CaptureError, match="finite number of cycles above 0"):
+        ss.segments(loop, cycles)
+
+
+def test_a_loop_without_samples_is_refused_not_read_as_zero_cycles():
+    loop = ss.hot_loop(ss.read_page(page_text([(src, n, 0, 0) for src, n, _, _ in TURN])))
+    with pytest.raises(CaptureError, match="0 samples"):
+        ss.segments(loop, 100.0)
+
+
+@pytest.mark.parametrize("order", [(0, 1, 3), (2, 1, 0, 3), (0, 2, 1, 3)])
+def test_a_turn_out_of_order_is_refused(order):
+    """No BAR.ARV; the BAR.ARV before the BAR.SYNC; the first HGMMA after the last BAR.ARV."""
+    loop = ss.hot_loop(ss.read_page(page_text([TURN[i] for i in order])))
+    with pytest.raises(CaptureError, match="BAR.SYNC, then HGMMAs, then a BAR.ARV"):
+        ss.segments(loop, 100.0)
+
+
+def test_broken_empty_and_oversized_files_are_capture_errors(tmp_path, monkeypatch):
+    import gzip
+    from lapis.model import sass
+    raw = gzip.compress(page_text(TURN * 500).encode())
+    corrupt = bytearray(raw)
+    corrupt[40:len(raw) - 20:7] = bytes(b ^ 0x55 for b in corrupt[40:len(raw) - 20:7])
+    files = {"cut.csv.gz": (raw[:len(raw) // 2], "readable gzip"), "corrupt.csv.gz": (bytes(corrupt), "readable gzip"),
+             "empty.csv": (b"", "stall-sample columns"), "latin1.csv": (page_text(TURN).replace("FADD", "FADDé")
+                                                                        .encode("latin-1"), "not UTF-8")}
+    for name, (data, match) in files.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(CaptureError, match=match):
+            ss.read_page(tmp_path / name)
+    monkeypatch.setattr(sass, "MAX_TEXT_BYTES", 100)
+    with pytest.raises(CaptureError, match="longer than 100 characters"):
+        ss.read_page(page_text(TURN))
