@@ -19,7 +19,7 @@ run-to-run spread.
 - clock_model_mhz, clock_model_err_pct (only when a clock capture exists: lapis.model.clock): the SM clock the
   clock model gives the case's predicted tensor and FMA activity, and its error against the clock the capture
   measured; clock_model_mape_pct over the cases with a measured clock, and clock_model_by_day: that error per UTC day
-  the cases' captures ran (their capture.json provenance date; the clock capture's own day beside them), so the
+  the cases' captures ran (capture_date, from their provenance; the clock capture's name beside them), so the
   model fitted on one day is read against runs of other days. Reported, never gated; the predicted time still uses
   the profile's one clock.
 - not_compared (present when there are any): {"<kind>/<capture>": {reason: count}} of the variant entries of a
@@ -38,7 +38,6 @@ run-to-run spread.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import hashlib
 import json
 import math
@@ -403,7 +402,8 @@ def _case_row(root: Path, case: dict, cache: dict, blind: dict | None, fig_dir: 
     """(one per_case row (module docstring), the cache entries it computed); draws the case's Gantt into fig_dir
     when given. A top-level function: validate_timelines runs it in worker processes."""
     meas_ev = measured_events(root, case)
-    row = {k: case[k] for k in ("family", "variant", "schedule", "shape", "causal", "capture", "runs_us")}
+    row = {k: case[k] for k in ("family", "variant", "schedule", "shape", "causal", "capture", "capture_date",
+                                "runs_us")}
     new = {}
     mc = None if meas_ev is None else canonical(meas_ev, case["family"])
     try:
@@ -489,41 +489,14 @@ def _clock_model():
     return clock_model.load()
 
 
-_DAY = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
-
-
-def run_day(capture) -> str | None:
-    """The UTC day (YYYY-MM-DD) capture `capture` ("kind/name" under the captures root) ran, from its capture.json
-    provenance; None without one (not a string, a folder outside the captures root or the index, a record without
-    a date, a date that is no calendar day). Reads nothing outside the captures root."""
-    return _run_day(capture) if isinstance(capture, str) and capture else None
-
-
-@lru_cache(maxsize=None)
-def _run_day(capture: str) -> str | None:
-    try:
-        root = captures_root().resolve()
-        folder = (root / capture).resolve()
-        if not folder.is_relative_to(root):  # "../x", an absolute path, a link out of the root
-            return None
-        date = json.loads((folder / "capture.json").read_text())["provenance"]["date"]
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # RecursionError: JSON nested too deep
-        return None
-    if not isinstance(date, str) or not _DAY.match(date):
-        return None
-    try:
-        return datetime.date.fromisoformat(date[:10]).isoformat()
-    except ValueError:  # 2026-99-99
-        return None
-
-
 def clock_model_by_day(scored: list[dict]) -> dict:
     """{day: {mape_pct, cases}} of the clock model's error over the scored cases with a measured clock, by the day
-    their capture ran (run_day; "unknown" where it has none), days in order."""
+    their capture ran (capture_date, YYYY-MM-DD from the capture's provenance: measured_cases; "unknown" where a
+    row has none), days in order."""
     days: dict = {}
     for r in scored:
         if r.get("clock_model_err_pct") is not None:
-            days.setdefault(run_day(r.get("capture")) or "unknown", []).append(abs(r["clock_model_err_pct"]))
+            days.setdefault(r.get("capture_date") or "unknown", []).append(abs(r["clock_model_err_pct"]))
     return {d: dict(mape_pct=sum(e) / len(e), cases=len(e)) for d, e in sorted(days.items())}
 
 

@@ -371,17 +371,14 @@ def test_the_measured_events_digest_hashes_the_events_repr():
 
 
 def test_the_clock_models_error_is_split_by_the_day_each_case_ran():
-    """race/h200-2026-12-01-race ran on 2026-12-01 and race/h200-2026-12-02-s19 on 2026-12-02 (their capture.json
-    provenance); a case without a capture on record counts as "unknown"."""
+    """capture_date (measured_cases: the capture's provenance day) groups the errors; a row without one counts as
+    "unknown", a row without a clock-model error not at all."""
     from lapis.validate import timelines
-    assert timelines.run_day("race/h200-2026-12-01-race") == "2026-12-01"
-    assert timelines.run_day("race/h200-2026-12-02-s19") == "2026-12-02"
-    assert timelines.run_day("race/no-such-capture") is None and timelines.run_day(None) is None
-    rows = [dict(capture="race/h200-2026-12-01-race", clock_model_err_pct=-4.0),
-            dict(capture="race/h200-2026-12-01-race", clock_model_err_pct=8.0),
-            dict(capture="race/h200-2026-12-02-s19", clock_model_err_pct=3.0),
-            dict(capture="race/no-such-capture", clock_model_err_pct=1.0),
-            dict(capture="race/h200-2026-12-02-s19", clock_model_err_pct=None)]
+    rows = [dict(capture_date="2026-12-01", clock_model_err_pct=-4.0),
+            dict(capture_date="2026-12-01", clock_model_err_pct=8.0),
+            dict(capture_date="2026-12-02", clock_model_err_pct=3.0),
+            dict(capture_date=None, clock_model_err_pct=1.0),
+            dict(capture_date="2026-12-02", clock_model_err_pct=None)]
     assert timelines.clock_model_by_day(rows) == {"2026-12-01": dict(mape_pct=6.0, cases=2),
                                                   "2026-12-02": dict(mape_pct=3.0, cases=1),
                                                   "unknown": dict(mape_pct=1.0, cases=1)}
@@ -396,51 +393,3 @@ def test_the_shipped_report_reads_the_clock_model_against_runs_of_three_days():
     assert list(days) == ["2026-11-30", "2026-12-01", "2026-12-02"]
     assert sum(v["cases"] for v in days.values()) == r["clock_model_cases"] == 6
     assert r["clock_model_fitted_to"] == "h200-2026-12-02-run2"
-
-
-@pytest.fixture
-def fake_root(tmp_path, monkeypatch):
-    """A captures root under tmp_path with race/<name>/capture.json per call of the returned writer, and a record
-    dated 2026-01-01 beside the root (outside it)."""
-    from lapis.validate import timelines
-    root = tmp_path / "captures"
-    (tmp_path / "outside").mkdir()
-    (tmp_path / "outside" / "capture.json").write_text(json.dumps({"provenance": {"date": "2026-01-01"}}))
-    monkeypatch.setattr(timelines, "captures_root", lambda: root)
-    timelines._run_day.cache_clear()
-
-    def write(name, text):
-        (root / "race" / name).mkdir(parents=True)
-        (root / "race" / name / "capture.json").write_text(text)
-        return f"race/{name}"
-    yield write
-    timelines._run_day.cache_clear()
-
-
-@pytest.mark.parametrize("date", [20261202, "yesterday", "2026-99-99", "2026-02-30", "٢٠٢٦-١٢-٠٢", None,
-                                  ["2026-12-02"]])
-def test_a_run_day_is_a_calendar_day_or_none(fake_root, date):
-    from lapis.validate import timelines
-    assert timelines.run_day(fake_root("bad", json.dumps({"provenance": {"date": date}}))) is None
-
-
-def test_a_run_day_survives_records_without_a_readable_date(fake_root):
-    from lapis.validate import timelines
-    assert timelines.run_day(fake_root("ok", json.dumps({"provenance": {"date": "2026-12-02T10:00:00Z"}}))) == \
-        "2026-12-02"
-    for name, text in (("none", json.dumps({"kind": "race"})), ("flat", json.dumps({"provenance": "x"})),
-                       ("deep", "[" * 100_000 + "]" * 100_000), ("junk", "{")):
-        assert timelines.run_day(fake_root(name, text)) is None
-    for capture in (["race/ok"], {"race": "ok"}, 5, ""):  # not a folder name: never a TypeError from the cache
-        assert timelines.run_day(capture) is None
-        assert timelines.clock_model_by_day([dict(capture=capture, clock_model_err_pct=2.0)]) == \
-            {"unknown": dict(mape_pct=2.0, cases=1)}
-
-
-def test_a_run_day_reads_nothing_outside_the_captures_root(fake_root, tmp_path):
-    from lapis.validate import timelines
-    fake_root("ok", json.dumps({"provenance": {"date": "2026-12-02"}}))
-    (tmp_path / "captures" / "race" / "link").symlink_to(tmp_path / "outside")
-    for capture in ("../outside", "race/../../outside", str(tmp_path / "outside"), "race/link"):
-        assert timelines.run_day(capture) is None
-    assert timelines.run_day("race/../race/ok") == "2026-12-02"
