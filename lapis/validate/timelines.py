@@ -78,9 +78,10 @@ MAX_JOBS = 8  # worker processes for the cases (each simulates one schedule: abo
 
 # ---------------------------------------------------------------- cases from the captures
 
-def _capture_date(root: Path, capture: str, memo: dict) -> str:
+def _capture_time(root: Path, capture: str, memo: dict) -> str:
+    """The capture's provenance date as written (ISO 8601, UTC: the strings order as the times do)."""
     if capture not in memo:
-        memo[capture] = read_original(root / capture)["provenance"]["date"][:10]
+        memo[capture] = read_original(root / capture)["provenance"]["date"]
     return memo[capture]
 
 
@@ -219,12 +220,14 @@ def _race(root: Path) -> list[dict]:
 
 def measured_cases(root: Path) -> list[dict]:
     """One dict per (family, variant, shape, causal), from the last capture that timed it; runs_us lists the
-    medians of every capture that timed it, in capture order. Capture dates (YYYY-MM-DD) from provenance."""
-    cases, dates = {}, {}
+    medians of every capture that timed it, in capture order. "Last" by the captures' provenance dates (capture
+    folders sort by name, and a name says nothing of the hour: race/h200-2026-12-02-s7 ran before -s20);
+    capture_date is that date's day (YYYY-MM-DD)."""
+    cases, times = {}, {}
     try:
         rows = (_attention(root) if ac.has_timed(root) else []) + _gemm(root) + _race(root)
         for r in rows:
-            _capture_date(root, r["capture"], dates)
+            _capture_time(root, r["capture"], times)
     except CaptureError:  # the capture readers name the file and field
         raise
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -235,8 +238,10 @@ def measured_cases(root: Path) -> list[dict]:
             raise CaptureError("a measured time is a positive number of µs", f"{r['capture']}: {r['variant']} at "
                                f"{r['shape']}: {r['measured_us']!r}", "restore the capture from git")
         key = (r["family"], r["variant"], r["shape"], r["causal"])
-        runs = cases[key]["runs_us"] if key in cases else []
-        cases[key] = dict(r, runs_us=runs + [r["measured_us"]], capture_date=_capture_date(root, r["capture"], dates))
+        runs = cases[key]["runs_us"] + [r["measured_us"]] if key in cases else [r["measured_us"]]
+        if key not in cases or times[r["capture"]] >= times[cases[key]["capture"]]:
+            cases[key] = dict(r, capture_date=times[r["capture"]][:10])
+        cases[key]["runs_us"] = runs
     return list(cases.values())
 
 

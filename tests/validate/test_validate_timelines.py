@@ -393,3 +393,15 @@ def test_the_shipped_report_reads_the_clock_model_against_runs_of_three_days():
     assert list(days) == ["2026-11-30", "2026-12-01", "2026-12-02"]
     assert sum(v["cases"] for v in days.values()) == r["clock_model_cases"] == 6
     assert r["clock_model_fitted_to"] == "h200-2026-12-02-run2"
+
+
+def test_a_case_timed_by_several_captures_takes_the_one_that_ran_last():
+    """cuDNN at 8x16x4096x128 non-causal: race/h200-2026-12-02-s7 ran at 12:42:19 UTC (1790.0 µs) and
+    race/h200-2026-12-02-s20 at 12:43:29 (1826.8 µs); by name -s7 sorts after -s20."""
+    from lapis.data import CAPTURES
+    from lapis.validate.timelines import measured_cases
+    case = next(c for c in measured_cases(CAPTURES) if c["variant"] == "cudnn_fprop"
+                and c["shape"] == "8x16x4096x128" and not c["causal"])
+    assert case["capture"] == "race/h200-2026-12-02-s20" and case["measured_us"] == pytest.approx(1826.8, abs=0.05)
+    assert case["capture_date"] == "2026-12-02"
+    assert pytest.approx(1790.0, abs=0.05) in case["runs_us"] and case["runs_us"][-1] != case["measured_us"]
