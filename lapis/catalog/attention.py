@@ -210,43 +210,45 @@ SMALL_SHAPE = "1x2x512x128"
 
 
 # The template's rules, each the static_assert of attention_h200.cu (Features, KV, Config, attention) with its message,
-# so a catalog entry nvcc would refuse is refused by name before the instantiation list is written
+# so a catalog entry nvcc would refuse is refused by name before the instantiation list is written; each lambda takes
+# the template parameters it reads, by name
 RULES = (
-    (lambda v: not v["noload"] or (v["pp"] and not v["persist"]),
+    (lambda noload, pp, persist: not noload or (pp and not persist),
      "the load-free diagnostic is of the GEMM-turn kernels, one item a CTA"),
-    (lambda v: not v["causal"] or (v["persist"] and v["overlap"]),
+    (lambda causal, persist, overlap: not causal or (persist and overlap),
      "the causal build is of the persistent overlap kernel (s9)"),
-    (lambda v: not v["worklist"] or v["persist"], "a work list is walked by a persistent CTA"),
-    (lambda v: v["chains"] == 1 or (v["chains"] in (2, 4) and v["exp2"]), "1, or 2 or 4 chains on the ex2 path"),
-    (lambda v: not v["desc_inc"] or v["pp"], "the incremented descriptors are the GEMM-turn path's (s4+)"),
-    (lambda v: not v["late_v"] or v["overlap"],
+    (lambda worklist, persist: not worklist or persist, "a work list is walked by a persistent CTA"),
+    (lambda chains, exp2: chains == 1 or (chains in (2, 4) and exp2), "1, or 2 or 4 chains on the ex2 path"),
+    (lambda desc_inc, pp: not desc_inc or pp, "the incremented descriptors are the GEMM-turn path's (s4+)"),
+    (lambda late_v, overlap: not late_v or overlap,
      "the late V wait is of the overlap turn (s5+), which issues QK_j first"),
-    (lambda v: not v["early_pack"] or (v["overlap"] and v["cond"]),
+    (lambda early_pack, overlap, cond: not early_pack or (overlap and cond),
      "the early pack moves P_j ahead of s7's conditional O rescale"),
-    (lambda v: not v["one_sync"] or v["pp"], "the one-sync turn wait is of the GEMM turns (s4+)"),
-    (lambda v: not v["bar_hoist"] or (v["overlap"] and v["persist"]),
+    (lambda one_sync, pp: not one_sync or pp, "the one-sync turn wait is of the GEMM turns (s4+)"),
+    (lambda bar_hoist, overlap, persist: not bar_hoist or (overlap and persist),
      "the hoisted addresses are of the persistent overlap turn (s8+)"),
-    (lambda v: not v["early_test"] or (v["bar_hoist"] and v["late_v"]),
+    (lambda early_test, bar_hoist, late_v: not early_test or (bar_hoist and late_v),
      "the early tests use s18's held addresses and s15's late V wait"),
-    (lambda v: not v["spin_wait"] or (v["bar_hoist"] and v["late_v"] and not v["early_test"]),
+    (lambda spin_wait, bar_hoist, late_v, early_test: not spin_wait or (bar_hoist and late_v and not early_test),
      "the spin waits replace s18's turn waits"),
-    (lambda v: v["q_slots"] == 1 or (v["q_slots"] == 2 and v["persist"]),
+    (lambda q_slots, persist: q_slots == 1 or (q_slots == 2 and persist),
      "two Q slots serve a persistent CTA's next item"),
-    (lambda v: not v["persist"] or v["pp"], "the persistent loop is written for the GEMM-turn path (s4+)"),
-    (lambda v: v["emu"] in (0, 2, 4), "EMU 4 (1/8 of the exponentials), 2 (1/4) or 0"),
-    (lambda v: (not v["emu"] and not v["cond"]) or v["exp2"],
+    (lambda persist, pp: not persist or pp, "the persistent loop is written for the GEMM-turn path (s4+)"),
+    (lambda emu: emu in (0, 2, 4), "EMU 4 (1/8 of the exponentials), 2 (1/4) or 0"),
+    (lambda emu, cond, exp2: (not emu and not cond) or exp2,
      "the software exp2 and the conditional rescale build on s6's exp2 path"),
-    (lambda v: v["block_n"] in (64, 128), "attention_plan.h plans K/V tiles for BN = 64 and 128"),
-    (lambda v: v["consumer_wgs"] == 1 or (v["consumer_wgs"] == 2 and v["ws"]),
+    (lambda block_n: block_n in (64, 128), "attention_plan.h plans K/V tiles for BN = 64 and 128"),
+    (lambda consumer_wgs, ws: consumer_wgs == 1 or (consumer_wgs == 2 and ws),
      "1 consumer WG (s1, s2) or 2 with a producer (s3+)"),
-    (lambda v: v["ws"] or v["stages"] == 1, "the serial kernel has one slot"),
-    (lambda v: not v["pp"] or v["consumer_wgs"] == 2, "ping-pong alternates two consumer warpgroups"),
-    (lambda v: not v["overlap"] or v["pp"], "s5 overlaps within s4's GEMM turns"),
+    (lambda ws, stages: ws or stages == 1, "the serial kernel has one slot"),
+    (lambda pp, consumer_wgs: not pp or consumer_wgs == 2, "ping-pong alternates two consumer warpgroups"),
+    (lambda overlap, pp: not overlap or pp, "s5 overlaps within s4's GEMM turns"),
 )
 
 
-def _reads(holds) -> set:
-    return {c for c in holds.__code__.co_consts if isinstance(c, str)}  # the keys a rule subscripts
+def _reads(holds) -> tuple:
+    """The template parameters a rule reads: its lambda's parameter names."""
+    return holds.__code__.co_varnames[:holds.__code__.co_argcount]
 
 
 def check_template(v: dict, causal: bool = False) -> None:
@@ -258,8 +260,8 @@ def check_template(v: dict, causal: bool = False) -> None:
         raise ScheduleError("a catalog entry names every template parameter (TEMPLATE + FEATURES)",
                             f"{v.get('entry')}: missing {missing}", "add them to the entry, as s1's lists them")
     for holds, rule in RULES:
-        if not holds(flags):
-            values = {k: flags[k] for k in TEMPLATE + FEATURES if k in _reads(holds)}
+        values = {k: flags[k] for k in _reads(holds)}
+        if not holds(**values):
             raise ScheduleError(f"attention_h200.cu static_assert: {rule}", f"{v.get('entry')}"
                                 f"{' (causal build)' if causal else ''}: {values}",
                                 "change the entry's flags so the rule holds, or drop the flag that needs the "

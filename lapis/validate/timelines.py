@@ -43,6 +43,7 @@ import json
 import math
 import os
 import re
+import statistics
 import sys
 import zipfile
 from concurrent.futures import ProcessPoolExecutor
@@ -143,11 +144,7 @@ def probe_to_sampled(e: dict) -> float | None:
             mhz, sampled = _race_mhz(name, c, "mhz_median"), _race_mhz(name, c, "sampled_mhz_median")
             if mhz is not None and sampled is not None:  # a capture older than the sampled field has no ratio
                 ratios.append(mhz / sampled)
-    if not ratios:
-        return None
-    ratios.sort()
-    n = len(ratios)
-    return ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2
+    return statistics.median(ratios) if ratios else None
 
 
 _RACE_FIX = "restore the capture from git or time it again (python -m lapis.gpu.race)"
@@ -550,11 +547,12 @@ def summarize(per_case: list[dict], tolerance_pct: float = TOLERANCE_PCT) -> dic
     order = ordering(scored, spread_pct=spread, group=lambda r: (r["family"], r["shape"], r["causal"]))
     cyc = [abs(r["cycles_err_pct"]) for r in scored if r.get("cycles_err_pct") is not None]
     clk = [abs(r["clock_model_err_pct"]) for r in scored if r.get("clock_model_err_pct") is not None]
-    model = _clock_model() if any("clock_model_mhz" in r for r in per_case) else None
+    has_model = any("clock_model_mhz" in r for r in per_case)
+    model = _clock_model() if has_model else None
     modelled = dict(clock_model_mape_pct=sum(clk) / len(clk) if clk else None, clock_model_cases=len(clk),
                     clock_model_by_day=clock_model_by_day(scored),
                     clock_model_fitted_to=Path(model.source).parent.parent.name if model else None) \
-        if any("clock_model_mhz" in r for r in per_case) else {}
+        if has_model else {}
     return dict(**modelled,cases=len(per_case), scored=len(scored), mape_pct=sum(errs) / len(errs) if errs else None,
                 mape_cycles_pct=sum(cyc) / len(cyc) if cyc else None, cycles_cases=len(cyc),
                 max_abs_cycles_err_pct=max(cyc) if cyc else None,
