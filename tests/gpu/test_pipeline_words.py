@@ -4,7 +4,7 @@ gives the same operations. What is left of the raw mbarrier calls: the inits and
 release (attention's Q slot, where a PipelineState argument changes ptxas's output), written twice: through the
 slot's pointer, and through its shared address held in a register (s18's hoisted barrier addresses). The consumer's
 two helpers come in both forms too, and s19's early test (consumer_test_wait) and s20's spin (consumer_spin_wait) in
-the held-address form."""
+the held-address form; s21's producer waits suspend until their slot frees (producer_sleep_acquire)."""
 
 import re
 from collections import Counter
@@ -38,10 +38,12 @@ def test_each_helper_is_one_mbarrier_operation_of_the_harness():
     # producer_commit with and without tx bytes; consumer_wait and consumer_release on a barrier array and on a held
     # shared address
     assert sorted(n for n, _ in defs) == sorted(HELPERS + ("producer_commit", "consumer_wait", "consumer_release",
-                                                           "consumer_test_wait", "consumer_spin_wait"))
+                                                           "consumer_test_wait", "consumer_spin_wait",
+                                                           "producer_sleep_acquire"))
     for _, body in defs:
         assert len(RAW.findall(body)) == 1 and body.count(";") == 1, body
     assert "mbar_wait(&empty[ps.index], ps.phase, h, id)" in src  # the producer's state: CUTLASS's parity
+    assert "mbar_sleep_wait(&empty[ps.index], ps.phase, h, id, suspend_ns)" in src
     assert "mbar_wait(&full[st.index], st.phase, h, id)" in src
     assert "mbar_wait(full + 8u * st.index, st.phase, h, id)" in src  # 8 bytes an mbarrier
     assert "mbar_spin_wait(full + 8u * st.index, st.phase)" in src

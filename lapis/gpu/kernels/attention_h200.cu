@@ -64,6 +64,12 @@
 //                 through and places its retry out of line; s18's watchdog wait branches over its inline retry
 //                 code on every completed wait, a taken branch whose target Nsight Compute shows waiting for its
 //                 instructions (no_inst stall samples, about 14 cycles a tile at each: diagnostic/h200-2026-12-02-s19-source).
+// s21 (SLEEP_ACQUIRE) s20 with the producer's waits for a free slot (K/V ring and Q slots) suspending until the slot
+//                 frees (harness.cuh mbar_sleep_wait: try_wait's suspendTimeHint, SLEEP_NS), watchdog kept. s20's
+//                 producer retries its try_wait about three times a tile load (the hardware's own suspend limit is
+//                 shorter than the wait for a slot), each retry a %globaltimer read, a compare, a try_wait and a
+//                 branch: about 211 producer instructions a K/V tile against FA4's sm90 forward's 67
+//                 (diagnostic/h200-2026-12-02-s20-source), issued on the SMSP of warp 0, which two consumer warps share.
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -122,11 +128,13 @@ struct Bool {
 // ONE_SYNC s17's turn wait as one bar.sync whose barrier id (PP_BAR0 + wg) is a register operand, BAR_HOIST s18's
 // consumer mbarrier addresses held in registers across the K/V-tile loop (RingAddr), EARLY_TEST s19's next-turn
 // waits tested before the turn's bar.sync (mbar_test_wait) and waited for only when not yet landed, SPIN_WAIT s20's
-// K and V waits of the turn without the watchdog (consumer_spin_wait).
+// K and V waits of the turn without the watchdog (consumer_spin_wait), SLEEP_ACQUIRE s21's producer waits suspended
+// until their slot frees (producer_sleep_acquire).
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
           int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false,
           int CHAINS_ = 1, bool DESC_INC_ = false, bool LATE_V_ = false, bool EARLY_PACK_ = false,
-          bool ONE_SYNC_ = false, bool BAR_HOIST_ = false, bool EARLY_TEST_ = false, bool SPIN_WAIT_ = false>
+          bool ONE_SYNC_ = false, bool BAR_HOIST_ = false, bool EARLY_TEST_ = false, bool SPIN_WAIT_ = false,
+          bool SLEEP_ACQUIRE_ = false>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
   // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
@@ -160,6 +168,9 @@ struct Features {
   // s20: the turn's K and V waits as spins with no watchdog (consumer_spin_wait on hoisted addresses)
   static constexpr bool SPIN_WAIT = SPIN_WAIT_;
   static_assert(!SPIN_WAIT || (BAR_HOIST && LATE_V && !EARLY_TEST), "the spin waits replace s18's turn waits");
+  // s21: the producer's slot waits suspended until the slot frees (producer_sleep_acquire)
+  static constexpr bool SLEEP_ACQUIRE = SLEEP_ACQUIRE_;
+  static_assert(!SLEEP_ACQUIRE || (PP && PERSIST), "the sleeping waits are of the persistent GEMM-turn producer (s8+)");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
   static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");
@@ -169,6 +180,7 @@ struct Features {
   static_assert((!EMU && !COND) || EXP2, "the software exp2 and the conditional rescale build on s6's exp2 path");
 };
 constexpr int PP_THREADS = 256;  // a turn barrier: the owner's 128 bar.sync + the other WG's 128 bar.arrive
+constexpr uint32_t SLEEP_NS = 1000000;  // s21's suspendTimeHint (ns): past any slot wait; the watchdog's is 1 s
 static_assert(D == 128 && P::BLOCK_M == 64, "the plan is for D = 128 and 64-row Q tiles (one wgmma m64)");
 
 // The K and V tiles of a BN-key block (the plan has BN = 64 and 128).
@@ -284,13 +296,16 @@ __device__ __forceinline__ void load_kv(const Barriers& bar, uint32_t slot, cons
 }
 
 // s4's producer: producer_acquire + one tile (K or V) into its part of slot st.index (st: the ring position) of the
-// ring whose barriers are empty and full (one thread).
-template <int BOXES, int STAGES>
+// ring whose barriers are empty and full (one thread). SLEEP: s21's producer_sleep_acquire.
+template <int BOXES, int STAGES, bool SLEEP = false>
 __device__ __forceinline__ void load_one(uint64_t* empty, uint64_t* full, int empty_id, uint32_t dst, uint32_t stride,
                                          uint32_t tx, const TensorMap* map, int row, const PipelineState<STAGES>& st,
                                          const HarnessArgs& h, KernelTimeline& tl, uint32_t* cursor, uint32_t work,
                                          int j, bool load = true) {
-  producer_acquire(empty, PipelineState<STAGES>(st.index, st.phase ^ 1u), h, empty_id);
+  if constexpr (SLEEP)
+    producer_sleep_acquire(empty, PipelineState<STAGES>(st.index, st.phase ^ 1u), h, empty_id, SLEEP_NS);
+  else
+    producer_acquire(empty, PipelineState<STAGES>(st.index, st.phase ^ 1u), h, empty_id);
   tl.record(h, cursor, P::ROLE_PRODUCER, P::OP_WAIT_EMPTY, COMPLETE, work, j);
   if (!load) {  // NOLOAD diagnostic: the slot's full phase completes with no bytes
     producer_commit(full, st);
@@ -397,7 +412,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
             const int i = !v ? (t + 1) / 2 : (t == 2 * kv_tiles - 1 ? kv_tiles - 1 : t / 2 - 1);
             const int g = g0 + i;
             const PipelineState<STAGES> gs(g % STAGES, (g / STAGES) & 1u);  // the ring's g-th token
-            load_one<P::K128_BOXES>(v ? empty_v : empty, v ? full_v : full_k, 1 + (v ? 3 : 2) * STAGES + gs.index,
+            load_one<P::K128_BOXES, STAGES, F::SLEEP_ACQUIRE>(v ? empty_v : empty, v ? full_v : full_k, 1 + (v ? 3 : 2) * STAGES + gs.index,
                                     ring + gs.index * Cfg::STAGE_BYTES + (v ? T::K_SLOT : 0u),
                                     v ? T::V_BOX_STRIDE : T::K_BOX_STRIDE, v ? T::V_TX : T::K_TX,
                                     v ? &tmap_v : &tmap_k, kv0 + i * BN, gs, h, tl, &cursor, work, i,
@@ -418,8 +433,12 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           int kv0, q0;
           item(w, kv0, q0);
           work = w;
-          if (it >= F::Q_SLOTS)  // the slot's previous item is done with its Q
-            producer_acquire(q_empty, qst, h, 1 + 4 * STAGES + qs);
+          if (it >= F::Q_SLOTS) {  // the slot's previous item is done with its Q
+            if constexpr (F::SLEEP_ACQUIRE)
+              producer_sleep_acquire(q_empty, qst, h, 1 + 4 * STAGES + qs, SLEEP_NS);
+            else
+              producer_acquire(q_empty, qst, h, 1 + 4 * STAGES + qs);
+          }
           producer_commit(q_full, qst, Cfg::Q_TX);
           tma_tile<P::Q_BOXES>(q_smem + qs * Cfg::Q_SLOT, Cfg::Q_BOX_STRIDE, &tmap_q, q0, &q_full[qs]);
           load_item(kv0, g0);

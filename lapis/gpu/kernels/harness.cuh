@@ -192,6 +192,27 @@ __device__ __forceinline__ void mbar_spin_wait(uint32_t bar, uint32_t parity) {
       :: "r"(bar), "r"(parity) : "memory");
 }
 
+// mbar_wait whose retries suspend until the phase completes or `suspend_ns` passes (PTX ISA mbarrier.try_wait's
+// suspendTimeHint, in ns), where a plain try_wait returns after a system-dependent limit: a wait longer than that
+// limit retries, each retry a try_wait, a %globaltimer read, a compare and a branch issued by the waiting warp. The
+// watchdog deadline is checked after each suspension, as mbar_wait's.
+__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity, uint32_t suspend_ns) {
+  uint32_t done;
+  asm volatile(
+      "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3; selp.u32 %0, 1, 0, p; }"
+      : "=r"(done) : "r"(smem_addr(bar)), "r"(parity), "r"(suspend_ns) : "memory");
+  return done != 0;
+}
+
+__device__ __forceinline__ void mbar_sleep_wait(uint64_t* bar, uint32_t parity, const HarnessArgs& h,
+                                                uint32_t barrier_id, uint32_t suspend_ns) {
+  if (mbar_try_wait(bar, parity)) return;
+  const uint64_t deadline = globaltimer_ns() + h.timeout_ns;
+  while (!mbar_try_wait(bar, parity, suspend_ns)) {
+    if (globaltimer_ns() > deadline) watchdog_expire(h, barrier_id, parity);
+  }
+}
+
 // ------------------------------------------------------------------------------ timeline --
 
 template <bool ON>

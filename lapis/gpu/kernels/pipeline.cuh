@@ -41,6 +41,14 @@ __device__ __forceinline__ void producer_acquire(uint64_t* empty, const Pipeline
   mbar_wait(&empty[ps.index], ps.phase, h, id);
 }
 
+// producer_acquire whose retries suspend until the slot frees (mbar_sleep_wait; suspend_ns: the try_wait's
+// suspendTimeHint, ns) rather than returning after the hardware's own limit to retry.
+template <int STAGES>
+__device__ __forceinline__ void producer_sleep_acquire(uint64_t* empty, const PipelineState<STAGES>& ps,
+                                                       const HarnessArgs& h, uint32_t id, uint32_t suspend_ns) {
+  mbar_sleep_wait(&empty[ps.index], ps.phase, h, id, suspend_ns);
+}
+
 // The producer's arrival on slot st.index's full barrier, expecting tx_bytes: the TMA copies issued next complete
 // the phase when their bytes land (PTX ISA cp.async.bulk.tensor .mbarrier::complete_tx::bytes).
 template <int STAGES>
