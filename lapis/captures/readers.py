@@ -458,7 +458,9 @@ def read_ncu(folder) -> Capture:
 
 # ---------------------------------------------------------------- race (same-process timings, lapis.gpu.race)
 
-RACE_CLOCK = {"mhz_median": POS, "source": STR, "sampled_mhz_median?": POS}
+# mhz_median and source are absent where a kernel had only the post-batch probe (no probe of its own, no sample)
+RACE_CLOCK = {"mhz_median?": POS, "source?": STR, "sampled_mhz_median?": POS, "post_mhz_median?": POS,
+              "post_mhz?": [POS]}
 RACE_KERNEL = {"median_us": POS, "spread_pct": NUM, "clock?": RACE_CLOCK, "speedup_to_reference?": DICT}
 RACE_RESULT = {"shape": SHAPE, "causal": BOOL, "flops": POS, "kernels?": Map(RACE_KERNEL), "skipped?": Map(STR)}
 RACE = {"provenance": PROVENANCE, "results": [RACE_RESULT]}

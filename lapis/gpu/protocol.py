@@ -8,7 +8,10 @@
   round median, the speed-up of the kernel when below 1 is a slow-down) and summarised by their median and IQR.
 - **The clock.** A kernel that probes the SM clock itself (lapis's kernels: %clock64 and %globaltimer per CTA)
   reports its probe per round; for the others the SM clock is sampled (nvidia-smi, lapis.gpu.bench_gemm
-  .SmiSampler) during their batches. Either way the summary gives the MHz with its source.
+  .SmiSampler) during their batches. Either way the summary gives the MHz with its source. Every kernel, probed or
+  not, also gets the post-batch probe: after its batch of each round (outside the timed events) one launch of a
+  clock-probe kernel on the same stream measures the clock the same way for all (post_clock, e.g. lapis.gpu.race's
+  lapis/gpu/kernels/micro_launch_v1.cu), its MHz per round and their median in the summary's clock record.
 
 `run` takes the launches and a `time_batch` function, so the protocol itself needs no GPU (tests give it fakes);
 `event_batch(cp, torch)` is the CUDA-event timer the benches use.
@@ -56,17 +59,19 @@ def check_counts(rounds: int, launches: int) -> None:
 
 
 def run(kernels: list[Timed], time_batch, reference: str | None = None, rounds: int = MIN_ROUNDS,
-        launches: int = MIN_LAUNCHES, sample_clock=None) -> dict:
+        launches: int = MIN_LAUNCHES, sample_clock=None, post_clock=None) -> dict:
     """Time `kernels` under the protocol. time_batch(launch, n_sets, launches) -> the launches' times (µs);
     sample_clock(t0, t1) -> sampled SM MHz over a wall-clock window (or None), taken for every kernel, probed or
-    not, so the two clocks of a probed kernel can be compared. reference: the kernel the ratios are taken to
-    (default the first). Returns {kernels: {name: summary}, rounds, launches, reference, order}."""
+    not, so the two clocks of a probed kernel can be compared; post_clock() -> the post-batch probe's SM MHz (or
+    None), called once after every kernel's batch, after time_batch has returned and the sample's window closed.
+    reference: the kernel the ratios are taken to (default the first). Returns {kernels: {name: summary}, rounds,
+    launches, reference, order}."""
     check_counts(rounds, launches)
     names = [k.name for k in kernels]
     if len(set(names)) != len(names):
         raise LapisError("kernels under one protocol run have distinct names", names, "rename the duplicates")
     reference = reference or names[0]
-    per = {n: dict(us=[], round_us=[], mhz=[], sampled_mhz=[], clock_source=None) for n in names}
+    per = {n: dict(us=[], round_us=[], mhz=[], sampled_mhz=[], post_mhz=[], clock_source=None) for n in names}
     order = []
     for r in range(rounds):
         order.append([k.name for k in rotation(kernels, r)])
@@ -74,10 +79,13 @@ def run(kernels: list[Timed], time_batch, reference: str | None = None, rounds: 
             t0 = time.time()
             us = list(time_batch(k.launch, k.n_sets, launches))
             sampled = sample_clock(t0, time.time()) if sample_clock else None
+            post = post_clock() if post_clock else None
             mhz, source = (k.probe(), "probe") if k.probe else (sampled, "sampled")
             p = per[k.name]
             if sampled is not None:
                 p["sampled_mhz"].append(float(sampled))
+            if post is not None:
+                p["post_mhz"].append(float(post))
             p["us"] += us
             p["round_us"].append(float(np.median(us)))
             if mhz is not None:
@@ -88,7 +96,9 @@ def run(kernels: list[Timed], time_batch, reference: str | None = None, rounds: 
 
 
 def summary(p: dict, reference_rounds: list) -> dict:
-    """Median µs, spread (IQR / median, %), per-round medians, ratio to the reference per round (median, IQR)."""
+    """Median µs, spread (IQR / median, %), per-round medians, ratio to the reference per round (median, IQR); the
+    clock record: mhz_median/min/max and source (the kernel's probe, else the samples), sampled_mhz_median beside a
+    probe, and post_mhz (the post-batch probe per round that read one) with post_mhz_median."""
     q1, med, q3 = quartiles(p["us"])
     ratios = [ref / mine for mine, ref in zip(p["round_us"], reference_rounds)]  # > 1: faster than the reference
     r1, rmed, r3 = quartiles(ratios)
@@ -99,6 +109,8 @@ def summary(p: dict, reference_rounds: list) -> dict:
                             source=p["clock_source"])
         if p["clock_source"] == "probe" and p.get("sampled_mhz"):  # nvidia-smi's samples of the same batches
             out["clock"]["sampled_mhz_median"] = float(np.median(p["sampled_mhz"]))
+    if p.get("post_mhz"):  # the post-batch probe, for every kernel alike
+        out.setdefault("clock", {}).update(post_mhz_median=float(np.median(p["post_mhz"])), post_mhz=p["post_mhz"])
     return out
 
 

@@ -8,10 +8,16 @@ For each (shape, causal): every kernel is checked first (one launch on fresh nor
 reference of the first B x H slice, ||out - ref|| / ||ref||, bf16 tolerance 1e-2), then timed under the protocol
 with cuDNN as the reference (ratios are cuDNN's time over the kernel's). FLOPs: 4 B H L^2 D, half of it causal
 (the FA benchmarks' convention). lapis's kernels report the SM clock of their own probe, the others the clock
-nvidia-smi sampled during their batches. The kernels SDPA launched are named (torch.profiler).
+nvidia-smi sampled during their batches (clock.mhz_median, clock.source "probe" or "sampled"). Every kernel also
+gets the post-batch probe, measured the same way for all: after its batch of each round, outside the timed events,
+one launch on the same stream of micro_cta_turnover (lapis/gpu/kernels/micro_launch_v1.cu: one CTA per SM, thread 0
+reads %clock64 and %globaltimer, spins POST_PROBE_SPIN_NS by %globaltimer, reads both again); its MHz is the median
+over the CTAs of cycles / ns x 1000 (post_probe_mhz). The clock record keeps it per round (clock.post_mhz) and its
+median over the rounds (clock.post_mhz_median), beside the kernel's own probe for lapis's kernels. The kernels SDPA
+launched are named (torch.profiler).
 FA4 (flash_attn.cute.interface.flash_attn_func, inputs B x L x H x D) runs when importable, after adding
 --fa4-site to the import path (site.addsitedir); else its rows say why. Writes DIR/manifest.json (provenance,
-units, every summary) and prints a table. GPU only: sm_90a, cupy and torch.
+units, the post-batch probe's launch, every summary) and prints a table. GPU only: sm_90a, cupy and torch.
 """
 
 from __future__ import annotations
@@ -30,15 +36,30 @@ from lapis.errors import LapisError, ScheduleError
 from lapis.gpu import bench_attention as ba
 from lapis.gpu import capture_tma, harness, protocol
 from lapis.gpu.bench_gemm import SmiSampler, smi_gpu_id
+from lapis.model.micro_campaign import FORCE_ONE_CTA_SMEM
 
 THIRD_PARTY = ("cudnn", "flash", "fa4")
 TOLERANCE = 1e-2
 CHECK_HEADS = 1  # the reference covers the first batch x head slice (float64 on the GPU)
+POST_PROBE = Path(__file__).parent / "kernels" / "micro_launch_v1.cu"  # micro_cta_turnover(spin_ns, out)
+POST_PROBE_THREADS = 384  # micro_cta_turnover's __launch_bounds__
+POST_PROBE_WORDS = 5  # micro::Record: clk0, clk1, ns0, ns1, sm
+# %globaltimer ticks every 32 ns on the H200: over 20 µs a CTA's ns span is off by < 0.2%
+POST_PROBE_SPIN_NS = 20_000
 
 
 def flops(shape: str, causal: bool) -> float:
     b, h, seq, d = ba.parse_shape(shape)
     return 4.0 * b * h * seq * seq * d / (2 if causal else 1)
+
+
+def post_probe_mhz(records) -> float | None:
+    """The post-batch probe's SM clock (MHz) from micro_cta_turnover's records (POST_PROBE_WORDS u64 per CTA:
+    %clock64 and %globaltimer at the spin's start and end, then the SM): the median over the CTAs of cycles / ns x
+    1000, as bench_attention.probe_clock takes it (a CTA without a positive interval is left out); None when no CTA
+    recorded one."""
+    rec = np.asarray(records, dtype=np.int64).reshape(-1, POST_PROBE_WORDS)
+    return ba.probe_clock(rec[:, :4].ravel()).get("mhz_median")
 
 
 class Race:
@@ -57,6 +78,10 @@ class Race:
         self.smi = SmiSampler(smi_gpu_id())
         self.smi.start()
         self.fa4, self.fa4_error = self._fa4(a.fa4_site)
+        self.probe_fn = harness.load(harness.build(POST_PROBE)[0]).get_function("micro_cta_turnover")
+        self.probe_fn.max_dynamic_shared_size_bytes = FORCE_ONE_CTA_SMEM  # one CTA per SM
+        self.sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+        self.probe_out = cp.zeros(POST_PROBE_WORDS * self.sms, cp.uint64)
 
     def _fa4(self, site: str | None):
         if site:
@@ -145,7 +170,7 @@ class Race:
         ref_name = "cudnn" if "cudnn" in names_ok else names_ok[0] if names_ok else None
         if kernels:
             r = protocol.run(kernels, protocol.event_batch(self.cp, torch), ref_name, self.a.rounds,
-                             self.a.launches, sample_clock=self.sampled_mhz)
+                             self.a.launches, sample_clock=self.sampled_mhz, post_clock=self.post_mhz)
             for t in kernels:
                 s = r["kernels"][t.name]
                 s["tflops"] = entry["flops"] / s["median_us"] / 1e6
@@ -155,6 +180,14 @@ class Race:
         torch.cuda.empty_cache()
         return entry
 
+    def post_mhz(self) -> float | None:
+        """The post-batch probe (module docstring): one launch on the current stream, whose queue holds the batch
+        just timed; reading its records back waits for it."""
+        self.probe_out.fill(0)
+        self.probe_fn((self.sms,), (POST_PROBE_THREADS,), (np.uint32(POST_PROBE_SPIN_NS), self.probe_out),
+                      shared_mem=FORCE_ONE_CTA_SMEM)
+        return post_probe_mhz(self.probe_out.get())
+
     def sampled_mhz(self, t0: float, t1: float):
         w = self.smi.window(t0, t1)
         return (w.get("sm_clock_mhz") or {}).get("median")
@@ -162,13 +195,13 @@ class Race:
 
 def table(results: list) -> str:
     lines = [f"{'shape':<17}{'causal':<7}{'kernel':<28}{'median us':>11}{'spread %':>9}{'TFLOP/s':>9}{'/cuDNN':>8}"
-             f"{'MHz':>6}"]
+             f"{'MHz':>6}{'post':>6}"]  # MHz: the kernel's probe, else the samples; post: the post-batch probe
     for e in results:
         for name, s in e.get("kernels", {}).items():
-            clk = s.get("clock", {}).get("mhz_median")
+            clk, post = (s.get("clock", {}).get(k) for k in ("mhz_median", "post_mhz_median"))
             lines.append(f"{e['shape']:<17}{str(e['causal']):<7}{name:<28}{s['median_us']:>11.1f}"
                          f"{s['spread_pct']:>9.2f}{s['tflops']:>9.0f}{s['speedup_to_reference']['median']:>8.3f}"
-                         f"{'' if clk is None else f'{clk:.0f}':>6}")
+                         f"{'' if clk is None else f'{clk:.0f}':>6}{'' if post is None else f'{post:.0f}':>6}")
         lines += [f"{e['shape']:<17}{str(e['causal']):<7}{n:<28}skipped: {why}" for n, why in e["skipped"].items()]
     return "\n".join(lines)
 
@@ -221,12 +254,17 @@ def main(argv=None) -> int:
 def manifest(prov: dict, race: Race, results: list, wall_s: float) -> dict:
     return dict(provenance=prov, kind="race", kernel="lapis/gpu/kernels/attention_h200.cu",
                 ptxas=race.ptxas, fa4_error=race.fa4_error, wall_s=wall_s, protocol="lapis.gpu.protocol",
+                post_probe=dict(kernel="lapis/gpu/kernels/micro_launch_v1.cu", function="micro_cta_turnover",
+                                ctas=race.sms, threads=POST_PROBE_THREADS, spin_ns=POST_PROBE_SPIN_NS),
                 units=dict(median_us="µs, CUDA events per launch", spread_pct="100 IQR / median over every launch",
                            tflops="flops / median_us", flops="4 B H L^2 D, halved when causal",
                            speedup_to_reference="per round: the reference's round median / the kernel's, "
                                                 "then median and IQR over the rounds",
                            rel_err="||out - ref|| / ||ref||, float64 reference of the first B x H slice",
-                           clock="SM MHz: the kernel's own probe, else nvidia-smi samples during its batches"),
+                           clock="SM MHz: the kernel's own probe, else nvidia-smi samples during its batches",
+                           post_mhz="SM MHz per round: the post-batch probe after the kernel's batch (median over "
+                                    "CTAs of %clock64 cycles / %globaltimer ns x 1000)",
+                           post_mhz_median="SM MHz: median of post_mhz over the rounds"),
                 results=results)
 
 

@@ -4,7 +4,8 @@ forward).
 
 - Timed kernels (`timed` set in the catalog): the race captures' cases (lapis.validate.timelines, their rows
   variant == the catalog key), one table per kernel: predicted and measured µs, the error in time and in SM cycles
-  (at the clock nvidia-smi sampled during the kernel's batches), and whether a blind prediction preceded the
+  (at the clock lapis.validate.timelines gives the race row: the post-batch probe, else nvidia-smi's sample during
+  the kernel's batches, corrected where it can be; its source beside it), and whether a blind prediction preceded the
   capture. Headline per kernel: mean and largest |error|, in time and in cycles.
 - The per-unit comparison (lapis.validate.units) of the last ncu capture: sm_cycles and dram_mb errors in % of
   the measured value, tensor_active_pct in points, and the largest miss per unit.
@@ -86,7 +87,8 @@ def _pct(x) -> str:
 
 
 def _clock(c: dict) -> str:
-    """The run's SM clock and how it was measured ("sampled": nvidia-smi during the kernel's batches)."""
+    """The run's SM clock and how it was measured ("post-batch probe", "sampled x probe ratio" or "sampled":
+    lapis.validate.timelines._third_party_clock)."""
     if c.get("clock_mhz") is None:
         return "-"
     return f"{c['clock_mhz']:.0f} ({(c.get('clock') or {}).get('source', '-')})"
@@ -168,7 +170,9 @@ def third_party_section(captures: str | None = None, validation: dict | None = N
           "Attention kernels lapis did not write (lapis.catalog.third_party), each simulated by a schedule built "
           "from its source: predicted against measured where a race capture timed them (torch SDPA, bf16, same "
           "process as lapis's kernels); error = (predicted - measured) / measured; in cycles, the prediction at the "
-          "profile clock against the measurement at the SM clock nvidia-smi sampled during the kernel's batches; "
+          "profile clock against the measurement at the run's SM clock (the post-batch probe where the race has "
+          "it, else nvidia-smi's sample during the kernel's batches, scaled by the row's probe / sample ratio where "
+          "lapis's kernels ran in it; the clock column names the source); "
           "blind = a prediction committed before the capture (lapis/data/blind/).", ""]
     numbers: dict = {}
     for variant, rows in by_kernel.items():

@@ -22,6 +22,11 @@ run-to-run spread.
   the cases' captures ran (capture_date, from their provenance; the clock capture's name beside them), so the
   model fitted on one day is read against runs of other days. Reported, never gated; the predicted time still uses
   the profile's one clock.
+- clock_mhz and its source: the plain build's clock probe for lapis's kernels ("probe", "probed"); for a race's
+  third-party kernel the post-batch probe (lapis.gpu.race) where the capture has it ("post-batch probe"), else
+  nvidia-smi's sample times the row's probe_to_sampled ("sampled x probe ratio"), else the sample ("sampled").
+  post_probe_agreement: {median_ratio, rows}, the median of post-batch probe / in-kernel probe over lapis's race
+  rows that have both (None without any), so the post-batch probe is read against the in-kernel one.
 - not_compared (present when there are any): {"<kind>/<capture>": {reason: count}} of the variant entries of a
   timed capture that hold no plain-build time (the run stopped before timing them; lapis.captures.readers),
   printed under the table. They are left out of the cases; they do not change the exit code.
@@ -172,21 +177,45 @@ def _race_mhz(name: str, clock: dict, key: str) -> float | None:
 
 
 def _third_party_clock(k: dict, ratio: float | None, name: str = "?") -> tuple:
-    """(clock_mhz, clock_source, sampled_mhz) of a third-party kernel's race row: its nvidia-smi sample, times the
-    row's probe_to_sampled where the row has one ("sampled x probe ratio"), else as sampled ("sampled").
-    CaptureError (_race_mhz) when the sample is not a positive finite number of MHz."""
+    """(clock_mhz, clock_source, sampled_mhz) of a third-party kernel's race row: its post-batch probe
+    (clock.post_mhz_median, lapis.gpu.race) where the capture has one ("post-batch probe"), else its nvidia-smi
+    sample times the row's probe_to_sampled where the row has one ("sampled x probe ratio"), else the sample
+    ("sampled"); sampled_mhz is the sample either way. CaptureError (_race_mhz) when the post-batch probe or the
+    sample is not a positive finite number of MHz."""
     c = _race_clock(name, k)
-    mhz = _race_mhz(name, c, "mhz_median")
+    mhz, post = _race_mhz(name, c, "mhz_median"), _race_mhz(name, c, "post_mhz_median")
+    if post is not None:
+        return post, "post-batch probe", mhz
     if mhz is None or ratio is None:
         return mhz, c.get("source"), mhz
     return mhz * ratio, "sampled x probe ratio", mhz
 
 
+def post_probe_agreement(root: Path) -> dict | None:
+    """{median_ratio, rows}: over the race rows (every race capture) of lapis's kernels (clock source "probe")
+    that hold both clocks, the median of the post-batch probe over the kernel's in-kernel probe
+    (clock.post_mhz_median / clock.mhz_median), and the number of those rows; None when no race capture has a
+    post-batch probe beside an in-kernel one. Near 1 when the post-batch probe, the clock of the third-party kernels,
+    reads the clock the kernels ran at. CaptureError (_race_mhz) for a clock that is not a positive finite number
+    of MHz."""
+    ratios = []
+    for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
+        for e in read_race(folder).manifest["results"]:
+            for name, k in e.get("kernels", {}).items():
+                c = _race_clock(name, k)
+                if c.get("source") == "probe":
+                    mhz, post = _race_mhz(name, c, "mhz_median"), _race_mhz(name, c, "post_mhz_median")
+                    if mhz is not None and post is not None:
+                        ratios.append(post / mhz)
+    return dict(median_ratio=statistics.median(ratios), rows=len(ratios)) if ratios else None
+
+
 def _race(root: Path) -> list[dict]:
     """The third-party kernels (lapis.catalog.third_party, by their `timed` name) of every race capture
     (lapis.gpu.race): one case per (kernel, shape, causal), with the kernel's tile parameters at that head dim
-    and the SM clock nvidia-smi sampled during its batches, corrected by the row's probe_to_sampled where lapis's
-    kernels in the same rounds measured both (clock_sampled_mhz keeps the sample)."""
+    and its SM clock (_third_party_clock: the post-batch probe, else the clock nvidia-smi sampled during its
+    batches, corrected by the row's probe_to_sampled where lapis's kernels in the same rounds measured both;
+    clock_sampled_mhz keeps the sample)."""
     out = []
     for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
         if not third_party.timed_alone(folder.name):
@@ -388,6 +417,7 @@ def validate_timelines(captures: str | None = None, figures: str | Path | None =
             cache.update(new)
             per_case.append(row)
     out = summarize(per_case, tolerance_pct)
+    out["post_probe_agreement"] = post_probe_agreement(root)
     skipped = {**(ac.not_timed(root) if ac.has_timed(root) else {}), **gc.not_timed(root)}
     if skipped:
         out["not_compared"] = skipped
@@ -473,9 +503,10 @@ def cycles(pred_us: float, case: dict) -> dict:
     """The error in SM cycles where the capture measured the run's clock (clock: {"mhz", "source"}: "probed" or
     "probe", the plain build's clock probe; "sampled x probe ratio", nvidia-smi during a third-party kernel's
     batches in a race capture times the row's probe_to_sampled, with "sampled_mhz" the sample itself; "sampled",
-    the sample where the row had no probe): the prediction at the profile's clock_ghz against the measurement at
-    that clock. The time error mixes this with the clock the run had, which the model does not predict (one
-    profile clock for every kernel)."""
+    the sample where the row had no probe; "post-batch probe", a race's clock-probe kernel launched after the
+    third-party kernel's batches, with "sampled_mhz" the sample): the prediction at the profile's clock_ghz
+    against the measurement at that clock. The time error mixes this with the clock the run had, which the model
+    does not predict (one profile clock for every kernel)."""
     if not case.get("clock_mhz"):
         return dict(clock_mhz=None, clock=None, cycles_err_pct=None)
     ghz = _profile_clock_ghz()
@@ -594,6 +625,8 @@ def render(r: dict) -> str:
                 + ", ".join(f"{d} {_f(v['mape_pct'], '.1f')}% ({v['cases']})"
                             for d, v in r.get("clock_model_by_day", {}).items())
                 + f" (fitted to clock/{r.get('clock_model_fitted_to')})"] if "clock_model_cases" in r else []),
+             *([f"post-batch probe / in-kernel probe: median {a['median_ratio']:.4f} over the {a['rows']} race rows "
+                "of lapis's kernels that have both"] if (a := r.get("post_probe_agreement")) else []),
              "",
              f"{'variant':<14} {'shape':<16} {'causal':<6} {'pred µs':>9} {'meas µs':>9} {'err %':>7} "
              f"{'blind %':>8} {'MHz':>5} {'cyc %':>6}  first divergence | steady-state divergence (offset: measured - predicted)"]

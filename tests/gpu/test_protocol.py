@@ -67,3 +67,22 @@ def test_fewer_rounds_or_launches_than_the_protocol_asks_are_refused(rounds, lau
 def test_two_kernels_of_one_name_are_refused():
     with pytest.raises(LapisError, match="distinct names"):
         protocol.run([kernel("k"), kernel("k")], fake_batch({"k": [1.0] * 10}, []))
+
+
+def test_every_kernel_gets_the_post_batch_probe_per_round_beside_its_own_clock():
+    times = {"lapis": [10.0] * 5, "cudnn": [10.0] * 5}
+    post = iter([1400.0, 1410.0, 1420.0, 1430.0, 1440.0, 1450.0, 1460.0, 1470.0, 1480.0, 1490.0])
+    r = protocol.run([kernel("lapis", probe=lambda: 1500.0), kernel("cudnn")], fake_batch(times, []),
+                     sample_clock=lambda t0, t1: 1600.0, post_clock=lambda: next(post))
+    # one probe after each batch, in the rounds' order: lapis first in rounds 0, 2, 4, cudnn in 1 and 3
+    lapis, cudnn = r["kernels"]["lapis"]["clock"], r["kernels"]["cudnn"]["clock"]
+    assert lapis["post_mhz"] == [1400.0, 1430.0, 1440.0, 1470.0, 1480.0] and lapis["post_mhz_median"] == 1440.0
+    assert cudnn["post_mhz"] == [1410.0, 1420.0, 1450.0, 1460.0, 1490.0] and cudnn["post_mhz_median"] == 1450.0
+    assert lapis["mhz_median"] == 1500.0 and lapis["source"] == "probe" and lapis["sampled_mhz_median"] == 1600.0
+    assert cudnn["mhz_median"] == 1600.0 and cudnn["source"] == "sampled"
+
+
+def test_a_kernel_with_only_the_post_batch_probe_has_a_clock_of_that_alone():
+    r = protocol.run([kernel("fa4")], fake_batch({"fa4": [10.0] * 5}, []), sample_clock=lambda t0, t1: None,
+                     post_clock=lambda: 1475.0)
+    assert r["kernels"]["fa4"]["clock"] == dict(post_mhz_median=1475.0, post_mhz=[1475.0] * 5)

@@ -20,11 +20,31 @@ def test_arguments_default_to_the_five_shapes_causal_and_not_and_refuse_unknown_
 
 def test_the_table_gives_each_kernels_time_tflops_ratio_and_clock():
     s = dict(median_us=1000.0, spread_pct=1.5, tflops=550.0, speedup_to_reference=dict(median=0.95),
-             clock=dict(mhz_median=1512.0))
+             clock=dict(mhz_median=1512.0, post_mhz_median=1488.0))
     text = race.table([dict(shape="8x16x4096x128", causal=False, kernels={"attn_s9": s},
                             skipped={"fa4": "not importable"})])
     assert "attn_s9" in text and "1000.0" in text and "550" in text and "0.950" in text and "1512" in text
+    assert "1488" in text
     assert "skipped: not importable" in text
+
+
+def test_the_post_batch_probe_is_the_median_over_ctas_of_cycles_per_ns():
+    # micro::Record per CTA: clk0, clk1, ns0, ns1, sm. 33000 cycles in 20000 ns = 1650 MHz, 34000 in 20000 =
+    # 1700 MHz, 30048 in 20032 ns (one %globaltimer tick of 32 ns over 20 us) = 1500 MHz; median 1650
+    rec = [[1000, 34000, 5000, 25000, 0], [0, 34000, 100, 20100, 1], [7, 30055, 64, 20096, 2]]
+    assert race.post_probe_mhz(rec) == 1650.0
+    assert race.post_probe_mhz(rec + [[0, 0, 0, 0, 0]]) == 1650.0  # a CTA that wrote no record is left out
+    assert race.post_probe_mhz([[0, 0, 0, 0, 0]] * 3) is None
+
+
+def test_the_manifest_names_the_post_batch_probe_and_its_units():
+    from types import SimpleNamespace
+    fake = SimpleNamespace(ptxas={}, fa4_error=None, sms=132)
+    man = race.manifest({"gpu": "NVIDIA H200"}, fake, [], 1.0)
+    assert man["post_probe"] == dict(kernel="lapis/gpu/kernels/micro_launch_v1.cu", function="micro_cta_turnover",
+                                     ctas=132, threads=384, spin_ns=20_000)
+    assert "post_mhz" in man["units"] and "post_mhz_median" in man["units"]
+    assert man["units"]["clock"].startswith("SM MHz: the kernel's own probe")  # the existing fields stay
 
 
 def test_without_a_gpu_it_says_what_it_needs(capsys):

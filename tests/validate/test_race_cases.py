@@ -6,7 +6,7 @@ import pytest
 
 from lapis.captures.readers import read_race
 from lapis.errors import CaptureError
-from lapis.validate.timelines import _third_party_clock, measured_cases, probe_to_sampled
+from lapis.validate.timelines import _third_party_clock, measured_cases, post_probe_agreement, probe_to_sampled
 
 PROV = {"gpu": "NVIDIA H200", "date": "2026-12-01T20:00:00+00:00", "commit": "0" * 40, "dirty": False,
         "command": "python -m lapis.gpu.race --out x", "source_blobs": {}}
@@ -124,3 +124,58 @@ def test_a_probed_kernel_without_a_sample_gives_no_ratio():
     del k["clock"]["sampled_mhz_median"]
     assert probe_to_sampled({"kernels": {"attn_s18_bar_hoist_s2_n128_c2": k}}) is None
     assert _third_party_clock(_kernel(1700.0, 1700.0), None, "cudnn") == (1700.0, "sampled", 1700.0)
+
+
+def _post(k, post):
+    """Kernel row k with the post-batch probe's clock (lapis.gpu.race): median `post`, one reading per round."""
+    k["clock"].update(post_mhz_median=post, post_mhz=[post] * 5)
+    return k
+
+
+def test_a_third_party_clock_is_its_post_batch_probe_where_the_capture_has_one(tmp_path):
+    # cuDNN's post-batch probe read 1460 MHz: it is the clock, not the 1700 MHz sample x the row's probe ratio;
+    # FA2 in the same row has no post-batch probe (an older capture's row) and keeps the ratio
+    _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12,
+                      "kernels": {"cudnn": _post(_kernel(1700.0, 1700.0), 1460.0), "flash": _kernel(3300.0, 1650.0),
+                                  "attn_s18_bar_hoist_s2_n128_c2": _post(_probed(1760.0, 1500.0, 1650.0), 1485.0)}}])
+    cases = {(c["variant"], c["causal"]): c for c in measured_cases(tmp_path)}
+    c = cases[("cudnn_fprop", False)]
+    assert (c["clock_mhz"], c["clock_source"], c["clock_sampled_mhz"]) == (1460.0, "post-batch probe", 1700.0)
+    f = cases[("flash2", False)]
+    assert f["clock_mhz"] == pytest.approx(1500.0, rel=1e-12) and f["clock_source"] == "sampled x probe ratio"
+    assert cases[("s18", False)]["clock_mhz"] == 1500.0  # a lapis kernel keeps its in-kernel probe
+    # a post-batch probe without a sample (nvidia-smi read nothing) is the clock all the same
+    k = {"median_us": 1700.0, "spread_pct": 0.5, "clock": {"post_mhz_median": 1460.0, "post_mhz": [1460.0] * 5}}
+    assert _third_party_clock(k, None, "fa4") == (1460.0, "post-batch probe", None)
+
+
+@pytest.mark.parametrize("bad", [0, -1460.0, float("nan"), float("inf"), "1460", True])
+def test_a_post_batch_probe_that_is_not_a_positive_number_is_refused(tmp_path, bad):
+    k = _post(_kernel(1700.0, 1700.0), bad)
+    with pytest.raises(CaptureError, match="cudnn.clock.post_mhz_median"):
+        _third_party_clock(k, 0.9, "cudnn")
+    _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12, "kernels": {"cudnn": k}}])
+    with pytest.raises(CaptureError, match="positive finite number"):  # the reader's schema refuses it first
+        measured_cases(tmp_path)
+
+
+def test_the_post_batch_probe_is_read_against_lapis_kernels_own_probes(tmp_path):
+    assert post_probe_agreement(tmp_path) is None  # no race capture
+    # lapis's rows: post-batch / in-kernel 1485/1500 = 0.99, 1515/1500 = 1.01, 1470/1400 = 1.05 -> median 1.01 over
+    # 3 rows; cuDNN's post-batch probe has no in-kernel probe to be read against, and s17's row has no post probe
+    _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12,
+                      "kernels": {"cudnn": _post(_kernel(1700.0, 1700.0), 1460.0),
+                                  "attn_s17_one_sync_s2_n128_c2": _probed(1780.0, 1450.0, 1650.0),
+                                  "attn_s18_bar_hoist_s2_n128_c2": _post(_probed(1760.0, 1500.0, 1650.0), 1485.0)}},
+                     {"shape": "8x16x4096x128", "causal": True, "flops": 5.5e11,
+                      "kernels": {"attn_s18_bar_hoist_s2_n128_c2": _post(_probed(990.0, 1500.0, 1660.0), 1515.0),
+                                  "attn_s17_one_sync_s2_n128_c2": _post(_probed(1000.0, 1400.0, 1600.0), 1470.0)}}])
+    got = post_probe_agreement(tmp_path)
+    assert got["rows"] == 3 and got["median_ratio"] == pytest.approx(1.01, rel=1e-12)
+
+
+def test_captures_without_the_post_batch_probe_give_no_agreement(tmp_path):
+    _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12,
+                      "kernels": {"cudnn": _kernel(1700.0, 1700.0),
+                                  "attn_s18_bar_hoist_s2_n128_c2": _probed(1760.0, 1500.0, 1650.0)}}])
+    assert post_probe_agreement(tmp_path) is None

@@ -180,6 +180,7 @@ def test_causal_rows_are_cases_of_their_own(tmp_path):
     assert r["per_case"][1]["predicted_us"] < r["per_case"][0]["predicted_us"]
     assert r["per_case"][1]["measured_us"] == row["variants"]["s4"]["plain"]["median_us"] / 2
     assert not r["per_case"][1]["blind"] and r["per_case"][0]["blind"]  # the blind set has no causal entries
+    assert r["post_probe_agreement"] is None  # no race capture holds a post-batch probe
 
 
 def test_a_wait_for_a_busy_unit_joins_the_op_it_precedes():
