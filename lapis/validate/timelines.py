@@ -113,10 +113,6 @@ def _gemm(root: Path) -> list[dict]:
     return out
 
 
-_TIMED_BY_BENCH = frozenset(("s1", "s2", "s3", "s4", "s5", "s5_noload", "s6", "s6_emu8", "s6_emu4", "s7", "s8",
-                              "s9"))  # lapis's variants whose cases come from the bench captures (_attention)
-
-
 def _own_variant(kernel: str, causal: bool) -> str | None:
     """The lapis variant whose kernel (its causal build when `causal`) is `kernel`, or None."""
     return next((n for n, v in attention.VARIANTS.items()
@@ -225,7 +221,7 @@ def _race(root: Path) -> list[dict]:
             ratio = probe_to_sampled(e)
             for name, k in e.get("kernels", {}).items():
                 own = _own_variant(name, e["causal"])
-                if own and own not in _TIMED_BY_BENCH:  # a lapis step timed only in a race (s10+)
+                if own:  # a lapis step; s1..s9 are timed by bench captures too (measured_cases takes the last)
                     out.append(_own_race_case(own, e, k, folder))
                     continue
                 found = third_party.by_timed_name(name)
@@ -248,7 +244,9 @@ def measured_cases(root: Path) -> list[dict]:
     """One dict per (family, variant, shape, causal), from the last capture that timed it; runs_us lists the
     medians of every capture that timed it, in capture order. "Last" by the captures' provenance dates (capture
     folders sort by name, and a name says nothing of the hour: race/h200-2026-12-02-s7 ran before -s20);
-    capture_date is that date's day (YYYY-MM-DD)."""
+    capture_date is that date's day (YYYY-MM-DD). A race row has no timeline: where it is last, the case keeps the
+    timeline of the last bench capture that timed it (timeline, timeline_capture), and its time and clock are the
+    race's."""
     cases, times = {}, {}
     try:
         rows = (_attention(root) if ac.has_timed(root) else []) + _gemm(root) + _race(root)
@@ -266,7 +264,11 @@ def measured_cases(root: Path) -> list[dict]:
         key = (r["family"], r["variant"], r["shape"], r["causal"])
         runs = cases[key]["runs_us"] + [r["measured_us"]] if key in cases else [r["measured_us"]]
         if key not in cases or times[r["capture"]] >= times[cases[key]["capture"]]:
-            cases[key] = dict(r, capture_date=times[r["capture"]][:10])
+            kept = {k: cases[key][k] for k in ("timeline", "timeline_capture")} \
+                if key in cases and cases[key]["timeline"] and not r["timeline"] else {}
+            cases[key] = dict(r, capture_date=times[r["capture"]][:10], **kept)
+        elif r["timeline"] and not cases[key]["timeline"]:  # an earlier bench capture's timeline
+            cases[key].update(timeline=r["timeline"], timeline_capture=r["timeline_capture"])
         cases[key]["runs_us"] = runs
     return list(cases.values())
 

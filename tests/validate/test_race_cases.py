@@ -32,7 +32,9 @@ def test_flash_and_cudnn_rows_become_cases(tmp_path):
                      {"shape": "8x16x4096x128", "causal": True, "flops": 5.5e11,
                       "kernels": {"flash": _kernel(1900.0, 1710.0)}}])
     cases = {(c["variant"], c["causal"]): c for c in measured_cases(tmp_path)}
-    assert set(cases) == {("cudnn_fprop", False), ("flash2", False), ("flash2", True)}
+    # lapis's s9 in the row is a case too, its clock its own
+    assert set(cases) == {("cudnn_fprop", False), ("flash2", False), ("flash2", True), ("s9", False)}
+    assert (cases[("s9", False)]["measured_us"], cases[("s9", False)]["clock_mhz"]) == (1750.0, 1600.0)
     f = cases[("flash2", True)]
     assert f["schedule"] == "h200-flash2" and f["measured_us"] == 1900.0
     assert f["clock_mhz"] == 1710.0 and f["clock_source"] == "sampled"
@@ -179,3 +181,15 @@ def test_captures_without_the_post_batch_probe_give_no_agreement(tmp_path):
                       "kernels": {"cudnn": _kernel(1700.0, 1700.0),
                                   "attn_s18_bar_hoist_s2_n128_c2": _probed(1760.0, 1500.0, 1650.0)}}])
     assert post_probe_agreement(tmp_path) is None
+def test_a_race_after_a_bench_capture_times_the_case_and_the_bench_keeps_its_timeline():
+    """s7 at 4x16x8192x128: benched with timelines on 2026-11-30 (attention/h200-2026-11-30-probe), raced on
+    2026-12-02 (race/h200-2026-12-02-s7, 3694.3 us at 1499.0 MHz by its probe)."""
+    from lapis.data import CAPTURES
+    race = json.loads((CAPTURES / "race" / "h200-2026-12-02-s7" / "manifest.json").read_text())
+    row = next(e for e in race["results"] if e["shape"] == "4x16x8192x128" and not e["causal"])
+    k = row["kernels"]["attn_s7_cond_rescale_s2_n128_c2"]
+    case = next(c for c in measured_cases(CAPTURES) if c["variant"] == "s7" and c["shape"] == "4x16x8192x128")
+    assert case["capture"] == "race/h200-2026-12-02-s7" and case["capture_date"] == "2026-12-02"
+    assert (case["measured_us"], case["clock_mhz"]) == (k["median_us"], k["clock"]["mhz_median"])
+    assert case["timeline_capture"].startswith("attention/h200-2026-11-30") and case["timeline"]
+    assert len(case["runs_us"]) >= 2  # the bench's median and the race's
