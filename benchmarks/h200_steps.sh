@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call on the H200 (lapis `run` tool) for the attention steps past s9 (s10 .. s18 of
-# lapis/catalog/attention.py, each predicted blind first in lapis/data/blind/attention_h200_s1N.json):
+# lapis/catalog/attention.py, each predicted blind first in lapis/data/blind/attention_h200_sN.json):
 #   1. the race in one process: s9, STEPS, cuDNN and FA4's sm90 forward at the five shapes, causal and not
 #      (lapis.gpu.race; FA4's wheel parts copied to /tmp/fa4p by earlier calls, the last carried here as .fa4/p5);
 #   2. correctness on normal and heavy-tailed inputs against float64 (lapis.gpu.bench_attention --check-only) at
@@ -15,6 +15,7 @@
 #        STEPS=s15,s16 NEW=s16 NCU_KERNELS=s15,s16 bash benchmarks/h200_steps.sh   (s16: s15 + early pack)
 #        STEPS=s16,s17 NEW=s17 NCU_KERNELS=s16,s17 bash benchmarks/h200_steps.sh   (s17: s16 + one turn bar.sync)
 #        STEPS=s17,s18 NEW=s18 NCU_KERNELS=s17,s18 bash benchmarks/h200_steps.sh   (s18: s17 + hoisted mbarrier addresses)
+#        STEPS=s19,s20,s21 NEW=s21 NCU_KERNELS=s20,s21 bash benchmarks/h200_steps.sh   (s21: s20 + sleeping producer waits)
 # Kernel builds come from .kcache (built here for sm_90a, carried) when it holds them.
 set -u
 export PYTHONPATH=.
