@@ -23,8 +23,10 @@ run-to-run spread.
   model fitted on one day is read against runs of other days. Reported, never gated; the predicted time still uses
   the profile's one clock.
 - clock_mhz and its source: the plain build's clock probe for lapis's kernels ("probe", "probed"); for a race's
-  third-party kernel the post-batch probe (lapis.gpu.race) where the capture has it ("post-batch probe"), else
-  nvidia-smi's sample times the row's probe_to_sampled ("sampled x probe ratio"), else the sample ("sampled").
+  third-party kernel the post-batch probe (lapis.gpu.race) where the capture has it, times probe_to_post of its row
+  (or, for a row without lapis's kernels, of its capture) ("post-batch probe x probe ratio"; the post-batch probe
+  alone, "post-batch probe", where the capture has no in-kernel probe beside one), else nvidia-smi's sample times the
+  row's probe_to_sampled ("sampled x probe ratio"), else the sample ("sampled").
   post_probe_agreement: {median_ratio, rows}, the median of post-batch probe / in-kernel probe over lapis's race
   rows that have both (None without any), so the post-batch probe is read against the in-kernel one.
 - not_compared (present when there are any): {"<kind>/<capture>": {reason: count}} of the variant entries of a
@@ -172,16 +174,36 @@ def _race_mhz(name: str, clock: dict, key: str) -> float | None:
     return float(v)
 
 
-def _third_party_clock(k: dict, ratio: float | None, name: str = "?") -> tuple:
+def probe_to_post(rows: list[dict]) -> float | None:
+    """The median over lapis's kernels (clock source "probe") in race rows `rows` of in-kernel probe / post-batch
+    probe (clock.mhz_median / clock.post_mhz_median); None when no kernel there has both. The post-batch probe runs
+    after the batch's last launch has finished, and the idle SM's clock has risen by then: it reads 8-13% above the
+    in-kernel probe on the H200 (race/h200-2026-12-02-s21, 40 rows: ratio 0.872-0.921, median 0.899), a narrower
+    spread than nvidia-smi's sample (0.78-0.97 there). CaptureError (_race_mhz) for a clock that is not a positive
+    finite number of MHz."""
+    ratios = []
+    for e in rows:
+        for name, k in e.get("kernels", {}).items():
+            c = _race_clock(name, k)
+            if c.get("source") == "probe":
+                mhz, post = _race_mhz(name, c, "mhz_median"), _race_mhz(name, c, "post_mhz_median")
+                if mhz is not None and post is not None:
+                    ratios.append(mhz / post)
+    return statistics.median(ratios) if ratios else None
+
+
+def _third_party_clock(k: dict, ratio: float | None, name: str = "?", post_ratio: float | None = None) -> tuple:
     """(clock_mhz, clock_source, sampled_mhz) of a third-party kernel's race row: its post-batch probe
-    (clock.post_mhz_median, lapis.gpu.race) where the capture has one ("post-batch probe"), else its nvidia-smi
-    sample times the row's probe_to_sampled where the row has one ("sampled x probe ratio"), else the sample
-    ("sampled"); sampled_mhz is the sample either way. CaptureError (_race_mhz) when the post-batch probe or the
-    sample is not a positive finite number of MHz."""
+    (clock.post_mhz_median, lapis.gpu.race) where the capture has one, times post_ratio (probe_to_post) where given
+    ("post-batch probe x probe ratio") or alone ("post-batch probe"), else its nvidia-smi sample times the row's
+    probe_to_sampled where the row has one ("sampled x probe ratio"), else the sample ("sampled"); sampled_mhz is
+    the sample either way. CaptureError (_race_mhz) when the post-batch probe or the sample is not a positive finite
+    number of MHz."""
     c = _race_clock(name, k)
     mhz, post = _race_mhz(name, c, "mhz_median"), _race_mhz(name, c, "post_mhz_median")
     if post is not None:
-        return post, "post-batch probe", mhz
+        return (post * post_ratio, "post-batch probe x probe ratio", mhz) if post_ratio else \
+            (post, "post-batch probe", mhz)
     if mhz is None or ratio is None:
         return mhz, c.get("source"), mhz
     return mhz * ratio, "sampled x probe ratio", mhz
@@ -209,16 +231,17 @@ def post_probe_agreement(root: Path) -> dict | None:
 def _race(root: Path) -> list[dict]:
     """The third-party kernels (lapis.catalog.third_party, by their `timed` name) of every race capture
     (lapis.gpu.race): one case per (kernel, shape, causal), with the kernel's tile parameters at that head dim
-    and its SM clock (_third_party_clock: the post-batch probe, else the clock nvidia-smi sampled during its
-    batches, corrected by the row's probe_to_sampled where lapis's kernels in the same rounds measured both;
-    clock_sampled_mhz keeps the sample)."""
+    and its SM clock (_third_party_clock: the post-batch probe times probe_to_post of its row, or of its capture
+    where the row has no lapis kernel, else the clock nvidia-smi sampled during its batches, corrected by the row's
+    probe_to_sampled where lapis's kernels in the same rounds measured both; clock_sampled_mhz keeps the sample)."""
     out = []
     for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
         if not third_party.timed_alone(folder.name):
             continue
         man = read_race(folder).manifest
+        whole = probe_to_post(man["results"])
         for e in man["results"]:
-            ratio = probe_to_sampled(e)
+            ratio, post_ratio = probe_to_sampled(e), probe_to_post([e]) or whole
             for name, k in e.get("kernels", {}).items():
                 own = _own_variant(name, e["causal"])
                 if own:  # a lapis step; s1..s9 are timed by bench captures too (measured_cases takes the last)
@@ -231,7 +254,7 @@ def _race(root: Path) -> list[dict]:
                 d = e["shape"].split("x")[-1]
                 params = next((dict(c[2]) for c in entry["cases"] if c[0].endswith(f"x{d}")), {})
                 params.pop("causal", None)
-                mhz, source, sampled = _third_party_clock(k, ratio, name)
+                mhz, source, sampled = _third_party_clock(k, ratio, name, post_ratio)
                 out.append(dict(family="attention", variant=variant, schedule=entry["schedule"],
                                 shape=e["shape"], causal=e["causal"], params=params, measured_us=k["median_us"],
                                 spread_pct=k["spread_pct"], capture=f"race/{folder.name}", timeline=None,
@@ -505,8 +528,9 @@ def cycles(pred_us: float, case: dict) -> dict:
     """The error in SM cycles where the capture measured the run's clock (clock: {"mhz", "source"}: "probed" or
     "probe", the plain build's clock probe; "sampled x probe ratio", nvidia-smi during a third-party kernel's
     batches in a race capture times the row's probe_to_sampled, with "sampled_mhz" the sample itself; "sampled",
-    the sample where the row had no probe; "post-batch probe", a race's clock-probe kernel launched after the
-    third-party kernel's batches, with "sampled_mhz" the sample): the prediction at the profile's clock_ghz
+    the sample where the row had no probe; "post-batch probe x probe ratio", a race's clock-probe kernel launched
+    after the third-party kernel's batches, times probe_to_post, or "post-batch probe" alone, with "sampled_mhz" the
+    sample): the prediction at the profile's clock_ghz
     against the measurement at that clock. The time error mixes this with the clock the run had, which the model
     does not predict (one profile clock for every kernel)."""
     if not case.get("clock_mhz"):

@@ -6,7 +6,8 @@ import pytest
 
 from lapis.captures.readers import read_race
 from lapis.errors import CaptureError
-from lapis.validate.timelines import _third_party_clock, measured_cases, post_probe_agreement, probe_to_sampled
+from lapis.validate.timelines import (_third_party_clock, measured_cases, post_probe_agreement, probe_to_post,
+                                      probe_to_sampled)
 
 PROV = {"gpu": "NVIDIA H200", "date": "2026-12-01T20:00:00+00:00", "commit": "0" * 40, "dirty": False,
         "command": "python -m lapis.gpu.race --out x", "source_blobs": {}}
@@ -134,21 +135,40 @@ def _post(k, post):
     return k
 
 
-def test_a_third_party_clock_is_its_post_batch_probe_where_the_capture_has_one(tmp_path):
-    # cuDNN's post-batch probe read 1460 MHz: it is the clock, not the 1700 MHz sample x the row's probe ratio;
-    # FA2 in the same row has no post-batch probe (an older capture's row) and keeps the ratio
+def test_a_third_party_clock_is_its_post_batch_probe_times_the_in_kernel_ratio(tmp_path):
+    # cuDNN's post-batch probe read 1460 MHz; s18 in the same row ran at 1500 MHz by its own probe and 1485 by the
+    # post-batch one, so cuDNN's clock is 1460 x 1500 / 1485. FA2 in the row has no post-batch probe (an older
+    # capture's row) and keeps the sample x probe ratio. The head-dim-64 row has no lapis kernel: its FA4 takes the
+    # capture's ratio, the median of s18's 1500/1485 and s17's 1400/1470
     _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12,
                       "kernels": {"cudnn": _post(_kernel(1700.0, 1700.0), 1460.0), "flash": _kernel(3300.0, 1650.0),
-                                  "attn_s18_bar_hoist_s2_n128_c2": _post(_probed(1760.0, 1500.0, 1650.0), 1485.0)}}])
-    cases = {(c["variant"], c["causal"]): c for c in measured_cases(tmp_path)}
-    c = cases[("cudnn_fprop", False)]
-    assert (c["clock_mhz"], c["clock_source"], c["clock_sampled_mhz"]) == (1460.0, "post-batch probe", 1700.0)
-    f = cases[("flash2", False)]
+                                  "attn_s18_bar_hoist_s2_n128_c2": _post(_probed(1760.0, 1500.0, 1650.0), 1485.0)}},
+                     {"shape": "8x16x4096x128", "causal": True, "flops": 5.5e11,
+                      "kernels": {"attn_s17_one_sync_s2_n128_c2": _post(_probed(1000.0, 1400.0, 1600.0), 1470.0)}},
+                     {"shape": "8x16x4096x64", "causal": False, "flops": 5.5e11,
+                      "kernels": {"fa4": _post(_kernel(1000.0, 1900.0), 1800.0)}}])
+    cases = {(c["variant"], c["shape"], c["causal"]): c for c in measured_cases(tmp_path)}
+    c = cases[("cudnn_fprop", "8x16x4096x128", False)]
+    assert c["clock_mhz"] == pytest.approx(1460.0 * 1500.0 / 1485.0, rel=1e-12)
+    assert (c["clock_source"], c["clock_sampled_mhz"]) == ("post-batch probe x probe ratio", 1700.0)
+    f = cases[("flash2", "8x16x4096x128", False)]
     assert f["clock_mhz"] == pytest.approx(1500.0, rel=1e-12) and f["clock_source"] == "sampled x probe ratio"
-    assert cases[("s18", False)]["clock_mhz"] == 1500.0  # a lapis kernel keeps its in-kernel probe
-    # a post-batch probe without a sample (nvidia-smi read nothing) is the clock all the same
+    assert cases[("s18", "8x16x4096x128", False)]["clock_mhz"] == 1500.0  # a lapis kernel keeps its own probe
+    hd = cases[("fa4_sm90", "8x16x4096x64", False)]
+    assert hd["clock_mhz"] == pytest.approx(1800.0 * (1500.0 / 1485.0 + 1400.0 / 1470.0) / 2, rel=1e-12)
+    # a post-batch probe with no in-kernel probe to scale it, and without a sample (nvidia-smi read nothing), is
+    # the clock all the same
     k = {"median_us": 1700.0, "spread_pct": 0.5, "clock": {"post_mhz_median": 1460.0, "post_mhz": [1460.0] * 5}}
     assert _third_party_clock(k, None, "fa4") == (1460.0, "post-batch probe", None)
+
+
+def test_probe_to_post_is_the_median_in_kernel_over_post_batch_ratio():
+    rows = [{"kernels": {"attn_s18_bar_hoist_s2_n128_c2": _post(_probed(1760.0, 1500.0, 1650.0), 1600.0),
+                         "attn_s17_one_sync_s2_n128_c2": _post(_probed(1780.0, 1450.0, 1650.0), 1610.0),
+                         "attn_s16_early_pack_s2_n128_c2": _probed(1790.0, 1440.0, 1650.0),  # no post probe
+                         "cudnn": _post(_kernel(1700.0, 1700.0), 1650.0)}}]  # no in-kernel probe
+    assert probe_to_post(rows) == pytest.approx((1500.0 / 1600.0 + 1450.0 / 1610.0) / 2, rel=1e-12)
+    assert probe_to_post([{"kernels": {"cudnn": _post(_kernel(1700.0, 1700.0), 1650.0)}}]) is None
 
 
 @pytest.mark.parametrize("bad", [0, -1460.0, float("nan"), float("inf"), "1460", True])
@@ -181,6 +201,8 @@ def test_captures_without_the_post_batch_probe_give_no_agreement(tmp_path):
                       "kernels": {"cudnn": _kernel(1700.0, 1700.0),
                                   "attn_s18_bar_hoist_s2_n128_c2": _probed(1760.0, 1500.0, 1650.0)}}])
     assert post_probe_agreement(tmp_path) is None
+
+
 def test_a_race_after_a_bench_capture_times_the_case_and_the_bench_keeps_its_timeline():
     """s7 at 4x16x8192x128: benched with timelines on 2026-11-30 (attention/h200-2026-11-30-probe), raced on
     2026-12-02 (race/h200-2026-12-02-s7, 3694.3 us at 1499.0 MHz by its probe)."""
