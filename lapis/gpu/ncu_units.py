@@ -14,7 +14,8 @@ per metric beside its value: cycles, instructions (warp-level, summed over the S
 count and its warp-stall samples by reason) as DIR/<kernel>_source.csv.gz (`--page source --print-source sass
 --csv`), one launch after the warm-up; cuDNN is never asked for (see below).
 
-fa4 (FA4's CuTe-DSL sm90 forward) needs LAPIS_FA4_SITE, a folder of its unpacked wheels. Warp-stall reasons
+fa4 (FA4's CuTe-DSL sm90 forward) needs LAPIS_FA4_SITE, a folder of its unpacked wheels; fa4_bhsd runs it on
+views of the B x H x L x D inputs (lapis.gpu.race). Warp-stall reasons
 (STALLS) are recorded per issue-active cycle where the GPU has them.
 
 --flash-sass also writes the SASS of torch's flash kernel (FA2): `cuobjdump -sass -fun <mangled name>` on torch's
@@ -66,7 +67,8 @@ CANDIDATES = (
 )
 DEFAULT_KERNELS = ("s3", "s5", "s9", "s9:causal", "gemm", "flash", "cudnn")
 # Kernel-name filters (ncu -k regex:), by what the launch runs.
-THIRD_PARTY_FILTER = {"flash": "flash_fwd", "cudnn": "fprop|flash|fmha|attn", "fa4": "FlashAttentionForwardSm90|Sm90"}
+THIRD_PARTY_FILTER = {"flash": "flash_fwd", "cudnn": "fprop|flash|fmha|attn", "fa4": "FlashAttentionForwardSm90|Sm90",
+                      "fa4_bhsd": "FlashAttentionForwardSm90|Sm90"}
 WARMUP = 3
 
 
@@ -203,12 +205,13 @@ def launcher(kernel: str, shape: str, gemm_size: int):
     q, k, v = ba.make_inputs(torch, shape, "normal", 7)
     name, _, causal = kernel.partition(":")
     causal = causal == "causal"
-    if name == "fa4":  # FA4's CuTe-DSL sm90 forward, from the unpacked wheels in LAPIS_FA4_SITE
+    if name in ("fa4", "fa4_bhsd"):  # FA4's CuTe-DSL sm90 forward, from the unpacked wheels in LAPIS_FA4_SITE
         import os
         import site
         site.addsitedir(os.environ.get("LAPIS_FA4_SITE", ""))
         from flash_attn.cute.interface import flash_attn_func
-        qb, kb, vb = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+        # fa4: B x L x H x D memory; fa4_bhsd: views of the B x H x L x D inputs lapis's kernels read (lapis.gpu.race)
+        qb, kb, vb = (x.transpose(1, 2) if name == "fa4_bhsd" else x.transpose(1, 2).contiguous() for x in (q, k, v))
         return lambda: flash_attn_func(qb, kb, vb, causal=causal)
     if name in THIRD_PARTY_FILTER:
         f = torch.nn.functional.scaled_dot_product_attention

@@ -16,7 +16,8 @@ over the CTAs of cycles / ns x 1000 (post_probe_mhz). The clock record keeps it 
 median over the rounds (clock.post_mhz_median), beside the kernel's own probe for lapis's kernels. The kernels SDPA
 launched are named (torch.profiler).
 FA4 (flash_attn.cute.interface.flash_attn_func, inputs B x L x H x D) runs when importable, after adding
---fa4-site to the import path (site.addsitedir); else its rows say why. Writes DIR/manifest.json (provenance,
+--fa4-site to the import path (site.addsitedir); else its rows say why. fa4 reads a B x L x H x D copy of the
+inputs (FA4's own layout), fa4_bhsd B x L x H x D views of the B x H x L x D inputs the others read. Writes DIR/manifest.json (provenance,
 units, the post-batch probe's launch, every summary) and prints a table. GPU only: sm_90a, cupy and torch.
 """
 
@@ -38,7 +39,7 @@ from lapis.gpu import capture_tma, harness, protocol
 from lapis.gpu.bench_gemm import SmiSampler, smi_gpu_id
 from lapis.model.micro_campaign import FORCE_ONE_CTA_SMEM
 
-THIRD_PARTY = ("cudnn", "flash", "fa4")
+THIRD_PARTY = ("cudnn", "flash", "fa4", "fa4_bhsd")
 TOLERANCE = 1e-2
 CHECK_HEADS = 1  # the reference covers the first batch x head slice (float64 on the GPU)
 POST_PROBE = Path(__file__).parent / "kernels" / "micro_launch_v1.cu"  # micro_cta_turnover(spin_ns, out)
@@ -112,7 +113,10 @@ class Race:
             return protocol.Timed(name, launch, len(sets))
         if self.fa4 is None:
             raise LapisError("FA4's sm90 forward is not importable here", self.fa4_error, "pass --fa4-site DIR")
-        blhd = [tuple(x.transpose(1, 2).contiguous() for x in s) for s in sets]
+        # fa4: B x L x H x D memory (FA4's own layout, a copy of the inputs); fa4_bhsd: the B x H x L x D inputs that
+        # lapis's kernels and SDPA read, passed as B x L x H x D views (FA4 takes aligned strides without a copy)
+        blhd = [tuple(x.transpose(1, 2) if name == "fa4_bhsd" else x.transpose(1, 2).contiguous() for x in s)
+                for s in sets]
 
         def launch(i, copy=False):
             out = self.fa4(*blhd[i], causal=causal)
