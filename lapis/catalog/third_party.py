@@ -6,6 +6,9 @@ this table is apart from lapis.catalog.attention, which drives the builds of lap
 - timed: the name lapis.gpu.race and lapis.gpu.ncu_units give it (None: held out, never timed here; FA4 is timed
   by the race only);
 - instruction: the tensor instruction it issues (wgmma or mma.sync), for the per-unit comparison;
+- views (optional): the names under which the race and ncu_units also run it on inputs of another memory layout
+  (fa4_bhsd: FA4 on B x H x L x D views where fa4 reads its own B x L x H x D copy); validate units costs them with
+  the kernel's schedule, validate timelines takes no case from them;
 - seen: the (shape, causal) configurations measured before its blind predictions were committed (torch's FA2
   and cuDNN at the FA4 shapes, head dim 128, non-causal: runs on the H200 on 2026-12-01), never counted blind;
 - schedule: the simulator schedule that mirrors it (lapis/pipeline_sim/schedules/);
@@ -67,7 +70,7 @@ KERNELS = {
                      source="Dao-AILab/flash-attention flash_attn/cute (interface.py, flash_fwd_sm90.py, "
                             "tile_scheduler.py)",
                      schedule="h200-fa4-sm90", blind="fa4_sm90_h200", cases=_fa4_cases(), timed="fa4",
-                     instruction="wgmma", seen=()),
+                     instruction="wgmma", seen=(), views=("fa4_bhsd",)),
     "cudnn_fprop": dict(kernel="cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_"
                                "cga1x1x1_kernel0_0 (torch SDPA cuDNN)",
                         source="its name, launch configuration and Nsight Compute counters (no code, no SASS)",
@@ -103,3 +106,10 @@ def cases(name: str) -> list[dict]:
 def by_timed_name(name: str) -> tuple[str, dict] | None:
     """(variant, entry) of the kernel lapis.gpu.race / ncu_units call `name` (flash, cudnn), or None."""
     return next(((v, k) for v, k in KERNELS.items() if k["timed"] == name), None)
+
+
+def by_view_name(name: str) -> tuple[str, dict] | None:
+    """(variant, entry) of the kernel that lapis.gpu.race / ncu_units run on inputs of another memory layout under
+    `name` (an entry's views: fa4_bhsd, FA4's sm90 forward on B x H x L x D inputs), or None. Such rows measure the
+    layout's effect; validate timelines does not take them as the kernel's cases."""
+    return next(((v, k) for v, k in KERNELS.items() if name in k.get("views", ())), None)

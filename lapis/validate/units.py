@@ -75,7 +75,7 @@ def kernel_case(key: str, shape: str, gemm_size: int) -> dict:
         v = attention.VARIANTS[name]
         return dict(base, schedule=v["schedule"], params=attention.sim_params(v, causal), instruction="wgmma",
                     variant=key)
-    found = third_party.by_timed_name(name)
+    found = third_party.by_timed_name(name) or third_party.by_view_name(name)
     if found:
         variant, k = found
         case = next(c for c in k["cases"] if c[0].endswith(f"x{d}"))  # the kernel's tile choice at this head dim
