@@ -378,7 +378,9 @@ def test_every_shipped_capture_passes_its_reader():
     for kind, read in readers.READERS.items():
         for folder in sorted((SHIPPED / kind).iterdir()) if (SHIPPED / kind).is_dir() else []:
             if (folder / "manifest.json").exists():
-                assert read(folder).not_compared in ({}, {"timeout": 2}), folder  # tma's 2 interleaved timeouts
+                # tma's 2 interleaved timeouts; the head-dim race asked s9 (head dim 128 only) at its 6 other rows
+                want = {"attention_h200.cu is built": 6} if folder.name == "h200-2026-12-02-hd-post" else None
+                assert read(folder).not_compared in (({}, {"timeout": 2}) if want is None else (want,)), folder
     for folder in sorted((SHIPPED / "attention").glob("*/sanitizer.json")):
         readers.read_sanitizer(folder.parent)
     for rel in sorted(SHIPPED.glob("micro/*/micro/results.json")):

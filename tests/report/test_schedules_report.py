@@ -73,18 +73,18 @@ def test_every_measured_heading_names_its_build(report_run):
 
 
 def test_cudnn_s_bar_is_the_newest_race_capture_that_timed_it_alone():
-    """race/h200-2026-12-02-s20 (12:43 UTC) is the newest; its cuDNN medians at the FA4 shapes are 1826.8,
-    3672.7 and 7327.4 µs for 1.0995e12, 2.199e12 and 4.398e12 FLOPs. The race and race-hd captures (output copy) are
+    """race/h200-2026-12-02-layout (16:47 UTC) is the newest; its cuDNN medians at the FA4 shapes are 1839.6,
+    3551.0 and 7109.3 µs for 1.0995e12, 2.199e12 and 4.398e12 FLOPs. The race and race-hd captures (output copy) are
     never read."""
     from lapis.report.schedules import FA4_SHAPES, _h200_measured, cudnn_measured
     got = cudnn_measured(CAP)
-    assert got["capture"] == "race/h200-2026-12-02-s20" and got["date"].startswith("2026-12-02T12:43")
+    assert got["capture"] == "race/h200-2026-12-02-layout" and got["date"].startswith("2026-12-02T16:47")
     assert {s: round(t) for s, t in got["tflops"].items()} == {
-        "8x16x4096x128": 602, "4x16x8192x128": 599, "2x16x16384x128": 600}
+        "8x16x4096x128": 598, "4x16x8192x128": 619, "2x16x16384x128": 619}
     rows = {("h200", "h200-s9-tuned"): {s: dict(tflops=500.0) for s in FA4_SHAPES}}
     text = _h200_measured(rows, set(), got)[0]
-    assert "cuDNN 599-602 TFLOP/s" in text and "race/h200-2026-12-02-s20" in text and "607" not in text
-    assert "0.83x cuDNN's best" in text  # 500 / 601.9
+    assert "cuDNN 598-619 TFLOP/s" in text and "race/h200-2026-12-02-layout" in text and "602" not in text
+    assert "0.81x cuDNN's best" in text  # 500 / 619.3
 
 
 def test_without_a_race_capture_timed_alone_there_is_no_cudnn_bar(tmp_path):

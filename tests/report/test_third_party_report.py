@@ -7,8 +7,8 @@ import pytest
 
 from lapis.report.third_party import held_out_rows, kernel_summary, third_party_section, unit_cases
 
-RACE = "race/h200-2026-12-02-fa2"  # the last race that timed FA2 (kernels timed alone)
-LAST = "race/h200-2026-12-02-s20"  # the last that timed cuDNN and FA4 (12:43 UTC; race/h200-2026-12-02-s7 at 12:42)
+RACE = "race/h200-2026-12-02-hd-post"  # the last race that timed FA2 non-causal (kernels timed alone)
+LAST = "race/h200-2026-12-02-layout"  # the last that timed cuDNN and FA4 (16:47 UTC; by name -s7 sorts after it)
 
 
 @pytest.fixture(scope="module")
@@ -45,18 +45,20 @@ def test_fa4_rows_are_the_blind_file_and_not_measured():
 def test_unit_cases_are_the_ncu_kernels_schedules():
     cases = unit_cases()
     # ncu/h200-2026-12-01-steps (s12, s13, cuDNN, FA4), then ncu/h200-2026-12-01-units, then
-    # ncu/h200-2026-12-02-s14 (s13, s14), -s15 (s14, s15), -s16 (s15, s16), -s17 (s16, s17), -s18 (s17, s18),
-    # -s19 (s18, s19), -s20 (s19, s20), ncu/h200-2026-12-02-source (s1, s2, s14, FA4)
+    # ncu/h200-2026-12-02-layout (s21, FA4, FA4 on B x H x L x D views, cuDNN), -s14 (s13, s14), -s15 (s14, s15),
+    # -s16 (s15, s16), -s17 (s16, s17), -s18 (s17, s18), -s19 (s18, s19), -s20 (s19, s20), -s21 (s20, s21),
+    # ncu/h200-2026-12-02-source (s1, s2, s14, FA4)
     assert [c[0] for c in cases] == ["h200-s9-tuned", "h200-s9-tuned", "h200-cudnn-fprop", "h200-fa4-sm90",
                                      "h200-s3-two-consumers", "h200-s5-intra-overlap", "h200-s9-tuned",
                                      "h200-s9-tuned", "h200-gemm-ws", "h200-flash2", "h200-cudnn-fprop",
-                                     *["h200-s9-tuned"] * 14,
+                                     "h200-s9-tuned", "h200-fa4-sm90", "h200-fa4-sm90", "h200-cudnn-fprop",
+                                     *["h200-s9-tuned"] * 16,
                                      "h200-s1-serial", "h200-s2-ws-ring", "h200-s9-tuned", "h200-fa4-sm90"]
-    assert cases[12][3]["kernel_loop"] == "s14"
+    assert (cases[11][3]["kernel_loop"], cases[16][3]["kernel_loop"]) == ("s21", "s14")
     # s15 runs its kernel's turn order: the late V wait with its own compiled loop
-    assert (cases[14][3]["kernel_loop"], cases[14][3]["late_v"]) == ("s15", 1)
+    assert (cases[18][3]["kernel_loop"], cases[18][3]["late_v"]) == ("s15", 1)
     # s16..s18 with their own loops, their softmax sides costed with two softmax warps per SMSP (the default)
-    assert [(c[3]["kernel_loop"], c[3].get("side_warps")) for c in cases[16:21:2]] == [("s16", None), ("s17", None),
+    assert [(c[3]["kernel_loop"], c[3].get("side_warps")) for c in cases[20:25:2]] == [("s16", None), ("s17", None),
                                                                                       ("s18", None)]
     assert cases[9] == ("h200-flash2", "h200", "8x16x4096x128", dict(block_m=128, block_n=64, warps=4))
     assert cases[7][3]["causal"] == 1
@@ -68,9 +70,9 @@ def test_fa2_rows_from_the_race_capture(section):
     rows = _table(md, "### `flash2`")
     assert len(rows) == 16
     row = next(r for r in rows if r[0] == "8x16x4096x128" and r[1] == "no")
-    assert row[3] == "3296.5" and row[7] == "no" and row[8] == f"`{RACE}`"
-    # nvidia-smi's sample times the row's probe/sample ratio of lapis's kernels in the same rounds
-    assert row[6] == "1531 (sampled x probe ratio)"
+    assert row[3] == "3238.8" and row[7] == "no" and row[8] == f"`{RACE}`"
+    # the post-batch probe times the in-kernel / post-batch ratio of lapis's s9 in the same row
+    assert row[6] == "1682 (post-batch probe x probe ratio)"
     assert all(r[7] == "yes" for r in rows if r[1] == "yes") and sum(r[1] == "yes" for r in rows) == 5
     # the FA4 shapes, head dim 128, non-causal, were seen before the blind predictions: never blind
     assert [r[0] for r in rows if r[1] == "no" and r[7] == "no"] == ["8x16x4096x128", "4x16x8192x128",
@@ -96,7 +98,7 @@ def test_cudnn_rows_and_the_cases_its_schedule_cannot_run(section):
     assert "### `cudnn_fprop`: cudnn_generated_fort_native_sdpa_sm90_flash_fprop" in md
     rows = _table(md, "### `cudnn_fprop`")
     row = next(r for r in rows if r[0] == "8x16x4096x128" and r[1] == "no")
-    assert row[3] == "1826.8" and row[7] == "no" and row[8] == f"`{LAST}`"
+    assert row[3] == "1839.6" and row[7] == "no" and row[8] == f"`{LAST}`"
     # head dim 256: its three stages of K+V do not fit shared memory; listed, with the reason, never scored
     assert [r[2] for r in rows if r[0].endswith("x256")] == ["-", "-", "-"]
     assert "does not fit shared memory" in md[md.index("### `cudnn_fprop`"):]
@@ -112,7 +114,7 @@ def test_fa4_rows_are_blind_and_measured_in_the_race(section):
     rows = _table(md, heading)
     assert len(rows) == 16 and {r[7] for r in rows} == {"yes"}  # every case predicted before its first timing
     row = next(r for r in rows if r[0] == "8x16x4096x128" and r[1] == "no")
-    assert row[2:4] == ["1687.7", "1710.6"] and row[8] == f"`{LAST}`"
+    assert row[2:4] == ["1687.7", "1689.1"] and row[8] == f"`{LAST}`"
     assert numbers["fa4_sm90"]["cases"] == numbers["fa4_sm90"]["blind_cases"] == 16
 
 
@@ -120,14 +122,14 @@ def test_units_table(section):
     md, numbers = section
     rows = _table(md, "### Per unit against Nsight Compute")
     assert [r[0] for r in rows] == ["`s12`", "`s13`", "`cudnn`", "`fa4`", "`s3`", "`s5`", "`s9`", "`s9:causal`",
-                                    "`gemm`", "`flash`", "`s14`", "`s15`", "`s16`", "`s17`", "`s18`", "`s19`", "`s20`",
-                                    "`s1`", "`s2`"]
+                                    "`gemm`", "`flash`", "`s21`", "`fa4_bhsd`", "`s14`", "`s15`", "`s16`", "`s17`",
+                                    "`s18`", "`s19`", "`s20`", "`s1`", "`s2`"]
     assert next(r for r in rows if r[0] == "`flash`")[1] == "`h200-flash2`"
     assert all(re.fullmatch(r"[+-]\d+\.\d pt", r[4]) for r in rows)
     u = numbers["units"]
     assert {k["kernel"] for k in u["kernels"]} == {"s3", "s5", "s9", "s9:causal", "gemm", "flash", "cudnn", "s12",
                                                    "s13", "fa4", "s14", "s15", "s16", "s17", "s18", "s19", "s20",
-                                                   "s1", "s2"}
+                                                   "s1", "s2", "s21", "fa4_bhsd"}
     assert set(u["largest_miss"]) == {"time_us", "sm_cycles", "tensor_active_pct", "dram_mb"}
     for unit, w in u["largest_miss"].items():
         assert f"{unit} `{w['kernel']}`" in md
