@@ -215,3 +215,45 @@ def test_a_race_after_a_bench_capture_times_the_case_and_the_bench_keeps_its_tim
     assert (case["measured_us"], case["clock_mhz"]) == (k["median_us"], k["clock"]["mhz_median"])
     assert case["timeline_capture"].startswith("attention/h200-2026-11-30") and case["timeline"]
     assert len(case["runs_us"]) >= 2  # the bench's median and the race's
+
+
+@pytest.mark.parametrize("bad", [1e300, 5001.0, 99.0, 1e-300])
+def test_a_race_clock_that_is_no_sm_clock_is_refused(tmp_path, bad):
+    # a positive finite number the schema lets through, but no SM clock (lapis.model.clock.PROBE_MHZ: 100-5000 MHz)
+    with pytest.raises(CaptureError, match="between 100 and 5000 MHz") as e:
+        _third_party_clock(_post(_kernel(1700.0, 1700.0), bad), None, "cudnn")
+    assert "cudnn.clock.post_mhz_median" in str(e.value)
+    with pytest.raises(CaptureError, match="attn_s18_bar_hoist_s2_n128_c2.clock.post_mhz_median"):
+        probe_to_post([{"kernels": {"attn_s18_bar_hoist_s2_n128_c2": _post(_probed(1760.0, 1500.0, 1650.0), bad)}}])
+    # lapis's own kernel: its probe is the case's clock
+    _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12,
+                      "kernels": {"attn_s9_tuned_s3_n128_c2": _kernel(1750.0, bad)}}])
+    with pytest.raises(CaptureError, match="attn_s9_tuned_s3_n128_c2.clock.mhz_median"):
+        measured_cases(tmp_path)
+
+
+def _dated(root, name, date, us):
+    d = root / "race" / name
+    d.mkdir(parents=True)
+    (d / "manifest.json").write_text(json.dumps({"provenance": dict(PROV, date=date), "kind": "race", "results": [
+        {"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12, "kernels": {"cudnn": _kernel(us, 1700.0)}}]}))
+
+
+def test_the_last_capture_is_the_last_in_utc(tmp_path):
+    # -a ran at 2026-12-02T01:00+09:00, i.e. 2026-12-01T16:00 UTC, four hours before -b: -b's 1800 us is the case's
+    # time and its day the case's; compared as written, -a's "2026-12-02" would have won
+    _dated(tmp_path, "h200-a", "2026-12-02T01:00:00+09:00", 1700.0)
+    _dated(tmp_path, "h200-b", "2026-12-01T20:00:00+00:00", 1800.0)
+    (case,) = measured_cases(tmp_path)
+    assert (case["capture"], case["measured_us"], case["capture_date"]) == ("race/h200-b", 1800.0, "2026-12-01")
+    assert case["runs_us"] == [1700.0, 1800.0]
+
+
+@pytest.mark.parametrize("bad", ["garbage", "", "2026-12-02", "2026-12-01T20:00:00"])
+def test_a_capture_date_without_a_time_and_offset_is_refused(tmp_path, bad):
+    # "garbage" sorted after every real date and was the case's capture_date (blind_for compared against it)
+    _dated(tmp_path, "h200-a", bad, 1700.0)
+    with pytest.raises(CaptureError, match="ISO 8601 with a time and a UTC offset") as e:
+        measured_cases(tmp_path)
+    assert f"race/h200-a: provenance.date = {bad!r}" in str(e.value)
+
