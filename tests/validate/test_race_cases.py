@@ -257,3 +257,33 @@ def test_a_capture_date_without_a_time_and_offset_is_refused(tmp_path, bad):
         measured_cases(tmp_path)
     assert f"race/h200-a: provenance.date = {bad!r}" in str(e.value)
 
+
+def _race_with_post(tmp_path, **clock):
+    k = _post(_kernel(1700.0, 1700.0), 1460.0)
+    k["round_median_us"] = [1700.0] * 5
+    k["clock"].update(clock)
+    for key in [key for key, v in clock.items() if v is None]:
+        del k["clock"][key]
+    return _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12, "kernels": {"cudnn": k}}])
+
+
+@pytest.mark.parametrize("clock, words", [
+    (dict(post_mhz=[]), "post_mhz: 0 readings"),
+    (dict(post_mhz=[1460.0] * 6), "post_mhz: 6 readings"),  # 5 rounds
+    (dict(post_mhz_median=1500.0), "post_mhz_median: 1500.0, the median of post_mhz 1460.0"),
+    (dict(post_mhz=[1400.0, 1460.0, 1470.0, 1480.0]), "the median of post_mhz 1465.0"),
+    (dict(post_mhz_median=None), "post_mhz and post_mhz_median together"),
+    (dict(post_mhz=None), "post_mhz and post_mhz_median together"),
+    (dict(source="probed"), "clock.source is one of 'probe', 'sampled'"),
+])
+def test_the_race_reader_holds_the_post_batch_probe_to_the_protocols_record(tmp_path, clock, words):
+    d = _race_with_post(tmp_path, **clock)
+    with pytest.raises(CaptureError) as e:
+        read_race(d)
+    assert words in str(e.value) and "results[0].kernels.cudnn.clock" in str(e.value)
+
+
+def test_the_race_reader_takes_the_protocols_post_batch_probe(tmp_path):
+    # 4 of 5 rounds read the probe: median of 1400, 1460, 1470, 1480 is 1465
+    d = _race_with_post(tmp_path, post_mhz=[1400.0, 1460.0, 1470.0, 1480.0], post_mhz_median=1465.0)
+    assert read_race(d).manifest["results"][0]["kernels"]["cudnn"]["clock"]["post_mhz_median"] == 1465.0
