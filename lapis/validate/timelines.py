@@ -194,6 +194,21 @@ def _race_mhz(name: str, clock: dict, key: str) -> float | None:
     return float(v)
 
 
+def _race_clocks(folder: Path, man: dict) -> dict:
+    """The race manifest `man` once every kernel's clocks (mhz_median, sampled_mhz_median, post_mhz_median) pass
+    _race_mhz; its CaptureError names the capture and the row (results[i], shape, causal) otherwise."""
+    for i, e in enumerate(man["results"]):
+        for name, k in e.get("kernels", {}).items():
+            try:
+                c = _race_clock(name, k)
+                for key in ("mhz_median", "sampled_mhz_median", "post_mhz_median"):
+                    _race_mhz(name, c, key)
+            except CaptureError as exc:
+                raise CaptureError(exc.rule, f"race/{folder.name}: results[{i}] ({e['shape']}, causal "
+                                   f"{e['causal']}): {exc.value}", exc.fix) from None
+    return man
+
+
 def probe_to_post(rows: list[dict]) -> float | None:
     """The median over lapis's kernels (clock source "probe") in race rows `rows` of in-kernel probe / post-batch
     probe (clock.mhz_median / clock.post_mhz_median); None when no kernel there has both. The post-batch probe runs
@@ -238,7 +253,7 @@ def post_probe_agreement(root: Path) -> dict | None:
     of MHz."""
     ratios = []
     for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
-        for e in read_race(folder).manifest["results"]:
+        for e in _race_clocks(folder, read_race(folder).manifest)["results"]:
             for name, k in e.get("kernels", {}).items():
                 c = _race_clock(name, k)
                 if c.get("source") == "probe":
@@ -258,7 +273,7 @@ def _race(root: Path) -> list[dict]:
     for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
         if not third_party.timed_alone(folder.name):
             continue
-        man = read_race(folder).manifest
+        man = _race_clocks(folder, read_race(folder).manifest)
         whole = probe_to_post(man["results"])
         for e in man["results"]:
             ratio, post_ratio = probe_to_sampled(e), probe_to_post([e]) or whole

@@ -225,11 +225,17 @@ def test_a_race_clock_that_is_no_sm_clock_is_refused(tmp_path, bad):
     assert "cudnn.clock.post_mhz_median" in str(e.value)
     with pytest.raises(CaptureError, match="attn_s18_bar_hoist_s2_n128_c2.clock.post_mhz_median"):
         probe_to_post([{"kernels": {"attn_s18_bar_hoist_s2_n128_c2": _post(_probed(1760.0, 1500.0, 1650.0), bad)}}])
-    # lapis's own kernel: its probe is the case's clock
+    # lapis's own kernel: its probe is the case's clock; the error names the capture and the row
     _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12,
-                      "kernels": {"attn_s9_tuned_s3_n128_c2": _kernel(1750.0, bad)}}])
-    with pytest.raises(CaptureError, match="attn_s9_tuned_s3_n128_c2.clock.mhz_median"):
-        measured_cases(tmp_path)
+                      "kernels": {"cudnn": _kernel(1700.0, 1700.0)}},
+                     {"shape": "8x16x4096x128", "causal": True, "flops": 5.5e11,
+                      "kernels": {"attn_s9_tuned_causal_s3_n128_c2": _kernel(1750.0, bad)}}])
+    where = (f"race/h200-test: results[1] (8x16x4096x128, causal True): "
+             f"kernels.attn_s9_tuned_causal_s3_n128_c2.clock.mhz_median = {bad!r}")
+    for fn in (measured_cases, post_probe_agreement):
+        with pytest.raises(CaptureError, match="between 100 and 5000 MHz") as e:
+            fn(tmp_path)
+        assert where in str(e.value)
 
 
 def _dated(root, name, date, us):
