@@ -31,6 +31,7 @@ lapis.captures.store.open_timelines, which reads them as safe.Npz or codec.Packe
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -458,12 +459,33 @@ def read_ncu(folder) -> Capture:
 
 # ---------------------------------------------------------------- race (same-process timings, lapis.gpu.race)
 
-# mhz_median and source are absent where a kernel had only the post-batch probe (no probe of its own, no sample)
-RACE_CLOCK = {"mhz_median?": POS, "source?": STR, "sampled_mhz_median?": POS, "post_mhz_median?": POS,
-              "post_mhz?": [POS]}
+# mhz_median and source are absent where a kernel had only the post-batch probe (no probe of its own, no sample);
+# source is lapis.gpu.protocol's: the kernel's own probe, else nvidia-smi's samples
+RACE_CLOCK = {"mhz_median?": POS, "source?": One("probe", "sampled"), "sampled_mhz_median?": POS,
+              "post_mhz_median?": POS, "post_mhz?": [POS]}
 RACE_KERNEL = {"median_us": POS, "spread_pct": NUM, "clock?": RACE_CLOCK, "speedup_to_reference?": DICT}
 RACE_RESULT = {"shape": SHAPE, "causal": BOOL, "flops": POS, "kernels?": Map(RACE_KERNEL), "skipped?": Map(STR)}
 RACE = {"provenance": PROVENANCE, "results": [RACE_RESULT]}
+
+
+def _post_probe(file, where: str, k: dict) -> None:
+    """A race kernel's post-batch probe (lapis.gpu.protocol.summary): post_mhz holds one reading per round at most
+    (round_median_us's length) and at least one, and post_mhz_median, recorded with them, is their median;
+    CaptureError naming the field otherwise."""
+    c, rounds = k.get("clock") or {}, k.get("round_median_us")
+    post = c.get("post_mhz")
+    if ("post_mhz_median" in c) != (post is not None):
+        raise _error("race", file, where, "post-batch probe records post_mhz and post_mhz_median together",
+                     f"keys {sorted(c)}")
+    if post is None:
+        return
+    if not post or (isinstance(rounds, list) and len(post) > len(rounds)):
+        raise _error("race", file, f"{where}.post_mhz", "post-batch probe holds one reading per round that read one "
+                     f"(1..{len(rounds) if isinstance(rounds, list) else 'rounds'})", f"{len(post)} readings")
+    med = statistics.median(post)
+    if not math.isclose(c["post_mhz_median"], med, rel_tol=1e-9):
+        raise _error("race", file, f"{where}.post_mhz_median", "post_mhz_median is the median of post_mhz",
+                     f"{c['post_mhz_median']!r}, the median of post_mhz {med!r}")
 
 
 def read_race(folder) -> Capture:
@@ -474,6 +496,8 @@ def read_race(folder) -> Capture:
     for i, e in enumerate(man["results"]):
         if not _dims(e["shape"], 4):
             raise _error("race", file, f"results[{i}].shape", "shape is BxHxLxD (positive integers)", repr(e["shape"]))
+        for name, k in e.get("kernels", {}).items():
+            _post_probe(file, f"results[{i}].kernels.{name}.clock", k)
     skipped = _count((why for e in man["results"] for why in e.get("skipped", {}).values()),
                      lambda why: " ".join(why.split()[:3]))
     timed = sum(len(e.get("kernels", {})) for e in man["results"])

@@ -27,9 +27,8 @@ def attention_inc() -> str:
     """LAPIS_ATTENTION(kernel, STAGES, BN, CONSUMER_WGS, WS, PP, ..., NOLOAD) per entry point, in table order
     (a variant's causal build right after it). ScheduleError when an entry breaks a rule of the template
     (attention.check_template)."""
-    macro = ("LAPIS_ATTENTION(kernel, STAGES, BN, CONSUMER_WGS, WS, "
-             "Features<PP, OVERLAP, EXP2, EMU, COND, PERSIST, Q_SLOTS, CAUSAL, NOLOAD, WORKLIST, CHAINS, DESC_INC, "
-             "LATE_V, EARLY_PACK, ONE_SYNC, BAR_HOIST, EARLY_TEST, SPIN_WAIT>)")
+    macro = (f"LAPIS_ATTENTION(kernel, STAGES, BN, CONSUMER_WGS, WS, "
+             f"Features<{', '.join(f.upper() for f in attention.FEATURES)}>)")  # the order the values follow
     lines = [_HEADER.format(src="attention.py", macro=macro)]
     for name, v in attention.VARIANTS.items():
         for causal in (False, True) if v["causal_build"] else (False,):

@@ -58,12 +58,26 @@ def check_counts(rounds: int, launches: int) -> None:
                          f"{rounds} rounds of {launches}", f"use rounds >= {MIN_ROUNDS} and launches >= {MIN_LAUNCHES}")
 
 
+def _post_mhz(post, name: str, r: int) -> float | None:
+    """post_clock's reading after kernel `name`'s batch of round r: None, or a positive finite number of MHz;
+    LapisError otherwise (NaN would be written to the manifest as NaN, a bool or a string taken as a number)."""
+    if post is None:
+        return None
+    if isinstance(post, (bool, np.bool_)) or not isinstance(post, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(post) or post <= 0:
+        raise LapisError("post_clock returns the post-batch probe's SM clock in MHz, a positive finite number, or None",
+                         f"{post!r} after {name}'s batch of round {r}",
+                         "return the probe's MHz (lapis.gpu.race.post_probe_mhz), or None where no CTA recorded one")
+    return float(post)
+
+
 def run(kernels: list[Timed], time_batch, reference: str | None = None, rounds: int = MIN_ROUNDS,
         launches: int = MIN_LAUNCHES, sample_clock=None, post_clock=None) -> dict:
     """Time `kernels` under the protocol. time_batch(launch, n_sets, launches) -> the launches' times (µs);
     sample_clock(t0, t1) -> sampled SM MHz over a wall-clock window (or None), taken for every kernel, probed or
     not, so the two clocks of a probed kernel can be compared; post_clock() -> the post-batch probe's SM MHz (or
-    None), called once after every kernel's batch, after time_batch has returned and the sample's window closed.
+    None), called once after every kernel's batch, after time_batch has returned and the sample's window closed
+    (LapisError, _post_mhz, for a reading that is not a positive finite number).
     reference: the kernel the ratios are taken to (default the first). Returns {kernels: {name: summary}, rounds,
     launches, reference, order}."""
     check_counts(rounds, launches)
@@ -79,13 +93,13 @@ def run(kernels: list[Timed], time_batch, reference: str | None = None, rounds: 
             t0 = time.time()
             us = list(time_batch(k.launch, k.n_sets, launches))
             sampled = sample_clock(t0, time.time()) if sample_clock else None
-            post = post_clock() if post_clock else None
+            post = _post_mhz(post_clock(), k.name, r) if post_clock else None
             mhz, source = (k.probe(), "probe") if k.probe else (sampled, "sampled")
             p = per[k.name]
             if sampled is not None:
                 p["sampled_mhz"].append(float(sampled))
             if post is not None:
-                p["post_mhz"].append(float(post))
+                p["post_mhz"].append(post)
             p["us"] += us
             p["round_us"].append(float(np.median(us)))
             if mhz is not None:

@@ -58,8 +58,16 @@ def post_probe_mhz(records) -> float | None:
     """The post-batch probe's SM clock (MHz) from micro_cta_turnover's records (POST_PROBE_WORDS u64 per CTA:
     %clock64 and %globaltimer at the spin's start and end, then the SM): the median over the CTAs of cycles / ns x
     1000, as bench_attention.probe_clock takes it (a CTA without a positive interval is left out); None when no CTA
-    recorded one."""
-    rec = np.asarray(records, dtype=np.int64).reshape(-1, POST_PROBE_WORDS)
+    recorded one. LapisError when `records` is not integers, POST_PROBE_WORDS per CTA."""
+    try:
+        rec = np.asarray(records, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise LapisError("the post-batch probe's records are integers (micro::Record words)",
+                         f"{type(exc).__name__}: {exc}", "pass the probe's output buffer (u64)") from None
+    if rec.size % POST_PROBE_WORDS:
+        raise LapisError(f"the post-batch probe writes {POST_PROBE_WORDS} words per CTA (micro::Record)",
+                         f"{rec.size} words", f"size the output buffer {POST_PROBE_WORDS} x the CTA count")
+    rec = rec.reshape(-1, POST_PROBE_WORDS)
     return ba.probe_clock(rec[:, :4].ravel()).get("mhz_median")
 
 

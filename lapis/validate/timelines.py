@@ -45,6 +45,7 @@ run-to-run spread.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import json
 import math
@@ -87,9 +88,21 @@ MAX_JOBS = 8  # worker processes for the cases (each simulates one schedule: abo
 # ---------------------------------------------------------------- cases from the captures
 
 def _capture_time(root: Path, capture: str, memo: dict) -> str:
-    """The capture's provenance date as written (ISO 8601, UTC: the strings order as the times do)."""
+    """The capture's provenance date in UTC, ISO 8601 to the microsecond (2026-12-02T16:35:54.000000+00:00: the
+    strings order as the times do, and the first 10 characters are the UTC day). CaptureError when the date is not
+    ISO 8601 with a time and a UTC offset, as the capture scripts write it (datetime.now(timezone.utc)): a bare
+    day, a local time or a free string would order the captures wrongly."""
     if capture not in memo:
-        memo[capture] = read_original(root / capture)["provenance"]["date"]
+        date = read_original(root / capture)["provenance"]["date"]
+        try:
+            t = datetime.datetime.fromisoformat(date)
+        except ValueError:
+            t = None
+        if t is None or t.tzinfo is None:  # a bare day parses without one
+            raise CaptureError("a capture's provenance date is ISO 8601 with a time and a UTC offset "
+                               "(2026-12-02T16:35:54+00:00)", f"{capture}: provenance.date = {date!r}",
+                               "restore the capture from git (captures are never edited by hand)")
+        memo[capture] = t.astimezone(datetime.timezone.utc).isoformat(timespec="microseconds")
     return memo[capture]
 
 
@@ -122,14 +135,16 @@ def _own_variant(kernel: str, causal: bool) -> str | None:
 
 
 def _own_race_case(variant: str, e: dict, k: dict, folder: Path) -> dict:
-    """A lapis variant's row of a race capture as a case: the catalog's simulator parameters, the probed clock."""
+    """A lapis variant's row of a race capture as a case: the catalog's simulator parameters, the probed clock
+    (CaptureError, _race_mhz, when it is not a plausible SM clock)."""
     v = attention.VARIANTS[variant]
     params = attention.sim_params(v, e["causal"])
     params.pop("causal", None)
-    clock = k.get("clock") or {}
+    name = attention.kernel_name(v, e["causal"])
+    clock = _race_clock(name, k)
     return dict(family="attention", variant=variant, schedule=v["schedule"], shape=e["shape"], causal=e["causal"],
                 params=params, measured_us=k["median_us"], spread_pct=k["spread_pct"], capture=f"race/{folder.name}",
-                timeline=None, timeline_capture=None, clock_mhz=clock.get("mhz_median"),
+                timeline=None, timeline_capture=None, clock_mhz=_race_mhz(name, clock, "mhz_median"),
                 clock_source=clock.get("source"))
 
 
@@ -163,15 +178,35 @@ def _race_clock(name: str, k) -> dict:
 
 
 def _race_mhz(name: str, clock: dict, key: str) -> float | None:
-    """clock[key] of kernel `name` in MHz; None when absent; CaptureError unless a positive finite number (a bool,
-    a string, 0, a negative, NaN or inf would scale every third-party clock of the row)."""
+    """clock[key] of kernel `name` in MHz; None when absent; CaptureError unless a positive finite number within
+    lapis.model.clock.PROBE_MHZ (a bool, a string, 0, a negative, NaN, inf, or a clock of 1 MHz or 1e300 MHz would
+    scale every third-party clock of the row)."""
     v = clock.get(key)
     if v is None:
         return None
+    lo, hi = clock_model.PROBE_MHZ
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
         raise CaptureError("a race kernel's clock in MHz is a positive finite number",
                            f"kernels.{name}.clock.{key} = {v!r}", _RACE_FIX)
+    if not lo <= v <= hi:
+        raise CaptureError(f"a race kernel's clock reads an SM clock between {lo:.0f} and {hi:.0f} MHz",
+                           f"kernels.{name}.clock.{key} = {v!r}", _RACE_FIX)
     return float(v)
+
+
+def _race_clocks(folder: Path, man: dict) -> dict:
+    """The race manifest `man` once every kernel's clocks (mhz_median, sampled_mhz_median, post_mhz_median) pass
+    _race_mhz; its CaptureError names the capture and the row (results[i], shape, causal) otherwise."""
+    for i, e in enumerate(man["results"]):
+        for name, k in e.get("kernels", {}).items():
+            try:
+                c = _race_clock(name, k)
+                for key in ("mhz_median", "sampled_mhz_median", "post_mhz_median"):
+                    _race_mhz(name, c, key)
+            except CaptureError as exc:
+                raise CaptureError(exc.rule, f"race/{folder.name}: results[{i}] ({e['shape']}, causal "
+                                   f"{e['causal']}): {exc.value}", exc.fix) from None
+    return man
 
 
 def probe_to_post(rows: list[dict]) -> float | None:
@@ -218,7 +253,7 @@ def post_probe_agreement(root: Path) -> dict | None:
     of MHz."""
     ratios = []
     for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
-        for e in read_race(folder).manifest["results"]:
+        for e in _race_clocks(folder, read_race(folder).manifest)["results"]:
             for name, k in e.get("kernels", {}).items():
                 c = _race_clock(name, k)
                 if c.get("source") == "probe":
@@ -238,7 +273,7 @@ def _race(root: Path) -> list[dict]:
     for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
         if not third_party.timed_alone(folder.name):
             continue
-        man = read_race(folder).manifest
+        man = _race_clocks(folder, read_race(folder).manifest)
         whole = probe_to_post(man["results"])
         for e in man["results"]:
             ratio, post_ratio = probe_to_sampled(e), probe_to_post([e]) or whole
@@ -266,8 +301,9 @@ def _race(root: Path) -> list[dict]:
 def measured_cases(root: Path) -> list[dict]:
     """One dict per (family, variant, shape, causal), from the last capture that timed it; runs_us lists the
     medians of every capture that timed it, in capture order. "Last" by the captures' provenance dates (capture
-    folders sort by name, and a name says nothing of the hour: race/h200-2026-12-02-s7 ran before -s20);
-    capture_date is that date's day (YYYY-MM-DD). A race row has no timeline: where it is last, the case keeps the
+    folders sort by name, and a name says nothing of the hour: race/h200-2026-12-02-s7 ran before -s20; of two
+    captures at the same second, the one read later: attention, gemm, then race, each by name); capture_date is
+    that date's UTC day (YYYY-MM-DD; _capture_time, CaptureError for a date without a time and offset). A race row has no timeline: where it is last, the case keeps the
     timeline of the last bench capture that timed it (timeline, timeline_capture), and its time and clock are the
     race's."""
     cases, times = {}, {}

@@ -255,6 +255,26 @@ def test_the_catalogs_rules_are_the_kernels_static_asserts():
     assert len(rules) == 21
 
 
+def test_the_generated_lists_header_names_the_features_template_parameters_in_order():
+    """The header comment of attention_variants.inc names Features' parameters as attention_h200.cu declares them
+    (it lacked SLEEP_ACQUIRE, the 19th value of every line)."""
+    import re
+    src = (generate.KERNELS / "attention_h200.cu").read_text()
+    declared = src[src.rindex("template <", 0, src.index("struct Features {")):src.index("struct Features {")]
+    names = re.findall(r"(?:bool|int) (\w+)_", declared)
+    assert names[-2:] == ["SPIN_WAIT", "SLEEP_ACQUIRE"] and len(names) == 19
+    header = generate.attention_inc().splitlines()[1]
+    assert header.endswith(f"Features<{', '.join(names)}>)")
+    assert (generate.KERNELS / "attention_variants.inc").read_text().splitlines()[1] == header
+
+
+def test_a_sleep_acquire_entry_outside_the_persistent_gemm_turn_producer_is_refused_by_name():
+    for base in ("s3", "s7"):  # s3: no GEMM turns; s7: GEMM turns, one item a CTA
+        with pytest.raises(ScheduleError, match="the sleeping waits are of the persistent GEMM-turn producer") as e:
+            attention.check_template(dict(attention.VARIANTS[base], sleep_acquire=True))
+        assert "'sleep_acquire': True" in str(e.value)
+
+
 @pytest.mark.parametrize("change, rule", [
     (dict(early_test=True), "the spin waits replace s18's turn waits"),
     (dict(bar_hoist=False), "the spin waits replace s18's turn waits"),

@@ -86,3 +86,18 @@ def test_a_kernel_with_only_the_post_batch_probe_has_a_clock_of_that_alone():
     r = protocol.run([kernel("fa4")], fake_batch({"fa4": [10.0] * 5}, []), sample_clock=lambda t0, t1: None,
                      post_clock=lambda: 1475.0)
     assert r["kernels"]["fa4"]["clock"] == dict(post_mhz_median=1475.0, post_mhz=[1475.0] * 5)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0.0, -5.0, "1650", True, [1650.0]])
+def test_a_post_batch_reading_that_is_no_clock_is_refused_at_once(bad):
+    # NaN was written to the manifest as NaN (which the race reader then refuses), "1650" and True taken as numbers
+    with pytest.raises(LapisError, match="post_clock returns the post-batch probe's SM clock in MHz") as e:
+        protocol.run([kernel("fa4")], fake_batch({"fa4": [10.0] * 5}, []), post_clock=lambda: bad)
+    assert f"{bad!r} after fa4's batch of round 0" in str(e.value)
+
+
+def test_a_numpy_post_batch_reading_is_a_float():
+    import numpy as np
+    r = protocol.run([kernel("fa4")], fake_batch({"fa4": [10.0] * 5}, []), post_clock=lambda: np.float64(1475.0))
+    assert r["kernels"]["fa4"]["clock"]["post_mhz"] == [1475.0] * 5
+    assert type(r["kernels"]["fa4"]["clock"]["post_mhz"][0]) is float

@@ -2,6 +2,7 @@
 
 import pytest
 
+from lapis.errors import LapisError
 from lapis.gpu import race
 
 
@@ -35,6 +36,19 @@ def test_the_post_batch_probe_is_the_median_over_ctas_of_cycles_per_ns():
     assert race.post_probe_mhz(rec) == 1650.0
     assert race.post_probe_mhz(rec + [[0, 0, 0, 0, 0]]) == 1650.0  # a CTA that wrote no record is left out
     assert race.post_probe_mhz([[0, 0, 0, 0, 0]] * 3) is None
+
+
+@pytest.mark.parametrize("records, words", [
+    ([1000, 34000, 5000, 25000, 0, 1], "writes 5 words per CTA (micro::Record): got 6 words"),
+    ([[1000, 34000, 5000, 25000]], "writes 5 words per CTA (micro::Record): got 4 words"),
+    ([["a"] * 5], "records are integers"),
+    (None, "records are integers"),
+    ([[0, 34000, 100, float("nan"), 0]], "records are integers"),
+])
+def test_post_batch_records_that_are_not_the_probes_are_refused_by_name(records, words):
+    with pytest.raises(LapisError, match=r"post-batch probe") as e:
+        race.post_probe_mhz(records)
+    assert words in str(e.value)
 
 
 def test_the_manifest_names_the_post_batch_probe_and_its_units():

@@ -215,3 +215,81 @@ def test_a_race_after_a_bench_capture_times_the_case_and_the_bench_keeps_its_tim
     assert (case["measured_us"], case["clock_mhz"]) == (k["median_us"], k["clock"]["mhz_median"])
     assert case["timeline_capture"].startswith("attention/h200-2026-11-30") and case["timeline"]
     assert len(case["runs_us"]) >= 2  # the bench's median and the race's
+
+
+@pytest.mark.parametrize("bad", [1e300, 5001.0, 99.0, 1e-300])
+def test_a_race_clock_that_is_no_sm_clock_is_refused(tmp_path, bad):
+    # a positive finite number the schema lets through, but no SM clock (lapis.model.clock.PROBE_MHZ: 100-5000 MHz)
+    with pytest.raises(CaptureError, match="between 100 and 5000 MHz") as e:
+        _third_party_clock(_post(_kernel(1700.0, 1700.0), bad), None, "cudnn")
+    assert "cudnn.clock.post_mhz_median" in str(e.value)
+    with pytest.raises(CaptureError, match="attn_s18_bar_hoist_s2_n128_c2.clock.post_mhz_median"):
+        probe_to_post([{"kernels": {"attn_s18_bar_hoist_s2_n128_c2": _post(_probed(1760.0, 1500.0, 1650.0), bad)}}])
+    # lapis's own kernel: its probe is the case's clock; the error names the capture and the row
+    _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12,
+                      "kernels": {"cudnn": _kernel(1700.0, 1700.0)}},
+                     {"shape": "8x16x4096x128", "causal": True, "flops": 5.5e11,
+                      "kernels": {"attn_s9_tuned_causal_s3_n128_c2": _kernel(1750.0, bad)}}])
+    where = (f"race/h200-test: results[1] (8x16x4096x128, causal True): "
+             f"kernels.attn_s9_tuned_causal_s3_n128_c2.clock.mhz_median = {bad!r}")
+    for fn in (measured_cases, post_probe_agreement):
+        with pytest.raises(CaptureError, match="between 100 and 5000 MHz") as e:
+            fn(tmp_path)
+        assert where in str(e.value)
+
+
+def _dated(root, name, date, us):
+    d = root / "race" / name
+    d.mkdir(parents=True)
+    (d / "manifest.json").write_text(json.dumps({"provenance": dict(PROV, date=date), "kind": "race", "results": [
+        {"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12, "kernels": {"cudnn": _kernel(us, 1700.0)}}]}))
+
+
+def test_the_last_capture_is_the_last_in_utc(tmp_path):
+    # -a ran at 2026-12-02T01:00+09:00, i.e. 2026-12-01T16:00 UTC, four hours before -b: -b's 1800 us is the case's
+    # time and its day the case's; compared as written, -a's "2026-12-02" would have won
+    _dated(tmp_path, "h200-a", "2026-12-02T01:00:00+09:00", 1700.0)
+    _dated(tmp_path, "h200-b", "2026-12-01T20:00:00+00:00", 1800.0)
+    (case,) = measured_cases(tmp_path)
+    assert (case["capture"], case["measured_us"], case["capture_date"]) == ("race/h200-b", 1800.0, "2026-12-01")
+    assert case["runs_us"] == [1700.0, 1800.0]
+
+
+@pytest.mark.parametrize("bad", ["garbage", "", "2026-12-02", "2026-12-01T20:00:00"])
+def test_a_capture_date_without_a_time_and_offset_is_refused(tmp_path, bad):
+    # "garbage" sorted after every real date and was the case's capture_date (blind_for compared against it)
+    _dated(tmp_path, "h200-a", bad, 1700.0)
+    with pytest.raises(CaptureError, match="ISO 8601 with a time and a UTC offset") as e:
+        measured_cases(tmp_path)
+    assert f"race/h200-a: provenance.date = {bad!r}" in str(e.value)
+
+
+def _race_with_post(tmp_path, **clock):
+    k = _post(_kernel(1700.0, 1700.0), 1460.0)
+    k["round_median_us"] = [1700.0] * 5
+    k["clock"].update(clock)
+    for key in [key for key, v in clock.items() if v is None]:
+        del k["clock"][key]
+    return _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12, "kernels": {"cudnn": k}}])
+
+
+@pytest.mark.parametrize("clock, words", [
+    (dict(post_mhz=[]), "post_mhz: 0 readings"),
+    (dict(post_mhz=[1460.0] * 6), "post_mhz: 6 readings"),  # 5 rounds
+    (dict(post_mhz_median=1500.0), "post_mhz_median: 1500.0, the median of post_mhz 1460.0"),
+    (dict(post_mhz=[1400.0, 1460.0, 1470.0, 1480.0]), "the median of post_mhz 1465.0"),
+    (dict(post_mhz_median=None), "post_mhz and post_mhz_median together"),
+    (dict(post_mhz=None), "post_mhz and post_mhz_median together"),
+    (dict(source="probed"), "clock.source is one of 'probe', 'sampled'"),
+])
+def test_the_race_reader_holds_the_post_batch_probe_to_the_protocols_record(tmp_path, clock, words):
+    d = _race_with_post(tmp_path, **clock)
+    with pytest.raises(CaptureError) as e:
+        read_race(d)
+    assert words in str(e.value) and "results[0].kernels.cudnn.clock" in str(e.value)
+
+
+def test_the_race_reader_takes_the_protocols_post_batch_probe(tmp_path):
+    # 4 of 5 rounds read the probe: median of 1400, 1460, 1470, 1480 is 1465
+    d = _race_with_post(tmp_path, post_mhz=[1400.0, 1460.0, 1470.0, 1480.0], post_mhz_median=1465.0)
+    assert read_race(d).manifest["results"][0]["kernels"]["cudnn"]["clock"]["post_mhz_median"] == 1465.0
