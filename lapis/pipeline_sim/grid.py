@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from lapis.pipeline_sim import deadlock
 from lapis.pipeline_sim.recorder import Recorder
-from lapis.pipeline_sim.units import load_share
+from lapis.pipeline_sim.units import burst_share, load_share
 from lapis.pipeline_sim.work_order import fullest
 
 
@@ -50,7 +50,8 @@ def group_sms(per_sm: list) -> list[SmGroup]:
 
 class Grid:
     """Load bandwidth per SM over time. `share(reuse)` in B/ns (lapis.pipeline_sim.units.load_share) for the
-    SMs running now; `finish(group)` when a group's SMs have no work left.
+    SMs running now, `burst(reuse, duty)` when their load paths are busy only part of the time
+    (lapis.pipeline_sim.units.burst_share); `finish(group)` when a group's SMs have no work left.
 
     static=True (representative mode): the share is fixed at the count of SMs that start with work."""
 
@@ -60,6 +61,11 @@ class Grid:
 
     def share(self, reuse: float) -> float:
         return load_share(self.p, max(self.running, 1), reuse)
+
+    def burst(self, reuse: float, duty: float) -> float:
+        """B/ns of one SM's load while the SMs running now each keep their load path busy `duty` of the time
+        (lapis.pipeline_sim.units.burst_share); duty 1 is share(reuse)."""
+        return burst_share(self.p, max(self.running, 1), reuse, duty)
 
     def finish(self, group: SmGroup, now: float) -> None:
         self.finish_ns[group.sm] = now

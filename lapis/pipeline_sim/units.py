@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import simpy
 
+from lapis.errors import ScheduleError
+
 
 def occupy(env, rec, unit, ns: float, busy: dict, name: str, role: str, op: str, **kw):
     """Hold `unit` (a simpy Resource) for `ns` ns on behalf of `role`: a "wait <name>" event while it queues
@@ -26,7 +28,29 @@ def load_share(p, active: int, reuse: float) -> float:
     """B/ns of load bandwidth per active SM: an equal share of L2, but no more than HBM can feed when each byte
     fetched from HBM serves `reuse` loads through L2 (K/V are read by every Q tile of their head). With no reuse
     (one Q tile per head) every load is compulsory HBM traffic, so the schedule cannot beat the HBM roofline."""
-    return min(p["l2_tb_s"] * 1e3, p.hbm_bytes_per_ns * max(reuse, 1)) / active
+    return chip_load_bandwidth(p, reuse) / active
+
+
+def chip_load_bandwidth(p, reuse: float) -> float:
+    """B/ns the whole chip loads at: L2's bandwidth, or HBM's times `reuse` when HBM is the tighter."""
+    return min(p["l2_tb_s"] * 1e3, p.hbm_bytes_per_ns * max(reuse, 1))
+
+
+def burst_share(p, active: int, reuse: float, duty: float) -> float:
+    """B/ns one SM's load gets while it moves, when each SM's load path is busy only `duty` (0..1) of the time:
+    the chip's bandwidth (load_share's L2 or HBM x reuse) split among this SM and the other active - 1 SMs'
+    loads in flight at that moment, (active - 1) x duty of them on average (every SM runs the same kernel, so
+    the representative SM's duty stands for theirs, and their bursts do not line up), capped at the SM's own
+    fill rate, smem_bytes_per_clk_sm x clock_ghz (every byte of a cp.async or TMA fill is written to shared
+    memory: 32 banks x 4 B a clock, CUDA C++ Programming Guide, shared memory; the sm120 profiles state it).
+    duty 1 (every SM loading all the time) is load_share; the chip never moves more than its bandwidth:
+    active x duty x this <= the total.
+    ScheduleError for a duty outside [0, 1]."""
+    if not 0.0 <= duty <= 1.0:
+        raise ScheduleError("a load path's duty is the fraction of the time it is busy, in [0, 1]",
+                            f"duty = {duty!r}", "pass busy time / elapsed time")
+    fill = p["smem_bytes_per_clk_sm"] * p["clock_ghz"]
+    return min(fill, chip_load_bandwidth(p, reuse) / (1 + (active - 1) * duty))
 
 
 SMSP_PER_SM = 4  # sub-partitions per SM (Hopper, Blackwell): one warp scheduler, tensor core and SFU each

@@ -21,10 +21,11 @@ PRE_REFACTOR = [
     ("b200-k13-early-pv", "2x16x2048x128", {"causal": 1, "mix": 0}, 49.58277958620685, 1094),
     ("b200-k01-baseline", "2x16x2048x128", {"causal": 1, "mix": 0}, 134.67177489655157, 486),
     # the sm120 rows as the schedules cost them now (the P hand-off's __syncthreads in m01/m02, libm expf's FMA-pipe
-    # instructions, a register-tiled warp's two chains apart): a new cost model, not the grid refactor this pins
-    ("sm120-m07-register-tiling", "2x16x2048x64", {}, 225.27941971155383, 7591),
-    ("sm120-m06-tma", "1x16x1024x64", {"causal": 1}, 33.835924937028906, 702),
-    ("sm120-m01-tensor-cores", "1x16x1024x64", {"causal": 1}, 94.9904699084811, 1089),
+    # instructions, a register-tiled warp's two chains apart, a load burst's share of the chip's bandwidth and the
+    # causal K/V reuse: attention_sm120.load_ns, kv_reuse): a new cost model, not the grid refactor this pins
+    ("sm120-m07-register-tiling", "2x16x2048x64", {}, 222.050053491562, 7416),
+    ("sm120-m06-tma", "1x16x1024x64", {"causal": 1}, 32.15497612422159, 696),
+    ("sm120-m01-tensor-cores", "1x16x1024x64", {"causal": 1}, 77.24125258594131, 1088),
 ]
 
 # One schedule per family at small shapes with a partial last wave (non-causal) and per-SM work lists that

@@ -73,8 +73,30 @@ def test_a_cp_async_group_lands_on_the_load_path_after_the_latency():
     events = run(ctx, m.cp_async_land(ctx, 4096, 3, 1))
     (land,) = events
     assert (land.role, land.op, land.work_item, land.k_index) == ("l2", "cp.async land", 3, 1)
-    assert land.end_ns == pytest.approx(4096 / ctx.grid.share(ctx.cost.reuse))
+    # one SM on the chip: the chip's 5 TB/s L2 is more than the SM's own fill rate, 128 B/clk x 2.407 GHz
+    assert land.end_ns == pytest.approx(4096 / (128 * 2.407))
     assert ctx.env.now == pytest.approx(land.end_ns + P["l2_latency_ns"])
+
+
+def test_a_load_burst_shares_l2_with_the_other_sms_as_busy_as_this_one():
+    ctx = context("sm120-m04-q-hoist")
+    ctx.grid = Grid(P, 170, static=True)
+    assert m.load_rate(ctx, 64) == pytest.approx(5000 / 170)  # at the start every SM loads: the equal share
+    ctx.env.run(until=1000.0)
+    ctx.busy["l2"] = 250.0  # the SM's load path busy a quarter of the time so far
+    events = run(ctx, m.cp_async_land(ctx, 4096, 0, 0))
+    # 5000 B/ns among this SM and 169 x 0.25 others: 5000 / 43.25 = 115.6 B/ns
+    assert events[-1].end_ns == pytest.approx(1000.0 + 4096 * 43.25 / 5000)
+
+
+def test_a_load_burst_never_runs_ahead_of_the_sms_equal_share():
+    ctx = context("sm120-m04-q-hoist")
+    ctx.grid = Grid(P, 170, static=True)
+    ctx.env.run(until=1000.0)
+    ctx.busy["l2"] = 250.0  # a burst would move at 115.6 B/ns (35.4 ns for 4 KB) ...
+    ctx.load_path = m.LoadPath(share_ns=1000.0)  # ... but the SM's loads so far took 1000 ns at the equal share
+    assert m.load_ns(ctx, 4096, 64) == pytest.approx(4096 * 170 / 5000)  # so 4 KB at 5000 / 170 B/ns: 139.3 ns
+    assert ctx.load_path.share_ns == pytest.approx(1000.0 + 4096 * 170 / 5000)
 
 
 def test_slab_warps_hand_off_through_syncthreads_with_a_flow_from_the_last_arrival():
@@ -210,3 +232,10 @@ def test_a_register_tiled_warp_overlaps_its_two_chains():
     assert ex2[0] == pytest.approx(tensor[0].end_ns) and ex2[0] < tensor[1].end_ns  # chain 0's softmax under QK1
     # the tile takes the four mmas back to back plus the ldmatrix: every softmax hides under the other chain's mma
     assert ctx.env.now == pytest.approx(c.lsu_ns(c.ldmatrix_k_bytes) + 2 * c.gemm_ns)
+
+
+def test_kv_reuse_counts_the_q_tiles_that_visit_each_kv_tile():
+    prm = dict(block_m=64, block_n=64, causal=0)
+    assert m.kv_reuse(128, prm) == 2.0  # 2 Q tiles, each visits both K/V tiles
+    assert m.kv_reuse(128, {**prm, "causal": 1}) == 1.5  # Q tile 0 visits tile 0, Q tile 1 both: 3 visits / 2
+    assert m.kv_reuse(4096, {**prm, "causal": 1}) == 32.5  # 1 + 2 + ... + 64 = 2080 visits over 64 tiles

@@ -9,7 +9,9 @@ cp.async fills complete per warp as a commit group (wait_group), then __syncthre
 `warps` here) publishes the slab; ldmatrix drains smem into registers; TMA completes through an mbarrier
 (TmaPipeline, issued by warp 0). Units: per SM sub-partition (4 per SM, warp w on SMSP w % 4) a quarter of the
 SM's tensor, MUFU and FMA rates; per SM one LSU/shared-memory path (smem_bytes_per_clk_sm, one wavefront a
-clock) and the load path (an equal share of L2 across the SMs running, then l2_latency_ns or tma_latency_ns).
+clock) and the load path (load_ns: the chip's L2 (or DRAM) bandwidth split among the SMs loading at that
+moment, each SM's load path taken as busy as the simulated one's has been, never ahead of the SM's equal share
+of it over the run; then l2_latency_ns or tma_latency_ns).
 CTAs resident per SM: the least of the register, shared-memory and warp limits; the representative SM (the one
 with the most work; `full`: every SM, lapis.pipeline_sim.grid) runs its CTAs `resident` at a time. CTAs are
 numbered with the query tile fastest, then head, then batch (the Emmy kernels decode it from the low bits of their
@@ -237,6 +239,14 @@ def visits(work) -> int:
     return sum(v for v, _ in work)
 
 
+def kv_reuse(seq: int, prm: dict) -> float:
+    """The loads each K/V byte fetched from HBM serves through L2: the K/V tile visits of a head's Q tiles over
+    its K/V tiles; L / block_m without masking, about half that causal (Q tile q visits only the tiles up to its
+    diagonal)."""
+    bm, bn, kv = prm["block_m"], prm["block_n"], seq // prm["block_n"]
+    return sum(tile_span(q, kv, bm, bn, bool(prm["causal"]))[0] for q in range(seq // bm)) / kv
+
+
 def flops(dims: tuple, prm: dict) -> float:
     """4 B H L^2 D, halved when causal (the FA benchmarks' convention)."""
     b, h, seq, d = dims
@@ -252,7 +262,7 @@ class Sm120Costs:
     scores masked once in registers. lsu_rate: shared-memory wavefronts per ns (one a clock per SM).
     chains: the warp's independent 16-row chains (fm); q_bytes: one warp's Q (and O) rows; tile_bytes: one K or
     V tile; fill_bytes: one warp's share of a K+V
-    tile's cp.async; reuse: the loads each K/V byte serves through L2 (Q tiles per head).
+    tile's cp.async; reuse: the loads each K/V byte serves through L2 (kv_reuse).
     Options of the moves (zero bytes: the op is not issued): ldmatrix_k_bytes (the K tile, plus the Q slab where
     q_slab; 0 where operands come straight from gmem), ldmatrix_v_bytes, p_smem_bytes (P stored and ldmatrix-ed
     back where p_via_smem; 0 once repacked C->A in registers). resident: the CTAs an SM holds at once."""
@@ -262,7 +272,7 @@ class Sm120Costs:
     q_bytes: int
     tile_bytes: int
     fill_bytes: int
-    reuse: int
+    reuse: float
     gemm_ns: float
     mufu_ns: float
     fma_ns: float
@@ -282,7 +292,7 @@ class Sm120Costs:
                                                                        "mufu_ex2_per_clk_sm", "fma_per_clk_sm"))
         tile_bytes, q_bytes = bn * d * 2, rows * d * 2
         return cls(rows=rows, chains=flags["fm"], q_bytes=q_bytes, tile_bytes=tile_bytes, fill_bytes=2 * tile_bytes // prm["warps"],
-                   reuse=seq // prm["block_m"], gemm_ns=2 * rows * bn * d / t_rate, mufu_ns=rows * bn / m_rate,
+                   reuse=kv_reuse(seq, prm), gemm_ns=2 * rows * bn * d / t_rate, mufu_ns=rows * bn / m_rate,
                    fma_ns=(rows * bn * (FMA_OPS_PER_SCORE[False] + EXPF_EXTRA_OPS[flags["expf"]]) + rows * d)
                    / f_rate,
                    mask_ns=rows * bn * MASK_OPS_PER_SCORE / f_rate,
@@ -322,10 +332,42 @@ def lsu(ctx, nbytes: int, role: str, op: str, per_wavefront: int = WAVEFRONT_BYT
         yield from ctx.occupy("lsu", ns, role, op, **kw)
 
 
+def load_rate(ctx, reuse) -> float:
+    """B/ns of the SM's load path when a load takes it: the chip's bandwidth split among the loads in flight,
+    every SM's load path busy as often as this one's has been so far (its "l2" busy time over the time elapsed;
+    1 at the start, when every SM issues its first loads at once) (lapis.pipeline_sim.grid.Grid.burst). A kernel
+    that loads all the time (m01) gets the equal share; one whose loads come in bursts between math (the d1 slab
+    of m02..m04) gets its bursts moved faster, up to the SM's shared-memory fill rate."""
+    now = ctx.env.now
+    duty = min(1.0, ctx.busy["l2"] / now) if now > 0 else 1.0
+    return ctx.grid.burst(reuse, duty)
+
+
+@dataclass
+class LoadPath:
+    """The SM's loads so far in equal-share time: `share_ns`, the sum of each load's bytes over the grid's equal
+    share when it took the path (where the SM's loads would end had they all moved at the equal share, back to
+    back from the start)."""
+
+    share_ns: float = 0.0
+
+
+def load_ns(ctx, nbytes: int, reuse) -> float:
+    """A load's time on the SM's load path, from now: its bytes at load_rate, but ending no earlier than the SM's
+    loads so far and this one would at the equal share (LoadPath, kept on the Context as load_path): a burst
+    moves faster only on bandwidth the SM left unused earlier, so by any time no SM has moved more than its equal
+    share of the chip's bandwidth over the run (no run beats the bandwidth roofline)."""
+    path = vars(ctx).setdefault("load_path", LoadPath())
+    at_share = nbytes / ctx.grid.share(reuse)
+    ns = max(nbytes / load_rate(ctx, reuse), path.share_ns + at_share - ctx.env.now)
+    path.share_ns += at_share
+    return ns
+
+
 def over_l2(ctx, nbytes: int, reuse, role: str, op: str, **kw):
-    """The load path at the SM's bandwidth share when it takes the bytes: K/V serve every Q tile of a head
-    (reuse L / block_m); Q read and O written once are compulsory HBM traffic (reuse 1)."""
-    yield from ctx.occupy("l2", lambda: nbytes / ctx.grid.share(reuse), role, op, **kw)
+    """The load path for load_ns when it takes the bytes: K/V serve every Q tile of a head that visits them
+    (kv_reuse); Q read and O written once are compulsory HBM traffic (reuse 1)."""
+    yield from ctx.occupy("l2", lambda: load_ns(ctx, nbytes, reuse), role, op, **kw)
 
 
 def from_gmem(ctx, nbytes: int, role: str, op: str, reuse=None, **kw):
@@ -483,7 +525,7 @@ def cp_async(ctx, cta, w: int, groups: CpAsyncGroups, j: int):
 
 
 def cp_async_land(ctx, nbytes: int, item: int, j: int):
-    """The load path's side of a cp.async group: its bytes at the SM's L2 share, landing l2_latency_ns later."""
+    """The load path's side of a cp.async group: its bytes for load_ns, landing l2_latency_ns later."""
     yield from from_gmem(ctx, nbytes, "l2", "cp.async land", work_item=item, k_index=j)
 
 
@@ -589,7 +631,8 @@ def launch(ctx) -> None:
     """One SM: its CTA slots (as many as it holds at once, at most its CTAs), sharing the SM's TMA engine where
     the move loads K/V by TMA."""
     resident = min(ctx.cost.resident, len(ctx.group.work))
-    tma = TmaEngine(ctx, unit="l2", style="transfer", reuse=ctx.cost.reuse) if ctx.flags["feed"] == "tma" else None
+    tma = TmaEngine(ctx, unit="l2", style="transfer", reuse=ctx.cost.reuse,
+                    load_ns=lambda nbytes: load_ns(ctx, nbytes, ctx.cost.reuse)) if ctx.flags["feed"] == "tma" else None
     for s in range(resident):
         ctx.spawn(f"slot{s}", cta_slot(ctx, s, resident, tma))
 
