@@ -128,8 +128,11 @@ class Bench:
         return self.maps[key][()]
 
 
+RECORD_WORDS = 5  # micro_common.cuh micro::Record: clk0, clk1, ns0, ns1, smid per CTA
+
+
 def _records(out) -> np.ndarray:
-    return out.get().reshape(-1, 5).astype(np.int64)  # clk0, clk1, ns0, ns1, smid per CTA
+    return out.get().reshape(-1, RECORD_WORDS).astype(np.int64)
 
 
 def measure_rate(b: Bench, m: dict, repeats: int) -> dict:
@@ -319,7 +322,7 @@ def measure_bar(b: Bench, m: dict, repeats: int) -> dict:
 def turnover_gaps(rec) -> dict:
     """From per-CTA records (clk0, clk1, ns0, ns1, smid): the median over SMs' consecutive CTAs of the next one's
     entry minus the previous one's exit (ns), and the median CTA span."""
-    rec = np.asarray(rec, dtype=np.int64).reshape(-1, 5)
+    rec = np.asarray(rec, dtype=np.int64).reshape(-1, RECORD_WORDS)
     rec = rec[rec[:, 3] > rec[:, 2]]  # a CTA that never wrote its record (zeros) is not a CTA that ran
     gaps = []
     for sm in np.unique(rec[:, 4]):

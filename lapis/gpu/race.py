@@ -17,8 +17,9 @@ median over the rounds (clock.post_mhz_median), beside the kernel's own probe fo
 launched are named (torch.profiler).
 FA4 (flash_attn.cute.interface.flash_attn_func, inputs B x L x H x D) runs when importable, after adding
 --fa4-site to the import path (site.addsitedir); else its rows say why. fa4 reads a B x L x H x D copy of the
-inputs (FA4's own layout), fa4_bhsd B x L x H x D views of the B x H x L x D inputs the others read. Writes DIR/manifest.json (provenance,
-units, the post-batch probe's launch, every summary) and prints a table. GPU only: sm_90a, cupy and torch.
+inputs (FA4's own layout), fa4_bhsd B x L x H x D views of the B x H x L x D inputs the others read. Writes
+DIR/manifest.json (provenance, units, the post-batch probe's launch, every summary) and prints a table. GPU only:
+sm_90a, cupy and torch.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from lapis.catalog.attention import DEFAULT_SHAPES, VARIANTS, kernel_name
 from lapis.errors import LapisError, ScheduleError
 from lapis.gpu import bench_attention as ba
 from lapis.gpu import capture_tma, harness, protocol
+from lapis.gpu.capture_micro import RECORD_WORDS as POST_PROBE_WORDS
 from lapis.gpu.bench_gemm import SmiSampler, smi_gpu_id
 from lapis.model.micro_campaign import FORCE_ONE_CTA_SMEM
 
@@ -44,7 +46,6 @@ TOLERANCE = 1e-2
 CHECK_HEADS = 1  # the reference covers the first batch x head slice (float64 on the GPU)
 POST_PROBE = Path(__file__).parent / "kernels" / "micro_launch_v1.cu"  # micro_cta_turnover(spin_ns, out)
 POST_PROBE_THREADS = 384  # micro_cta_turnover's __launch_bounds__
-POST_PROBE_WORDS = 5  # micro::Record: clk0, clk1, ns0, ns1, sm
 # %globaltimer ticks every 32 ns on the H200: over 20 µs a CTA's ns span is off by < 0.2%
 POST_PROBE_SPIN_NS = 20_000
 

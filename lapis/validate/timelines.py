@@ -155,14 +155,23 @@ def probe_to_sampled(e: dict) -> float | None:
     included, so it reads above the clock a kernel runs at (10-14% in the H200 races of 2026-12-02); the rounds
     are interleaved in one process, so the ratio carries over to the row's third-party kernels. CaptureError
     (_race_mhz) when a probed kernel's clock holds a value that is not a positive finite number of MHz."""
-    ratios = []
-    for name, k in e.get("kernels", {}).items():
-        c = _race_clock(name, k)
-        if c.get("source") == "probe":
-            mhz, sampled = _race_mhz(name, c, "mhz_median"), _race_mhz(name, c, "sampled_mhz_median")
-            if mhz is not None and sampled is not None:  # a capture older than the sampled field has no ratio
-                ratios.append(mhz / sampled)
+    ratios = [mhz / sampled for mhz, sampled in _probed_pairs([e], "sampled_mhz_median")]
     return statistics.median(ratios) if ratios else None
+
+
+def _probed_pairs(rows: list[dict], key: str) -> list[tuple[float, float]]:
+    """(in-kernel probe, clock[key]) in MHz of every lapis kernel (clock source "probe") in race rows `rows` that
+    has both (a capture older than the field has none); CaptureError (_race_mhz) for a clock that is not a positive
+    finite number of MHz."""
+    pairs = []
+    for e in rows:
+        for name, k in e.get("kernels", {}).items():
+            c = _race_clock(name, k)
+            if c.get("source") == "probe":
+                mhz, other = _race_mhz(name, c, "mhz_median"), _race_mhz(name, c, key)
+                if mhz is not None and other is not None:
+                    pairs.append((mhz, other))
+    return pairs
 
 
 _RACE_FIX = "restore the capture from git or time it again (python -m lapis.gpu.race)"
@@ -216,14 +225,7 @@ def probe_to_post(rows: list[dict]) -> float | None:
     in-kernel probe on the H200 (race/h200-2026-12-02-s21, 40 rows: ratio 0.872-0.921, median 0.899), a narrower
     spread than nvidia-smi's sample (0.78-0.97 there). CaptureError (_race_mhz) for a clock that is not a positive
     finite number of MHz."""
-    ratios = []
-    for e in rows:
-        for name, k in e.get("kernels", {}).items():
-            c = _race_clock(name, k)
-            if c.get("source") == "probe":
-                mhz, post = _race_mhz(name, c, "mhz_median"), _race_mhz(name, c, "post_mhz_median")
-                if mhz is not None and post is not None:
-                    ratios.append(mhz / post)
+    ratios = [mhz / post for mhz, post in _probed_pairs(rows, "post_mhz_median")]
     return statistics.median(ratios) if ratios else None
 
 
@@ -251,15 +253,9 @@ def post_probe_agreement(root: Path) -> dict | None:
     post-batch probe beside an in-kernel one. Near 1 when the post-batch probe, the clock of the third-party kernels,
     reads the clock the kernels ran at. CaptureError (_race_mhz) for a clock that is not a positive finite number
     of MHz."""
-    ratios = []
-    for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
-        for e in _race_clocks(folder, read_race(folder).manifest)["results"]:
-            for name, k in e.get("kernels", {}).items():
-                c = _race_clock(name, k)
-                if c.get("source") == "probe":
-                    mhz, post = _race_mhz(name, c, "mhz_median"), _race_mhz(name, c, "post_mhz_median")
-                    if mhz is not None and post is not None:
-                        ratios.append(post / mhz)
+    ratios = [post / mhz for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else [])
+              for mhz, post in _probed_pairs(_race_clocks(folder, read_race(folder).manifest)["results"],
+                                             "post_mhz_median")]
     return dict(median_ratio=statistics.median(ratios), rows=len(ratios)) if ratios else None
 
 
@@ -303,9 +299,9 @@ def measured_cases(root: Path) -> list[dict]:
     medians of every capture that timed it, in capture order. "Last" by the captures' provenance dates (capture
     folders sort by name, and a name says nothing of the hour: race/h200-2026-12-02-s7 ran before -s20; of two
     captures at the same second, the one read later: attention, gemm, then race, each by name); capture_date is
-    that date's UTC day (YYYY-MM-DD; _capture_time, CaptureError for a date without a time and offset). A race row has no timeline: where it is last, the case keeps the
-    timeline of the last bench capture that timed it (timeline, timeline_capture), and its time and clock are the
-    race's."""
+    that date's UTC day (YYYY-MM-DD; _capture_time, CaptureError for a date without a time and offset). A race row
+    has no timeline: where it is last, the case keeps the timeline of the last bench capture that timed it
+    (timeline, timeline_capture), and its time and clock are the race's."""
     cases, times = {}, {}
     try:
         rows = (_attention(root) if ac.has_timed(root) else []) + _gemm(root) + _race(root)
@@ -566,9 +562,8 @@ def cycles(pred_us: float, case: dict) -> dict:
     batches in a race capture times the row's probe_to_sampled, with "sampled_mhz" the sample itself; "sampled",
     the sample where the row had no probe; "post-batch probe x probe ratio", a race's clock-probe kernel launched
     after the third-party kernel's batches, times probe_to_post, or "post-batch probe" alone, with "sampled_mhz" the
-    sample): the prediction at the profile's clock_ghz
-    against the measurement at that clock. The time error mixes this with the clock the run had, which the model
-    does not predict (one profile clock for every kernel)."""
+    sample): the prediction at the profile's clock_ghz against the measurement at that clock. The time error mixes
+    this with the clock the run had, which the model does not predict (one profile clock for every kernel)."""
     if not case.get("clock_mhz"):
         return dict(clock_mhz=None, clock=None, cycles_err_pct=None)
     ghz = _profile_clock_ghz()
