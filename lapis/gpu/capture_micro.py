@@ -36,12 +36,13 @@ from lapis.model import micro_campaign as mc
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
 SOURCES = ("micro_core", "micro_tma", "micro_wgmma", "micro_tma_v2", "micro_mix_v1", "micro_softmax_v1",
-           "micro_mix_softmax_v1", "micro_mix_softmax_v2", "micro_mix_softmax_v3",
+           "micro_mix_softmax_v1", "micro_mix_softmax_v2", "micro_mix_softmax_v3", "micro_mix_softmax_v4",
            "micro_launch_v1", "micro_beside_v1", "micro_bar_v1")
 # kernel name prefix -> source (first match wins: micro_tma_spread is v2, micro_tma_load v1)
 KERNEL_SOURCE = (("micro_tma_spread", "micro_tma_v2"), ("micro_mix_", "micro_mix_v1"),
                  ("micro_softmax_", "micro_softmax_v1"), ("micro_mixsm_", "micro_mix_softmax_v1"),
                  ("micro_mixsm2_", "micro_mix_softmax_v2"), ("micro_contend_", "micro_mix_softmax_v3"),
+                 ("micro_contend3_", "micro_mix_softmax_v4"),
                  ("micro_cta_turnover", "micro_launch_v1"), ("micro_beside_", "micro_beside_v1"),
                  ("micro_bar_", "micro_bar_v1"),
                  ("micro_tma", "micro_tma"),
@@ -248,38 +249,49 @@ def measure_mix(b: Bench, m: dict, repeats: int) -> dict:
 
 
 CONTEND_WORDS = 7  # kernels/micro_mix_softmax_v3.cu RECORD_WORDS_V3
+CONTEND3_WORDS = 9  # kernels/micro_mix_softmax_v4.cu RECORD_WORDS_V4: a second follower's units and clock
+
+
+def contend_words(p: dict) -> int:
+    """Words per CTA record of a contend measurement: CONTEND3_WORDS for version 6 (params with follow2)."""
+    return CONTEND3_WORDS if "follow2" in p else CONTEND_WORDS
 
 
 def contend_values(rec: np.ndarray, p: dict) -> dict:
-    """One launch's contend values from its records (one row of CONTEND_WORDS per CTA: clk0, clk1, ns0, ns1, smid,
-    the follower's units at the flag, its clock there): the leader's window (cycles, ns) and the follower's units
-    per clk, medians over CTAs. RuntimeError (the measurement fails) where a CTA's leader window or ns window is
-    not after its start (an unwritten record is zeros), or, with a follower, one never saw the flag (it finished
-    first: follow_iters too small) or its clock at the flag is not after the start."""
+    """One launch's contend values from its records (one row per CTA: clk0, clk1, ns0, ns1, smid, then per follower
+    its units at the flag and its clock there; contend_words(p) words): the leader's window (cycles, ns) and each
+    follower's units per clk (follower_rate, follower2_rate), medians over CTAs. RuntimeError (the measurement
+    fails) where a CTA's leader window or ns window is not after its start (an unwritten record is zeros), or a
+    follower never saw the flag (it finished first: follow_iters too small) or its clock at the flag is not after
+    the start."""
     if (rec[:, 1] <= rec[:, 0]).any() or (rec[:, 3] <= rec[:, 2]).any():
         raise RuntimeError("a leader's window is not after its start: a CTA's record is unwritten or corrupt")
     res = dict(cycles=float(np.median(rec[:, 1] - rec[:, 0])), ns=float(np.median(rec[:, 3] - rec[:, 2])),
                distinct_sms=int(len(np.unique(rec[:, 4]))))
-    if p["follow"]:
-        if (rec[:, 5] == 0).any():
+    for key, col, role in (("follower_rate", 5, p["follow"]), ("follower2_rate", 7, p.get("follow2"))):
+        if not role:
+            continue
+        if (rec[:, col] == 0).any():
             raise RuntimeError(f"a follower never saw the leader's flag: raise follow_iters ({p['follow_iters']})")
-        if (rec[:, 6] <= rec[:, 0]).any():
+        if (rec[:, col + 1] <= rec[:, 0]).any():
             raise RuntimeError("a follower's clock at the flag is not after the start: the record is corrupt")
-        res["follower_rate"] = float(np.median(rec[:, 5] / (rec[:, 6] - rec[:, 0])))
+        res[key] = float(np.median(rec[:, col] / (rec[:, col + 1] - rec[:, 0])))
     return res
 
 
 def measure_contend(b: Bench, m: dict, repeats: int) -> dict:
-    """contend.*: the leader's window (cycles, ns) and the follower's units per clk to the flag, medians over CTAs.
-    A follower that never saw the flag (it finished first: follow_iters too small) fails the measurement."""
+    """contend.*, contend3.*: the leader's window (cycles, ns) and each follower's units per clk to the flag,
+    medians over CTAs. A follower that never saw the flag (it finished first: follow_iters too small) fails the
+    measurement."""
     cp, p = b.cp, m["params"]
-    out = cp.zeros(CONTEND_WORDS * p["ctas"], cp.uint64)
+    words = contend_words(p)
+    out = cp.zeros(words * p["ctas"], cp.uint64)
     sink = cp.zeros(p["ctas"] * p["threads"], cp.float32)
     args = (np.uint32(p["roles"]), np.uint32(p["iters"]), np.uint32(p["follow_iters"]),
             np.float32(mc.SOFTMAX_SCALE_LOG2), np.uint32(0), out, sink)
 
     def read():
-        return contend_values(out.get().reshape(-1, CONTEND_WORDS).astype(np.int64), p)
+        return contend_values(out.get().reshape(-1, words).astype(np.int64), p)
     return b.run(b.fn(m["kernel"], mc.FORCE_ONE_CTA_SMEM), p["ctas"], p["threads"], lambda r: args,
                  mc.FORCE_ONE_CTA_SMEM, repeats, read)
 

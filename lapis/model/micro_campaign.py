@@ -20,7 +20,8 @@ Every measurement is one dict: name, kind, kernel, params and, once run, `raw` (
 under concurrent TMA; micro/h200-2026-11-29-v2), the items_v3* functions version 3 (the attention kernels' softmax
 alone and beside wgmma, the two warpgroups contending, the CTA turnover; micro/h200-2026-11-30-v3, -v3-mix,
 -v3-mix2 and -contend-launch), items_v4_beside version 4 (one instruction class beside wgmma in flight), items_v5_bar
-version 5 (the named-barrier GEMM-turn hand-over and the mbarrier wait on a complete phase); `all_items` runs them
+version 5 (the named-barrier GEMM-turn hand-over and the mbarrier wait on a complete phase), items_v6_contend3
+version 6 (a softmax beside another softmax and wgmma, three warpgroups); `all_items` runs them
 all; `bar_cycles` reads version 5's values back from a results.json.
 
 Statistics: median and spread_pct = 100 * IQR / median (numpy's linear percentiles) over the repeats.
@@ -339,6 +340,36 @@ def items_v5_bar(sm_count: int) -> list[dict]:
     return out
 
 
+# Version 6 (kernels/micro_mix_softmax_v4.cu): v3's contend protocol on three warpgroups, warpgroup 0 leading and
+# warpgroups 1 and 2 following (each noting its units at the flag), so that a softmax tile runs beside another
+# warpgroup's softmax and a third's wgmma at once. The GEMM unit here is one QK group (8 x wgmma m64n128k16 from
+# shared memory, waited); v3's pair does not fit beside two softmax warpgroups. States: the leader's role, then the
+# followers' (t: GEMM, s: softmax); the GEMM-only state t does not depend on the flavour.
+CONTEND3_STATES = {"s": ("softmax", None, None), "ss": ("softmax", "softmax", None),
+                   "st": ("softmax", "gemm", None), "t": ("gemm", None, None), "ts": ("gemm", "softmax", None),
+                   "sst": ("softmax", "softmax", "gemm"), "tss": ("gemm", "softmax", "softmax")}
+CONTEND3_LEAD = {"gemm": MIXSM_TENSOR_ITERS, "softmax": MIXSM_SOFTMAX_ITERS}  # ~1.2M cycles each alone
+CONTEND3_FOLLOW = {"gemm": 4 * MIXSM_TENSOR_ITERS, "softmax": 3 * MIXSM_SOFTMAX_ITERS}  # outlast a slowed leader
+
+
+def items_v6_contend3(sm_count: int) -> list[dict]:
+    """contend3.<flavour>.<state>: the leader's units per clk per SM (value), follower 1's (follower_rate) and
+    follower 2's (follower2_rate), 384 threads."""
+    out = []
+    for f in SOFTMAX_FLAVOURS:
+        for state, (lead, f1, f2) in CONTEND3_STATES.items():
+            if state == "t" and f != SOFTMAX_FLAVOURS[0]:
+                continue
+            roles = sum(CONTEND_ROLES[r] << (2 * w) for w, r in enumerate((lead, f1, f2)) if r)
+            follow = max((CONTEND3_FOLLOW[r] for r in (f1, f2) if r), default=0)
+            m = _rate(f"contend3.{f}.{state}", f"micro_contend3_{f}", sm_count, 384, CONTEND3_LEAD[lead],
+                      CONTEND3_LEAD[lead], f"{lead} units of warpgroup 0 (the leader)", flavour=f, lead=lead,
+                      follow=f1, follow2=f2, roles=roles, follow_iters=follow)
+            m["kind"] = "contend"
+            out.append(m)
+    return out
+
+
 def bar_cycles(results: dict, source: str) -> dict[str, float]:
     """{measurement name: median cycles} of every campaign-version-5 measurement (name bar.*) in a results.json's
     parsed dict (`lapis capture micro --only bar`, benchmarks/h200_bar.sh). source names the file in errors.
@@ -365,9 +396,10 @@ def bar_cycles(results: dict, source: str) -> dict[str, float]:
     return out
 
 
-def follower_rate(m: dict) -> list[float]:
-    """A contend measurement's follower units per clk per SM, per repeat ([] without a follower)."""
-    return list((m.get("raw") or {}).get("follower_rate", []))
+def follower_rate(m: dict, which: int = 1) -> list[float]:
+    """A contend measurement's follower units per clk per SM, per repeat ([] without that follower); which: 1, or
+    2 for a version-6 measurement's second follower (warpgroup 2)."""
+    return list((m.get("raw") or {}).get("follower_rate" if which == 1 else "follower2_rate", []))
 
 
 def overlap(tensor: dict, softmax: dict, both: dict) -> list[float]:
@@ -378,10 +410,10 @@ def overlap(tensor: dict, softmax: dict, both: dict) -> list[float]:
 
 
 def all_items(sm_count: int) -> list[dict]:
-    """Every measurement of campaign versions 1 to 5, in run order."""
+    """Every measurement of campaign versions 1 to 6, in run order."""
     return (items(sm_count) + items_v2(sm_count) + items_v3(sm_count) + items_v3_mix(sm_count)
             + items_v3_mix2(sm_count) + items_v3_contend(sm_count) + items_v3_launch(sm_count)
-            + items_v4_beside(sm_count) + items_v5_bar(sm_count))
+            + items_v4_beside(sm_count) + items_v5_bar(sm_count) + items_v6_contend3(sm_count))
 
 
 # ----------------------------------------------------------------------------------------- values --

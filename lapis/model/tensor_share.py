@@ -120,12 +120,15 @@ def _follower(m: dict, name: str, path: Path) -> list[float]:
 
 
 def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slots: float, gap: float,
-        iterations: int = 12) -> tuple[float, float]:
-    """(cycles per iteration of `body`, cycles per tensor unit) in steady state: one warp per SMSP issues `body` in
-    a loop (smsp.simulate's rules) beside a tensor job of `slots` cycles of work and `gap` idle cycles per unit
-    (module docstring); slots 0 is no tensor job (cycles per unit inf). Pipes without a win share contest with
-    share 1 (they always win). CaptureError for an empty body, a body without control bits or a run past
-    MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a share outside (0, 1] or iterations below 2."""
+        iterations: int = 12, warps: int = 1) -> tuple[float, float]:
+    """(cycles per iteration of `body` per warp, cycles per tensor unit) in steady state: `warps` warps per SMSP
+    each issue `body` in a loop (smsp.simulate's rules: one issue per cycle, greedy-then-oldest, shared pipes)
+    beside a tensor job of `slots` cycles of work and `gap` idle cycles per unit (module docstring); slots 0 is no
+    tensor job (cycles per unit inf). The warps contest the tensor pipe's cycles as one issue port: the SMSP's
+    credit grows by the share of the instruction the picked warp would issue. Pipes without a win share contest
+    with share 1 (they always win). CaptureError for an empty body, a body without control bits or a run past
+    MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a share outside (0, 1], iterations below 2 or
+    warps below 1."""
     if not body:
         raise CaptureError("the shared-cycle simulation needs a loop body", "0 instructions",
                            "pass a loop body parsed from cuobjdump -sass")
@@ -133,29 +136,41 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
         raise CaptureError("the shared-cycle simulation needs control bits (cuobjdump -sass input)",
                            f"{len(body)} instructions", "pass a loop body parsed from cuobjdump -sass")
     _check_job(share, slots, gap, iterations)
+    if as_int(warps, "warps", ScheduleError) < 1:
+        raise ScheduleError("the shared-cycle simulation runs at least one warp per SMSP", repr(warps),
+                            "pass the softmax warps per SMSP (1 or 2)")
     occ = {p: 1.0 / r for p, r in consts.rate.items()}
     smem = [smsp.smem_wavefronts(ins) * consts.smem_cycles_per_wavefront for ins in body]
-    pc, it, nxt, sb, pipe_free = 0, 0, 0.0, [0.0] * 6, {}
+    pcs, nxts, sbs = [0] * warps, [0.0] * warps, [[0.0] * 6 for _ in range(warps)]
+    done, pipe_free, last = 0, {}, 0
     t, credit, left, idle, units = 0.0, 0.0, float(slots), 0.0, 0.0
     marks = []
-    while it < iterations:
+
+    def can_issue(w: int) -> bool:
+        ins = body[pcs[w]]
+        c, p, m = ins.control, ins.pipe, smem[pcs[w]]
+        return (nxts[w] <= t and not any(sbs[w][k] > t for k in range(6) if c.wait_mask >> k & 1)
+                and pipe_free.get(p, 0.0) - t < 1 - 1e-9
+                and not (m and pipe_free.get("smem", 0.0) - t >= 1 - 1e-9))
+
+    while done < iterations * warps:
         if t > MAX_CYCLES:
             raise CaptureError("the shared-cycle simulation ends", f"past {MAX_CYCLES} cycles",
                                "check the pipe rates and the tensor job")
         busy = slots > 0 and idle <= 0  # a wgmma is in flight: this cycle is contested
-        took = False  # the warp took the tensor pipe's cycle
-        ins = body[pc]
-        c, p, m = ins.control, ins.pipe, smem[pc]
-        ready = (nxt <= t and not any(sb[k] > t for k in range(6) if c.wait_mask >> k & 1)
-                 and pipe_free.get(p, 0.0) - t < 1 - 1e-9 and not (m and pipe_free.get("smem", 0.0) - t >= 1 - 1e-9))
-        if ready and busy and p not in share.free:
-            credit += share.win.get(p, 1.0)
+        took = False  # a warp took the tensor pipe's cycle
+        w = last if can_issue(last) else next((k for k in range(warps) if can_issue(k)), None)
+        ready = w is not None
+        if ready and busy and body[pcs[w]].pipe not in share.free:
+            credit += share.win.get(body[pcs[w]].pipe, 1.0)
             ready = credit >= 1 - 1e-12
             if ready:
                 credit -= 1.0
                 took = True
         if ready:
-            nxt = t + max(c.stall, 1)
+            ins, sb, last = body[pcs[w]], sbs[w], w
+            c, p, m = ins.control, ins.pipe, smem[pcs[w]]
+            nxts[w] = t + max(c.stall, 1)
             pipe_free[p] = max(pipe_free.get(p, 0.0), t) + occ[p]
             if m:
                 pipe_free["smem"] = max(pipe_free.get("smem", 0.0), t) + m
@@ -163,9 +178,9 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
                 sb[c.write_sb] = max(sb[c.write_sb], t + smsp.dependent_latency(ins, consts))
             if c.read_sb is not None:
                 sb[c.read_sb] = max(sb[c.read_sb], t + occ[p])
-            pc += 1
-            if pc == len(body):
-                pc, it = 0, it + 1
+            pcs[w] += 1
+            if pcs[w] == len(body):
+                pcs[w], done = 0, done + 1
                 marks.append((t, units + (1 - left / slots if slots else 0.0)))
         if slots > 0:
             if idle > 0:
@@ -178,7 +193,7 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     h = len(marks) // 2
     (t0, u0), (t1, u1) = marks[h - 1], marks[-1]
     per_unit = (t1 - t0) / (u1 - u0) if u1 > u0 else math.inf
-    return (t1 - t0) / (len(marks) - h), per_unit
+    return (t1 - t0) * warps / (len(marks) - h), per_unit
 
 
 def _check_job(share: Share, slots: float, gap: float, iterations: int) -> None:

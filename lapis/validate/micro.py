@@ -35,11 +35,12 @@ wgmma, micro/h200-2026-12-02-beside).
 from __future__ import annotations
 
 import functools
+import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from lapis.data import CAPTURES, DATA
+from lapis.data import BLIND, CAPTURES, DATA
 from lapis.errors import CaptureError
 from lapis.model import clock, instruction_mix
 from lapis.model import micro_campaign as mc
@@ -53,10 +54,12 @@ MIX_CAPTURES = {"mixsm": (CAPTURES / "micro" / "h200-2026-11-30-v3-mix" / "micro
                 "mixsm2": (CAPTURES / "micro" / "h200-2026-11-30-v3-mix2" / "micro" / "results.json",
                            "micro_mix_softmax_v2.cu", 16)}  # QK + PV
 CONTEND_SOURCE, CONTEND_WGMMAS = "micro_mix_softmax_v3.cu", 16
+CONTEND3_SOURCE, CONTEND3_WGMMAS = "micro_mix_softmax_v4.cu", 8  # one QK group per GEMM unit
+CONTEND3_BLIND = BLIND / "micro_contend3.json"  # predictions committed before micro_mix_softmax_v4.cu first ran
 WGMMA_FLOP = 2 * 64 * 128 * 16  # one wgmma m64n128k16
 WGMMA_CAPTURE = CAPTURES / "clock" / "h200-2026-12-02" / "clock" / "results.json"  # lapis.gpu.capture_clock
 LATENCY_CAPTURE = CAPTURES / "micro" / "h200-2026-11-29" / "micro" / "results.json"  # wgmma.latency.*
-MIX_LAST_GROUP = {"mixsm": "ss", "mixsm2": "rs", "contend": "rs"}  # the source of A in each GEMM unit's last group
+MIX_LAST_GROUP = {"mixsm": "ss", "mixsm2": "rs", "contend": "rs", "contend3": "ss"}  # the source of A in each GEMM unit's last group
 # one nvcc run per source and process, shared with lapis.model.consumer_loop's (the contend kernel's file)
 compiled = functools.lru_cache(maxsize=None)(instruction_mix.compiled)
 
@@ -171,6 +174,44 @@ def predict_contend(state: str, r: Roles, consts: smsp.Constants, share: tensor_
     if state in ("st", "ts"):
         return together(r, consts, share)[0 if state == "st" else 1]
     return 2 * r.gemm_cycles if state == "tt" else r.gemm_cycles + r.gap
+
+
+def predict_contend3(state: str, r: Roles, consts: smsp.Constants, share: tensor_share.Share) -> float:
+    """The leader's cycles per unit in a three-warpgroup contend state (mc.CONTEND3_STATES): s, ss, t as
+    predict_contend; st and ts from tensor_share.run with one softmax warp per SMSP, sst and tss with two (the two
+    softmax warpgroups' warps share each SMSP beside the GEMM warpgroup's wgmma)."""
+    if state in ("s", "ss", "t"):
+        return predict_contend(state, r, consts, share)
+    soft, gemm = tensor_share.run(r.body, consts, share, r.gemm_cycles, r.gap, warps=1 if len(state) == 2 else 2)
+    return soft if state.startswith("s") else gemm
+
+
+def contend3_predictions(consts: smsp.Constants, compile_=compiled,
+                         share: tensor_share.Share | None = None) -> dict[str, float]:
+    """{contend3.<flavour>.<state>: the leader's predicted cycles per unit} for every version-6 measurement of the
+    campaign (mc.items_v6_contend3), from kernels/micro_mix_softmax_v4.cu's SASS and the single-instruction
+    constants."""
+    share = share or tensor_share.Share.from_capture()
+    fns = compile_(KERNELS / CONTEND3_SOURCE)
+    cache, out = {}, {}
+    for m in mc.items_v6_contend3(132):
+        fl, state = m["name"].split(".")[1:]
+        if fl not in cache:
+            cache[fl] = roles(fns, f"micro_contend3_{fl}", fl, CONTEND3_WGMMAS, consts, MIX_LAST_GROUP["contend3"])
+        out[m["name"]] = predict_contend3(state, cache[fl], consts, share)
+    return out
+
+
+def write_contend3_blind(path: Path = CONTEND3_BLIND) -> dict:
+    """Write the version-6 predictions (cycles per leader unit) with the constants' sources to `path`; the file is
+    committed before the measurement, so git history shows the prediction came first."""
+    consts, files = constants()
+    doc = dict(what="micro_mix_softmax_v4.cu contend3 states: the leader warpgroup's predicted cycles per unit",
+               model="lapis.model.smsp + lapis.model.tensor_share (single-instruction constants)",
+               constants_from=files + [str(tensor_share.BESIDE_CAPTURE.relative_to(DATA))],
+               predicted_cycles=contend3_predictions(consts))
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return doc
 
 
 def roles(functions: dict, kernel: str, flavour: str, wgmmas: int | None, consts: smsp.Constants,

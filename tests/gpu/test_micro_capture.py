@@ -203,6 +203,8 @@ def test_v2_tensor_maps_and_kernel_sources():
             kernel = f"MICRO_MIXSM2({m['params']['flavour']}, "
         if kernel.startswith("micro_contend_"):
             kernel = f"MICRO_CONTEND({m['params']['flavour']}, "
+        if kernel.startswith("micro_contend3_"):
+            kernel = f"MICRO_CONTEND3({m['params']['flavour']}, "
         if kernel.startswith("micro_beside_"):
             kernel = f"MICRO_BESIDE({m['params']['cls']}, "
         assert kernel in text, (m["kernel"], src)
@@ -283,6 +285,27 @@ def test_a_leader_record_of_zeros_fails_the_measurement():
     rec[1, :4] = 0  # an unwritten leader record: its window would be 0 cycles and its SM 0
     with pytest.raises(RuntimeError, match="leader's window is not after its start"):
         capture_micro.contend_values(rec, _contend_item()["params"])
+
+
+def test_contend3_items_roles_and_sizes():
+    items = {m["name"]: m["params"] for m in mc.items_v6_contend3(132)}
+    assert len(items) == 31  # 7 states x 5 flavours, the GEMM-only state once
+    sst, tss = items["contend3.ex2_cond.sst"], items["contend3.ex2_cond.tss"]
+    assert sst["roles"] == 0b01_10_10 and sst["threads"] == 384 and sst["iters"] == 1536
+    assert tss["roles"] == 0b10_10_01 and tss["iters"] == 2048
+    assert sst["follow_iters"] == 8192 and tss["follow_iters"] == 4608  # the longer-lived follower role's count
+    assert items["contend3.exp2f.s"]["roles"] == 0b10 and items["contend3.exp2f.s"]["follow_iters"] == 0
+
+
+def test_contend3_values_by_hand():
+    p = next(m for m in mc.items_v6_contend3(132) if m["name"] == "contend3.ex2.sst")["params"]
+    assert capture_micro.contend_words(p) == 9
+    rec = np.array([[100, 1100, 0, 500, k, 50, 600, 30, 400] for k in range(3)], dtype=np.int64)
+    v = capture_micro.contend_values(rec, p)
+    assert v == dict(cycles=1000.0, ns=500.0, distinct_sms=3, follower_rate=0.1, follower2_rate=0.1)
+    rec[1, 7] = 0  # the second follower never saw the flag
+    with pytest.raises(RuntimeError, match="never saw the leader's flag"):
+        capture_micro.contend_values(rec, p)
 
 
 def test_a_truncated_result_file_is_a_fault_not_a_lost_campaign(tmp_path):

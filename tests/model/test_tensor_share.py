@@ -153,3 +153,23 @@ def test_a_scoreboard_wait_costs_the_pipe_latency():
     consts, _ = micro.constants()
     body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, 0, None, 1, 0))]
     assert tensor_share.run(body, consts, tensor_share.Share.from_capture(), 0, 0) == (5.0, float("inf"))
+
+
+def test_two_warps_interleave_their_latency_waits():
+    """Two warps of the scoreboard-bound FFMA (one issue per 5 cycles each) share the SMSP's issue port without
+    slowing each other: still 5 cycles per iteration per warp. With a tensor job of 4 slots and no gap, each
+    issue of the FMA pipe wins a contested cycle with the beside capture's FFMA share (0.87), so the tensor pipe
+    takes the cycles the warps do not: per 5 cycles the warps issue 2 of them."""
+    consts, _ = micro.constants()
+    body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, 0, None, 1, 0))]
+    share = tensor_share.Share.from_capture()
+    assert tensor_share.run(body, consts, share, 0, 0, warps=2) == (5.0, float("inf"))
+    soft, per_unit = tensor_share.run(body, consts, share, 4, 0, iterations=40, warps=2)
+    assert soft == pytest.approx(5.0, abs=0.6) and per_unit == pytest.approx(4 * 5 / 3, rel=0.15)
+
+
+@pytest.mark.parametrize("warps", [0, -1, 1.5])
+def test_a_warp_count_below_one_is_refused(warps):
+    consts, _ = micro.constants()
+    with pytest.raises(ScheduleError, match="warps"):
+        tensor_share.run(_ffma_body(), consts, tensor_share.Share.from_capture(), 512, 0, warps=warps)
