@@ -20,6 +20,11 @@ Rows (measured = 1 / the capture's `value` median, in cycles per unit counted th
   flight) and ts (a GEMM pair while the other runs softmax): both from one lapis.model.tensor_share.run of the
   softmax body beside the pair's tensor job; t (a GEMM pair alone: its tensor-pipe cycles and completion gap) and
   tt (two warpgroups' pairs on one tensor pipe, 2 x the tensor-pipe cycles).
+- contend3.<fl>.<state> (micro/h200-2026-12-02-contend3, kernels/micro_mix_softmax_v4.cu: three warpgroups, the
+  GEMM unit one QK group from shared memory), the leader's cycles per unit: s, ss, t as contend's; st and ts from
+  tensor_share.run with one softmax warp per SMSP; sst (a softmax tile beside another warpgroup's softmax and a
+  third's wgmma) and tss (a GEMM unit beside two softmax warpgroups) with two. `blind_predicted`: the prediction
+  committed before the kernel first ran (lapis/data/blind/micro_contend3.json).
 - mixsm.<fl>.<part>, mixsm2.<fl>.<part> (micro/h200-2026-11-30-v3-mix, -v3-mix2; kernels micro_mix_softmax_v1.cu,
   _v2.cu): one job of `tensor_iters` GEMM units and `softmax_iters` softmax tiles on two warpgroups; both: the two
   overlap at the shared-cycle rates until the shorter ends, the rest runs alone.
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +62,7 @@ MIX_CAPTURES = {"mixsm": (CAPTURES / "micro" / "h200-2026-11-30-v3-mix" / "micro
 CONTEND_SOURCE, CONTEND_WGMMAS = "micro_mix_softmax_v3.cu", 16
 CONTEND3_SOURCE, CONTEND3_WGMMAS = "micro_mix_softmax_v4.cu", 8  # one QK group per GEMM unit
 CONTEND3_BLIND = BLIND / "micro_contend3.json"  # predictions committed before micro_mix_softmax_v4.cu first ran
+CONTEND3_CAPTURE = CAPTURES / "micro" / "h200-2026-12-02-contend3" / "micro" / "results.json"
 WGMMA_FLOP = 2 * 64 * 128 * 16  # one wgmma m64n128k16
 WGMMA_CAPTURE = CAPTURES / "clock" / "h200-2026-12-02" / "clock" / "results.json"  # lapis.gpu.capture_clock
 LATENCY_CAPTURE = CAPTURES / "micro" / "h200-2026-11-29" / "micro" / "results.json"  # wgmma.latency.*
@@ -228,6 +235,22 @@ def _measurements(path: Path) -> dict:
     return {m["name"]: m for m in smsp._read_json(path)["measurements"] if m.get("status") == "ok"}
 
 
+def _contend3_blind(path: Path = CONTEND3_BLIND) -> dict[str, float]:
+    """{measurement: cycles} of the committed blind predictions; CaptureError naming the file when it is not a
+    JSON object whose predicted_cycles maps names to finite numbers above zero."""
+    try:
+        doc = json.loads(path.read_text())
+        vals = doc["predicted_cycles"]
+        ok = isinstance(vals, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                            and math.isfinite(v) and v > 0 for v in vals.values())
+    except (OSError, ValueError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        raise CaptureError("the blind contend3 predictions are {predicted_cycles: {name: cycles > 0}}", str(path),
+                           "restore lapis/data/blind/micro_contend3.json from git")
+    return {k: float(v) for k, v in vals.items()}
+
+
 def _row(m: dict, capture: Path, state: str, predicted: float) -> dict:
     measured = 1.0 / m["value"]["median"]
     return dict(name=m["name"], capture=str(capture.relative_to(CAPTURES)), state=state, predicted=predicted,
@@ -256,6 +279,15 @@ def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | 
         lead, follow = m["params"]["lead"], m["params"]["follow"]
         out.append(_row(m, CONTEND_CAPTURE, f"{lead} beside {follow}" if follow else f"{lead} alone",
                         predict_contend(state, cache[fl], consts, share)))
+    predicted3 = contend3_predictions(consts, compile_, share)
+    blind = _contend3_blind()
+    for name, m in _measurements(CONTEND3_CAPTURE).items():
+        p = m["params"]
+        who = [r for r in (p["follow"], p.get("follow2")) if r]
+        row = _row(m, CONTEND3_CAPTURE, f"{p['lead']} beside {' and '.join(who)}" if who else f"{p['lead']} alone",
+                   predicted3[name])
+        row["blind_predicted"] = blind.get(name)
+        out.append(row)
     for prefix, (path, source, wgmmas) in MIX_CAPTURES.items():
         fns = compile_(KERNELS / source)
         for name, m in _measurements(path).items():
@@ -292,8 +324,10 @@ def render(r: dict) -> str:
     lines = [f"model: {r['model']}; constants from {', '.join(r['constants_from'])}",
              f"{'measurement':<26}{'predicted':>10}{'measured':>10}{'error':>9}  state"]
     for x in r["rows"]:
+        blind = x.get("blind_predicted")
+        note = f" (blind {blind:.0f}, {100 * (blind / x['measured'] - 1):+.1f}%)" if blind else ""
         lines.append(f"{x['name']:<26}{x['predicted']:>10.0f}{x['measured']:>10.0f}{x['error_pct']:>+8.1f}%  "
-                     f"{x['state']}")
+                     f"{x['state']}{note}")
     for g, s in r["groups"].items():
         lines.append(f"{g:<26} mean |error| {s['mean_abs_error_pct']:.1f}%, max {s['max_abs_error_pct']:.1f}% "
                      f"({s['n']} rows)")

@@ -29,7 +29,8 @@ def test_chain_factor_saves_only_for_one_softmax_warp_per_smsp():
     assert chain_factor(1) == chain_factor(1, 1) == 1.0
     assert 0.8 < chain_factor(4, 1) <= chain_factor(2, 1) < 1.0  # one warp alone: latency-bound with one chain
     # two warps (both consumer warpgroups' softmaxes, as s11 ran on the H200: 1-3% slower than s10 at the same
-    # clock, capture race/h200-2026-12-01-steps): MUFU-bound with one chain or four
+    # clock, capture race/h200-2026-12-01-steps, dropped from the tree, in git history): MUFU-bound with one chain
+    # or four
     assert chain_factor(4, 2) == pytest.approx(1.0)
     with pytest.raises(LapisError, match="softmax_chains is 1, 2 or 4"):
         chain_factor(3)

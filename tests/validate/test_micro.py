@@ -58,9 +58,9 @@ def report():
 def _capture_values() -> dict:
     out = {}
     for f in ("h200-2026-11-30-v3", "h200-2026-11-30-contend-launch", "h200-2026-11-30-v3-mix",
-              "h200-2026-11-30-v3-mix2"):
+              "h200-2026-11-30-v3-mix2", "h200-2026-12-02-contend3"):
         for m in json.loads((CAPTURES / "micro" / f / "micro" / "results.json").read_text())["measurements"]:
-            if m["name"].split(".")[0] in ("softmax", "contend", "mixsm", "mixsm2"):
+            if m["name"].split(".")[0] in ("softmax", "contend", "mixsm", "mixsm2", "contend3"):
                 out[m["name"]] = m["value"]["median"]
     return out
 
@@ -68,7 +68,7 @@ def _capture_values() -> dict:
 @needs_nvcc
 def test_every_softmax_microbenchmark_is_a_row_with_its_capture_value(report):
     values = _capture_values()
-    assert len(values) == 44 and sorted(r["name"] for r in report["rows"]) == sorted(values)
+    assert len(values) == 75 and sorted(r["name"] for r in report["rows"]) == sorted(values)
     for r in report["rows"]:
         assert r["measured"] == pytest.approx(1 / values[r["name"]], rel=1e-12)
     by = {r["name"]: r for r in report["rows"]}
@@ -99,10 +99,28 @@ def test_errors_and_summary(report):
     assert by["contend.ex2.st"]["predicted"] > 1.15 * by["contend.ex2.s"]["predicted"]
     assert by["contend.ex2.ts"]["predicted"] > 1.15 * by["contend.exp2f.t"]["predicted"]  # t: measured once
     assert by["contend.ex2.st"]["measured"] > 1.3 * by["contend.ex2.s"]["measured"]
-    # the errors today: every mix job within 7%, the contend pairings within 23%, all rows 7.6% on average
+    # the errors today: every mix job within 7%, v3's contend pairings within 23%, all rows 9.4% on average
     assert max(abs(by[f"{p}.{f}.both"]["error_pct"]) for p in ("mixsm", "mixsm2") for f in ("exp2f", "ex2_cond")) < 7
-    assert max(abs(r["error_pct"]) for r in rows if r["name"].endswith((".st", ".ts"))) < 23
-    assert report["mean_abs_error_pct"] < 8
+    assert max(abs(r["error_pct"]) for r in rows
+               if r["name"].startswith("contend.") and r["name"].endswith((".st", ".ts"))) < 23
+    assert report["mean_abs_error_pct"] < 10
+
+
+@needs_nvcc
+def test_a_softmax_beside_another_softmax_and_wgmma_was_predicted_blind(report):
+    """contend3.*.sst: the state the attention kernels' consumer warpgroups are in while one's GEMMs run, measured
+    with kernels/micro_mix_softmax_v4.cu after lapis/data/blind/micro_contend3.json was committed."""
+    by = {r["name"]: r for r in report["rows"]}
+    blind = json.loads(micro.CONTEND3_BLIND.read_text())["predicted_cycles"]
+    assert sorted(blind) == sorted(n for n in by if n.startswith("contend3."))
+    # measured, by hand from results.json: 1 / 0.00054093 and 1 / 0.00048228 tiles per clk
+    assert by["contend3.ex2_cond.sst"]["measured"] == pytest.approx(1848.7, abs=0.1)
+    assert by["contend3.exp2f.sst"]["measured"] == pytest.approx(2073.5, abs=0.1)
+    sst = [by[f"contend3.{f}.sst"] for f in ("exp2f", "ex2", "ex2_cond", "emu8", "emu4")]
+    assert all(abs(r["blind_predicted"] / r["measured"] - 1) <= 0.10 for r in sst)
+    # slower than the same tile beside the other softmax alone, as measured
+    assert all(by[r["name"][:-1]]["measured"] < r["measured"] for r in sst)  # contend3.<f>.ss < .sst
+    assert all(by[r["name"][:-1]]["predicted"] < r["predicted"] for r in sst)
 
 
 @needs_nvcc
@@ -110,7 +128,7 @@ def test_cli_table_and_json(capsys):
     from lapis.cli.main import main
     assert main(["validate", "micro", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert len(out["rows"]) == 44
+    assert len(out["rows"]) == 75
 
 
 def test_a_clock_capture_without_a_full_duty_wgmma_point_is_refused(tmp_path):
