@@ -8,7 +8,7 @@ The measurements are data, read from lapis/data/seeds/ and never written by lapi
   the table's own reference, a same-run stock FA4: the FA4 paper's TFLOP/s at that shape (the repository's
   benchmarks/registry.py, PAPER_FA4_TFLOPS: 1532 / 1579 / 1601) times the fraction of them stock FA4 reached on
   the write-up's B200s (its benchmarks/README.md: about 97%), fa4_reference(). Error: predicted - measured, in
-  points.
+  points; error_rel_pct: 100 x (predicted / measured - 1), the relative error of the throughput.
 - emmy_moves.json: the Emmy compiler's move stack on one RTX 5090 (the seed write-up emmy-flashattention2-
   consumer-blackwell), in µs at 1x8x4096x64 fp16. Move n is the n-th schedule of
   lapis.pipeline_sim.schedules.attention_sm120 (m01..m07), predicted on the rtx5090 profile. A move whose time
@@ -23,7 +23,9 @@ the same sign (a predicted change of exactly 0 is a miss). A refused move is sco
 a stated change (213 vs 206 µs: +3.4%; "~0 µs": 0%) is a hit when the predicted change is within NO_GAIN x 100
 points of it; a move refused with no time stated ("occupancy loss beats extra overlap") is a hit when no gain is
 predicted: the predicted time does not fall by more than NO_GAIN.
-Summary: mean |error| per table and the direction hit rate (hits / scored steps) per table and overall.
+Summary: mean |error| per table, the mean and max relative error, the direction hit rate (hits / scored steps)
+per table and overall, and `open`: for B200 (held to a mean) whether the mean relative error is past GOAL_REL_PCT
+(15%), for the RTX 5090 (held to every move) the moves whose relative error is past it; those rows stay open.
 Predictions come from the committed cache (lapis.pipeline_sim.predictions), re-simulated only when stale.
 Errors: CaptureError for a missing or malformed table, or one whose row count differs from the schedules'.
 """
@@ -42,6 +44,7 @@ from lapis.pipeline_sim.schedules import attention_b200, attention_sm120
 B200_TABLE = SEEDS / "b200_progression.json"
 EMMY_TABLE = SEEDS / "emmy_moves.json"
 STEP_MOVED = 1.0  # a measured step counts for direction only past this (points of FA4; % of the previous time)
+GOAL_REL_PCT = 15.0  # |predicted / measured - 1| past this (%) leaves a row open
 NO_GAIN = 0.03  # a refused move's tolerance: 3% of the baseline's time
 
 
@@ -109,7 +112,7 @@ def b200_rows(table: dict, cache: dict) -> list[dict]:
             meas = _positive(k["pct_of_fa4"][label], f"kernel {k['kernel']} pct_of_fa4[{label}]", B200_TABLE)
             pred = 100.0 * r["tflops"] / fa4[label]
             row = dict(kernel=k["kernel"], change=k["change"], schedule=name, shape=label, measured_pct=meas,
-                       predicted_pct=pred, error=pred - meas)
+                       predicted_pct=pred, error=pred - meas, error_rel_pct=100.0 * (pred / meas - 1))
             if label in prev:  # the step from the previous kernel at the same shape
                 row["step"] = _step(*prev[label], meas, pred, STEP_MOVED)
             prev[label] = (meas, pred)
@@ -216,11 +219,18 @@ def refused_rows(table: dict, cache: dict, measured: dict) -> list[dict]:
     return out
 
 
-def summary(rows: list[dict]) -> dict:
-    """Mean |error| and the direction hits over the scored steps of one table."""
+def summary(rows: list[dict], rel_key: str = "error", per_row: bool = True) -> dict:
+    """Mean |error|, the mean and max |relative error| (rel_key: the rows' relative error in %), what is open
+    (module docstring: the rows past GOAL_REL_PCT when per_row, else ["mean"] when the mean is past it) and the
+    direction hits over the scored steps of one table."""
     scored = [r["step"] for r in rows if r.get("step", {}).get("scored")]
     hits = sum(s["hit"] for s in scored)
+    rel = [abs(r[rel_key]) for r in rows]
+    mean_rel = sum(rel) / len(rel)
+    past = [r["schedule"] for r in rows if abs(r[rel_key]) > GOAL_REL_PCT] if per_row else \
+        ["mean"] * (mean_rel > GOAL_REL_PCT)
     return dict(rows=len(rows), mean_abs_error=sum(abs(r["error"]) for r in rows) / len(rows),
+                mean_abs_error_rel_pct=mean_rel, max_abs_error_rel_pct=max(rel), open=past,
                 scored_steps=len(scored), direction_hits=hits,
                 direction_hit_rate=hits / len(scored) if scored else None)
 
@@ -238,7 +248,7 @@ def validate_seeds() -> dict:
                            "shape; stated_us or "
                            "stated_speedup per move; a refused move's stated times)", f"{type(exc).__name__}: {exc}",
                            "restore the tables from the lapis repository (lapis/data/seeds/)") from None
-    bsum, esum = summary(brows), summary(erows)
+    bsum, esum = summary(brows, "error_rel_pct", per_row=False), summary(erows)
     scored = bsum["scored_steps"] + esum["scored_steps"]
     hits = bsum["direction_hits"] + esum["direction_hits"]
     return dict(
@@ -269,11 +279,12 @@ def render(r: dict) -> str:
              + " / ".join(f"{v:g}" for v in b["fa4_paper_tflops"].values()) + " = "
              + " / ".join(f"{v:.0f}" for v in b["fa4_reference_tflops"].values()) + " TFLOP/s at "
              + " / ".join(b["shapes"]) + ")",
-             f"{'kernel':>6}  {'schedule':<30}{'shape':>5}{'measured':>10}{'predicted':>10}{'error':>8}"
+             f"{'kernel':>6}  {'schedule':<30}{'shape':>5}{'measured':>10}{'predicted':>10}{'error':>8}{'rel':>8}"
              f"{'step meas':>10}{'pred':>8}  direction"]
     for row in b["rows"]:
         lines.append(f"{row['kernel']:>6}  {row['schedule']:<30}{row['shape']:>5}{row['measured_pct']:>9.1f}%"
-                     f"{row['predicted_pct']:>9.1f}%{row['error']:>+8.1f}  {_dir(row.get('step'))}")
+                     f"{row['predicted_pct']:>9.1f}%{row['error']:>+8.1f}{row['error_rel_pct']:>+7.1f}%  "
+                     f"{_dir(row.get('step'))}")
     lines += ["", f"RTX 5090: µs at {e['shape']} (measured: the Emmy write-up; ~ derived from its stated speed-ups)",
               f"{'move':<24}{'schedule':<28}{'measured':>10}{'predicted':>10}{'error':>8}"
               f"{'step meas':>10}{'pred':>8}  direction"]
@@ -292,9 +303,13 @@ def render(r: dict) -> str:
     lines.append("")
     for label, t, unit in (("B200", b, "points"), ("RTX 5090", e, "%")):
         s = t["summary"]
-        lines.append(f"{label}: mean |error| {s['mean_abs_error']:.1f} {unit} over {s['rows']} rows; direction "
+        rel = f" ({s['mean_abs_error_rel_pct']:.1f}% relative, max {s['max_abs_error_rel_pct']:.1f}%)" \
+            if unit == "points" else f", max {s['max_abs_error_rel_pct']:.1f}%"
+        lines.append(f"{label}: mean |error| {s['mean_abs_error']:.1f} {unit}{rel} over {s['rows']} rows; direction "
                      f"{s['direction_hits']}/{s['scored_steps']} steps that moved > {r['summary']['step_moved']:g}"
-                     f"{' point' if unit == 'points' else '%'}")
+                     f"{' point' if unit == 'points' else '%'}; "
+                     f"{'mean' if unit == 'points' else 'moves'} past {GOAL_REL_PCT:g}% (open): "
+                     f"{', '.join(s['open']) or 'none'}")
     rs = e["refused_summary"]
     lines.append(f"RTX 5090 refused moves: {rs['hits']}/{rs['rows']} as the write-up states")
     s = r["summary"]
