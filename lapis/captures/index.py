@@ -41,6 +41,7 @@ from pathlib import Path, PurePosixPath
 
 from lapis.captures.manifest import (
     NAME,
+    ORIGINALS,
     capture_record,
     dumps,
     original,
@@ -73,9 +74,20 @@ EVERY = "every capture is read, by name; none supersedes another"
 
 
 def folders(root: Path, kind: str) -> list[Path]:
-    """The capture folders of one kind (those holding an original provenance file), by name."""
+    """The capture folders of one kind (those holding an original provenance file), by name. A folder holding
+    capture.json but no original (its manifest.json deleted) is a CaptureError naming it, not a folder to skip."""
     base = Path(root) / kind
-    return sorted(p for p in base.iterdir() if p.is_dir() and original(p)) if base.is_dir() else []
+    found, subs = [], sorted(d for d in base.iterdir() if d.is_dir()) if base.is_dir() else []
+    for p in subs:
+        if original(p):
+            found.append(p)
+        elif os.path.lexists(p / NAME):
+            raise CaptureError("every capture folder holds its manifest.json (or its kind's original: one of "
+                               + ", ".join(ORIGINALS[1:]) + "); capture.json only restates it",
+                               f"{p}: capture.json is there, manifest.json is not",
+                               "restore manifest.json from git, or capture again into a fresh folder and remove "
+                               "this one")
+    return found
 
 
 def _date(data: dict) -> str:

@@ -49,7 +49,7 @@ from lapis.captures.safe import (
     Map,
     Npz,
     One,
-    a_kind,
+    a_capture,
     check,
     comparable,
     read_json,
@@ -76,7 +76,7 @@ class Capture:
 
 
 def _error(kind: str, file, where: str, rule: str, value) -> CaptureError:
-    return CaptureError(f"{a_kind(kind)} capture's {rule}", f"{file}: {where}: {value}", FIX)
+    return CaptureError(f"{a_capture(kind)}'s {rule}", f"{file}: {where}: {value}", FIX)
 
 
 def _manifest(kind: str, folder, schema, name: str = "manifest.json") -> tuple[Path, dict]:
@@ -101,7 +101,7 @@ def _enums(kind: str, file, where: str, entry: dict, allowed: dict) -> None:
         for j, v in enumerate(values):
             if isinstance(v, bool) or v not in ok:
                 at = f"{where}.{name}" + (f"[{j}]" if isinstance(entry[name], list) else "")
-                raise CaptureError(f"{a_kind(kind)} capture's field {at} is one of the values the hardware takes",
+                raise CaptureError(f"{a_capture(kind)}'s field {at} is one of the values the hardware takes",
                                    f"{file}: {at} = {v!r} (allowed: {_shown(ok)})", FIX)
 
 

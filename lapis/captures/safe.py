@@ -210,9 +210,11 @@ ANY = Leaf("anything", lambda v: True)
 PROVENANCE = {"gpu": STR, "date": STR, "commit": STR, "dirty": BOOL, "command": STR, "source_blobs": Map(STR)}
 
 
-def a_kind(kind: str) -> str:
-    """'a tma', 'an attention': the article and the capture kind."""
-    return ("an " if kind[:1] in "aeiou" else "a ") + kind
+def a_capture(kind: str) -> str:
+    """'a tma capture', 'an attention capture'; 'a capture' for the kind "capture" (a check of any kind's file)."""
+    if kind == "capture":
+        return "a capture"
+    return ("an " if kind[:1] in "aeiou" else "a ") + kind + " capture"
 
 
 def _expected(schema) -> str:
@@ -230,7 +232,7 @@ def _expected(schema) -> str:
 def _fail(value, schema, file, kind: str, where: str):
     shown = repr(value)
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    raise CaptureError(f"{a_kind(kind)} capture's field {where or '(top level)'} is {_expected(schema)}",
+    raise CaptureError(f"{a_capture(kind)}'s field {where or '(top level)'} is {_expected(schema)}",
                        f"{file}: {where or '(top level)'} = {shown} ({type(value).__name__})", FIX)
 
 
@@ -246,7 +248,7 @@ def check(value, schema, file, kind: str = "capture", where: str = "") -> None:
             if name in value:
                 check(value[name], sub, file, kind, at)
             elif not key.endswith("?"):
-                raise CaptureError(f"{a_kind(kind)} capture holds the field {at}", f"{file}: {at} is missing", FIX)
+                raise CaptureError(f"{a_capture(kind)} holds the field {at}", f"{file}: {at} is missing", FIX)
     elif isinstance(schema, list):
         if not isinstance(value, list):
             _fail(value, schema, file, kind, where)
@@ -270,7 +272,7 @@ def comparable(file, kind: str, total: int, not_compared: dict) -> None:
     left_out = sum(not_compared.values())
     if total - left_out <= 0:
         why = ", ".join(f"{n} {reason}" for reason, n in sorted(not_compared.items()) if n) or "it holds none"
-        raise CaptureError(f"{a_kind(kind)} capture holds at least one entry lapis can compare",
+        raise CaptureError(f"{a_capture(kind)} holds at least one entry lapis can compare",
                            f"{file}: {total} entries, none comparable ({why})",
                            "capture it again (lapis capture ...), or leave the folder out of --captures")
 

@@ -240,7 +240,7 @@ def parse_instruction(text: str, address: int | None = None, control: Control | 
                        count, target)
 
 
-def _read_text(source: str | Path) -> str:
+def read_text(source: str | Path) -> str:
     """A file's text (gzip when it ends in .gz), or the string itself when it holds a newline. CaptureError when
     the file is missing, over MAX_TEXT_BYTES (compressed or inflated, or the string itself), a broken gzip stream
     (truncated, or a corrupt deflate block: zlib.error) or not UTF-8."""
@@ -274,7 +274,7 @@ def _read_text(source: str | Path) -> str:
 
 def parse_cuobjdump(source: str | Path) -> dict[str, list[Instruction]]:
     """{function name: [Instruction, ...]} from `cuobjdump -sass` text (or a file holding it), in address order."""
-    text = _read_text(source)
+    text = read_text(source)
     functions: dict[str, list[Instruction]] = {}
     current, pending = None, None
     for line in text.splitlines():
@@ -298,7 +298,7 @@ def parse_cuobjdump(source: str | Path) -> dict[str, list[Instruction]]:
 
 def parse_ncu_source_csv(source: str | Path) -> list[Instruction]:
     """The instructions of an `ncu --page source --csv` export, each with its "Instructions Executed" count."""
-    text = _read_text(source)
+    text = read_text(source)
     rows = list(csv.reader(io.StringIO(text)))
     header = next((i for i, r in enumerate(rows) if "Source" in r and "Instructions Executed" in r), None)
     if header is None:

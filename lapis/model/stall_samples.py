@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lapis.errors import CaptureError
-from lapis.model.sass import _read_text
+from lapis.model.sass import read_text
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
 EXECUTED = "Instructions Executed"
@@ -63,7 +63,7 @@ def read_page(source: str | Path) -> list[Sampled]:
     after the header has another number of cells than the header (a cut or hand-edited export), a count cell is not
     a whole number of 0 or more, or the CSV itself is malformed."""
     try:
-        rows = list(csv.reader(io.StringIO(_read_text(source))))
+        rows = list(csv.reader(io.StringIO(read_text(source))))
     except csv.Error as e:  # a field over csv's limit, a NUL byte in a quoted field
         raise CaptureError("an ncu source page is well-formed CSV", str(e), _FIX) from None
     header = next((i for i, r in enumerate(rows) if "Source" in r and EXECUTED in r and SAMPLES in r), None)

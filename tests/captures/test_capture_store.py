@@ -97,3 +97,18 @@ def tracked_bytes() -> tuple[int, str]:
 def test_the_tracked_tree_fits_the_budget():
     size, what = tracked_bytes()
     assert size <= BUDGET_BYTES, f"{what}: {size / 1e6:.1f} MB > {BUDGET_BYTES / 1e6:.0f} MB"
+
+
+@pytest.mark.parametrize("provenance, rule, value", [
+    ({"gpu": "NVIDIA H200", "date": "2026-12-01T20:00:00+00:00", "commit": "0" * 40, "dirty": "no",
+      "command": "python -m lapis.gpu.race --out x", "source_blobs": {}},
+     "a capture's field provenance.dirty is true or false", "provenance.dirty = 'no' (str)"),
+    ({"gpu": "NVIDIA H200", "date": "2026-12-01T20:00:00+00:00", "dirty": False,
+      "command": "python -m lapis.gpu.race --out x", "source_blobs": {}},
+     "a capture holds the field provenance.commit", "provenance.commit is missing"),
+])
+def test_read_original_names_the_provenance_field_it_refuses(tmp_path, provenance, rule, value):
+    (tmp_path / "manifest.json").write_text(json.dumps({"provenance": provenance}))
+    with pytest.raises(CaptureError) as e:
+        read_original(tmp_path)
+    assert (e.value.rule, e.value.value) == (rule, f"{tmp_path}/manifest.json: {value}")

@@ -159,6 +159,18 @@ def test_a_corrupt_sass_file_is_a_named_error(tmp_path, raw, why):
     assert str(path) in str(e.value)
 
 
+def test_read_text_reads_a_file_a_gzip_file_or_the_text_itself(tmp_path):
+    text = "\t\tFunction : f\n        /*0000*/ EXIT ;\n"
+    (tmp_path / "k.sass").write_text(text)
+    (tmp_path / "k.sass.gz").write_bytes(gzip.compress(text.encode()))
+    assert sass.read_text(tmp_path / "k.sass") == text
+    assert sass.read_text(str(tmp_path / "k.sass.gz")) == text
+    assert sass.read_text(text) == text  # a string holding a newline is the text, not a path
+    with pytest.raises(CaptureError) as e:
+        sass.read_text(tmp_path / "missing.sass")
+    assert (e.value.rule, e.value.value) == ("SASS file not found", str(tmp_path / "missing.sass"))
+
+
 def test_a_gzip_that_inflates_past_the_limit_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(sass, "MAX_TEXT_BYTES", 1000)
     path = tmp_path / "k.sass.gz"

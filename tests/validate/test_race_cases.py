@@ -293,3 +293,18 @@ def test_the_race_reader_takes_the_protocols_post_batch_probe(tmp_path):
     # 4 of 5 rounds read the probe: median of 1400, 1460, 1470, 1480 is 1465
     d = _race_with_post(tmp_path, post_mhz=[1400.0, 1460.0, 1470.0, 1480.0], post_mhz_median=1465.0)
     assert read_race(d).manifest["results"][0]["kernels"]["cudnn"]["clock"]["post_mhz_median"] == 1465.0
+
+
+def test_a_race_capture_without_its_manifest_is_refused_not_skipped(tmp_path):
+    import shutil
+
+    from lapis.data import CAPTURES
+    for name in ("h200-2026-12-02-fa2", "h200-2026-12-02-s14"):
+        shutil.copytree(CAPTURES / "race" / name, tmp_path / "race" / name)
+    assert {c["capture"] for c in measured_cases(tmp_path)} >= {"race/h200-2026-12-02-s14"}
+    (tmp_path / "race" / "h200-2026-12-02-s14" / "manifest.json").unlink()  # capture.json and the log stay
+    with pytest.raises(CaptureError) as e:
+        measured_cases(tmp_path)
+    assert e.value.rule.startswith("every capture folder holds its manifest.json")
+    assert e.value.value == f"{tmp_path}/race/h200-2026-12-02-s14: capture.json is there, manifest.json is not"
+    assert e.value.fix.startswith("restore manifest.json from git, or capture")
