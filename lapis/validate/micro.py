@@ -24,7 +24,7 @@ Rows (measured = 1 / the capture's `value` median, in cycles per unit counted th
   GEMM unit one QK group from shared memory), the leader's cycles per unit: s, ss, t as contend's; st and ts from
   tensor_share.run with one softmax warp per SMSP; sst (a softmax tile beside another warpgroup's softmax and a
   third's wgmma) and tss (a GEMM unit beside two softmax warpgroups) with two. `blind_predicted`: the prediction
-  committed before the kernel first ran (lapis/data/blind/micro_contend3.json).
+  committed before the kernel first ran (lapis/data/blind/micro/contend3.json).
 - mixsm.<fl>.<part>, mixsm2.<fl>.<part> (micro/h200-2026-11-30-v3-mix, -v3-mix2; kernels micro_mix_softmax_v1.cu,
   _v2.cu): one job of `tensor_iters` GEMM units and `softmax_iters` softmax tiles on two warpgroups; both: the two
   overlap at the shared-cycle rates until the shorter ends, the rest runs alone.
@@ -61,7 +61,7 @@ MIX_CAPTURES = {"mixsm": (CAPTURES / "micro" / "h200-2026-11-30-v3-mix" / "micro
                            "micro_mix_softmax_v2.cu", 16)}  # QK + PV
 CONTEND_SOURCE, CONTEND_WGMMAS = "micro_mix_softmax_v3.cu", 16
 CONTEND3_SOURCE, CONTEND3_WGMMAS = "micro_mix_softmax_v4.cu", 8  # one QK group per GEMM unit
-CONTEND3_BLIND = BLIND / "micro_contend3.json"  # predictions committed before micro_mix_softmax_v4.cu first ran
+CONTEND3_BLIND = BLIND / "micro" / "contend3.json"  # committed before micro_mix_softmax_v4.cu first ran
 CONTEND3_CAPTURE = CAPTURES / "micro" / "h200-2026-12-02-contend3" / "micro" / "results.json"
 WGMMA_FLOP = 2 * 64 * 128 * 16  # one wgmma m64n128k16
 WGMMA_CAPTURE = CAPTURES / "clock" / "h200-2026-12-02" / "clock" / "results.json"  # lapis.gpu.capture_clock
@@ -247,7 +247,7 @@ def _contend3_blind(path: Path = CONTEND3_BLIND) -> dict[str, float]:
         ok = False
     if not ok:
         raise CaptureError("the blind contend3 predictions are {predicted_cycles: {name: cycles > 0}}", str(path),
-                           "restore lapis/data/blind/micro_contend3.json from git")
+                           "restore lapis/data/blind/micro/contend3.json from git")
     return {k: float(v) for k, v in vals.items()}
 
 

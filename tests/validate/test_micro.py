@@ -109,7 +109,7 @@ def test_errors_and_summary(report):
 @needs_nvcc
 def test_a_softmax_beside_another_softmax_and_wgmma_was_predicted_blind(report):
     """contend3.*.sst: the state the attention kernels' consumer warpgroups are in while one's GEMMs run, measured
-    with kernels/micro_mix_softmax_v4.cu after lapis/data/blind/micro_contend3.json was committed."""
+    with kernels/micro_mix_softmax_v4.cu after lapis/data/blind/micro/contend3.json was committed."""
     by = {r["name"]: r for r in report["rows"]}
     blind = json.loads(micro.CONTEND3_BLIND.read_text())["predicted_cycles"]
     assert sorted(blind) == sorted(n for n in by if n.startswith("contend3."))
