@@ -122,3 +122,62 @@ def test_shipped_capture_shows_the_swizzle_step_cuts_tma_issues():
            for name in ("k02", "k03")}
     # no swizzle: K in 16 boxes of 8 columns, V in 16 x 16 boxes of 8 x 8; SW128: K in 2 boxes, V in 16 x 2
     assert tma == {"k02": 16 + 256, "k03": 2 + 32}
+
+
+def test_without_constants_a_loop_keeps_its_counts_and_chain_but_no_cycles(tmp_path):
+    (tmp_path / "toy.sass").write_text(LISTING)
+    (loop,) = seed_mix.kernel_record(tmp_path / "toy.sass", None)["loops"]
+    assert loop["pipes"] == {"fma": 1, "alu": 1, "xu": 1, "lsu": 1, "tensor": 2, "tmem": 1, "adu": 2}
+    assert (loop["chain_first"], loop["chain_per_iteration"]) == (4, 1)
+    assert not {"chain_links", "chain_cycles", "warp_cycles"} & set(loop)
+    man = seed_mix.capture(tmp_path, dict(kernels={"toy": dict(knobs="WORK=w4x1")}, date="d", commit="c",
+                                          repository="r", nvcc="n", flags="f", cuobjdump="o"), None)
+    assert man["constants"] is None
+    assert man["kernels"]["toy"]["knobs"] == "WORK=w4x1" and "file" not in man["kernels"]["toy"]
+
+
+def test_an_mma_sync_loop_with_exps_is_serial():
+    from collections import Counter
+    assert seed_mix.role_of(Counter({"HMMA.16816.F32": 16, "MUFU.EX2": 10, "SHFL.BFLY": 8})) == "serial"
+
+
+def test_the_shipped_b200_roles_follow_from_their_ops():
+    # every B200 loop's stored role is what the rules give its ops now: no B200 loop has HMMA
+    for kernel in json.loads(SHIPPED.read_text())["kernels"].values():
+        for lp in kernel["loops"]:
+            assert seed_mix.role_of(lp["ops"]) == lp["role"]
+            assert not any(op.startswith("HMMA") for op in lp["ops"])
+
+
+EMMY = CAPTURES / "seeds" / "emmy-0.3.22" / "manifest.json"
+
+
+def _emmy_ops(name):
+    (lp,) = json.loads(EMMY.read_text())["kernels"][name]["loops"]
+    return lp["ops"]
+
+
+def test_shipped_emmy_capture_has_one_kv_loop_per_move_without_cycles():
+    man = json.loads(EMMY.read_text())
+    assert man["constants"] is None and man["provenance"]["flags"].endswith("code=sm_120a -cubin")
+    assert list(man["kernels"]) == ["m01", "m02-m04", "m05", "m06", "m07-printed",
+                                    "w4x1-m01", "w4x1-m02-m04", "w4x1-m05", "w4x1-m06", "w4x1-m07"]
+    for k in man["kernels"].values():
+        (lp,) = k["loops"]
+        assert lp["role"] == "serial" and "warp_cycles" not in lp
+
+
+def test_shipped_emmy_capture_shows_each_moves_feature():
+    # w1x1, 16 keys a step: QK 4 head-dim steps x 2 key atoms + PV 8 channel atoms; f2x2 doubles the rows
+    assert _emmy_ops("m01")["HMMA.16816.F32"] == 16 and _emmy_ops("m07-printed")["HMMA.16816.F32"] == 32
+    # w4x1, 64 keys a step: (4 x 8) + (4 x 8) per 16-row chain, two chains at f2x8
+    assert _emmy_ops("w4x1-m06")["HMMA.16816.F32"] == 64 and _emmy_ops("w4x1-m07")["HMMA.16816.F32"] == 128
+    # m01 reads K and V from gmem, 16 bits a load (2 x 2 halves per B fragment): (8 + 8) x 4; Q not in the loop
+    assert _emmy_ops("m01")["LDG.E.U16.CONSTANT"] == 64 and not any(op.startswith("LDSM") for op in _emmy_ops("m01"))
+    # m02: cp.async fill (16 B a lane) and ldmatrix drain; m05 the same fill, one wait per tile instead of two
+    assert _emmy_ops("m02-m04")["LDGSTS.E.BYPASS.128"] == 8 and _emmy_ops("m02-m04")["DEPBAR.LE"] == 2
+    assert _emmy_ops("m05")["DEPBAR.LE"] == 1
+    # m06: two TMA boxes (K, V) per tile on an mbarrier, no cp.async
+    assert _emmy_ops("m06")["UTMALDG.4D"] == 2 and "LDGSTS.E.BYPASS.128" not in _emmy_ops("m06")
+    # the C->A repack: 4 cvt.rn.f16x2.f32 per 16 keys per chain (w4x1-m07: 4 key blocks x 2 chains)
+    assert _emmy_ops("m01")["F2FP.F16.F32.PACK_AB"] == 4 and _emmy_ops("w4x1-m07")["F2FP.F16.F32.PACK_AB"] == 32
