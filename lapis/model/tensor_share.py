@@ -10,7 +10,9 @@ cycle of the SMSP serves either an issue or a cycle of the tensor pipe's work. T
 - while a wgmma is in flight, every cycle is contested: a warp that can issue (the cycle simulation's rules,
   lapis.model.smsp.simulate) wins it with a per-pipe share `win[pipe]`, else the tensor pipe takes it;
 - the tensor pipe advances one cycle of its work in each cycle it takes, and also in cycles where the issued
-  instruction's pipe does not contest (`free` pipes: MUFU's, whose stream left the tensor pipe at full rate);
+  instruction's pipe does not take the tensor pipe's cycle (`free` pipes: MUFU's, whose stream left the tensor
+  pipe at full rate). A free pipe's warp still waits for its share like any other (MUFU's stream kept only 75% of
+  its rate): the cycle it loses goes unused by it, not to the tensor pipe, which advances either way;
 - `win[pipe]` is solved from the class stream's two rates: a warp ready every 1 / r_alone cycles that loses each
   contested cycle with probability 1 - w waits (1 - w) / w cycles more on average, so
   w = 1 / (1 + 1 / r_beside - 1 / r_alone) (warp-instructions per clock, wgmma from shared memory in flight);
@@ -125,8 +127,9 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     each issue `body` in a loop (smsp.simulate's rules: one issue per cycle, greedy-then-oldest, shared pipes)
     beside a tensor job of `slots` cycles of work and `gap` idle cycles per unit (module docstring); slots 0 is no
     tensor job (cycles per unit inf). The warps contest the tensor pipe's cycles as one issue port: the SMSP's
-    credit grows by the share of the instruction the picked warp would issue. Pipes without a win share contest
-    with share 1 (they always win). CaptureError for an empty body, a body without control bits or a run past
+    credit grows by the share of the instruction the picked warp would issue (a free pipe's too: it issues at its
+    beside rate, and the tensor pipe keeps the cycle). Pipes without a win share contest with share 1 (they always
+    win). CaptureError for an empty body, a body without control bits or a run past
     MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a share outside (0, 1], iterations below 2 or
     warps below 1."""
     if not body:
@@ -161,12 +164,12 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
         took = False  # a warp took the tensor pipe's cycle
         w = last if can_issue(last) else next((k for k in range(warps) if can_issue(k)), None)
         ready = w is not None
-        if ready and busy and body[pcs[w]].pipe not in share.free:
+        if ready and busy:
             credit += share.win.get(body[pcs[w]].pipe, 1.0)
             ready = credit >= 1 - 1e-12
             if ready:
                 credit -= 1.0
-                took = True
+                took = body[pcs[w]].pipe not in share.free
         if ready:
             ins, sb, last = body[pcs[w]], sbs[w], w
             c, p, m = ins.control, ins.pipe, smem[pcs[w]]
