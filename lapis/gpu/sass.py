@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lapis.errors import CaptureError, LapisError
+from lapis.gpu import harness
 from lapis.gpu.harness import NVCC_FLAGS, build_key
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
@@ -75,8 +76,18 @@ def digests(sass: str) -> list[list[str]]:
     return out
 
 
-def build_digests(source: Path, build: str, tools: Path, work: Path) -> list[list[str]]:
-    """Compile one build of `source` into `work`, disassemble it, and digest each function."""
+def includes_cutlass(source: Path) -> bool:
+    """Whether `source` itself includes a CuTe or CUTLASS header (#include <cute/...> or <cutlass/...>)."""
+    return re.search(r"^\s*#include\s*<(cute|cutlass)/", Path(source).read_text(), re.M) is not None
+
+
+def build_digests(source: Path, build: str, tools: Path, work: Path, cache: Path | None = None) -> list[list[str]]:
+    """Compile one build of `source`, disassemble it, and digest each function. With `cache`, a source that
+    includes no CuTe or CUTLASS header is built by harness.build into that folder (the same flags and key as the
+    benches' and tests' builds, so a cubin built there before is not compiled again); otherwise the cubin is
+    compiled into `work` with the CUTLASS headers' folder on the include path."""
+    if cache is not None and not includes_cutlass(source):
+        return _disassembled(harness.build(source, BUILDS[build], cache)[0], tools)
     cubin = work / f"{source.stem}.{build}.cubin"
     inc = cutlass_include()
     cmd = ["nvcc", *NVCC_FLAGS, *(["-I", str(inc)] if inc else []),
@@ -84,6 +95,11 @@ def build_digests(source: Path, build: str, tools: Path, work: Path) -> list[lis
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode:
         raise RuntimeError(f"nvcc failed for {source.name} ({build}): {p.stderr[-2000:]}")
+    return _disassembled(cubin, tools)
+
+
+def _disassembled(cubin: Path, tools: Path) -> list[list[str]]:
+    """digests of `cuobjdump -sass cubin` (cuobjdump from `tools`)."""
     env = dict(os.environ, PATH=f"{tools}{os.pathsep}{os.environ.get('PATH', '')}")
     sass = subprocess.run([str(tools / "cuobjdump"), "-sass", str(cubin)], capture_output=True, text=True,
                           check=True, env=env).stdout
@@ -105,7 +121,7 @@ def _cached_digests(source: Path, build: str, tools: Path, work: Path, cache: Pa
     path = cache / f"{source.stem}.{build}-{key}.sass.json"
     if path.exists():
         return json.loads(path.read_text())
-    d = build_digests(source, build, tools, work)
+    d = build_digests(source, build, tools, work, cache)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(d))
     tmp.replace(path)
@@ -114,7 +130,8 @@ def _cached_digests(source: Path, build: str, tools: Path, work: Path, cache: Pa
 
 def collect(kernels: Path = KERNELS, jobs: int | None = None, cache: Path | None = None) -> dict:
     """{nvcc, builds: {file: {build: [[function, sha256], ...]}}} of every build (nvcc runs `jobs` at a time).
-    cache: a folder of digests keyed by build (see _cached_digests): only changed builds are compiled."""
+    cache: a folder of digests keyed by build (see _cached_digests) and of harness.build's cubins (see
+    build_digests): only changed builds are compiled, and a cubin harness.build left there is not compiled again."""
     tools = tool_dir()
     if tools is None:
         raise RuntimeError("cuobjdump and nvdisasm not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")

@@ -32,6 +32,17 @@ def test_differences_name_the_build_and_the_function():
     assert sass.differences(a, c) == ["x.cu plain: functions ['f', 'g'] -> ['g', 'f']"]
 
 
+def test_only_the_cute_oracles_are_built_with_the_cutlass_headers(tmp_path):
+    # the others are built by harness.build (no CUTLASS include folder), sharing the tests' and benches' cubins
+    assert {p.name for p in sass.KERNELS.glob("*.cu") if sass.includes_cutlass(p)} == {
+        "cutlass_desc_oracle_v1.cu", "cutlass_desc_oracle_v2.cu"}
+    for text, uses in [("#include <cute/tensor.hpp>\n", True), ("  #include<cutlass/numeric_types.h>\n", True),
+                       ('#include "harness.cuh"\n', False), ("// #include <cute/tensor.hpp>\n", False),
+                       ("#include <cuda/barrier>\n", False)]:
+        (tmp_path / "k.cu").write_text(text)
+        assert sass.includes_cutlass(tmp_path / "k.cu") is uses, text
+
+
 @pytest.mark.nvcc
 def test_every_kernel_build_has_the_committed_sass(kernel_cache):
     if shutil.which("nvcc") is None:
