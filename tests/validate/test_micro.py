@@ -152,3 +152,40 @@ def test_validate_micro_without_a_readable_beside_capture_exits_2_naming_it(tmp_
     assert main(["validate", "micro"]) == 2
     err = capsys.readouterr().err
     assert str(f) in err and "fix:" in err and "Traceback" not in err
+
+
+def _blind_with(change) -> str:
+    doc = json.loads(micro.CONTEND3_BLIND.read_text())
+    change(doc["predicted_cycles"])
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("text, shown", [
+    (None, "FileNotFoundError"),
+    ("{not json", "JSONDecodeError"),
+    ("[]", "predicted_cycles is NoneType"),
+    ('{"predicted_cycles": [1, 2]}', "predicted_cycles is list"),
+    (_blind_with(lambda p: p.update({"contend3.ex2.sst": float("nan")})), "predicted_cycles[contend3.ex2.sst] = nan"),
+    (_blind_with(lambda p: p.update({"contend3.ex2.sst": -5})), "predicted_cycles[contend3.ex2.sst] = -5"),
+    (_blind_with(lambda p: p.update({"contend3.ex2.sst": True})), "predicted_cycles[contend3.ex2.sst] = True"),
+    (_blind_with(lambda p: p.update({"contend3.ex2.sst": 0})), "predicted_cycles[contend3.ex2.sst] = 0"),
+    (_blind_with(lambda p: p.pop("contend3.ex2.sst")), "no contend3.ex2.sst"),
+])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_bad_blind_contend3_file_exits_2_naming_the_entry(tmp_path, monkeypatch, capsys, text, shown, as_json):
+    """The blind file is read where validate micro runs (a copy here), before anything is compiled; a capture
+    measurement it lacks is an error, not a row without its blind prediction."""
+    from lapis.cli.main import main
+    f = tmp_path / "contend3.json"
+    if text is not None:
+        f.write_text(text)
+    monkeypatch.setattr(micro, "CONTEND3_BLIND", f)
+    assert main(["validate", "micro"] + ["--json"] * as_json) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith("lapis: error: ") and "Traceback" not in err
+    assert f"got {f}: " in err and shown in err
+    assert err.endswith("fix: restore lapis/data/blind/micro/contend3.json from git\n")
+    if as_json:  # --json: the same error as one JSON object on stdout
+        assert json.loads(out) == {"ok": False, "exit_code": 2, "error": err[len("lapis: error: "):-1]}
+    else:
+        assert out == ""
