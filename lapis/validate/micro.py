@@ -36,9 +36,11 @@ capture times mma.sync only), then its completion gap: the last group's wgmma la
 pipe share: lapis.model.tensor_share (each pipe's share of a contested cycle from its single-class stream beside
 wgmma, micro/h200-2026-12-02-beside).
 
-Errors: CaptureError naming the file (and the entry) for a blind file whose predicted_cycles are not finite
-numbers above zero, or that lacks a contend3 measurement of the capture. The contend3 capture and its blind file
-are read before anything is compiled.
+Errors: CaptureError naming the file (and the field or measurement) for a results.json that is not
+{measurements: [{name, ...}]} or whose ok record lacks params or a value.median above zero; for the contend3
+capture also a name campaign version 6 does not define, a role outside softmax / gemm / null, no ok record, or a
+measurement without a blind prediction; for a blind file whose predicted_cycles are not finite numbers above zero.
+The contend3 capture and its blind file are read before anything is compiled.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from lapis.captures import safe
 from lapis.data import BLIND, CAPTURES, DATA
 from lapis.errors import CaptureError
 from lapis.model import clock, instruction_mix
@@ -235,15 +238,48 @@ def roles(functions: dict, kernel: str, flavour: str, wgmmas: int | None, consts
                  completion_gap(last_group))
 
 
+RESULTS = {"measurements": [{"name": safe.STR}]}  # a micro capture's results.json, as the rows read it
+OK_RECORD = {"value": {"median": safe.POS}, "params": safe.DICT}  # each measurement with status "ok"
+ROLE = safe.One("softmax", "gemm")
+CONTEND3_PARAMS = {"lead": ROLE, "follow": safe.One(None, "softmax", "gemm"),
+                   "follow2?": safe.One(None, "softmax", "gemm")}
+
+
 def _measurements(path: Path) -> dict:
-    return {m["name"]: m for m in smsp._read_json(path)["measurements"] if m.get("status") == "ok"}
+    """{name: record} of the capture's measurements with status "ok"; CaptureError naming the file and the field
+    when it is not {measurements: [{name, ...}]} or an ok record lacks params or a value.median that is a finite
+    number above zero (units per clock; the row's measured cycles are its inverse)."""
+    return _checked(path)[1]
+
+
+def _checked(path: Path) -> tuple[int, dict]:
+    """(measurement records in the file, _measurements(path))."""
+    doc = smsp._read_json(path)
+    safe.check(doc, RESULTS, path, "micro")
+    found = {}
+    for i, m in enumerate(doc["measurements"]):
+        if m.get("status") == "ok":
+            safe.check(m, OK_RECORD, path, "micro", f"measurements[{i}]")
+            found[m["name"]] = m
+    return len(doc["measurements"]), found
 
 
 def _contend3_measurements(path: Path, blind: dict[str, float]) -> dict:
-    """The contend3 capture's ok measurements (_measurements), each with a blind prediction in `blind`;
-    CaptureError naming the blind file and the measurement otherwise."""
-    found = _measurements(path)
-    for name in found:
+    """The contend3 capture's ok measurements (_measurements), each a name campaign version 6 defines
+    (mc.items_v6_contend3) with lead, follow and follow2 roles, and each with a blind prediction in `blind`;
+    CaptureError naming the file and the measurement otherwise, or when none is ok."""
+    total, found = _checked(path)
+    if not found:
+        raise CaptureError("the contend3 capture holds at least one measurement with status ok",
+                           f"{path}: {total} measurements, none ok", "restore the capture from git, or capture it "
+                           "again: benchmarks/h200_contend3.sh")
+    known = {m["name"] for m in mc.items_v6_contend3(132)}
+    for name, m in found.items():
+        if name not in known:
+            raise CaptureError("a contend3 measurement is one campaign version 6 defines (contend3.<flavour>."
+                               "<s|ss|st|t|ts|sst|tss>)", f"{path}: {name}",
+                               "restore the capture from git (captures are never edited by hand)")
+        safe.check(m["params"], CONTEND3_PARAMS, path, "micro", f"{name}.params")
         if name not in blind:
             raise CaptureError("every contend3 measurement has a blind prediction (committed before the kernel "
                                "ran)", f"{CONTEND3_BLIND}: no {name}",
@@ -273,7 +309,8 @@ def _contend3_blind(path: Path | None = None) -> dict[str, float]:
 
 def _row(m: dict, capture: Path, state: str, predicted: float) -> dict:
     measured = 1.0 / m["value"]["median"]
-    return dict(name=m["name"], capture=str(capture.relative_to(CAPTURES)), state=state, predicted=predicted,
+    where = capture.relative_to(CAPTURES) if capture.is_relative_to(CAPTURES) else capture
+    return dict(name=m["name"], capture=str(where), state=state, predicted=predicted,
                 measured=measured, error_pct=100.0 * (predicted / measured - 1))
 
 
