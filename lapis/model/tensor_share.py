@@ -128,7 +128,8 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     credit grows by the share of the instruction the picked warp would issue. Pipes without a win share contest
     with share 1 (they always win). CaptureError for an empty body, a body without control bits or a run past
     MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a share outside (0, 1], iterations below 2 or
-    warps below 1."""
+    warps below 1. Steady state: from the end of round iterations // 2 (every warp's iteration of that number) to
+    the end, so an odd `iterations` still times whole rounds of the warps."""
     if not body:
         raise CaptureError("the shared-cycle simulation needs a loop body", "0 instructions",
                            "pass a loop body parsed from cuobjdump -sass")
@@ -190,7 +191,7 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
                 if left <= 0:
                     units, left, idle = units + 1, float(slots), float(gap)
         t += 1.0
-    h = len(marks) // 2
+    h = warps * (iterations // 2)  # the steady state: whole rounds of every warp's iterations (the second half)
     (t0, u0), (t1, u1) = marks[h - 1], marks[-1]
     per_unit = (t1 - t0) / (u1 - u0) if u1 > u0 else math.inf
     return (t1 - t0) * warps / (len(marks) - h), per_unit

@@ -173,3 +173,14 @@ def test_a_warp_count_below_one_is_refused(warps):
     consts, _ = micro.constants()
     with pytest.raises(ScheduleError, match="warps"):
         tensor_share.run(_ffma_body(), consts, tensor_share.Share.from_capture(), 512, 0, warps=warps)
+
+
+@pytest.mark.parametrize("iterations", [2, 3, 5, 7])
+def test_two_warps_time_whole_rounds_for_any_iteration_count(iterations):
+    """The scoreboard-bound FFMA of test_two_warps_interleave_their_latency_waits: 5 cycles per iteration per warp
+    whatever the iteration count; an odd count once timed one warp's iteration more than the other's (4.0)."""
+    consts, _ = micro.constants()
+    body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, 0, None, 1, 0))]
+    share = tensor_share.Share.from_capture()
+    assert tensor_share.run(body, consts, share, 0, 0, iterations=iterations, warps=2) == (5.0, float("inf"))
+    assert tensor_share.run(body, consts, share, 0, 0, iterations=iterations, warps=3) == (5.0, float("inf"))
