@@ -38,6 +38,7 @@ BESIDE_CAPTURE = CAPTURES / "micro" / "h200-2026-12-02-beside" / "micro" / "resu
 STEPS_PER_UNIT = 64  # micro_beside_v1.cu: warp-instructions of the class per warp and unit (UNROLL x CHAINS)
 FREE_TENSOR = 0.98  # a class whose stream leaves the tensor pipe at least this fraction of its rate does not contest
 MAX_CYCLES = 50_000_000  # a simulation past this is a broken input (a pipe rate near zero)
+MAX_WARPS = 16  # resident warps per SMSP: 64 per SM on sm_90 (lapis.model.occupancy), 4 SMSPs
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,9 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     credit grows by the share of the instruction the picked warp would issue. Pipes without a win share contest
     with share 1 (they always win). CaptureError for an empty body, a body without control bits or a run past
     MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a share outside (0, 1], iterations below 2 or
-    warps below 1. Steady state: from the end of round iterations // 2 (every warp's iteration of that number) to
-    the end, so an odd `iterations` still times whole rounds of the warps."""
+    warps not an integer from 1 to MAX_WARPS (a huge count would run for hours). Steady state: from the end of
+    round iterations // 2 (every warp's iteration of that number) to the end, so an odd `iterations` still times
+    whole rounds of the warps."""
     if not body:
         raise CaptureError("the shared-cycle simulation needs a loop body", "0 instructions",
                            "pass a loop body parsed from cuobjdump -sass")
@@ -137,9 +139,9 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
         raise CaptureError("the shared-cycle simulation needs control bits (cuobjdump -sass input)",
                            f"{len(body)} instructions", "pass a loop body parsed from cuobjdump -sass")
     _check_job(share, slots, gap, iterations)
-    if as_int(warps, "warps", ScheduleError) < 1:
-        raise ScheduleError("the shared-cycle simulation runs at least one warp per SMSP", repr(warps),
-                            "pass the softmax warps per SMSP (1 or 2)")
+    if not 1 <= as_int(warps, "warps", ScheduleError) <= MAX_WARPS:
+        raise ScheduleError(f"the shared-cycle simulation runs 1 to {MAX_WARPS} warps per SMSP (64 resident warps "
+                            "per SM on sm_90)", repr(warps), "pass the softmax warps per SMSP (1 or 2)")
     occ = {p: 1.0 / r for p, r in consts.rate.items()}
     smem = [smsp.smem_wavefronts(ins) * consts.smem_cycles_per_wavefront for ins in body]
     pcs, nxts, sbs = [0] * warps, [0.0] * warps, [[0.0] * 6 for _ in range(warps)]
