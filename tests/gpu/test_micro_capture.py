@@ -353,3 +353,14 @@ def test_a_record_of_the_wrong_width_fails_the_measurement(rec, p, shape):
     with pytest.raises(RuntimeError) as exc:
         capture_micro.contend_values(rec, p)
     assert str(exc.value) == "a contend record is one row of " + shape
+
+
+@pytest.mark.parametrize("col", [5, 7])
+def test_a_follower_word_past_2_63_fails_the_measurement(col):
+    """The device writes uint64 words; read as int64, a corrupt one past 2**63 is negative units at the flag: the
+    measurement fails instead of reporting a negative follower rate."""
+    rec = np.array([[100, 1100, 0, 500, k, 50, 600, 30, 400] for k in range(3)], dtype=np.uint64)
+    rec[1, col] = 2**64 - 50
+    with pytest.raises(RuntimeError) as exc:
+        capture_micro.contend_values(rec.astype(np.int64), _contend3_params())
+    assert str(exc.value) == "a follower's units at the flag are below zero: the record is corrupt"
