@@ -262,8 +262,14 @@ def contend_values(rec: np.ndarray, p: dict) -> dict:
     its units at the flag and its clock there; contend_words(p) words): the leader's window (cycles, ns) and each
     follower's units per clk (follower_rate, follower2_rate), medians over CTAs. RuntimeError (the measurement
     fails) where a CTA's leader window or ns window is not after its start (an unwritten record is zeros), or a
-    follower never saw the flag (it finished first: follow_iters too small) or its clock at the flag is not after
-    the start."""
+    follower never saw the flag (it finished first: follow_iters too small), its units at the flag are below zero
+    (a word past 2**63: corrupt) or its clock at the flag is not after the start; and where `rec` is not one row
+    of contend_words(p) words per CTA for at least one CTA (a record read at the wrong width)."""
+    words = contend_words(p)
+    if rec.ndim != 2 or rec.shape[0] < 1 or rec.shape[1] != words:
+        raise RuntimeError(f"a contend record is one row of {words} words per CTA "
+                           f"({'with' if words == CONTEND3_WORDS else 'without'} params follow2): got shape "
+                           f"{rec.shape}")
     if (rec[:, 1] <= rec[:, 0]).any() or (rec[:, 3] <= rec[:, 2]).any():
         raise RuntimeError("a leader's window is not after its start: a CTA's record is unwritten or corrupt")
     res = dict(cycles=float(np.median(rec[:, 1] - rec[:, 0])), ns=float(np.median(rec[:, 3] - rec[:, 2])),
@@ -273,6 +279,8 @@ def contend_values(rec: np.ndarray, p: dict) -> dict:
             continue
         if (rec[:, col] == 0).any():
             raise RuntimeError(f"a follower never saw the leader's flag: raise follow_iters ({p['follow_iters']})")
+        if (rec[:, col] < 0).any():
+            raise RuntimeError("a follower's units at the flag are below zero: the record is corrupt")
         if (rec[:, col + 1] <= rec[:, 0]).any():
             raise RuntimeError("a follower's clock at the flag is not after the start: the record is corrupt")
         res[key] = float(np.median(rec[:, col] / (rec[:, col + 1] - rec[:, 0])))

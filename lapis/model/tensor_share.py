@@ -40,6 +40,7 @@ BESIDE_CAPTURE = CAPTURES / "micro" / "h200-2026-12-02-beside" / "micro" / "resu
 STEPS_PER_UNIT = 64  # micro_beside_v1.cu: warp-instructions of the class per warp and unit (UNROLL x CHAINS)
 FREE_TENSOR = 0.98  # a class whose stream leaves the tensor pipe at least this fraction of its rate does not contest
 MAX_CYCLES = 50_000_000  # a simulation past this is a broken input (a pipe rate near zero)
+MAX_WARPS = 16  # resident warps per SMSP: 64 per SM on sm_90 (lapis.model.occupancy), 4 SMSPs
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,9 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     beside rate, and the tensor pipe keeps the cycle). Pipes without a win share contest with share 1 (they always
     win). CaptureError for an empty body, a body without control bits or a run past
     MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a share outside (0, 1], iterations below 2 or
-    warps below 1."""
+    warps not an integer from 1 to MAX_WARPS (a huge count would run for hours). Steady state: from the end of
+    round iterations // 2 (every warp's iteration of that number) to the end, so an odd `iterations` still times
+    whole rounds of the warps."""
     if not body:
         raise CaptureError("the shared-cycle simulation needs a loop body", "0 instructions",
                            "pass a loop body parsed from cuobjdump -sass")
@@ -139,9 +142,9 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
         raise CaptureError("the shared-cycle simulation needs control bits (cuobjdump -sass input)",
                            f"{len(body)} instructions", "pass a loop body parsed from cuobjdump -sass")
     _check_job(share, slots, gap, iterations)
-    if as_int(warps, "warps", ScheduleError) < 1:
-        raise ScheduleError("the shared-cycle simulation runs at least one warp per SMSP", repr(warps),
-                            "pass the softmax warps per SMSP (1 or 2)")
+    if not 1 <= as_int(warps, "warps", ScheduleError) <= MAX_WARPS:
+        raise ScheduleError(f"the shared-cycle simulation runs 1 to {MAX_WARPS} warps per SMSP (64 resident warps "
+                            "per SM on sm_90)", repr(warps), "pass the softmax warps per SMSP (1 or 2)")
     occ = {p: 1.0 / r for p, r in consts.rate.items()}
     smem = [smsp.smem_wavefronts(ins) * consts.smem_cycles_per_wavefront for ins in body]
     pcs, nxts, sbs = [0] * warps, [0.0] * warps, [[0.0] * 6 for _ in range(warps)]
@@ -193,7 +196,7 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
                 if left <= 0:
                     units, left, idle = units + 1, float(slots), float(gap)
         t += 1.0
-    h = len(marks) // 2
+    h = warps * (iterations // 2)  # the steady state: whole rounds of every warp's iterations (the second half)
     (t0, u0), (t1, u1) = marks[h - 1], marks[-1]
     per_unit = (t1 - t0) / (u1 - u0) if u1 > u0 else math.inf
     return (t1 - t0) * warps / (len(marks) - h), per_unit

@@ -35,6 +35,12 @@ capture times mma.sync only), then its completion gap: the last group's wgmma la
 (wgmma.latency.n128.<ss|rs> of micro/h200-2026-11-29, one m64n128k16 waited). The cycles the softmax and the tensor
 pipe share: lapis.model.tensor_share (each pipe's share of a contested cycle from its single-class stream beside
 wgmma, micro/h200-2026-12-02-beside).
+
+Errors: CaptureError naming the file (and the field or measurement) for a results.json that is not
+{measurements: [{name, ...}]} or whose ok record lacks params or a value.median above zero; for the contend3
+capture also a name campaign version 6 does not define, a role outside softmax / gemm / null, no ok record, or a
+measurement without a blind prediction; for a blind file whose predicted_cycles are not finite numbers above zero.
+The contend3 capture and its blind file are read before anything is compiled.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from lapis.captures import safe
 from lapis.data import BLIND, CAPTURES, DATA
 from lapis.errors import CaptureError
 from lapis.model import clock, instruction_mix
@@ -231,34 +238,86 @@ def roles(functions: dict, kernel: str, flavour: str, wgmmas: int | None, consts
                  completion_gap(last_group))
 
 
+RESULTS = {"measurements": [{"name": safe.STR}]}  # a micro capture's results.json, as the rows read it
+OK_RECORD = {"value": {"median": safe.POS}, "params": safe.DICT}  # each measurement with status "ok"
+ROLE = safe.One("softmax", "gemm")
+CONTEND3_PARAMS = {"lead": ROLE, "follow": safe.One(None, "softmax", "gemm"),
+                   "follow2?": safe.One(None, "softmax", "gemm")}
+
+
 def _measurements(path: Path) -> dict:
-    return {m["name"]: m for m in smsp._read_json(path)["measurements"] if m.get("status") == "ok"}
+    """{name: record} of the capture's measurements with status "ok"; CaptureError naming the file and the field
+    when it is not {measurements: [{name, ...}]} or an ok record lacks params or a value.median that is a finite
+    number above zero (units per clock; the row's measured cycles are its inverse)."""
+    return _checked(path)[1]
 
 
-def _contend3_blind(path: Path = CONTEND3_BLIND) -> dict[str, float]:
-    """{measurement: cycles} of the committed blind predictions; CaptureError naming the file when it is not a
-    JSON object whose predicted_cycles maps names to finite numbers above zero."""
+def _checked(path: Path) -> tuple[int, dict]:
+    """(measurement records in the file, _measurements(path))."""
+    doc = smsp._read_json(path)
+    safe.check(doc, RESULTS, path, "micro")
+    found = {}
+    for i, m in enumerate(doc["measurements"]):
+        if m.get("status") == "ok":
+            safe.check(m, OK_RECORD, path, "micro", f"measurements[{i}]")
+            found[m["name"]] = m
+    return len(doc["measurements"]), found
+
+
+def _contend3_measurements(path: Path, blind: dict[str, float]) -> dict:
+    """The contend3 capture's ok measurements (_measurements), each a name campaign version 6 defines
+    (mc.items_v6_contend3) with lead, follow and follow2 roles, and each with a blind prediction in `blind`;
+    CaptureError naming the file and the measurement otherwise, or when none is ok."""
+    total, found = _checked(path)
+    if not found:
+        raise CaptureError("the contend3 capture holds at least one measurement with status ok",
+                           f"{path}: {total} measurements, none ok", "restore the capture from git, or capture it "
+                           "again: benchmarks/h200_contend3.sh")
+    known = {m["name"] for m in mc.items_v6_contend3(132)}
+    for name, m in found.items():
+        if name not in known:
+            raise CaptureError("a contend3 measurement is one campaign version 6 defines (contend3.<flavour>."
+                               "<s|ss|st|t|ts|sst|tss>)", f"{path}: {name}",
+                               "restore the capture from git (captures are never edited by hand)")
+        safe.check(m["params"], CONTEND3_PARAMS, path, "micro", f"{name}.params")
+        if name not in blind:
+            raise CaptureError("every contend3 measurement has a blind prediction (committed before the kernel "
+                               "ran)", f"{CONTEND3_BLIND}: no {name}",
+                               "restore lapis/data/blind/micro/contend3.json from git")
+    return found
+
+
+def _contend3_blind(path: Path | None = None) -> dict[str, float]:
+    """{measurement: cycles} of the committed blind predictions (`path`, else CONTEND3_BLIND as it is at the call);
+    CaptureError naming the file when it is not a JSON object whose predicted_cycles maps names to finite numbers
+    above zero."""
+    path = CONTEND3_BLIND if path is None else path
+    rule, fix = ("the blind contend3 predictions are {predicted_cycles: {name: cycles, a finite number > 0}}",
+                 "restore lapis/data/blind/micro/contend3.json from git")
     try:
         doc = json.loads(path.read_text())
-        vals = doc["predicted_cycles"]
-        ok = isinstance(vals, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                            and math.isfinite(v) and v > 0 for v in vals.values())
-    except (OSError, ValueError, KeyError, TypeError):
-        ok = False
-    if not ok:
-        raise CaptureError("the blind contend3 predictions are {predicted_cycles: {name: cycles > 0}}", str(path),
-                           "restore lapis/data/blind/micro/contend3.json from git")
+    except (OSError, ValueError, RecursionError) as exc:  # missing, unreadable, not UTF-8, not JSON
+        raise CaptureError(rule, f"{path}: {type(exc).__name__}: {exc}", fix) from None
+    vals = doc.get("predicted_cycles") if isinstance(doc, dict) else None
+    if not isinstance(vals, dict):
+        raise CaptureError(rule, f"{path}: predicted_cycles is {type(vals).__name__}", fix)
+    for k, v in vals.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise CaptureError(rule, f"{path}: predicted_cycles[{k}] = {v!r}", fix)
     return {k: float(v) for k, v in vals.items()}
 
 
 def _row(m: dict, capture: Path, state: str, predicted: float) -> dict:
     measured = 1.0 / m["value"]["median"]
-    return dict(name=m["name"], capture=str(capture.relative_to(CAPTURES)), state=state, predicted=predicted,
+    where = capture.relative_to(CAPTURES) if capture.is_relative_to(CAPTURES) else capture
+    return dict(name=m["name"], capture=str(where), state=state, predicted=predicted,
                 measured=measured, error_pct=100.0 * (predicted / measured - 1))
 
 
 def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | None = None) -> list[dict]:
     """Every softmax microbenchmark row (module docstring), in capture order."""
+    blind = _contend3_blind()
+    measured3 = _contend3_measurements(CONTEND3_CAPTURE, blind)  # read before any compile: a bad file fails fast
     share = share or tensor_share.Share.from_capture()
     out = []
     fns = compile_(smsp.SOFTMAX_SOURCE)
@@ -280,13 +339,12 @@ def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | 
         out.append(_row(m, CONTEND_CAPTURE, f"{lead} beside {follow}" if follow else f"{lead} alone",
                         predict_contend(state, cache[fl], consts, share)))
     predicted3 = contend3_predictions(consts, compile_, share)
-    blind = _contend3_blind()
-    for name, m in _measurements(CONTEND3_CAPTURE).items():
+    for name, m in measured3.items():
         p = m["params"]
         who = [r for r in (p["follow"], p.get("follow2")) if r]
         row = _row(m, CONTEND3_CAPTURE, f"{p['lead']} beside {' and '.join(who)}" if who else f"{p['lead']} alone",
                    predicted3[name])
-        row["blind_predicted"] = blind.get(name)
+        row["blind_predicted"] = blind[name]
         out.append(row)
     for prefix, (path, source, wgmmas) in MIX_CAPTURES.items():
         fns = compile_(KERNELS / source)

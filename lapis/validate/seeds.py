@@ -46,6 +46,7 @@ EMMY_TABLE = SEEDS / "emmy_moves.json"
 STEP_MOVED = 1.0  # a measured step counts for direction only past this (points of FA4; % of the previous time)
 GOAL_REL_PCT = 15.0  # |predicted / measured - 1| past this (%) leaves a row open
 NO_GAIN = 0.03  # a refused move's tolerance: 3% of the baseline's time
+MIN_MEASURED = 0.01  # the least measured value (% of FA4, µs, TFLOP/s, speed-up, FA4 fraction) a table may hold
 
 
 def load_table(path: Path, keys: tuple) -> dict:
@@ -63,11 +64,13 @@ def load_table(path: Path, keys: tuple) -> dict:
 
 
 def _positive(value, where: str, path: Path) -> float:
-    """A table's measured value as a float; CaptureError unless it is a positive finite number."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    """A table's measured value as a float; CaptureError unless it is a finite number of at least MIN_MEASURED (a
+    relative error against a value near zero overflows)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and value >= MIN_MEASURED
     if not ok:
-        raise CaptureError("a seed table's measured values are positive finite numbers", f"{path}: {where} = "
-                           f"{value!r}", "restore it from the lapis repository (lapis/data/seeds/)")
+        raise CaptureError(f"a seed table's measured values are positive finite numbers (at least {MIN_MEASURED:g})",
+                           f"{path}: {where} = {value!r}", "restore it from the lapis repository (lapis/data/seeds/)")
     return float(value)
 
 

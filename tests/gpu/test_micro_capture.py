@@ -331,3 +331,36 @@ def test_the_worker_writes_a_result_whole(tmp_path):
     capture_micro._write_result(tmp_path / "res_3.json", dict(status="ok"))
     assert json.loads((tmp_path / "res_3.json").read_text()) == dict(status="ok")
     assert [p.name for p in tmp_path.iterdir()] == ["res_3.json"]
+
+
+def _contend3_params(name="contend3.ex2.sst"):
+    return next(m for m in mc.items_v6_contend3(132) if m["name"] == name)["params"]
+
+
+@pytest.mark.parametrize("rec, p, shape", [
+    (_record(), _contend3_params(), "9 words per CTA (with params follow2): got shape (4, 7)"),
+    (_record(), _contend3_params("contend3.exp2f.s"), "9 words per CTA (with params follow2): got shape (4, 7)"),
+    (np.hstack([_record(), _record()[:, 5:]]), _contend_item()["params"],
+     "7 words per CTA (without params follow2): got shape (4, 9)"),
+    (_record()[:, :5], _contend_item()["params"], "7 words per CTA (without params follow2): got shape (4, 5)"),
+    (_record()[0], _contend_item()["params"], "7 words per CTA (without params follow2): got shape (7,)"),
+    (_record(0).reshape(0, 7), _contend_item()["params"], "7 words per CTA (without params follow2): got shape (0, 7)"),
+])
+def test_a_record_of_the_wrong_width_fails_the_measurement(rec, p, shape):
+    """A version-6 record read as a version-5 one (or the reverse), a flat or empty one: the measurement fails
+    (it raised an IndexError for a 7-word record with follow2, ignored a 9-word one's second follower, and gave
+    NaN cycles for no CTA)."""
+    with pytest.raises(RuntimeError) as exc:
+        capture_micro.contend_values(rec, p)
+    assert str(exc.value) == "a contend record is one row of " + shape
+
+
+@pytest.mark.parametrize("col", [5, 7])
+def test_a_follower_word_past_2_63_fails_the_measurement(col):
+    """The device writes uint64 words; read as int64, a corrupt one past 2**63 is negative units at the flag: the
+    measurement fails instead of reporting a negative follower rate."""
+    rec = np.array([[100, 1100, 0, 500, k, 50, 600, 30, 400] for k in range(3)], dtype=np.uint64)
+    rec[1, col] = 2**64 - 50
+    with pytest.raises(RuntimeError) as exc:
+        capture_micro.contend_values(rec.astype(np.int64), _contend3_params())
+    assert str(exc.value) == "a follower's units at the flag are below zero: the record is corrupt"

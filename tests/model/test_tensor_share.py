@@ -173,3 +173,40 @@ def test_a_warp_count_below_one_is_refused(warps):
     consts, _ = micro.constants()
     with pytest.raises(ScheduleError, match="warps"):
         tensor_share.run(_ffma_body(), consts, tensor_share.Share.from_capture(), 512, 0, warps=warps)
+
+
+@pytest.mark.parametrize("iterations", [2, 3, 5, 7])
+def test_two_warps_time_whole_rounds_for_any_iteration_count(iterations):
+    """The scoreboard-bound FFMA of test_two_warps_interleave_their_latency_waits: 5 cycles per iteration per warp
+    whatever the iteration count; an odd count once timed one warp's iteration more than the other's (4.0)."""
+    consts, _ = micro.constants()
+    body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, 0, None, 1, 0))]
+    share = tensor_share.Share.from_capture()
+    assert tensor_share.run(body, consts, share, 0, 0, iterations=iterations, warps=2) == (5.0, float("inf"))
+    assert tensor_share.run(body, consts, share, 0, 0, iterations=iterations, warps=3) == (5.0, float("inf"))
+
+
+@pytest.mark.parametrize("warps", [17, 64, 10**6])
+def test_more_warps_than_an_smsp_holds_are_refused_before_running(warps):
+    consts, _ = micro.constants()
+    with pytest.raises(ScheduleError) as exc:
+        tensor_share.run(_ffma_body(), consts, tensor_share.Share.from_capture(), 512, 0, warps=warps)
+    assert str(exc.value) == ("the shared-cycle simulation runs 1 to 16 warps per SMSP (64 resident warps per SM on "
+                              f"sm_90): got {warps}; fix: pass the softmax warps per SMSP (1 or 2)")
+
+
+@pytest.mark.parametrize("warps", [True, 2.0])
+def test_a_warp_count_that_is_not_an_int_is_refused(warps):
+    consts, _ = micro.constants()
+    with pytest.raises(ScheduleError) as exc:
+        tensor_share.run(_ffma_body(), consts, tensor_share.Share.from_capture(), 512, 0, warps=warps)
+    assert str(exc.value) == f"warps must be an integer: got {warps!r}; fix: pass a whole number for warps"
+
+
+def test_sixteen_warps_run():
+    consts, _ = micro.constants()
+    body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, 0, None, 1, 0))]
+    # 16 warps of one FFMA each: the fma pipe, not the 5-cycle scoreboard wait, bounds them: 16 issues a round at
+    # the pipes capture's 0.9707 FFMA per clock (h200-2026-12-01-pipes) are 16.48 cycles
+    soft, _ = tensor_share.run(body, consts, tensor_share.Share.from_capture(), 0, 0, warps=16)
+    assert soft == pytest.approx(16 / 0.9706682267895075, abs=0.05)

@@ -152,3 +152,87 @@ def test_validate_micro_without_a_readable_beside_capture_exits_2_naming_it(tmp_
     assert main(["validate", "micro"]) == 2
     err = capsys.readouterr().err
     assert str(f) in err and "fix:" in err and "Traceback" not in err
+
+
+def _blind_with(change) -> str:
+    doc = json.loads(micro.CONTEND3_BLIND.read_text())
+    change(doc["predicted_cycles"])
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("text, shown", [
+    (None, "FileNotFoundError"),
+    ("{not json", "JSONDecodeError"),
+    ("[]", "predicted_cycles is NoneType"),
+    ('{"predicted_cycles": [1, 2]}', "predicted_cycles is list"),
+    (_blind_with(lambda p: p.update({"contend3.ex2.sst": float("nan")})), "predicted_cycles[contend3.ex2.sst] = nan"),
+    (_blind_with(lambda p: p.update({"contend3.ex2.sst": -5})), "predicted_cycles[contend3.ex2.sst] = -5"),
+    (_blind_with(lambda p: p.update({"contend3.ex2.sst": True})), "predicted_cycles[contend3.ex2.sst] = True"),
+    (_blind_with(lambda p: p.update({"contend3.ex2.sst": 0})), "predicted_cycles[contend3.ex2.sst] = 0"),
+    (_blind_with(lambda p: p.pop("contend3.ex2.sst")), "no contend3.ex2.sst"),
+])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_bad_blind_contend3_file_exits_2_naming_the_entry(tmp_path, monkeypatch, capsys, text, shown, as_json):
+    """The blind file is read where validate micro runs (a copy here), before anything is compiled; a capture
+    measurement it lacks is an error, not a row without its blind prediction."""
+    from lapis.cli.main import main
+    f = tmp_path / "contend3.json"
+    if text is not None:
+        f.write_text(text)
+    monkeypatch.setattr(micro, "CONTEND3_BLIND", f)
+    assert main(["validate", "micro"] + ["--json"] * as_json) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith("lapis: error: ") and "Traceback" not in err
+    assert f"got {f}: " in err and shown in err
+    assert err.endswith("fix: restore lapis/data/blind/micro/contend3.json from git\n")
+    if as_json:  # --json: the same error as one JSON object on stdout
+        assert json.loads(out) == {"ok": False, "exit_code": 2, "error": err[len("lapis: error: "):-1]}
+    else:
+        assert out == ""
+
+
+def _capture_with(change) -> str:
+    doc = json.loads(micro.CONTEND3_CAPTURE.read_text())
+    change(doc, {m["name"]: m for m in doc["measurements"]})
+    return json.dumps(doc)
+
+
+SST = 11  # contend3.ex2.sst's index in measurements (micro/h200-2026-12-02-contend3/micro/results.json)
+MEDIAN_RULE = f"a micro capture's field measurements[{SST}].value.median is a positive finite number"
+
+
+@pytest.mark.parametrize("text, rule, shown", [
+    ("[]", "a micro capture's field (top level) is an object", "(top level) = [] (list)"),
+    ('{"x": 1}', "a micro capture holds the field measurements", "measurements is missing"),
+    (_capture_with(lambda d, by: d["measurements"][3].pop("name")), "a micro capture holds the field "
+     "measurements[3].name", "measurements[3].name is missing"),
+    (_capture_with(lambda d, by: by["contend3.ex2.sst"]["value"].update(median=0)), MEDIAN_RULE,
+     f"measurements[{SST}].value.median = 0 (int)"),
+    (_capture_with(lambda d, by: by["contend3.ex2.sst"]["value"].update(median=-1e-3)), MEDIAN_RULE,
+     f"measurements[{SST}].value.median = -0.001 (float)"),
+    (_capture_with(lambda d, by: by["contend3.ex2.sst"]["value"].update(median=float("nan"))),
+     MEDIAN_RULE, f"measurements[{SST}].value.median = nan (float)"),
+    (_capture_with(lambda d, by: by["contend3.ex2.sst"]["value"].update(median=True)), MEDIAN_RULE,
+     f"measurements[{SST}].value.median = True (bool)"),
+    (_capture_with(lambda d, by: by["contend3.ex2.sst"].pop("params")), "a micro capture holds the field "
+     f"measurements[{SST}].params", f"measurements[{SST}].params is missing"),
+    (_capture_with(lambda d, by: by["contend3.ex2.sst"]["params"].pop("follow")), "a micro capture holds the field "
+     "contend3.ex2.sst.params.follow", "contend3.ex2.sst.params.follow is missing"),
+    (_capture_with(lambda d, by: by["contend3.ex2.sst"]["params"].update(follow2=5)), "a micro capture's field contend3.ex2.sst.params."
+     "follow2 is one of None, 'softmax', 'gemm'", "contend3.ex2.sst.params.follow2 = 5 (int)"),
+    (_capture_with(lambda d, by: by["contend3.ex2.sst"].update(name="contend3.ex3.sst")),
+     "a contend3 measurement is one campaign version 6 defines", "contend3.ex3.sst"),
+    (_capture_with(lambda d, by: [m.update(status="failed") for m in d["measurements"]]),
+     "the contend3 capture holds at least one measurement with status ok", "31 measurements, none ok"),
+])
+def test_a_bad_contend3_capture_exits_2_naming_the_field(tmp_path, monkeypatch, capsys, text, rule, shown):
+    """A copy of the contend3 capture, damaged: a named CaptureError before anything compiles, never a KeyError,
+    a ZeroDivisionError or a row measured from a median at or below zero."""
+    from lapis.cli.main import main
+    f = tmp_path / "results.json"
+    f.write_text(text)
+    monkeypatch.setattr(micro, "CONTEND3_CAPTURE", f)
+    assert main(["validate", "micro"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"lapis: error: {rule}") and f"got {f}: {shown}" in err and "; fix: " in err

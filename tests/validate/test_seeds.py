@@ -185,6 +185,23 @@ def test_a_bad_value_in_the_b200_table_is_a_capture_error(tmp_path, monkeypatch,
         seeds.validate_seeds()
 
 
+@pytest.mark.parametrize("value", [0, -3, float("nan"), 1e-320, 0.001])
+def test_a_measured_pct_near_zero_is_refused_not_an_infinite_relative_error(tmp_path, monkeypatch, capsys, value):
+    """A measured % of FA4 of 1e-320 (or 0.001) gave error_rel_pct +inf (printed Infinity by --json) or a
+    300-digit one; 0, below zero and NaN were refused already."""
+    doc = json.loads(seeds.B200_TABLE.read_text())
+    doc["kernels"][1]["pct_of_fa4"]["4K"] = value
+    bad = tmp_path / "b200_progression.json"
+    bad.write_text(json.dumps(doc))
+    monkeypatch.setattr(seeds, "B200_TABLE", bad)
+    assert main(["validate", "seeds", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert json.loads(out)["error"] == (
+        f"a seed table's measured values are positive finite numbers (at least 0.01): got {bad}: kernel 2 "
+        f"pct_of_fa4[4K] = {value!r}; fix: restore it from the lapis repository (lapis/data/seeds/)")
+    assert "Traceback" not in err
+
+
 def test_a_refused_move_without_a_schedule_is_a_capture_error(tmp_path, monkeypatch):
     doc = json.loads(seeds.EMMY_TABLE.read_text())
     doc["refused"].append(dict(move="split-K", stated_delta_us=None))
