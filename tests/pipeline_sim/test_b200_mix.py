@@ -1,9 +1,6 @@
 """The B200 row warps' costs from the seed's compiled instruction mix (lapis/data/captures/seeds/b200-481f9aa)
 through the SMSP bound model on the cited sm_100 constants, and never from the seed's measured table."""
 
-import builtins
-from pathlib import Path
-
 import pytest
 
 from lapis.catalog.attention_b200 import MIX
@@ -76,28 +73,16 @@ def test_a_bad_mix_value_is_a_schedule_error():
         simulate("b200-k04-warp-specialization", "b200", "1x2x1024x128", {"mix": 2})
 
 
-def test_costing_reads_the_capture_and_constants_never_the_seed_table(monkeypatch):
-    read = []
-    real_text, real_bytes, real_open = Path.read_text, Path.read_bytes, builtins.open
-
-    def spy(real):
-        def f(p, *a, **k):
-            read.append(Path(p).resolve())
-            return real(p, *a, **k)
-        return f
-
-    monkeypatch.setattr(Path, "read_text", spy(real_text))
-    monkeypatch.setattr(Path, "read_bytes", spy(real_bytes))
-    monkeypatch.setattr(builtins, "open", spy(real_open))
+def test_costing_reads_the_capture_and_constants_never_the_seed_table(files_read):
     b200.loop_ns.cache_clear()
     b200._sm100.cache_clear()
     for name in b200.CHAPTERS:
         _cost(name)
     simulate("b200-k14-persistent", "b200", "1x2x1024x128")
     seeds = SEEDS.resolve()
-    assert [p for p in read if p.is_relative_to(seeds)] == []
-    assert (CAPTURES / "seeds" / "b200-481f9aa" / "manifest.json").resolve() in read
-    assert (DATA / "smsp_sm100.json").resolve() in read
+    assert [p for p in files_read if p.is_relative_to(seeds)] == []
+    assert (CAPTURES / "seeds" / "b200-481f9aa" / "manifest.json").resolve() in files_read
+    assert (DATA / "smsp_sm100.json").resolve() in files_read
 
 
 def test_the_swizzle_chapter_moves_through_its_compiled_loop():

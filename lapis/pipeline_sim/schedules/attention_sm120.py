@@ -63,6 +63,18 @@ passes a __syncthreads (the write-up's refused move 1 names it). Not modelled: L
 mma.sync/ldmatrix latency (a warp overlaps only its independent chains, fm > 1), bank conflicts, the store
 of O's latency.
 
+Parameter mix (default 0). mix=0 costs a warp's softmax and O rescale by the mechanism above (FMA_OPS_PER_SCORE +
+EXPF_EXTRA_OPS a score and rows x D on the FMA pipe, one ex2 a score on MUFU, no ALU pipe). mix=1 costs them from
+the move's compiled K/V loop (flag `kernel`): emmy-ml 0.3.22's kernels for the moves compiled for sm_120a
+(MIX_CAPTURE, lapis.captures.seed_mix: per kernel the loop's warp-instructions per pipe for one warp and one K/V
+tile; m02..m04 share one kernel, a refused move reads its baseline's), at the rtx5090 profile's cited SMSP rates
+(smsp_rates). The FMA unit holds the largest of the loop's issue bound (all its instructions at
+issue_per_clk_smsp), its fma-pipe and its alu-pipe bounds (mix_cycles: it stands for the warp's issue slots, as
+attention_b200's mix does; the ALU pipe has no unit of its own); MUFU holds the xu count at the xu rate. Fast exp
+(r2) takes LIBM_EXPF_EXTRA off per exponential of the libm loop (the capture has no __expf kernel). Kept from the
+mechanism at mix=1: the causal mask's ops, the mma.sync, LSU and load costs, and every cost at other geometries
+than the compiled one (MIX_COMPILED: 4 warps, block_n 64, D 64).
+
 Roles (top-level generator functions over the Context; any of them runs alone in a test):
   cta_slot(ctx, slot)           a CTA slot of the SM: its CTAs one after another (the block scheduler's refill)
   cta(ctx, slot, item)          one CTA: its __syncthreads mbarrier, (m06 on) its K/V TMA ring, then its warps
@@ -81,9 +93,11 @@ themselves see.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 
+from lapis.data import CAPTURES
 from lapis.errors import ScheduleError
+from lapis.model import smsp
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE, dispatch, tile_span
 from lapis.pipeline_sim.commit_groups import CpAsyncGroups
 from lapis.pipeline_sim.pipeline import PipelineState
@@ -95,28 +109,34 @@ from lapis.pipeline_sim.units import SMSP_PER_SM, SmspBusy, occupy
 __all__ = ["DEFAULTS", "SCHEDULES", "VARIANTS", "Sm120Costs", "parse_shape"]
 
 KV_SLOTS = 2  # the K/V slabs of the cp.async ring (m05) and the slots of the TMA ring (m06 on); `slots` flag
-DEFAULTS = dict(warps=4, block_n=64, regs_per_thread=254, causal=0)
+DEFAULTS = dict(warps=4, block_n=64, regs_per_thread=254, causal=0, mix=0)
 # The moves in order: (name, step, description as `lapis simulate --list` prints it, what the move changes in the
 # flags). feed: where a warp's K/V come from ("direct" gmem, one cp.async "slab", a cp.async "ring" of two slabs,
 # a "tma" ring); q_slab: Q staged in smem and ldmatrix-ed every tile; p_via_smem: P stored to smem and ldmatrix-ed
-# back as an A operand; fm: 16-row query tiles per warp.
+# back as an A operand; fm: 16-row query tiles per warp; kernel: the move's kernel in the mix capture (MIX_CAPTURE,
+# read with mix=1): emmy-ml 0.3.22 emits one kernel for m02..m04 (the write-up's P via smem and Q slab are modelled
+# as LSU bytes only).
 MOVES = (
     ("sm120-m01-tensor-cores", "tensor_cores",
      "sm120 mma.sync QK/PV; each warp loads K/V operands from gmem every tile (waited)",
      dict(feed="direct", q_slab=False, p_via_smem=True, fm=1, handoff="syncthreads", expf="libm",
-          slots=KV_SLOTS, producer_warp=False)),
+          slots=KV_SLOTS, producer_warp=False, kernel="w4x1-m01")),
     ("sm120-m02-smem-staging", "staging",
-     "K/V tile staged once per CTA by cp.async (d1, waited), __syncthreads, ldmatrix", dict(feed="slab", q_slab=True)),
+     "K/V tile staged once per CTA by cp.async (d1, waited), __syncthreads, ldmatrix",
+     dict(feed="slab", q_slab=True, kernel="w4x1-m02-m04")),
     ("sm120-m03-c-to-a-repack", "c2a", "P converted C->A in registers instead of a smem round trip",
      dict(p_via_smem=False)),
     ("sm120-m04-q-hoist", "q_hoist", "Q fragments hoisted into registers: no Q ldmatrix per K/V tile",
      dict(q_slab=False)),
     ("sm120-m05-cp-async-ring", "ring",
-     "two K/V slabs: tile j+1's cp.async issued under tile j's math (wait_group 1)", dict(feed="ring")),
+     "two K/V slabs: tile j+1's cp.async issued under tile j's math (wait_group 1)",
+     dict(feed="ring", kernel="w4x1-m05")),
     ("sm120-m06-tma", "tma",
-     "warp 0 issues a TMA box per K/V tile into a 2-slot mbarrier ring (no cp.async LSU work)", dict(feed="tma")),
+     "warp 0 issues a TMA box per K/V tile into a 2-slot mbarrier ring (no cp.async LSU work)",
+     dict(feed="tma", kernel="w4x1-m06")),
     ("sm120-m07-register-tiling", "reg_tile",
-     "fm=2: each warp owns two 16-row Q tiles sharing every K/V fragment (block_m 128)", dict(fm=2)),
+     "fm=2: each warp owns two 16-row Q tiles sharing every K/V fragment (block_m 128)",
+     dict(fm=2, kernel="w4x1-m07")),
 )
 _STEPS = [step for _, step, _, _ in MOVES]
 # The write-up's refused moves, each a change of one kept move's flags (its baseline): (name, the seed table's
@@ -161,9 +181,20 @@ MEASURED_US = {"sm120-m01-tensor-cores": 612.0, "sm120-m02-smem-staging": 612.0 
 # FMUL): the write-up's "Libm expf is a ~15-instruction sequence; __expf is one FMUL plus MUFU.EX2", so 15 - 2,
 # counted on the FMA pipe (assumed: the sequence is FFMA/FADD/FMUL work, its one shift included)
 EXPF_EXTRA_OPS = dict(libm=13, fast=0)
+# mix=1: the moves' K/V loops compiled by emmy-ml 0.3.22 for sm_120a (lapis.captures.seed_mix; per kernel the loop's
+# warp-instructions per pipe for one warp and one K/V tile, flag `kernel`), costed at the rtx5090 profile's rates
+MIX_CAPTURE = CAPTURES / "seeds" / "emmy-0.3.22" / "manifest.json"
+MIX_LOOP = ("serial", 0)  # (role, depth) of each kernel's K/V loop in the capture
+MIX_COMPILED = dict(warps=4, block_n=64, d=64)  # the geometry the capture's w4x1 kernels were compiled for
+# libm expf's instructions per exponential beyond __expf's FMUL + MUFU.EX2, as nvcc emits the sequence (FFMA.SAT,
+# FFMA.RM, FADD, FFMA, FFMA on the FMA pipe; SHF.L.U32 for the exponent on the ALU pipe; then MUFU.EX2 and the FMUL
+# that scales by the exponent): what the fast-exp refused move (expf="fast") takes off the captured libm loop, per
+# MUFU.EX2 of it. The capture has no __expf kernel; its loops hold one FFMA.SAT and one FFMA.RM per MUFU.EX2.
+LIBM_EXPF_EXTRA = dict(fma=5, alu=1)
 DIRECT_BYTES_PER_WAVEFRONT = 64  # m01 operand loads: one 16-bit element per lane per load instruction
 WAVEFRONT_BYTES = 128  # cp.async 16 B x 32 lanes = 4 wavefronts; ldmatrix.x4 512 B = 4 wavefronts
 SMSP_UNITS = ("tensor", "mufu", "fma")  # one per SM sub-partition, each at a quarter of the SM's rate
+WARP_LANES = 32
 UNITS = tuple(f"{u}.{i}" for u in SMSP_UNITS for i in range(SMSP_PER_SM)) + ("lsu", "l2")
 BUSY = SMSP_UNITS + ("lsu", "l2")  # utilization's units, in its order: the per-SMSP ones as fractions of the SM
 
@@ -205,6 +236,9 @@ def resolve(flags: dict, p, dims: tuple, params: dict) -> tuple[dict, object]:
     if "tensor_flop_per_clk_sm" not in p.values or "smem_bytes_per_clk_sm" not in p.values:
         raise ScheduleError("sm120 schedules need an sm120 profile", f"profile {p.name} ({p.arch})",
                             "use --gpu rtx5090")
+    if prm["mix"] not in (0, 1):
+        raise ScheduleError("mix chooses the warps' FMA-pipe, ALU and MUFU costs: 1 from the compiled instruction "
+                            "mix, 0 from the mechanism", prm["mix"], "use mix=0 or mix=1")
     smem, regs, resident = footprint(p, dims, prm, flags)
     if smem > p["smem_bytes_per_block"]:
         raise ScheduleError("the schedule does not fit shared memory",
@@ -259,7 +293,8 @@ class Sm120Costs:
 
     gemm_ns: one mma.sync GEMM of the tile (QK^T or PV: rows x block_n x D); mufu_ns: the tile's exponentials;
     fma_ns: softmax's FMA-pipe ops (FMA_OPS_PER_SCORE a score) and O's rescale; mask_ns: a diagonal tile's
-    scores masked once in registers. lsu_rate: shared-memory wavefronts per ns (one a clock per SM).
+    scores masked once in registers (mufu_ns and fma_ns from the move's compiled loop with mix=1: mix_cycles).
+    lsu_rate: shared-memory wavefronts per ns (one a clock per SM).
     chains: the warp's independent 16-row chains (fm); q_bytes: one warp's Q (and O) rows; tile_bytes: one K or
     V tile; fill_bytes: one warp's share of a K+V
     tile's cp.async; reuse: the loads each K/V byte serves through L2 (kv_reuse).
@@ -291,10 +326,13 @@ class Sm120Costs:
         t_rate, m_rate, f_rate = (p.per_ns(k) / SMSP_PER_SM for k in ("tensor_flop_per_clk_sm",
                                                                        "mufu_ex2_per_clk_sm", "fma_per_clk_sm"))
         tile_bytes, q_bytes = bn * d * 2, rows * d * 2
+        mufu_ns = rows * bn / m_rate
+        fma_ns = (rows * bn * (FMA_OPS_PER_SCORE[False] + EXPF_EXTRA_OPS[flags["expf"]]) + rows * d) / f_rate
+        if prm.get("mix", DEFAULTS["mix"]) and dict(warps=prm["warps"], block_n=bn, d=d) == MIX_COMPILED:
+            fma_ns, mufu_ns = (c / p["clock_ghz"] for c in mix_cycles(mix_pipes(flags["kernel"], flags["expf"]),
+                                                                       smsp_rates(p)))
         return cls(rows=rows, chains=flags["fm"], q_bytes=q_bytes, tile_bytes=tile_bytes, fill_bytes=2 * tile_bytes // prm["warps"],
-                   reuse=kv_reuse(seq, prm), gemm_ns=2 * rows * bn * d / t_rate, mufu_ns=rows * bn / m_rate,
-                   fma_ns=(rows * bn * (FMA_OPS_PER_SCORE[False] + EXPF_EXTRA_OPS[flags["expf"]]) + rows * d)
-                   / f_rate,
+                   reuse=kv_reuse(seq, prm), gemm_ns=2 * rows * bn * d / t_rate, mufu_ns=mufu_ns, fma_ns=fma_ns,
                    mask_ns=rows * bn * MASK_OPS_PER_SCORE / f_rate,
                    lsu_rate=p["smem_bytes_per_clk_sm"] / WAVEFRONT_BYTES * p["clock_ghz"],
                    ldmatrix_k_bytes=tile_bytes + q_bytes * flags["q_slab"] if staged else 0,
@@ -305,6 +343,38 @@ class Sm120Costs:
     def lsu_ns(self, nbytes: int, per_wavefront: int = WAVEFRONT_BYTES) -> float:
         """The LSU's time for `nbytes` moved `per_wavefront` bytes a wavefront."""
         return nbytes / per_wavefront / self.lsu_rate
+
+
+def smsp_rates(p) -> dict:
+    """Warp-instructions per clock of one SM sub-partition: issue (the profile's issue_per_clk_smsp) and the fma,
+    alu and xu (MUFU) pipes (the profile's results/clk/SM over 4 SMSPs and 32 lanes; each value cites its source in
+    lapis/data/profiles/rtx5090.json)."""
+    per_smsp = SMSP_PER_SM * WARP_LANES
+    return dict(issue=p["issue_per_clk_smsp"], fma=p["fma_per_clk_sm"] / per_smsp,
+                alu=p["alu_per_clk_sm"] / per_smsp, xu=p["mufu_ex2_per_clk_sm"] / per_smsp)
+
+
+@lru_cache(maxsize=None)
+def mix_pipes(kernel: str, expf: str) -> dict:
+    """Warp-instructions per pipe of one warp's pass over one K/V tile: `kernel`'s K/V loop in MIX_CAPTURE (read by
+    lapis.model.smsp.capture_loop, which raises CaptureError when the kernel or its loop is absent); expf "fast"
+    takes LIBM_EXPF_EXTRA off per MUFU.EX2 of the loop (the capture's loops are all libm expf)."""
+    loop = smsp.capture_loop(MIX_CAPTURE, kernel, *MIX_LOOP)
+    pipes = dict(loop["pipes"])
+    if expf == "fast":
+        ex2 = loop["ops"].get("MUFU.EX2", 0)
+        pipes.update({pipe: pipes[pipe] - n * ex2 for pipe, n in LIBM_EXPF_EXTRA.items()})
+    return pipes
+
+
+def mix_cycles(pipes: dict, rates: dict) -> tuple[float, float]:
+    """(FMA unit, MUFU) SMSP cycles of one pass with per-pipe counts `pipes` at `rates` (smsp_rates). The FMA unit
+    holds the largest of the issue bound (every instruction of the pass, one dispatch slot each) and the fma and alu
+    pipe bounds (count / rate): it stands for the warp's issue slots, as the B200 row warps' loops are held
+    (attention_b200.mix_passes); the ALU pipe has no unit of its own. MUFU holds the xu count at the xu rate."""
+    bounds = [sum(pipes.values()) / rates["issue"], pipes.get("fma", 0) / rates["fma"],
+              pipes.get("alu", 0) / rates["alu"]]
+    return max(bounds), pipes.get("xu", 0) / rates["xu"]
 
 
 def summary(per_sm: list, rep, dims: tuple, prm: dict, cost: Sm120Costs) -> dict:
