@@ -310,9 +310,13 @@ def render(r: dict) -> str:
             if unit == "points" else f", max {s['max_abs_error_rel_pct']:.1f}%"
         lines.append(f"{label}: mean |error| {s['mean_abs_error']:.1f} {unit}{rel} over {s['rows']} rows; direction "
                      f"{s['direction_hits']}/{s['scored_steps']} steps that moved > {r['summary']['step_moved']:g}"
-                     f"{' point' if unit == 'points' else '%'}; "
-                     f"{'mean' if unit == 'points' else 'moves'} past {GOAL_REL_PCT:g}% (open): "
-                     f"{', '.join(s['open']) or 'none'}")
+                     f"{' point' if unit == 'points' else '%'}; goal: "
+                     + (f"mean |relative error| <= {GOAL_REL_PCT:g}%" if unit == "points"
+                        else f"every move within {GOAL_REL_PCT:g}%")
+                     + (f": not met, still open: {', '.join(s['open'])}" if s["open"] else ": met"))
+    lines.append("columns: error = predicted - measured (points of FA4 for B200, % of measured for the RTX 5090); rel = "
+                 "predicted / measured - 1; step meas / pred = the change from the previous row; direction: hit, "
+                 f"miss, or - where the measured step is under {r['summary']['step_moved']:g}")
     rs = e["refused_summary"]
     lines.append(f"RTX 5090 refused moves: {rs['hits']}/{rs['rows']} as the write-up states")
     s = r["summary"]

@@ -148,10 +148,11 @@ def test_cli_table_and_json(capsys):
     assert main(["validate", "seeds"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("B200: % of FA4 (measured: IaroslavElistratov/b200-attention@4626fa6")
-    rows = [line for line in out if "(open)" not in line]
+    rows = [line for line in out if "goal: " not in line]
     assert sum(" b200-" in line for line in rows) == 54 and sum(" sm120-m0" in line for line in rows) == 7
-    assert [line.split("; ")[-1] for line in out if "(open)" in line] == [
-        "mean past 15% (open): none", "moves past 15% (open): sm120-m02-smem-staging"]
+    assert [line.split("; ")[-1] for line in out if "goal: " in line] == [
+        "goal: mean |relative error| <= 15%: met",
+        "goal: every move within 15%: not met, still open: sm120-m02-smem-staging"]
     assert sum(" sm120-r" in line for line in out) == 5  # the refused moves, d3 and d4 apart
     assert out[-1].startswith("direction hit rate, both tables: ")
     assert main(["validate", "seeds", "--json"]) == 0
