@@ -21,8 +21,9 @@ under concurrent TMA; micro/h200-2026-11-29-v2), the items_v3* functions version
 alone and beside wgmma, the two warpgroups contending, the CTA turnover; micro/h200-2026-11-30-v3, -v3-mix,
 -v3-mix2 and -contend-launch), items_v4_beside version 4 (one instruction class beside wgmma in flight), items_v5_bar
 version 5 (the named-barrier GEMM-turn hand-over and the mbarrier wait on a complete phase), items_v6_contend3
-version 6 (a softmax beside another softmax and wgmma, three warpgroups); `all_items` runs them
-all; `bar_cycles` reads version 5's values back from a results.json.
+version 6 (a softmax beside another softmax and wgmma, three warpgroups), items_v7_density version 7 (a class
+stream at a controlled issue density beside wgmma); `all_items` runs them all; `bar_cycles` reads version 5's
+values back from a results.json.
 
 Statistics: median and spread_pct = 100 * IQR / median (numpy's linear percentiles) over the repeats.
 """
@@ -288,6 +289,41 @@ def items_v4_beside(sm_count: int) -> list[dict]:
     return out
 
 
+# Version 7 (kernels/micro_beside_v2.cu): version 4's protocol with a class stream of CH dependent chains (UNROLL
+# x CH instructions per thread and unit, each waiting for the one before it on its chain): the issue density a
+# class keeps while the tensor pipe runs, at a fraction of the dense stream's.
+DENSITY_CLASSES = {"ffma": (1, 2, 3), "fmnmx": (1, 2)}  # class -> chain counts
+DENSITY_UNROLL = 8  # micro_beside_v1.cu UNROLL: instructions per chain and unit
+DENSITY_UNIT_CYCLES = 48  # sizing only: 8 dependent instructions at up to 6 cycles each
+
+
+def _density(name, kernel, lead_class, follow, sm_count, chains=None) -> dict:
+    cycles = DENSITY_UNIT_CYCLES if lead_class else BESIDE_UNIT_CYCLES["ss"]
+    iters = max(1, BESIDE_WINDOW_CYCLES // cycles)
+    m = _rate(name, kernel, sm_count, 256, iters, iters,
+              "class units of warpgroup 0 (the leader)" if lead_class else "ss units of warpgroup 0 (the leader)",
+              mode="ss", chains=chains, lead="class" if lead_class else "ss", follow=follow,
+              follow_iters=BESIDE_FOLLOW_WINDOWS * BESIDE_WINDOW_CYCLES // BESIDE_UNIT_CYCLES["ss"] if follow else 0,
+              roles=(2 if lead_class else 1) | ((1 if follow else 0) << 2) | (BESIDE_MODES["ss"] << 4))
+    m["kind"] = "contend"
+    return m
+
+
+def items_v7_density(sm_count: int) -> list[dict]:
+    """density.wgmma.ss (wgmma groups from shared memory alone), density.<class>_c<CH>.alone (CH dependent chains
+    of the class, one warp per SMSP) and density.<class>_c<CH>.ss (the same beside wgmma in flight: value = class
+    units per clk, follower_rate = wgmma units per clk); a class unit is DENSITY_UNROLL x CH instructions per
+    thread, a wgmma unit 8 x m64n128k16."""
+    first = next(iter(DENSITY_CLASSES))
+    out = [_density("density.wgmma.ss", f"micro_density_{first}_c1", False, None, sm_count)]
+    for cls, counts in DENSITY_CLASSES.items():
+        for ch in counts:
+            k = f"micro_density_{cls}_c{ch}"
+            out.append(_density(f"density.{cls}_c{ch}.alone", k, True, None, sm_count, ch))
+            out.append(_density(f"density.{cls}_c{ch}.ss", k, True, "ss", sm_count, ch))
+    return out
+
+
 # Launch (kernels/micro_launch_v1.cu): an SM's retire-and-launch gap between back-to-back CTAs when one fits
 TURNOVER_WAVES, TURNOVER_SPIN_NS = 16, 20_000
 
@@ -410,10 +446,11 @@ def overlap(tensor: dict, softmax: dict, both: dict) -> list[float]:
 
 
 def all_items(sm_count: int) -> list[dict]:
-    """Every measurement of campaign versions 1 to 6, in run order."""
+    """Every measurement of campaign versions 1 to 7, in run order."""
     return (items(sm_count) + items_v2(sm_count) + items_v3(sm_count) + items_v3_mix(sm_count)
             + items_v3_mix2(sm_count) + items_v3_contend(sm_count) + items_v3_launch(sm_count)
-            + items_v4_beside(sm_count) + items_v5_bar(sm_count) + items_v6_contend3(sm_count))
+            + items_v4_beside(sm_count) + items_v5_bar(sm_count) + items_v6_contend3(sm_count)
+            + items_v7_density(sm_count))
 
 
 # ----------------------------------------------------------------------------------------- values --

@@ -2,6 +2,7 @@
 campaign's statistics and sizes, and the watchdog that turns a hung measurement into a recorded timeout."""
 
 import json
+import re
 import sys
 import time
 
@@ -207,6 +208,10 @@ def test_v2_tensor_maps_and_kernel_sources():
             kernel = f"MICRO_CONTEND3({m['params']['flavour']}, "
         if kernel.startswith("micro_beside_"):
             kernel = f"MICRO_BESIDE({m['params']['cls']}, "
+        if kernel.startswith("micro_density_"):  # micro_density_<class>_c<CH>: MICRO_DENSITY(<class>, ..., <CH>)
+            cls, ch = kernel.removeprefix("micro_density_").rsplit("_c", 1)
+            assert re.search(rf"^MICRO_DENSITY\({cls}, \w+, {ch}\)$", text, re.M), m["kernel"]
+            kernel = f"MICRO_DENSITY({cls}, "
         assert kernel in text, (m["kernel"], src)
     # the mix kernel's TMA ring starts after A (8 KiB) and the largest B (256 x 64 bf16)
     mix = (capture_micro.KERNEL_DIR / "micro_mix_v1.cu").read_text()
@@ -295,6 +300,21 @@ def test_contend3_items_roles_and_sizes():
     assert tss["roles"] == 0b10_10_01 and tss["iters"] == 2048
     assert sst["follow_iters"] == 8192 and tss["follow_iters"] == 4608  # the longer-lived follower role's count
     assert items["contend3.exp2f.s"]["roles"] == 0b10 and items["contend3.exp2f.s"]["follow_iters"] == 0
+
+
+def test_v7_density_items_roles_sizes_and_source():
+    """micro_beside_v2.cu: the class stream leads (role 2 at bits 0-1), wgmma from shared memory follows (1 at bits
+    2-3, mode 0); the follower outlasts 6 leader windows at 512 cycles a unit; every kernel is in micro_beside_v2."""
+    items = {m["name"]: m for m in mc.items_v7_density(132)}
+    assert len(items) == 1 + 2 * 5  # wgmma alone; FFMA at 1-3 chains and FMNMX at 1-2, alone and beside
+    assert items["density.wgmma.ss"]["params"]["roles"] == 0b01 and items["density.wgmma.ss"]["params"]["iters"] == 585
+    ss = items["density.fmnmx_c2.ss"]
+    assert ss["kernel"] == "micro_density_fmnmx_c2" and ss["kind"] == "contend"
+    assert ss["params"]["roles"] == 0b00_01_10 and ss["params"]["chains"] == 2
+    assert ss["params"]["iters"] == 6250 and ss["params"]["follow_iters"] == 3515
+    assert items["density.ffma_c3.alone"]["params"]["roles"] == 0b10 and items["density.ffma_c3.alone"]["params"][
+        "follow_iters"] == 0
+    assert {capture_micro.source_of(m["kernel"]) for m in items.values()} == {"micro_beside_v2"}
 
 
 def test_contend3_values_by_hand():

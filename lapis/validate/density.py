@@ -1,0 +1,75 @@
+"""A class stream at a controlled issue density beside wgmma (campaign version 7, kernels/micro_beside_v2.cu),
+predicted from the single-instruction constants and the dense streams' shares (lapis.model.tensor_share).
+
+Each class kernel's leader loop (the innermost loop with neither HGMMA nor the follower's flag read, LDS) runs CH
+dependent chains of one class; the compiler unrolls it over several units, counted by the class's opcode
+(mc.DENSITY_UNROLL x CH per unit). Predictions in cycles per unit:
+- density.wgmma.ss: 8 wgmma m64n128k16 at the wgmma rate (wait_group 1 keeps the pipe fed: no completion gap);
+- density.<class>_c<CH>.alone: lapis.model.smsp.simulate of the loop, one warp per SMSP;
+- density.<class>_c<CH>.ss and .ss_tensor: the class's and the tensor pipe's cycles per unit from one
+  tensor_share.run of the loop beside the wgmma job.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lapis.data import BLIND, DATA
+from lapis.errors import CaptureError
+from lapis.model import micro_campaign as mc
+from lapis.model import sass, smsp, tensor_share
+
+SOURCE = "micro_beside_v2.cu"
+BLIND_FILE = BLIND / "micro" / "density.json"  # committed before micro_beside_v2.cu first ran
+OPCODE = {"ffma": "FFMA", "fmnmx": "FMNMX"}  # each class's SASS opcode (micro_beside_v1.cu's steps)
+WGMMAS = 8  # wgmma m64n128k16 per ss unit
+
+
+def class_body(instrs: list, cls: str, chains: int) -> tuple[list, float]:
+    """(the leader's class loop, class units per iteration of it). CaptureError when the kernel has no loop with
+    the class's opcode and neither HGMMA nor LDS, or its opcode count is not whole units."""
+    for lp in sass.loops(instrs):
+        body = instrs[lp.head:lp.tail + 1]
+        ops = [i.opcode for i in body]
+        if "HGMMA" in ops or "LDS" in ops or OPCODE[cls] not in ops:
+            continue
+        n = ops.count(OPCODE[cls])
+        per_unit = mc.DENSITY_UNROLL * chains
+        if n % per_unit:
+            raise CaptureError(f"a density loop holds whole units of {per_unit} {OPCODE[cls]}",
+                               f"{n} in the loop at {body[0].address:#x}", "check kernels/micro_beside_v2.cu")
+        return body, n / per_unit
+    raise CaptureError("a density kernel has a class loop without HGMMA or LDS (the leader's)",
+                       f"{len(instrs)} instructions, class {cls}", "check kernels/micro_beside_v2.cu")
+
+
+def predictions(functions: dict, consts: smsp.Constants, share: tensor_share.Share,
+                gemm_cycles: float) -> dict[str, float]:
+    """{measurement name (and <name>_tensor for the ss rows): predicted cycles per unit} for every version-7
+    measurement (module docstring); functions: the compiled micro_beside_v2.cu ({kernel: instructions});
+    gemm_cycles: one ss unit's tensor-pipe cycles."""
+    out = {"density.wgmma.ss": gemm_cycles}
+    for cls, counts in mc.DENSITY_CLASSES.items():
+        for ch in counts:
+            body, units = class_body(functions[f"micro_density_{cls}_c{ch}"], cls, ch)
+            name = f"density.{cls}_c{ch}"
+            out[f"{name}.alone"] = smsp.simulate(body, 1, consts) / units
+            soft, tensor = tensor_share.run(body, consts, share, gemm_cycles, 0.0)
+            out[f"{name}.ss"], out[f"{name}.ss_tensor"] = soft / units, tensor
+    return out
+
+
+def write_blind(functions: dict, consts: smsp.Constants, files: list[str], gemm_cycles: float,
+                path: Path = BLIND_FILE) -> dict:
+    """Write the version-7 predictions with the constants' sources (`files`, relative to lapis/data) to `path`;
+    the file is committed before the measurement, so git history shows the prediction came first."""
+    share = tensor_share.Share.from_capture()
+    doc = dict(what="micro_beside_v2.cu density states: predicted cycles per unit (the leader's; _tensor: the "
+                    "wgmma follower's)",
+               model="lapis.model.smsp + lapis.model.tensor_share (single-instruction constants, dense class "
+                     "streams beside wgmma)",
+               constants_from=files + [str(tensor_share.BESIDE_CAPTURE.relative_to(DATA))],
+               predicted_cycles=predictions(functions, consts, share, gemm_cycles))
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return doc
