@@ -22,6 +22,14 @@ A tensor job is a repeating unit: `slots` cycles of tensor-pipe work (its FLOP a
 cycles in which nothing is in flight (the group's completion latency before the next issue).
 
 Nothing here reads the contend or mix microbenchmarks, which `lapis validate micro` predicts with it.
+
+A stream's density matters (kernels/micro_beside_v2.cu, capture micro/h200-2026-12-03-density): FFMA or FMNMX on
+one dependent chain (an instruction ready about every 4.5 cycles) leaves the tensor pipe 98.5-99.3% of its rate and
+itself waits about 1.7 cycles an instruction; on two or three chains, whose instructions come back to back, they
+take about a cycle per issue again. So an instruction of the FMA or ALU pipe counts as *isolated* when it became
+ready at least SPARSE_GAP cycles after the SMSP's last contested issue: it waits with its pipe's isolated share
+`sparse[pipe]` (solved as `win` from the one-chain stream alone and beside wgmma) and the tensor pipe keeps the cycle
+it issues in. An instruction ready sooner (back to back) contests as above. Other pipes always contest.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from __future__ import annotations
 import math
 import numbers
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lapis.data import CAPTURES
@@ -37,6 +45,11 @@ from lapis.errors import CaptureError, ScheduleError, as_int
 from lapis.model import sass, smsp
 
 BESIDE_CAPTURE = CAPTURES / "micro" / "h200-2026-12-02-beside" / "micro" / "results.json"
+DENSITY_CAPTURE = CAPTURES / "micro" / "h200-2026-12-03-density" / "micro" / "results.json"
+SPARSE_CLASSES = {"fma": "ffma", "alu": "fmnmx"}  # pipe -> its one-chain stream (density.<class>_c1.*)
+SPARSE_STEPS = 8  # micro_beside_v2.cu with one chain: warp-instructions per warp and unit (UNROLL)
+RECAPTURE = "recapture it: bash benchmarks/h200_beside.sh (beside) or bash benchmarks/h200_micro.sh density (density)"
+SPARSE_GAP = 3  # cycles from the SMSP's last contested issue to an instruction's readiness that make it isolated
 STEPS_PER_UNIT = 64  # micro_beside_v1.cu: warp-instructions of the class per warp and unit (UNROLL x CHAINS)
 FREE_TENSOR = 0.98  # a class whose stream leaves the tensor pipe at least this fraction of its rate does not contest
 MAX_CYCLES = 50_000_000  # a simulation past this is a broken input (a pipe rate near zero)
@@ -45,17 +58,22 @@ MAX_WARPS = 16  # resident warps per SMSP: 64 per SM on sm_90 (lapis.model.occup
 
 @dataclass(frozen=True)
 class Share:
-    """win[pipe]: the warp's share of contested cycles (0..1]; free: pipes whose issue does not take the tensor
-    pipe's cycle; source: the capture they come from."""
+    """win[pipe]: the warp's share of contested cycles (0..1] for an instruction back to back with the SMSP's last
+    contested issue; free: pipes whose issue does not take the tensor pipe's cycle; source: the captures they come
+    from; sparse[pipe]: the share of an isolated instruction (module docstring), which leaves the tensor pipe its
+    cycle (no entry: the pipe always contests)."""
 
     win: dict
     free: frozenset
     source: str
+    sparse: dict = field(default_factory=dict)
 
     @classmethod
-    def from_capture(cls, path: Path | None = None, mode: str = "ss") -> Share:
+    def from_capture(cls, path: Path | None = None, mode: str = "ss", density: Path | None = None) -> Share:
         """win and free for smsp.PIPE_CLASS's pipes (the class that stands for each) from a beside capture (path;
-        None: BESIDE_CAPTURE, read when called):
+        None: BESIDE_CAPTURE, read when called), and sparse for SPARSE_CLASSES' pipes from a density capture
+        (density; None: DENSITY_CAPTURE): density.<class>_c1.alone and .ss, solved as win is. From the beside
+        capture:
         beside.<class>.alone, beside.<class>.<mode> (the class rate) and its follower_rate (the tensor pipe's
         units per clock, against beside.wgmma.<mode>). CaptureError naming the file when one is missing, or when
         a rate is not a finite number above zero (a class rate at most smsp.ISSUE_MAX warp-instructions per clock)
@@ -85,7 +103,30 @@ class Share:
             tensor = statistics.median(_follower(found[f"beside.{cls_}.{mode}"], f"beside.{cls_}.{mode}", path)) / wgmma
             if tensor >= FREE_TENSOR:
                 free.add(pipe)
-        return cls(win, frozenset(free), str(path))
+        density = DENSITY_CAPTURE if density is None else density
+        return cls(win, frozenset(free), f"{path}, {density}", _sparse(density))
+
+
+def _sparse(path: Path) -> dict:
+    """{pipe: isolated share} from the one-chain streams of a density capture (Share.from_capture); CaptureError
+    naming the file when a stream is missing or its rate is not a finite number above zero and at most
+    smsp.ISSUE_MAX warp-instructions per clock."""
+    found = {m["name"]: m for m in _measurements(path) if m.get("status") == "ok"}
+    out = {}
+    for pipe, cls_ in SPARSE_CLASSES.items():
+        rates = []
+        for name in (f"density.{cls_}_c1.alone", f"density.{cls_}_c1.ss"):
+            if name not in found:
+                raise CaptureError("a density capture has each one-chain stream alone and beside wgmma",
+                                   f"{path}: no {name}", "capture it: bash benchmarks/h200_micro.sh density")
+            rate = _positive(found[name].get("value"), name, path) * SPARSE_STEPS
+            if rate > smsp.ISSUE_MAX:
+                raise CaptureError(f"a class stream issues at most {smsp.ISSUE_MAX} warp-instructions per clock "
+                                   f"(median x {SPARSE_STEPS} per unit)", f"{path}: {name} {rate}",
+                                   "recapture it: bash benchmarks/h200_micro.sh density")
+            rates.append(rate)
+        out[pipe] = 1.0 / (1.0 + max(1 / rates[1] - 1 / rates[0], 0.0))
+    return out
 
 
 def _measurements(path: Path) -> list[dict]:
@@ -96,7 +137,7 @@ def _measurements(path: Path) -> list[dict]:
         raise CaptureError("a capture's results.json is {measurements: [{name, status, value, raw}, ...]}",
                            f"{path}: " + (type(doc if ms is None else ms).__name__ if not isinstance(ms, list)
                                           else "a record without a name"),
-                           "recapture it: benchmarks/h200_beside.sh")
+                           RECAPTURE)
     return ms
 
 
@@ -105,7 +146,7 @@ def _positive(value, name: str, path: Path) -> float:
     v = value.get("median") if isinstance(value, dict) else None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
         raise CaptureError("a beside rate is a finite number of units per clock above zero",
-                           f"{path}: {name} value.median {v!r}", "recapture it: benchmarks/h200_beside.sh")
+                           f"{path}: {name} value.median {v!r}", RECAPTURE)
     return float(v)
 
 
@@ -129,8 +170,8 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     beside a tensor job of `slots` cycles of work and `gap` idle cycles per unit (module docstring); slots 0 is no
     tensor job (cycles per unit inf). The warps contest the tensor pipe's cycles as one issue port: the SMSP's
     credit grows by the share of the instruction the picked warp would issue (a free pipe's too: it issues at its
-    beside rate, and the tensor pipe keeps the cycle). Pipes without a win share contest with share 1 (they always
-    win). CaptureError for an empty body, a body without control bits or a run past
+    beside rate, and the tensor pipe keeps the cycle; an isolated one's, share.sparse, likewise). Pipes without a
+    win share contest with share 1 (they always win). CaptureError for an empty body, a body without control bits or a run past
     MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a share outside (0, 1], iterations below 2 or
     warps not an integer from 1 to MAX_WARPS (a huge count would run for hours). Steady state: from the end of
     round iterations // 2 (every warp's iteration of that number) to the end, so an odd `iterations` still times
@@ -150,13 +191,15 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     pcs, nxts, sbs = [0] * warps, [0.0] * warps, [[0.0] * 6 for _ in range(warps)]
     done, pipe_free, last = 0, {}, 0
     t, credit, left, idle, units = 0.0, 0.0, float(slots), 0.0, 0.0
-    marks = []
+    marks, ready_at, last_contested = [], [None] * warps, -math.inf  # when each warp's next one's operands were ready
+
+    def operands_ready(w: int) -> bool:  # its stall count and scoreboard waits are over
+        c = body[pcs[w]].control
+        return nxts[w] <= t and not any(sbs[w][k] > t for k in range(6) if c.wait_mask >> k & 1)
 
     def can_issue(w: int) -> bool:
-        ins = body[pcs[w]]
-        c, p, m = ins.control, ins.pipe, smem[pcs[w]]
-        return (nxts[w] <= t and not any(sbs[w][k] > t for k in range(6) if c.wait_mask >> k & 1)
-                and pipe_free.get(p, 0.0) - t < 1 - 1e-9
+        p, m = body[pcs[w]].pipe, smem[pcs[w]]
+        return (operands_ready(w) and pipe_free.get(p, 0.0) - t < 1 - 1e-9
                 and not (m and pipe_free.get("smem", 0.0) - t >= 1 - 1e-9))
 
     while done < iterations * warps:
@@ -165,17 +208,25 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
                                "check the pipe rates and the tensor job")
         busy = slots > 0 and idle <= 0  # a wgmma is in flight: this cycle is contested
         took = False  # a warp took the tensor pipe's cycle
+        for k in range(warps):
+            if ready_at[k] is None and operands_ready(k):
+                ready_at[k] = t
         w = last if can_issue(last) else next((k for k in range(warps) if can_issue(k)), None)
         ready = w is not None
         if ready and busy:
-            credit += share.win.get(body[pcs[w]].pipe, 1.0)
+            pipe = body[pcs[w]].pipe
+            isolated = pipe in share.sparse and ready_at[w] - last_contested >= SPARSE_GAP
+            credit += share.sparse[pipe] if isolated else share.win.get(pipe, 1.0)
             ready = credit >= 1 - 1e-12
             if ready:
                 credit -= 1.0
-                took = body[pcs[w]].pipe not in share.free
+                took = pipe not in share.free and not isolated
         if ready:
             ins, sb, last = body[pcs[w]], sbs[w], w
             c, p, m = ins.control, ins.pipe, smem[pcs[w]]
+            if p not in share.free:
+                last_contested = t
+            ready_at[w] = None
             nxts[w] = t + max(c.stall, 1)
             pipe_free[p] = max(pipe_free.get(p, 0.0), t) + occ[p]
             if m:

@@ -8,22 +8,28 @@ dependent chains of one class; the compiler unrolls it over several units, count
 - density.<class>_c<CH>.alone: lapis.model.smsp.simulate of the loop, one warp per SMSP;
 - density.<class>_c<CH>.ss and .ss_tensor: the class's and the tensor pipe's cycles per unit from one
   tensor_share.run of the loop beside the wgmma job.
+The one-chain streams beside wgmma (CONSTANT_ROWS) are lapis.model.tensor_share's isolated shares: rows() leaves
+them out, so every row it gives is a prediction.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from pathlib import Path
 
-from lapis.data import BLIND, DATA
+from lapis.data import BLIND, CAPTURES, DATA
 from lapis.errors import CaptureError
 from lapis.model import micro_campaign as mc
 from lapis.model import sass, smsp, tensor_share
 
 SOURCE = "micro_beside_v2.cu"
+CAPTURE = CAPTURES / "micro" / "h200-2026-12-03-density" / "micro" / "results.json"
 BLIND_FILE = BLIND / "micro" / "density.json"  # committed before micro_beside_v2.cu first ran
 OPCODE = {"ffma": "FFMA", "fmnmx": "FMNMX"}  # each class's SASS opcode (micro_beside_v1.cu's steps)
 WGMMAS = 8  # wgmma m64n128k16 per ss unit
+CONSTANT_ROWS = frozenset(f"density.{c}_c1.ss" for c in tensor_share.SPARSE_CLASSES.values())  # the model reads them
 
 
 def class_body(instrs: list, cls: str, chains: int) -> tuple[list, float]:
@@ -73,3 +79,35 @@ def write_blind(functions: dict, consts: smsp.Constants, files: list[str], gemm_
                predicted_cycles=predictions(functions, consts, share, gemm_cycles))
     path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return doc
+
+
+def rows(measured: dict, blind: dict[str, float], predicted: dict[str, float], capture: Path) -> list[dict]:
+    """One row per version-7 measurement in `measured` ({name: ok record}) but CONSTANT_ROWS, and for each ss
+    measurement a second row, <name>_tensor, for the wgmma follower: predicted and blind-predicted cycles per unit against the
+    measured 1 / value.median (the follower's: 1 / the median of raw.follower_rate). CaptureError naming the
+    capture and the measurement for a follower_rate that is not a non-empty list of finite numbers above zero."""
+    where = str(capture.relative_to(CAPTURES)) if capture.is_relative_to(CAPTURES) else str(capture)
+    out = []
+    for name, m in measured.items():
+        if name in CONSTANT_ROWS:
+            continue
+        beside = bool(m["params"].get("follow"))
+        state = "beside wgmma in flight" if beside else "alone"
+        per = {name: 1.0 / m["value"]["median"]}
+        if beside:
+            per[f"{name}_tensor"] = 1.0 / statistics.median(_follower(m, name, capture))
+        for n, cycles in per.items():
+            out.append(dict(name=n, capture=where, state=state if n == name else "wgmma beside the class stream",
+                            predicted=predicted[n], measured=cycles, error_pct=100.0 * (predicted[n] / cycles - 1),
+                            blind_predicted=blind[n]))
+    return out
+
+
+def _follower(m: dict, name: str, capture: Path) -> list[float]:
+    rates = (m.get("raw") or {}).get("follower_rate")
+    if (not isinstance(rates, list) or not rates or not all(
+            isinstance(r, (int, float)) and not isinstance(r, bool) and math.isfinite(r) and r > 0 for r in rates)):
+        raise CaptureError("a density measurement beside wgmma records the follower's units per clk in each repeat "
+                           "(raw.follower_rate, finite numbers > 0)", f"{capture}: {name} follower_rate {rates!r}",
+                           "restore the capture from git (captures are never edited by hand)")
+    return rates

@@ -25,6 +25,10 @@ Rows (measured = 1 / the capture's `value` median, in cycles per unit counted th
   tensor_share.run with one softmax warp per SMSP; sst (a softmax tile beside another warpgroup's softmax and a
   third's wgmma) and tss (a GEMM unit beside two softmax warpgroups) with two. `blind_predicted`: the prediction
   committed before the kernel first ran (lapis/data/blind/micro/contend3.json).
+- density.<class>_c<CH>.<alone|ss>, density.<class>_c<CH>.ss_tensor, density.wgmma.ss (micro/h200-2026-12-03-density,
+  kernels/micro_beside_v2.cu: one class on CH dependent chains alone and beside wgmma in flight, the wgmma
+  follower's cycles per unit): lapis.validate.density; the one-chain streams beside wgmma are the tensor_share
+  constants and no row. `blind_predicted`: lapis/data/blind/micro/density.json, committed before the kernel ran.
 - mixsm.<fl>.<part>, mixsm2.<fl>.<part> (micro/h200-2026-11-30-v3-mix, -v3-mix2; kernels micro_mix_softmax_v1.cu,
   _v2.cu): one job of `tensor_iters` GEMM units and `softmax_iters` softmax tiles on two warpgroups; both: the two
   overlap at the shared-cycle rates until the shorter ends, the rest runs alone.
@@ -34,7 +38,8 @@ wgmma m64n128k16 bursts on every SM, FLOP per probed cycle per SM, a single-inst
 capture times mma.sync only), then its completion gap: the last group's wgmma latency less one wgmma's pipe cycles
 (wgmma.latency.n128.<ss|rs> of micro/h200-2026-11-29, one m64n128k16 waited). The cycles the softmax and the tensor
 pipe share: lapis.model.tensor_share (each pipe's share of a contested cycle from its single-class stream beside
-wgmma, micro/h200-2026-12-02-beside).
+wgmma, micro/h200-2026-12-02-beside; an isolated instruction's from the one-chain streams of
+micro/h200-2026-12-03-density).
 
 Errors: CaptureError naming the file (and the field or measurement) for a results.json that is not
 {measurements: [{name, ...}]} or whose ok record lacks params or a value.median above zero; for the contend3
@@ -58,6 +63,7 @@ from lapis.errors import CaptureError
 from lapis.model import clock, instruction_mix
 from lapis.model import micro_campaign as mc
 from lapis.model import sass, smsp, tensor_share
+from lapis.validate import density
 
 KERNELS = DATA.parent / "gpu" / "kernels"
 SOFTMAX_CAPTURE = CAPTURES / "micro" / "h200-2026-11-30-v3" / "micro" / "results.json"
@@ -288,12 +294,16 @@ def _contend3_measurements(path: Path, blind: dict[str, float]) -> dict:
 
 
 def _contend3_blind(path: Path | None = None) -> dict[str, float]:
-    """{measurement: cycles} of the committed blind predictions (`path`, else CONTEND3_BLIND as it is at the call);
-    CaptureError naming the file when it is not a JSON object whose predicted_cycles maps names to finite numbers
-    above zero."""
-    path = CONTEND3_BLIND if path is None else path
-    rule, fix = ("the blind contend3 predictions are {predicted_cycles: {name: cycles, a finite number > 0}}",
-                 "restore lapis/data/blind/micro/contend3.json from git")
+    """{measurement: cycles} of the committed blind contend3 predictions (`path`, else CONTEND3_BLIND as it is at
+    the call): _blind_cycles."""
+    return _blind_cycles(CONTEND3_BLIND if path is None else path, "contend3")
+
+
+def _blind_cycles(path: Path, what: str) -> dict[str, float]:
+    """{measurement: cycles} of a committed blind file (lapis/data/blind/micro/<what>.json); CaptureError naming
+    the file when it is not a JSON object whose predicted_cycles maps names to finite numbers above zero."""
+    rule, fix = (f"the blind {what} predictions are {{predicted_cycles: {{name: cycles, a finite number > 0}}}}",
+                 f"restore lapis/data/blind/micro/{what}.json from git")
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError, RecursionError) as exc:  # missing, unreadable, not UTF-8, not JSON
@@ -307,6 +317,28 @@ def _contend3_blind(path: Path | None = None) -> dict[str, float]:
     return {k: float(v) for k, v in vals.items()}
 
 
+def _density_measurements(path: Path, blind: dict[str, float]) -> dict:
+    """The density capture's ok measurements (_measurements), each a name campaign version 7 defines
+    (mc.items_v7_density) with a blind prediction in `blind` (and <name>_tensor for one beside wgmma);
+    CaptureError naming the file and the measurement otherwise, or when none is ok."""
+    total, found = _checked(path)
+    fix = "restore the capture from git (captures are never edited by hand)"
+    if not found:
+        raise CaptureError("the density capture holds at least one measurement with status ok",
+                           f"{path}: {total} measurements, none ok", fix)
+    known = {m["name"] for m in mc.items_v7_density(132)}
+    for name, m in found.items():
+        if name not in known:
+            raise CaptureError("a density measurement is one campaign version 7 defines (density.wgmma.ss, "
+                               "density.<class>_c<chains>.<alone|ss>)", f"{path}: {name}", fix)
+        for n in (name, f"{name}_tensor") if m["params"].get("follow") else (name,):
+            if n not in blind:
+                raise CaptureError("every density measurement has a blind prediction (committed before the kernel "
+                                   "ran)", f"{density.BLIND_FILE}: no {n}",
+                                   "restore lapis/data/blind/micro/density.json from git")
+    return found
+
+
 def _row(m: dict, capture: Path, state: str, predicted: float) -> dict:
     measured = 1.0 / m["value"]["median"]
     where = capture.relative_to(CAPTURES) if capture.is_relative_to(CAPTURES) else capture
@@ -318,6 +350,8 @@ def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | 
     """Every softmax microbenchmark row (module docstring), in capture order."""
     blind = _contend3_blind()
     measured3 = _contend3_measurements(CONTEND3_CAPTURE, blind)  # read before any compile: a bad file fails fast
+    blind_d = _blind_cycles(density.BLIND_FILE, "density")
+    measured_d = _density_measurements(density.CAPTURE, blind_d)
     share = share or tensor_share.Share.from_capture()
     out = []
     fns = compile_(smsp.SOFTMAX_SOURCE)
@@ -346,6 +380,9 @@ def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | 
                    predicted3[name])
         row["blind_predicted"] = blind[name]
         out.append(row)
+    predicted_d = density.predictions(compile_(KERNELS / density.SOURCE), consts, share,
+                                      gemm_cycles(density.WGMMAS))
+    out += density.rows(measured_d, blind_d, predicted_d, density.CAPTURE)
     for prefix, (path, source, wgmmas) in MIX_CAPTURES.items():
         fns = compile_(KERNELS / source)
         for name, m in _measurements(path).items():
@@ -370,7 +407,8 @@ def validate_micro() -> dict:
     errs = [abs(r["error_pct"]) for r in rs]
     files = [*files, str(WGMMA_CAPTURE.relative_to(DATA)) + " (wgmma rate)",
              str(LATENCY_CAPTURE.relative_to(DATA)) + " (wgmma latency)",
-             str(tensor_share.BESIDE_CAPTURE.relative_to(DATA)) + " (classes beside wgmma)"]
+             str(tensor_share.BESIDE_CAPTURE.relative_to(DATA)) + " (classes beside wgmma)",
+             str(tensor_share.DENSITY_CAPTURE.relative_to(DATA)) + " (one-chain streams beside wgmma)"]
     return dict(model="lapis.model.smsp (single-instruction constants)", constants_from=files,
                 constants_pending=consts.pending, rows=rs, groups=summary,
                 mean_abs_error_pct=statistics.fmean(errs), max_abs_error_pct=max(errs),

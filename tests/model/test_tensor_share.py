@@ -43,6 +43,22 @@ def test_a_capture_without_a_class_is_refused(tmp_path):
         tensor_share.Share.from_capture(f)
 
 
+@pytest.mark.parametrize("drop, median", [("density.ffma_c1.ss", None), ("density.fmnmx_c1.alone", None),
+                                           (None, 0.5)])
+def test_a_density_capture_without_a_one_chain_stream_is_refused(tmp_path, drop, median):
+    """A density capture without a one-chain stream, or with a rate past the issue limit (0.5 units of 8
+    instructions per clk: 4 warp-instructions), is a CaptureError naming the file and the measurement."""
+    doc = json.loads(tensor_share.DENSITY_CAPTURE.read_text())
+    doc["measurements"] = [m for m in doc["measurements"] if m["name"] != drop]
+    if median is not None:
+        next(m for m in doc["measurements"] if m["name"] == "density.ffma_c1.alone")["value"]["median"] = median
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(CaptureError) as exc:
+        tensor_share.Share.from_capture(density=f)
+    assert str(f) in str(exc.value) and (drop or "density.ffma_c1.alone") in str(exc.value)
+
+
 def test_a_body_without_control_bits_is_refused():
     consts, _ = micro.constants()
     body = [sass.parse_instruction("FFMA R1, R2, R3, R4 ;")]
@@ -155,17 +171,30 @@ def test_a_scoreboard_wait_costs_the_pipe_latency():
     assert tensor_share.run(body, consts, tensor_share.Share.from_capture(), 0, 0) == (5.0, float("inf"))
 
 
+def test_an_isolated_instruction_waits_and_leaves_the_tensor_pipe_its_cycle():
+    """One FFMA per iteration waiting 5 cycles on its own scoreboard: it is ready 5 cycles after the SMSP's last
+    contested issue (>= SPARSE_GAP), so beside a tensor job of 4 slots it waits with the density capture's one-chain
+    FFMA share (0.374: FFMA on one chain 0.2279 per clk alone, 0.1653 beside wgmma, 8 per unit) and the tensor pipe
+    never loses a cycle: 4 cycles per unit, and the warp's iteration is 5 + (1 / 0.374 - 1) = 6.67 cycles."""
+    consts, _ = micro.constants()
+    body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, 0, None, 1, 0))]
+    share = tensor_share.Share.from_capture()
+    assert share.sparse["fma"] == pytest.approx(1 / (1 + 1 / (8 * 0.02064) - 1 / (8 * 0.02852)), rel=0.01)
+    soft, per_unit = tensor_share.run(body, consts, share, 4, 0, iterations=40)
+    assert per_unit == 4.0 and soft == pytest.approx(5 + 1 / share.sparse["fma"] - 1, abs=0.1)
+
+
 def test_two_warps_interleave_their_latency_waits():
-    """Two warps of the scoreboard-bound FFMA (one issue per 5 cycles each) share the SMSP's issue port without
-    slowing each other: still 5 cycles per iteration per warp. With a tensor job of 4 slots and no gap, each
-    issue of the FMA pipe wins a contested cycle with the beside capture's FFMA share (0.87), so the tensor pipe
-    takes the cycles the warps do not: per 5 cycles the warps issue 2 of them."""
+    """Two warps of that FFMA share the SMSP's issue port: alone still 5 cycles per iteration per warp. Beside the
+    tensor job the two are ready in the same cycle; one issues isolated (the tensor pipe keeps the cycle), the
+    other is then back to back with it and takes a cycle from the tensor pipe: one cycle lost per round, so a
+    4-slot unit takes 4 x round / (round - 1) cycles."""
     consts, _ = micro.constants()
     body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, 0, None, 1, 0))]
     share = tensor_share.Share.from_capture()
     assert tensor_share.run(body, consts, share, 0, 0, warps=2) == (5.0, float("inf"))
     soft, per_unit = tensor_share.run(body, consts, share, 4, 0, iterations=40, warps=2)
-    assert soft == pytest.approx(5.0, abs=0.6) and per_unit == pytest.approx(4 * 5 / 3, rel=0.15)
+    assert 5.0 < soft < 5 + 1 / share.sparse["fma"] and per_unit == pytest.approx(4 * soft / (soft - 1), rel=0.02)
 
 
 @pytest.mark.parametrize("warps", [0, -1, 1.5])

@@ -68,8 +68,9 @@ def _capture_values() -> dict:
 @needs_nvcc
 def test_every_softmax_microbenchmark_is_a_row_with_its_capture_value(report):
     values = _capture_values()
-    assert len(values) == 75 and sorted(r["name"] for r in report["rows"]) == sorted(values)
-    for r in report["rows"]:
+    rows = [r for r in report["rows"] if not r["name"].startswith("density.")]
+    assert len(values) == 75 and sorted(r["name"] for r in rows) == sorted(values)
+    for r in rows:
         assert r["measured"] == pytest.approx(1 / values[r["name"]], rel=1e-12)
     by = {r["name"]: r for r in report["rows"]}
     assert by["contend.exp2f.s"]["measured"] == pytest.approx(1045.8, abs=0.1)  # 1 / 0.00095619 tiles per clk
@@ -83,7 +84,9 @@ def test_every_softmax_microbenchmark_is_a_row_with_its_capture_value(report):
                                         "captures/clock/h200-2026-12-02/clock/results.json (wgmma rate)",
                                         "captures/micro/h200-2026-11-29/micro/results.json (wgmma latency)",
                                         "captures/micro/h200-2026-12-02-beside/micro/results.json (classes beside "
-                                        "wgmma)"]
+                                        "wgmma)",
+                                        "captures/micro/h200-2026-12-03-density/micro/results.json (one-chain "
+                                        "streams beside wgmma)"]
 
 
 @needs_nvcc
@@ -93,17 +96,19 @@ def test_errors_and_summary(report):
         assert r["error_pct"] == pytest.approx(100 * (r["predicted"] / r["measured"] - 1))
     assert report["max_abs_error_pct"] == max(abs(r["error_pct"]) for r in rows)
     assert report["groups"]["contend.s"]["n"] == 5 and report["groups"]["softmax.wg1"]["n"] == 5
-    # a softmax beside wgmma in flight shares the SMSP's cycles with the tensor pipe: slower than alone, and the
-    # GEMM pair slower than alone, as measured (1505 against 1079 and 1255 against 1210 cycles for ex2)
+    # a softmax beside wgmma in flight shares the SMSP's cycles with the tensor pipe: much slower than alone, and
+    # the GEMM pair a little slower than alone, as measured (1505 against 1079 and 1255 against 1210 cycles for
+    # ex2): the softmax's instructions mostly come isolated (after a dependency wait) and leave the pipe its cycles
     by = {r["name"]: r for r in rows}
-    assert by["contend.ex2.st"]["predicted"] > 1.15 * by["contend.ex2.s"]["predicted"]
-    assert by["contend.ex2.ts"]["predicted"] > 1.15 * by["contend.exp2f.t"]["predicted"]  # t: measured once
+    assert by["contend.ex2.st"]["predicted"] > 1.3 * by["contend.ex2.s"]["predicted"]
+    t = by["contend.exp2f.t"]["predicted"]  # t: measured once
+    assert t < by["contend.ex2.ts"]["predicted"] < 1.15 * t
     assert by["contend.ex2.st"]["measured"] > 1.3 * by["contend.ex2.s"]["measured"]
-    # the errors today: every mix job within 5%, v3's contend pairings within 17%, all rows 7.4% on average
+    # the errors today: every mix job within 5%, v3's contend pairings within 11%, all rows 5.7% on average
     assert max(abs(by[f"{p}.{f}.both"]["error_pct"]) for p in ("mixsm", "mixsm2") for f in ("exp2f", "ex2_cond")) < 5
     assert max(abs(r["error_pct"]) for r in rows
-               if r["name"].startswith("contend.") and r["name"].endswith((".st", ".ts"))) < 17
-    assert report["mean_abs_error_pct"] < 8
+               if r["name"].startswith("contend.") and r["name"].endswith((".st", ".ts"))) < 11
+    assert report["mean_abs_error_pct"] < 6
 
 
 @needs_nvcc
@@ -124,11 +129,33 @@ def test_a_softmax_beside_another_softmax_and_wgmma_was_predicted_blind(report):
 
 
 @needs_nvcc
+def test_density_rows_are_predictions_against_the_capture(report):
+    """micro/h200-2026-12-03-density: every measurement but the one-chain streams beside wgmma (the model's
+    isolated shares) is a row, with its blind prediction (lapis/data/blind/micro/density.json); the wgmma
+    follower's rows read raw.follower_rate."""
+    doc = json.loads((CAPTURES / "micro" / "h200-2026-12-03-density" / "micro" / "results.json").read_text())
+    by_capture = {m["name"]: m for m in doc["measurements"]}
+    rows = {r["name"]: r for r in report["rows"] if r["name"].startswith("density.")}
+    assert sorted(rows) == sorted([n for n in by_capture if n not in ("density.ffma_c1.ss", "density.fmnmx_c1.ss")]
+                                  + ["density.ffma_c2.ss_tensor", "density.ffma_c3.ss_tensor",
+                                     "density.fmnmx_c2.ss_tensor"])
+    # by hand from results.json: FMNMX on two chains 0.016913 units per clk beside wgmma; the follower 0.0014105
+    assert rows["density.fmnmx_c2.ss"]["measured"] == pytest.approx(59.14, abs=0.01)
+    assert rows["density.fmnmx_c2.ss_tensor"]["measured"] == pytest.approx(709.0, abs=0.1)
+    blind = json.loads((DATA / "blind" / "micro" / "density.json").read_text())["predicted_cycles"]
+    assert all(r["blind_predicted"] == blind[n] for n, r in rows.items())
+    # the blind model charged a cycle per contested issue: two FMNMX chains left the tensor pipe 72% (measured 72%)
+    assert blind["density.fmnmx_c2.ss_tensor"] == pytest.approx(718.6, abs=0.1)
+    # isolated issues leave the tensor pipe its cycles, back-to-back ones take them: FMNMX on two chains within 2%
+    assert abs(rows["density.fmnmx_c2.ss_tensor"]["error_pct"]) < 2 and abs(rows["density.fmnmx_c2.ss"]["error_pct"]) < 2
+
+
+@needs_nvcc
 def test_cli_table_and_json(capsys):
     from lapis.cli.main import main
     assert main(["validate", "micro", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert len(out["rows"]) == 75
+    assert len(out["rows"]) == 75 + 12  # the softmax microbenchmarks and the density rows
 
 
 def test_a_clock_capture_without_a_full_duty_wgmma_point_is_refused(tmp_path):
