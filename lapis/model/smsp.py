@@ -368,8 +368,8 @@ TOOL_WHEELS = {"nvcc": "nvidia-cuda-nvcc", "cuobjdump": "nvidia-cuda-cuobjdump"}
 
 def _tool(name: str) -> str:
     """nvcc / cuobjdump: on PATH, else in an nvidia wheel's bin folder (site-packages/nvidia/cu*/bin, where
-    TOOL_WHEELS install them). CaptureError naming the PATH searched, the wheel folders looked in and the wheel to
-    install when neither has it."""
+    TOOL_WHEELS install them). CaptureError naming the tool, the wheel folders looked in (or that no nvidia wheel
+    is installed), the PATH searched and the wheel to install when neither has it."""
     if shutil.which(name):
         return shutil.which(name)
     spec = importlib.util.find_spec("nvidia")
@@ -378,9 +378,10 @@ def _tool(name: str) -> str:
         for d in sorted(Path(root).glob("cu*/bin")):
             if (d / name).exists():
                 return str(d / name)
-    wheels = ", ".join(f"{r}/cu*/bin" for r in roots) or "none (no nvidia package is installed)"
-    raise CaptureError(f"{name} must be on PATH or in an nvidia wheel's bin folder (nvidia/cu*/bin)",
-                       f"wheel folders looked in: {wheels}; PATH searched: {os.environ.get('PATH', '')}",
+    path = os.environ.get("PATH", "")
+    where = (f"{name} is neither in {', '.join(f'{r}/cu*/bin' for r in roots)} nor on PATH ({path})" if roots else
+             f"no nvidia wheel is installed and {name} is not on PATH ({path})")
+    raise CaptureError(f"{name} must be on PATH or in an nvidia wheel's bin folder (nvidia/cu*/bin)", where,
                        f"pip install {TOOL_WHEELS.get(name, 'the CUDA toolkit')}, or put CUDA's bin folder "
                        f"(e.g. /usr/local/cuda/bin) on PATH")
 
@@ -408,14 +409,15 @@ def run_tool(args: list[str], timeout_s: float, what: str) -> str:
 
 def softmax_sass(source: Path = SOFTMAX_SOURCE) -> dict[str, list[sass.Instruction]]:
     """A micro kernel source's SASS (sm_90a; default the micro_softmax kernels), compiled here: nvcc -cubin
-    (NVCC_TIMEOUT_S) then cuobjdump -sass (CUOBJDUMP_TIMEOUT_S), parsed. Raises CaptureError (run_tool) when
-    either fails, cannot start or runs past its timeout."""
+    (NVCC_TIMEOUT_S) then cuobjdump -sass (CUOBJDUMP_TIMEOUT_S), parsed. Both tools are looked up before nvcc runs
+    (CaptureError from _tool when either is missing). Raises CaptureError (run_tool) when either fails, cannot start
+    or runs past its timeout."""
+    nvcc, cuobjdump = _tool("nvcc"), _tool("cuobjdump")
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "softmax.cubin"
-        run_tool([_tool("nvcc"), "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-o", str(cubin),
+        run_tool([nvcc, "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-o", str(cubin),
                   str(source)], NVCC_TIMEOUT_S, f"compiling {source.name}")
-        text = run_tool([_tool("cuobjdump"), "-sass", str(cubin)], CUOBJDUMP_TIMEOUT_S,
-                        f"disassembling {source.name}")
+        text = run_tool([cuobjdump, "-sass", str(cubin)], CUOBJDUMP_TIMEOUT_S, f"disassembling {source.name}")
     return sass.parse_cuobjdump(text)
 
 

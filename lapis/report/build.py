@@ -23,6 +23,7 @@ from lapis.layouts.canonical import CanonicalLayout
 from lapis.layouts.descriptors.mma_read import read_operand
 from lapis.layouts.descriptors.sm90 import WgmmaDescriptor
 from lapis.layouts.tma.rules import rule_table
+from lapis.report import yes_no
 from lapis.report.calibration import calibration_section
 from lapis.report.kernels import kernels_section
 from lapis.report.progress import Progress
@@ -214,6 +215,7 @@ def mma_section(captures: str | None, out: Path) -> tuple[str, dict]:
     """wgmma reads through descriptors, against the H200 captures, and one mismatched pair three ways."""
     v = validate_mma(captures)
     w, p, s = v["wgmma"], v["mismatch_pairs"], v["settled"]
+    settled = lambda key: yes_no(s[key], none="not measured")  # noqa: E731
     md = ["## MMA descriptors: what wgmma reads, against H200 captures", "",
           "| wgmma cases | D mismatches | mismatch pairs | prediction failures |", "|---:|---:|---:|---:|",
           f"| {w['cases']} | {w['mismatches']} | {p['cases']} | {p['prediction_failures']} |", "",
@@ -221,11 +223,11 @@ def mma_section(captures: str | None, out: Path) -> tuple[str, dict]:
           f"N {w['n_values']}. Pairs corrupt one operand: {', '.join(p['kinds'])}. D is predicted from the "
           "captured shared-memory image and the descriptors alone, and compared exactly.", "",
           "Settled on the H200:",
-          f"- LBO is ignored for swizzled K-major operands: {s['lbo_ignored_swizzled_k_major']}.",
+          f"- LBO is ignored for swizzled K-major operands: {settled('lbo_ignored_swizzled_k_major')}.",
           "- The tensor core XORs the 16 B chunk index with ((address >> 7) - base_offset): a tile a TMA wrote "
-          f"off its repeat boundary is read correctly with base offset 0 ({s['base_offset_zero_reads_tma_layout']})"
-          f" and not with PTX's (start >> 7) & 7 ({s['ptx_formula_base_offset_reads_tma_layout']}), which is for "
-          "patterns anchored at the tile start.", ""]
+          f"off its repeat boundary is read correctly with base offset 0: {settled('base_offset_zero_reads_tma_layout')}"
+          f"; with PTX's (start >> 7) & 7: {settled('ptx_formula_base_offset_reads_tma_layout')} (that formula is "
+          "for patterns anchored at the tile start).", ""]
     o = v["cutlass_oracle"]
     md += [f"Descriptor builders: CUTLASS's make_gmma_desc and make_umma_desc, run inside an sm_90a kernel on "
            f"{o['cases']} layouts ({o['k_steps']} K-steps), agree bit for bit with lapis's sm90 and sm100 builders "
@@ -268,8 +270,8 @@ def _mma_pair_figure(captures: str | None, out: Path):
     path = out / "mma_mismatch_pair.png"
     moved = int((measured != intended).sum())
     title = (f"A tile written K-major with the 128B swizzle, descriptor says {case['corrupt'][1]} (bf16, K-step 0): "
-             f"{moved} of {intended.size} elements read from elsewhere; predicted == measured: "
-             f"{bool(np.array_equal(predicted, measured))}")
+             f"{moved} of {intended.size} elements read from elsewhere; predicted equals measured: "
+             f"{yes_no(bool(np.array_equal(predicted, measured)))}")
     plot_pair([("intended", intended), ("predicted (lapis)", predicted), ("measured (H200, from D)", measured)],
               title, str(path), case["k_tile"])
     return path, title

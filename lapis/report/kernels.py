@@ -30,6 +30,7 @@ from lapis.model.numerics import rescale_frequency_of
 from lapis.model.occupancy import resident_ctas
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import predictions
+from lapis.report import yes_no
 from lapis.validate.blind import load
 
 # lapis/data/blind/attention_h200*.json, each committed before its capture (sets never overlap in (variant, shape))
@@ -184,7 +185,7 @@ def _table(rows: list[dict]) -> list[str]:
           "|---|---|---|" + "---:|" * 11]
     return md + [f"| `{r['variant']}` | {r['shape']} | {'yes' if r['causal'] else 'no'} | {r['tflops']:.0f} | {r['spread_pct']:.2f} | "
                  f"{_f(r['cudnn_tflops'], '.0f')} | {_f(r['ratio_to_cudnn'], '.3f')} | "
-                 f"{r['rel_err']['normal']:.1e} / {r['rel_err']['heavy']:.1e} | {r['sanitizer_clean']} | "
+                 f"{r['rel_err']['normal']:.1e} / {r['rel_err']['heavy']:.1e} | {yes_no(r['sanitizer_clean'])} | "
                  f"{r['instrumentation_overhead_pct']:.0f} | {_f(r['blind_predicted_tflops'], '.0f')} | "
                  f"{r['predicted_tflops']:.0f} | {_f(r['blind_err_pct'], '+.0f')} | {r['err_pct']:+.0f} |"
                  for r in rows]

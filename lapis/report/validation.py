@@ -15,6 +15,7 @@ from pathlib import Path
 from lapis.figures.validation import progression
 from lapis.pipeline_sim import predictions
 from lapis.pipeline_sim.simulate import SCHEDULES
+from lapis.report import yes_no
 from lapis.report.schedules import FA4_SHAPES
 from lapis.validate.timelines import case_gantt, divergence_text, validate_timelines
 
@@ -50,7 +51,7 @@ def _cases(r: dict) -> list[str]:
           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for c in r["per_case"]:
         it = (c.get("timeline") or {}).get("iteration_ns") or {}
-        md.append(f"| `{c['variant']}` | {c['shape']} | {c['causal']} | {_f(c['predicted_us'], '.1f')} | "
+        md.append(f"| `{c['variant']}` | {c['shape']} | {yes_no(c['causal'])} | {_f(c['predicted_us'], '.1f')} | "
                   f"{c['measured_us']:.1f} | {_f(c['err_pct'], '+.1f')} | {_f(c['blind_err_pct'], '+.1f')} | "
                   f"{_f(c.get('clock_mhz'), '.0f')} | {_f(c.get('cycles_err_pct'), '+.1f')} | "
                   f"{_f(it.get('predicted'), '.0f')} / {_f(it.get('measured'), '.0f')} | "

@@ -7,10 +7,10 @@ pipes: datasheet figures). No capture this command predicts is read for a consta
 files read, tests/validate/test_micro.py checks it).
 
 Loop bodies: each kernel's .cu (lapis/gpu/kernels) compiled here for sm_90a (nvcc, cuobjdump; CaptureError
-without them). The softmax role's loop: the innermost loop with MUFU and no HGMMA; the GEMM role's: the innermost
-with HGMMA and no MUFU. Forward branches taken in one softmax iteration: the follower's flag read (a branch over an
-LDS; the leader never reads the flag) and, for ex2_cond, the O rescale's skip (the scores repeat, so the row
-maximum never changes after the first tile: micro_softmax_v1.cu).
+without them, both looked up before nvcc runs). The softmax role's loop: the innermost loop with MUFU and no
+HGMMA; the GEMM role's: the innermost with HGMMA and no MUFU. Forward branches taken in one softmax iteration:
+the follower's flag read (a branch over an LDS; the leader never reads the flag) and, for ex2_cond, the O
+rescale's skip (the scores repeat, so the row maximum never changes after the first tile: micro_softmax_v1.cu).
 
 Rows (measured = 1 / the capture's `value` median, in cycles per unit counted there):
 - softmax.<fl>.wg<1|2> (micro/h200-2026-11-30-v3): SMSP cycles per warp-iteration = smsp.simulate(body, wg).

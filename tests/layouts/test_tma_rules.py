@@ -149,6 +149,19 @@ def test_message_names_rule_value_and_fix():
     assert v.source == DOC
 
 
+def test_a_row_past_the_swizzle_span_is_told_to_narrow_and_offered_a_wider_swizzle_only_where_one_fits():
+    (v,) = check(f16_args(box=(128, 8), swizzle=3))  # 256 B under 128B, the widest span
+    assert v.value == "box[0] x 2 B = 256 B exceeds the 128 B span of swizzle 128B"
+    assert v.fix == ("make box[0] at most 64 (128 B), e.g. split the box into 2 boxes of at most 64 elements along "
+                     "dimension 0; no swizzle spans 256 B (the widest, 128B, spans 128 B)")
+    (v,) = check(f16_args(box=(64, 8), swizzle=2))  # 128 B under 64B: 128B holds it
+    assert v.fix == ("make box[0] at most 32 (64 B), e.g. split the box into 2 boxes of at most 32 elements along "
+                     "dimension 0, or use swizzle 128B (128 B span)")
+    (v,) = check(f16_args(box=(24, 8), swizzle=1))  # 48 B under 32B: 64B is the narrowest that holds it
+    assert v.fix.endswith("split the box into 2 boxes of at most 16 elements along dimension 0, or use swizzle 64B "
+                          "(64 B span)")
+
+
 def test_validate_lists_every_violation():
     a = f16_args(global_address=0x1008, swizzle=7, box=(7, 300), oob=5)
     with pytest.raises(EncodeRejected) as e:

@@ -294,10 +294,31 @@ def test_a_missing_tool_names_the_path_the_wheel_folders_and_the_wheel(monkeypat
     monkeypatch.setenv("PATH", "/nowhere/bin")
     with pytest.raises(CaptureError) as e:
         smsp._tool(name)
-    text = str(e.value)
-    assert text.startswith(f"{name} must be on PATH or in an nvidia wheel's bin folder (nvidia/cu*/bin): got ")
-    assert f"wheel folders looked in: {tmp_path}/nvidia/cu*/bin; PATH searched: /nowhere/bin" in text
-    assert f"fix: pip install {wheel}, or put CUDA's bin folder (e.g. /usr/local/cuda/bin) on PATH" in text
+    assert str(e.value) == (f"{name} must be on PATH or in an nvidia wheel's bin folder (nvidia/cu*/bin): got {name} "
+                            f"is neither in {tmp_path}/nvidia/cu*/bin nor on PATH (/nowhere/bin); fix: pip install "
+                            f"{wheel}, or put CUDA's bin folder (e.g. /usr/local/cuda/bin) on PATH")
+
+
+def test_a_missing_tool_without_any_nvidia_wheel_says_so(monkeypatch):
+    monkeypatch.setattr(smsp.importlib.util, "find_spec", lambda mod: None)
+    monkeypatch.setenv("PATH", "/nowhere/bin")
+    with pytest.raises(CaptureError) as e:
+        smsp._tool("cuobjdump")
+    assert "got no nvidia wheel is installed and cuobjdump is not on PATH (/nowhere/bin); fix: pip install " \
+           "nvidia-cuda-cuobjdump," in str(e.value)
+
+
+def test_a_missing_cuobjdump_is_reported_before_nvcc_compiles(monkeypatch):
+    def tool(name):
+        if name == "cuobjdump":
+            raise CaptureError("cuobjdump must be on PATH", "missing", "pip install nvidia-cuda-cuobjdump")
+        return f"/opt/cuda/bin/{name}"
+    ran = []
+    monkeypatch.setattr(smsp, "_tool", tool)
+    monkeypatch.setattr(smsp.subprocess, "run", lambda args, **kw: ran.append(args))
+    with pytest.raises(CaptureError, match="cuobjdump must be on PATH"):
+        smsp.softmax_sass()
+    assert ran == []  # nvcc never started
 
 
 def _bar(tmp_path, text):

@@ -177,7 +177,7 @@ def test_the_p_hand_off_waits_for_every_warp_only_under_syncthreads():
     assert waits["sm120-r1-warp-scoped-barrier"] == []
 
 
-def test_libm_expf_adds_thirteen_fma_ops_a_score():
+def test_libm_expf_adds_thirteen_fma_ops_a_score_at_mix_0():
     fast, libm = (context(n).cost for n in ("sm120-r2-fast-exp", "sm120-m07-register-tiling"))
     per_op = fast.rows * 64 / (P["fma_per_clk_sm"] * P["clock_ghz"] / 4)  # rows x block_n scores on a quarter SM
     assert libm.fma_ns - fast.fma_ns == pytest.approx(13 * per_op)

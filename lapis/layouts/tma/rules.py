@@ -485,7 +485,10 @@ def _box0_packed16(a):
 
 @_rule("inner-box-within-swizzle-span")
 def _inner_span(a):
-    """With interleave none and a swizzle, box[0] x element size is at most the swizzle span (32/64/128 B)."""
+    """With interleave none and a swizzle, box[0] x element size is at most the swizzle span (32/64/128 B).
+
+    The fix names the narrowest wider swizzle whose span holds the row, where one does; past 128 B (the widest
+    span) it says to narrow box[0] or split the row into several boxes."""
     b0 = a.box0
     if b0 is None or not a.dtype_ok or a.interleave != IL_NONE or not a.swizzle_ok or a.swizzle == SW_NONE:
         return
@@ -493,8 +496,12 @@ def _inner_span(a):
     nbytes = a.inner_bytes(b0)
     if nbytes > span:
         fit, sw = int(span / a.inner_bytes(1)), _SW_NAME[a.swizzle]
+        narrow = (f"make box[0] at most {fit} ({span} B), e.g. split the box into {-(-b0 // fit)} boxes of at most "
+                  f"{fit} elements along dimension 0")
+        wider = next((n for n in ("64B", "128B") if SWIZZLE_SPAN[n] >= nbytes), None)
         yield (f"box[0] x {a.elem_bytes_text()} = {nbytes} B exceeds the {span} B span of swizzle {sw}",
-               f"make box[0] at most {fit} (load the row as several boxes) or use a wider swizzle")
+               f"{narrow}, or use swizzle {wider} ({SWIZZLE_SPAN[wider]} B span)" if wider else
+               f"{narrow}; no swizzle spans {nbytes} B (the widest, 128B, spans 128 B)")
 
 
 # -- element strides ---------------------------------------------------------
