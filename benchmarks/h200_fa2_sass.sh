@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # One device call on the H200 (lapis `run` tool): FA2's forward kernels' SASS from the installed torch's library
-# (lapis/gpu/capture_fa2_sass.py) into $OUT/fa2/fa2_sass/, the same extraction the committed capture
-# lapis/data/captures/sass/fa2-torch-2.11.0 made from the torch 2.11.0 wheel on a CPU machine: equal sha256 of the
-# library and of each SASS file say the committed SASS is the code the timed FA2 runs executed. About 40 s, no GPU
+# (lapis/gpu/capture_fa2_sass.py) into $OUT/fa2/fa2_sass/: the library the timed FA2 runs executed (committed as
+# lapis/data/captures/sass/fa2-h200-2026-12-02, which lapis.model.warp_loop reads). About 40 s, no GPU
 # work (cuobjdump only).
 # Usage on the device, from the repo root:  bash benchmarks/h200_fa2_sass.sh
 # Needs fa2-provenance.json made here first (git ignores *-provenance.json: pass it in the run tool's carry):

@@ -65,7 +65,7 @@ RULES = {
     "sweep": "no reader chooses among them (the README cites each by name); none supersedes another",
     "clock": "lapis.model.clock fits the newest capture by name (<capture>/clock/results.json); none supersedes "
              "another",
-    "sass": "lapis.model.warp_loop reads fa2-torch-2.11.0 (<capture>/fa2_sass/manifest.json and its SASS files) by "
+    "sass": "lapis.model.warp_loop reads fa2-h200-2026-12-02 (<capture>/fa2_sass/manifest.json and its SASS files) by "
             "path; none supersedes another",
     "proton": "lapis compare --measured reads one kernel's subfolder (<capture>/<case>/capture.json and its trace) "
               "by path; none supersedes another",

@@ -43,7 +43,7 @@ from lapis.errors import CaptureError, LapisError, ScheduleError
 from lapis.model import sass, smsp
 
 TENSOR = ("HMMA",)
-CAPTURE = CAPTURES / "sass" / "fa2-torch-2.11.0" / "fa2_sass"
+CAPTURE = CAPTURES / "sass" / "fa2-h200-2026-12-02" / "fa2_sass"
 LOOPS = DATA / "warp_loops.json"
 SCHEMA = "lapis.warp-loops/1"
 WARPS = 2  # warps per SMSP: FA2's two resident CTAs of four warps (fa2_flash.resident_limit at every head dim)

@@ -1,4 +1,4 @@
-"""lapis.model.warp_loop: FA2's K/V-tile loop from its compiled SASS (capture sass/fa2-torch-2.11.0), its steady
+"""lapis.model.warp_loop: FA2's K/V-tile loop from its compiled SASS (capture sass/fa2-h200-2026-12-02), its steady
 iteration, its segments between __syncthreads, and their cost on the SM sub-partitions, held against what Nsight
 Compute counted and measured for the same kernel on the H200 (capture ncu/h200-2026-12-01-units)."""
 
@@ -136,18 +136,17 @@ def test_a_head_dim_that_is_not_a_whole_number_is_a_named_error(head_dim):
         warp_loop.kernel(head_dim, False)
 
 
-def test_the_sass_read_from_the_wheel_is_what_ran_on_the_h200():
-    """The same extraction on the H200 machine (capture sass/fa2-h200-2026-12-02, the installed torch
-    2.11.0+cu130 that the timed FA2 runs used) found the same library (sha256) and wrote byte-identical SASS."""
-    dev = CAPTURES / "sass" / "fa2-h200-2026-12-02" / "fa2_sass"
-    here, there = (json.loads((c / "manifest.json").read_text()) for c in (warp_loop.CAPTURE, dev))
-    assert there["provenance"]["gpu"] == "NVIDIA H200"
-    lib = {s["library"]: s["sha256"] for s in here["scanned"]}
-    assert lib["libtorch_cuda.so"] in {s["sha256"] for s in there["scanned"]}
-    assert sorted(here["kernels"]) == sorted(there["kernels"]) and len(here["kernels"]) == 6
-    for key, k in here["kernels"].items():
-        assert k["function"] == there["kernels"][key]["function"]
-        assert (warp_loop.CAPTURE / k["file"]).read_bytes() == (dev / there["kernels"][key]["file"]).read_bytes()
+def test_the_sass_is_what_ran_on_the_h200():
+    """The capture was read on the H200 machine from the installed torch 2.11.0+cu130's libtorch_cuda.so (the
+    library the timed FA2 runs used; the torch 2.11.0 wheel's copy on a CPU machine gave byte-identical SASS): six
+    flash_fwd_kernel functions, head dims 64, 128, 256, causal and not."""
+    man = json.loads((warp_loop.CAPTURE / "manifest.json").read_text())
+    assert man["provenance"]["gpu"] == "NVIDIA H200"
+    assert "libtorch_cuda.so" in {s["library"] for s in man["scanned"]}
+    assert sorted(man["kernels"]) == sorted(f"hdim{d}{c}" for d in (64, 128, 256) for c in ("", "_causal"))
+    for key, k in man["kernels"].items():
+        assert k["function"].startswith("_ZN13pytorch_flash16flash_fwd_kernel") and k["library"] == "libtorch_cuda.so"
+        assert k["head_dim"] == int(key[4:].split("_")[0]) and k["causal"] == key.endswith("_causal")
 
 
 def _corrupt(tmp_path, edit):

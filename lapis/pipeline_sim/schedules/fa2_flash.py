@@ -36,7 +36,7 @@ instructions without mma.sync (row max, rescale factors, O rescale, the first ro
 mma.sync interleaved with the other rows' exponentials, row sums and P packing (593 instructions).
 
 Costs (Flash2Costs), loop_smsp = 1 (the default at FA2's own tiles, TRAITS): a warp's K/V tile is FA2's compiled
-loop (lapis.model.warp_loop over the SASS capture lapis/data/captures/sass/fa2-torch-2.11.0: torch 2.11.0's
+loop (lapis.model.warp_loop over the SASS capture lapis/data/captures/sass/fa2-h200-2026-12-02: torch 2.11.0's
 flash_fwd_kernel for the head dim and mask; lapis/data/warp_loops.json): its two stretches between the K and V
 __syncthreads (QK, then the softmax and PV) each hold the warp's sub-partition ("issue") for the warp's share of
 the SMSP cycles the cycle simulation gives with two warps per SMSP (the compiler's stall counts and scoreboards; the
