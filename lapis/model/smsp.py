@@ -41,6 +41,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,7 @@ from lapis.model import sass
 PENDING = DATA / "smsp_pending.json"
 SM100 = DATA / "smsp_sm100.json"  # B200 constants, each cited (CUDA C++ Programming Guide, whitepapers) or assumed
 PIPES_CAPTURE = DATA / "captures" / "micro" / "h200-2026-12-01-pipes" / "pipes" / "results.json"
+PHASES = 8  # starting phases to average over for warps that run unsynchronised (simulate's phases)
 ISSUE_MAX = 2.0  # warp-instructions an SMSP dispatches per clock: one on Volta..Blackwell (the whitepapers)
 LATENCY_MAX = 1000.0  # cycles of dependent-issue latency: the longest pipe's is tens of cycles
 RATE_MIN = 1 / LATENCY_MAX  # warp-instructions per clock: a pipe slower than this is a broken measurement, and
@@ -242,11 +244,13 @@ def dependent_latency(ins: sass.Instruction, consts: Constants) -> float:
     return consts.op_latency.get(ins.opcode, consts.latency[ins.pipe])
 
 
-def _issue_all(body: list[sass.Instruction], warps: int, consts: Constants, iterations: int) -> float:
-    """Cycles until `warps` warps have each issued `body` `iterations` times (simulate's mechanism)."""
+def _issue_all(body: list[sass.Instruction], warps: int, consts: Constants, iterations: int,
+               starts: list[float] | None = None) -> float:
+    """Cycles until `warps` warps have each issued `body` `iterations` times (simulate's mechanism); starts: the
+    cycle each warp may first issue (None: all at 0)."""
     occ = {p: 1.0 / r for p, r in consts.rate.items()}
     smem = [smem_wavefronts(ins) * consts.smem_cycles_per_wavefront for ins in body]
-    pc, it, nxt = [0] * warps, [0] * warps, [0.0] * warps
+    pc, it, nxt = [0] * warps, [0] * warps, list(starts) if starts else [0.0] * warps
     sb = [[0.0] * 6 for _ in range(warps)]
     pipe_free: dict[str, float] = {}
     t, last = 0.0, 0
@@ -277,7 +281,8 @@ def _issue_all(body: list[sass.Instruction], warps: int, consts: Constants, iter
     return t
 
 
-def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterations: int = 8) -> float:
+def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterations: int = 8,
+             phases: int = 1) -> float:
     """SMSP cycles per warp-iteration when `warps` warps each run `body` in a loop, cycle by cycle.
 
     Each cycle the SMSP issues at most one instruction (issue_per_clk = 1), greedy-then-oldest: the warp that
@@ -290,10 +295,17 @@ def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterat
     rate of 0.97 loses one cycle in 33); (4) a shared-memory instruction also needs the SMSP's share of the SM's
     shared-memory path (a backlog of smem_wavefronts x smem_cycles_per_wavefront cycles, same rule).
     Steady state without warm-up and drain: (T(iterations) - T(iterations / 2)) / (iterations / 2 x warps), T the
-    cycles until every warp is done. Needs cuobjdump input (control bits)."""
-    if warps < 1 or iterations < 4:
-        raise CaptureError("simulate needs warps >= 1 and iterations >= 4", (warps, iterations),
-                           "pass the resident warps per SMSP and at least 4 iterations")
+    cycles until every warp is done. Several warps: the mean over `phases` starting phases, warp w starting (w x k /
+    phases mod 1) of one warp's alone iteration late (k = 0 .. phases - 1). The rule keeps the warps' relative phase
+    for good, and the phase sets the rate: two warps of a micro_mix_softmax_v3.cu ex2 tile take 1288 to 1644 cycles
+    a pair over the 8 phases (mean 1511), and the two captures of that state (contend.ex2.ss 1325, contend3.ex2.ss
+    1448) disagree as much; nothing on the hardware fixes the phase of two warpgroups running unsynchronised (pass
+    phases=PHASES for them). The default, 1, starts every warp together: warps whose phase a barrier sets (the
+    attention kernels' ping-pong turn), and ratios of two such runs (lapis.model.consumer_loop's softmax_scale).
+    Needs cuobjdump input (control bits)."""
+    if warps < 1 or iterations < 4 or phases < 1:
+        raise CaptureError("simulate needs warps >= 1, iterations >= 4 and phases >= 1", (warps, iterations, phases),
+                           "pass the resident warps per SMSP, at least 4 iterations and at least 1 phase")
     if any(ins.control is None for ins in body):
         raise CaptureError("simulate needs control bits (cuobjdump -sass input)", "an instruction without them",
                            "use predict() with warp_period() for ncu source-page input")
@@ -302,8 +314,15 @@ def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterat
         raise CaptureError("the body uses pipes the constants lack", sorted(missing),
                            "give rate and latency for every pipe of lapis.model.sass.PIPES")
     half = iterations // 2
-    return (_issue_all(body, warps, consts, iterations) - _issue_all(body, warps, consts, half)) / (
-        (iterations - half) * warps)
+    if warps == 1:
+        return (_issue_all(body, 1, consts, iterations) - _issue_all(body, 1, consts, half)) / (iterations - half)
+    alone = simulate(body, 1, consts, iterations)
+    per_phase = []
+    for k in range(phases):
+        starts = [(w * k / phases) % 1.0 * alone for w in range(warps)]
+        per_phase.append((_issue_all(body, warps, consts, iterations, starts)
+                          - _issue_all(body, warps, consts, half, starts)) / ((iterations - half) * warps))
+    return statistics.fmean(per_phase)
 
 
 def predict(n_per_pipe: dict, warp_cycles: float, warps: int, consts: Constants) -> Prediction:

@@ -13,7 +13,9 @@ the follower's flag read (a branch over an LDS; the leader never reads the flag)
 rescale's skip (the scores repeat, so the row maximum never changes after the first tile: micro_softmax_v1.cu).
 
 Rows (measured = 1 / the capture's `value` median, in cycles per unit counted there):
-- softmax.<fl>.wg<1|2> (micro/h200-2026-11-30-v3): SMSP cycles per warp-iteration = smsp.simulate(body, wg).
+- softmax.<fl>.wg<1|2> (micro/h200-2026-11-30-v3): SMSP cycles per warp-iteration = smsp.simulate(body, wg)
+  (with several warps, here and below, the mean over smsp.PHASES starting phases: the warpgroups run
+  unsynchronised).
 - contend.<fl>.<state> (micro/h200-2026-11-30-contend-launch, kernels/micro_mix_softmax_v3.cu), the leader
   warpgroup's cycles per unit: s (a softmax tile alone) simulate(body, 1); ss (beside the other warpgroup's softmax:
   two warps per SMSP) 2 x simulate(body, 2); st (a softmax tile while the other warpgroup's wgmma pairs are in
@@ -190,7 +192,7 @@ def predict_contend(state: str, r: Roles, consts: smsp.Constants, share: tensor_
     if state == "s":
         return r.tile_cycles
     if state == "ss":
-        return 2 * smsp.simulate(r.body, 2, consts)
+        return 2 * smsp.simulate(r.body, 2, consts, phases=smsp.PHASES)
     if state in ("st", "ts"):
         return together(r, consts, share)[0 if state == "st" else 1]
     return 2 * r.gemm_cycles if state == "tt" else r.gemm_cycles + r.gap
@@ -360,7 +362,7 @@ def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | 
             fl, wg = m["params"]["flavour"], m["params"]["warpgroups"]
             body = softmax_body(fns[f"micro_softmax_{fl}_wg{wg}"], fl)
             out.append(_row(m, SOFTMAX_CAPTURE, f"softmax alone, {wg} warp(s) per SMSP",
-                            smsp.simulate(body, wg, consts)))
+                            smsp.simulate(body, wg, consts, phases=smsp.PHASES)))
     fns = compile_(KERNELS / CONTEND_SOURCE)
     cache: dict = {}
     for name, m in _measurements(CONTEND_CAPTURE).items():

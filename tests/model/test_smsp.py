@@ -349,3 +349,26 @@ def test_a_bar_capture_without_a_usable_try_wait_is_refused(tmp_path, text, word
     with pytest.raises(CaptureError, match=re.escape(words)):
         smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE, waits=_bar(tmp_path, text))
     assert smsp.wait_latency(_bar(tmp_path, _try_wait(48.03))) == pytest.approx(46.03, abs=1e-9)
+
+
+@needs_nvcc
+def test_two_warps_average_over_their_starting_phase():
+    """Two warps of micro_mix_softmax_v3.cu's ex2 tile: started together (the default, one phase) the simulation
+    keeps them in step, 1644 cycles a pair, 24% above contend.ex2.ss (1325,
+    micro/h200-2026-11-30-contend-launch) and 14% above contend3.ex2.ss (1448, micro/h200-2026-12-02-contend3).
+    Over 8 starting phases the mean comes within 10% of the two captures' mean (1386.5 cycles a pair, by hand
+    from their results.json); one warp has no phase."""
+    from lapis.validate import micro
+    consts, _ = micro.constants()
+    fns = micro.compiled(micro.KERNELS / micro.CONTEND_SOURCE)
+    body = micro.softmax_body(fns["micro_contend_ex2"], "ex2")
+    in_step, mean = 2 * smsp.simulate(body, 2, consts), 2 * smsp.simulate(body, 2, consts, phases=smsp.PHASES)
+    assert in_step == pytest.approx(1.24 * 1325, rel=0.01) and mean < in_step
+    assert abs(mean / 1386.5 - 1) < 0.10
+    assert smsp.simulate(body, 1, consts, phases=1) == smsp.simulate(body, 1, consts, phases=8)
+
+
+def test_a_phase_count_below_one_is_refused():
+    body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, None, None, 0, 0))]
+    with pytest.raises(CaptureError, match="phases >= 1"):
+        smsp.simulate(body, 2, smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE), phases=0)
