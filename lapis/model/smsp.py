@@ -382,11 +382,12 @@ def loop_prediction(loop: dict, warps: int, consts: Constants) -> Prediction:
 
 # ------------------------------------------------------------------------------------------ --micro --
 
-TOOL_WHEELS = {"nvcc": "nvidia-cuda-nvcc", "cuobjdump": "nvidia-cuda-cuobjdump"}  # PyPI wheels that ship each tool
+# PyPI wheels that ship each tool (cuobjdump -sass runs nvdisasm; pip install ".[test]" brings both)
+TOOL_WHEELS = {"nvcc": "nvidia-cuda-nvcc", "cuobjdump": "nvidia-cuda-cuobjdump", "nvdisasm": "nvidia-cuda-nvdisasm"}
 
 
 def _tool(name: str) -> str:
-    """nvcc / cuobjdump: on PATH, else in an nvidia wheel's bin folder (site-packages/nvidia/cu*/bin, where
+    """nvcc / cuobjdump / nvdisasm: on PATH, else in an nvidia wheel's bin folder (site-packages/nvidia/cu*/bin, where
     TOOL_WHEELS install them). CaptureError naming the tool, the wheel folders looked in (or that no nvidia wheel
     is installed), the PATH searched and the wheel to install when neither has it."""
     if shutil.which(name):
@@ -428,10 +429,11 @@ def run_tool(args: list[str], timeout_s: float, what: str) -> str:
 
 def softmax_sass(source: Path = SOFTMAX_SOURCE) -> dict[str, list[sass.Instruction]]:
     """A micro kernel source's SASS (sm_90a; default the micro_softmax kernels), compiled here: nvcc -cubin
-    (NVCC_TIMEOUT_S) then cuobjdump -sass (CUOBJDUMP_TIMEOUT_S), parsed. Both tools are looked up before nvcc runs
-    (CaptureError from _tool when either is missing). Raises CaptureError (run_tool) when either fails, cannot start
-    or runs past its timeout."""
+    (NVCC_TIMEOUT_S) then cuobjdump -sass (CUOBJDUMP_TIMEOUT_S), parsed. nvcc, cuobjdump and nvdisasm (which
+    cuobjdump -sass runs) are looked up before nvcc runs (CaptureError from _tool when one is missing). Raises
+    CaptureError (run_tool) when either tool fails, cannot start or runs past its timeout."""
     nvcc, cuobjdump = _tool("nvcc"), _tool("cuobjdump")
+    _tool("nvdisasm")  # cuobjdump -sass runs it: a missing one fails after the compile otherwise
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "softmax.cubin"
         run_tool([nvcc, "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-o", str(cubin),

@@ -8,8 +8,8 @@ dependent chains of one class; the compiler unrolls it over several units, count
 - density.<class>_c<CH>.alone: lapis.model.smsp.simulate of the loop, one warp per SMSP;
 - density.<class>_c<CH>.ss and .ss_tensor: the class's and the tensor pipe's cycles per unit from one
   tensor_share.run of the loop beside the wgmma job.
-The one-chain streams beside wgmma (CONSTANT_ROWS) are lapis.model.tensor_share's isolated shares: rows() leaves
-them out, so every row it gives is a prediction.
+The one-chain streams alone and beside wgmma (CONSTANT_ROWS) are lapis.model.tensor_share's isolated shares: rows()
+leaves them out, so every row it gives is a prediction.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ CAPTURE = CAPTURES / "micro" / "h200-2026-12-03-density" / "micro" / "results.js
 BLIND_FILE = BLIND / "micro" / "density.json"  # committed before micro_beside_v2.cu first ran
 OPCODE = {"ffma": "FFMA", "fmnmx": "FMNMX"}  # each class's SASS opcode (micro_beside_v1.cu's steps)
 WGMMAS = 8  # wgmma m64n128k16 per ss unit
-CONSTANT_ROWS = frozenset(f"density.{c}_c1.ss" for c in tensor_share.SPARSE_CLASSES.values())  # the model reads them
+CONSTANT_ROWS = frozenset(f"density.{c}_c1.{s}" for c in tensor_share.SPARSE_CLASSES.values()  # the model reads them
+                          for s in ("alone", "ss"))
 
 
 def class_body(instrs: list, cls: str, chains: int) -> tuple[list, float]:

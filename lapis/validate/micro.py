@@ -431,4 +431,9 @@ def render(r: dict) -> str:
                      f"({s['n']} rows)")
     lines.append(f"all {len(r['rows'])} rows: mean |error| {r['mean_abs_error_pct']:.1f}%, max "
                  f"{r['max_abs_error_pct']:.1f}%; {r['units']}")
+    lines.append("every row is a prediction: the model reads the files named on the first line, and none of those "
+                 "measurements is a row; blind: the prediction committed before the row's capture ran")
+    lines.append("density.<class>_c<N>: the class on N dependent chains (kernels/micro_beside_v2.cu), alone or "
+                 "beside wgmma (ss); .ss_tensor: the wgmma unit beside it; the one-chain streams are constants "
+                 "(tensor_share's isolated shares), so not rows")
     return "\n".join(lines)

@@ -286,7 +286,8 @@ def test_a_rate_too_small_to_simulate_is_a_capture_error(tmp_path):
         smsp.Constants.load(f)
 
 
-@pytest.mark.parametrize("name, wheel", [("cuobjdump", "nvidia-cuda-cuobjdump"), ("nvcc", "nvidia-cuda-nvcc")])
+@pytest.mark.parametrize("name, wheel", [("cuobjdump", "nvidia-cuda-cuobjdump"), ("nvcc", "nvidia-cuda-nvcc"),
+                                        ("nvdisasm", "nvidia-cuda-nvdisasm")])
 def test_a_missing_tool_names_the_path_the_wheel_folders_and_the_wheel(monkeypatch, tmp_path, name, wheel):
     (tmp_path / "nvidia" / "cu13" / "bin").mkdir(parents=True)  # a wheel folder without the tool
     spec = type("Spec", (), {"submodule_search_locations": [str(tmp_path / "nvidia")]})()
@@ -308,15 +309,17 @@ def test_a_missing_tool_without_any_nvidia_wheel_says_so(monkeypatch):
            "nvidia-cuda-cuobjdump," in str(e.value)
 
 
-def test_a_missing_cuobjdump_is_reported_before_nvcc_compiles(monkeypatch):
+@pytest.mark.parametrize("missing", ["cuobjdump", "nvdisasm"])
+def test_a_missing_cuobjdump_or_nvdisasm_is_reported_before_nvcc_compiles(monkeypatch, missing):
+    """cuobjdump -sass runs nvdisasm: without it the disassembly would fail only after nvcc's compile."""
     def tool(name):
-        if name == "cuobjdump":
-            raise CaptureError("cuobjdump must be on PATH", "missing", "pip install nvidia-cuda-cuobjdump")
+        if name == missing:
+            raise CaptureError(f"{name} must be on PATH", "missing", f"pip install {smsp.TOOL_WHEELS[name]}")
         return f"/opt/cuda/bin/{name}"
     ran = []
     monkeypatch.setattr(smsp, "_tool", tool)
     monkeypatch.setattr(smsp.subprocess, "run", lambda args, **kw: ran.append(args))
-    with pytest.raises(CaptureError, match="cuobjdump must be on PATH"):
+    with pytest.raises(CaptureError, match=f"{missing} must be on PATH"):
         smsp.softmax_sass()
     assert ran == []  # nvcc never started
 
