@@ -304,14 +304,14 @@ def render(r: dict) -> str:
                      f"{m['baseline_predicted_us']:>10.1f}{m['predicted_us']:>8.1f}{m['predicted_change']:>+7.1f}%  "
                      f"{'hit' if m['hit'] else 'miss'}")
     lines.append("")
-    for label, t, unit in (("B200", b, "points"), ("RTX 5090", e, "%")):
+    for label, t, unit in (("B200", b, " points"), ("RTX 5090", e, "%")):
         s = t["summary"]
         rel = f" ({s['mean_abs_error_rel_pct']:.1f}% relative, max {s['max_abs_error_rel_pct']:.1f}%)" \
-            if unit == "points" else f", max {s['max_abs_error_rel_pct']:.1f}%"
-        lines.append(f"{label}: mean |error| {s['mean_abs_error']:.1f} {unit}{rel} over {s['rows']} rows; direction "
+            if unit == " points" else f", max {s['max_abs_error_rel_pct']:.1f}%"
+        lines.append(f"{label}: mean |error| {s['mean_abs_error']:.1f}{unit}{rel} over {s['rows']} rows; direction "
                      f"{s['direction_hits']}/{s['scored_steps']} steps that moved > {r['summary']['step_moved']:g}"
-                     f"{' point' if unit == 'points' else '%'}; goal: "
-                     + (f"mean |relative error| <= {GOAL_REL_PCT:g}%" if unit == "points"
+                     f"{' point' if unit == ' points' else '%'}; goal: "
+                     + (f"mean |relative error| <= {GOAL_REL_PCT:g}%" if unit == " points"
                         else f"every move within {GOAL_REL_PCT:g}%")
                      + (f": not met, still open: {', '.join(s['open'])}" if s["open"] else ": met"))
     lines.append("columns: error = predicted - measured (points of FA4 for B200, % of measured for the RTX 5090); rel = "
