@@ -171,11 +171,11 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     tensor job (cycles per unit inf). The warps contest the tensor pipe's cycles as one issue port: the SMSP's
     credit grows by the share of the instruction the picked warp would issue (a free pipe's too: it issues at its
     beside rate, and the tensor pipe keeps the cycle; an isolated one's, share.sparse, likewise). Pipes without a
-    win share contest with share 1 (they always win). CaptureError for an empty body, a body without control bits or a run past
-    MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a share outside (0, 1], iterations below 2 or
-    warps not an integer from 1 to MAX_WARPS (a huge count would run for hours). Steady state: from the end of
-    round iterations // 2 (every warp's iteration of that number) to the end, so an odd `iterations` still times
-    whole rounds of the warps."""
+    win share contest with share 1 (they always win). CaptureError for an empty body, a body without control bits
+    or a run past MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a win or sparse share outside
+    (0, 1], iterations below 2 or warps not an integer from 1 to MAX_WARPS (a huge count would run for hours).
+    Steady state: from the end of round iterations // 2 (every warp's iteration of that number) to the end, so an
+    odd `iterations` still times whole rounds of the warps."""
     if not body:
         raise CaptureError("the shared-cycle simulation needs a loop body", "0 instructions",
                            "pass a loop body parsed from cuobjdump -sass")
@@ -254,18 +254,20 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
 
 
 def _check_job(share: Share, slots: float, gap: float, iterations: int) -> None:
-    """ScheduleError unless the tensor job's slots and gap are finite cycles >= 0, every win share is in (0, 1]
-    (a share of 0 never issues: the run would end only at MAX_CYCLES) and iterations is an integer >= 2 (the
-    steady state is read from the second half of the iterations)."""
+    """ScheduleError unless the tensor job's slots and gap are finite cycles >= 0, every win and sparse share is in
+    (0, 1] (a share of 0 or NaN never issues: the run would end only at MAX_CYCLES; one above 1 issues more than
+    the SMSP can) and iterations is an integer >= 2 (the steady state is read from the second half of the
+    iterations)."""
     for what, v in (("slots", slots), ("gap", gap)):
         if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0:
             raise ScheduleError(f"a tensor job's {what} is a finite number of cycles >= 0", repr(v),
                                 f"pass {what} as cycles (0 for none)")
-    bad = {p: w for p, w in share.win.items()
-           if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0 < w <= 1}
-    if bad:
-        raise ScheduleError("a pipe's share of contested cycles is in (0, 1]", f"{share.source}: {bad}",
-                            "build the shares with Share.from_capture")
+    for what, shares in (("win", share.win), ("sparse", share.sparse)):
+        bad = {p: w for p, w in shares.items()
+               if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0 < w <= 1}
+        if bad:
+            raise ScheduleError(f"a pipe's share of contested cycles is in (0, 1] (share.{what})",
+                                f"{share.source}: {bad}", "build the shares with Share.from_capture")
     if as_int(iterations, "iterations", ScheduleError) < 2:
         raise ScheduleError("the shared-cycle simulation runs at least 2 iterations (steady state from the second "
                             "half)", repr(iterations), "pass iterations >= 2 (12 by default)")

@@ -163,6 +163,19 @@ def test_a_share_outside_zero_one_is_refused_not_run_to_the_cycle_cap(w):
         tensor_share.run(_ffma_body(), consts, share, 512, 0)
 
 
+@pytest.mark.parametrize("sparse", [0.0, float("nan"), -0.5, 2.0, True, "0.4"])
+def test_an_isolated_share_outside_zero_one_is_refused_not_run_to_the_cycle_cap(sparse):
+    """share.sparse as share.win: 0 or NaN never issues an isolated instruction (the run ended only at MAX_CYCLES),
+    2 or True issued one every cycle whatever the tensor pipe (5 cycles an iteration, as with no tensor job)."""
+    consts, _ = micro.constants()
+    share = tensor_share.Share({"fma": 0.87}, frozenset(), "hand-made", {"fma": sparse})
+    body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, 0, None, 1, 0))]
+    with pytest.raises(ScheduleError) as exc:
+        tensor_share.run(body, consts, share, 4, 0)
+    assert str(exc.value) == (r"a pipe's share of contested cycles is in (0, 1] (share.sparse): got hand-made: "
+                              f"{{'fma': {sparse!r}}}; fix: build the shares with Share.from_capture")
+
+
 def test_a_scoreboard_wait_costs_the_pipe_latency():
     """One FFMA per iteration writing scoreboard 0 and waiting on it: with no tensor job each issue waits the fma
     latency of the pipes capture (4.54 cycles, h200-2026-12-01-pipes) rounded up to the next cycle: 5 cycles."""
