@@ -116,6 +116,24 @@ def test_a_class_rate_above_the_issue_rate_is_refused(tmp_path):
         tensor_share.Share.from_capture(f)
 
 
+def test_a_class_rate_below_a_thousandth_of_an_issue_per_clock_is_refused_not_run_to_the_cycle_cap(tmp_path):
+    """A stream rate of 1e-300 units per clock once made a share near 1e-300: validate micro then simulated to
+    MAX_CYCLES (50 million cycles) and said only that the simulation did not end."""
+    f = _corrupt(tmp_path, "beside.ffma.ss", lambda m: m["value"].__setitem__("median", 1e-300))
+    with pytest.raises(CaptureError) as exc:
+        tensor_share.Share.from_capture(f)
+    assert str(exc.value) == (f"a class stream issues 0.001 to 2.0 warp-instructions per clock (median x 64 per unit): "
+                              f"got {f}: beside.ffma.ss 6.4e-299; fix: recapture it: benchmarks/h200_beside.sh")
+    doc = json.loads(tensor_share.DENSITY_CAPTURE.read_text())
+    next(m for m in doc["measurements"] if m["name"] == "density.fmnmx_c1.ss")["value"]["median"] = 1e-4
+    d = tmp_path / "density.json"
+    d.write_text(json.dumps(doc))
+    with pytest.raises(CaptureError) as exc:
+        tensor_share.Share.from_capture(density=d)
+    assert str(exc.value).endswith(f"(median x 8 per unit): got {d}: density.fmnmx_c1.ss 0.0008; fix: recapture it: "
+                                   "bash benchmarks/h200_micro.sh density")
+
+
 @pytest.mark.parametrize("rates", [None, [], [float("nan")] * 3, ["x"]])
 def test_a_follower_rate_that_is_no_list_of_numbers_is_refused(tmp_path, rates):
     def edit(m):
