@@ -258,18 +258,18 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
 
 
 def _check_job(share: Share, slots: float, gap: float, iterations: int) -> None:
-    """ScheduleError unless the tensor job's slots and gap are finite cycles >= 0, every win and sparse share is in
-    (0, 1] (a share of 0 or NaN never issues: the run would end only at MAX_CYCLES; one above 1 issues more than
-    the SMSP can) and iterations is an integer >= 2 (the steady state is read from the second half of the
-    iterations)."""
+    """ScheduleError unless the tensor job's slots and gap are finite cycles >= 0, win and sparse are dicts whose
+    every share is in (0, 1] (a share of 0 or NaN never issues: the run would end only at MAX_CYCLES; one above 1
+    issues more than the SMSP can) and iterations is an integer >= 2 (the steady state is read from the second half
+    of the iterations)."""
     for what, v in (("slots", slots), ("gap", gap)):
         if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0:
             raise ScheduleError(f"a tensor job's {what} is a finite number of cycles >= 0", repr(v),
                                 f"pass {what} as cycles (0 for none)")
     for what, shares in (("win", share.win), ("sparse", share.sparse)):
-        bad = {p: w for p, w in shares.items()
-               if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0 < w <= 1}
-        if bad:
+        bad = shares if not isinstance(shares, dict) else {
+            p: w for p, w in shares.items() if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0 < w <= 1}
+        if bad or not isinstance(shares, dict):
             raise ScheduleError(f"a pipe's share of contested cycles is in (0, 1] (share.{what})",
                                 f"{share.source}: {bad}", "build the shares with Share.from_capture")
     if as_int(iterations, "iterations", ScheduleError) < 2:

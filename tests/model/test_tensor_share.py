@@ -194,6 +194,15 @@ def test_an_isolated_share_outside_zero_one_is_refused_not_run_to_the_cycle_cap(
                               f"{{'fma': {sparse!r}}}; fix: build the shares with Share.from_capture")
 
 
+def test_isolated_shares_that_are_no_dict_are_refused():
+    consts, _ = micro.constants()
+    share = tensor_share.Share({"fma": 0.87}, frozenset(), "hand-made", None)
+    with pytest.raises(ScheduleError) as exc:
+        tensor_share.run(_ffma_body(), consts, share, 4, 0)
+    assert str(exc.value) == (r"a pipe's share of contested cycles is in (0, 1] (share.sparse): got hand-made: None; "
+                              "fix: build the shares with Share.from_capture")
+
+
 def test_a_scoreboard_wait_costs_the_pipe_latency():
     """One FFMA per iteration writing scoreboard 0 and waiting on it: with no tensor job each issue waits the fma
     latency of the pipes capture (4.54 cycles, h200-2026-12-01-pipes) rounded up to the next cycle: 5 cycles."""
