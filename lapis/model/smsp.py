@@ -49,13 +49,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lapis.data import CAPTURES, DATA
-from lapis.errors import CaptureError, LapisError, shown
+from lapis.errors import CaptureError, LapisError, as_int, shown
 from lapis.model import sass
 
 PENDING = DATA / "smsp_pending.json"
 SM100 = DATA / "smsp_sm100.json"  # B200 constants, each cited (CUDA C++ Programming Guide, whitepapers) or assumed
 PIPES_CAPTURE = DATA / "captures" / "micro" / "h200-2026-12-01-pipes" / "pipes" / "results.json"
 PHASES = 8  # starting phases to average over for warps that run unsynchronised (simulate's phases)
+MAX_PHASES = 64  # simulate's most phases: each is two full simulations of the warps (about 60 ms for a softmax tile)
 ISSUE_MAX = 2.0  # warp-instructions an SMSP dispatches per clock: one on Volta..Blackwell (the whitepapers)
 LATENCY_MAX = 1000.0  # cycles of dependent-issue latency: the longest pipe's is tens of cycles
 RATE_MIN = 1 / LATENCY_MAX  # warp-instructions per clock: a pipe slower than this is a broken measurement, and
@@ -302,7 +303,14 @@ def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterat
     1448) disagree as much; nothing on the hardware fixes the phase of two warpgroups running unsynchronised (pass
     phases=PHASES for them). The default, 1, starts every warp together: warps whose phase a barrier sets (the
     attention kernels' ping-pong turn), and ratios of two such runs (lapis.model.consumer_loop's softmax_scale).
-    Needs cuobjdump input (control bits)."""
+    Needs cuobjdump input (control bits). CaptureError for warps, iterations or phases that are not integers
+    (bools included), warps below 1, iterations below 4, or phases outside 1..MAX_PHASES (checked whatever the warps:
+    one warp has no phase)."""
+    for what, v in (("warps", warps), ("iterations", iterations), ("phases", phases)):
+        as_int(v, what, CaptureError)
+    if phases > MAX_PHASES:
+        raise CaptureError(f"simulate averages over 1 to {MAX_PHASES} starting phases (each is two full simulations "
+                           "of the warps)", repr(phases), f"pass phases=smsp.PHASES ({PHASES}) or at most {MAX_PHASES}")
     if warps < 1 or iterations < 4 or phases < 1:
         raise CaptureError("simulate needs warps >= 1, iterations >= 4 and phases >= 1", (warps, iterations, phases),
                            "pass the resident warps per SMSP, at least 4 iterations and at least 1 phase")

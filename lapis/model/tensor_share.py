@@ -76,8 +76,8 @@ class Share:
         capture:
         beside.<class>.alone, beside.<class>.<mode> (the class rate) and its follower_rate (the tensor pipe's
         units per clock, against beside.wgmma.<mode>). CaptureError naming the file when one is missing, or when
-        a rate is not a finite number above zero (a class rate at most smsp.ISSUE_MAX warp-instructions per clock)
-        or a follower_rate is not a non-empty list of finite numbers at or above zero."""
+        a rate is not a finite number above zero (a class rate smsp.RATE_MIN to smsp.ISSUE_MAX warp-instructions per
+        clock: _stream_rate) or a follower_rate is not a non-empty list of finite numbers at or above zero."""
         path = BESIDE_CAPTURE if path is None else path
         found = {m["name"]: m for m in _measurements(path) if m.get("status") == "ok"}
 
@@ -92,12 +92,8 @@ class Share:
         for pipe, cls_ in smsp.PIPE_CLASS.items():
             if f"beside.{cls_}.alone" not in found and pipe == "tensor":
                 continue  # mma.sync beside wgmma is not measured: a warp's HMMA is not a softmax instruction
-            alone, beside = value(f"beside.{cls_}.alone") * STEPS_PER_UNIT, value(f"beside.{cls_}.{mode}") * STEPS_PER_UNIT
-            for name, rate in ((f"beside.{cls_}.alone", alone), (f"beside.{cls_}.{mode}", beside)):
-                if rate > smsp.ISSUE_MAX:
-                    raise CaptureError(f"a class stream issues at most {smsp.ISSUE_MAX} warp-instructions per clock "
-                                       f"(median x {STEPS_PER_UNIT} per unit)", f"{path}: {name} {rate}",
-                                       "recapture it: benchmarks/h200_beside.sh")
+            alone, beside = (_stream_rate(value(n), n, path, STEPS_PER_UNIT, "recapture it: benchmarks/h200_beside.sh")
+                             for n in (f"beside.{cls_}.alone", f"beside.{cls_}.{mode}"))
             wait = 1 / beside - 1 / alone  # cycles a contested issue waits, on average
             win[pipe] = 1.0 / (1.0 + max(wait, 0.0))
             tensor = statistics.median(_follower(found[f"beside.{cls_}.{mode}"], f"beside.{cls_}.{mode}", path)) / wgmma
@@ -109,8 +105,8 @@ class Share:
 
 def _sparse(path: Path) -> dict:
     """{pipe: isolated share} from the one-chain streams of a density capture (Share.from_capture); CaptureError
-    naming the file when a stream is missing or its rate is not a finite number above zero and at most
-    smsp.ISSUE_MAX warp-instructions per clock."""
+    naming the file when a stream is missing or its rate is not a finite number above zero, or is outside
+    smsp.RATE_MIN to smsp.ISSUE_MAX warp-instructions per clock (_stream_rate)."""
     found = {m["name"]: m for m in _measurements(path) if m.get("status") == "ok"}
     out = {}
     for pipe, cls_ in SPARSE_CLASSES.items():
@@ -119,14 +115,22 @@ def _sparse(path: Path) -> dict:
             if name not in found:
                 raise CaptureError("a density capture has each one-chain stream alone and beside wgmma",
                                    f"{path}: no {name}", "capture it: bash benchmarks/h200_micro.sh density")
-            rate = _positive(found[name].get("value"), name, path) * SPARSE_STEPS
-            if rate > smsp.ISSUE_MAX:
-                raise CaptureError(f"a class stream issues at most {smsp.ISSUE_MAX} warp-instructions per clock "
-                                   f"(median x {SPARSE_STEPS} per unit)", f"{path}: {name} {rate}",
-                                   "recapture it: bash benchmarks/h200_micro.sh density")
-            rates.append(rate)
+            rates.append(_stream_rate(_positive(found[name].get("value"), name, path), name, path, SPARSE_STEPS,
+                                      "recapture it: bash benchmarks/h200_micro.sh density"))
         out[pipe] = 1.0 / (1.0 + max(1 / rates[1] - 1 / rates[0], 0.0))
     return out
+
+
+def _stream_rate(median: float, name: str, path: Path, per_unit: int, fix: str) -> float:
+    """A class stream's warp-instructions per clock (its units per clock x per_unit), or CaptureError naming the
+    file and the measurement unless it is from smsp.RATE_MIN to smsp.ISSUE_MAX: above, the SMSP cannot issue it;
+    below, the measurement is broken (smsp.RATE_MIN's rule), and its share of contested cycles (near 1e-300 from a
+    median of 1e-300) would stall run() until MAX_CYCLES."""
+    rate = median * per_unit
+    if not smsp.RATE_MIN <= rate <= smsp.ISSUE_MAX:
+        raise CaptureError(f"a class stream issues {smsp.RATE_MIN:g} to {smsp.ISSUE_MAX} warp-instructions per clock "
+                           f"(median x {per_unit} per unit)", f"{path}: {name} {rate}", fix)
+    return rate
 
 
 def _measurements(path: Path) -> list[dict]:
@@ -171,11 +175,11 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     tensor job (cycles per unit inf). The warps contest the tensor pipe's cycles as one issue port: the SMSP's
     credit grows by the share of the instruction the picked warp would issue (a free pipe's too: it issues at its
     beside rate, and the tensor pipe keeps the cycle; an isolated one's, share.sparse, likewise). Pipes without a
-    win share contest with share 1 (they always win). CaptureError for an empty body, a body without control bits or a run past
-    MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a share outside (0, 1], iterations below 2 or
-    warps not an integer from 1 to MAX_WARPS (a huge count would run for hours). Steady state: from the end of
-    round iterations // 2 (every warp's iteration of that number) to the end, so an odd `iterations` still times
-    whole rounds of the warps."""
+    win share contest with share 1 (they always win). CaptureError for an empty body, a body without control bits
+    or a run past MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a win or sparse share outside
+    (0, 1], iterations below 2 or warps not an integer from 1 to MAX_WARPS (a huge count would run for hours).
+    Steady state: from the end of round iterations // 2 (every warp's iteration of that number) to the end, so an
+    odd `iterations` still times whole rounds of the warps."""
     if not body:
         raise CaptureError("the shared-cycle simulation needs a loop body", "0 instructions",
                            "pass a loop body parsed from cuobjdump -sass")
@@ -254,18 +258,20 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
 
 
 def _check_job(share: Share, slots: float, gap: float, iterations: int) -> None:
-    """ScheduleError unless the tensor job's slots and gap are finite cycles >= 0, every win share is in (0, 1]
-    (a share of 0 never issues: the run would end only at MAX_CYCLES) and iterations is an integer >= 2 (the
-    steady state is read from the second half of the iterations)."""
+    """ScheduleError unless the tensor job's slots and gap are finite cycles >= 0, win and sparse are dicts whose
+    every share is in (0, 1] (a share of 0 or NaN never issues: the run would end only at MAX_CYCLES; one above 1
+    issues more than the SMSP can) and iterations is an integer >= 2 (the steady state is read from the second half
+    of the iterations)."""
     for what, v in (("slots", slots), ("gap", gap)):
         if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0:
             raise ScheduleError(f"a tensor job's {what} is a finite number of cycles >= 0", repr(v),
                                 f"pass {what} as cycles (0 for none)")
-    bad = {p: w for p, w in share.win.items()
-           if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0 < w <= 1}
-    if bad:
-        raise ScheduleError("a pipe's share of contested cycles is in (0, 1]", f"{share.source}: {bad}",
-                            "build the shares with Share.from_capture")
+    for what, shares in (("win", share.win), ("sparse", share.sparse)):
+        bad = shares if not isinstance(shares, dict) else {
+            p: w for p, w in shares.items() if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0 < w <= 1}
+        if bad or not isinstance(shares, dict):
+            raise ScheduleError(f"a pipe's share of contested cycles is in (0, 1] (share.{what})",
+                                f"{share.source}: {bad}", "build the shares with Share.from_capture")
     if as_int(iterations, "iterations", ScheduleError) < 2:
         raise ScheduleError("the shared-cycle simulation runs at least 2 iterations (steady state from the second "
                             "half)", repr(iterations), "pass iterations >= 2 (12 by default)")

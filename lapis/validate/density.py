@@ -84,9 +84,10 @@ def write_blind(functions: dict, consts: smsp.Constants, files: list[str], gemm_
 
 def rows(measured: dict, blind: dict[str, float], predicted: dict[str, float], capture: Path) -> list[dict]:
     """One row per version-7 measurement in `measured` ({name: ok record}) but CONSTANT_ROWS, and for each ss
-    measurement a second row, <name>_tensor, for the wgmma follower: predicted and blind-predicted cycles per unit against the
-    measured 1 / value.median (the follower's: 1 / the median of raw.follower_rate). CaptureError naming the
-    capture and the measurement for a follower_rate that is not a non-empty list of finite numbers above zero."""
+    measurement a second row, <name>_tensor, for the wgmma follower: predicted and blind-predicted cycles per unit
+    against the measured 1 / value.median (the follower's: 1 / the median of raw.follower_rate). CaptureError
+    naming the capture and the measurement for a follower_rate that is not a non-empty list of finite numbers above
+    zero (_follower)."""
     where = str(capture.relative_to(CAPTURES)) if capture.is_relative_to(CAPTURES) else str(capture)
     out = []
     for name, m in measured.items():
@@ -105,10 +106,17 @@ def rows(measured: dict, blind: dict[str, float], predicted: dict[str, float], c
 
 
 def _follower(m: dict, name: str, capture: Path) -> list[float]:
-    rates = (m.get("raw") or {}).get("follower_rate")
+    """m's raw.follower_rate (the wgmma follower's units per clk, one per repeat), or CaptureError naming the capture
+    and the measurement unless raw is an object and follower_rate a non-empty list of finite numbers above zero whose
+    median's inverse (the row's cycles) is finite."""
+    raw = m.get("raw")
+    rates = raw.get("follower_rate") if isinstance(raw, dict) else None
     if (not isinstance(rates, list) or not rates or not all(
-            isinstance(r, (int, float)) and not isinstance(r, bool) and math.isfinite(r) and r > 0 for r in rates)):
+            isinstance(r, (int, float)) and not isinstance(r, bool) and math.isfinite(r) and r > 0 for r in rates)
+            or not math.isfinite(1.0 / statistics.median(rates))):
+        got = f"follower_rate {rates!r}" if isinstance(raw, dict) else f"raw {raw!r}"
         raise CaptureError("a density measurement beside wgmma records the follower's units per clk in each repeat "
-                           "(raw.follower_rate, finite numbers > 0)", f"{capture}: {name} follower_rate {rates!r}",
+                           "(raw.follower_rate, finite numbers > 0 whose median has a finite inverse)",
+                           f"{capture}: {name} {got}",
                            "restore the capture from git (captures are never edited by hand)")
     return rates

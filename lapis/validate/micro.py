@@ -44,10 +44,13 @@ wgmma, micro/h200-2026-12-02-beside; an isolated instruction's from the one-chai
 micro/h200-2026-12-03-density).
 
 Errors: CaptureError naming the file (and the field or measurement) for a results.json that is not
-{measurements: [{name, ...}]} or whose ok record lacks params or a value.median above zero; for the contend3
-capture also a name campaign version 6 does not define, a role outside softmax / gemm / null, no ok record, or a
-measurement without a blind prediction; for a blind file whose predicted_cycles are not finite numbers above zero.
-The contend3 capture and its blind file are read before anything is compiled.
+{measurements: [{name, ...}]}, whose ok record lacks params or a value.median above zero (with a finite inverse),
+or that has two ok records of one name; for the contend3 capture also a name campaign version 6 does not define, a
+role outside softmax / gemm / null, no ok record, or a measurement without a blind prediction; for the density
+capture a name campaign version 7 does not define, a params.follow other than the campaign's, a raw.follower_rate
+beside wgmma that is not a non-empty list of finite numbers above zero, no ok record, or a measurement without a
+blind prediction; for a blind file whose predicted_cycles are not finite numbers above zero. The contend3 and
+density captures, their blind files and the tensor_share captures are read before anything is compiled.
 """
 
 from __future__ import annotations
@@ -261,13 +264,22 @@ def _measurements(path: Path) -> dict:
 
 
 def _checked(path: Path) -> tuple[int, dict]:
-    """(measurement records in the file, _measurements(path))."""
+    """(measurement records in the file, _measurements(path)); CaptureError also for a value.median whose inverse
+    overflows (5e-324) and for two ok records of one name (which one a row reads would be the file's order)."""
     doc = smsp._read_json(path)
     safe.check(doc, RESULTS, path, "micro")
     found = {}
     for i, m in enumerate(doc["measurements"]):
         if m.get("status") == "ok":
             safe.check(m, OK_RECORD, path, "micro", f"measurements[{i}]")
+            if not math.isfinite(1.0 / m["value"]["median"]):
+                raise CaptureError("a micro capture's value.median has a finite inverse (the row's cycles per unit)",
+                                   f"{path}: measurements[{i}].value.median {m['value']['median']!r}",
+                                   "restore the capture from git (captures are never edited by hand)")
+            if m["name"] in found:
+                raise CaptureError("a micro capture has at most one measurement of a name with status ok",
+                                   f"{path}: measurements[{i}] is a second {m['name']}",
+                                   "restore the capture from git (captures are never edited by hand)")
             found[m["name"]] = m
     return len(doc["measurements"]), found
 
@@ -321,19 +333,26 @@ def _blind_cycles(path: Path, what: str) -> dict[str, float]:
 
 def _density_measurements(path: Path, blind: dict[str, float]) -> dict:
     """The density capture's ok measurements (_measurements), each a name campaign version 7 defines
-    (mc.items_v7_density) with a blind prediction in `blind` (and <name>_tensor for one beside wgmma);
-    CaptureError naming the file and the measurement otherwise, or when none is ok."""
+    (mc.items_v7_density) with the campaign's params.follow (None alone, "ss" beside wgmma), a raw.follower_rate
+    when beside wgmma (density._follower) and a blind prediction in `blind` (and <name>_tensor for one beside
+    wgmma); CaptureError naming the file and the measurement otherwise, or when none is ok."""
     total, found = _checked(path)
     fix = "restore the capture from git (captures are never edited by hand)"
     if not found:
         raise CaptureError("the density capture holds at least one measurement with status ok",
                            f"{path}: {total} measurements, none ok", fix)
-    known = {m["name"] for m in mc.items_v7_density(132)}
+    known = {m["name"]: m["params"]["follow"] for m in mc.items_v7_density(132)}
     for name, m in found.items():
         if name not in known:
             raise CaptureError("a density measurement is one campaign version 7 defines (density.wgmma.ss, "
                                "density.<class>_c<chains>.<alone|ss>)", f"{path}: {name}", fix)
-        for n in (name, f"{name}_tensor") if m["params"].get("follow") else (name,):
+        follow = m["params"].get("follow")
+        if follow != known[name]:
+            raise CaptureError("a density measurement's params.follow is campaign version 7's (None alone, 'ss' "
+                               "beside wgmma)", f"{path}: {name}.params.follow {follow!r}, not {known[name]!r}", fix)
+        if follow:
+            density._follower(m, name, path)
+        for n in (name, f"{name}_tensor") if follow else (name,):
             if n not in blind:
                 raise CaptureError("every density measurement has a blind prediction (committed before the kernel "
                                    "ran)", f"{density.BLIND_FILE}: no {n}",
@@ -407,14 +426,18 @@ def validate_micro() -> dict:
     summary = {g: dict(mean_abs_error_pct=statistics.fmean(v), max_abs_error_pct=max(v), n=len(v))
                for g, v in groups.items()}
     errs = [abs(r["error_pct"]) for r in rs]
-    files = [*files, str(WGMMA_CAPTURE.relative_to(DATA)) + " (wgmma rate)",
-             str(LATENCY_CAPTURE.relative_to(DATA)) + " (wgmma latency)",
-             str(tensor_share.BESIDE_CAPTURE.relative_to(DATA)) + " (classes beside wgmma)",
-             str(tensor_share.DENSITY_CAPTURE.relative_to(DATA)) + " (one-chain streams beside wgmma)"]
+    files = [*files, _in_data(WGMMA_CAPTURE) + " (wgmma rate)", _in_data(LATENCY_CAPTURE) + " (wgmma latency)",
+             _in_data(tensor_share.BESIDE_CAPTURE) + " (classes beside wgmma)",
+             _in_data(tensor_share.DENSITY_CAPTURE) + " (one-chain streams beside wgmma)"]
     return dict(model="lapis.model.smsp (single-instruction constants)", constants_from=files,
                 constants_pending=consts.pending, rows=rs, groups=summary,
                 mean_abs_error_pct=statistics.fmean(errs), max_abs_error_pct=max(errs),
                 units="cycles per unit the measurement counts (1 / its value)", campaign_units=mc.UNITS["rate"])
+
+
+def _in_data(path: Path) -> str:
+    """path relative to lapis/data, or whole when it lies elsewhere (a copy read in its place)."""
+    return str(path.relative_to(DATA)) if path.is_relative_to(DATA) else str(path)
 
 
 def render(r: dict) -> str:

@@ -375,3 +375,44 @@ def test_a_phase_count_below_one_is_refused():
     body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, None, None, 0, 0))]
     with pytest.raises(CaptureError, match="phases >= 1"):
         smsp.simulate(body, 2, smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE), phases=0)
+
+
+@pytest.mark.parametrize("warps", [1, 2])
+@pytest.mark.parametrize("phases, rule", [
+    (1.5, "phases must be an integer"), (True, "phases must be an integer"), ("2", "phases must be an integer"),
+    (None, "phases must be an integer"), (float("nan"), "phases must be an integer"),
+    (-1, "phases >= 1"), (65, "1 to 64 starting phases"), (10**9, "1 to 64 starting phases")])
+def test_a_phase_count_that_is_no_whole_number_from_1_to_64_is_refused(warps, phases, rule):
+    """One warp has no phase, but a bad count is refused for it too (1.5 and 10**9 once ran as 1 there); with two
+    warps 1.5 was a TypeError, True ran as one phase and 10**9 ran for hours."""
+    body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, None, None, 0, 0))]
+    with pytest.raises(CaptureError) as exc:
+        smsp.simulate(body, warps, smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE), phases=phases)
+    msg = str(exc.value)
+    assert rule in msg and (f"got {phases!r};" in msg or f"got ({warps}, 8, {phases});" in msg) and "; fix: pass" in msg
+
+
+def test_the_phase_cap_names_the_rule_value_and_fix():
+    body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, None, None, 0, 0))]
+    with pytest.raises(CaptureError) as exc:
+        smsp.simulate(body, 2, smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE), phases=10**9)
+    assert str(exc.value) == ("simulate averages over 1 to 64 starting phases (each is two full simulations of the "
+                              "warps): got 1000000000; fix: pass phases=smsp.PHASES (8) or at most 64")
+
+
+@pytest.mark.parametrize("kw", [{"warps": 1.5}, {"warps": True}, {"iterations": 8.0}])
+def test_a_warp_or_iteration_count_that_is_not_an_int_is_refused(kw):
+    body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, None, None, 0, 0))]
+    args = {"warps": 2, **kw}
+    with pytest.raises(CaptureError) as exc:
+        smsp.simulate(body, consts=smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE), **args)
+    what, v = next(iter(kw.items()))
+    assert str(exc.value) == f"{what} must be an integer: got {v!r}; fix: pass a whole number for {what}"
+
+
+def test_sixty_four_phases_run():
+    """Two warps of one FFMA with stall count 4 never meet on the issue port at any starting phase: each issues
+    every 4 cycles, 2 SMSP cycles per warp-iteration (one warp alone: 4)."""
+    body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(4, False, None, None, 0, 0))]
+    consts = smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE)
+    assert smsp.simulate(body, 2, consts, phases=64) == 2.0 and smsp.simulate(body, 1, consts, phases=64) == 4.0

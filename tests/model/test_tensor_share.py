@@ -116,6 +116,24 @@ def test_a_class_rate_above_the_issue_rate_is_refused(tmp_path):
         tensor_share.Share.from_capture(f)
 
 
+def test_a_class_rate_below_a_thousandth_of_an_issue_per_clock_is_refused_not_run_to_the_cycle_cap(tmp_path):
+    """A stream rate of 1e-300 units per clock once made a share near 1e-300: validate micro then simulated to
+    MAX_CYCLES (50 million cycles) and said only that the simulation did not end."""
+    f = _corrupt(tmp_path, "beside.ffma.ss", lambda m: m["value"].__setitem__("median", 1e-300))
+    with pytest.raises(CaptureError) as exc:
+        tensor_share.Share.from_capture(f)
+    assert str(exc.value) == (f"a class stream issues 0.001 to 2.0 warp-instructions per clock (median x 64 per unit): "
+                              f"got {f}: beside.ffma.ss 6.4e-299; fix: recapture it: benchmarks/h200_beside.sh")
+    doc = json.loads(tensor_share.DENSITY_CAPTURE.read_text())
+    next(m for m in doc["measurements"] if m["name"] == "density.fmnmx_c1.ss")["value"]["median"] = 1e-4
+    d = tmp_path / "density.json"
+    d.write_text(json.dumps(doc))
+    with pytest.raises(CaptureError) as exc:
+        tensor_share.Share.from_capture(density=d)
+    assert str(exc.value).endswith(f"(median x 8 per unit): got {d}: density.fmnmx_c1.ss 0.0008; fix: recapture it: "
+                                   "bash benchmarks/h200_micro.sh density")
+
+
 @pytest.mark.parametrize("rates", [None, [], [float("nan")] * 3, ["x"]])
 def test_a_follower_rate_that_is_no_list_of_numbers_is_refused(tmp_path, rates):
     def edit(m):
@@ -161,6 +179,28 @@ def test_a_share_outside_zero_one_is_refused_not_run_to_the_cycle_cap(w):
     share = tensor_share.Share({"fma": w}, frozenset(), "hand-made")
     with pytest.raises(ScheduleError, match=r"share of contested cycles is in \(0, 1\]"):
         tensor_share.run(_ffma_body(), consts, share, 512, 0)
+
+
+@pytest.mark.parametrize("sparse", [0.0, float("nan"), -0.5, 2.0, True, "0.4"])
+def test_an_isolated_share_outside_zero_one_is_refused_not_run_to_the_cycle_cap(sparse):
+    """share.sparse as share.win: 0 or NaN never issues an isolated instruction (the run ended only at MAX_CYCLES),
+    2 or True issued one every cycle whatever the tensor pipe (5 cycles an iteration, as with no tensor job)."""
+    consts, _ = micro.constants()
+    share = tensor_share.Share({"fma": 0.87}, frozenset(), "hand-made", {"fma": sparse})
+    body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(1, False, 0, None, 1, 0))]
+    with pytest.raises(ScheduleError) as exc:
+        tensor_share.run(body, consts, share, 4, 0)
+    assert str(exc.value) == (r"a pipe's share of contested cycles is in (0, 1] (share.sparse): got hand-made: "
+                              f"{{'fma': {sparse!r}}}; fix: build the shares with Share.from_capture")
+
+
+def test_isolated_shares_that_are_no_dict_are_refused():
+    consts, _ = micro.constants()
+    share = tensor_share.Share({"fma": 0.87}, frozenset(), "hand-made", None)
+    with pytest.raises(ScheduleError) as exc:
+        tensor_share.run(_ffma_body(), consts, share, 4, 0)
+    assert str(exc.value) == (r"a pipe's share of contested cycles is in (0, 1] (share.sparse): got hand-made: None; "
+                              "fix: build the shares with Share.from_capture")
 
 
 def test_a_scoreboard_wait_costs_the_pipe_latency():

@@ -181,8 +181,8 @@ def test_validate_micro_without_a_readable_beside_capture_exits_2_naming_it(tmp_
     assert str(f) in err and "fix:" in err and "Traceback" not in err
 
 
-def _blind_with(change) -> str:
-    doc = json.loads(micro.CONTEND3_BLIND.read_text())
+def _blind_with(change, path: Path = micro.CONTEND3_BLIND) -> str:
+    doc = json.loads(path.read_text())
     change(doc["predicted_cycles"])
     return json.dumps(doc)
 
@@ -263,3 +263,121 @@ def test_a_bad_contend3_capture_exits_2_naming_the_field(tmp_path, monkeypatch, 
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith(f"lapis: error: {rule}") and f"got {f}: {shown}" in err and "; fix: " in err
+
+
+def _exits_2(capsys, args, shown_in_err, fix) -> str:
+    """Run `lapis validate micro` (args: [] or ["--json"]): exit 2, one error line naming `shown_in_err` and ending
+    with the fix, never a traceback; with --json the same error as one JSON object on stdout."""
+    from lapis.cli.main import main
+    assert main(["validate", "micro", *args]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith("lapis: error: ") and "Traceback" not in err
+    assert shown_in_err in err and err.endswith(f"fix: {fix}\n")
+    assert (json.loads(out) == {"ok": False, "exit_code": 2, "error": err[len("lapis: error: "):-1]} if args
+            else out == "")
+    return err
+
+
+def _density_with(change) -> str:
+    from lapis.validate import density
+    doc = json.loads(density.CAPTURE.read_text())
+    change(doc, {m["name"]: m for m in doc["measurements"]})
+    return json.dumps(doc)
+
+
+RESTORE = "restore the capture from git (captures are never edited by hand)"
+FOLLOWER_RULE = ("a density measurement beside wgmma records the follower's units per clk in each repeat "
+                 "(raw.follower_rate, finite numbers > 0 whose median has a finite inverse)")
+FOLLOW_RULE = "a density measurement's params.follow is campaign version 7's (None alone, 'ss' beside wgmma)"
+
+
+@pytest.mark.parametrize("text, rule, shown, fix", [
+    ('{"measurements": [{"name": "density.wgmma.ss", "status": "ok", "value"', "JSON file unreadable",
+     "JSONDecodeError", "regenerate the file"),
+    (_density_with(lambda d, by: by["density.ffma_c2.ss"].update(raw=[1, 2])), FOLLOWER_RULE,
+     "density.ffma_c2.ss raw [1, 2]", RESTORE),  # was an AttributeError
+    (_density_with(lambda d, by: by["density.ffma_c2.ss"].update(raw="x")), FOLLOWER_RULE,
+     "density.ffma_c2.ss raw 'x'", RESTORE),
+    (_density_with(lambda d, by: by["density.ffma_c2.ss"]["raw"].update(follower_rate=[])), FOLLOWER_RULE,
+     "density.ffma_c2.ss follower_rate []", RESTORE),
+    (_density_with(lambda d, by: by["density.ffma_c2.ss"]["raw"].update(follower_rate=[float("nan")])),
+     FOLLOWER_RULE, "density.ffma_c2.ss follower_rate [nan]", RESTORE),
+    (_density_with(lambda d, by: by["density.ffma_c2.ss"]["raw"].update(follower_rate=["0.0015"])),
+     FOLLOWER_RULE, "density.ffma_c2.ss follower_rate ['0.0015']", RESTORE),
+    (_density_with(lambda d, by: by["density.ffma_c2.ss"]["raw"].update(follower_rate=[5e-324])),
+     FOLLOWER_RULE, "density.ffma_c2.ss follower_rate [5e-324]", RESTORE),  # was a row measured at inf cycles
+    (_density_with(lambda d, by: by["density.ffma_c2.alone"]["value"].update(median=5e-324)),
+     "a micro capture's value.median has a finite inverse", "measurements[3].value.median 5e-324", RESTORE),
+    (_density_with(lambda d, by: by["density.ffma_c2.ss"]["params"].pop("follow")), FOLLOW_RULE,
+     "density.ffma_c2.ss.params.follow None, not 'ss'", RESTORE),  # was an alone row without its _tensor row
+    (_density_with(lambda d, by: by["density.ffma_c2.alone"]["params"].update(follow="ss")), FOLLOW_RULE,
+     "density.ffma_c2.alone.params.follow 'ss', not None", RESTORE),  # was "no density.ffma_c2.alone_tensor"
+    (_density_with(lambda d, by: by["density.ffma_c2.ss"].update(name="density.ffma_c4.ss")),
+     "a density measurement is one campaign version 7 defines", "density.ffma_c4.ss", RESTORE),
+    (_density_with(lambda d, by: d["measurements"].append(dict(by["density.ffma_c2.ss"], value={"median": 0.5}))),
+     "a micro capture has at most one measurement of a name with status ok",
+     "measurements[11] is a second density.ffma_c2.ss", RESTORE),  # was the last one's row
+    (_density_with(lambda d, by: by["density.ffma_c1.ss"]["value"].update(median=1e-300)),
+     "a class stream issues 0.001 to 2.0 warp-instructions per clock (median x 8 per unit)",
+     "density.ffma_c1.ss 8e-300", "recapture it: bash benchmarks/h200_micro.sh density"),  # ran to MAX_CYCLES
+])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_bad_density_capture_exits_2_naming_the_measurement(tmp_path, monkeypatch, capsys, text, rule, shown, fix,
+                                                              as_json):
+    """A damaged copy of micro/h200-2026-12-03-density, read by validate micro and by tensor_share's isolated
+    shares: a named CaptureError before anything compiles, never a traceback, a hang or a row from a wrong number."""
+    from lapis.model import tensor_share
+    from lapis.validate import density
+    f = tmp_path / "results.json"
+    f.write_text(text)
+    monkeypatch.setattr(density, "CAPTURE", f)
+    monkeypatch.setattr(tensor_share, "DENSITY_CAPTURE", f)
+    err = _exits_2(capsys, ["--json"] * as_json, f"got {f}: {shown}", fix)
+    assert err.startswith(f"lapis: error: {rule}")
+
+
+DENSITY_BLIND = DATA / "blind" / "micro" / "density.json"
+
+
+@pytest.mark.parametrize("text, shown", [
+    (None, "FileNotFoundError"),
+    ('{"predicted_cycles": {"density.ffma_c1.alone": 34', "JSONDecodeError"),
+    ('{"predicted_cycles": null}', "predicted_cycles is NoneType"),
+    (_blind_with(lambda p: p.pop("density.ffma_c2.ss_tensor"), DENSITY_BLIND), "no density.ffma_c2.ss_tensor"),
+    (_blind_with(lambda p: p.update({"density.ffma_c2.ss": float("nan")}), DENSITY_BLIND),
+     "predicted_cycles[density.ffma_c2.ss] = nan"),
+    (_blind_with(lambda p: p.update({"density.ffma_c2.ss": -37.75}), DENSITY_BLIND),
+     "predicted_cycles[density.ffma_c2.ss] = -37.75"),
+    (_blind_with(lambda p: p.update({"density.ffma_c2.ss": False}), DENSITY_BLIND),
+     "predicted_cycles[density.ffma_c2.ss] = False"),
+    (_blind_with(lambda p: p.update({"density.ffma_c2.ss": "37.75"}), DENSITY_BLIND),
+     "predicted_cycles[density.ffma_c2.ss] = '37.75'"),
+    (_blind_with(lambda p: p.update({"density.ffma_c2.ss": [37.75]}), DENSITY_BLIND),
+     "predicted_cycles[density.ffma_c2.ss] = [37.75]"),
+])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_bad_blind_density_file_exits_2_naming_the_entry(tmp_path, monkeypatch, capsys, text, shown, as_json):
+    from lapis.validate import density
+    f = tmp_path / "density.json"
+    if text is not None:
+        f.write_text(text)
+    monkeypatch.setattr(density, "BLIND_FILE", f)
+    _exits_2(capsys, ["--json"] * as_json, f"got {f}: {shown}", "restore lapis/data/blind/micro/density.json from git")
+
+
+@needs_nvcc
+def test_a_copy_of_the_density_capture_gives_its_rows_and_is_named(tmp_path, monkeypatch, report):
+    """A byte-identical copy read in the capture's place (once a ValueError: constants_from named it relative to
+    lapis/data): the same density rows, and constants_from names the copy."""
+    from lapis.model import tensor_share
+    from lapis.validate import density
+    f = tmp_path / "results.json"
+    f.write_bytes(density.CAPTURE.read_bytes())
+    monkeypatch.setattr(density, "CAPTURE", f)
+    monkeypatch.setattr(tensor_share, "DENSITY_CAPTURE", f)
+    copy = micro.validate_micro()
+    assert copy["constants_from"][-1] == f"{f} (one-chain streams beside wgmma)"
+    rows = {r["name"]: r for r in copy["rows"] if r["name"].startswith("density.")}
+    assert len(rows) == 12 and all(r["capture"] == str(f) for r in rows.values())
+    assert [r["measured"] for r in copy["rows"]] == [r["measured"] for r in report["rows"]]
+    assert [r["predicted"] for r in copy["rows"]] == [r["predicted"] for r in report["rows"]]
