@@ -378,6 +378,6 @@ def test_a_copy_of_the_density_capture_gives_its_rows_and_is_named(tmp_path, mon
     copy = micro.validate_micro()
     assert copy["constants_from"][-1] == f"{f} (one-chain streams beside wgmma)"
     rows = {r["name"]: r for r in copy["rows"] if r["name"].startswith("density.")}
-    assert len(rows) == 12 and all(r["capture"] == str(f) for r in rows.values())
+    assert len(rows) == 10 and all(r["capture"] == str(f) for r in rows.values())
     assert [r["measured"] for r in copy["rows"]] == [r["measured"] for r in report["rows"]]
     assert [r["predicted"] for r in copy["rows"]] == [r["predicted"] for r in report["rows"]]
