@@ -279,3 +279,22 @@ def test_sixteen_warps_run():
     # the pipes capture's 0.9707 FFMA per clock (h200-2026-12-01-pipes) are 16.48 cycles
     soft, _ = tensor_share.run(body, consts, tensor_share.Share.from_capture(), 0, 0, warps=16)
     assert soft == pytest.approx(16 / 0.9706682267895075, abs=0.05)
+
+
+def test_the_density_and_beside_constants_reproduce_in_a_second_run():
+    """micro/h200-2026-12-03-density-run2 (one process, a later device call): every density measurement, and the
+    dense FFMA and FMNMX streams alone and beside wgmma of micro/h200-2026-12-02-beside (another day), within 0.5% of
+    the captures the model reads, class rate and the wgmma follower's rate both."""
+    run2 = _by_name(tensor_share.DENSITY_CAPTURE.parent.parent.parent / "h200-2026-12-03-density-run2" / "micro"
+                    / "results.json")
+    firsts = {**_by_name(tensor_share.DENSITY_CAPTURE), **_by_name(tensor_share.BESIDE_CAPTURE)}
+    assert len(run2) == 16 and sum(n.startswith("density.") for n in run2) == 11
+    for name, m in run2.items():
+        assert m["value"]["median"] == pytest.approx(firsts[name]["value"]["median"], rel=0.005), name
+        if m["params"].get("follow"):
+            assert statistics.median(m["raw"]["follower_rate"]) == pytest.approx(
+                statistics.median(firsts[name]["raw"]["follower_rate"]), rel=0.005), name
+
+
+def _by_name(path):
+    return {m["name"]: m for m in json.loads(path.read_text())["measurements"] if m["status"] == "ok"}
