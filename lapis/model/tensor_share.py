@@ -42,15 +42,14 @@ from pathlib import Path
 
 from lapis.data import CAPTURES
 from lapis.errors import CaptureError, ScheduleError, as_int
+from lapis.model import micro_campaign as mc
 from lapis.model import sass, smsp
 
 BESIDE_CAPTURE = CAPTURES / "micro" / "h200-2026-12-02-beside" / "micro" / "results.json"
 DENSITY_CAPTURE = CAPTURES / "micro" / "h200-2026-12-03-density" / "micro" / "results.json"
 SPARSE_CLASSES = {"fma": "ffma", "alu": "fmnmx"}  # pipe -> its one-chain stream (density.<class>_c1.*)
-SPARSE_STEPS = 8  # micro_beside_v2.cu with one chain: warp-instructions per warp and unit (UNROLL)
 RECAPTURE = "recapture it: bash benchmarks/h200_beside.sh (beside) or bash benchmarks/h200_micro.sh density (density)"
 SPARSE_GAP = 3  # cycles from the SMSP's last contested issue to an instruction's readiness that make it isolated
-STEPS_PER_UNIT = 64  # micro_beside_v1.cu: warp-instructions of the class per warp and unit (UNROLL x CHAINS)
 FREE_TENSOR = 0.98  # a class whose stream leaves the tensor pipe at least this fraction of its rate does not contest
 MAX_CYCLES = 50_000_000  # a simulation past this is a broken input (a pipe rate near zero)
 MAX_WARPS = 16  # resident warps per SMSP: 64 per SM on sm_90 (lapis.model.occupancy), 4 SMSPs
@@ -92,10 +91,9 @@ class Share:
         for pipe, cls_ in smsp.PIPE_CLASS.items():
             if f"beside.{cls_}.alone" not in found and pipe == "tensor":
                 continue  # mma.sync beside wgmma is not measured: a warp's HMMA is not a softmax instruction
-            alone, beside = (_stream_rate(value(n), n, path, STEPS_PER_UNIT, "recapture it: benchmarks/h200_beside.sh")
-                             for n in (f"beside.{cls_}.alone", f"beside.{cls_}.{mode}"))
-            wait = 1 / beside - 1 / alone  # cycles a contested issue waits, on average
-            win[pipe] = 1.0 / (1.0 + max(wait, 0.0))
+            win[pipe] = _win(*(_stream_rate(value(n), n, path, mc.BESIDE_CLASS_STEPS,
+                                            "recapture it: benchmarks/h200_beside.sh")
+                               for n in (f"beside.{cls_}.alone", f"beside.{cls_}.{mode}")))
             tensor = statistics.median(_follower(found[f"beside.{cls_}.{mode}"], f"beside.{cls_}.{mode}", path)) / wgmma
             if tensor >= FREE_TENSOR:
                 free.add(pipe)
@@ -115,10 +113,16 @@ def _sparse(path: Path) -> dict:
             if name not in found:
                 raise CaptureError("a density capture has each one-chain stream alone and beside wgmma",
                                    f"{path}: no {name}", "capture it: bash benchmarks/h200_micro.sh density")
-            rates.append(_stream_rate(_positive(found[name].get("value"), name, path), name, path, SPARSE_STEPS,
-                                      "recapture it: bash benchmarks/h200_micro.sh density"))
-        out[pipe] = 1.0 / (1.0 + max(1 / rates[1] - 1 / rates[0], 0.0))
+            rates.append(_stream_rate(_positive(found[name].get("value"), name, path), name, path,
+                                      mc.DENSITY_UNROLL, "recapture it: bash benchmarks/h200_micro.sh density"))
+        out[pipe] = _win(*rates)
     return out
+
+
+def _win(alone: float, beside: float) -> float:
+    """The share of contested cycles a stream issuing `alone` warp-instructions per clock alone and `beside` beside
+    wgmma wins: each contested issue waits 1 / beside - 1 / alone cycles more on average (module docstring)."""
+    return 1.0 / (1.0 + max(1 / beside - 1 / alone, 0.0))
 
 
 def _stream_rate(median: float, name: str, path: Path, per_unit: int, fix: str) -> float:

@@ -14,12 +14,11 @@ leaves them out, so every row it gives is a prediction.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from pathlib import Path
 
-from lapis.data import BLIND, CAPTURES, DATA
+from lapis.data import BLIND, CAPTURES
 from lapis.errors import CaptureError
 from lapis.model import micro_campaign as mc
 from lapis.model import sass, smsp, tensor_share
@@ -65,21 +64,6 @@ def predictions(functions: dict, consts: smsp.Constants, share: tensor_share.Sha
             soft, tensor = tensor_share.run(body, consts, share, gemm_cycles, 0.0)
             out[f"{name}.ss"], out[f"{name}.ss_tensor"] = soft / units, tensor
     return out
-
-
-def write_blind(functions: dict, consts: smsp.Constants, files: list[str], gemm_cycles: float,
-                path: Path = BLIND_FILE) -> dict:
-    """Write the version-7 predictions with the constants' sources (`files`, relative to lapis/data) to `path`;
-    the file is committed before the measurement, so git history shows the prediction came first."""
-    share = tensor_share.Share.from_capture()
-    doc = dict(what="micro_beside_v2.cu density states: predicted cycles per unit (the leader's; _tensor: the "
-                    "wgmma follower's)",
-               model="lapis.model.smsp + lapis.model.tensor_share (single-instruction constants, dense class "
-                     "streams beside wgmma)",
-               constants_from=files + [str(tensor_share.BESIDE_CAPTURE.relative_to(DATA))],
-               predicted_cycles=predictions(functions, consts, share, gemm_cycles))
-    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    return doc
 
 
 def rows(measured: dict, blind: dict[str, float], predicted: dict[str, float], capture: Path) -> list[dict]:

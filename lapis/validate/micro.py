@@ -227,18 +227,6 @@ def contend3_predictions(consts: smsp.Constants, compile_=compiled,
     return out
 
 
-def write_contend3_blind(path: Path = CONTEND3_BLIND) -> dict:
-    """Write the version-6 predictions (cycles per leader unit) with the constants' sources to `path`; the file is
-    committed before the measurement, so git history shows the prediction came first."""
-    consts, files = constants()
-    doc = dict(what="micro_mix_softmax_v4.cu contend3 states: the leader warpgroup's predicted cycles per unit",
-               model="lapis.model.smsp + lapis.model.tensor_share (single-instruction constants)",
-               constants_from=files + [str(tensor_share.BESIDE_CAPTURE.relative_to(DATA))],
-               predicted_cycles=contend3_predictions(consts))
-    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    return doc
-
-
 def roles(functions: dict, kernel: str, flavour: str, wgmmas: int | None, consts: smsp.Constants,
           last_group: str = "rs") -> Roles:
     body = softmax_body(functions[kernel], flavour)
