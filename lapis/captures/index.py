@@ -66,7 +66,8 @@ RULES = {
     "clock": "lapis.model.clock fits the newest capture by name (<capture>/clock/results.json); none supersedes "
              "another",
     "sass": "lapis.model.warp_loop reads fa2-h200-2026-12-02 (<capture>/fa2_sass/manifest.json and its SASS files) by "
-            "path; none supersedes another",
+            "path; no reader reads fa4-sm90-2026-12-03 (FA4's listings, compiled only; its tests do); none "
+            "supersedes another",
     "proton": "lapis compare --measured reads one kernel's subfolder (<capture>/<case>/capture.json and its trace) "
               "by path; none supersedes another",
 }
