@@ -349,16 +349,20 @@ class docs_values:  # noqa: N801 -- the name the markers use
 
     @staticmethod
     def contention_table() -> str:
-        """The softmax/GEMM contention cycles of the h200 profile, per softmax flavour."""
-        from lapis.report.calibration import profile_numbers
+        """Per softmax flavour, the contend states the schedules cost the softmax by (lapis.model.contend over
+        micro_mix_softmax_v3.cu's SASS, lapis/data/consumer_loops.json) beside the contend capture's measurement."""
+        from lapis.model import consumer_loop, contend
+        from lapis.validate.micro import CONTEND_CAPTURE, _measurements
 
-        v = {k: x["value"] for k, x in profile_numbers("h200")["values"].items()}
-        flavours = [k.removeprefix("softmax_cycles_") for k in v
-                    if k.startswith("softmax_cycles_") and not k.endswith(("_pair", "_under_gemm"))]
-        md = [f"| softmax flavour | softmax tile alone | beside another softmax | beside GEMMs in flight | GEMM pair "
-              f"beside this softmax (alone {v['gemm_pair_cycles']:g}) |", "|---|---:|---:|---:|---:|"]
-        md += [f"| {f} | {v[f'softmax_cycles_{f}']:g} | {v[f'softmax_cycles_{f}_pair']:g} | "
-               f"{v[f'softmax_cycles_{f}_under_gemm']:g} | {v[f'gemm_pair_cycles_under_softmax_{f}']:g} |" for f in flavours]
+        ref, meas = consumer_loop.load()["micro_reference"], _measurements(CONTEND_CAPTURE)
+        cols = ("s", "ss", "st", "ts")
+        md = ["| softmax flavour | softmax tile alone | beside another softmax | beside GEMMs in flight | GEMM pair "
+              "beside this softmax |", "|---|---:|---:|---:|---:|"]
+        for f, r in ref.items():
+            c = contend.Contend(**r["contend"])
+            cells = [f"{contend.state_cycles(c, st):.0f} ({1 / meas[f'contend.{f}.{st}']['value']['median']:.0f})"
+                     for st in cols]
+            md.append(f"| {f} | " + " | ".join(cells) + " |")
         return "\n".join(md)
 
     @staticmethod

@@ -32,14 +32,17 @@ ping-pong's ideal, the other warpgroup's warp in its GEMM turn), where one warp'
 instructions' latencies are not hidden by a second warp: a block of F2FP packs after the last MUFU.EX2 costs its
 issue there, interleaved with the MUFU.EX2 stream it costs little (the schedule's `side_warps` picks the ratio).
 
+Each softmax side, and each flavour's microbenchmark tile (micro_reference, the body `lapis validate micro` scores),
+also carries its cycles in the contend states (`contend`: lapis.model.contend), which the schedules take.
+
 LOOPS (lapis/data/consumer_loops.json) holds the turn and softmax side of every catalog kernel with GEMM turns
-(lapis.catalog.attention, keyed by its catalog key), and for each simulator schedule the kernel a run is costed
-from by default (the first in the table that mirrors it; the schedule's `kernel_loop` parameter names another),
-written by
+(lapis.catalog.attention, keyed by its catalog key), of THIRD_PARTY's kernels (FA4's sm90 forward at head dims 64
+and 128, from its committed SASS: third_party), and for each simulator schedule the kernel a run is costed from by
+default (the first in the table that mirrors it; the schedule's `kernel_loop` parameter names another), written by
 
     python -m lapis.model.consumer_loop --write    # compiles attention_h200.cu and micro_mix_softmax_v3.cu
 
-with the nvcc release and the sources' sha256. Kernels with no SASS here (FA4's, cuDNN's) have neither.
+with the nvcc release and the sources' sha256. cuDNN's kernel has no SASS here (its license forbids disassembly).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import gzip
 import json
 import math
 import os
@@ -56,25 +60,28 @@ from collections import Counter
 from pathlib import Path
 
 from lapis.catalog import attention as catalog
-from lapis.data import DATA
+from lapis.data import CAPTURES, DATA
 from lapis.errors import CaptureError, LapisError
-from lapis.model import instruction_mix, sass, smsp
+from lapis.model import contend, instruction_mix, sass, smsp, tensor_share
 
 LOOPS = DATA / "consumer_loops.json"
 SCHEMA = "lapis.consumer-loops/1"
-MICRO = "micro_mix_softmax_v3.cu"  # the contend microbenchmark (profile softmax_cycles_<flavour>)
+MICRO = "micro_mix_softmax_v3.cu"  # the contend microbenchmark (micro_reference: its softmax loop per flavour)
 SIDE_WARPS = 2  # softmax warps per SMSP: one of each consumer warpgroup (the built kernels have two)
 SIDE_WARPS_ALONE = 1  # one softmax warp per SMSP: the other warpgroup's warp is in its GEMM turn
 SEGMENTS = ("pre", "first", "second")
 
 
 def _consumer_loop(instrs: list[sass.Instruction]) -> sass.Loop:
-    """The innermost loop (longer than instruction_mix.TINY) holding HGMMA. CaptureError without one."""
-    lps = [lp for lp in sass.loops(instrs) if lp.tail - lp.head > instruction_mix.TINY
-           and any(i.opcode == "HGMMA" for i in instrs[lp.head:lp.tail])]
+    """The innermost loop (longer than instruction_mix.TINY) holding MUFU and HGMMA into two accumulators (QK's and
+    PV's: FA4's sm90 forward also loops over a last PV alone). CaptureError without one."""
+    def both(lp: sass.Loop) -> bool:
+        body = instrs[lp.head:lp.tail]
+        return any(i.opcode == "MUFU" for i in body) and len({i.operands[0] for i in body if i.opcode == "HGMMA"}) > 1
+    lps = [lp for lp in sass.loops(instrs) if lp.tail - lp.head > instruction_mix.TINY and both(lp)]
     if not lps:
-        raise CaptureError("no consumer loop (a loop holding HGMMA)", f"{len(instrs)} instructions",
-                           "pass a wgmma attention kernel's SASS")
+        raise CaptureError("no consumer loop (a loop holding MUFU and HGMMA into QK's and PV's accumulators)",
+                           f"{len(instrs)} instructions", "pass a wgmma attention kernel's SASS")
     return min(lps, key=lambda x: x.tail - x.head)
 
 
@@ -88,9 +95,7 @@ def _turn_bounds(instrs: list[sass.Instruction]) -> tuple[int, int, int, int]:
     if not syncs or not arvs or not any(k < hg[0] for k in syncs):
         raise CaptureError("the consumer loop has no GEMM turn (BAR.SYNC, HGMMA, BAR.ARV)",
                            f"{len(syncs)} BAR.SYNC, {len(hg)} HGMMA, {len(arvs)} BAR.ARV", "pass a ping-pong kernel")
-    second = next((k for k in hg if instrs[k].operands[0] != instrs[hg[0]].operands[0]), None)
-    if second is None:
-        raise CaptureError("the turn issues one wgmma group, not QK and PV", f"{len(hg)} HGMMA", "pass an s4+ kernel")
+    second = next(k for k in hg if instrs[k].operands[0] != instrs[hg[0]].operands[0])  # _consumer_loop: two exist
     return max(k for k in syncs if k < hg[0]) + 1, hg[0], second, max(arvs) + 1
 
 
@@ -197,34 +202,71 @@ COND_FLAVOURS = ("ex2_cond",)  # its microbenchmark's tile skips the O rescale (
 
 
 def flavour_of(v: dict) -> str:
-    """The contend microbenchmark flavour a catalog kernel's softmax is (profile softmax_cycles_<flavour>; emu: the
+    """The contend microbenchmark flavour a catalog kernel's softmax is (micro_reference[flavour]; emu: the
     software exp2 on 1/8 (emu 4) or 1/4 (emu 2) of the scores)."""
     if not v["exp2"]:
         return "exp2f"
     return {4: "emu8", 2: "emu4"}.get(v["emu"], "ex2_cond" if v["cond"] else "ex2")
 
 
+FA4_SASS = CAPTURES / "sass" / "fa4-sm90-2026-12-03"  # lapis.captures.fa4_sass: FA4's sm90 forward, compiled only
+# key: (folder, file, flavour); the ping-pong kernels only (FA4's d256 forward has no GEMM turn to split at)
+THIRD_PARTY = {f"fa4_sm90_d{d}": (FA4_SASS, f"d{d}.sass.gz", "ex2") for d in (64, 128)}
+
+
+def third_party_sass(key: str) -> list[sass.Instruction]:
+    """The one function of THIRD_PARTY[key]'s committed cuobjdump listing. CaptureError when it is missing or holds
+    another number of functions."""
+    folder, name, _ = THIRD_PARTY[key]
+    path = folder / name
+    try:
+        text = gzip.decompress(path.read_bytes()).decode()
+    except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError) as e:
+        raise CaptureError("a third-party kernel's SASS is a gzip'd cuobjdump -sass listing", f"{path}: {e}",
+                           "restore the capture from git (captures are never edited by hand)") from None
+    fns = sass.parse_cuobjdump(text)
+    if len(fns) != 1:
+        raise CaptureError("a third-party kernel's listing holds one function", f"{path}: {len(fns)}",
+                           "restore the capture from git (captures are never edited by hand)")
+    return next(iter(fns.values()))
+
+
+def loop_of(instrs: list[sass.Instruction], flavour: str, reference: dict, consts: smsp.Constants,
+            share: tensor_share.Share) -> dict:
+    """A ping-pong kernel function's turn and softmax side (its cycles, contend states and scale against the
+    microbenchmark's loop of `flavour`, reference[flavour])."""
+    body = kernel_side(instrs, rescale=flavour not in COND_FLAVOURS)
+    side, ref = dict(side_of(body, consts), contend=contend.of(body, consts, share).as_dict()), reference[flavour]
+    return dict(turn=turn_of(instrs, consts),
+                softmax_side=dict(side, flavour=flavour, softmax_scale=side["cycles"] / ref["cycles"],
+                                  softmax_scale_alone=side["alone_cycles"] / ref["alone_cycles"]))
+
+
 def build() -> dict:
-    """The loops of kernels() and the microbenchmark's softmax loops, compiled here, with provenance."""
+    """The loops of kernels() and THIRD_PARTY (their committed SASS) and the microbenchmark's softmax loops, compiled
+    here, with provenance."""
     fns = instruction_mix.compiled(instruction_mix.KERNELS / "attention_h200.cu")
     micro = instruction_mix.compiled(instruction_mix.KERNELS / MICRO)
     consts = smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE)
-    reference = {f: side_of(micro_side(micro[f"micro_contend_{f}"]), consts) for f in FLAVOURS}
+    share = tensor_share.Share.from_capture()
+    reference = {f: dict(side_of(micro_side(micro[f"micro_contend_{f}"]), consts),
+                         contend=contend.of(contend.softmax_body(micro[f"micro_contend_{f}"], f), consts,
+                                            share).as_dict()) for f in FLAVOURS}
     loops: dict = {}
     for key, v in kernels().items():
         fn = catalog.kernel_name(v)
         if fn not in fns:
             raise CaptureError("a catalog kernel is missing from the compiled file", fn,
                                "regenerate attention_variants.inc: python -m lapis.catalog.generate")
-        side, ref = side_of(kernel_side(fns[fn], rescale=flavour_of(v) not in COND_FLAVOURS), consts), \
-            reference[flavour_of(v)]
         loops[key] = dict(function=fn, schedule=v["schedule"], overlap=v["overlap"], late_v=v["late_v"],
-                          turn=turn_of(fns[fn], consts),
-                          softmax_side=dict(side, flavour=flavour_of(v), softmax_scale=side["cycles"] / ref["cycles"],
-                                            softmax_scale_alone=side["alone_cycles"] / ref["alone_cycles"]))
+                          **loop_of(fns[fn], flavour_of(v), reference, consts, share))
+    third = {k: dict(source=str((folder / name).relative_to(DATA.parent.parent)),
+                     **loop_of(third_party_sass(k), fl, reference, consts, share))
+             for k, (folder, name, fl) in THIRD_PARTY.items()}
     return {"schema": SCHEMA, "nvcc": instruction_mix.nvcc_release(), "flags": instruction_mix.FLAGS,
             "source_sha256": instruction_mix.source_digests(), "constants": str(smsp.PIPES_CAPTURE.relative_to(
-                DATA.parent.parent)), "micro_reference": reference, "schedules": schedule_defaults(), "loops": loops}
+                DATA.parent.parent)), "micro_reference": reference, "schedules": schedule_defaults(), "loops": loops,
+            "third_party": third}
 
 
 def load(path: Path = LOOPS) -> dict:
@@ -236,6 +278,7 @@ def load(path: Path = LOOPS) -> dict:
 
 SEGMENT_MAX = 2000  # cycles: one warp issuing one turn segment (the built kernels' take 53-154)
 KSTEPS_MAX = 16  # HGMMA per wgmma group: k16 steps at D or block_n <= 256
+CONTEND_MAX = 100_000  # cycles: a softmax tile or GEMM pair in a contend state (the built kernels' take 0.1k-2k)
 
 
 def _num(x) -> bool:
@@ -250,13 +293,22 @@ def _loop_fault(key: str, loop) -> str | None:
     if not isinstance(loop, dict) or not isinstance(loop.get("turn"), dict) \
             or not isinstance(loop.get("softmax_side"), dict):
         return "not an object with turn and softmax_side objects"
-    v, t, scale = kernels().get(key), loop["turn"], loop["softmax_side"].get("softmax_scale")
+    v = kernels().get(key)
     if v is None:
         return "not a ping-pong kernel of lapis.catalog.attention"
     if loop.get("schedule") != v["schedule"] or loop.get("overlap") is not bool(v["overlap"]) \
             or loop.get("late_v") is not bool(v["late_v"]):
         return (f"schedule {loop.get('schedule')!r}, overlap {loop.get('overlap')!r}, late_v {loop.get('late_v')!r}; "
                 f"the catalog says {v['schedule']!r}, {bool(v['overlap'])}, {bool(v['late_v'])}")
+    return _body_fault(loop)
+
+
+def _body_fault(loop: dict) -> str | None:
+    """Why a loop's turn and softmax side cannot cost a run, or None (_loop_fault's rules past the catalog's)."""
+    if not isinstance(loop, dict) or not isinstance(loop.get("turn"), dict) \
+            or not isinstance(loop.get("softmax_side"), dict):
+        return "not an object with turn and softmax_side objects"
+    t, scale = loop["turn"], loop["softmax_side"].get("softmax_scale")
     cyc, hg, pipes = t.get("cycles"), t.get("hgmma"), t.get("pipes")
     if not isinstance(cyc, dict) or set(cyc) != set(SEGMENTS) or not all(
             _num(x) and 0 <= x < SEGMENT_MAX for x in cyc.values()):
@@ -289,6 +341,17 @@ def _scale_fault(loop: dict, reference) -> str | None:
     return None
 
 
+def _contend_fault(c) -> str | None:
+    """Why `c` is not a lapis.model.contend.Contend's fields (finite cycles above zero; gap at or above zero and
+    below gemm), or None."""
+    if not isinstance(c, dict) or set(c) != set(contend.FIELDS) or not all(
+            _num(x) and 0 <= x < CONTEND_MAX for x in c.values()):
+        return f"contend {c!r}, not {contend.FIELDS} in [0, {CONTEND_MAX}) cycles"
+    if min(v for k, v in c.items() if k != "gap") <= 0 or c["gap"] >= c["gemm"]:
+        return f"contend {c!r}: a state of zero cycles, or a gap not below the GEMM pair's cycles"
+    return None
+
+
 def _file_fault(d) -> str | None:
     """Why `d` is not a consumer-loop file, or None: each loop passes _loop_fault and _scale_fault, and schedules
     holds schedule_defaults()'s entries whose loop is here. A kernel added to the catalog since the file was
@@ -298,9 +361,23 @@ def _file_fault(d) -> str | None:
     loops, schedules = d.get("loops"), d.get("schedules")
     if not isinstance(loops, dict) or not isinstance(schedules, dict):
         return "no loops or schedules object"
+    ref = d.get("micro_reference")
+    if not isinstance(ref, dict) or set(ref) != set(FLAVOURS):
+        return f"micro_reference, not one entry per flavour {FLAVOURS}"
+    for f, r in ref.items():
+        if (why := _contend_fault(r.get("contend") if isinstance(r, dict) else None)) is not None:
+            return f"micro_reference {f!r}: {why}"
     for key, loop in loops.items():
-        if (why := _loop_fault(key, loop) or _scale_fault(loop, d.get("micro_reference"))) is not None:
+        if (why := _loop_fault(key, loop) or _scale_fault(loop, ref)
+                or _contend_fault(loop["softmax_side"].get("contend"))) is not None:
             return f"loop {key!r}: {why}"
+    third = d.get("third_party")
+    if not isinstance(third, dict) or set(third) != set(THIRD_PARTY):
+        return f"third_party, not one loop per kernel of {sorted(THIRD_PARTY)}"
+    for key, loop in third.items():
+        if (why := _body_fault(loop) or _scale_fault(loop, ref)
+                or _contend_fault(loop["softmax_side"].get("contend"))) is not None:
+            return f"third_party loop {key!r}: {why}"
     defaults = schedule_defaults()
     if not schedules or any(k not in loops or defaults.get(s) != k for s, k in schedules.items()):
         return f"schedules, not each the catalog's default with its loop here: {schedules!r} (catalog: {defaults!r})"

@@ -278,10 +278,10 @@ CONTEND_NOTE = ("kernels/micro_mix_softmax_v3.cu: warpgroup 0 leads for a fixed 
 
 
 def contend_values(by_name: dict) -> dict:
-    """Campaign v3 contend (kernels/micro_mix_softmax_v3.cu): cycles per unit of the GEMM pair (QK + PV, waited)
-    and of a 64 x 128 softmax tile, alone and while the other warpgroup of the CTA runs the other (or the same)
-    role. A state measured from both sides (ts: GEMM leads, st: softmax leads) takes the mean of the two per
-    repeat."""
+    """Campaign v3 contend (kernels/micro_mix_softmax_v3.cu): cycles per unit of the GEMM pair (QK + PV, waited),
+    alone and beside the other warpgroup's pair: wgmma-only states. The softmax states are not profile values:
+    `lapis validate micro` predicts them (lapis.model.contend), and the schedules cost softmax from SASS. A state
+    measured from both sides takes the mean of the two per repeat."""
     out = {}
 
     def put(key, what, parts):
@@ -300,14 +300,6 @@ def contend_values(by_name: dict) -> dict:
     put("gemm_pair_cycles", "one warpgroup's QK + PV wgmma pair, waited, alone", [(f"contend.{f0}.t", "lead")])
     put("gemm_pair_cycles_two_wgs", "each of two warpgroups' QK + PV pairs on one tensor pipe",
         [(f"contend.{f0}.tt", "lead"), (f"contend.{f0}.tt", "follow")])
-    for f in mc.SOFTMAX_FLAVOURS:
-        put(f"softmax_cycles_{f}", f"a {f} softmax tile, alone", [(f"contend.{f}.s", "lead")])
-        put(f"softmax_cycles_{f}_pair", f"each of two warpgroups' {f} softmax tiles at once",
-            [(f"contend.{f}.ss", "lead"), (f"contend.{f}.ss", "follow")])
-        put(f"softmax_cycles_{f}_under_gemm", f"a {f} softmax tile while the other warpgroup issues GEMM pairs",
-            [(f"contend.{f}.ts", "follow"), (f"contend.{f}.st", "lead")])
-        put(f"gemm_pair_cycles_under_softmax_{f}", f"a GEMM pair while the other warpgroup runs {f} softmax tiles",
-            [(f"contend.{f}.ts", "lead"), (f"contend.{f}.st", "follow")])
     return out
 
 

@@ -1,14 +1,12 @@
 """Warpgroups contending for one SM: a fluid (processor-sharing) model in simulated time (simpy).
 
 A consumer warpgroup's softmax is issued instruction by instruction (FFMA, MUFU.EX2, shuffles, conversions) from
-the same SM sub-partitions whose issue slots and register-file ports the other warpgroups' softmax and the tensor
-pipe's wgmma (PV reads P from registers) also use. Measured on the H200 (lapis/gpu/kernels/micro_mix_softmax_v3.cu,
-capture lapis/data/captures/micro/h200-2026-11-30-contend-launch; profile keys
-softmax_cycles_<flavour>[_pair|_under_gemm], gemm_pair_cycles[_under_softmax_<flavour>]): a 64 x 128 softmax tile
-takes about 1.0-1.1k cycles alone, 1.3-1.7k while the other warpgroup runs softmax too or has wgmma groups in
-flight, and a GEMM pair's tensor-pipe time grows 4-33 % while a softmax runs beside it. No single unit explains
-that, so the model works at the level it was measured at: each job holds `work` ns at its alone speed and
-progresses at a rate (alone ns per ns) set by what else runs on the SM:
+the same SM sub-partitions whose issue slots the other warpgroups' softmax and the tensor pipe's wgmma in flight
+also use. lapis.model.contend predicts, from a softmax loop's SASS and single-instruction constants, its tile's
+cycles alone, beside another warpgroup's softmax and beside wgmma in flight, and the GEMM pair's beside it (the
+states micro_mix_softmax_v3.cu measures; `lapis validate micro` holds the predictions against it). The model here
+works at that level: each job holds `work` ns at its alone speed and progresses at a rate (alone ns per ns) set by
+what else runs on the SM:
 
     softmax job:  x `softmax_under_gemm` while any wgmma group on the SM is in flight (issued, not complete),
                   x `softmax_pair` for each other softmax job running;
@@ -16,9 +14,9 @@ progresses at a rate (alone ns per ns) set by what else runs on the SM:
 
 The rates change only when a job starts or ends or a wgmma group is issued or completes; in between every rate is
 constant, so at each change the engine advances every job and schedules the next completion (exact for piecewise
-constant rates). A softmax beside both another softmax and a wgmma group in flight is not measured (a third
-warpgroup does not fit the microbenchmark CTA: micro_mix_softmax_v3.cu), so the factors multiply there: an
-assumption.
+constant rates). A softmax beside both another softmax and a wgmma group in flight takes both factors, multiplied:
+an assumption (the three-warpgroup microbenchmark micro_mix_softmax_v4.cu measures that state; tensor_share predicts
+it, the factors here do not).
 """
 
 from __future__ import annotations
@@ -60,7 +58,7 @@ class Contention:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < math.inf):
                 raise ScheduleError("a contention factor is a finite rate relative to alone, > 0", f"{name} = {v!r}",
-                                    "refit the profile from the contend microbenchmark")
+                                    "check the softmax costs that gave it (lapis.model.contend)")
         self._t = self.env.now
         self.busy.setdefault("softmax", 0.0)
 

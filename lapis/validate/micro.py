@@ -65,9 +65,10 @@ from pathlib import Path
 from lapis.captures import safe
 from lapis.data import BLIND, CAPTURES, DATA
 from lapis.errors import CaptureError
-from lapis.model import clock, instruction_mix
+from lapis.model import contend, instruction_mix
 from lapis.model import micro_campaign as mc
 from lapis.model import sass, smsp, tensor_share
+from lapis.model.contend import completion_gap, gemm_cycles, role_loop, softmax_body  # as the schedules take them
 from lapis.validate import density
 
 KERNELS = DATA.parent / "gpu" / "kernels"
@@ -77,14 +78,11 @@ MIX_CAPTURES = {"mixsm": (CAPTURES / "micro" / "h200-2026-11-30-v3-mix" / "micro
                           "micro_mix_softmax_v1.cu", 8),  # wgmma m64n128k16 per GEMM unit: one QK batch
                 "mixsm2": (CAPTURES / "micro" / "h200-2026-11-30-v3-mix2" / "micro" / "results.json",
                            "micro_mix_softmax_v2.cu", 16)}  # QK + PV
-CONTEND_SOURCE, CONTEND_WGMMAS = "micro_mix_softmax_v3.cu", 16
+CONTEND_SOURCE = "micro_mix_softmax_v3.cu"  # its GEMM unit: contend.PAIR_WGMMAS, PV's A from registers
 CONTEND3_SOURCE, CONTEND3_WGMMAS = "micro_mix_softmax_v4.cu", 8  # one QK group per GEMM unit
 CONTEND3_BLIND = BLIND / "micro" / "contend3.json"  # committed before micro_mix_softmax_v4.cu first ran
 CONTEND3_CAPTURE = CAPTURES / "micro" / "h200-2026-12-02-contend3" / "micro" / "results.json"
-WGMMA_FLOP = 2 * 64 * 128 * 16  # one wgmma m64n128k16
-WGMMA_CAPTURE = CAPTURES / "clock" / "h200-2026-12-02" / "clock" / "results.json"  # lapis.gpu.capture_clock
-LATENCY_CAPTURE = CAPTURES / "micro" / "h200-2026-11-29" / "micro" / "results.json"  # wgmma.latency.*
-MIX_LAST_GROUP = {"mixsm": "ss", "mixsm2": "rs", "contend": "rs", "contend3": "ss"}  # the source of A in each GEMM unit's last group
+MIX_LAST_GROUP = {"mixsm": "ss", "mixsm2": "rs", "contend3": "ss"}  # the source of A in each GEMM unit's last group
 # one nvcc run per source and process, shared with lapis.model.consumer_loop's (the contend kernel's file)
 compiled = functools.lru_cache(maxsize=None)(instruction_mix.compiled)
 
@@ -109,66 +107,12 @@ def constants() -> tuple[smsp.Constants, list[str]]:
     return smsp.Constants.from_pipes_capture(*files), [str(f.relative_to(DATA)) for f in files]
 
 
-def role_loop(instrs: list, role: str) -> sass.Loop:
-    """The innermost loop of `role` ("softmax": MUFU, no HGMMA; "gemm": HGMMA, no MUFU). CaptureError if none."""
-    want, avoid = ("MUFU", "HGMMA") if role == "softmax" else ("HGMMA", "MUFU")
-    for lp in sass.loops(instrs):
-        ops = {i.opcode for i in instrs[lp.head:lp.tail + 1]}
-        if want in ops and avoid not in ops:
-            return lp
-    raise CaptureError(f"no {role} loop in the kernel's SASS", f"{len(instrs)} instructions",
-                       "check the kernel source (a loop with MUFU for softmax, HGMMA for the GEMM)")
-
-
-def softmax_body(instrs: list, flavour: str) -> list:
-    """One softmax tile's instructions (module docstring: which forward branches are taken)."""
-    lp = role_loop(instrs, "softmax")
-    index = {i.address: k for k, i in enumerate(instrs)}
-    taken = set()
-    for k in range(lp.head, lp.tail):
-        ins = instrs[k]
-        if ins.opcode != "BRA" or "DIV" in ins.modifiers or not (ins.target and ins.target > ins.address):
-            continue
-        skipped = instrs[k + 1:index.get(ins.target, k + 1)]
-        if any(i.opcode == "LDS" for i in skipped) or flavour in smsp.COND_FLAVOURS:
-            taken.add(ins.address)
-    return [instrs[k] for k in sass.loop_body(instrs, lp, taken)]
-
-
 def gemm_instructions(instrs: list, wgmmas_per_unit: int) -> float:
     """Instructions one warp issues per GEMM unit: its loop's count scaled by the wgmmas per unit (the compiler
     may unroll the loop over two units)."""
     lp = role_loop(instrs, "gemm")
     body = instrs[lp.head:lp.tail + 1]
     return len(body) * wgmmas_per_unit / sum(i.opcode == "HGMMA" for i in body)
-
-
-@functools.lru_cache(maxsize=2)
-def wgmma_flop_per_clk_sm(path: Path = WGMMA_CAPTURE) -> float:
-    """The wgmma rate (FLOP per cycle per SM): the best of the clock capture's points with the tensor pipe at full
-    duty and the FMA pipe idle. CaptureError when the capture has none (lapis.model.clock.read_points)."""
-    rates = [p["tensor_flop_per_clk_sm"] for p in clock.read_points(path)
-             if p["tensor_duty"] == 1 and p["fma_duty"] == 0]
-    if not rates:
-        raise CaptureError("the wgmma rate needs a clock-capture point at tensor duty 1 and FMA duty 0", str(path),
-                           "capture one: benchmarks/h200_clock.sh")
-    return max(rates)
-
-
-def gemm_cycles(wgmmas: int) -> float:
-    """A GEMM unit's tensor-pipe bound in cycles (module docstring)."""
-    return wgmmas * WGMMA_FLOP / wgmma_flop_per_clk_sm()
-
-
-def completion_gap(src: str, path: Path = LATENCY_CAPTURE) -> float:
-    """Cycles from a waited group's last tensor-pipe cycle to the wait's return: wgmma.latency.n128.<src> (one
-    m64n128k16 issued and waited) less its tensor-pipe cycles. CaptureError when the capture lacks it."""
-    found = _measurements(path)
-    name = f"wgmma.latency.n128.{src}"
-    if name not in found:
-        raise CaptureError("the wgmma completion gap needs the latency microbenchmark", f"{path}: no {name}",
-                           "capture it: lapis capture micro --only wgmma.latency")
-    return max(0.0, float(found[name]["value"]["median"]) - WGMMA_FLOP / wgmma_flop_per_clk_sm())
 
 
 def together(r: Roles, consts: smsp.Constants, share: tensor_share.Share) -> tuple[float, float]:
@@ -376,11 +320,11 @@ def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | 
         if not name.startswith("contend."):
             continue
         fl, state = name.split(".")[1:]
-        if fl not in cache:
-            cache[fl] = roles(fns, f"micro_contend_{fl}", fl, CONTEND_WGMMAS, consts, MIX_LAST_GROUP["contend"])
+        if fl not in cache:  # the schedules' own cost of this softmax body
+            cache[fl] = contend.of(softmax_body(fns[f"micro_contend_{fl}"], fl), consts, share)
         lead, follow = m["params"]["lead"], m["params"]["follow"]
         out.append(_row(m, CONTEND_CAPTURE, f"{lead} beside {follow}" if follow else f"{lead} alone",
-                        predict_contend(state, cache[fl], consts, share)))
+                        contend.state_cycles(cache[fl], state)))
     predicted3 = contend3_predictions(consts, compile_, share)
     for name, m in measured3.items():
         p = m["params"]
@@ -414,7 +358,7 @@ def validate_micro() -> dict:
     summary = {g: dict(mean_abs_error_pct=statistics.fmean(v), max_abs_error_pct=max(v), n=len(v))
                for g, v in groups.items()}
     errs = [abs(r["error_pct"]) for r in rs]
-    files = [*files, _in_data(WGMMA_CAPTURE) + " (wgmma rate)", _in_data(LATENCY_CAPTURE) + " (wgmma latency)",
+    files = [*files, _in_data(contend.WGMMA_CAPTURE) + " (wgmma rate)", _in_data(contend.LATENCY_CAPTURE) + " (wgmma latency)",
              _in_data(tensor_share.BESIDE_CAPTURE) + " (classes beside wgmma)",
              _in_data(tensor_share.DENSITY_CAPTURE) + " (one-chain streams beside wgmma)"]
     return dict(model="lapis.model.smsp (single-instruction constants)", constants_from=files,

@@ -24,7 +24,8 @@ def _loop(body):
     return out
 
 
-FILL = [("FFMA R1, R2, R2, R2", 1, None, 0)] * 12  # the loop is longer than instruction_mix.TINY
+# the loop is longer than instruction_mix.TINY and holds a MUFU (a consumer loop holds its softmax)
+FILL = [("MUFU.EX2 R3, R2", 1, None, 0)] + [("FFMA R1, R2, R2, R2", 1, None, 0)] * 11
 TURN = [("BAR.SYNC.DEFER_BLOCKING 0x1, 0x100", 1, None, 0),
         ("R2UR UR4, R10", 2, 0, 0),                        # writes scoreboard 0 (adu latency 4 in BOOK)
         ("UIADD3 UR5, UR4, 0x2, URZ", 1, None, 0b1),       # waits on it
@@ -56,7 +57,7 @@ def test_issue_time_follows_stall_counts_and_scoreboards():
 def test_kernels_without_a_turn_are_named_errors():
     with pytest.raises(CaptureError, match="no GEMM turn"):
         consumer_loop.turn_slice(_loop(FILL + [t for t in TURN if not t[0].startswith("BAR")]))
-    with pytest.raises(CaptureError, match="one wgmma group"):
+    with pytest.raises(CaptureError, match="no consumer loop .* into QK's and PV's accumulators"):
         consumer_loop.turn_slice(_loop(FILL + [t for t in TURN if "R88" not in t[0]]))
     with pytest.raises(CaptureError, match="no consumer loop"):
         consumer_loop.turn_slice(_loop(FILL))
@@ -159,7 +160,7 @@ def test_a_rebuild_gives_the_committed_loops():
     committed = json.loads(consumer_loop.LOOPS.read_text())
     assert built["source_sha256"] == committed["source_sha256"], "rebuild: python -m lapis.model.consumer_loop --write"
     assert built["loops"] == committed["loops"] and built["micro_reference"] == committed["micro_reference"]
-    assert built["schedules"] == committed["schedules"]
+    assert built["schedules"] == committed["schedules"] and built["third_party"] == committed["third_party"]
 
 
 def _corrupt(tmp_path, edit):
@@ -188,6 +189,13 @@ def _corrupt(tmp_path, edit):
     (lambda d: d["loops"]["s16"]["softmax_side"].pop("softmax_scale_alone"), "softmax_scale_alone None, not in"),
     (lambda d: d["loops"]["s9"].__setitem__("turn", []), "loop 's9': not an object"),  # was an AttributeError
     (lambda d: d.__setitem__("loops", []), "no loops or schedules object"),
+    (lambda d: d["micro_reference"]["ex2"]["contend"].__setitem__("pair", -1.0), r"micro_reference 'ex2': contend"),
+    (lambda d: d["micro_reference"]["ex2"]["contend"].__setitem__("gap", 5000.0), "gap not below"),
+    (lambda d: d["micro_reference"].pop("emu4"), "micro_reference, not one entry per flavour"),
+    (lambda d: d["loops"]["s9"]["softmax_side"].pop("contend"), r"loop 's9': contend None"),
+    (lambda d: d.pop("third_party"), "third_party, not one loop per kernel"),
+    (lambda d: d["third_party"]["fa4_sm90_d128"]["turn"]["cycles"].__setitem__("pre", -1),
+     r"third_party loop 'fa4_sm90_d128': turn cycles"),
 ])
 def test_a_loops_file_that_disagrees_with_the_catalog_or_itself_is_refused(tmp_path, edit, why):
     with pytest.raises(CaptureError, match=why):
@@ -258,3 +266,22 @@ def test_the_early_tests_take_the_waits_off_the_turn():
     assert (s18["turn"]["cycles"]["first"], s19["turn"]["cycles"]["first"]) == (157.0, 110.0)
     assert (s18["softmax_side"]["alone_cycles"], s19["softmax_side"]["alone_cycles"]) == (1050.0, 849.0)
     assert s19["turn"]["sync_form"] == "reg"
+
+
+def test_fa4s_committed_sass_gives_its_ping_pong_loop():
+    """FA4's sm90 forward (capture sass/fa4-sm90-2026-12-03), read by hand from d128.sass.gz: its consumer loop
+    is the one with MUFU and HGMMA into two accumulators (a peeled loop of PV's eight HGMMA alone comes before it
+    in the listing); the turn waits on `BAR.SYNC.DEFER_BLOCKING R8, 0x100` (a register id), issues QK's eight
+    HGMMA into R88 then PV's eight (A from registers) into R24, and ends at `BAR.ARV R8, 0x100`."""
+    instrs = consumer_loop.third_party_sass("fa4_sm90_d128")
+    seg = consumer_loop.turn_slice(instrs)
+    assert [sum(i.opcode == "HGMMA" for i in seg[k]) for k in ("pre", "first", "second")] == [0, 8, 8]
+    assert {i.operands[0] for i in seg["first"] if i.opcode == "HGMMA"} == {"R88"}
+    assert {i.operands[0] for i in seg["second"] if i.opcode == "HGMMA"} == {"R24"}
+    assert consumer_loop.sync_form(instrs) == "reg"
+    side = consumer_loop.kernel_side(instrs, rescale=True)
+    # the side holds the tile's 64 MUFU.EX2 and the two for the row's rescale factor, and no HGMMA
+    assert sum(i.opcode == "MUFU" for i in side) == 66 and not any(i.opcode == "HGMMA" for i in side)
+    d = consumer_loop.load()["third_party"]
+    assert set(d) == {"fa4_sm90_d64", "fa4_sm90_d128"}
+    assert d["fa4_sm90_d128"]["softmax_side"]["instructions"] == len(side)

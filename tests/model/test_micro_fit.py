@@ -120,9 +120,7 @@ def test_every_simulator_key_keeps_its_unit_and_every_value_names_its_source(cap
     # are absent
     v3 = {f"softmax_tiles_per_clk_sm_{f}_wg{w}" for f in mc.SOFTMAX_FLAVOURS for w in (1, 2)}
     v3 |= {f"softmax_wgmma{k}_overlap_{f}" for f in mc.MIXSM_FLAVOURS for k in ("", "_pair")} & set(current)
-    v3 |= {"gemm_pair_cycles", "gemm_pair_cycles_two_wgs"} | {f"gemm_pair_cycles_under_softmax_{f}"
-                                                              for f in mc.SOFTMAX_FLAVOURS}
-    v3 |= {f"softmax_cycles_{f}{st}" for f in mc.SOFTMAX_FLAVOURS for st in ("", "_pair", "_under_gemm")}
+    v3 |= {"gemm_pair_cycles", "gemm_pair_cycles_two_wgs"}  # the softmax states are not fitted (lapis.model.contend)
     v3 |= {"cta_turnover_ns"}
     v3 |= {f"bar_hop_cycles_{form}" for form in ("imm", "pred", "reg")} | {"bar_sync_present_cycles",
                                                                           "mbarrier_ready_wait_cycles"}  # v5

@@ -9,7 +9,7 @@ import pytest
 
 from lapis.data import CAPTURES, DATA
 from lapis.errors import CaptureError
-from lapis.model import smsp
+from lapis.model import contend, smsp
 from lapis.validate import micro
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
@@ -35,17 +35,17 @@ def test_constants_are_read_from_the_pipes_capture_only(monkeypatch):
 
 def test_gemm_unit_is_the_wgmma_bound_of_the_clock_capture(monkeypatch):
     consts, _ = micro.constants()
-    read, real = [], micro.clock.read_points
-    monkeypatch.setattr(micro.clock, "read_points", lambda p: read.append(Path(p).resolve()) or real(p))
-    micro.wgmma_flop_per_clk_sm.cache_clear()
+    read, real = [], contend.clock.read_points
+    monkeypatch.setattr(contend.clock, "read_points", lambda p: read.append(Path(p).resolve()) or real(p))
+    contend.wgmma_flop_per_clk_sm.cache_clear()
     # 16 wgmma m64n128k16 (4.19 MFLOP) at the capture's best full-duty wgmma point: 4057.35 FLOP/clk/SM
     # (clock/h200-2026-12-02/clock/results.json, repeat 1, by hand)
-    assert micro.gemm_cycles(16) == pytest.approx(4194304 / 4057.3463266187673)
+    assert contend.gemm_cycles(16) == pytest.approx(4194304 / 4057.3463266187673)
     assert read == [(CAPTURES / "clock" / "h200-2026-12-02" / "clock" / "results.json").resolve()]
     # the completion gap: wgmma.latency.n128.rs (108.505 cycles, micro/h200-2026-11-29, by hand) less one
     # m64n128k16's 262144 FLOP at that rate (64.61 cycles)
-    assert micro.completion_gap("rs") == pytest.approx(108.5048828125 - 262144 / 4057.3463266187673)
-    assert micro.completion_gap("ss") == pytest.approx(118.998046875 - 262144 / 4057.3463266187673)
+    assert contend.completion_gap("rs") == pytest.approx(108.5048828125 - 262144 / 4057.3463266187673)
+    assert contend.completion_gap("ss") == pytest.approx(118.998046875 - 262144 / 4057.3463266187673)
 
 
 @pytest.fixture(scope="module")
@@ -159,12 +159,12 @@ def test_cli_table_and_json(capsys):
 
 
 def test_a_clock_capture_without_a_full_duty_wgmma_point_is_refused(tmp_path):
-    doc = json.loads(micro.WGMMA_CAPTURE.read_text())
+    doc = json.loads(contend.WGMMA_CAPTURE.read_text())
     doc["points"] = [p for p in doc["points"] if not (p["tensor_duty"] == 1 and p["fma_duty"] == 0)]
     f = tmp_path / "results.json"
     f.write_text(json.dumps(doc))
     with pytest.raises(CaptureError, match="tensor duty 1 and FMA duty 0"):
-        micro.wgmma_flop_per_clk_sm(f)
+        contend.wgmma_flop_per_clk_sm(f)
 
 
 @pytest.mark.parametrize("text", [None, '{"measurements": [{"name": "beside.wgmma.ss", "status": "ok", "value": '

@@ -37,15 +37,18 @@ s9's defaults (S9_BLOCK_N, S9_STAGES, S9_WGS: block_n 128, 3 stages, 2 WGs) are 
 attn_s9_tuned_s3_n128_c2, rank 1 of the sweep in lapis/data/captures/sweep/h200-2026-11-30-s8; `lapis sweep`
 ranks the configurations on the current profile and model.
 
-Costs (softmax_costs; profile values in cycles become ns through clock_ghz):
-- softmax tile: softmax_cycles_<flavour> (a 64 x 128 tile alone, without its O rescale), scaled to rows x block_n;
-  it progresses slower while the other warpgroup runs softmax (softmax_cycles_<flavour>_pair) or any wgmma group
-  is in flight on the SM (softmax_cycles_<flavour>_under_gemm): lapis.pipeline_sim.contention.
+Costs (softmax_costs; cycles become ns through the profile's clock_ghz):
+- softmax tile: the flavour's softmax loop in the contend microbenchmark (kernels/micro_mix_softmax_v3.cu), its
+  64 x 128 tile alone from its SASS (lapis.model.contend, single-instruction constants; without its O rescale),
+  scaled to rows x block_n; it progresses slower while the other warpgroup runs softmax (the same SASS, two warps
+  per SMSP) or any wgmma group is in flight on the SM (the SASS beside the GEMM pair's tensor job,
+  lapis.model.tensor_share): lapis.pipeline_sim.contention.
 - wgmma: 2 x rows x block_n x D FLOP at tensor_flop_per_clk_sm on the SM's one tensor pipe (FIFO), slower while a
-  softmax runs (gemm_pair_cycles_under_softmax_<flavour>); its result lands the pipe's latency later: for the
-  GEMM turns' groups issued back to back (s4+) the pair's (gemm_pair_cycles less the pair's pipe time at peak,
-  PAIR_FLOP / tensor_flop_per_clk_sm, about 186 cycles), for s1..s3's lone groups, each waited right after its
-  commit, one wgmma's tail (lone_tail_ns: wgmma_latency_ns less one m64n256k16's pipe time, about 54 cycles).
+  softmax runs (the GEMM pair beside that SASS, the same tensor_share run); its result lands the pipe's latency
+  later: for the GEMM turns' groups issued back to back (s4+) the pair's (gemm_pair_cycles less the pair's pipe
+  time at peak, PAIR_FLOP / tensor_flop_per_clk_sm, about 186 cycles: measured, softmax_costs), for s1..s3's lone
+  groups, each waited right after its commit, one wgmma's tail (lone_tail_ns: wgmma_latency_ns less one
+  m64n256k16's pipe time, about 54 cycles).
 - GEMM turn (s4+, `gemm_turn`): one warp's issue of the turn's instructions from the kernel's SASS
   (lapis.model.consumer_loop: the V wait and descriptors before the first wgmma, then each wgmma group's k-steps and
   descriptors; the kernel is the schedule's own, or the one `kernel_loop` names), so a wgmma reaches the tensor pipe when
@@ -78,7 +81,7 @@ interleaved with its exponentials do; 1 needs a kernel_loop). Registers set the 
 reported (`fit`); spills, and
 the per-tile overheads a larger block_n amortizes on hardware, are not modelled. FMA_OPS_PER_SCORE (4; 3 with
 the scale folded into log2 units) is the FMA-pipe count per score the FA2, sm120 and B200 schedules cost their
-softmax by; these schedules cost it from the contend measurements.
+softmax by; these schedules cost it from SASS (softmax_costs).
 """
 
 from __future__ import annotations
@@ -92,6 +95,8 @@ import numpy as np
 
 from lapis.errors import ScheduleError
 from lapis.model import consumer_loop
+from lapis.model.contend import FIELDS as CONTEND_FIELDS
+from lapis.model.contend import Contend
 from lapis.model.numerics import flash_forward
 from lapis.model.occupancy import resident_ctas
 from lapis.model.softmax_body import CHAINS, chain_factor
@@ -154,14 +159,12 @@ def rescale_frequency(block_n: int, threshold: float | None) -> float:
     return flash_forward(q, k, v, block_n=block_n, threshold=threshold)[1]["rescale_frequency"]
 
 
-EMULATED = ((0.0, "ex2"), (0.125, "emu8"), (0.25, "emu4"))  # emulate_frac of the measured software-exp2 flavours
+EMULATED = ((0.0, "ex2"), (0.125, "emu8"), (0.25, "emu4"))  # emulate_frac of the contend microbenchmark's flavours
 PAIR_FLOP = 2 * (2 * 64 * 128 * 128)  # the contend microbenchmark's GEMM pair: QK and PV, m64 n128 k128 each
-STATES = ("", "_pair", "_under_gemm")  # softmax tile alone, beside another softmax, beside wgmma in flight
-
-
-CONTEND_LAUNCH = "micro/h200-2026-11-30-contend-launch"  # the capture of most _measured values
+CONTEND_LAUNCH = "micro/h200-2026-11-30-contend-launch"  # gemm_pair_cycles (its GEMM pair alone), cta_turnover_ns
 BAR = "micro/h200-2026-12-02-bar"  # kernels/micro_bar_v1.cu: bar_hop_cycles_<form>, bar_sync_present_cycles
-MEASURED_BY = {CONTEND_LAUNCH: "the contend and launch microbenchmarks", BAR: "the bar.sync hand-over microbenchmarks"}
+MEASURED_BY = {CONTEND_LAUNCH: "the GEMM-pair and launch microbenchmarks", BAR: "the bar.sync hand-over "
+               "microbenchmarks"}
 
 
 def _measured(p, key: str, capture: str = CONTEND_LAUNCH) -> float:
@@ -175,17 +178,24 @@ def _measured(p, key: str, capture: str = CONTEND_LAUNCH) -> float:
     return v
 
 
-def _flavour_cycles(p, key: str, base: str, emulate: float, softmax: bool = True) -> float:
-    """Cycles of profile entry `key` (with {} for the flavour) for flavour `base` with `emulate` of the exponentials
-    in software: the measured ex2 -> emu8 -> emu4 change, interpolated linearly in emulate_frac, added to `base`;
-    past 1/4 (not measured) a softmax tile (softmax=True) adds the cubic's FMA-pipe ops (CUBIC_FMA_OPS per score at
+def reference(flavour: str) -> Contend:
+    """The contend microbenchmark's softmax tile of `flavour` (kernels/micro_mix_softmax_v3.cu, its SASS) in the
+    contend states, as lapis.model.contend predicts them (lapis.model.consumer_loop's micro_reference)."""
+    return Contend(**consumer_loop.load()["micro_reference"][flavour]["contend"])
+
+
+def _flavour_cycles(field: str, base: Contend, emulate: float, softmax: bool = True,
+                    fma_per_clk_sm: float = 0.0) -> float:
+    """Cycles of Contend `field` for softmax `base` with `emulate` of the exponentials in software: the
+    microbenchmark's ex2 -> emu8 -> emu4 change (reference), interpolated linearly in emulate_frac, added to `base`;
+    past 1/4 a softmax tile (softmax=True) adds the cubic's FMA-pipe ops (CUBIC_FMA_OPS per score at
     fma_per_clk_sm) on top of emu4, and a GEMM pair stays at emu4's."""
-    v = _measured(p, key.format(base))
+    v = getattr(base, field)
     if not emulate:
         return v
-    pts = [(e, _measured(p, key.format(f))) for e, f in EMULATED]
+    pts = [(e, getattr(reference(f), field)) for e, f in EMULATED]
     (e0, c0), (e1, c1) = next(((a, b) for a, b in zip(pts, pts[1:]) if emulate <= b[0]), (pts[-2], pts[-1]))
-    extra = max(0.0, emulate - e1) * 64 * 128 * CUBIC_FMA_OPS / p["fma_per_clk_sm"] if softmax else 0.0
+    extra = max(0.0, emulate - e1) * 64 * 128 * CUBIC_FMA_OPS / fma_per_clk_sm if softmax else 0.0
     return v + c0 + (c1 - c0) * (min(emulate, e1) - e0) / (e1 - e0) + extra - pts[0][1]
 
 
@@ -200,36 +210,38 @@ def emulated(flags: dict, prm: dict) -> float:
 
 
 def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict:
-    """What a consumer warpgroup's softmax and GEMMs cost, from the contend microbenchmark (profile keys
-    softmax_cycles_<flavour>[_pair|_under_gemm], gemm_pair_cycles[_under_softmax_<flavour>]; lapis.pipeline_sim
-    .contention). Flavour: exp2f (s1..s5), ex2 (s6), ex2_cond (s7..s9), emulate_frac on top (EMULATED).
-    softmax_ns: a rows x bn tile's softmax alone without its O rescale, scaled from the measured 64 x 128 tile (the
-    always-rescale flavours' measured tile holds one O rescale, which is taken out; ex2_cond's, on scores whose max
-    never moves, holds none); rescale_ns: one O rescale (rows x d FMA-pipe multiplies alone); wgmma_latency_ns: the
-    pair's time beyond the pipe at peak (PAIR_FLOP / tensor_flop_per_clk_sm); factors: Contention's rates.
+    """What a consumer warpgroup's softmax and GEMMs cost, from the SASS of the softmax loop of the flavour's
+    contend microbenchmark (kernels/micro_mix_softmax_v3.cu) in the contend states, predicted by lapis.model.contend
+    from single-instruction constants (reference; lapis.pipeline_sim.contention takes the rates). Flavour: exp2f
+    (s1..s5), ex2 (s6, FA4's, cuDNN's), ex2_cond (s7..s9), emulate_frac on top (EMULATED).
+    softmax_ns: a rows x bn tile's softmax alone without its O rescale, scaled from the 64 x 128 tile (the
+    always-rescale flavours' tile holds one O rescale, which is taken out; ex2_cond's, on scores whose max never
+    moves, holds none); rescale_ns: one O rescale (rows x d FMA-pipe multiplies alone); wgmma_latency_ns: the
+    GEMM pair's time beyond the pipe at peak, measured: gemm_pair_cycles (the contend microbenchmark's QK + PV
+    pair alone, wgmma only) less PAIR_FLOP / tensor_flop_per_clk_sm, about 186 cycles, where the SMSP model's
+    completion gap is 44 (lapis.model.contend.completion_gap; the rest is not modelled, and the gap alone leaves
+    the built kernels' cycles 5 points short); factors: Contention's rates.
     softmax_chains (1, 2 or 4): partial maxima and sums per row; softmax_ns scales by
     lapis.model.softmax_body.chain_factor (the SMSP model's cycles of the tile's stream against one chain, with one
     softmax warp per consumer warpgroup on each SMSP), and for lapis's ping-pong kernels by their loop's
     softmax_scale (kernel_loop: the SMSP cycle simulation of the kernel's softmax side against the
-    microbenchmark's softmax loop, two softmax warps per SMSP), or softmax_scale_alone with side_warps 1 (one)."""
-    base, emulate = flavour(flags), emulated(flags, prm)
-    tile = {st: _flavour_cycles(p, "softmax_cycles_{}" + st, base, emulate) for st in STATES}
-    pipe_alone = _measured(p, "gemm_pair_cycles")
-    latency = pipe_alone - PAIR_FLOP / p["tensor_flop_per_clk_sm"]
-    pipe_softmax = _flavour_cycles(p, "gemm_pair_cycles_under_softmax_{}", base, emulate, softmax=False)
+    microbenchmark's softmax loop, two softmax warps per SMSP), or softmax_scale_alone with side_warps 1 (one); a
+    third-party kernel with a committed loop (flags sass_loop: FA4's sm90 forward) likewise."""
+    base, emulate = reference(flavour(flags)), emulated(flags, prm)
+    c = Contend(**{f: _flavour_cycles(f, base, emulate, f in ("tile", "pair", "under_gemm"), p["fma_per_clk_sm"])
+                   for f in CONTEND_FIELDS})
     ghz = p["clock_ghz"]
     in_tile = 0.0 if flags.get("cond_rescale") else 64 * 128 / p["fma_per_clk_sm"]  # cycles: the tile's O rescale
-    # the measured tiles are s9's (one chain per row); both consumer warpgroups' softmaxes overlap on each SMSP
+    # the microbenchmark's tiles are s9's (one chain per row); both consumer warpgroups' softmaxes overlap on each SMSP
     chains = chain_factor(prm.get("softmax_chains", 1), prm["consumer_wgs"])
     loop = kernel_loop(flags, prm)
     # the kernel's loop against the microbenchmark's, with two softmax warps per SMSP or (side_warps 1) one
     side = loop["softmax_side"]["softmax_scale" if prm.get("side_warps", 2) == 2 else "softmax_scale_alone"] \
         if loop else 1.0
-    return dict(softmax_ns=(tile[""] - in_tile) * (rows / 64) * (bn / 128) * chains * side / ghz,
+    return dict(softmax_ns=(c.tile - in_tile) * (rows / 64) * (bn / 128) * chains * side / ghz,
                 rescale_ns=rows * d / p.per_ns("fma_per_clk_sm"),
-                wgmma_latency_ns=max(latency, 0.0) / ghz,
-                factors=dict(softmax_pair=tile[""] / tile["_pair"], softmax_under_gemm=tile[""] / tile["_under_gemm"],
-                             pipe_under_softmax=(pipe_alone - latency) / (pipe_softmax - latency)))
+                wgmma_latency_ns=max(_measured(p, "gemm_pair_cycles") - PAIR_FLOP / p["tensor_flop_per_clk_sm"],
+                                     0.0) / ghz, factors=c.factors())
 
 
 LATENCY_WGMMA_FLOP = 2 * 64 * 256 * 16  # the wgmma of the profile's wgmma_latency_ns: one m64n256k16 (fit.py)
@@ -257,7 +269,8 @@ def kernel_loop(flags: dict, prm: dict) -> dict | None:
         if key != "own":
             raise ScheduleError("kernel_loop applies to lapis's ping-pong schedules with two or more consumer "
                                 "warpgroups (their kernels' SASS)", f"kernel_loop {key!r}", "drop it")
-        return None
+        # a third-party kernel's loop from its committed SASS (consumer_loop.THIRD_PARTY: FA4's sm90 forward)
+        return consumer_loop.load()["third_party"][flags["sass_loop"]] if flags.get("sass_loop") else None
     d = consumer_loop.load()
     key = d["schedules"].get(flags["gemm_turn"]) if key == "own" else key
     loop = d["loops"].get(key)

@@ -21,7 +21,8 @@ Facts and where they come from:
 Structure reused: with these facts (and assumptions) the kernel is lapis's s9 structure without the conditional
 rescale: attention_h200.py's producer with K/V TMA rings, two consumer warpgroups taking GEMM turns (ping-pong),
 intra-warpgroup overlap, ex2 softmax, a persistent grid walking work units in a static order. The roles, the cost
-model (AttentionCosts, the h200 profile's contend measurements) and the residency are attention_h200's, run with
+model (AttentionCosts: the ex2 flavour's microbenchmark loop from its SASS, lapis.model.contend; no SASS of cuDNN's
+is costed, and its counters above are not read by the model) and the residency are attention_h200's, run with
 CONFIG and FLAGS. Assumed also: FA3-style ping-pong and intra-warpgroup overlap (not visible in a name or a
 counter), and that the kernel keeps 3 stages at every shape.
 The causal work order is grid_stride (Q tiles dealt in grid order, no balancing; work_order.py), identified from
