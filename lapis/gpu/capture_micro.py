@@ -37,7 +37,7 @@ from lapis.model import micro_campaign as mc
 KERNEL_DIR = Path(__file__).parent / "kernels"
 SOURCES = ("micro_core", "micro_tma", "micro_wgmma", "micro_tma_v2", "micro_mix_v1", "micro_softmax_v1",
            "micro_mix_softmax_v1", "micro_mix_softmax_v2", "micro_mix_softmax_v3", "micro_mix_softmax_v4",
-           "micro_launch_v1", "micro_beside_v1", "micro_beside_v2", "micro_bar_v1")
+           "micro_launch_v1", "micro_beside_v1", "micro_beside_v2", "micro_bar_v1", "micro_wgmma_v2")
 # kernel name prefix -> source (first match wins: micro_tma_spread is v2, micro_tma_load v1)
 KERNEL_SOURCE = (("micro_tma_spread", "micro_tma_v2"), ("micro_mix_", "micro_mix_v1"),
                  ("micro_softmax_", "micro_softmax_v1"), ("micro_mixsm_", "micro_mix_softmax_v1"),
@@ -45,7 +45,7 @@ KERNEL_SOURCE = (("micro_tma_spread", "micro_tma_v2"), ("micro_mix_", "micro_mix
                  ("micro_contend3_", "micro_mix_softmax_v4"),
                  ("micro_cta_turnover", "micro_launch_v1"), ("micro_beside_", "micro_beside_v1"),
                  ("micro_density_", "micro_beside_v2"),
-                 ("micro_bar_", "micro_bar_v1"),
+                 ("micro_bar_", "micro_bar_v1"), ("micro_chain_", "micro_wgmma_v2"),
                  ("micro_tma", "micro_tma"),
                  ("micro_wgmma", "micro_wgmma"), ("micro_", "micro_core"))
 
@@ -172,7 +172,7 @@ def measure_cycles(b: Bench, m: dict, repeats: int) -> dict:
         args, block = (it, np.uint64(WATCHDOG_NS), np.uint64(b.err_ptr), out), 64
     elif k == "micro_named_barrier":
         args, block = (it, out), p["threads"]
-    else:  # wgmma latency
+    else:  # wgmma latency and chains (micro_wgmma.cu, micro_wgmma_v2.cu)
         sink = cp.zeros(128, cp.float32)
         smem, block = WGMMA_B_OFFSET + p["n"] * 128 + 1024, 128
         args = (it, np.uint64(DESC_A), np.uint64(DESC_B[p["n"]]), np.uint32(BF16_PAIR_ONE), np.uint32(1),
@@ -180,7 +180,8 @@ def measure_cycles(b: Bench, m: dict, repeats: int) -> dict:
 
     def read():
         o = out.get()
-        return dict(cycles=int(o[0]), least=int(o[1])) if "wgmma" in k else dict(cycles=int(o[0]))
+        wgmma = k.startswith(("micro_wgmma", "micro_chain"))
+        return dict(cycles=int(o[0]), least=int(o[1])) if wgmma else dict(cycles=int(o[0]))
     return b.run(b.fn(k, smem), 1, block, lambda r: args, smem, repeats, read)
 
 

@@ -22,7 +22,8 @@ alone and beside wgmma, the two warpgroups contending, the CTA turnover; micro/h
 -v3-mix2 and -contend-launch), items_v4_beside version 4 (one instruction class beside wgmma in flight), items_v5_bar
 version 5 (the named-barrier GEMM-turn hand-over and the mbarrier wait on a complete phase), items_v6_contend3
 version 6 (a softmax beside another softmax and wgmma, three warpgroups), items_v7_density version 7 (a class
-stream at a controlled issue density beside wgmma); `all_items` runs them all; `bar_cycles` reads version 5's
+stream at a controlled issue density beside wgmma), items_v8_chain version 8 (one warpgroup's chain of K wgmmas,
+fence to wait_group 0); `all_items` runs them all; `bar_cycles` reads version 5's
 values back from a results.json.
 
 Statistics: median and spread_pct = 100 * IQR / median (numpy's linear percentiles) over the repeats.
@@ -445,12 +446,27 @@ def overlap(tensor: dict, softmax: dict, both: dict) -> list[float]:
     return [(x + y - z) / min(x, y) for x, y, z in zip(t, s, b)]
 
 
+# Chains (kernels/micro_wgmma_v2.cu): K wgmma m64n128k16 per group, from shared memory (ss), with A from registers
+# (rs), or the attention kernels' GEMM pair (K ss into one accumulator, commit, K rs into another, commit)
+CHAIN_KS = {"ss": (1, 2, 4, 8, 16), "rs": (1, 8), "pair": (8,)}
+PAIR_WHAT = " from shared memory, then as many with A from registers"
+
+
+def items_v8_chain(sm_count: int) -> list[dict]:
+    """chain.n128.<src>.k<K>: cycles from wgmma.fence through wait_group 0 of one warpgroup's K wgmmas (2K for
+    pair) into one accumulator each, one CTA (micro_wgmma.cu's latency protocol)."""
+    return [dict(name=f"chain.n128.{src}.k{k}", kind="cycles", kernel=f"micro_chain_n128_{src}_k{k}",
+                 params=dict(n=128, src=src, k=k, iters=1024, count=1024,
+                             what=f"cycles from wgmma.fence to wait_group 0 returning, {k} wgmmas" + PAIR_WHAT * (src == "pair")))
+            for src, ks in CHAIN_KS.items() for k in ks]
+
+
 def all_items(sm_count: int) -> list[dict]:
-    """Every measurement of campaign versions 1 to 7, in run order."""
+    """Every measurement of campaign versions 1 to 8, in run order."""
     return (items(sm_count) + items_v2(sm_count) + items_v3(sm_count) + items_v3_mix(sm_count)
             + items_v3_mix2(sm_count) + items_v3_contend(sm_count) + items_v3_launch(sm_count)
             + items_v4_beside(sm_count) + items_v5_bar(sm_count) + items_v6_contend3(sm_count)
-            + items_v7_density(sm_count))
+            + items_v7_density(sm_count) + items_v8_chain(sm_count))
 
 
 # ----------------------------------------------------------------------------------------- values --

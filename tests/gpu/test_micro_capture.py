@@ -212,6 +212,9 @@ def test_v2_tensor_maps_and_kernel_sources():
             cls, ch = kernel.removeprefix("micro_density_").rsplit("_c", 1)
             assert re.search(rf"^MICRO_DENSITY\({cls}, \w+, {ch}\)$", text, re.M), m["kernel"]
             kernel = f"MICRO_DENSITY({cls}, "
+        if kernel.startswith("micro_chain_n128_"):  # micro_chain_n128_<src>_k<K>: MICRO_CHAIN(<src>, <K>, <0|1|2>)
+            src_, k = kernel.removeprefix("micro_chain_n128_").rsplit("_k", 1)
+            kernel = f"MICRO_CHAIN({src_}, {k}, {('ss', 'rs', 'pair').index(src_)})"
         assert kernel in text, (m["kernel"], src)
     # the mix kernel's TMA ring starts after A (8 KiB) and the largest B (256 x 64 bf16)
     mix = (capture_micro.KERNEL_DIR / "micro_mix_v1.cu").read_text()
