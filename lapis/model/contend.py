@@ -95,6 +95,13 @@ def completion_gap(src: str, path: Path = LATENCY_CAPTURE) -> float:
     return max(0.0, tensor_share._positive(found[name].get("value"), name, path) - gemm_cycles(1))
 
 
+def chain_cycles(wgmmas: int, last: str) -> float:
+    """Cycles from wgmma.fence to wait_group 0 returning for `wgmmas` m64n128k16 issued back to back by one
+    warpgroup, the last group's A from `last` ("ss" or "rs"): their tensor-pipe cycles and the last group's
+    completion gap (kernels/micro_wgmma_v2.cu measures it: `lapis validate micro`'s chain rows)."""
+    return gemm_cycles(wgmmas) + completion_gap(last)
+
+
 @dataclass(frozen=True)
 class Contend:
     """A softmax body's cycles per tile (tile, pair, under_gemm) and the GEMM pair's (gemm, gemm_under_softmax) in
@@ -131,4 +138,4 @@ def of(body: list[sass.Instruction], consts: smsp.Constants, share: tensor_share
     slots, gap = gemm_cycles(PAIR_WGMMAS), completion_gap("rs")
     soft, gemm = tensor_share.run(body, consts, share, slots, gap)
     return Contend(tile=smsp.simulate(body, 1, consts), pair=2 * smsp.simulate(body, 2, consts, phases=smsp.PHASES),
-                   under_gemm=soft, gemm=slots + gap, gemm_under_softmax=gemm, gap=gap)
+                   under_gemm=soft, gemm=chain_cycles(PAIR_WGMMAS, "rs"), gemm_under_softmax=gemm, gap=gap)

@@ -31,6 +31,10 @@ Rows (measured = 1 / the capture's `value` median, in cycles per unit counted th
   kernels/micro_beside_v2.cu: one class on CH dependent chains alone and beside wgmma in flight, the wgmma
   follower's cycles per unit): lapis.validate.density; the one-chain streams beside wgmma are the tensor_share
   constants and no row. `blind_predicted`: lapis/data/blind/micro/density.json, committed before the kernel ran.
+- chain.n128.<ss|rs|pair>.k<K> (micro/h200-2026-12-03-chain, kernels/micro_wgmma_v2.cu: one warpgroup's K wgmmas,
+  or the GEMM pair's 8 + 8, fence to wait_group 0; measured = the capture's value, in cycles):
+  lapis.model.contend.chain_cycles, the GEMM pair's cost in the contend states. `blind_predicted`:
+  lapis/data/blind/micro/chain.json, committed before the kernel first ran.
 - mixsm.<fl>.<part>, mixsm2.<fl>.<part> (micro/h200-2026-11-30-v3-mix, -v3-mix2; kernels micro_mix_softmax_v1.cu,
   _v2.cu): one job of `tensor_iters` GEMM units and `softmax_iters` softmax tiles on two warpgroups; both: the two
   overlap at the shared-cycle rates until the shorter ends, the rest runs alone.
@@ -82,6 +86,8 @@ CONTEND_SOURCE = "micro_mix_softmax_v3.cu"  # its GEMM unit: contend.PAIR_WGMMAS
 CONTEND3_SOURCE, CONTEND3_WGMMAS = "micro_mix_softmax_v4.cu", 8  # one QK group per GEMM unit
 CONTEND3_BLIND = BLIND / "micro" / "contend3.json"  # committed before micro_mix_softmax_v4.cu first ran
 CONTEND3_CAPTURE = CAPTURES / "micro" / "h200-2026-12-02-contend3" / "micro" / "results.json"
+CHAIN_CAPTURE = CAPTURES / "micro" / "h200-2026-12-03-chain" / "micro" / "results.json"  # kernels/micro_wgmma_v2.cu
+CHAIN_BLIND = BLIND / "micro" / "chain.json"  # committed before micro_wgmma_v2.cu first ran
 MIX_LAST_GROUP = {"mixsm": "ss", "mixsm2": "rs", "contend3": "ss"}  # the source of A in each GEMM unit's last group
 # one nvcc run per source and process, shared with lapis.model.consumer_loop's (the contend kernel's file)
 compiled = functools.lru_cache(maxsize=None)(instruction_mix.compiled)
@@ -292,6 +298,32 @@ def _density_measurements(path: Path, blind: dict[str, float]) -> dict:
     return found
 
 
+def chain_rows() -> list[dict]:
+    """The chain capture's rows: cycles from wgmma.fence to wait_group 0 (the capture's value, in cycles), predicted
+    by contend.chain_cycles, with the blind prediction. CaptureError naming the file for a name campaign version 8
+    does not define, no ok record, or a measurement without a blind prediction."""
+    blind = _blind_cycles(CHAIN_BLIND, "chain")
+    total, found = _checked(CHAIN_CAPTURE)
+    fix = "restore the capture from git (captures are never edited by hand)"
+    known = {m["name"]: m["params"] for m in mc.items_v8_chain(132)}
+    if not found:
+        raise CaptureError("the chain capture holds at least one measurement with status ok",
+                           f"{CHAIN_CAPTURE}: {total} measurements, none ok", fix)
+    out = []
+    for name, m in found.items():
+        if name not in known or name not in blind:
+            raise CaptureError("a chain measurement is one campaign version 8 defines, with a blind prediction",
+                               f"{CHAIN_CAPTURE}: {name}", fix)
+        p = known[name]
+        wgmmas = 2 * p["k"] if p["src"] == "pair" else p["k"]
+        predicted, measured = contend.chain_cycles(wgmmas, "ss" if p["src"] == "ss" else "rs"), m["value"]["median"]
+        where = CHAIN_CAPTURE.relative_to(CAPTURES)
+        out.append(dict(name=name, capture=str(where), state=f"{wgmmas} wgmma m64n128k16 ({p['src']}), waited",
+                        predicted=predicted, measured=measured, error_pct=100.0 * (predicted / measured - 1),
+                        blind_predicted=blind[name]))
+    return out
+
+
 def _row(m: dict, capture: Path, state: str, predicted: float) -> dict:
     measured = 1.0 / m["value"]["median"]
     where = capture.relative_to(CAPTURES) if capture.is_relative_to(CAPTURES) else capture
@@ -333,6 +365,7 @@ def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | 
                    predicted3[name])
         row["blind_predicted"] = blind[name]
         out.append(row)
+    out += chain_rows()
     predicted_d = density.predictions(compile_(KERNELS / density.SOURCE), consts, share,
                                       gemm_cycles(density.WGMMAS))
     out += density.rows(measured_d, blind_d, predicted_d, density.CAPTURE)
@@ -364,7 +397,8 @@ def validate_micro() -> dict:
     return dict(model="lapis.model.smsp (single-instruction constants)", constants_from=files,
                 constants_pending=consts.pending, rows=rs, groups=summary,
                 mean_abs_error_pct=statistics.fmean(errs), max_abs_error_pct=max(errs),
-                units="cycles per unit the measurement counts (1 / its value)", campaign_units=mc.UNITS["rate"])
+                units="cycles per unit the measurement counts (1 / its value; the chain rows: its value)",
+                campaign_units=mc.UNITS["rate"])
 
 
 def _in_data(path: Path) -> str:

@@ -68,7 +68,7 @@ def _capture_values() -> dict:
 @needs_nvcc
 def test_every_softmax_microbenchmark_is_a_row_with_its_capture_value(report):
     values = _capture_values()
-    rows = [r for r in report["rows"] if not r["name"].startswith("density.")]
+    rows = [r for r in report["rows"] if not r["name"].startswith(("density.", "chain."))]
     assert len(values) == 75 and sorted(r["name"] for r in rows) == sorted(values)
     for r in rows:
         assert r["measured"] == pytest.approx(1 / values[r["name"]], rel=1e-12)
@@ -155,7 +155,7 @@ def test_cli_table_and_json(capsys):
     from lapis.cli.main import main
     assert main(["validate", "micro", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert len(out["rows"]) == 75 + 10  # the softmax microbenchmarks and the density rows
+    assert len(out["rows"]) == 75 + 10 + 8  # the softmax microbenchmarks, the density rows, the wgmma chains
 
 
 def test_a_clock_capture_without_a_full_duty_wgmma_point_is_refused(tmp_path):
@@ -381,3 +381,34 @@ def test_a_copy_of_the_density_capture_gives_its_rows_and_is_named(tmp_path, mon
     assert len(rows) == 10 and all(r["capture"] == str(f) for r in rows.values())
     assert [r["measured"] for r in copy["rows"]] == [r["measured"] for r in report["rows"]]
     assert [r["predicted"] for r in copy["rows"]] == [r["predicted"] for r in report["rows"]]
+
+
+@needs_nvcc
+def test_the_wgmma_chains_are_rows_with_their_blind_predictions(report):
+    """micro/h200-2026-12-03-chain, read by hand: 16 wgmma m64n128k16 from shared memory took 1079 cycles from fence
+    to wait_group 0 (median), the GEMM pair of 8 + 8 with PV's A from registers also 1079, one wgmma 118.5 (ss)
+    and 108.5 (rs): the contend microbenchmark's GEMM pair alone (1210 cycles) holds 131 cycles of its own loop."""
+    rows = {r["name"]: r for r in report["rows"] if r["name"].startswith("chain.")}
+    assert len(rows) == 8
+    assert [rows[f"chain.n128.{n}"]["measured"] for n in ("ss.k16", "pair.k8", "ss.k1", "rs.k1")] == pytest.approx(
+        [1079.0, 1079.0, 118.5, 108.5], abs=0.6)
+    # predicted: K x 262144 FLOP at 4057.35 FLOP/clk/SM plus the single wgmma's completion gap (54.4 ss, 43.9 rs)
+    assert rows["chain.n128.pair.k8"]["predicted"] == pytest.approx(16 * 64.61 + 43.9, abs=0.2)
+    assert rows["chain.n128.ss.k8"]["predicted"] == pytest.approx(8 * 64.61 + 54.4, abs=0.2)
+    blind = json.loads((DATA / "blind" / "micro" / "chain.json").read_text())["predicted_cycles"]
+    assert all(r["blind_predicted"] == blind[n] for n, r in rows.items())
+    assert max(abs(r["error_pct"]) for r in rows.values()) < 1.0
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda d: d["measurements"][0].__setitem__("name", "chain.n128.ss.k3"), "one campaign version 8 defines"),
+    (lambda d: [m.__setitem__("status", "fault") for m in d["measurements"]], "none ok"),
+])
+def test_a_chain_capture_outside_the_campaign_is_refused(tmp_path, monkeypatch, edit, why):
+    d = json.loads(micro.CHAIN_CAPTURE.read_text())
+    edit(d)
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps(d))
+    monkeypatch.setattr(micro, "CHAIN_CAPTURE", f)
+    with pytest.raises(CaptureError, match=why):
+        micro.chain_rows()
