@@ -9,7 +9,7 @@ from lapis.model.profile import load_profile
 from lapis.pipeline_sim import engine, recorder
 from lapis.pipeline_sim.simulate import SCHEDULES, simulate
 
-# h200-s8-persistent 1x16x4096x128 causal: 132 SMs as 48 distinct work lists, 68,500 events in all (each GEMM turn
+# h200-s8-persistent 1x16x4096x128 causal: 132 SMs as 48 distinct work lists, 69,975 events in all (each GEMM turn
 # records its issue segments and its bar.sync hand-over), at most about 2,500 on any one SM.
 S8, SHAPE, CAUSAL = "h200-s8-persistent", "1x16x4096x128", {"causal": 1}
 
@@ -34,8 +34,9 @@ def test_the_in_run_bound_counts_every_sm():
     s, p = SCHEDULES[S8], load_profile("h200")
     with pytest.raises(ScheduleError, match="more than 20,000 tile-level events in the whole run"):
         engine.run(s, p, s.parse_shape(SHAPE), CAUSAL, full=True, max_events=20_000)
-    # 68,500: s8's two Q slots' empty barriers (one wait a work item), the GEMM turns' issue and hand-over count too
-    assert engine.run(s, p, s.parse_shape(SHAPE), CAUSAL, full=True)["events_total"] == 68_500
+    # 69,975: s8's two Q slots' empty barriers (one wait a work item), the GEMM turns' issue and hand-over count
+    # too, and the waits the softmax costs from SASS leave
+    assert engine.run(s, p, s.parse_shape(SHAPE), CAUSAL, full=True)["events_total"] == 69_975
 
 
 @pytest.mark.parametrize("name, gpu, shape, params", [

@@ -40,15 +40,16 @@ ranks the configurations on the current profile and model.
 Costs (softmax_costs; cycles become ns through the profile's clock_ghz):
 - softmax tile: the flavour's softmax loop in the contend microbenchmark (kernels/micro_mix_softmax_v3.cu), its
   64 x 128 tile alone from its SASS (lapis.model.contend, single-instruction constants; without its O rescale),
-  scaled to rows x block_n; it progresses slower while the other warpgroup runs softmax (the same SASS, two warps
-  per SMSP) or any wgmma group is in flight on the SM (the SASS beside the GEMM pair's tensor job,
-  lapis.model.tensor_share): lapis.pipeline_sim.contention.
+  scaled to rows x block_n (and by the kernel's own loop, below); it progresses slower while the other warpgroup
+  runs softmax (the kernel's own softmax side's SASS, else the microbenchmark's, two warps per SMSP) or any wgmma
+  group is in flight on the SM (that SASS beside the GEMM pair's tensor job, lapis.model.tensor_share):
+  lapis.pipeline_sim.contention.
 - wgmma: 2 x rows x block_n x D FLOP at tensor_flop_per_clk_sm on the SM's one tensor pipe (FIFO), slower while a
   softmax runs (the GEMM pair beside that SASS, the same tensor_share run); its result lands the pipe's latency
-  later: for the GEMM turns' groups issued back to back (s4+) the pair's (gemm_pair_cycles less the pair's pipe
-  time at peak, PAIR_FLOP / tensor_flop_per_clk_sm, about 186 cycles: measured, softmax_costs), for s1..s3's lone
-  groups, each waited right after its commit, one wgmma's tail (lone_tail_ns: wgmma_latency_ns less one
-  m64n256k16's pipe time, about 54 cycles).
+  later: for the GEMM turns' groups issued back to back (s4+) the pair's completion gap (lapis.model.contend
+  .completion_gap, 44 cycles; kernels/micro_wgmma_v2.cu's chains confirm it), for s1..s3's lone groups, each
+  waited right after its commit, one wgmma's tail (lone_tail_ns: wgmma_latency_ns less one m64n256k16's pipe time,
+  about 54 cycles).
 - GEMM turn (s4+, `gemm_turn`): one warp's issue of the turn's instructions from the kernel's SASS
   (lapis.model.consumer_loop: the V wait and descriptors before the first wgmma, then each wgmma group's k-steps and
   descriptors; the kernel is the schedule's own, or the one `kernel_loop` names), so a wgmma reaches the tensor pipe when
@@ -160,11 +161,9 @@ def rescale_frequency(block_n: int, threshold: float | None) -> float:
 
 
 EMULATED = ((0.0, "ex2"), (0.125, "emu8"), (0.25, "emu4"))  # emulate_frac of the contend microbenchmark's flavours
-PAIR_FLOP = 2 * (2 * 64 * 128 * 128)  # the contend microbenchmark's GEMM pair: QK and PV, m64 n128 k128 each
-CONTEND_LAUNCH = "micro/h200-2026-11-30-contend-launch"  # gemm_pair_cycles (its GEMM pair alone), cta_turnover_ns
+CONTEND_LAUNCH = "micro/h200-2026-11-30-contend-launch"  # the capture of cta_turnover_ns (its launch half)
 BAR = "micro/h200-2026-12-02-bar"  # kernels/micro_bar_v1.cu: bar_hop_cycles_<form>, bar_sync_present_cycles
-MEASURED_BY = {CONTEND_LAUNCH: "the GEMM-pair and launch microbenchmarks", BAR: "the bar.sync hand-over "
-               "microbenchmarks"}
+MEASURED_BY = {CONTEND_LAUNCH: "the launch microbenchmark", BAR: "the bar.sync hand-over microbenchmarks"}
 
 
 def _measured(p, key: str, capture: str = CONTEND_LAUNCH) -> float:
@@ -210,17 +209,17 @@ def emulated(flags: dict, prm: dict) -> float:
 
 
 def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict:
-    """What a consumer warpgroup's softmax and GEMMs cost, from the SASS of the softmax loop of the flavour's
-    contend microbenchmark (kernels/micro_mix_softmax_v3.cu) in the contend states, predicted by lapis.model.contend
-    from single-instruction constants (reference; lapis.pipeline_sim.contention takes the rates). Flavour: exp2f
+    """What a consumer warpgroup's softmax and GEMMs cost, from SASS, in the contend states lapis.model.contend
+    predicts from single-instruction constants (lapis.pipeline_sim.contention takes the rates). Flavour: exp2f
     (s1..s5), ex2 (s6, FA4's, cuDNN's), ex2_cond (s7..s9), emulate_frac on top (EMULATED).
-    softmax_ns: a rows x bn tile's softmax alone without its O rescale, scaled from the 64 x 128 tile (the
+    softmax_ns: a rows x bn tile's softmax alone without its O rescale, scaled from the 64 x 128 tile of the
+    flavour's contend microbenchmark (kernels/micro_mix_softmax_v3.cu, its softmax loop's SASS: reference; the
     always-rescale flavours' tile holds one O rescale, which is taken out; ex2_cond's, on scores whose max never
     moves, holds none); rescale_ns: one O rescale (rows x d FMA-pipe multiplies alone); wgmma_latency_ns: the
-    GEMM pair's time beyond the pipe at peak, measured: gemm_pair_cycles (the contend microbenchmark's QK + PV
-    pair alone, wgmma only) less PAIR_FLOP / tensor_flop_per_clk_sm, about 186 cycles, where the SMSP model's
-    completion gap is 44 (lapis.model.contend.completion_gap; the rest is not modelled, and the gap alone leaves
-    the built kernels' cycles 5 points short); factors: Contention's rates.
+    GEMM pair's completion gap (lapis.model.contend.completion_gap, 44 cycles: the chain microbenchmark's pair of
+    8 + 8 wgmmas took its pipe cycles and that); factors: Contention's rates, from the kernel's own softmax side in
+    the contend states where it has a loop (kernel_loop, as built: its SASS already holds its exponentials'
+    emulation), else from the flavour's microbenchmark tile.
     softmax_chains (1, 2 or 4): partial maxima and sums per row; softmax_ns scales by
     lapis.model.softmax_body.chain_factor (the SMSP model's cycles of the tile's stream against one chain, with one
     softmax warp per consumer warpgroup on each SMSP), and for lapis's ping-pong kernels by their loop's
@@ -230,18 +229,18 @@ def softmax_costs(p, flags: dict, prm: dict, rows: int, bn: int, d: int) -> dict
     base, emulate = reference(flavour(flags)), emulated(flags, prm)
     c = Contend(**{f: _flavour_cycles(f, base, emulate, f in ("tile", "pair", "under_gemm"), p["fma_per_clk_sm"])
                    for f in CONTEND_FIELDS})
+    loop = kernel_loop(flags, prm)
+    own = Contend(**loop["softmax_side"]["contend"]) if loop else c  # the kernel's own side in the contend states
     ghz = p["clock_ghz"]
     in_tile = 0.0 if flags.get("cond_rescale") else 64 * 128 / p["fma_per_clk_sm"]  # cycles: the tile's O rescale
     # the microbenchmark's tiles are s9's (one chain per row); both consumer warpgroups' softmaxes overlap on each SMSP
     chains = chain_factor(prm.get("softmax_chains", 1), prm["consumer_wgs"])
-    loop = kernel_loop(flags, prm)
     # the kernel's loop against the microbenchmark's, with two softmax warps per SMSP or (side_warps 1) one
     side = loop["softmax_side"]["softmax_scale" if prm.get("side_warps", 2) == 2 else "softmax_scale_alone"] \
         if loop else 1.0
     return dict(softmax_ns=(c.tile - in_tile) * (rows / 64) * (bn / 128) * chains * side / ghz,
                 rescale_ns=rows * d / p.per_ns("fma_per_clk_sm"),
-                wgmma_latency_ns=max(_measured(p, "gemm_pair_cycles") - PAIR_FLOP / p["tensor_flop_per_clk_sm"],
-                                     0.0) / ghz, factors=c.factors())
+                wgmma_latency_ns=c.gap / ghz, factors=own.factors())
 
 
 LATENCY_WGMMA_FLOP = 2 * 64 * 256 * 16  # the wgmma of the profile's wgmma_latency_ns: one m64n256k16 (fit.py)
