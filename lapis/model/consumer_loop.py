@@ -215,20 +215,29 @@ THIRD_PARTY = {f"fa4_sm90_d{d}": (FA4_SASS, f"d{d}.sass.gz", "ex2") for d in (64
 
 
 def third_party_sass(key: str) -> list[sass.Instruction]:
-    """The one function of THIRD_PARTY[key]'s committed cuobjdump listing. CaptureError when it is missing or holds
-    another number of functions."""
+    """The one function of THIRD_PARTY[key]'s committed cuobjdump listing. CaptureError for a key not in
+    THIRD_PARTY, and naming the file when it is missing, not a gzip'd UTF-8 listing (sass.read_text: at most
+    sass.MAX_TEXT_BYTES inflated), or holds another number of functions ('Function :' headers: two of one name
+    would otherwise read as the last) or no instructions with control bits."""
+    if key not in THIRD_PARTY:
+        raise CaptureError("a third-party kernel with committed SASS is one of consumer_loop.THIRD_PARTY", repr(key),
+                           f"use one of {sorted(THIRD_PARTY)}")
     folder, name, _ = THIRD_PARTY[key]
     path = folder / name
+    rule, fix = ("a third-party kernel's SASS is a gzip'd cuobjdump -sass listing of one function",
+                 "restore the capture from git (captures are never edited by hand)")
     try:
-        text = gzip.decompress(path.read_bytes()).decode()
-    except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError) as e:
-        raise CaptureError("a third-party kernel's SASS is a gzip'd cuobjdump -sass listing", f"{path}: {e}",
-                           "restore the capture from git (captures are never edited by hand)") from None
-    fns = sass.parse_cuobjdump(text)
-    if len(fns) != 1:
-        raise CaptureError("a third-party kernel's listing holds one function", f"{path}: {len(fns)}",
-                           "restore the capture from git (captures are never edited by hand)")
-    return next(iter(fns.values()))
+        text = sass.read_text(path)
+    except CaptureError as e:
+        raise CaptureError(rule, f"{path}: {e.rule}: {e.value}", fix) from None
+    heads = sum("Function : " in line for line in text.splitlines())
+    if heads != 1:
+        raise CaptureError(rule, f"{path}: {heads} 'Function :' headers", fix)
+    instrs = next(iter(sass.parse_cuobjdump(text + "\n").values()))  # the newline: text, never a path
+    if not instrs:
+        raise CaptureError(rule, f"{path}: a function without instructions (cuobjdump -sass lines with their "
+                           "control words)", fix)
+    return instrs
 
 
 def loop_of(instrs: list[sass.Instruction], flavour: str, reference: dict, consts: smsp.Constants,
@@ -269,10 +278,10 @@ def build() -> dict:
             "third_party": third}
 
 
-def load(path: Path = LOOPS) -> dict:
-    """The committed file ({loops: {catalog key: loop}, schedules: {schedule: catalog key}, ...}), read once per file
-    version. CaptureError if unreadable or malformed."""
-    path = Path(path)
+def load(path: Path | None = None) -> dict:
+    """The committed file ({loops: {catalog key: loop}, schedules: {schedule: catalog key}, ...}): `path`, else LOOPS
+    as it is at the call; read once per file version. CaptureError if unreadable or malformed."""
+    path = Path(LOOPS if path is None else path)
     return _load(path, path.stat().st_mtime_ns if path.is_file() else None)
 
 
@@ -287,7 +296,7 @@ def _num(x) -> bool:
 
 def _loop_fault(key: str, loop) -> str | None:
     """Why `loop` (the file's loops[key]) cannot cost a run, or None: a catalog ping-pong kernel (lapis.catalog
-    .attention) with that kernel's schedule and turn order (overlap, late_v), segment cycles in [0, SEGMENT_MAX), HGMMA counts in
+    .attention) with that kernel's schedule, turn order (overlap, late_v) and flavour (flavour_of), segment cycles in [0, SEGMENT_MAX), HGMMA counts in
     1..KSTEPS_MAX equal to the segment's tensor-pipe count, and a softmax_scale and softmax_scale_alone in
     (0.25, 4)."""
     if not isinstance(loop, dict) or not isinstance(loop.get("turn"), dict) \
@@ -300,11 +309,14 @@ def _loop_fault(key: str, loop) -> str | None:
             or loop.get("late_v") is not bool(v["late_v"]):
         return (f"schedule {loop.get('schedule')!r}, overlap {loop.get('overlap')!r}, late_v {loop.get('late_v')!r}; "
                 f"the catalog says {v['schedule']!r}, {bool(v['overlap'])}, {bool(v['late_v'])}")
+    if loop["softmax_side"].get("flavour") != flavour_of(v):
+        return f"softmax_side flavour {loop['softmax_side'].get('flavour')!r}; the catalog says {flavour_of(v)!r}"
     return _body_fault(loop)
 
 
 def _body_fault(loop: dict) -> str | None:
-    """Why a loop's turn and softmax side cannot cost a run, or None (_loop_fault's rules past the catalog's)."""
+    """Why a loop's turn and softmax side cannot cost a run, or None (_loop_fault's rules past the catalog's; a
+    softmax_side flavour of FLAVOURS)."""
     if not isinstance(loop, dict) or not isinstance(loop.get("turn"), dict) \
             or not isinstance(loop.get("softmax_side"), dict):
         return "not an object with turn and softmax_side objects"
@@ -319,6 +331,8 @@ def _body_fault(loop: dict) -> str | None:
         return f"turn hgmma {hg!r}, not 1..{KSTEPS_MAX} per group matching the segments' tensor-pipe counts"
     if t.get("sync_form") not in SYNC_FORMS:
         return f"turn sync_form {t.get('sync_form')!r}, not one of {SYNC_FORMS}"
+    if loop["softmax_side"].get("flavour") not in FLAVOURS:
+        return f"softmax_side flavour {loop['softmax_side'].get('flavour')!r}, not one of {FLAVOURS}"
     if not (_num(scale) and 0.25 < scale < 4):
         return f"softmax_scale {scale!r}, not in (0.25, 4)"
     alone = loop["softmax_side"].get("softmax_scale_alone")
@@ -343,17 +357,19 @@ def _scale_fault(loop: dict, reference) -> str | None:
 
 def _contend_fault(c) -> str | None:
     """Why `c` is not a lapis.model.contend.Contend's fields (finite cycles above zero; gap at or above zero and
-    below gemm), or None."""
+    below gemm and gemm_under_softmax, so Contend.factors has finite rates), or None."""
     if not isinstance(c, dict) or set(c) != set(contend.FIELDS) or not all(
             _num(x) and 0 <= x < CONTEND_MAX for x in c.values()):
         return f"contend {c!r}, not {contend.FIELDS} in [0, {CONTEND_MAX}) cycles"
-    if min(v for k, v in c.items() if k != "gap") <= 0 or c["gap"] >= c["gemm"]:
-        return f"contend {c!r}: a state of zero cycles, or a gap not below the GEMM pair's cycles"
+    if min(v for k, v in c.items() if k != "gap") <= 0 or c["gap"] >= min(c["gemm"], c["gemm_under_softmax"]):
+        return f"contend {c!r}: a state of zero cycles, or a gap not below the GEMM pair's cycles (gemm, " \
+               "gemm_under_softmax)"
     return None
 
 
 def _file_fault(d) -> str | None:
-    """Why `d` is not a consumer-loop file, or None: each loop passes _loop_fault and _scale_fault, and schedules
+    """Why `d` is not a consumer-loop file, or None: each loop passes _loop_fault and _scale_fault, each
+    third_party loop _body_fault and _scale_fault with THIRD_PARTY's flavour, and schedules
     holds schedule_defaults()'s entries whose loop is here. A kernel added to the catalog since the file was
     written has no loop yet (kernel_loop cannot name it until --write), and is not a fault."""
     if not isinstance(d, dict) or d.get("schema") != SCHEMA:
@@ -378,6 +394,8 @@ def _file_fault(d) -> str | None:
         if (why := _body_fault(loop) or _scale_fault(loop, ref)
                 or _contend_fault(loop["softmax_side"].get("contend"))) is not None:
             return f"third_party loop {key!r}: {why}"
+        if loop["softmax_side"]["flavour"] != THIRD_PARTY[key][2]:
+            return f"third_party loop {key!r}: flavour {loop['softmax_side']['flavour']!r}, not {THIRD_PARTY[key][2]!r}"
     defaults = schedule_defaults()
     if not schedules or any(k not in loops or defaults.get(s) != k for s, k in schedules.items()):
         return f"schedules, not each the catalog's default with its loop here: {schedules!r} (catalog: {defaults!r})"

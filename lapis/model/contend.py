@@ -24,17 +24,20 @@ pipe, is 2 x the pair's tensor-pipe cycles.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lapis.data import CAPTURES
-from lapis.errors import CaptureError
+from lapis.errors import CaptureError, ScheduleError, as_int
 from lapis.model import clock, sass, smsp, tensor_share
 
 WGMMA_FLOP = 2 * 64 * 128 * 16  # one wgmma m64n128k16
 PAIR_WGMMAS = 16  # a GEMM pair: QK and PV, m64 n128 k128 each
 WGMMA_CAPTURE = CAPTURES / "clock" / "h200-2026-12-02" / "clock" / "results.json"  # lapis.gpu.capture_clock
 LATENCY_CAPTURE = CAPTURES / "micro" / "h200-2026-11-29" / "micro" / "results.json"  # wgmma.latency.*
+SOURCES = ("ss", "rs")  # where a wgmma's A comes from: shared memory, registers
+CHAIN_MAX = 1 << 20  # wgmmas in one chain_cycles chain (the kernels' GEMM pair: PAIR_WGMMAS)
 
 
 def role_loop(instrs: list, role: str) -> sass.Loop:
@@ -66,10 +69,15 @@ def softmax_body(instrs: list, flavour: str) -> list:
     return [instrs[k] for k in sass.loop_body(instrs, lp, taken)]
 
 
-@functools.lru_cache(maxsize=2)
-def wgmma_flop_per_clk_sm(path: Path = WGMMA_CAPTURE) -> float:
+def wgmma_flop_per_clk_sm(path: Path | None = None) -> float:
     """The wgmma rate (FLOP per cycle per SM): the best of the clock capture's points with the tensor pipe at full
-    duty and the FMA pipe idle. CaptureError when the capture has none (lapis.model.clock.read_points)."""
+    duty and the FMA pipe idle (`path`, else WGMMA_CAPTURE as it is at the call). CaptureError when the capture has
+    none (lapis.model.clock.read_points)."""
+    return _wgmma_rate(WGMMA_CAPTURE if path is None else Path(path))
+
+
+@functools.lru_cache(maxsize=2)
+def _wgmma_rate(path: Path) -> float:
     rates = [p["tensor_flop_per_clk_sm"] for p in clock.read_points(path)
              if p["tensor_duty"] == 1 and p["fma_duty"] == 0]
     if not rates:
@@ -83,23 +91,43 @@ def gemm_cycles(wgmmas: int) -> float:
     return wgmmas * WGMMA_FLOP / wgmma_flop_per_clk_sm()
 
 
-def completion_gap(src: str, path: Path = LATENCY_CAPTURE) -> float:
+def _source(src) -> str:
+    """`src` when it is one of SOURCES, else ScheduleError."""
+    if src not in SOURCES:
+        raise ScheduleError("a wgmma's A comes from shared memory or registers", f"src {src!r}",
+                            f"use one of {SOURCES}")
+    return src
+
+
+def completion_gap(src: str, path: Path | None = None) -> float:
     """Cycles from a waited group's last tensor-pipe cycle to the wait's return: wgmma.latency.n128.<src> (one
-    m64n128k16 issued and waited, src "ss" or "rs") less its tensor-pipe cycles. CaptureError naming the file when
-    the capture lacks it or its median is not a finite number of cycles above zero."""
-    name = f"wgmma.latency.n128.{src}"
-    found = {m["name"]: m for m in tensor_share._measurements(path) if m.get("status") == "ok"}
-    if name not in found:
-        raise CaptureError("the wgmma completion gap needs the latency microbenchmark", f"{path}: no {name}",
-                           "capture it: lapis capture micro --only wgmma.latency")
-    return max(0.0, tensor_share._positive(found[name].get("value"), name, path) - gemm_cycles(1))
+    m64n128k16 issued and waited, src "ss" or "rs") less its tensor-pipe cycles, from `path` (else LATENCY_CAPTURE
+    as it is at the call). ScheduleError for another src; CaptureError naming the file when the capture lacks the
+    measurement, holds two ok records of it, or its median is not a finite number of cycles at or above one
+    wgmma's tensor-pipe cycles (a latency shorter than the wgmma's own pipe time is no measurement of it)."""
+    name, path = f"wgmma.latency.n128.{_source(src)}", LATENCY_CAPTURE if path is None else Path(path)
+    found = [m for m in tensor_share._measurements(path) if m["name"] == name and m.get("status") == "ok"]
+    fix = "restore the capture from git, or capture it: lapis capture micro --only wgmma.latency"
+    if len(found) != 1:
+        raise CaptureError("the wgmma completion gap needs one ok measurement of the latency microbenchmark",
+                           f"{path}: {len(found)} ok records of {name}", fix)
+    value, pipe = found[0].get("value"), gemm_cycles(1)
+    v = value.get("median") if isinstance(value, dict) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < pipe:
+        raise CaptureError(f"a wgmma latency is a finite number of cycles at or above one wgmma's tensor-pipe cycles "
+                           f"({pipe:.1f})", f"{path}: {name} value.median {v!r}", fix)
+    return float(v) - pipe
 
 
 def chain_cycles(wgmmas: int, last: str) -> float:
     """Cycles from wgmma.fence to wait_group 0 returning for `wgmmas` m64n128k16 issued back to back by one
     warpgroup, the last group's A from `last` ("ss" or "rs"): their tensor-pipe cycles and the last group's
-    completion gap (kernels/micro_wgmma_v2.cu measures it: `lapis validate micro`'s chain rows)."""
-    return gemm_cycles(wgmmas) + completion_gap(last)
+    completion gap (kernels/micro_wgmma_v2.cu measures it: `lapis validate micro`'s chain rows). ScheduleError for
+    wgmmas not a whole number in 1..CHAIN_MAX or another `last`."""
+    if not 1 <= as_int(wgmmas, "chain_cycles' wgmmas", ScheduleError) <= CHAIN_MAX:
+        raise ScheduleError(f"a wgmma chain holds 1 to {CHAIN_MAX} wgmmas", f"wgmmas {wgmmas!r}",
+                            f"pass a count in 1..{CHAIN_MAX} (the GEMM pair: {PAIR_WGMMAS})")
+    return gemm_cycles(wgmmas) + completion_gap(_source(last))
 
 
 @dataclass(frozen=True)
@@ -115,7 +143,12 @@ class Contend:
     gap: float
 
     def factors(self) -> dict[str, float]:
-        """The rates relative to alone that lapis.pipeline_sim.contention.Contention takes."""
+        """The rates relative to alone that lapis.pipeline_sim.contention.Contention takes. ScheduleError when pair,
+        under_gemm or gemm_under_softmax less gap is not above zero (a rate has no finite value)."""
+        if min(self.pair, self.under_gemm, self.gemm_under_softmax - self.gap) <= 0:
+            raise ScheduleError("a Contend's pair and under_gemm cycles, and gemm_under_softmax less gap, are above "
+                                "zero", repr(self), "build it with contend.of, or load consumer_loops.json through "
+                                "lapis.model.consumer_loop.load (which checks it)")
         pipe = self.gemm - self.gap
         return dict(softmax_pair=self.tile / self.pair, softmax_under_gemm=self.tile / self.under_gemm,
                     pipe_under_softmax=pipe / (self.gemm_under_softmax - self.gap))
@@ -129,7 +162,10 @@ STATES = {"s": "tile", "ss": "pair", "st": "under_gemm", "ts": "gemm_under_softm
 
 
 def state_cycles(c: Contend, state: str) -> float:
-    """The leader's cycles per unit in contend state `state` (STATES, or tt). KeyError for another state."""
+    """The leader's cycles per unit in contend state `state` (STATES, or tt). ScheduleError for another state."""
+    if not (isinstance(state, str) and (state == "tt" or state in STATES)):
+        raise ScheduleError("a contend state is one of the contend microbenchmark's", f"state {state!r}",
+                            f"use one of {[*STATES, 'tt']}")
     return 2 * (c.gemm - c.gap) if state == "tt" else getattr(c, STATES[state])
 
 

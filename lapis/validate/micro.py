@@ -300,8 +300,8 @@ def _density_measurements(path: Path, blind: dict[str, float]) -> dict:
 
 def chain_rows() -> list[dict]:
     """The chain capture's rows: cycles from wgmma.fence to wait_group 0 (the capture's value, in cycles), predicted
-    by contend.chain_cycles, with the blind prediction. CaptureError naming the file for a name campaign version 8
-    does not define, no ok record, or a measurement without a blind prediction."""
+    by contend.chain_cycles, with the blind prediction. CaptureError naming the capture for a name campaign version
+    8 does not define or no ok record, and the blind file for a measurement it has no prediction of."""
     blind = _blind_cycles(CHAIN_BLIND, "chain")
     total, found = _checked(CHAIN_CAPTURE)
     fix = "restore the capture from git (captures are never edited by hand)"
@@ -310,14 +310,17 @@ def chain_rows() -> list[dict]:
         raise CaptureError("the chain capture holds at least one measurement with status ok",
                            f"{CHAIN_CAPTURE}: {total} measurements, none ok", fix)
     out = []
+    where = CHAIN_CAPTURE.relative_to(CAPTURES) if CHAIN_CAPTURE.is_relative_to(CAPTURES) else CHAIN_CAPTURE
     for name, m in found.items():
-        if name not in known or name not in blind:
-            raise CaptureError("a chain measurement is one campaign version 8 defines, with a blind prediction",
-                               f"{CHAIN_CAPTURE}: {name}", fix)
+        if name not in known:
+            raise CaptureError("a chain measurement is one campaign version 8 defines", f"{CHAIN_CAPTURE}: {name}",
+                               fix)
+        if name not in blind:
+            raise CaptureError("every chain measurement has a blind prediction (committed before the kernel ran)",
+                               f"{CHAIN_BLIND}: no {name}", "restore lapis/data/blind/micro/chain.json from git")
         p = known[name]
         wgmmas = 2 * p["k"] if p["src"] == "pair" else p["k"]
         predicted, measured = contend.chain_cycles(wgmmas, "ss" if p["src"] == "ss" else "rs"), m["value"]["median"]
-        where = CHAIN_CAPTURE.relative_to(CAPTURES)
         out.append(dict(name=name, capture=str(where), state=f"{wgmmas} wgmma m64n128k16 ({p['src']}), waited",
                         predicted=predicted, measured=measured, error_pct=100.0 * (predicted / measured - 1),
                         blind_predicted=blind[name]))
@@ -332,11 +335,19 @@ def _row(m: dict, capture: Path, state: str, predicted: float) -> dict:
 
 
 def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | None = None) -> list[dict]:
-    """Every softmax microbenchmark row (module docstring), in capture order."""
+    """Every softmax microbenchmark row (module docstring), in capture order. CaptureError naming the contend capture
+    for a contend.* measurement campaign version 3 does not define (before any compile)."""
     blind = _contend3_blind()
     measured3 = _contend3_measurements(CONTEND3_CAPTURE, blind)  # read before any compile: a bad file fails fast
     blind_d = _blind_cycles(density.BLIND_FILE, "density")
     measured_d = _density_measurements(density.CAPTURE, blind_d)
+    measured_c = {n: m for n, m in _measurements(CONTEND_CAPTURE).items() if n.startswith("contend.")}
+    known_c = {m["name"] for m in mc.items_v3_contend(132)}
+    for name in measured_c:
+        if name not in known_c:
+            raise CaptureError("a contend measurement is one campaign version 3 defines (contend.<flavour>.<state>)",
+                               f"{CONTEND_CAPTURE}: {name}",
+                               "restore the capture from git (captures are never edited by hand)")
     share = share or tensor_share.Share.from_capture()
     out = []
     fns = compile_(smsp.SOFTMAX_SOURCE)
@@ -348,9 +359,7 @@ def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | 
                             smsp.simulate(body, wg, consts, phases=smsp.PHASES)))
     fns = compile_(KERNELS / CONTEND_SOURCE)
     cache: dict = {}
-    for name, m in _measurements(CONTEND_CAPTURE).items():
-        if not name.startswith("contend."):
-            continue
+    for name, m in measured_c.items():
         fl, state = name.split(".")[1:]
         if fl not in cache:  # the schedules' own cost of this softmax body
             cache[fl] = contend.of(softmax_body(fns[f"micro_contend_{fl}"], fl), consts, share)

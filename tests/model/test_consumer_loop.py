@@ -2,6 +2,7 @@
 the softmax side, and the committed loops of lapis's ping-pong kernels."""
 
 import dataclasses
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -196,6 +197,17 @@ def _corrupt(tmp_path, edit):
     (lambda d: d.pop("third_party"), "third_party, not one loop per kernel"),
     (lambda d: d["third_party"]["fa4_sm90_d128"]["turn"]["cycles"].__setitem__("pre", -1),
      r"third_party loop 'fa4_sm90_d128': turn cycles"),
+    # these loaded, and Contend.factors divided by zero (or gave a negative rate)
+    (lambda d: (c := d["third_party"]["fa4_sm90_d128"]["softmax_side"]["contend"]).__setitem__(
+        "gemm_under_softmax", c["gap"]),
+     r"third_party loop 'fa4_sm90_d128': contend .* gap not below the GEMM pair's cycles"),
+    (lambda d: d["micro_reference"]["ex2"]["contend"].__setitem__("gemm_under_softmax", 1.0),
+     r"micro_reference 'ex2': contend .* gap not below"),
+    # a TypeError (unhashable list) in the scale check
+    (lambda d: d["third_party"]["fa4_sm90_d128"]["softmax_side"].__setitem__("flavour", ["ex2"]),
+     r"softmax_side flavour \['ex2'\], not one of"),
+    (lambda d: d["loops"]["s9"]["softmax_side"].__setitem__("flavour", "ex2"),
+     "loop 's9': softmax_side flavour 'ex2'; the catalog says 'ex2_cond'"),
 ])
 def test_a_loops_file_that_disagrees_with_the_catalog_or_itself_is_refused(tmp_path, edit, why):
     with pytest.raises(CaptureError, match=why):
@@ -285,3 +297,35 @@ def test_fa4s_committed_sass_gives_its_ping_pong_loop():
     d = consumer_loop.load()["third_party"]
     assert set(d) == {"fa4_sm90_d64", "fa4_sm90_d128"}
     assert d["fa4_sm90_d128"]["softmax_side"]["instructions"] == len(side)
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"", r"got .*d128.sass.gz: 0 'Function :' headers"),
+    (b"not gzip", "not a readable gzip stream"),
+    ("gzip", "0 'Function :' headers"),  # an empty listing: it said "SASS file not found: got ." naming no file
+    ("two", "2 'Function :' headers"),  # d128's and d64's listings (one function name): it read d64's as d128's
+])
+def test_a_bad_third_party_listing_is_refused_naming_it(tmp_path, monkeypatch, content, why):
+    src = consumer_loop.FA4_SASS
+    if content == "gzip":
+        content = gzip.compress(b"")
+    elif content == "two":
+        content = gzip.compress(gzip.decompress((src / "d128.sass.gz").read_bytes())
+                                + gzip.decompress((src / "d64.sass.gz").read_bytes()))
+    (tmp_path / "d128.sass.gz").write_bytes(content)
+    monkeypatch.setitem(consumer_loop.THIRD_PARTY, "fa4_sm90_d128", (tmp_path, "d128.sass.gz", "ex2"))
+    with pytest.raises(CaptureError, match=why):
+        consumer_loop.third_party_sass("fa4_sm90_d128")
+    with pytest.raises(CaptureError, match=r"one of consumer_loop.THIRD_PARTY: got 'fa4_sm90_d256'"):  # a KeyError
+        consumer_loop.third_party_sass("fa4_sm90_d256")
+
+
+def test_the_cli_reads_loops_as_patched_and_exits_2_on_a_bad_file(tmp_path, monkeypatch, capsys):
+    d = json.loads(consumer_loop.LOOPS.read_text())
+    d["third_party"]["fa4_sm90_d64"]["softmax_side"]["contend"]["extra"] = 1.0
+    bad = tmp_path / "loops.json"
+    bad.write_text(json.dumps(d))
+    monkeypatch.setattr(consumer_loop, "LOOPS", bad)  # load() bound the committed file at import and exited 0
+    assert consumer_loop.main([]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "third_party loop 'fa4_sm90_d64': contend" in err and str(bad) in err

@@ -260,6 +260,10 @@ def test_turn_costs_come_from_the_kernels_sass_and_only_for_kernels_lapis_has_sa
         ah.AttentionCosts.of(H200, dims, s4.resolve(H200, dims, {"kernel_loop": "s14"})[0], s4.flags)
     with pytest.raises(ScheduleError, match="kernel_loop"):
         fa4.costs(H200, dims, fa4.resolve(H200, dims, {"kernel_loop": "s9"})[0], fa4.flags)
+    # one consumer warpgroup is no ping-pong: FA4's committed loop (two warpgroups' turns) does not cost it
+    # (it took FA4's 17/119/66-cycle turn and softmax scale)
+    c1 = fa4.costs(H200, dims, fa4.resolve(H200, dims, {"consumer_wgs": 1, "block_m": 64})[0], fa4.flags)
+    assert c1.turn_ns == (0.0, 0.0, 0.0)
 
 
 def test_side_warps_picks_the_loops_softmax_scale_with_one_or_two_softmax_warps():

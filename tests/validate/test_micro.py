@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lapis.data import CAPTURES, DATA
-from lapis.errors import CaptureError
+from lapis.errors import CaptureError, ScheduleError
 from lapis.model import contend, smsp
 from lapis.validate import micro
 
@@ -37,7 +37,7 @@ def test_gemm_unit_is_the_wgmma_bound_of_the_clock_capture(monkeypatch):
     consts, _ = micro.constants()
     read, real = [], contend.clock.read_points
     monkeypatch.setattr(contend.clock, "read_points", lambda p: read.append(Path(p).resolve()) or real(p))
-    contend.wgmma_flop_per_clk_sm.cache_clear()
+    contend._wgmma_rate.cache_clear()
     # 16 wgmma m64n128k16 (4.19 MFLOP) at the capture's best full-duty wgmma point: 4057.35 FLOP/clk/SM
     # (clock/h200-2026-12-02/clock/results.json, repeat 1, by hand)
     assert contend.gemm_cycles(16) == pytest.approx(4194304 / 4057.3463266187673)
@@ -398,6 +398,68 @@ def test_the_wgmma_chains_are_rows_with_their_blind_predictions(report):
     blind = json.loads((DATA / "blind" / "micro" / "chain.json").read_text())["predicted_cycles"]
     assert all(r["blind_predicted"] == blind[n] for n, r in rows.items())
     assert max(abs(r["error_pct"]) for r in rows.values()) < 1.0
+
+
+def test_a_chain_measurement_without_a_blind_prediction_names_the_blind_file(tmp_path, monkeypatch):
+    d = json.loads(micro.CHAIN_BLIND.read_text())
+    del d["predicted_cycles"]["chain.n128.ss.k1"]
+    f = tmp_path / "chain.json"
+    f.write_text(json.dumps(d))
+    monkeypatch.setattr(micro, "CHAIN_BLIND", f)
+    # it named the capture and said to restore it from git
+    with pytest.raises(CaptureError, match=f"{f}: no chain.n128.ss.k1; fix: restore lapis/data/blind/micro/chain"):
+        micro.chain_rows()
+
+
+def test_a_chain_capture_outside_the_captures_folder_gives_rows_naming_it(tmp_path, monkeypatch):
+    f = tmp_path / "results.json"
+    f.write_text(micro.CHAIN_CAPTURE.read_text())
+    monkeypatch.setattr(micro, "CHAIN_CAPTURE", f)  # was a ValueError from Path.relative_to
+    rows = micro.chain_rows()
+    assert len(rows) == 8 and {r["capture"] for r in rows} == {str(f)}
+
+
+@pytest.mark.parametrize("call, why", [
+    (lambda: contend.chain_cycles(0, "ss"), "a wgmma chain holds 1 to 1048576 wgmmas: got wgmmas 0"),  # was 54.4
+    (lambda: contend.chain_cycles(-3, "ss"), "got wgmmas -3"),  # was -139 cycles
+    (lambda: contend.chain_cycles(True, "ss"), "must be an integer: got True"),
+    (lambda: contend.chain_cycles(2.5, "ss"), "must be an integer: got 2.5"),
+    (lambda: contend.chain_cycles(float("nan"), "ss"), "must be an integer: got nan"),
+    (lambda: contend.chain_cycles(8, "pair"), r"shared memory or registers: got src 'pair'"),  # said: capture it
+    (lambda: contend.completion_gap(None), "got src None"),
+    (lambda: contend.state_cycles(contend.Contend(1, 1, 1, 100, 100, 0), "zz"), r"got state 'zz'"),  # KeyError
+    (lambda: contend.Contend(1, 1, 1, 100, 50, 50).factors(), "gemm_under_softmax less gap"),  # ZeroDivisionError
+])
+def test_bad_contend_arguments_are_schedule_errors(call, why):
+    with pytest.raises(ScheduleError, match=why):
+        call()
+
+
+@pytest.mark.parametrize("records, why", [
+    ([{"median": 1.0}], r"at or above one wgmma's tensor-pipe cycles \(64.6\): got .*median 1.0"),  # was a gap of 0
+    ([{"median": float("nan")}], "median nan"),
+    ([{"median": 119.0}, {"median": 500.0}], "2 ok records of wgmma.latency.n128.ss"),  # the last one was taken
+    ([], "0 ok records"),
+])
+def test_a_bad_latency_capture_is_refused_naming_it(tmp_path, monkeypatch, records, why):
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps({"measurements": [{"name": "wgmma.latency.n128.ss", "status": "ok", "value": v}
+                                              for v in records]}))
+    monkeypatch.setattr(contend, "LATENCY_CAPTURE", f)  # read at the call (the default was bound at import)
+    with pytest.raises(CaptureError, match=why):
+        contend.completion_gap("ss")
+    with pytest.raises(CaptureError, match=str(f)):
+        contend.chain_cycles(8, "ss")
+
+
+def test_validate_micro_with_an_unknown_contend_state_exits_2_naming_it(tmp_path, monkeypatch, capsys):
+    d = json.loads(micro.CONTEND_CAPTURE.read_text())
+    d["measurements"][0]["name"] = "contend.ex2.zz"
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps(d))
+    monkeypatch.setattr(micro, "CONTEND_CAPTURE", f)
+    with pytest.raises(CaptureError, match=f"{f}: contend.ex2.zz"):  # was a KeyError (contend.state_cycles)
+        micro.rows(micro.constants()[0], lambda path: pytest.fail(f"compiled {path}"))
 
 
 @pytest.mark.parametrize("edit, why", [
