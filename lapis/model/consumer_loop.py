@@ -154,11 +154,17 @@ def _side_body(instrs: list[sass.Instruction], lp: sass.Loop, skip: set[int],
     return [instrs[k] for k in range(lp.head, lp.tail + 1) if k not in drop]
 
 
-def kernel_side(instrs: list[sass.Instruction], rescale: bool = False) -> list[sass.Instruction]:
+def kernel_side(instrs: list[sass.Instruction], rescale: bool = False, turn: bool = True) -> list[sass.Instruction]:
     """A ping-pong kernel's softmax side: its consumer loop less the GEMM turn (module docstring); with `rescale`
     its O rescale counts even where a branch guards it (the flavours whose microbenchmark loop rescales every
-    tile: all but ex2_cond)."""
-    start, _, _, end = _turn_bounds(instrs)
+    tile: all but ex2_cond). turn=False: a kernel without ping-pong (no bar.sync turn: FA4's d256 forward), the
+    loop less the span from its first HGMMA to its last (both groups and the V wait between them)."""
+    if turn:
+        start, _, _, end = _turn_bounds(instrs)
+    else:
+        lp = _consumer_loop(instrs)
+        hg = [k for k in range(lp.head, lp.tail + 1) if instrs[k].opcode == "HGMMA"]
+        start, end = hg[0], hg[-1] + 1
     return _side_body(instrs, _consumer_loop(instrs), set(range(start, end)), rescale)
 
 
@@ -210,8 +216,11 @@ def flavour_of(v: dict) -> str:
 
 
 FA4_SASS = CAPTURES / "sass" / "fa4-sm90-2026-12-03"  # lapis.captures.fa4_sass: FA4's sm90 forward, compiled only
-# key: (folder, file, flavour); the ping-pong kernels only (FA4's d256 forward has no GEMM turn to split at)
-THIRD_PARTY = {f"fa4_sm90_d{d}": (FA4_SASS, f"d{d}.sass.gz", "ex2") for d in (64, 128)}
+# key: (folder, file, flavour, GEMM turn (ping-pong), block_n): FA4's sm90 forward (flash_fwd_sm90.py
+# use_scheduler_barrier, interface._tile_size_fwd_sm90: d256 has no ping-pong and 80-key tiles)
+THIRD_PARTY = {f"fa4_sm90_d{d}": (FA4_SASS, f"d{d}.sass.gz", "ex2", d <= 128, 128 if d <= 128 else 80)
+               for d in (64, 128, 256)}
+KEYS = 128  # the microbenchmark tile's columns: a side of another block_n is scaled to it
 
 
 def third_party_sass(key: str) -> list[sass.Instruction]:
@@ -222,7 +231,7 @@ def third_party_sass(key: str) -> list[sass.Instruction]:
     if key not in THIRD_PARTY:
         raise CaptureError("a third-party kernel with committed SASS is one of consumer_loop.THIRD_PARTY", repr(key),
                            f"use one of {sorted(THIRD_PARTY)}")
-    folder, name, _ = THIRD_PARTY[key]
+    folder, name = THIRD_PARTY[key][:2]
     path = folder / name
     rule, fix = ("a third-party kernel's SASS is a gzip'd cuobjdump -sass listing of one function",
                  "restore the capture from git (captures are never edited by hand)")
@@ -241,14 +250,17 @@ def third_party_sass(key: str) -> list[sass.Instruction]:
 
 
 def loop_of(instrs: list[sass.Instruction], flavour: str, reference: dict, consts: smsp.Constants,
-            share: tensor_share.Share) -> dict:
-    """A ping-pong kernel function's turn and softmax side (its cycles, contend states and scale against the
-    microbenchmark's loop of `flavour`, reference[flavour])."""
-    body = kernel_side(instrs, rescale=flavour not in COND_FLAVOURS)
+            share: tensor_share.Share, turn: bool = True, block_n: int = KEYS) -> dict:
+    """A kernel function's GEMM turn (None without ping-pong: turn=False) and softmax side (its cycles, contend
+    states and scale against the microbenchmark's loop of `flavour`, reference[flavour], per KEYS columns: a side
+    of block_n keys scaled by KEYS / block_n)."""
+    body = kernel_side(instrs, rescale=flavour not in COND_FLAVOURS, turn=turn)
     side, ref = dict(side_of(body, consts), contend=contend.of(body, consts, share).as_dict()), reference[flavour]
-    return dict(turn=turn_of(instrs, consts),
-                softmax_side=dict(side, flavour=flavour, softmax_scale=side["cycles"] / ref["cycles"],
-                                  softmax_scale_alone=side["alone_cycles"] / ref["alone_cycles"]))
+    per = KEYS / block_n
+    return dict(turn=turn_of(instrs, consts) if turn else None,
+                softmax_side=dict(side, flavour=flavour, block_n=block_n,
+                                  softmax_scale=side["cycles"] * per / ref["cycles"],
+                                  softmax_scale_alone=side["alone_cycles"] * per / ref["alone_cycles"]))
 
 
 def build() -> dict:
@@ -270,8 +282,8 @@ def build() -> dict:
         loops[key] = dict(function=fn, schedule=v["schedule"], overlap=v["overlap"], late_v=v["late_v"],
                           **loop_of(fns[fn], flavour_of(v), reference, consts, share))
     third = {k: dict(source=str((folder / name).relative_to(DATA.parent.parent)),
-                     **loop_of(third_party_sass(k), fl, reference, consts, share))
-             for k, (folder, name, fl) in THIRD_PARTY.items()}
+                     **loop_of(third_party_sass(k), fl, reference, consts, share, turn, bn))
+             for k, (folder, name, fl, turn, bn) in THIRD_PARTY.items()}
     return {"schema": SCHEMA, "nvcc": instruction_mix.nvcc_release(), "flags": instruction_mix.FLAGS,
             "source_sha256": instruction_mix.source_digests(), "constants": str(smsp.PIPES_CAPTURE.relative_to(
                 DATA.parent.parent)), "micro_reference": reference, "schedules": schedule_defaults(), "loops": loops,
@@ -314,12 +326,14 @@ def _loop_fault(key: str, loop) -> str | None:
     return _body_fault(loop)
 
 
-def _body_fault(loop: dict) -> str | None:
+def _body_fault(loop: dict, turn: bool = True) -> str | None:
     """Why a loop's turn and softmax side cannot cost a run, or None (_loop_fault's rules past the catalog's; a
-    softmax_side flavour of FLAVOURS)."""
-    if not isinstance(loop, dict) or not isinstance(loop.get("turn"), dict) \
-            or not isinstance(loop.get("softmax_side"), dict):
-        return "not an object with turn and softmax_side objects"
+    softmax_side flavour of FLAVOURS); turn=False: a loop without ping-pong, whose turn is None."""
+    if not isinstance(loop, dict) or not isinstance(loop.get("softmax_side"), dict) \
+            or not (isinstance(loop.get("turn"), dict) if turn else loop.get("turn") is None):
+        return "not an object with " + ("turn and softmax_side objects" if turn else "softmax_side and a None turn")
+    if not turn:
+        return _side_fault(loop["softmax_side"].get("softmax_scale"), loop["softmax_side"])
     t, scale = loop["turn"], loop["softmax_side"].get("softmax_scale")
     cyc, hg, pipes = t.get("cycles"), t.get("hgmma"), t.get("pipes")
     if not isinstance(cyc, dict) or set(cyc) != set(SEGMENTS) or not all(
@@ -331,25 +345,34 @@ def _body_fault(loop: dict) -> str | None:
         return f"turn hgmma {hg!r}, not 1..{KSTEPS_MAX} per group matching the segments' tensor-pipe counts"
     if t.get("sync_form") not in SYNC_FORMS:
         return f"turn sync_form {t.get('sync_form')!r}, not one of {SYNC_FORMS}"
-    if loop["softmax_side"].get("flavour") not in FLAVOURS:
-        return f"softmax_side flavour {loop['softmax_side'].get('flavour')!r}, not one of {FLAVOURS}"
+    return _side_fault(scale, loop["softmax_side"])
+
+
+def _side_fault(scale, side: dict) -> str | None:
+    """Why a softmax side's flavour is not one of FLAVOURS, or its softmax_scale (`scale`) or softmax_scale_alone
+    is outside (0.25, 4), or None."""
+    if side.get("flavour") not in FLAVOURS:
+        return f"softmax_side flavour {side.get('flavour')!r}, not one of {FLAVOURS}"
     if not (_num(scale) and 0.25 < scale < 4):
         return f"softmax_scale {scale!r}, not in (0.25, 4)"
-    alone = loop["softmax_side"].get("softmax_scale_alone")
+    alone = side.get("softmax_scale_alone")
     if not (_num(alone) and 0.25 < alone < 4):
         return f"softmax_scale_alone {alone!r}, not in (0.25, 4)"
     return None
 
 
 def _scale_fault(loop: dict, reference) -> str | None:
-    """Why loop's softmax_scale (softmax_scale_alone) is not its side's cycles (alone_cycles) over
-    micro_reference[its flavour]'s, or None."""
+    """Why loop's softmax_scale (softmax_scale_alone) is not its side's cycles (alone_cycles) per KEYS columns
+    (its block_n, KEYS where absent) over micro_reference[its flavour]'s, or None."""
     side = loop["softmax_side"]
     ref = reference.get(side.get("flavour"), {}) if isinstance(reference, dict) else {}
+    bn = side.get("block_n", KEYS)
+    if not (isinstance(bn, int) and not isinstance(bn, bool) and 16 <= bn <= 256 and bn % 16 == 0):
+        return f"block_n {bn!r}, not a multiple of 16 in 16..256"
     for scale, field in (("softmax_scale", "cycles"), ("softmax_scale_alone", "alone_cycles")):
         cycles, ref_cycles = side.get(field), ref.get(field) if isinstance(ref, dict) else None
         if not (_num(cycles) and _num(ref_cycles) and ref_cycles > 0
-                and math.isclose(side[scale], cycles / ref_cycles, rel_tol=1e-9)):
+                and math.isclose(side[scale], cycles * KEYS / bn / ref_cycles, rel_tol=1e-9)):
             return (f"{scale} {side[scale]!r} is not its side's {field} {cycles!r} over the "
                     f"{side.get('flavour')!r} reference's {ref_cycles!r}")
     return None
@@ -391,7 +414,7 @@ def _file_fault(d) -> str | None:
     if not isinstance(third, dict) or set(third) != set(THIRD_PARTY):
         return f"third_party, not one loop per kernel of {sorted(THIRD_PARTY)}"
     for key, loop in third.items():
-        if (why := _body_fault(loop) or _scale_fault(loop, ref)
+        if (why := _body_fault(loop, THIRD_PARTY[key][3]) or _scale_fault(loop, ref)
                 or _contend_fault(loop["softmax_side"].get("contend"))) is not None:
             return f"third_party loop {key!r}: {why}"
         if loop["softmax_side"]["flavour"] != THIRD_PARTY[key][2]:

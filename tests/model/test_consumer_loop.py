@@ -295,8 +295,22 @@ def test_fa4s_committed_sass_gives_its_ping_pong_loop():
     # the side holds the tile's 64 MUFU.EX2 and the two for the row's rescale factor, and no HGMMA
     assert sum(i.opcode == "MUFU" for i in side) == 66 and not any(i.opcode == "HGMMA" for i in side)
     d = consumer_loop.load()["third_party"]
-    assert set(d) == {"fa4_sm90_d64", "fa4_sm90_d128"}
+    assert set(d) == {"fa4_sm90_d64", "fa4_sm90_d128", "fa4_sm90_d256"}
     assert d["fa4_sm90_d128"]["softmax_side"]["instructions"] == len(side)
+
+
+def test_fa4s_d256_loop_has_no_turn_and_its_side_is_scaled_to_128_keys():
+    """FA4's d256 forward (d256.sass.gz, read by hand): no bar.sync in its consumer loop (no ping-pong), QK's 16
+    HGMMA.64x80x16 into R152 then PV's 5 HGMMA.64x256x16 into R24; 80-key tiles, so its side's 40 scores per thread
+    take 40 MUFU.EX2 and the row's two rescale factors 2 more."""
+    instrs = consumer_loop.third_party_sass("fa4_sm90_d256")
+    side = consumer_loop.kernel_side(instrs, rescale=True, turn=False)
+    assert sum(i.opcode == "MUFU" for i in side) == 42 and not any(i.opcode == "HGMMA" for i in side)
+    loop = consumer_loop.load()["third_party"]["fa4_sm90_d256"]
+    ref = consumer_loop.load()["micro_reference"]["ex2"]
+    assert loop["turn"] is None and loop["softmax_side"]["block_n"] == 80
+    assert loop["softmax_side"]["softmax_scale"] == pytest.approx(loop["softmax_side"]["cycles"] * 128 / 80
+                                                                  / ref["cycles"])
 
 
 @pytest.mark.parametrize("content, why", [
@@ -313,11 +327,11 @@ def test_a_bad_third_party_listing_is_refused_naming_it(tmp_path, monkeypatch, c
         content = gzip.compress(gzip.decompress((src / "d128.sass.gz").read_bytes())
                                 + gzip.decompress((src / "d64.sass.gz").read_bytes()))
     (tmp_path / "d128.sass.gz").write_bytes(content)
-    monkeypatch.setitem(consumer_loop.THIRD_PARTY, "fa4_sm90_d128", (tmp_path, "d128.sass.gz", "ex2"))
+    monkeypatch.setitem(consumer_loop.THIRD_PARTY, "fa4_sm90_d128", (tmp_path, "d128.sass.gz", "ex2", True, 128))
     with pytest.raises(CaptureError, match=why):
         consumer_loop.third_party_sass("fa4_sm90_d128")
-    with pytest.raises(CaptureError, match=r"one of consumer_loop.THIRD_PARTY: got 'fa4_sm90_d256'"):  # a KeyError
-        consumer_loop.third_party_sass("fa4_sm90_d256")
+    with pytest.raises(CaptureError, match=r"one of consumer_loop.THIRD_PARTY: got 'fa4_sm90_d96'"):  # a KeyError
+        consumer_loop.third_party_sass("fa4_sm90_d96")
 
 
 def test_the_cli_reads_loops_as_patched_and_exits_2_on_a_bad_file(tmp_path, monkeypatch, capsys):

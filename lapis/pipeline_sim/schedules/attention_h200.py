@@ -261,19 +261,22 @@ def kernel_loop(flags: dict, prm: dict) -> dict | None:
     """The committed consumer loop (lapis.model.consumer_loop.LOOPS) of the built kernel that prm["kernel_loop"]
     names (a catalog key: "s9", "s14"; "own": the one this schedule mirrors); None for schedules without GEMM
     turns (no ping-pong, one consumer warpgroup) and for those whose kernels lapis has no SASS of (flags without
-    gemm_turn or sass_loop: cuDNN's, FA4's at head dim 256); a third-party ping-pong kernel's committed loop
-    (flags sass_loop: consumer_loop.load()["third_party"]) where the run has two consumer warpgroups or more. ScheduleError for a kernel_loop that is not a built ping-pong kernel with this
-    schedule's turn order, or one given where there are no turns."""
+    gemm_turn or sass_loop: cuDNN's); a third-party kernel's committed loop (flags sass_loop:
+    consumer_loop.load()["third_party"], FA4's) where the run has two consumer warpgroups or more and ping-pongs
+    as that loop does (a loop with a turn) or not (turn None: FA4's at head dim 256). ScheduleError for a
+    kernel_loop that is not a built ping-pong kernel with this schedule's turn order, or one given where there are
+    no turns."""
     key = prm.get("kernel_loop", DEFAULTS["kernel_loop"])
     if not (flags.get("gemm_turn") and pingpong(flags, prm["consumer_wgs"])):
         if key != "own":
             raise ScheduleError("kernel_loop applies to lapis's ping-pong schedules with two or more consumer "
                                 "warpgroups (their kernels' SASS)", f"kernel_loop {key!r}", "drop it")
-        # a third-party kernel's loop from its committed SASS (consumer_loop.THIRD_PARTY: FA4's sm90 forward), a
-        # ping-pong loop: a run with one consumer warpgroup (no turns) is not that kernel
-        if not (flags.get("sass_loop") and pingpong(flags, prm["consumer_wgs"])):
+        # a third-party kernel's loop from its committed SASS (consumer_loop.THIRD_PARTY: FA4's sm90 forward): a
+        # run with one consumer warpgroup, or another ping-pong than the loop's, is not that kernel
+        if not flags.get("sass_loop") or prm["consumer_wgs"] < 2:
             return None
-        return consumer_loop.load()["third_party"][flags["sass_loop"]]
+        loop = consumer_loop.load()["third_party"][flags["sass_loop"]]
+        return loop if (loop["turn"] is not None) == pingpong(flags, prm["consumer_wgs"]) else None
     d = consumer_loop.load()
     key = d["schedules"].get(flags["gemm_turn"]) if key == "own" else key
     loop = d["loops"].get(key)
@@ -294,7 +297,7 @@ def turn_costs(p, flags: dict, prm: dict, d: int) -> tuple[float, float, float]:
     kernel's loop (kernel_loop; zero without one), scaled to this run's k-steps (QK: D / 16, PV: block_n / 16; s4
     issues PV first)."""
     loop = kernel_loop(flags, prm)
-    if loop is None:
+    if loop is None or loop["turn"] is None:  # no turn: a kernel without ping-pong
         return (0.0, 0.0, 0.0)
     qk, pv = d // 16, prm["block_n"] // 16
     first, second = (qk, pv) if flags.get("overlap") else (pv, qk)

@@ -20,10 +20,10 @@ Source: Dao-AILab/flash-attention flash_attn/cute (read at commit 0251105a2fb1, 
 Structure reused: with these facts the kernel is lapis's h200-s6-exp2 schedule (attention_h200.py: a producer
 warpgroup with K and V TMA rings, consumer warpgroups of 64 rows, GEMM ping-pong, intra-warpgroup overlap, ex2
 softmax, non-persistent grid with CTA turnover), so the roles (producer, consumer_overlap), the cost model
-(AttentionCosts: the ex2 flavour's microbenchmark loop from its SASS, lapis.model.contend, scaled for head dims 64
-and 128 by FA4's own ping-pong loop, whose GEMM turn segments it also takes: lapis.model.consumer_loop.THIRD_PARTY,
-from its SASS compiled here, capture sass/fa4-sm90-2026-12-03; head dim 256 has no turn) and the residency are
-attention_h200's, run with
+(AttentionCosts: the ex2 flavour's microbenchmark loop from its SASS, lapis.model.contend, scaled by FA4's own
+loop, whose contend states it takes, and at head dims 64 and 128 its ping-pong GEMM turn segments:
+lapis.model.consumer_loop.THIRD_PARTY, from its SASS compiled here, capture sass/fa4-sm90-2026-12-03) and the
+residency are attention_h200's, run with
 FA4's tile sizes, stages, consumer warpgroups and setmaxnreg split (CONFIGS) and the flags of fa4_flags. What
 differs is the work order (deal: the LPT scheduler's CTA order, handed to the SM that frees first), and at head dim
 256 the missing ping-pong. A ragged last K/V tile (L not a multiple of 80) costs a full tile (masked_tail).
@@ -61,9 +61,8 @@ def config(d: int) -> dict:
 
 def fa4_flags(d: int) -> dict:
     """s6's flags with FA4's: ping-pong only at head dim <= 128 (use_scheduler_barrier), ragged K/V tails masked,
-    and there its loop from its SASS (sass_loop: lapis.model.consumer_loop.THIRD_PARTY)."""
-    loop = {"sass_loop": f"fa4_sm90_d{d}"} if d <= 128 else {}  # its ping-pong loop's SASS (consumer_loop)
-    return dict(ah.VARIANTS[_BASE], pingpong=d <= 128, masked_tail=True, **loop)
+    and its loop from its SASS (sass_loop: lapis.model.consumer_loop.THIRD_PARTY)."""
+    return dict(ah.VARIANTS[_BASE], pingpong=d <= 128, masked_tail=True, sass_loop=f"fa4_sm90_d{d}")
 
 
 def resolve(p, dims: tuple, params: dict) -> tuple[dict, dict]:
