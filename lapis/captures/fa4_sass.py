@@ -45,6 +45,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from lapis.captures.provenance import git_provenance
+from lapis.data import CAPTURES
 from lapis.errors import CaptureError, LapisError
 from lapis.model import sass
 
@@ -207,7 +209,6 @@ def check(a: argparse.Namespace) -> list[str]:
 
 def capture(a: argparse.Namespace, names: list[str], argv: list[str]) -> dict:
     """Compile and list every case into a.out (module docstring); the manifest written."""
-    from lapis.captures.provenance import git_provenance
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     kernels, versions, tools, listings = {}, {}, {}, {}
@@ -250,7 +251,6 @@ def main(argv: list[str] | None = None) -> int:
     if not (a.out or a.child):
         ap.error("--out is required")
     if a.ncu is None:
-        from lapis.data import CAPTURES
         a.ncu = str(CAPTURES / NCU)
     try:
         if a.child:

@@ -50,6 +50,8 @@ def test_third_party_sets_hold_the_kernels_cases_and_the_files_hold_them(name, e
 # defaults changed after the blind files were written, as they were then
 WRITTEN_UNDER = {("flash2_h200", False): dict(loop_smsp=0), ("flash2_h200", True): dict(loop_smsp=0),
                  ("cudnn_h200", True): dict(persistent_order="heavy_first")}
+# sets whose cost model changed by design after they were written, and by how much at most (relative)
+REMODELLED = {"fa4_sm90_h200": 0.03}  # FA4 costed from its own loop's SASS: 32x16x1024x128 347.2 -> 341.1 µs
 
 
 @pytest.mark.parametrize("name, shape", [("flash2_h200", "32x16x1024x128"), ("fa4_sm90_h200", "32x16x1024x128"),
@@ -58,10 +60,11 @@ def test_the_cheap_blind_entries_reproduce_from_the_code(name, shape):
     """Exactly while the model is the one that made them (model_hash); once the model has changed (the persistent
     schedules' Q slots moved cuDNN's 32x16x1024 prediction from 458.925 to 458.43 µs), within 1%, with the defaults
     the files were made under where a default has changed since (WRITTEN_UNDER: FA2's count model, cuDNN's causal
-    heavy_first order; the compiled loop and the measured grid_stride order came after the blind files)."""
+    heavy_first order; the compiled loop and the measured grid_stride order came after the blind files), or within
+    REMODELLED's bound where the set's cost model has changed since by design."""
     for e in load(name)["entries"]:
         if e["shape"] == shape:
             params = dict(e["params"], **WRITTEN_UNDER.get((name, bool(e.get("causal"))), {}))
             now = simulate(e["schedule"], "h200", shape, params)["predicted_us"]
-            tolerance = dict(abs=5e-4) if e["model_hash"] == model_hash() else dict(rel=0.01)
+            tolerance = dict(abs=5e-4) if e["model_hash"] == model_hash() else dict(rel=REMODELLED.get(name, 0.01))
             assert now == pytest.approx(e["predicted_us"], **tolerance)
