@@ -207,8 +207,12 @@ VARIANTS["s20"] = dict(VARIANTS["s18"], entry="s20_spin_wait", spin_wait=True, b
 # try_wait and a branch each, on the SMSP that two consumer warps share (diagnostic/h200-2026-12-02-s20-source)
 VARIANTS["s21"] = dict(VARIANTS["s20"], entry="s21_sleep_acquire", sleep_acquire=True, blind="attention_h200_s21",
                        causal_build=dict(entry="s21_sleep_acquire_causal", blind="attention_h200_s21"))
+# s22: s21 with each row's max and sum over a tile in two independent partial chains (FA4's sm90 forward keeps
+# several: its row-max tree has four running FMNMX values), where s21 runs one (s11's four ran 1-3% slower than s10)
+VARIANTS["s22"] = dict(VARIANTS["s21"], entry="s22_two_chains", chains=2, blind="attention_h200_s22",
+                       causal_build=dict(entry="s22_two_chains_causal", blind="attention_h200_s22"))
 # they share h200-s9-tuned: each is costed from its own SASS
-for _k in ("s10", "s11", "s12", "s13", "s14", "s15", "s16", "s17", "s18", "s19", "s20", "s21"):
+for _k in ("s10", "s11", "s12", "s13", "s14", "s15", "s16", "s17", "s18", "s19", "s20", "s21", "s22"):
     VARIANTS[_k]["sim"] = dict(VARIANTS[_k]["sim"], kernel_loop=_k)
 DEFAULT_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128", "16x16x2048x128", "32x16x1024x128")
 SMALL_SHAPE = "1x2x512x128"

@@ -56,7 +56,7 @@ def test_every_entry_names_its_whole_template_and_its_role():
     names = [attention.kernel_name(v, c) for v in attention.VARIANTS.values()
              for c in (False, True) if not c or v["causal_build"]]
     names += [gemm.kernel_name(v, o) for v in gemm.VARIANTS.values() for o in v["outputs"]]
-    assert len(names) == len(set(names)) == 42
+    assert len(names) == len(set(names)) == 44
 
 
 def test_s14_is_s13_with_the_descriptor_increments_alone():
@@ -67,7 +67,7 @@ def test_s14_is_s13_with_the_descriptor_increments_alone():
     assert (s13["sim"]["kernel_loop"], s14["sim"]["kernel_loop"]) == ("s13", "s14")
     assert (s13["desc_inc"], s14["desc_inc"]) == (False, True)
     assert [k for k, v in attention.VARIANTS.items() if v["desc_inc"]] == ["s14", "s15", "s16", "s17", "s18", "s19",
-                                                                                 "s20", "s21"]
+                                                                                 "s20", "s21", "s22"]
     assert attention.kernel_name(s14) == "attn_s14_desc_inc_s2_n128_c2"
     assert attention.kernel_name(s14, causal=True) == "attn_s14_desc_inc_causal_s2_n128_c2"
     assert (s14["blind"], s14["causal_build"]["blind"]) == ("attention_h200_s14", "attention_h200_s14")
@@ -79,7 +79,7 @@ def test_s15_is_s14_with_the_late_v_wait_alone():
     # the simulator runs its turn in the kernel's order (late_v) from its own compiled loop
     assert {k: v for k, v in s15["sim"].items() if s14["sim"].get(k) != v} == {"kernel_loop": "s15", "late_v": 1}
     assert [k for k, v in attention.VARIANTS.items() if v["late_v"]] == ["s15", "s16", "s17", "s18", "s19", "s20",
-                                                                               "s21"]
+                                                                               "s21", "s22"]
     assert attention.kernel_name(s15) == "attn_s15_late_v_s2_n128_c2"
     assert attention.kernel_name(s15, causal=True) == "attn_s15_late_v_causal_s2_n128_c2"
     assert (s15["blind"], s15["causal_build"]["blind"]) == ("attention_h200_s15", "attention_h200_s15")
@@ -91,7 +91,8 @@ def test_s16_is_s15_with_the_early_pack_alone():
     # its own compiled loop; its softmax side costed as s15's, two softmax warps per SMSP (the default)
     assert {k: v for k, v in s16["sim"].items() if s15["sim"].get(k) != v} == {"kernel_loop": "s16"}
     assert "side_warps" not in s16["sim"]
-    assert [k for k, v in attention.VARIANTS.items() if v["early_pack"]] == ["s16", "s17", "s18", "s19", "s20", "s21"]
+    assert [k for k, v in attention.VARIANTS.items() if v["early_pack"]] == ["s16", "s17", "s18", "s19", "s20", "s21",
+                                                                                   "s22"]
     assert attention.kernel_name(s16) == "attn_s16_early_pack_s2_n128_c2"
     assert attention.kernel_name(s16, causal=True) == "attn_s16_early_pack_causal_s2_n128_c2"
     assert (s16["blind"], s16["causal_build"]["blind"]) == ("attention_h200_s16", "attention_h200_s16")
@@ -102,7 +103,7 @@ def test_s17_is_s16_with_the_one_sync_turn_wait_alone():
     assert {k for k in s16 if s16[k] != s17[k]} == {"entry", "one_sync", "blind", "causal_build", "sim"}
     # its own compiled loop; the simulator parameters otherwise s16's
     assert {k: v for k, v in s17["sim"].items() if s16["sim"].get(k) != v} == {"kernel_loop": "s17"}
-    assert [k for k, v in attention.VARIANTS.items() if v["one_sync"]] == ["s17", "s18", "s19", "s20", "s21"]
+    assert [k for k, v in attention.VARIANTS.items() if v["one_sync"]] == ["s17", "s18", "s19", "s20", "s21", "s22"]
     assert attention.kernel_name(s17) == "attn_s17_one_sync_s2_n128_c2"
     assert attention.kernel_name(s17, causal=True) == "attn_s17_one_sync_causal_s2_n128_c2"
     assert (s17["blind"], s17["causal_build"]["blind"]) == ("attention_h200_s17", "attention_h200_s17")
@@ -113,7 +114,7 @@ def test_s18_is_s17_with_the_hoisted_barrier_addresses_alone():
     assert {k for k in s17 if s17[k] != s18[k]} == {"entry", "bar_hoist", "blind", "causal_build", "sim"}
     # its own compiled loop; the simulator parameters otherwise s17's
     assert {k: v for k, v in s18["sim"].items() if s17["sim"].get(k) != v} == {"kernel_loop": "s18"}
-    assert [k for k, v in attention.VARIANTS.items() if v["bar_hoist"]] == ["s18", "s19", "s20", "s21"]
+    assert [k for k, v in attention.VARIANTS.items() if v["bar_hoist"]] == ["s18", "s19", "s20", "s21", "s22"]
     assert attention.kernel_name(s18) == "attn_s18_bar_hoist_s2_n128_c2"
     assert attention.kernel_name(s18, causal=True) == "attn_s18_bar_hoist_causal_s2_n128_c2"
     assert (s18["blind"], s18["causal_build"]["blind"]) == ("attention_h200_s18", "attention_h200_s18")
@@ -133,7 +134,7 @@ def test_s20_is_s18_with_the_turns_waits_as_spins_alone():
     s18, s20 = attention.VARIANTS["s18"], attention.VARIANTS["s20"]
     assert {k for k in s18 if s18[k] != s20[k]} == {"entry", "spin_wait", "blind", "causal_build", "sim"}
     assert {k: v for k, v in s20["sim"].items() if s18["sim"].get(k) != v} == {"kernel_loop": "s20"}
-    assert [k for k, v in attention.VARIANTS.items() if v["spin_wait"]] == ["s20", "s21"]
+    assert [k for k, v in attention.VARIANTS.items() if v["spin_wait"]] == ["s20", "s21", "s22"]
     assert not s20["early_test"]
     assert attention.kernel_name(s20) == "attn_s20_spin_wait_s2_n128_c2"
     assert attention.kernel_name(s20, causal=True) == "attn_s20_spin_wait_causal_s2_n128_c2"
@@ -144,7 +145,7 @@ def test_s21_is_s20_with_the_producers_waits_asleep_alone():
     s20, s21 = attention.VARIANTS["s20"], attention.VARIANTS["s21"]
     assert {k for k in s20 if s20[k] != s21[k]} == {"entry", "sleep_acquire", "blind", "causal_build", "sim"}
     assert {k: v for k, v in s21["sim"].items() if s20["sim"].get(k) != v} == {"kernel_loop": "s21"}
-    assert [k for k, v in attention.VARIANTS.items() if v["sleep_acquire"]] == ["s21"]
+    assert [k for k, v in attention.VARIANTS.items() if v["sleep_acquire"]] == ["s21", "s22"]
     assert attention.kernel_name(s21) == "attn_s21_sleep_acquire_s2_n128_c2"
     assert attention.kernel_name(s21, causal=True) == "attn_s21_sleep_acquire_causal_s2_n128_c2"
     assert (s21["blind"], s21["causal_build"]["blind"]) == ("attention_h200_s21", "attention_h200_s21")
@@ -298,3 +299,14 @@ def test_the_generator_refuses_an_entry_before_writing_the_list(monkeypatch):
     monkeypatch.setitem(attention.VARIANTS, "s21", dict(attention.VARIANTS["s20"], entry="s21_both", early_test=True))
     with pytest.raises(ScheduleError, match="the spin waits replace s18's turn waits"):
         generate.attention_inc()
+
+
+def test_s22_is_s21_with_two_softmax_chains_alone():
+    s21, s22 = attention.VARIANTS["s21"], attention.VARIANTS["s22"]
+    assert {k for k in s21 if s21[k] != s22[k]} == {"entry", "chains", "blind", "causal_build", "sim"}
+    # its own loop costs it (two chains in its SASS), not the simulator's softmax_chains scaling
+    assert {k: v for k, v in s22["sim"].items() if s21["sim"].get(k) != v} == {"kernel_loop": "s22"}
+    assert (s21["chains"], s22["chains"]) == (1, 2) and "softmax_chains" not in s22["sim"]
+    assert attention.kernel_name(s22) == "attn_s22_two_chains_s2_n128_c2"
+    assert attention.kernel_name(s22, causal=True) == "attn_s22_two_chains_causal_s2_n128_c2"
+    assert (s22["blind"], s22["causal_build"]["blind"]) == ("attention_h200_s22", "attention_h200_s22")
