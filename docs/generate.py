@@ -356,8 +356,8 @@ class docs_values:  # noqa: N801 -- the name the markers use
 
         ref, meas = consumer_loop.load()["micro_reference"], _measurements(CONTEND_CAPTURE)
         cols = ("s", "ss", "st", "ts")
-        md = ["| softmax flavour | softmax tile alone | beside another softmax | beside GEMMs in flight | GEMM pair "
-              "beside this softmax |", "|---|---:|---:|---:|---:|"]
+        md = ["| softmax flavour: predicted (measured) cycles | softmax tile alone | beside another softmax | beside "
+              "GEMMs in flight | GEMM pair (QK + PV) beside this softmax |", "|---|---:|---:|---:|---:|"]
         for f, r in ref.items():
             c = contend.Contend(**r["contend"])
             cells = [f"{contend.state_cycles(c, st):.0f} ({1 / meas[f'contend.{f}.{st}']['value']['median']:.0f})"

@@ -408,10 +408,16 @@ def _tool(name: str) -> str:
                 return str(d / name)
     path = os.environ.get("PATH", "")
     where = (f"{name} is neither in {', '.join(f'{r}/cu*/bin' for r in roots)} nor on PATH ({path})" if roots else
-             f"no nvidia wheel is installed and {name} is not on PATH ({path})")
+             f"{name} is not on PATH ({path}), and no nvidia wheel is installed")
+    missing = [t for t in TOOL_WHEELS if t != "nvcc" and t != name and not _found(t, roots)]
+    wheels = " ".join(TOOL_WHEELS.get(t, "the CUDA toolkit") for t in [name, *missing])  # one install for all
     raise CaptureError(f"{name} must be on PATH or in an nvidia wheel's bin folder (nvidia/cu*/bin)", where,
-                       f"pip install {TOOL_WHEELS.get(name, 'the CUDA toolkit')}, or put CUDA's bin folder "
-                       f"(e.g. /usr/local/cuda/bin) on PATH")
+                       f"pip install {wheels}, or put CUDA's bin folder (e.g. /usr/local/cuda/bin) on PATH")
+
+
+def _found(name: str, roots: list) -> bool:
+    """Whether `name` is on PATH or in one of the nvidia wheel roots' cu*/bin folders."""
+    return bool(shutil.which(name)) or any((d / name).exists() for r in roots for d in Path(r).glob("cu*/bin"))
 
 
 NVCC_TIMEOUT_S, CUOBJDUMP_TIMEOUT_S = 600, 120  # one micro kernel compiles in seconds; past these the tool hangs

@@ -33,8 +33,9 @@ Rows (measured = 1 / the capture's `value` median, in cycles per unit counted th
   constants and no row. `blind_predicted`: lapis/data/blind/micro/density.json, committed before the kernel ran.
 - chain.n128.<ss|rs|pair>.k<K> (micro/h200-2026-12-03-chain, kernels/micro_wgmma_v2.cu: one warpgroup's K wgmmas,
   or the GEMM pair's 8 + 8, fence to wait_group 0; measured = the capture's value, in cycles):
-  lapis.model.contend.chain_cycles, the GEMM pair's cost in the contend states. `blind_predicted`:
-  lapis/data/blind/micro/chain.json, committed before the kernel first ran.
+  lapis.model.contend.chain_cycles, the GEMM pair's cost in the contend states; the one-wgmma chains are the
+  completion gap's constant measured again, so not rows. `blind_predicted`: lapis/data/blind/micro/chain.json,
+  committed before the kernel first ran.
 - mixsm.<fl>.<part>, mixsm2.<fl>.<part> (micro/h200-2026-11-30-v3-mix, -v3-mix2; kernels micro_mix_softmax_v1.cu,
   _v2.cu): one job of `tensor_iters` GEMM units and `softmax_iters` softmax tiles on two warpgroups; both: the two
   overlap at the shared-cycle rates until the shorter ends, the rest runs alone.
@@ -300,8 +301,10 @@ def _density_measurements(path: Path, blind: dict[str, float]) -> dict:
 
 def chain_rows() -> list[dict]:
     """The chain capture's rows: cycles from wgmma.fence to wait_group 0 (the capture's value, in cycles), predicted
-    by contend.chain_cycles, with the blind prediction. CaptureError naming the capture for a name campaign version
-    8 does not define or no ok record, and the blind file for a measurement it has no prediction of."""
+    by contend.chain_cycles, with the blind prediction; the one-wgmma chains (k1) measure what the completion gap's
+    constant (wgmma.latency.n128.<src>) measures, so they are not rows. CaptureError naming the capture for a name
+    campaign version 8 does not define or no ok record, and the blind file for a measurement it has no prediction
+    of."""
     blind = _blind_cycles(CHAIN_BLIND, "chain")
     total, found = _checked(CHAIN_CAPTURE)
     fix = "restore the capture from git (captures are never edited by hand)"
@@ -319,6 +322,8 @@ def chain_rows() -> list[dict]:
             raise CaptureError("every chain measurement has a blind prediction (committed before the kernel ran)",
                                f"{CHAIN_BLIND}: no {name}", "restore lapis/data/blind/micro/chain.json from git")
         p = known[name]
+        if p["k"] == 1:  # the constant's own measurement, taken again
+            continue
         wgmmas = 2 * p["k"] if p["src"] == "pair" else p["k"]
         predicted, measured = contend.chain_cycles(wgmmas, "ss" if p["src"] == "ss" else "rs"), m["value"]["median"]
         out.append(dict(name=name, capture=str(where), state=f"{wgmmas} wgmma m64n128k16 ({p['src']}), waited",

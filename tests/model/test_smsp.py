@@ -286,8 +286,10 @@ def test_a_rate_too_small_to_simulate_is_a_capture_error(tmp_path):
         smsp.Constants.load(f)
 
 
-@pytest.mark.parametrize("name, wheel", [("cuobjdump", "nvidia-cuda-cuobjdump"), ("nvcc", "nvidia-cuda-nvcc"),
-                                        ("nvdisasm", "nvidia-cuda-nvdisasm")])
+# the fix names every missing disassembler's wheel at once (one install, not one failure per tool)
+@pytest.mark.parametrize("name, wheel", [("cuobjdump", "nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm"),
+                                        ("nvcc", "nvidia-cuda-nvcc nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm"),
+                                        ("nvdisasm", "nvidia-cuda-nvdisasm nvidia-cuda-cuobjdump")])
 def test_a_missing_tool_names_the_path_the_wheel_folders_and_the_wheel(monkeypatch, tmp_path, name, wheel):
     (tmp_path / "nvidia" / "cu13" / "bin").mkdir(parents=True)  # a wheel folder without the tool
     spec = type("Spec", (), {"submodule_search_locations": [str(tmp_path / "nvidia")]})()
@@ -305,8 +307,8 @@ def test_a_missing_tool_without_any_nvidia_wheel_says_so(monkeypatch):
     monkeypatch.setenv("PATH", "/nowhere/bin")
     with pytest.raises(CaptureError) as e:
         smsp._tool("cuobjdump")
-    assert "got no nvidia wheel is installed and cuobjdump is not on PATH (/nowhere/bin); fix: pip install " \
-           "nvidia-cuda-cuobjdump," in str(e.value)
+    assert "got cuobjdump is not on PATH (/nowhere/bin), and no nvidia wheel is installed; fix: pip install " \
+           "nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm," in str(e.value)
 
 
 @pytest.mark.parametrize("missing", ["cuobjdump", "nvdisasm"])
