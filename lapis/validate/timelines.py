@@ -65,7 +65,7 @@ from lapis.captures.manifest import read_original
 from lapis.captures.readers import read_race
 from lapis.captures.store import captures_root, manifests
 from lapis.catalog import attention, third_party
-from lapis.errors import CaptureError, LapisError, NotModelled, ScheduleError
+from lapis.errors import CaptureError, LapisError, NotModelled, ScheduleError, shown
 from lapis.figures.compare_gantt import compare_gantt
 from lapis.figures.validation import progression, scatter
 from lapis.gpu.attention_plan import OPS, ROLES
@@ -509,8 +509,10 @@ def _case_row(root: Path, case: dict, cache: dict, blind: dict | None, fig_dir: 
                 new[pkey] = {f: r[f] for f in predictions.KEPT}
         pred_us = (new.get(pkey) or cache[pkey])["predicted_us"]
     except (ScheduleError, NotModelled) as exc:  # a schedule that cannot run this case (e.g. causal not modelled)
+        # the measured kernel ran: the limit is the built-in schedule's, so its fix is no advice to the reader
+        why = f"not modelled: the schedule {case['schedule']} cannot run this case ({exc.rule}: {shown(exc.value)})"
         return dict(row, predicted_us=None, measured_us=case["measured_us"], err_pct=None, blind=False,
-                    blind_err_pct=None, first_divergence=None, steady_divergence=None, error=str(exc)), new
+                    blind_err_pct=None, first_divergence=None, steady_divergence=None, error=why), new
     row.update(predicted_us=pred_us, predicted_source="simulated" if pkey in new else "cache",
                measured_us=case["measured_us"], err_pct=err_pct(pred_us, case["measured_us"]),
                within_run_spread_pct=case["spread_pct"], **cycles(pred_us, case),

@@ -408,3 +408,14 @@ def test_a_case_timed_by_several_captures_takes_the_one_that_ran_last():
     assert case["capture_date"] == "2026-12-03"
     # the earlier races' times stay as runs: -layout's among them
     assert pytest.approx(1839.6, abs=0.05) in case["runs_us"] and case["runs_us"][-1] == case["measured_us"]
+
+
+def test_a_case_the_schedule_cannot_run_says_the_limit_is_the_schedules():
+    """cuDNN ran at 8x16x4096x256 (race/h200-2026-12-02-hd-post); h200-cudnn-fprop's three K+V stages do not fit
+    shared memory at head dim 256: the row says the schedule cannot model it, without the schedule error's fix
+    (lower stages ...), which would be advice to change a kernel that ran."""
+    r = validate_timelines(select=lambda c: c["variant"] == "cudnn_fprop" and c["shape"] == "8x16x4096x256")
+    (row,) = r["per_case"]
+    assert row["predicted_us"] is None and row["error"].startswith(
+        "not modelled: the schedule h200-cudnn-fprop cannot run this case (the schedule does not fit shared memory: ")
+    assert "fix:" not in row["error"] and "458752 B > 232448 B" in row["error"]
