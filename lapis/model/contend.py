@@ -124,10 +124,15 @@ def chain_cycles(wgmmas: int, last: str) -> float:
     warpgroup, the last group's A from `last` ("ss" or "rs"): their tensor-pipe cycles and the last group's
     completion gap (kernels/micro_wgmma_v2.cu measures it: `lapis validate micro`'s chain rows). ScheduleError for
     wgmmas not a whole number in 1..CHAIN_MAX or another `last`."""
+    return gemm_cycles(_chain(wgmmas)) + completion_gap(_source(last))
+
+
+def _chain(wgmmas) -> int:
+    """`wgmmas` when it is a whole number in 1..CHAIN_MAX, else ScheduleError."""
     if not 1 <= as_int(wgmmas, "chain_cycles' wgmmas", ScheduleError) <= CHAIN_MAX:
         raise ScheduleError(f"a wgmma chain holds 1 to {CHAIN_MAX} wgmmas", f"wgmmas {wgmmas!r}",
                             f"pass a count in 1..{CHAIN_MAX} (the GEMM pair: {PAIR_WGMMAS})")
-    return gemm_cycles(wgmmas) + completion_gap(_source(last))
+    return wgmmas
 
 
 @dataclass(frozen=True)
@@ -169,9 +174,12 @@ def state_cycles(c: Contend, state: str) -> float:
     return 2 * (c.gemm - c.gap) if state == "tt" else getattr(c, STATES[state])
 
 
-def of(body: list[sass.Instruction], consts: smsp.Constants, share: tensor_share.Share) -> Contend:
-    """The body's Contend (module docstring). CaptureError for a body without control bits (cuobjdump input)."""
-    slots, gap = gemm_cycles(PAIR_WGMMAS), completion_gap("rs")
-    soft, gemm = tensor_share.run(body, consts, share, slots, gap)
+def of(body: list[sass.Instruction], consts: smsp.Constants, share: tensor_share.Share,
+       wgmmas: int = PAIR_WGMMAS, last: str = "rs") -> Contend:
+    """The body's Contend (module docstring) beside a GEMM unit of `wgmmas` m64n128k16 whose last group's A comes
+    from `last` (default the GEMM pair; micro_mix_softmax_v4.cu's unit is one QK group: 8, "ss"). CaptureError for a
+    body without control bits (cuobjdump input); ScheduleError for a unit chain_cycles refuses."""
+    slots, gap = gemm_cycles(_chain(wgmmas)), completion_gap(last)  # chain_cycles' two terms, the capture read once
+    soft, beside = tensor_share.run(body, consts, share, slots, gap)
     return Contend(tile=smsp.simulate(body, 1, consts), pair=2 * smsp.simulate(body, 2, consts, phases=smsp.PHASES),
-                   under_gemm=soft, gemm=chain_cycles(PAIR_WGMMAS, "rs"), gemm_under_softmax=gemm, gap=gap)
+                   under_gemm=soft, gemm=slots + gap, gemm_under_softmax=beside, gap=gap)

@@ -84,12 +84,12 @@ MIX_CAPTURES = {"mixsm": (CAPTURES / "micro" / "h200-2026-11-30-v3-mix" / "micro
                 "mixsm2": (CAPTURES / "micro" / "h200-2026-11-30-v3-mix2" / "micro" / "results.json",
                            "micro_mix_softmax_v2.cu", 16)}  # QK + PV
 CONTEND_SOURCE = "micro_mix_softmax_v3.cu"  # its GEMM unit: contend.PAIR_WGMMAS, PV's A from registers
-CONTEND3_SOURCE, CONTEND3_WGMMAS = "micro_mix_softmax_v4.cu", 8  # one QK group per GEMM unit
+CONTEND3_SOURCE, CONTEND3_WGMMAS, CONTEND3_LAST_GROUP = "micro_mix_softmax_v4.cu", 8, "ss"  # one QK group per unit
 CONTEND3_BLIND = BLIND / "micro" / "contend3.json"  # committed before micro_mix_softmax_v4.cu first ran
 CONTEND3_CAPTURE = CAPTURES / "micro" / "h200-2026-12-02-contend3" / "micro" / "results.json"
 CHAIN_CAPTURE = CAPTURES / "micro" / "h200-2026-12-03-chain" / "micro" / "results.json"  # kernels/micro_wgmma_v2.cu
 CHAIN_BLIND = BLIND / "micro" / "chain.json"  # committed before micro_wgmma_v2.cu first ran
-MIX_LAST_GROUP = {"mixsm": "ss", "mixsm2": "rs", "contend3": "ss"}  # the source of A in each GEMM unit's last group
+MIX_LAST_GROUP = {"mixsm": "ss", "mixsm2": "rs"}  # the source of A in each GEMM unit's last group
 # one nvcc run per source and process, shared with lapis.model.consumer_loop's (the contend kernel's file)
 compiled = functools.lru_cache(maxsize=None)(instruction_mix.compiled)
 
@@ -141,24 +141,15 @@ def overlap_job(tensor_iters: int, softmax_iters: int, r: Roles, consts: smsp.Co
     return ts + (tensor_iters - ts / g) * alone
 
 
-def predict_contend(state: str, r: Roles, consts: smsp.Constants, share: tensor_share.Share) -> float:
-    """The leader's cycles per unit in a contend state (module docstring)."""
-    if state == "s":
-        return r.tile_cycles
-    if state == "ss":
-        return 2 * smsp.simulate(r.body, 2, consts, phases=smsp.PHASES)
-    if state in ("st", "ts"):
-        return together(r, consts, share)[0 if state == "st" else 1]
-    return 2 * r.gemm_cycles if state == "tt" else r.gemm_cycles + r.gap
-
-
-def predict_contend3(state: str, r: Roles, consts: smsp.Constants, share: tensor_share.Share) -> float:
-    """The leader's cycles per unit in a three-warpgroup contend state (mc.CONTEND3_STATES): s, ss, t as
-    predict_contend; st and ts from tensor_share.run with one softmax warp per SMSP, sst and tss with two (the two
-    softmax warpgroups' warps share each SMSP beside the GEMM warpgroup's wgmma)."""
-    if state in ("s", "ss", "t"):
-        return predict_contend(state, r, consts, share)
-    soft, gemm = tensor_share.run(r.body, consts, share, r.gemm_cycles, r.gap, warps=1 if len(state) == 2 else 2)
+def predict_contend3(state: str, body: list, c: contend.Contend, consts: smsp.Constants,
+                     share: tensor_share.Share) -> float:
+    """The leader's cycles per unit in a three-warpgroup contend state (mc.CONTEND3_STATES): s, ss, t, st and ts
+    the softmax body's Contend `c` beside the GEMM unit (contend.state_cycles, one softmax warp per SMSP beside
+    wgmma); sst and tss from tensor_share.run with two (the two softmax warpgroups' warps share each SMSP beside
+    the GEMM warpgroup's wgmma)."""
+    if len(state) == 2 or state in ("s", "t"):
+        return contend.state_cycles(c, state)
+    soft, gemm = tensor_share.run(body, consts, share, c.gemm - c.gap, c.gap, warps=2)
     return soft if state.startswith("s") else gemm
 
 
@@ -173,8 +164,9 @@ def contend3_predictions(consts: smsp.Constants, compile_=compiled,
     for m in mc.items_v6_contend3(132):
         fl, state = m["name"].split(".")[1:]
         if fl not in cache:
-            cache[fl] = roles(fns, f"micro_contend3_{fl}", fl, CONTEND3_WGMMAS, consts, MIX_LAST_GROUP["contend3"])
-        out[m["name"]] = predict_contend3(state, cache[fl], consts, share)
+            body = softmax_body(fns[f"micro_contend3_{fl}"], fl)
+            cache[fl] = body, contend.of(body, consts, share, CONTEND3_WGMMAS, CONTEND3_LAST_GROUP)
+        out[m["name"]] = predict_contend3(state, *cache[fl], consts, share)
     return out
 
 
@@ -405,7 +397,8 @@ def validate_micro() -> dict:
     summary = {g: dict(mean_abs_error_pct=statistics.fmean(v), max_abs_error_pct=max(v), n=len(v))
                for g, v in groups.items()}
     errs = [abs(r["error_pct"]) for r in rs]
-    files = [*files, _in_data(contend.WGMMA_CAPTURE) + " (wgmma rate)", _in_data(contend.LATENCY_CAPTURE) + " (wgmma latency)",
+    files = [*files, _in_data(contend.WGMMA_CAPTURE) + " (wgmma rate)",
+             _in_data(contend.LATENCY_CAPTURE) + " (wgmma latency)",
              _in_data(tensor_share.BESIDE_CAPTURE) + " (classes beside wgmma)",
              _in_data(tensor_share.DENSITY_CAPTURE) + " (one-chain streams beside wgmma)"]
     return dict(model="lapis.model.smsp (single-instruction constants)", constants_from=files,
