@@ -319,3 +319,35 @@ def test_a_released_turn_pays_the_hand_over_and_a_ready_one_the_present_cost():
         want = 34.3 if (e.role, e.start_ns) in waits else 19.92
         assert e.end_ns - e.start_ns == pytest.approx(want / ghz, rel=1e-9)
     assert {round(e.end_ns - e.start_ns, 6) for e in hand} == {round(34.3 / ghz, 6), round(19.92 / ghz, 6)}
+
+
+def test_cross_item_turns_issue_the_next_items_first_qk_before_this_items_o_is_stored():
+    """s23 (cross_item 1): a persistent CTA's second item starts its QK_0 in the turn of the first item's last PV,
+    and the first item's O is stored after that PV's wait; without it, O is stored before the next QK_0."""
+    from lapis.pipeline_sim.simulate import simulate
+    prm = {"kernel_loop": "s23", "late_v": 1, "q_slots": 2, "stages": 2}
+    shape = "2x16x1024x128"  # 256 Q tiles of 128 rows: two items on the busiest of 132 SMs, 8 K/V tiles each
+
+    def events(cross):
+        ev = simulate("h200-s9-tuned", "h200", shape, dict(prm, cross_item=cross))["_events"]
+        return [e for e in ev if e.role == "consumer0"]
+    for cross in (0, 1):
+        ev = events(cross)
+        items = list(dict.fromkeys(e.work_item for e in ev if e.k_index >= 0))
+        assert len(items) == 2
+        store = [e for e in ev if e.op == "store O"]
+        assert [e.work_item for e in store] == items  # each item's O once, in order
+        qk0 = next(e for e in ev if e.op == "wgmma QK" and e.work_item == items[1] and e.k_index == 0)
+        pvs = [e for e in ev if e.op == "wgmma PV" and e.work_item == items[0]]
+        assert len(pvs) == 8 and len([e for e in ev if e.op == "wgmma QK"]) == 16
+        if cross:
+            assert qk0.start_ns < store[0].start_ns  # stored inside the boundary turn
+            assert store[0].start_ns >= pvs[-1].end_ns
+        else:
+            assert store[0].end_ns <= qk0.start_ns
+
+
+@pytest.mark.parametrize("schedule", ["h200-s5-intra-overlap", "h200-s4-pingpong"])
+def test_cross_item_is_refused_where_a_cta_runs_one_item(schedule):
+    with pytest.raises(ScheduleError, match="cross_item is 0, or 1 on a persistent overlap turn"):
+        SCHEDULES[schedule].resolve(H200, (1, 2, 1024, 128), {"cross_item": 1})

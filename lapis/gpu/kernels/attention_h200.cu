@@ -70,6 +70,12 @@
 //                 shorter than the wait for a slot), each retry a %globaltimer read, a compare, a try_wait and a
 //                 branch: about 211 producer instructions a K/V tile against FA4's sm90 forward's 67
 //                 (diagnostic/h200-2026-12-02-s20-source), issued on the SMSP of warp 0, which two consumer warps share.
+// s23 (CROSS)     s22 with a persistent CTA's GEMM turns running on across work items: the next item's QK_0 is
+//                 issued in the turn of this item's PV_{n-1} (its Q waited for first, in the other Q slot), its
+//                 softmax runs while PV_{n-1} is on the tensor core, and after PV_{n-1}'s wait this item's O is stored
+//                 (store_o) and zeroed where a middle turn rescales it. s22 drains the turns at each item's end
+//                 (PV_{n-1} alone in its turn, waited, O stored) and fills them again (QK_0 alone, waited, with no PV
+//                 beside its softmax); only the CTA's last item keeps the last PV's own turn.
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -129,12 +135,13 @@ struct Bool {
 // consumer mbarrier addresses held in registers across the K/V-tile loop (RingAddr), EARLY_TEST s19's next-turn
 // waits tested before the turn's bar.sync (mbar_test_wait) and waited for only when not yet landed, SPIN_WAIT s20's
 // K and V waits of the turn without the watchdog (consumer_spin_wait), SLEEP_ACQUIRE s21's producer waits suspended
-// until their slot frees (producer_sleep_acquire).
+// until their slot frees (producer_sleep_acquire), CROSS s23's turn across items (the next item's QK_0 beside this
+// item's last PV).
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
           int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false,
           int CHAINS_ = 1, bool DESC_INC_ = false, bool LATE_V_ = false, bool EARLY_PACK_ = false,
           bool ONE_SYNC_ = false, bool BAR_HOIST_ = false, bool EARLY_TEST_ = false, bool SPIN_WAIT_ = false,
-          bool SLEEP_ACQUIRE_ = false>
+          bool SLEEP_ACQUIRE_ = false, bool CROSS_ = false>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
   // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
@@ -171,6 +178,9 @@ struct Features {
   // s21: the producer's slot waits suspended until the slot frees (producer_sleep_acquire)
   static constexpr bool SLEEP_ACQUIRE = SLEEP_ACQUIRE_;
   static_assert(!SLEEP_ACQUIRE || (PP && PERSIST), "the sleeping waits are of the persistent GEMM-turn producer (s8+)");
+  // s23: the next item's QK_0 issued in the turn of this item's last PV, this item's O stored after that PV's wait
+  static constexpr bool CROSS = CROSS_;
+  static_assert(!CROSS || (OVERLAP && PERSIST && EXP2), "the cross-item turn is of the persistent overlap turn (s8+)");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
   static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");
@@ -527,9 +537,15 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       // runtime branch while a wgmma is in flight, or when S is a loop-carried register array that s5's softmax
       // redefines while PV_{j-1} runs; hence S fresh per turn.
       // DIAG (causal only): the item's diagonal K/V tile, masked; compile-time too, so other tiles pay nothing.
-      auto turn = [&](int j, auto first, auto final, auto diagonal) {
+      // s23 (CROSS): BOUNDARY is the turn that issues the next item's QK_0 beside this item's PV_{n-1}; after
+      // PV_{n-1}'s wait it stores this item's O (l_prev, row_prev) and zeroes O, in place of the O rescale.
+      float l_prev[2] = {0.f, 0.f};
+      int64_t row_prev = 0;
+      uint32_t work_prev = 0;
+      auto turn = [&](int j, auto first, auto final, auto diagonal, auto boundary) {
         constexpr bool FIRST = decltype(first)::value, last = decltype(final)::value;  // last: the last PV's own turn
-        constexpr bool DIAG = decltype(diagonal)::value;
+        constexpr bool DIAG = decltype(diagonal)::value, BOUNDARY = decltype(boundary)::value;
+        static_assert(!BOUNDARY || (F::CROSS && !FIRST && !last), "the boundary turn is a middle turn of s23's loop");
         float sacc[BN / 2];  // S_j: fresh each turn (zero-initialized by QK's first K-step, scale-d 0)
         __syncwarp();
         // s19: K_j and V_{j-1} tested (mbarrier.test_wait, no wait) before the turn's bar.sync, so the tests' results
@@ -631,10 +647,18 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           }
           // s16: P_j into pa first (PV_{j-1}, which read pa, is done): the packs share the exponentials' basic block,
           // so ptxas interleaves them with the MUFU.EX2 stream; the rescale's branch follows them
-          if (F::EARLY_PACK) pack_p<BN>(pa, sacc);
-          if (moved) rescale_o(o, corr);
-          if (!F::EARLY_PACK) pack_p<BN>(pa, sacc);
-          if (leader) tl.record(h, &cursor, role, P::OP_O_RESCALE, ISSUE, work, j);
+          if constexpr (BOUNDARY) {  // O holds the previous item's result: store it, then start the next item's
+            pack_p<BN>(pa, sacc);
+            store_o(o, l_prev, out, row_prev);
+            if (leader) tl.record(h, &cursor, role, P::OP_EPILOGUE, ISSUE, work_prev, -1);
+#pragma unroll
+            for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+          } else {
+            if (F::EARLY_PACK) pack_p<BN>(pa, sacc);
+            if (moved) rescale_o(o, corr);
+            if (!F::EARLY_PACK) pack_p<BN>(pa, sacc);
+            if (leader) tl.record(h, &cursor, role, P::OP_O_RESCALE, ISSUE, work, j);
+          }
         } else {
           wgmma_wait_group<0>();  // s4: PV_{j-1} and QK_j; s5's last turn: PV_{n-1}
           if (!last) fence_registers(sacc);
@@ -656,11 +680,52 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       };
       int it = 0;
       int w_next = k0 < k_end ? item_at(k0) : 0;  // s10: the next entry's load is in flight during an item
+      // s23: the item of loop index k (its Q slot it % Q_SLOTS): its rows, Q descriptor, Q wait and a fresh m and l
+      int kv0 = 0, q0 = 0;
+      auto enter = [&](int k, int i) {
+        const int w = w_next, qs = i % F::Q_SLOTS;
+        if (k + k_step < k_end) w_next = item_at(k + k_step);
+        item(w, kv0, q0);
+        q_slot = qs;
+        final_item = k + k_step >= k_end;
+        work = w;
+        q_a = q_smem + qs * Cfg::Q_SLOT + Cfg::q_half(wg);
+        if constexpr (F::DESC_INC) q_lo = __shfl_sync(0xffffffffu, desc_lo(Cfg::Q_DESC, q_a), 0);
+        consumer_wait(q_full, PipelineState<F::Q_SLOTS>(qs, (i / F::Q_SLOTS) & 1u), h, 0);
+        if (leader) tl.record(h, &cursor, role, P::OP_WAIT_Q, COMPLETE, work, -1);
+        m[0] = m[1] = -CUDART_INF_F;
+        l[0] = l[1] = 0.f;
+      };
+      bool started = false;  // s23: this item's turn 0 ran as the previous item's boundary turn
 #pragma unroll 1
-      for (int k = k0; k < k_end; k += k_step, ++it) {  // one work item (s4..s7), or this CTA's share (s8)
+      for (int k = k0; F::CROSS && k < k_end; k += k_step, ++it) {
+        if (!started) {
+          enter(k, it);
+#pragma unroll
+          for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+          if (F::CAUSAL && kv_tiles == 1) turn(0, Bool<true>{}, Bool<false>{}, Bool<F::CAUSAL>{}, Bool<false>{});
+          else turn(0, Bool<true>{}, Bool<false>{}, Bool<false>{}, Bool<false>{});
+        }
+        for (int j = 1; j < kv_tiles - (F::CAUSAL ? 1 : 0); ++j) turn(j, Bool<false>{}, Bool<false>{}, Bool<false>{}, Bool<false>{});
+        if (F::CAUSAL && kv_tiles > 1) turn(kv_tiles - 1, Bool<false>{}, Bool<false>{}, Bool<F::CAUSAL>{}, Bool<false>{});
+        if (!final_item) {  // the next item's QK_0 joins PV_{n-1}'s turn; this item's O is stored inside it
+          l_prev[0] = l[0], l_prev[1] = l[1];
+          row_prev = q0 + 64 * wg;
+          work_prev = work;
+          enter(k + k_step, it + 1);
+          if (F::CAUSAL && kv_tiles == 1) turn(0, Bool<false>{}, Bool<false>{}, Bool<F::CAUSAL>{}, Bool<F::CROSS>{});
+          else turn(0, Bool<false>{}, Bool<false>{}, Bool<false>{}, Bool<F::CROSS>{});
+          started = true;
+        } else {
+          turn(kv_tiles, Bool<false>{}, Bool<true>{}, Bool<false>{}, Bool<false>{});
+          store_o(o, l, out, q0 + 64 * wg);
+          if (leader) tl.record(h, &cursor, role, P::OP_EPILOGUE, ISSUE, work, -1);
+        }
+      }
+#pragma unroll 1
+      for (int k = k0; !F::CROSS && k < k_end; k += k_step, ++it) {  // one work item (s4..s7), or this CTA's share (s8)
         const int w = w_next, qs = it % F::Q_SLOTS;
         if (k + k_step < k_end) w_next = item_at(k + k_step);
-        int kv0, q0;
         if (F::PERSIST) item(w, kv0, q0);
         q_slot = qs;
         final_item = k + k_step >= k_end;
@@ -678,13 +743,13 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           l[0] = l[1] = 0.f;
         }
         if (F::CAUSAL && kv_tiles == 1) {  // tile 0 is the diagonal
-          turn(0, Bool<true>{}, Bool<false>{}, Bool<F::CAUSAL>{});
+          turn(0, Bool<true>{}, Bool<false>{}, Bool<F::CAUSAL>{}, Bool<false>{});
         } else {
-          turn(0, Bool<true>{}, Bool<false>{}, Bool<false>{});
-          for (int j = 1; j < kv_tiles - (F::CAUSAL ? 1 : 0); ++j) turn(j, Bool<false>{}, Bool<false>{}, Bool<false>{});
-          if (F::CAUSAL) turn(kv_tiles - 1, Bool<false>{}, Bool<false>{}, Bool<F::CAUSAL>{});
+          turn(0, Bool<true>{}, Bool<false>{}, Bool<false>{}, Bool<false>{});
+          for (int j = 1; j < kv_tiles - (F::CAUSAL ? 1 : 0); ++j) turn(j, Bool<false>{}, Bool<false>{}, Bool<false>{}, Bool<false>{});
+          if (F::CAUSAL) turn(kv_tiles - 1, Bool<false>{}, Bool<false>{}, Bool<F::CAUSAL>{}, Bool<false>{});
         }
-        turn(kv_tiles, Bool<false>{}, Bool<true>{}, Bool<false>{});
+        turn(kv_tiles, Bool<false>{}, Bool<true>{}, Bool<false>{}, Bool<false>{});
         store_o(o, l, out, (F::PERSIST ? q0 : q_row0) + 64 * wg);
         if (leader) tl.record(h, &cursor, role, P::OP_EPILOGUE, ISSUE, work, -1);
       }

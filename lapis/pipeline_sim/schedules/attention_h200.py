@@ -78,7 +78,8 @@ s6..s9 with emulate_frac 0: _check_chains), kernel_loop (kernel_loop), late_v (t
 after QK_j's issue, as s15 does; its kernel_loop must be a kernel that does so), side_warps (softmax_costs: 2 scales
 the softmax tile by the kernel loop's softmax_scale, its SMSP cycles with both consumer warpgroups' softmax warps on
 each SMSP; 1 by softmax_scale_alone, one warp alone, where its in-order issue and latencies show, as s16's packs
-interleaved with its exponentials do; 1 needs a kernel_loop). Registers set the residency and are
+interleaved with its exponentials do; 1 needs a kernel_loop), cross_item (gemm_turns: 1 runs the GEMM turns on
+across a persistent CTA's items, as s23 does). Registers set the residency and are
 reported (`fit`); spills, and
 the per-tile overheads a larger block_n amortizes on hardware, are not modelled. FMA_OPS_PER_SCORE (4; 3 with
 the scale folded into log2 units) is the FMA-pipe count per score the FA2, sm120 and B200 schedules cost their
@@ -124,7 +125,7 @@ KERNEL_SMEM_EXTRA = 1024 + 1024
 DEFAULTS = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, emulate_frac=0, threshold=8, causal=0,
                 regs_producer=None, regs_consumer=None, regs_per_thread=None, ctas_per_sm=None, q_tiles_per_cta=1,
                 persistent_order="grid_stride", softmax_chains=1, q_slots=1, kernel_loop="own", late_v=0,
-                side_warps=2)
+                side_warps=2, cross_item=0)
 _S8 = dict(ws=True, pingpong=True, overlap=True, exp2=True, cond_rescale=True, persistent=True)
 VARIANTS = {
     "h200-s1-serial": dict(block_m=64, consumer_wgs=1, stages=1, ws=False, regs_per_thread=S1_PTXAS_REGS),
@@ -383,6 +384,10 @@ def resolve(p, params: dict, variant: str, d: int) -> dict:
         raise ScheduleError("q_slots is 1, or 2 on a persistent schedule (the next item's Q loads while this one "
                             "runs)", f"{variant}: q_slots {prm['q_slots']!r}", "use 1, or 2 with h200-s8/s9")
     _check_chains(prm, flags, variant)
+    if prm["cross_item"] not in (0, 1) or (prm["cross_item"] and not (flags.get("overlap") and flags.get("persistent"))):
+        raise ScheduleError("cross_item is 0, or 1 on a persistent overlap turn (s8+: a CTA's items follow one "
+                            "another)", f"{variant}: cross_item {prm['cross_item']!r}",
+                            "use cross_item=0, or 1 with h200-s8-persistent or h200-s9-tuned")
     if prm["late_v"] not in (0, 1) or (prm["late_v"] and not flags.get("overlap")):
         raise ScheduleError("late_v is 0, or 1 on the overlap turn (s5+: QK_j issued first, V_{j-1} waited for "
                             "before PV_{j-1})", f"{variant}: late_v {prm['late_v']!r}",
@@ -884,27 +889,46 @@ def gemm_turns(ctx, slot: CtaSlot, wg: Warpgroup, turn):
     """The s4+ consumer loop (attention_h200.cu:366-497): per work item, per K/V tile j, consumer_wait K_j and
     bar.sync the WG's turn, then `turn` (the variant's: turn_pingpong, turn_overlap), which issues PV_{j-1} with
     QK_j; the item's last PV takes a turn of its own (attention_h200.cu:494: wait V_{n-1}, issue PV_{n-1}, hand the
-    turn on, wait, free the V slot); then store O."""
+    turn on, wait, free the V slot); then store O.
+    cross_item 1 (s23, turn_overlap only): where another item of the slot follows, the item's last PV is held into
+    the next item's first turn, which stores this item's O after that PV's wait (attention_h200.cu CROSS); only the
+    slot's last item keeps the last PV's own turn."""
     first_turn(ctx, slot, wg)
-    for item, n_kv, k, q in slot.cta_items():
+    cross = bool(ctx.prm.get("cross_item"))
+    items = slot.cta_items()
+    cur = next(items, None)
+    held, done = None, None  # held: (j, V slot, item) of the PV still to issue; done: the item whose O that turn stores
+    while cur is not None:
+        item, n_kv, k, q = cur
+        nxt = next(items, None) if cross else None  # peeked: a persistent slot's items are all its own
         yield from slot.enter(k, q)
-        held = None  # (j, V slot) of the tile whose PV is still to issue: it joins the next GEMM turn
         for j in range(n_kv):
             ks, vs = wg.take()
             yield from wait_tile(ctx, slot.rings["K"], ks, wg, item, j)
             yield from turn_sync(ctx, slot, wg, item, j)
-            yield from turn(ctx, slot, wg, item, j, n_kv, ks, held)
-            held = (j, vs)
-        if held is not None:
-            yield from turn_sync(ctx, slot, wg, item, held[0])
-            yield from wait_tile(ctx, slot.rings["V"], held[1], wg, item, held[0])
-            yield from issue(ctx, wg, 0, item, held[0])
-            wgmma(ctx, slot, wg, "wgmma PV", item, held[0], slot.rings["V"], held[1])
-            yield from issue(ctx, wg, 2 if ctx.flags.get("overlap") else 1, item, held[0])
-            pass_turn(ctx, slot, wg)
-            yield from wait_group(ctx, wg, 0, item, held[0])
-            slot.rings["V"].consumer_release(held[1], wg.role)
-        yield from store_o(ctx, wg.role, ctx.cost.o_bytes, item)
+            yield from turn(ctx, slot, wg, item, j, n_kv, ks, held, **({"stores": done} if cross else {}))
+            held, done = (j, vs, item), None
+        if cross and nxt is not None:
+            done = item
+        else:
+            if held is not None:
+                yield from last_pv_turn(ctx, slot, wg, item, held)
+            held = None
+            yield from store_o(ctx, wg.role, ctx.cost.o_bytes, item)
+        cur = nxt if cross else next(items, None)
+
+
+def last_pv_turn(ctx, slot: CtaSlot, wg: Warpgroup, item: int, held):
+    """The item's last PV in a turn of its own (attention_h200.cu:494): wait V_{n-1}, issue PV_{n-1}, hand the turn
+    on, wait, free the V slot."""
+    yield from turn_sync(ctx, slot, wg, item, held[0])
+    yield from wait_tile(ctx, slot.rings["V"], held[1], wg, item, held[0])
+    yield from issue(ctx, wg, 0, item, held[0])
+    wgmma(ctx, slot, wg, "wgmma PV", item, held[0], slot.rings["V"], held[1])
+    yield from issue(ctx, wg, 2 if ctx.flags.get("overlap") else 1, item, held[0])
+    pass_turn(ctx, slot, wg)
+    yield from wait_group(ctx, wg, 0, item, held[0])
+    slot.rings["V"].consumer_release(held[1], wg.role)
 
 
 def turn_pingpong(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int, ks: PipelineState, held):
@@ -929,22 +953,25 @@ def turn_pingpong(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: in
     yield from softmax(ctx, slot, wg, item, j, n_kv, with_rescale=True)
 
 
-def turn_overlap(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int, ks: PipelineState, held):
+def turn_overlap(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int, ks: PipelineState, held,
+                 stores: int | None = None):
     """s5's turn (attention_h200.cu:412-426 and 429-448): consumer_wait V_{j-1}, issue QK_j and PV_{j-1} back to
     back (late_v = 1, s15: issue QK_j, then consumer_wait V_{j-1}, then PV_{j-1}), bar.arrive the next turn, wait_group 1 (S_j ready, PV_{j-1} may run on), release K_j, softmax_j beside
     PV_{j-1}, wait_group 0 and release V_{j-1}, then the O rescale as a step of its own (rescale_o; at
-    rescale_frequency for s7+)."""
+    rescale_frequency for s7+). stores (s23, cross_item): the previous item, whose PV_{n-1} is `held`: its O is
+    stored after that PV's wait, in place of the O rescale."""
     k_ring, v_ring = slot.rings["K"], slot.rings["V"]
     late = ctx.prm.get("late_v", 0)
+    pv_item = held[2] if held else item  # s23's boundary turn: the previous item's PV
     if held and not late:  # V_{j-1} waited before QK_j: the two issue back to back
-        yield from wait_tile(ctx, v_ring, held[1], wg, item, held[0])
+        yield from wait_tile(ctx, v_ring, held[1], wg, pv_item, held[0])
     yield from issue(ctx, wg, 0, item, j)
     wgmma(ctx, slot, wg, "wgmma QK", item, j, k_ring, ks)
     yield from issue(ctx, wg, 1, item, j)
     if held and late:  # s15: V_{j-1} waited for after QK_j's issue (its wait ends the turn's first segment)
-        yield from wait_tile(ctx, v_ring, held[1], wg, item, held[0])
+        yield from wait_tile(ctx, v_ring, held[1], wg, pv_item, held[0])
     if held:
-        wgmma(ctx, slot, wg, "wgmma PV", item, held[0], v_ring, held[1])
+        wgmma(ctx, slot, wg, "wgmma PV", pv_item, held[0], v_ring, held[1])
         yield from issue(ctx, wg, 2, item, j)
     pass_turn(ctx, slot, wg)
     yield from wait_group(ctx, wg, 1 if held else 0, item, j)  # S_j ready; PV_{j-1} may run on
@@ -955,7 +982,10 @@ def turn_overlap(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int
     if held:
         yield from wait_group(ctx, wg, 0, item, j)
         v_ring.consumer_release(held[1], wg.role)
-    yield from softmax_side(ctx, slot, wg.role, "O rescale", ctx.cost.rescale_ns, work_item=item, k_index=j)
+    if stores is not None:
+        yield from store_o(ctx, wg.role, ctx.cost.o_bytes, stores)
+    else:
+        yield from softmax_side(ctx, slot, wg.role, "O rescale", ctx.cost.rescale_ns, work_item=item, k_index=j)
 
 
 def summary(per_sm: list, rep, dims: tuple, prm: dict, cost: AttentionCosts) -> dict:
