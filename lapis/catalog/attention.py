@@ -214,7 +214,9 @@ VARIANTS["s22"] = dict(VARIANTS["s21"], entry="s22_two_chains", chains=2, blind=
                        causal_build=dict(entry="s22_two_chains_causal", blind="attention_h200_s22"))
 # s23: s22 with the GEMM turns running on across a persistent CTA's work items: the next item's QK_0 is issued in the
 # turn of this item's last PV and its softmax runs beside it, this item's O stored after that PV's wait; s22 drains the
-# turns at each item's end and fills them again (the per-item cost that short sequences pay most)
+# turns at each item's end and fills them again (the per-item cost that short sequences pay most). Predicted blind
+# 3.5-7.2% slower than s22; measured (race/h200-2026-12-03-s23, per round) -1.4..+2.4%, gaining at the short and causal
+# shapes and losing 0.9-1.4% at the long non-causal ones, where its middle turn's SASS costs about 1.5% more a tile
 VARIANTS["s23"] = dict(VARIANTS["s22"], entry="s23_cross", cross=True, blind="attention_h200_s23",
                        sim=dict(VARIANTS["s22"]["sim"], cross_item=1),
                        causal_build=dict(entry="s23_cross_causal", blind="attention_h200_s23"))

@@ -279,7 +279,7 @@ def build() -> dict:
         if fn not in fns:
             raise CaptureError("a catalog kernel is missing from the compiled file", fn,
                                "regenerate attention_variants.inc: python -m lapis.catalog.generate")
-        loops[key] = dict(function=fn, schedule=v["schedule"], overlap=v["overlap"], late_v=v["late_v"],
+        loops[key] = dict(function=fn, schedule=v["schedule"], overlap=v["overlap"], late_v=v["late_v"], cross=v["cross"],
                           **loop_of(fns[fn], flavour_of(v), reference, consts, share))
     third = {k: dict(source=str((folder / name).relative_to(DATA.parent.parent)),
                      **loop_of(third_party_sass(k), fl, reference, consts, share, turn, bn))
@@ -308,7 +308,7 @@ def _num(x) -> bool:
 
 def _loop_fault(key: str, loop) -> str | None:
     """Why `loop` (the file's loops[key]) cannot cost a run, or None: a catalog ping-pong kernel (lapis.catalog
-    .attention) with that kernel's schedule, turn order (overlap, late_v) and flavour (flavour_of), segment cycles in [0, SEGMENT_MAX), HGMMA counts in
+    .attention) with that kernel's schedule, turn order (overlap, late_v, cross) and flavour (flavour_of), segment cycles in [0, SEGMENT_MAX), HGMMA counts in
     1..KSTEPS_MAX equal to the segment's tensor-pipe count, and a softmax_scale and softmax_scale_alone in
     (0.25, 4)."""
     if not isinstance(loop, dict) or not isinstance(loop.get("turn"), dict) \
@@ -318,9 +318,10 @@ def _loop_fault(key: str, loop) -> str | None:
     if v is None:
         return "not a ping-pong kernel of lapis.catalog.attention"
     if loop.get("schedule") != v["schedule"] or loop.get("overlap") is not bool(v["overlap"]) \
-            or loop.get("late_v") is not bool(v["late_v"]):
-        return (f"schedule {loop.get('schedule')!r}, overlap {loop.get('overlap')!r}, late_v {loop.get('late_v')!r}; "
-                f"the catalog says {v['schedule']!r}, {bool(v['overlap'])}, {bool(v['late_v'])}")
+            or loop.get("late_v") is not bool(v["late_v"]) or loop.get("cross") is not bool(v["cross"]):
+        return (f"schedule {loop.get('schedule')!r}, overlap {loop.get('overlap')!r}, late_v {loop.get('late_v')!r}, "
+                f"cross {loop.get('cross')!r}; the catalog says {v['schedule']!r}, {bool(v['overlap'])}, "
+                f"{bool(v['late_v'])}, {bool(v['cross'])}")
     if loop["softmax_side"].get("flavour") != flavour_of(v):
         return f"softmax_side flavour {loop['softmax_side'].get('flavour')!r}; the catalog says {flavour_of(v)!r}"
     return _body_fault(loop)

@@ -48,7 +48,7 @@ COUNTS = ("stages", "kv_stages", "block_m", "block_n", "block_k", "consumer_wgs"
 # (lapis.model.consumer_loop.LOOPS)
 CHOICES = {"persistent_order": ORDERS, "kernel_loop": ("own", *consumer_loop.load()["loops"])}
 # parameters that switch a model off (0) or on (1); each schedule that has one refuses other values
-FLAGS = ("causal", "mix", "in_order", "softmax_smsp", "loop_smsp")
+FLAGS = ("causal", "mix", "in_order", "softmax_smsp", "loop_smsp", "late_v", "cross_item")
 
 
 def parse_params(items: list[str]) -> dict:

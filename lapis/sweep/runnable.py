@@ -4,7 +4,8 @@ The kernel is one template, attention<STAGES, BN, CONSUMER_WGS, WS, Features<...
 only where an entry point is instantiated: a variant of the catalog (lapis/catalog/attention.py), whose `sweep` names
 the schedules whose rows may run on it (s8's persistent loop at 3 stages is the s9 build). A row is runnable when
 one of them has the row's stages, block_n, consumer_wgs and block_m (and, where the variant fixes them,
-emulate_frac and threshold) and the work order the kernels take: one Q tile per CTA (q_tiles_per_cta 1) and items
+emulate_frac and threshold; its GEMM turn's late_v, cross_item and kernel_loop, the schedule's defaults where the
+variant names none) and the work order the kernels take: one Q tile per CTA (q_tiles_per_cta 1) and items
 dealt grid-stride (persistent_order grid_stride; the non-causal s8/s9 loop). The kernel's setmaxnreg split is its
 own (s3-s7: 24/240, s8, s9: 40/232): a row whose split differs is still run, and its kernel column says
 "NAME (kernel's setmaxnreg split P/C)" so a measured time is never read as the row's split (kernel_of gives NAME
@@ -27,6 +28,7 @@ GEOMETRY = ("stages", "block_n", "consumer_wgs", "block_m")
 FIXED = ("emulate_frac", "threshold")  # compared only where the variant fixes them
 WORK_ORDER = dict(persistent_order="grid_stride", q_tiles_per_cta=1)  # what every kernel's loop does
 SPLIT = ("regs_producer", "regs_consumer")  # setmaxnreg budgets, where the kernel sets them
+TURN = dict(late_v=0, cross_item=0, kernel_loop="own")  # the GEMM turn's order and SASS, where a kernel fixes others
 
 
 def kernel_of(text: str) -> str:
@@ -56,9 +58,14 @@ def runnable(schedule: str, params: dict, shape: str) -> tuple[bool, str]:
         return False, f"block_n {want['block_n']}: attention_plan.h plans K/V tiles for block_n 64 and 128 only"
     if want["consumer_wgs"] not in TEMPLATE_CONSUMER_WGS:
         return False, f"consumer_wgs {want['consumer_wgs']}: the kernel template takes 1 or 2 consumer warpgroups"
+    turn = {}  # a kernel of the row's geometry whose GEMM turn differs: its name -> the turn it has
     for name in names:
         v, kp = VARIANTS[name], sim_params(VARIANTS[name])  # kp: the parameters the kernel fixes
-        if {k: kp[k] for k in GEOMETRY} == want and all(params.get(k) == kp[k] for k in FIXED if k in kp):
+        same_turn = all(params.get(k, d) == kp.get(k, d) for k, d in TURN.items())
+        if {k: kp[k] for k in GEOMETRY} == want and not same_turn:
+            turn[kernel_name(v)] = {k: kp.get(k, d) for k, d in TURN.items()}
+        if {k: kp[k] for k in GEOMETRY} == want and all(params.get(k) == kp[k] for k in FIXED if k in kp) \
+                and same_turn:
             try:
                 check_shape(v, shape)
             except ScheduleError as exc:  # D or L the kernel cannot take
@@ -67,6 +74,9 @@ def runnable(schedule: str, params: dict, shape: str) -> tuple[bool, str]:
             note = (f" (kernel's setmaxnreg split {split[0]}/{split[1]})"
                     if None not in split and split != [params.get(k) for k in SPLIT] else "")
             return True, kernel_name(v) + note
+    if turn:
+        got = {k: params.get(k, d) for k, d in TURN.items()}
+        return False, "; ".join(f"{n} takes GEMM turns with {t}, the row {got}" for n, t in turn.items())
     have = ", ".join(kernel_name(VARIANTS[n]) for n in names)
     return False, (f"{kernel_name(dict(VARIANTS[names[0]], **want))} is not instantiated "
                    f"(attention_h200.cu instantiates {have} for {schedule})")

@@ -325,11 +325,12 @@ def test_cross_item_turns_issue_the_next_items_first_qk_before_this_items_o_is_s
     """s23 (cross_item 1): a persistent CTA's second item starts its QK_0 in the turn of the first item's last PV,
     and the first item's O is stored after that PV's wait; without it, O is stored before the next QK_0."""
     from lapis.pipeline_sim.simulate import simulate
-    prm = {"kernel_loop": "s23", "late_v": 1, "q_slots": 2, "stages": 2}
+    prm = {"late_v": 1, "q_slots": 2, "stages": 2}
     shape = "2x16x1024x128"  # 256 Q tiles of 128 rows: two items on the busiest of 132 SMs, 8 K/V tiles each
 
     def events(cross):
-        ev = simulate("h200-s9-tuned", "h200", shape, dict(prm, cross_item=cross))["_events"]
+        loop = "s23" if cross else "s22"  # s23's loop crosses items, s22's does not
+        ev = simulate("h200-s9-tuned", "h200", shape, dict(prm, cross_item=cross, kernel_loop=loop))["_events"]
         return [e for e in ev if e.role == "consumer0"]
     for cross in (0, 1):
         ev = events(cross)
@@ -351,3 +352,26 @@ def test_cross_item_turns_issue_the_next_items_first_qk_before_this_items_o_is_s
 def test_cross_item_is_refused_where_a_cta_runs_one_item(schedule):
     with pytest.raises(ScheduleError, match="cross_item is 0, or 1 on a persistent overlap turn"):
         SCHEDULES[schedule].resolve(H200, (1, 2, 1024, 128), {"cross_item": 1})
+
+
+@pytest.mark.parametrize("loop, cross", [("s22", 1), ("s23", 0), ("s9", 1)])
+def test_a_kernel_loop_whose_items_cross_otherwise_is_refused(loop, cross):
+    s9, dims = SCHEDULES["h200-s9-tuned"], (2, 16, 1024, 128)
+    prm = {"late_v": 1, "q_slots": 2, "stages": 2, "kernel_loop": loop, "cross_item": cross}
+    if loop == "s9":
+        prm = {"kernel_loop": loop, "cross_item": cross}
+    with pytest.raises(ScheduleError, match="kernel_loop names a built kernel whose GEMM turns cross items") as e:
+        ah.AttentionCosts.of(H200, dims, s9.resolve(H200, dims, prm)[0], s9.flags)
+    assert f"use cross_item={1 - cross}" in str(e.value)
+
+
+def test_cudnns_schedule_refuses_cross_item():
+    with pytest.raises(ScheduleError, match="its GEMM turns do not cross work items"):
+        SCHEDULES["h200-cudnn-fprop"].resolve(H200, (2, 16, 1024, 128), {"cross_item": 1})
+
+
+def test_a_non_number_cross_item_gets_its_two_values_as_the_fix():
+    from lapis.pipeline_sim.simulate import parse_params
+    for key in ("cross_item", "late_v"):
+        with pytest.raises(ScheduleError, match=f"--param {key}=0 or --param {key}=1"):
+            parse_params([f"{key}=abc"])

@@ -222,3 +222,17 @@ def test_a_nan_in_the_schedules_fit_is_marked_not_stored_as_nan(tmp_path, monkey
     rows = [json.loads(x)["row"] for x in (tmp_path / ROWS_FILE).read_text().splitlines()]
     assert next(r for r in rows if r["config"] == [["stages", 2]])["reason"].startswith(
         "no finite prediction: smem_bytes = nan")
+
+
+def test_a_row_whose_gemm_turn_no_sweepable_kernel_has_is_not_runnable():
+    """s8's kernel waits for V before QK and drains its turns at each item's end: a row with late_v 1, cross_item 1
+    or another kernel's loop is not what it runs (s15..s23 take no sweep rows)."""
+    from lapis.sweep.runnable import runnable
+    base = dict(block_m=128, block_n=128, stages=2, consumer_wgs=2, q_slots=2, emulate_frac=0.0, threshold=8.0,
+                regs_producer=40, regs_consumer=232)
+    assert runnable("h200-s8-persistent", base, TINY) == (True, "attn_s8_persistent_s2_n128_c2")
+    for k, v in (("cross_item", 1), ("late_v", 1), ("kernel_loop", "s22")):
+        ok, why = runnable("h200-s8-persistent", dict(base, **{k: v}), TINY)
+        assert not ok and why.startswith("attn_s8_persistent_s2_n128_c2 takes GEMM turns with {'late_v': 0, "
+                                         "'cross_item': 0, 'kernel_loop': 'own'}, the row {")
+        assert f"{k!r}: {v!r}" in why

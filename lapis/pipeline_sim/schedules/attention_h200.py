@@ -285,6 +285,11 @@ def kernel_loop(flags: dict, prm: dict) -> dict | None:
         raise ScheduleError("kernel_loop names a built kernel whose GEMM turn waits for V where this run's does "
                             "(late_v: after QK_j's issue)", f"kernel_loop {key!r} with late_v {prm.get('late_v', 0)}",
                             f"use late_v={int(loop.get('late_v', False))} with it, or another kernel_loop")
+    if loop is not None and loop.get("cross", False) != bool(prm.get("cross_item", 0)):
+        raise ScheduleError("kernel_loop names a built kernel whose GEMM turns cross items where this run's do "
+                            "(cross_item: the next item's QK_0 beside this item's last PV)",
+                            f"kernel_loop {key!r} with cross_item {prm.get('cross_item', 0)}",
+                            f"use cross_item={int(loop.get('cross', False))} with it, or another kernel_loop")
     if loop is None or loop["overlap"] != bool(flags.get("overlap")):
         fits = sorted(k for k, lp in d["loops"].items() if lp["overlap"] == bool(flags.get("overlap")))
         raise ScheduleError("kernel_loop names a built kernel whose GEMM turn has this schedule's order (s4: PV "

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.schedule import Schedule
 from lapis.pipeline_sim.schedules import attention_h200 as ah
 
@@ -49,6 +50,10 @@ DEFAULTS = dict(ah.DEFAULTS, **CONFIG)
 
 def resolve(p, dims: tuple, params: dict) -> tuple[dict, dict]:
     """CONFIG, then the caller's parameters; causal work in grid_stride order unless the caller names one."""
+    if params.get("cross_item", 0) != 0:
+        raise ScheduleError("cuDNN's schedule keeps its kernel's structure: its GEMM turns do not cross work items "
+                            "(nothing public says they do)", f"h200-cudnn-fprop: cross_item {params['cross_item']!r}",
+                            "drop cross_item, or run h200-s9-tuned with it")
     order = dict(persistent_order="grid_stride") if params.get("causal") else {}
     return ah.resolve_run(_RESOLVE_AS, p, dims, {**CONFIG, **order, **params})
 
