@@ -76,6 +76,12 @@
 //                 (store_o) and zeroed where a middle turn rescales it. s22 drains the turns at each item's end
 //                 (PV_{n-1} alone in its turn, waited, O stored) and fills them again (QK_0 alone, waited, with no PV
 //                 beside its softmax); only the CTA's last item keeps the last PV's own turn.
+// s24 (EARLY_ITEM) s23 with the item boundary's scalar work moved off its critical path, where Nsight Compute's stall
+//                 samples of s21 put it (diagnostic/h200-2026-12-02-s21-source, per item and consumer warp): the
+//                 next work-list entry's load and its decode (q tile and head: integer divisions) ran between one
+//                 item's last GEMM turn and the next's first, and the quad sums and reciprocals of l after the
+//                 last PV's wait (their SHFL latencies exposed). s24 decodes the next entry after the turn that
+//                 follows its load and takes 1 / l after the item's last softmax, before the turn of its last PV.
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -136,12 +142,12 @@ struct Bool {
 // waits tested before the turn's bar.sync (mbar_test_wait) and waited for only when not yet landed, SPIN_WAIT s20's
 // K and V waits of the turn without the watchdog (consumer_spin_wait), SLEEP_ACQUIRE s21's producer waits suspended
 // until their slot frees (producer_sleep_acquire), CROSS s23's turn across items (the next item's QK_0 beside this
-// item's last PV).
+// item's last PV), EARLY_ITEM s24's next item decoded a turn ahead and 1 / l taken before the last PV's turn.
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
           int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false,
           int CHAINS_ = 1, bool DESC_INC_ = false, bool LATE_V_ = false, bool EARLY_PACK_ = false,
           bool ONE_SYNC_ = false, bool BAR_HOIST_ = false, bool EARLY_TEST_ = false, bool SPIN_WAIT_ = false,
-          bool SLEEP_ACQUIRE_ = false, bool CROSS_ = false>
+          bool SLEEP_ACQUIRE_ = false, bool CROSS_ = false, bool EARLY_ITEM_ = false>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
   // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
@@ -181,6 +187,10 @@ struct Features {
   // s23: the next item's QK_0 issued in the turn of this item's last PV, this item's O stored after that PV's wait
   static constexpr bool CROSS = CROSS_;
   static_assert(!CROSS || (OVERLAP && PERSIST && EXP2), "the cross-item turn is of the persistent overlap turn (s8+)");
+  // s24: the item boundary's scalar work off its critical path (the next item decoded a turn early, 1 / l taken
+  // before the last PV's turn)
+  static constexpr bool EARLY_ITEM = EARLY_ITEM_;
+  static_assert(!EARLY_ITEM || (CROSS && WORKLIST), "the early item work is of s23's cross-item loop over a work list");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
   static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");
@@ -332,11 +342,11 @@ __device__ __forceinline__ void load_q(const Barriers& bar, uint32_t q, const Te
   tma_tile<P::Q_BOXES>(q, Cfg::Q_BOX_STRIDE, tmap_q, q_row0, bar.q);  // Q and Q128: 2 boxes of 64 columns
 }
 
-// O / l -> global bf16 rows [row0, row0 + 64) of the B*H*L x D output (accumulator fragment order).
-__device__ __forceinline__ void store_o(const float (&o)[D / 2], const float (&l)[2], __nv_bfloat16* out,
-                                        int64_t row0) {
+// O x inv -> global bf16 rows [row0, row0 + 64) of the B*H*L x D output (accumulator fragment order); inv: each
+// of the thread's two rows' 1 / l, its quad's sum (row_inv).
+__device__ __forceinline__ void store_o_inv(const float (&o)[D / 2], const float (&inv)[2], __nv_bfloat16* out,
+                                            int64_t row0) {
   const int t = threadIdx.x % 128, row = 16 * (t / 32) + (t % 32) / 4, col = 2 * (t % 4);
-  const float inv[2] = {1.f / quad_sum(l[0]), 1.f / quad_sum(l[1])};
 #pragma unroll
   for (int i = 0; i < D / 2; i += 4) {
 #pragma unroll
@@ -345,6 +355,20 @@ __device__ __forceinline__ void store_o(const float (&o)[D / 2], const float (&l
       *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(o[i + 2 * h] * inv[h], o[i + 2 * h + 1] * inv[h]);
     }
   }
+}
+
+// The two rows' 1 / l: each row's sum over its quad (the 4 lanes holding its columns), inverted.
+__device__ __forceinline__ void row_inv(const float (&l)[2], float (&inv)[2]) {
+  inv[0] = 1.f / quad_sum(l[0]);
+  inv[1] = 1.f / quad_sum(l[1]);
+}
+
+// O / l -> global bf16 rows [row0, row0 + 64) of the B*H*L x D output (accumulator fragment order).
+__device__ __forceinline__ void store_o(const float (&o)[D / 2], const float (&l)[2], __nv_bfloat16* out,
+                                        int64_t row0) {
+  float inv[2];
+  row_inv(l, inv);
+  store_o_inv(o, inv, out, row0);
 }
 
 template <int STAGES, int BN, int CONSUMER_WGS, bool WS, class F>
@@ -539,7 +563,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       // DIAG (causal only): the item's diagonal K/V tile, masked; compile-time too, so other tiles pay nothing.
       // s23 (CROSS): BOUNDARY is the turn that issues the next item's QK_0 beside this item's PV_{n-1}; after
       // PV_{n-1}'s wait it stores this item's O (l_prev, row_prev) and zeroes O, in place of the O rescale.
-      float l_prev[2] = {0.f, 0.f};
+      float l_prev[2] = {0.f, 0.f}, inv_prev[2] = {0.f, 0.f};  // s24: inv_prev, 1 / l_prev taken early
       int64_t row_prev = 0;
       uint32_t work_prev = 0;
       auto turn = [&](int j, auto first, auto final, auto diagonal, auto boundary) {
@@ -649,7 +673,8 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           // so ptxas interleaves them with the MUFU.EX2 stream; the rescale's branch follows them
           if constexpr (BOUNDARY) {  // O holds the previous item's result: store it, then start the next item's
             pack_p<BN>(pa, sacc);
-            store_o(o, l_prev, out, row_prev);
+            if constexpr (F::EARLY_ITEM) store_o_inv(o, inv_prev, out, row_prev);
+            else store_o(o, l_prev, out, row_prev);
             if (leader) tl.record(h, &cursor, role, P::OP_EPILOGUE, ISSUE, work_prev, -1);
 #pragma unroll
             for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
@@ -682,10 +707,17 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       int w_next = k0 < k_end ? item_at(k0) : 0;  // s10: the next entry's load is in flight during an item
       // s23: the item of loop index k (its Q slot it % Q_SLOTS): its rows, Q descriptor, Q wait and a fresh m and l
       int kv0 = 0, q0 = 0;
+      int kv0_next = 0, q0_next = 0, kv_tiles_next = 0;  // s24: the next item, decoded a turn early
+      bool decoded = false;
       auto enter = [&](int k, int i) {
         const int w = w_next, qs = i % F::Q_SLOTS;
         if (k + k_step < k_end) w_next = item_at(k + k_step);
-        item(w, kv0, q0);
+        if (F::EARLY_ITEM && decoded) {
+          kv0 = kv0_next, q0 = q0_next, kv_tiles = kv_tiles_next;
+          decoded = false;
+        } else {
+          item(w, kv0, q0);
+        }
         q_slot = qs;
         final_item = k + k_step >= k_end;
         work = w;
@@ -706,9 +738,17 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           if (F::CAUSAL && kv_tiles == 1) turn(0, Bool<true>{}, Bool<false>{}, Bool<F::CAUSAL>{}, Bool<false>{});
           else turn(0, Bool<true>{}, Bool<false>{}, Bool<false>{}, Bool<false>{});
         }
+        if (F::EARLY_ITEM && k + k_step < k_end) {  // w_next, loaded before the turn just run: decode it now
+          const int kt = kv_tiles;
+          item(w_next, kv0_next, q0_next);
+          kv_tiles_next = kv_tiles;
+          kv_tiles = kt;
+          decoded = true;
+        }
         for (int j = 1; j < kv_tiles - (F::CAUSAL ? 1 : 0); ++j) turn(j, Bool<false>{}, Bool<false>{}, Bool<false>{}, Bool<false>{});
         if (F::CAUSAL && kv_tiles > 1) turn(kv_tiles - 1, Bool<false>{}, Bool<false>{}, Bool<F::CAUSAL>{}, Bool<false>{});
         if (!final_item) {  // the next item's QK_0 joins PV_{n-1}'s turn; this item's O is stored inside it
+          if constexpr (F::EARLY_ITEM) row_inv(l, inv_prev);
           l_prev[0] = l[0], l_prev[1] = l[1];
           row_prev = q0 + 64 * wg;
           work_prev = work;
@@ -717,8 +757,10 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           else turn(0, Bool<false>{}, Bool<false>{}, Bool<false>{}, Bool<F::CROSS>{});
           started = true;
         } else {
+          if constexpr (F::EARLY_ITEM) row_inv(l, inv_prev);
           turn(kv_tiles, Bool<false>{}, Bool<true>{}, Bool<false>{}, Bool<false>{});
-          store_o(o, l, out, q0 + 64 * wg);
+          if constexpr (F::EARLY_ITEM) store_o_inv(o, inv_prev, out, q0 + 64 * wg);
+          else store_o(o, l, out, q0 + 64 * wg);
           if (leader) tl.record(h, &cursor, role, P::OP_EPILOGUE, ISSUE, work, -1);
         }
       }
