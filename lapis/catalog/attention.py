@@ -224,7 +224,9 @@ VARIANTS["s23"] = dict(VARIANTS["s22"], entry="s23_cross", cross=True, blind="at
 # s24: s23 with the item boundary's scalar work off its critical path (Nsight Compute's stall samples of s21 per item
 # and consumer warp, diagnostic/h200-2026-12-02-s21-source: the work-list entry's load and decode, and the quad sums
 # and reciprocals of l, ran between an item's last GEMM turn and the next's first): the next entry decoded a turn
-# after its load, 1 / l taken after the item's last softmax. The simulator costs none of that scalar work
+# after its load, 1 / l taken after the item's last softmax. The simulator costs none of that scalar work. Predicted
+# blind 1.5-3.3% faster than s23 (from its loop's SASS alone); measured (race/h200-2026-12-03-s24, per round)
+# -2.3..+3.6%, no change at the short shapes where the moved work was to show
 VARIANTS["s24"] = dict(VARIANTS["s23"], entry="s24_early_item", early_item=True, blind="attention_h200_s24",
                        causal_build=dict(entry="s24_early_item_causal", blind="attention_h200_s24"))
 # they share h200-s9-tuned: each is costed from its own SASS

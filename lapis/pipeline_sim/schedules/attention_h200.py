@@ -282,13 +282,15 @@ def kernel_loop(flags: dict, prm: dict) -> dict | None:
     key = d["schedules"].get(flags["gemm_turn"]) if key == "own" else key
     loop = d["loops"].get(key)
     if loop is not None and loop.get("late_v", False) != bool(prm.get("late_v", 0)):
-        raise ScheduleError("kernel_loop names a built kernel whose GEMM turn waits for V where this run's does "
-                            "(late_v: after QK_j's issue)", f"kernel_loop {key!r} with late_v {prm.get('late_v', 0)}",
+        raise ScheduleError("kernel_loop names a built kernel whose GEMM turn waits for V_{j-1} after QK_j's issue "
+                            "exactly when late_v is 1", f"kernel_loop {key!r} (late_v "
+                            f"{int(loop.get('late_v', False))} in its kernel) with late_v {prm.get('late_v', 0)}",
                             f"use late_v={int(loop.get('late_v', False))} with it, or another kernel_loop")
     if loop is not None and loop.get("cross", False) != bool(prm.get("cross_item", 0)):
-        raise ScheduleError("kernel_loop names a built kernel whose GEMM turns cross items where this run's do "
-                            "(cross_item: the next item's QK_0 beside this item's last PV)",
-                            f"kernel_loop {key!r} with cross_item {prm.get('cross_item', 0)}",
+        raise ScheduleError("kernel_loop names a built kernel whose GEMM turns cross work items (the next item's "
+                            "QK_0 beside this item's last PV) exactly when cross_item is 1",
+                            f"kernel_loop {key!r} (cross_item {int(loop.get('cross', False))} in its kernel) with "
+                            f"cross_item {prm.get('cross_item', 0)}",
                             f"use cross_item={int(loop.get('cross', False))} with it, or another kernel_loop")
     if loop is None or loop["overlap"] != bool(flags.get("overlap")):
         fits = sorted(k for k, lp in d["loops"].items() if lp["overlap"] == bool(flags.get("overlap")))
