@@ -279,8 +279,8 @@ def build() -> dict:
         if fn not in fns:
             raise CaptureError("a catalog kernel is missing from the compiled file", fn,
                                "regenerate attention_variants.inc: python -m lapis.catalog.generate")
-        loops[key] = dict(function=fn, schedule=v["schedule"], overlap=v["overlap"], late_v=v["late_v"], cross=v["cross"],
-                          **loop_of(fns[fn], flavour_of(v), reference, consts, share))
+        loops[key] = dict(function=fn, schedule=v["schedule"], overlap=v["overlap"], late_v=v["late_v"],
+                          cross=v["cross"], **loop_of(fns[fn], flavour_of(v), reference, consts, share))
     third = {k: dict(source=str((folder / name).relative_to(DATA.parent.parent)),
                      **loop_of(third_party_sass(k), fl, reference, consts, share, turn, bn))
              for k, (folder, name, fl, turn, bn) in THIRD_PARTY.items()}
@@ -308,9 +308,9 @@ def _num(x) -> bool:
 
 def _loop_fault(key: str, loop) -> str | None:
     """Why `loop` (the file's loops[key]) cannot cost a run, or None: a catalog ping-pong kernel (lapis.catalog
-    .attention) with that kernel's schedule, turn order (overlap, late_v, cross) and flavour (flavour_of), segment cycles in [0, SEGMENT_MAX), HGMMA counts in
-    1..KSTEPS_MAX equal to the segment's tensor-pipe count, and a softmax_scale and softmax_scale_alone in
-    (0.25, 4)."""
+    .attention) with that kernel's schedule, turn order (overlap, late_v, cross) and flavour (flavour_of), segment
+    cycles in [0, SEGMENT_MAX), HGMMA counts in 1..KSTEPS_MAX equal to the segment's tensor-pipe count, and a
+    softmax_scale and softmax_scale_alone in (0.25, 4)."""
     if not isinstance(loop, dict) or not isinstance(loop.get("turn"), dict) \
             or not isinstance(loop.get("softmax_side"), dict):
         return "not an object with turn and softmax_side objects"

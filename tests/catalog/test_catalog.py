@@ -103,7 +103,8 @@ def test_s17_is_s16_with_the_one_sync_turn_wait_alone():
     assert {k for k in s16 if s16[k] != s17[k]} == {"entry", "one_sync", "blind", "causal_build", "sim"}
     # its own compiled loop; the simulator parameters otherwise s16's
     assert {k: v for k, v in s17["sim"].items() if s16["sim"].get(k) != v} == {"kernel_loop": "s17"}
-    assert [k for k, v in attention.VARIANTS.items() if v["one_sync"]] == ["s17", "s18", "s19", "s20", "s21", "s22", "s23", "s24"]
+    assert [k for k, v in attention.VARIANTS.items() if v["one_sync"]] == [
+        "s17", "s18", "s19", "s20", "s21", "s22", "s23", "s24"]
     assert attention.kernel_name(s17) == "attn_s17_one_sync_s2_n128_c2"
     assert attention.kernel_name(s17, causal=True) == "attn_s17_one_sync_causal_s2_n128_c2"
     assert (s17["blind"], s17["causal_build"]["blind"]) == ("attention_h200_s17", "attention_h200_s17")
@@ -114,7 +115,8 @@ def test_s18_is_s17_with_the_hoisted_barrier_addresses_alone():
     assert {k for k in s17 if s17[k] != s18[k]} == {"entry", "bar_hoist", "blind", "causal_build", "sim"}
     # its own compiled loop; the simulator parameters otherwise s17's
     assert {k: v for k, v in s18["sim"].items() if s17["sim"].get(k) != v} == {"kernel_loop": "s18"}
-    assert [k for k, v in attention.VARIANTS.items() if v["bar_hoist"]] == ["s18", "s19", "s20", "s21", "s22", "s23", "s24"]
+    assert [k for k, v in attention.VARIANTS.items() if v["bar_hoist"]] == [
+        "s18", "s19", "s20", "s21", "s22", "s23", "s24"]
     assert attention.kernel_name(s18) == "attn_s18_bar_hoist_s2_n128_c2"
     assert attention.kernel_name(s18, causal=True) == "attn_s18_bar_hoist_causal_s2_n128_c2"
     assert (s18["blind"], s18["causal_build"]["blind"]) == ("attention_h200_s18", "attention_h200_s18")
@@ -225,7 +227,8 @@ def test_a_variant_added_to_the_catalog_alone_reaches_the_bench_the_simulator_an
     assert gen.returncode == 0, gen.stderr
     inc = (tmp_path / "lapis" / "gpu" / "kernels" / "attention_variants.inc").read_text()
     assert ("LAPIS_ATTENTION(attn_s9_tuned_n64_s3_n64_c2, 3, 64, 2, true, true, true, true, 0, true, true, 1, false, "
-            "false, false, 1, false, false, false, false, false, false, false, false, false, false)  // s9_n64\n") in inc
+            "false, false, 1, false, false, false, false, false, false, false, false, false, "
+            "false)  // s9_n64\n") in inc
     assert inc.startswith(generate.attention_inc())  # the other entry points, unchanged and in order
     r = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr

@@ -391,7 +391,8 @@ def resolve(p, params: dict, variant: str, d: int) -> dict:
         raise ScheduleError("q_slots is 1, or 2 on a persistent schedule (the next item's Q loads while this one "
                             "runs)", f"{variant}: q_slots {prm['q_slots']!r}", "use 1, or 2 with h200-s8/s9")
     _check_chains(prm, flags, variant)
-    if prm["cross_item"] not in (0, 1) or (prm["cross_item"] and not (flags.get("overlap") and flags.get("persistent"))):
+    persistent_overlap = flags.get("overlap") and flags.get("persistent")
+    if prm["cross_item"] not in (0, 1) or (prm["cross_item"] and not persistent_overlap):
         raise ScheduleError("cross_item is 0, or 1 on a persistent overlap turn (s8+: a CTA's items follow one "
                             "another)", f"{variant}: cross_item {prm['cross_item']!r}",
                             "use cross_item=0, or 1 with h200-s8-persistent or h200-s9-tuned")
@@ -913,7 +914,8 @@ def gemm_turns(ctx, slot: CtaSlot, wg: Warpgroup, turn):
             ks, vs = wg.take()
             yield from wait_tile(ctx, slot.rings["K"], ks, wg, item, j)
             yield from turn_sync(ctx, slot, wg, item, j)
-            yield from turn(ctx, slot, wg, item, j, n_kv, ks, held, **({"stores": done} if cross else {}))
+            stores = {"stores": done} if cross else {}  # turn_overlap's only (cross_item needs the overlap turn)
+            yield from turn(ctx, slot, wg, item, j, n_kv, ks, held, **stores)
             held, done = (j, vs, item), None
         if cross and nxt is not None:
             done = item
