@@ -64,6 +64,7 @@ ATTRIBUTES = {  # key: (cudaDeviceProp field, unit)
     "sm_count": ("multiProcessorCount", "SMs"),
     "smem_bytes_per_block": ("sharedMemPerBlockOptin", "B"),
     "registers_per_sm": ("regsPerMultiprocessor", "32-bit registers"),
+    "l2_bytes": ("l2CacheSize", "B"),
 }
 # best TMA bandwidth on every SM: key -> ((measurement prefix, what it reads), ...); the first prefix with a
 # measurement in the captures wins

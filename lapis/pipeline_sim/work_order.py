@@ -15,8 +15,9 @@ CTA; they share nothing but the launch (each tile loads its own Q and walks all 
   L2_SECTION_BYTES, a power of two), sections in order, and within a section `lpt`'s rule carried on from the SMs'
   loads so far: the SMs work on one section's heads at a time, so K/V reuse stays in L2 (FA4's sm90 causal
   scheduler orders its grid alike: flash_attn/cute/tile_scheduler.py SingleTileLPTScheduler). attention_h200.cu's
-  s10 walks this order from a work list the host makes with `deal`. The simulator has no L2 model: the order
-  changes its predictions through the balance of K/V tiles per SM only.
+  s10 walks this order from a work list the host makes with `deal`.
+The order changes the predictions through the balance of K/V tiles per SM and through the K/V reuse it leaves in
+L2 (lapis.pipeline_sim.l2_reuse, from head_units_per_sm).
 kv_per_sm gives every SM's list (lapis.pipeline_sim.grid simulates one or all of them); the representative SM is
 the one with the most K/V tiles (ties: the lowest SM index): it decides the time.
 """
@@ -77,14 +78,24 @@ def deal(lengths: list[int], sm_count: int, order: str, sections: list[int] | No
     return per_sm
 
 
+def head_units_per_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,
+                      per_cta: int = 1, order: str = "grid_stride",
+                      per_section: int = 1) -> list[list[tuple[tuple[int, int], ...]]]:
+    """Per SM (those dealt work), its units in its order, each the tuple of its Q tiles' (head, K/V tile count).
+    per_section: heads per L2 section (lpt_l2; section_heads)."""
+    units = work_units(heads, q_tiles, per_cta)
+    kv = [tuple((hd, kv_tiles_per_item(q, kv_tiles, bm, bn, causal)) for hd, q in u) for u in units]
+    sections = [u[0][0] // per_section for u in units]
+    return [[kv[i] for i in s] for s in deal([sum(n for _, n in k) for k in kv], sm_count, order, sections)]
+
+
 def kv_units_per_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,
                     per_cta: int = 1, order: str = "grid_stride", per_section: int = 1) -> list[list[tuple[int, ...]]]:
     """Per SM (those dealt work), its units in its order, each the tuple of its Q tiles' K/V tile counts.
     per_section: heads per L2 section (lpt_l2; section_heads)."""
-    units = work_units(heads, q_tiles, per_cta)
-    kv = [tuple(kv_tiles_per_item(q, kv_tiles, bm, bn, causal) for _, q in u) for u in units]
-    sections = [u[0][0] // per_section for u in units]
-    return [[kv[i] for i in s] for s in deal([sum(k) for k in kv], sm_count, order, sections)]
+    return [[tuple(n for _, n in u) for u in s]
+            for s in head_units_per_sm(heads, q_tiles, kv_tiles, bm, bn, causal, sm_count, per_cta, order,
+                                       per_section)]
 
 
 def kv_per_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,

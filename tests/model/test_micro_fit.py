@@ -20,7 +20,8 @@ CLOCK = 1.8  # GHz
 RATE = {"wgmma.sustained": 4000.0, "fma.rate": 128.0, "ex2.rate": 16.0, "smem.read": 128.0, "mma_sync.rate": 2048.0}
 CYCLES = {"mbarrier.pingpong": 90.0, "named_barrier.t256": 36.0, "wgmma.latency.n256.ss": 270.0,
           "timer.globaltimer": 9.0, "timer.clock64": 1.8}
-ATTRS = dict(multiProcessorCount=132, sharedMemPerBlockOptin=232448, regsPerMultiprocessor=65536)
+ATTRS = dict(multiProcessorCount=132, sharedMemPerBlockOptin=232448, regsPerMultiprocessor=65536,
+             l2CacheSize=62914560)
 
 
 def tma_latency_ns(source, box):
@@ -89,6 +90,8 @@ def test_fitted_values_equal_the_numbers_worked_out_by_hand(captures):
     assert v["fma_per_clk_sm"]["value"] == 128 and v["mufu_ex2_per_clk_sm"]["value"] == 16
     assert v["smem_bytes_per_clk_sm"]["value"] == 128 and v["mma_sync_flop_per_clk_sm"]["value"] == 2048
     assert v["sm_count"]["value"] == 132 and v["smem_bytes_per_block"]["value"] == 232448
+    assert v["l2_bytes"] == dict(value=62914560, unit="B", source=v["l2_bytes"]["source"])
+    assert v["l2_bytes"]["source"].endswith("device_attributes.l2CacheSize (cudaGetDeviceProperties)")
     # rates ~ 1/time: q1 = t/1.01, q3 = t/0.99
     assert v["fma_per_clk_sm"]["spread_pct"] == 2.0
 

@@ -2,6 +2,7 @@
 hand-made costs: a consumer against a ring a test process fills, the producer against a consumer stub; and each
 variant's Schedule picks the consumer role its flags name."""
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -28,6 +29,7 @@ def costs(**over) -> ah.AttentionCosts:
     base = dict(gemm_ns=100.0, wgmma_latency_ns=10.0, softmax_ns=50.0, rescale_ns=5.0, mask_ns=0.0,
                 softmax_pair=1.0, softmax_under_gemm=1.0, pipe_under_softmax=1.0, turnover_ns=0.0, q_bytes=160,
                 o_bytes=256, tile_bytes=TILE, l2_latency_ns=7.0, hbm_latency_ns=20.0, q_tiles=4, kv_tiles=2, items=1,
+                kv_reuse=math.inf,  # every K/V load an L2 hit: L2's latency alone
                 rescale_frequency=1.0, causal=False, flavour="exp2f", emulate_frac=0.0, lone_tail_ns=10.0)
     return ah.AttentionCosts(**{**base, **over})
 

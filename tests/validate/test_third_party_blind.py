@@ -51,7 +51,12 @@ def test_third_party_sets_hold_the_kernels_cases_and_the_files_hold_them(name, e
 WRITTEN_UNDER = {("flash2_h200", False): dict(loop_smsp=0), ("flash2_h200", True): dict(loop_smsp=0),
                  ("cudnn_h200", True): dict(persistent_order="heavy_first")}
 # sets whose cost model changed by design after they were written, and by how much at most (relative)
-REMODELLED = {"fa4_sm90_h200": 0.03}  # FA4 costed from its own loop's SASS: 32x16x1024x128 347.2 -> 341.1 µs
+# (set, causal) -> bound
+REMODELLED = {("fa4_sm90_h200", False): 0.03,  # FA4 costed from its own loop's SASS: 32x16x1024x128 347.2 -> 341.1 µs
+              ("fa4_sm90_h200", True): 0.03,
+              # the L2 model (lapis.pipeline_sim.l2_reuse): heavy_first at 512 heads fetches nearly every K/V load
+              # from HBM (reuse 1.04), so the causal entry made under it went 287.25 -> 361.9 µs
+              ("cudnn_h200", True): 0.27}
 
 
 @pytest.mark.parametrize("name, shape", [("flash2_h200", "32x16x1024x128"), ("fa4_sm90_h200", "32x16x1024x128"),
@@ -64,7 +69,8 @@ def test_the_cheap_blind_entries_reproduce_from_the_code(name, shape):
     REMODELLED's bound where the set's cost model has changed since by design."""
     for e in load(name)["entries"]:
         if e["shape"] == shape:
-            params = dict(e["params"], **WRITTEN_UNDER.get((name, bool(e.get("causal"))), {}))
+            case = (name, bool(e.get("causal")))
+            params = dict(e["params"], **WRITTEN_UNDER.get(case, {}))
             now = simulate(e["schedule"], "h200", shape, params)["predicted_us"]
-            tolerance = dict(abs=5e-4) if e["model_hash"] == model_hash() else dict(rel=REMODELLED.get(name, 0.01))
+            tolerance = dict(abs=5e-4) if e["model_hash"] == model_hash() else dict(rel=REMODELLED.get(case, 0.01))
             assert now == pytest.approx(e["predicted_us"], **tolerance)

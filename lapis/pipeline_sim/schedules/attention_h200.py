@@ -55,8 +55,10 @@ Costs (softmax_costs; cycles become ns through the profile's clock_ghz):
   descriptors; the kernel is the schedule's own, or the one `kernel_loop` names), so a wgmma reaches the tensor pipe when
   its group's first HGMMA issues and the next warpgroup's turn starts at the bar.arrive (issue).
 - O rescale: rows x D multiplies at fma_per_clk_sm; causal: the diagonal tile adds MASK_OPS_PER_SCORE per score.
-- loads: bytes at the SM's share of the L2 bandwidth (lapis.pipeline_sim.grid), then tma_latency_ns (K/V tiles)
-  or tma_latency_hbm_ns (Q in, O out: compulsory HBM traffic).
+- loads: bytes at the SM's share of the chip's load bandwidth (lapis.pipeline_sim.grid: L2's, or HBM's times the
+  reuse where that is the tighter), then the latency. K/V tiles: the reuse the work order leaves in L2
+  (lapis.pipeline_sim.l2_reuse, an LRU of the device's l2_bytes), and the mean of tma_latency_ns (hits) and
+  tma_latency_hbm_ns (1 / reuse of them, fetches); Q in and O out: reuse 1 and tma_latency_hbm_ns.
 - CTA turnover (s1..s7): a slot starts its next CTA once every role of the previous one is done (the kernel's last
   __syncthreads) plus cta_turnover_ns.
 The contend and launch values come from lapis/gpu/kernels/micro_mix_softmax_v3.cu and micro_launch_v1.cu
@@ -105,6 +107,7 @@ from lapis.model.softmax_body import CHAINS, chain_factor
 from lapis.pipeline_sim.causal import MASK_OPS_PER_SCORE
 from lapis.pipeline_sim.commit_groups import WgmmaGroups
 from lapis.pipeline_sim.contention import Contention
+from lapis.pipeline_sim.l2_reuse import kv_reuse
 from lapis.pipeline_sim.pipeline import PipelineState
 from lapis.pipeline_sim.schedule import Schedule
 from lapis.pipeline_sim.setmaxnreg import WARPGROUP_THREADS, register_split
@@ -164,7 +167,14 @@ def rescale_frequency(block_n: int, threshold: float | None) -> float:
 EMULATED = ((0.0, "ex2"), (0.125, "emu8"), (0.25, "emu4"))  # emulate_frac of the contend microbenchmark's flavours
 CONTEND_LAUNCH = "micro/h200-2026-11-30-contend-launch"  # the capture of cta_turnover_ns (its launch half)
 BAR = "micro/h200-2026-12-02-bar"  # kernels/micro_bar_v1.cu: bar_hop_cycles_<form>, bar_sync_present_cycles
-MEASURED_BY = {CONTEND_LAUNCH: "the launch microbenchmark", BAR: "the bar.sync hand-over microbenchmarks"}
+MEASURED_BY = {CONTEND_LAUNCH: "the launch microbenchmark", BAR: "the bar.sync hand-over microbenchmarks",
+               BAR + " device_attributes": "the device's L2 size (l2_bytes, cudaGetDeviceProperties)"}
+
+
+def l2_bytes(p) -> int:
+    """The device's L2 capacity in bytes (profile l2_bytes, cudaGetDeviceProperties l2CacheSize in the BAR
+    capture); ScheduleError (_measured) when the profile lacks it."""
+    return int(_measured(p, "l2_bytes", BAR + " device_attributes"))
 
 
 def _measured(p, key: str, capture: str = CONTEND_LAUNCH) -> float:
@@ -471,7 +481,8 @@ class AttentionCosts:
     `rescale_frequency` (1 but for cond_rescale); mask_ns: causal, the diagonal tile's compare and select;
     softmax_pair, softmax_under_gemm, pipe_under_softmax: the contention rates; turnover_ns: a slot's CTA
     turnover; q_bytes: a CTA's Q tile (block_m rows); o_bytes: one warpgroup's O rows; tile_bytes: a K or V tile;
-    l2_latency_ns, hbm_latency_ns: a load's latency after its bytes (L2 hits, compulsory HBM traffic); turn_ns: a
+    l2_latency_ns, hbm_latency_ns: a load's latency after its bytes (L2 hits, compulsory HBM traffic); kv_reuse:
+    K/V tile loads per HBM fetch in the run's work order (lapis.pipeline_sim.l2_reuse); turn_ns: a
     GEMM turn's issue (ns alone) before its first wgmma group, of the first group, of the second (turn_costs);
     handover_ns: what the turn's bar.sync takes past its issue, (released by the other warpgroup's bar.arrive,
     its arrivals already there) (turn_handover); lone_tail_ns: the completion tail beyond the pipe of a group
@@ -494,6 +505,7 @@ class AttentionCosts:
     q_tiles: int
     kv_tiles: int
     items: int
+    kv_reuse: float
     rescale_frequency: float
     causal: bool
     flavour: str
@@ -518,6 +530,9 @@ class AttentionCosts:
                    **cost["factors"], turnover_ns=turnover_ns, q_bytes=bm * d * 2, o_bytes=rows * d * 2,
                    tile_bytes=bn * d * 2, l2_latency_ns=p["tma_latency_ns"], hbm_latency_ns=p["tma_latency_hbm_ns"],
                    q_tiles=q_tiles, kv_tiles=kv_tiles, items=b * h * math.ceil(q_tiles / prm["q_tiles_per_cta"]),
+                   kv_reuse=kv_reuse(b * h, q_tiles, kv_tiles, bm, bn, bool(prm["causal"]), p["sm_count"],
+                                     prm["q_tiles_per_cta"], prm["persistent_order"], section_heads(seq, d),
+                                     2 * bn * d * 2, l2_bytes(p)),
                    rescale_frequency=freq, causal=bool(prm["causal"]),
                    flavour=flavour(flags), emulate_frac=emulated(flags, prm), turn_ns=turn_costs(p, flags, prm, d),
                    handover_ns=turn_handover(p, flags, prm), lone_tail_ns=lone_tail_ns(p))
@@ -529,8 +544,9 @@ class AttentionCosts:
                     pipe_under_softmax=self.pipe_under_softmax)
 
     def latency_ns(self, reuse: float) -> float:
-        """After a load's bytes: HBM's latency for compulsory traffic (reuse 1: Q in, O out), else L2's."""
-        return self.hbm_latency_ns if reuse == 1 else self.l2_latency_ns
+        """After a load's bytes: the mean over its fetches, 1 / reuse of them from HBM (all of them for compulsory
+        traffic, reuse 1: Q in, O out) and the rest L2 hits."""
+        return self.l2_latency_ns + (self.hbm_latency_ns - self.l2_latency_ns) / max(reuse, 1.0)
 
     def diagonal(self, j: int, n_kv: int) -> bool:
         """Causal: a Q tile's last K/V tile is its diagonal, the one with masked scores."""
@@ -575,8 +591,8 @@ class CtaSlot:
         copies the slot's TMA engine delivers; s4+ (two WGs or more): WG i's GEMM turn is named barrier
         PINGPONG_BAR0 + i over 256 threads, WG i's bar.sync and the previous WG's bar.arrive."""
         ctx, cost = self.ctx, self.ctx.cost
-        tma = TmaEngine(ctx, role=self.role("tma"), style="transfer", reuse=cost.q_tiles,
-                        latency_ns=cost.latency_ns(cost.q_tiles))
+        tma = TmaEngine(ctx, role=self.role("tma"), style="transfer", reuse=cost.kv_reuse,
+                        latency_ns=cost.latency_ns(cost.kv_reuse))
         self.rings = {x: ctx.pipeline(self.role(x), ctx.prm["stages"], self.role("producer"), self.consumers,
                                       cost.tile_bytes, tma=tma, buffer=x, hb=self.hb) for x in ("K", "V")}
         if ctx.flags.get("persistent"):  # q_empty[s]: every consumer warpgroup, after the item's last QK
@@ -690,8 +706,9 @@ class Warpgroup:
 
 def load(ctx, nbytes: int, role: str, op: str, reuse: float, **kw):
     """A load (or store) `role` waits for: the SM's load path for nbytes at its bandwidth share, then the latency.
-    K/V serve every Q tile of a head (reuse q_tiles); Q read and O written once are compulsory HBM traffic (reuse
-    1), so they also see the HBM latency (tma_latency_hbm_ns) where the K/V tiles, mostly L2 hits, see L2's."""
+    K/V serve the Q tiles of a head the order keeps beside each other in L2 (reuse kv_reuse, l2_reuse); Q read and
+    O written once are compulsory HBM traffic (reuse 1), so they see the HBM latency (tma_latency_hbm_ns) where K/V
+    tiles see the mean of L2's and HBM's (latency_ns)."""
     yield from ctx.occupy("tma", lambda: nbytes / ctx.grid.share(reuse), role, op, **kw)
     yield ctx.env.timeout(ctx.cost.latency_ns(reuse))
 
@@ -852,8 +869,8 @@ def consumer_serial(ctx, slot: CtaSlot, i: int = 0):
         yield from load(ctx, cost.q_bytes, wg.role, "TMA Q (waited)", 1, work_item=item)
         for j in range(n_kv):
             kw = dict(work_item=item, k_index=j)
-            v_copy = ctx.child(load(ctx, cost.tile_bytes, slot.role("tma"), "TMA V", cost.q_tiles, **kw))
-            yield from load(ctx, cost.tile_bytes, wg.role, "TMA K (waited)", cost.q_tiles, **kw)
+            v_copy = ctx.child(load(ctx, cost.tile_bytes, slot.role("tma"), "TMA V", cost.kv_reuse, **kw))
+            yield from load(ctx, cost.tile_bytes, wg.role, "TMA K (waited)", cost.kv_reuse, **kw)
             wgmma(ctx, slot, wg, "wgmma QK", item, j, lone=True)
             yield from wait_group(ctx, wg, 0, item, j)
             yield from softmax(ctx, slot, wg, item, j, n_kv, with_rescale=True)

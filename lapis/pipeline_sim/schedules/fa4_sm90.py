@@ -27,13 +27,17 @@ residency are attention_h200's, run with
 FA4's tile sizes, stages, consumer warpgroups and setmaxnreg split (CONFIGS) and the flags of fa4_flags. What
 differs is the work order (deal: the LPT scheduler's CTA order, handed to the SM that frees first), and at head dim
 256 the missing ping-pong. A ragged last K/V tile (L not a multiple of 80) costs a full tile (masked_tail).
-Not modelled: FA4's epilogue through shared memory and TMA store (attention_h200's store of O is used), the
-L2 swizzle's effect on hit rates (every K/V load is an L2 hit at the SM's share, as for lapis's kernels).
+The K/V reuse in L2 is that of FA4's own CTA order (head_deal through lapis.pipeline_sim.l2_reuse). Not modelled:
+FA4's epilogue through shared memory and TMA store (attention_h200's store of O is used).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import lru_cache
+
 from lapis.errors import ScheduleError
+from lapis.pipeline_sim.l2_reuse import reuse
 from lapis.pipeline_sim.schedule import Schedule
 from lapis.pipeline_sim.schedules import attention_h200 as ah
 from lapis.pipeline_sim.schedules.fa2_flash import slot_dispatch
@@ -82,22 +86,30 @@ def lpt_order(heads: int, q_tiles: int, seq: int, d: int) -> list[tuple[int, int
     return order
 
 
-def deal(p, dims: tuple, prm: dict) -> list:
-    """Per SM, its CTAs (one Q tile each, a 1-tuple of its K/V tile count) in the order it runs them: the grid's
-    CTAs in blockIdx order (m_block fastest non-causal; lpt_order causal) handed out by the block scheduler
+@lru_cache(maxsize=64)
+def head_deal(dims: tuple, bm: int, bn: int, causal: bool, sm_count: int) -> list:
+    """Per SM, its CTAs (one Q tile each, a 1-tuple of (head, K/V tile count)) in the order it runs them: the
+    grid's CTAs in blockIdx order (m_block fastest non-causal; lpt_order causal) handed out by the block scheduler
     (fa2_flash.slot_dispatch) with one CTA resident per SM (FA4's 160+ KiB of shared memory at these tiles)."""
     b, h, seq, d = dims
-    bm, bn = prm["block_m"], prm["block_n"]
     q_tiles, kv_tiles = -(-seq // bm), -(-seq // bn)
-    order = lpt_order(b * h, q_tiles, seq, d) if prm["causal"] else [(x, q) for x in range(b * h)
-                                                                      for q in range(q_tiles)]
-    kv = [kv_tiles_per_item(q, kv_tiles, bm, bn, bool(prm["causal"])) for _, q in order]
-    return [[(kv[i],) for i in items] for items in slot_dispatch(kv, p["sm_count"], 1)]
+    order = lpt_order(b * h, q_tiles, seq, d) if causal else [(x, q) for x in range(b * h) for q in range(q_tiles)]
+    kv = [kv_tiles_per_item(q, kv_tiles, bm, bn, causal) for _, q in order]
+    return [[((order[i][0], kv[i]),) for i in items] for items in slot_dispatch(kv, sm_count, 1)]
+
+
+def deal(p, dims: tuple, prm: dict) -> list:
+    """Per SM, its CTAs (head_deal) as 1-tuples of their K/V tile counts."""
+    return [[(n,) for (_, n), in s] for s in head_deal(dims, prm["block_m"], prm["block_n"], bool(prm["causal"]),
+                                                        p["sm_count"])]
 
 
 def costs(p, dims: tuple, prm: dict, flags: dict) -> ah.AttentionCosts:
-    """attention_h200's cost model under FA4's flags for this head dim."""
-    return ah.AttentionCosts.of(p, dims, prm, fa4_flags(dims[3]))
+    """attention_h200's cost model under FA4's flags for this head dim, with the K/V reuse of FA4's own grid order
+    (head_deal through lapis.pipeline_sim.l2_reuse)."""
+    c = ah.AttentionCosts.of(p, dims, prm, fa4_flags(dims[3]))
+    per_sm = head_deal(dims, prm["block_m"], prm["block_n"], bool(prm["causal"]), p["sm_count"])
+    return replace(c, kv_reuse=reuse(per_sm, 2 * c.tile_bytes, ah.l2_bytes(p)))
 
 
 def launch(ctx) -> None:

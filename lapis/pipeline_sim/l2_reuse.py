@@ -1,0 +1,78 @@
+"""K/V reuse through L2: how many K/V tile loads of a grid each fetch from HBM serves, for a work order.
+
+The attention schedules load K and V tiles at the chip's bandwidth for a given reuse (lapis.pipeline_sim.units:
+L2's bandwidth, or HBM's times the reuse where HBM is the tighter). The reuse is not a property of the shape
+alone: it depends on which heads the SMs work on at the same time. An order that runs the Q tiles of one head
+side by side (grid_stride, lpt_l2) reads each K/V tile from HBM once and from L2 after; one that runs the same
+Q tile of every head at once (heavy_first at many heads) has evicted a head's tiles before its next Q tile comes.
+
+The model: every SM walks its work list (lapis.pipeline_sim.work_order.head_units_per_sm) one K/V tile a step,
+each step the same time on every SM, so step t of every SM happens at about the same moment. The loads, in that
+order (step, then SM), go through a least-recently-used cache of the L2's capacity counted in K+V tile pairs
+(l2_bytes // (2 x tile bytes)); a load whose pair is not cached is a fetch from HBM.
+reuse = loads / fetches: 1 when every load is a fetch, up to the Q tiles per head when each head's tiles stay in
+L2 while all its Q tiles walk them. The L2's capacity is the device's (cudaGetDeviceProperties l2CacheSize,
+profile key l2_bytes).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from functools import lru_cache
+
+import numpy as np
+
+from lapis.pipeline_sim.work_order import head_units_per_sm
+
+
+def load_stream(per_sm: list) -> np.ndarray:
+    """The K/V tile loads of every SM's work list (units of (head, K/V tiles) per Q tile) in time order (step,
+    then SM): an int64 array of (head, K/V index) keys, head * 2**32 + index."""
+    steps, sms, keys = [], [], []
+    for s, units in enumerate(per_sm):
+        tiles = [(hd, n) for u in units for hd, n in u]
+        if not tiles:
+            continue
+        n = np.array([t[1] for t in tiles], dtype=np.int64)
+        head = np.repeat(np.array([t[0] for t in tiles], dtype=np.int64), n)
+        start = np.repeat(np.cumsum(n) - n, n)
+        index = np.arange(n.sum(), dtype=np.int64) - start
+        steps.append(start + index)
+        sms.append(np.full(index.size, s, dtype=np.int64))
+        keys.append(head * 2**32 + index)
+    if not keys:
+        return np.zeros(0, dtype=np.int64)
+    step, sm, key = np.concatenate(steps), np.concatenate(sms), np.concatenate(keys)
+    return key[np.lexsort((sm, step))]
+
+
+def fetches(stream: np.ndarray, capacity: int) -> int:
+    """Loads of `stream` that miss a least-recently-used cache of `capacity` entries (capacity >= 1)."""
+    cache, missed = OrderedDict(), 0
+    for k in stream.tolist():
+        if k in cache:
+            cache.move_to_end(k)
+            continue
+        missed += 1
+        cache[k] = None
+        if len(cache) > capacity:
+            cache.popitem(last=False)
+    return missed
+
+
+def reuse(per_sm: list, pair_bytes: int, l2_bytes: int) -> float:
+    """K/V loads per HBM fetch (>= 1) of every SM's work list (load_stream's form), for K+V tile pairs of
+    pair_bytes and an L2 of l2_bytes (the module docstring). 1.0 when L2 holds no pair or there is no load."""
+    capacity = l2_bytes // pair_bytes
+    stream = load_stream(per_sm)
+    if capacity < 1 or stream.size == 0:
+        return 1.0
+    return stream.size / fetches(stream, capacity)
+
+
+@lru_cache(maxsize=256)
+def kv_reuse(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,
+             per_cta: int, order: str, per_section: int, pair_bytes: int, l2_bytes: int) -> float:
+    """reuse() of the grid work_order.head_units_per_sm deals with these arguments."""
+    return reuse(head_units_per_sm(heads, q_tiles, kv_tiles, bm, bn, causal, sm_count, per_cta, order, per_section),
+                 pair_bytes, l2_bytes)

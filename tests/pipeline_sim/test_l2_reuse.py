@@ -1,0 +1,64 @@
+"""The K/V reuse a work order leaves in L2 (lapis.pipeline_sim.l2_reuse)."""
+
+import numpy as np
+
+from lapis.model.profile import load_profile
+from lapis.pipeline_sim.l2_reuse import fetches, kv_reuse, load_stream
+from lapis.pipeline_sim.schedules.attention_h200 import VARIANTS, AttentionCosts, resolve
+from lapis.pipeline_sim.work_order import head_units_per_sm, kv_units_per_sm, section_heads
+
+L2 = 60 * 2**20  # the H200's l2CacheSize (micro captures' device_attributes)
+PAIR = 2 * 128 * 128 * 2  # a 128 x 128 bf16 K tile and its V tile
+
+
+def _reuse(b, h, seq, causal, order):
+    return kv_reuse(b * h, seq // 128, seq // 128, 128, 128, causal, 132, 1, order, section_heads(seq, 128), PAIR, L2)
+
+
+def test_fetches_counts_the_misses_of_a_least_recently_used_cache():
+    # capacity 2: 1 miss, 2 miss, 1 hit, 3 miss (evicts 2), 1 hit, 2 miss (evicts 3)
+    assert fetches(np.array([1, 2, 1, 3, 1, 2]), 2) == 4
+    assert fetches(np.array([1, 2, 1, 3, 1, 2]), 3) == 3
+    assert fetches(np.array([5, 5, 5]), 1) == 1
+
+
+def test_load_stream_orders_loads_by_step_then_sm():
+    # SM 0: head 0's Q tile over 2 K/V tiles; SM 1: head 1 over 1 tile, then head 0 over 1 tile
+    per_sm = [[((0, 2),)], [((1, 1),), ((0, 1),)]]
+    assert load_stream(per_sm).tolist() == [0, 2**32, 1, 0]
+
+
+def test_head_units_carry_the_heads_beside_the_tile_counts_kv_units_per_sm_gives():
+    args = (4, 8, 8, 128, 128, True, 3, 2, "heavy_first", 1)
+    with_heads = head_units_per_sm(*args)
+    assert [[tuple(n for _, n in u) for u in s] for s in with_heads] == kv_units_per_sm(*args)
+    assert with_heads[0][0] == ((0, 7), (0, 8))  # the longest unit: head 0's Q tiles 6 and 7
+
+
+def test_orders_that_keep_a_heads_q_tiles_together_fetch_each_pair_once():
+    # non-causal: every Q tile of a head reads all its tiles, each fetched once: reuse = Q tiles per head
+    assert _reuse(32, 16, 1024, False, "grid_stride") == 8.0
+    assert _reuse(2, 16, 16384, False, "lpt_l2") == 128.0
+    # causal lpt_l2 at 1024: 36 loads per head over its 8 pairs, (1 + 2 + ... + 8) / 8
+    assert _reuse(32, 16, 1024, True, "lpt_l2") == 4.5
+
+
+def test_heavy_first_at_many_heads_fetches_almost_every_load():
+    # Q tile 7 of all 512 heads runs before any Q tile 6: about 512 x 8 pairs (256 MiB) pass between a head's two
+    # reads of a pair, against the 960 pairs L2 holds
+    assert 1.0 <= _reuse(32, 16, 1024, True, "heavy_first") < 1.1
+    assert 1.0 <= _reuse(8, 16, 4096, True, "heavy_first") < 1.15
+
+
+def test_an_l2_smaller_than_a_pair_reuses_nothing():
+    assert kv_reuse(16, 8, 8, 128, 128, False, 132, 1, "grid_stride", 1, PAIR, PAIR - 1) == 1.0
+
+
+def test_the_attention_costs_take_the_reuse_of_the_runs_order():
+    p = load_profile("h200")
+    dims = (32, 16, 1024, 128)
+    heavy = resolve(p, {"causal": 1, "persistent_order": "heavy_first"}, "h200-s9-tuned", 128)
+    lpt = resolve(p, {"causal": 1, "persistent_order": "lpt_l2"}, "h200-s9-tuned", 128)
+    flags = VARIANTS["h200-s9-tuned"]
+    assert AttentionCosts.of(p, dims, heavy, flags).kv_reuse < 1.1
+    assert AttentionCosts.of(p, dims, lpt, flags).kv_reuse == 4.5
