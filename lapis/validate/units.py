@@ -13,9 +13,11 @@ Units (UNITS), measured from the counters and predicted from the simulation:
   over (the tensor instruction's FLOP per clock per SM x predicted cycles): the profile's tensor_flop_per_clk_sm
   for wgmma, mma_sync_flop_per_clk_sm for mma.sync. (On the H200 capture this reproduces Nsight Compute's
   percentage from the measured cycles to within a point for both instructions.)
-- dram_mb: dram__bytes_read.sum + dram__bytes_write.sum, in 10^6 bytes; predicted: the compulsory traffic
-  (attention: Q, K, V read once and O written, 2-byte elements; GEMM: A and B read once, C written), i.e. every
-  re-read hits L2, which is what the simulator assumes.
+- dram_mb: dram__bytes_read.sum + dram__bytes_write.sum, in 10^6 bytes; predicted: for the Hopper attention
+  schedules (lapis's kernels, cuDNN, FA4) the simulation's HBM traffic (attention_h200.hbm_bytes: Q read and O
+  written once, the K/V loads over the reuse the work order leaves in L2, lapis.pipeline_sim.l2_reuse); for the
+  others the compulsory traffic (attention: Q, K, V read once and O written, 2-byte elements; GEMM: A and B read
+  once, C written), i.e. every re-read an L2 hit.
 - inst_<pipe>_m (sm__inst_executed_pipe_<pipe>.sum, millions of warp instructions); predicted from an instruction
   mix (MIX_SOURCE says which): lapis's kernels (s3, s5, s9, the GEMM) from their SASS, compiled for sm_90a, per
   code region, times the simulation's work order (tiles, K/V or K blocks per tile, CTAs:
@@ -41,7 +43,8 @@ from lapis.model import instruction_mix, sass
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import predictions, work_order
 from lapis.pipeline_sim.schedules.attention_h200 import VARIANTS as H200_ATTENTION
-from lapis.pipeline_sim.schedules.attention_h200 import rescale_frequency
+from lapis.pipeline_sim.schedules.attention_h200 import hbm_bytes, rescale_frequency
+from lapis.pipeline_sim.schedule import lookup
 
 GPU = "h200"
 NO_MIX = "not predicted: no instruction mix for this kernel"
@@ -155,7 +158,7 @@ def predicted(case: dict, cache: dict, key: str = "", meas_counts: dict | None =
     counts, source = instructions(key, case, int(val("sm_count")), meas_counts)
     out = dict(time_us=r["predicted_us"], sm_cycles=cycles, clock_mhz=ghz * 1e3,
                tensor_active_pct=100.0 * case["flops"] / val("sm_count") / (rate * cycles),
-               dram_mb=case["compulsory_bytes"] / 1e6,
+               dram_mb=dram_mb(case),
                issue_active_pct=None if counts is None else
                100.0 * sum(counts.values()) / (cycles * SMSPS * val("sm_count")),
                **{f"inst_{p}_m": None if counts is None else counts[p] / 1e6 for p in PIPES})
@@ -163,6 +166,19 @@ def predicted(case: dict, cache: dict, key: str = "", meas_counts: dict | None =
     if source:
         reasons["instruction_mix"] = MIX_SOURCE[source]
     return out, reasons
+
+
+def dram_mb(case: dict) -> float:
+    """The predicted DRAM traffic of a kernel case in 10^6 bytes: the schedule's HBM bytes where its costs carry a
+    K/V reuse (attention_h200.hbm_bytes, from the schedule's own parameters, work order and costs, as
+    lapis.pipeline_sim.engine.run takes them), else the compulsory bytes."""
+    s, p = lookup(case["schedule"]), load_profile(GPU)
+    dims = s.parse_shape(case["shape"])
+    prm, _ = s.resolve(p, dims, dict(case["params"]))
+    cost = s.costs(p, dims, prm, s.flags)
+    if not hasattr(cost, "kv_reuse"):
+        return case["compulsory_bytes"] / 1e6
+    return hbm_bytes(s.work(p, dims, prm), dims, cost) / 1e6
 
 
 def error(unit: str, pred, meas):

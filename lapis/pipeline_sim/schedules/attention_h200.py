@@ -1014,11 +1014,22 @@ def turn_overlap(ctx, slot: CtaSlot, wg: Warpgroup, item: int, j: int, n_kv: int
         yield from softmax_side(ctx, slot, wg.role, "O rescale", ctx.cost.rescale_ns, work_item=item, k_index=j)
 
 
+def hbm_bytes(per_sm: list, dims: tuple, cost: AttentionCosts) -> float:
+    """The run's HBM traffic in bytes: Q read and O written once (2-byte elements), and the K and V tile loads of
+    every SM's work list (per_sm, as deal gives it) over the order's K/V reuse (cost.kv_reuse: loads per fetch)."""
+    b, h, seq, d = dims
+    loads = sum(_kv_total(w) for w in per_sm) * 2 * cost.tile_bytes
+    return 2 * b * h * seq * d * 2 + loads / cost.kv_reuse
+
+
 def summary(per_sm: list, rep, dims: tuple, prm: dict, cost: AttentionCosts) -> dict:
     """The work of the run: work items (CTAs, or a persistent grid's units), SMs with work, Q tiles and K/V tiles
-    on the representative SM, K/V tiles per head, and the O rescale frequency (1 but for cond_rescale)."""
+    on the representative SM, K/V tiles per head, the O rescale frequency (1 but for cond_rescale), the K/V loads
+    per HBM fetch (kv_reuse) and the HBM traffic in 10^6 bytes (hbm_mb, hbm_bytes)."""
     return dict(work_items=cost.items, active_sms=len(per_sm), items_per_sm=sum(map(len, rep.work)),
-                kv_tiles=cost.kv_tiles, kv_tiles_on_this_sm=_kv_total(rep.work), rescale_frequency=cost.rescale_frequency)
+                kv_tiles=cost.kv_tiles, kv_tiles_on_this_sm=_kv_total(rep.work),
+                rescale_frequency=cost.rescale_frequency, kv_reuse=cost.kv_reuse,
+                hbm_mb=hbm_bytes(per_sm, dims, cost) / 1e6)
 
 
 def flops(dims: tuple, prm: dict) -> float:
