@@ -61,7 +61,8 @@ RULES = {
     "gemm": "timed runs by name; a later capture supersedes an earlier one for the (variant, shape) it measured",
     "micro": "the profile fit reads the results.json files lapis/data/fit_manifest.json lists; none supersedes "
              "another",
-    "diagnostic": "no reader chooses among them (the README cites each by name); none supersedes another",
+    "diagnostic": "lapis validate units reads the Nsight Compute ones (schema lapis.ncu-units/1) for its DRAM rows "
+                  "of lapis/data/blind/ncu/l2_reuse.json, by kernel and shape; none supersedes another",
     "sweep": "no reader chooses among them (the README cites each by name); none supersedes another",
     "clock": "lapis.model.clock fits the newest capture by name (<capture>/clock/results.json); none supersedes "
              "another",

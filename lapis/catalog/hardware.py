@@ -15,3 +15,8 @@ MAX_BLOCKS_PER_SM = 32
 WARP_THREADS = 32
 WARPGROUP_THREADS = 128  # four consecutive warps (PTX ISA: wgmma, setmaxnreg)
 SM_COUNT = {"h200": 132, "h100": 132}  # SXM parts; the H200 here reports 132 multiprocessors
+# The L2 is two partitions, each caching the data the SMs of its own GPCs access (NVIDIA A100 and H100 Tensor Core
+# GPU Architecture whitepapers, "L2 cache": "Each L2 partition localizes and caches data for memory accesses from
+# SMs in the GPCs directly connected to the partition"): a line every SM reads is held in both, so such a stream
+# sees half of cudaGetDeviceProperties' l2CacheSize.
+L2_PARTITIONS = 2

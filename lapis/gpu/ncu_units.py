@@ -139,9 +139,13 @@ def demangle(name: str) -> str:
 
 
 def kernel_filter(kernel: str) -> str:
-    if kernel in THIRD_PARTY_FILTER:
-        return THIRD_PARTY_FILTER[kernel]
-    if kernel == "gemm":
+    """ncu's kernel-name regex for a --kernels entry: its name without ":causal" (cuDNN's causal kernel is named as
+    its non-causal one: diagnostic/h200-2026-12-03-l2-1024 lists cudnn_generated_fort_native_sdpa_sm90_flash_fprop_
+    ...)."""
+    name = kernel.partition(":")[0]
+    if name in THIRD_PARTY_FILTER:
+        return THIRD_PARTY_FILTER[name]
+    if name == "gemm":
         return "gemm"
     return "attn_"
 

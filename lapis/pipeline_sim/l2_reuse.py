@@ -8,11 +8,13 @@ Q tile of every head at once (heavy_first at many heads) has evicted a head's ti
 
 The model: every SM walks its work list (lapis.pipeline_sim.work_order.head_units_per_sm) one K/V tile a step,
 each step the same time on every SM, so step t of every SM happens at about the same moment. The loads, in that
-order (step, then SM), go through a least-recently-used cache of the L2's capacity counted in K+V tile pairs
-(l2_bytes // (2 x tile bytes)); a load whose pair is not cached is a fetch from HBM.
-reuse = loads / fetches: 1 when every load is a fetch, up to the Q tiles per head when each head's tiles stay in
-L2 while all its Q tiles walk them. The L2's capacity is the device's (cudaGetDeviceProperties l2CacheSize,
-profile key l2_bytes).
+order (step, then SM), go through a least-recently-used cache counted in K+V tile pairs; a load whose pair is not
+cached is a fetch from HBM. Its capacity is one L2 partition's, l2_bytes / L2_PARTITIONS // (2 x tile bytes)
+(lapis.catalog.hardware: each partition caches what its own SMs read, and the SMs of both read every head's
+tiles, so each pair is held twice). l2_bytes is the device's (cudaGetDeviceProperties l2CacheSize, profile key
+l2_bytes). reuse = loads / fetches: 1 when every load is a fetch, up to the Q tiles per head when each head's
+tiles stay in L2 while all its Q tiles walk them.
+Nsight Compute's DRAM bytes check it (lapis/data/blind/ncu/l2_reuse.json, lapis validate units).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from lapis.catalog.hardware import L2_PARTITIONS
 from lapis.pipeline_sim.work_order import head_units_per_sm
 
 
@@ -62,8 +65,9 @@ def fetches(stream: np.ndarray, capacity: int) -> int:
 
 def reuse(per_sm: list, pair_bytes: int, l2_bytes: int) -> float:
     """K/V loads per HBM fetch (>= 1) of every SM's work list (load_stream's form), for K+V tile pairs of
-    pair_bytes and an L2 of l2_bytes (the module docstring). 1.0 when L2 holds no pair or there is no load."""
-    capacity = l2_bytes // pair_bytes
+    pair_bytes and an L2 of l2_bytes in L2_PARTITIONS partitions (the module docstring). 1.0 when a partition holds
+    no pair or there is no load."""
+    capacity = l2_bytes // L2_PARTITIONS // pair_bytes
     stream = load_stream(per_sm)
     if capacity < 1 or stream.size == 0:
         return 1.0

@@ -27,18 +27,24 @@ Units (UNITS), measured from the counters and predicted from the simulation:
 - issue_active_pct (smsp__issue_active.avg.pct_of_peak_sustained_active); predicted: the mix's instructions of
   every pipe / (predicted SM cycles x 4 SMSPs x sm_count).
 
+l2_reuse: the DRAM bytes predicted before their capture (L2_BLIND) beside Nsight Compute's in the diagnostic ncu
+captures and the current model's (l2_reuse_rows); the table prints them last.
+
 Errors: percentage units in points (predicted - measured); the others in % of the measured value. A kernel whose
 schedule is not registered, or whose profile failed, is listed with the reason and no numbers.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 from lapis.captures.readers import read_ncu
-from lapis.captures.store import captures_root, manifests
+from lapis.captures.store import captures_root, manifests, read_manifest
 from lapis.catalog import attention, gemm, third_party
-from lapis.errors import LapisError
+from lapis.data import BLIND
+from lapis.errors import CaptureError, LapisError
 from lapis.model import instruction_mix, sass
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import predictions, work_order
@@ -47,6 +53,8 @@ from lapis.pipeline_sim.schedules.attention_h200 import hbm_bytes, rescale_frequ
 from lapis.pipeline_sim.schedule import lookup
 
 GPU = "h200"
+# DRAM bytes predicted before diagnostic/h200-2026-12-03-l2-1024 and diagnostic/h200-2026-12-03-l2-4096 ran
+L2_BLIND = BLIND / "ncu" / "l2_reuse.json"
 NO_MIX = "not predicted: no instruction mix for this kernel"
 MIX_SOURCE = {"sass": "SASS compiled here (lapis/data/instruction_mix.json) x the simulation's work order",
               "flash": "FA2's SASS from its ncu source page (lapis/data/instruction_mix.json) x the simulation's "
@@ -230,7 +238,61 @@ def validate_units(captures: str | None = None) -> dict:
     for key, (name, man, entry) in latest.items():
         row = kernel_row(key, entry, man["shape"], man["gemm_size"], cache)
         rows.append(dict(row, capture=f"ncu/{name}", clock_control=man.get("clock_control")))
-    return dict(gpu=GPU, units=UNITS, kernels=rows, largest_miss=largest_misses(rows))
+    return dict(gpu=GPU, units=UNITS, kernels=rows, largest_miss=largest_misses(rows),
+                l2_reuse=l2_reuse_rows(L2_BLIND, root))
+
+
+def _blind_cases(path: Path) -> list[dict]:
+    """The cases of the blind DRAM file; CaptureError naming it when it is not {cases: [{kernel, shape,
+    predicted_dram_mb > 0}, ...]}."""
+    rule = "the blind DRAM predictions are {cases: [{kernel: str, shape: str, predicted_dram_mb: number > 0}]}"
+    fix = "restore lapis/data/blind/ncu/l2_reuse.json from git"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError) as exc:  # missing, unreadable, not UTF-8, not JSON
+        raise CaptureError(rule, f"{path}: {type(exc).__name__}: {exc}", fix) from None
+    cases = doc.get("cases") if isinstance(doc, dict) else None
+    ok = isinstance(cases, list) and all(
+        isinstance(c, dict) and isinstance(c.get("kernel"), str) and isinstance(c.get("shape"), str)
+        and isinstance(c.get("predicted_dram_mb"), (int, float)) and not isinstance(c["predicted_dram_mb"], bool)
+        and math.isfinite(c["predicted_dram_mb"]) and c["predicted_dram_mb"] > 0 for c in cases)
+    if not ok:
+        raise CaptureError(rule, f"{path}: {json.dumps(cases)[:200]}", fix)
+    return cases
+
+
+def _why(error_text: str) -> str:
+    """The line of a failed profile's text that says why: Nsight Compute's warning or the exception, else its last
+    line."""
+    lines = [x.strip() for x in error_text.splitlines() if x.strip()] or ["?"]
+    return next((x for x in lines if "No kernels were profiled" in x or "Error" in x or "not supported" in x),
+                lines[-1])
+
+
+def l2_reuse_rows(blind_file: Path, root: Path) -> list[dict]:
+    """The DRAM bytes predicted before their capture (blind_file, L2_BLIND) against Nsight Compute's measurement
+    in the captures root's diagnostic ncu captures (lapis.gpu.ncu_units runs stored under diagnostic/, so they do
+    not replace the kernels' rows above) and against the current model (dram_mb): per case kernel, shape, capture,
+    measured, blind and predicted 10^6 bytes and the errors in %; a case no capture measured gives its capture's
+    error line instead (not_measured), or "no capture". CaptureError (_blind_cases) for a damaged blind file."""
+    found = {}
+    for f in manifests(root, "diagnostic") if (Path(root) / "diagnostic").is_dir() else []:
+        man = read_manifest(f)
+        if man.get("schema") == "lapis.ncu-units/1":
+            for key, e in read_ncu(f).manifest["kernels"].items():
+                found[(key, man["shape"])] = (f"diagnostic/{Path(f).name}", e)
+    rows = []
+    for c in _blind_cases(blind_file):
+        row = dict(kernel=c["kernel"], shape=c["shape"], blind_dram_mb=c["predicted_dram_mb"])
+        capture, e = found.get((c["kernel"], c["shape"]), (None, None))
+        if e is None or "error" in e:
+            rows.append(dict(row, capture=capture, not_measured=_why((e or {}).get("error", "no capture"))))
+            continue
+        meas = measured(e["metrics"])["dram_mb"]
+        now = dram_mb(kernel_case(c["kernel"], c["shape"], 8192))
+        rows.append(dict(row, capture=capture, measured_dram_mb=meas, blind_error_pct=error("dram_mb",
+                         c["predicted_dram_mb"], meas), predicted_dram_mb=now, error_pct=error("dram_mb", now, meas)))
+    return rows
 
 
 def largest_misses(rows: list) -> dict:
@@ -260,6 +322,16 @@ def render(r: dict) -> str:
     for u, w in r["largest_miss"].items():
         lines.append(f"largest {u} miss: {w['kernel']} ({w['error']:+.1f}{' points' if u in PCT_UNITS else '%'})")
     lines.append("units: " + "; ".join(f"{k} {v}" for k, v in UNITS.items()))
+    if r.get("l2_reuse"):
+        lines.append("DRAM bytes predicted before their capture (lapis/data/blind/ncu/l2_reuse.json), 10^6 B:")
+        lines.append(f"  {'kernel':<14}{'shape':<16}{'measured':>10}{'blind':>10}{'error':>9}{'now':>10}{'error':>9}")
+        for w in r["l2_reuse"]:
+            if "not_measured" in w:
+                lines.append(f"  {w['kernel']:<14}{w['shape']:<16}  not measured: {w['not_measured'][:90]}")
+                continue
+            lines.append(f"  {w['kernel']:<14}{w['shape']:<16}{_num(w['measured_dram_mb']):>10}"
+                         f"{_num(w['blind_dram_mb']):>10}{w['blind_error_pct']:>+8.1f}%"
+                         f"{_num(w['predicted_dram_mb']):>10}{w['error_pct']:>+8.1f}%")
     return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
 """The Nsight Compute reader of lapis.gpu.ncu_units, on the text ncu prints (no GPU needed)."""
 
 import json
+import re
 
 from lapis.gpu import ncu_units
 
@@ -31,6 +32,10 @@ def test_filters_pick_each_kernel_family():
     assert ncu_units.kernel_filter("s9:causal") == "attn_"
     assert ncu_units.kernel_filter("gemm") == "gemm"
     assert "fprop" in ncu_units.kernel_filter("cudnn")
+    # a causal third-party kernel keeps its name's filter (cuDNN's causal build has the same kernel name)
+    assert ncu_units.kernel_filter("cudnn:causal") == ncu_units.kernel_filter("cudnn")
+    causal_name = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"
+    assert re.search(ncu_units.kernel_filter("cudnn:causal"), causal_name)
 
 
 def test_candidates_cover_the_units_compared():

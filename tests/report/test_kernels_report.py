@@ -185,7 +185,9 @@ def test_steps_past_s9_are_measured_against_their_base_in_the_same_race():
     s11 = rows[("s11", "8x16x4096x128", False)]
     assert s11["base"] == "s10" and s11["measured_gain_pct"] == pytest.approx(100 * (1895.6 / 1940.6 - 1), abs=0.05)
     assert rows[("s13", "8x16x4096x128", True)]["base"] == "s12"
-    assert 2.0 < r["predicted_gain_pct"] < 4.0  # the model sees the balance of K/V tiles only, not the L2 sections
+    # the model sees the balance of K/V tiles and heavy_first's L2 re-fetches (lapis.pipeline_sim.l2_reuse), which
+    # at 2x16x16384 (1.8 loads per fetch) keep HBM under L2's bandwidth: far short of the measured 16.6%
+    assert 3.0 < r["predicted_gain_pct"] < 5.0
 
 
 ROW = dict(variant="s9", shape="8x16x4096x128", causal=True, tflops=400.0, spread_pct=1.5, cudnn_tflops=500.0,

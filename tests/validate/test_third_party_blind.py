@@ -55,8 +55,8 @@ WRITTEN_UNDER = {("flash2_h200", False): dict(loop_smsp=0), ("flash2_h200", True
 REMODELLED = {("fa4_sm90_h200", False): 0.03,  # FA4 costed from its own loop's SASS: 32x16x1024x128 347.2 -> 341.1 µs
               ("fa4_sm90_h200", True): 0.03,
               # the L2 model (lapis.pipeline_sim.l2_reuse): heavy_first at 512 heads fetches nearly every K/V load
-              # from HBM (reuse 1.04), so the causal entry made under it went 287.25 -> 361.9 µs
-              ("cudnn_h200", True): 0.27}
+              # from HBM (reuse 1.01), so the causal entry made under it went 287.25 -> 369.1 µs
+              ("cudnn_h200", True): 0.29}
 
 
 @pytest.mark.parametrize("name, shape", [("flash2_h200", "32x16x1024x128"), ("fa4_sm90_h200", "32x16x1024x128"),
