@@ -452,6 +452,9 @@ def read_ncu(folder) -> Capture:
                     and math.isfinite(v["value"])):
                 raise _error("ncu", file, f"kernels.{k}.metrics.{m}.value", "metric value is a finite number",
                              repr(v["value"]))
+            if m in NCU_REQUIRED and (v["value"] < 0 or v["value"] == 0 and m.startswith("sm__cycles")):
+                raise _error("ncu", file, f"kernels.{k}.metrics.{m}.value", "byte counts are >= 0 and the "
+                             "cycles and clock of a profiled kernel > 0", repr(v["value"]))
     skipped = _count(man["kernels"].values(), lambda e: "profile failed" if "error" in e else None)
     comparable(file, "ncu", len(man["kernels"]), skipped)
     return Capture("ncu", Path(folder), file, man, not_compared=skipped)

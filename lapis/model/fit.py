@@ -187,7 +187,11 @@ def fit_values(by_name: dict, attrs: dict) -> dict:
     for key, (field, unit) in ATTRIBUTES.items():
         if field in attrs:
             v, rel = attrs[field]
-            out[key] = _entry(int(v), unit, f"{rel}: device_attributes.{field} (cudaGetDeviceProperties)")
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise CaptureError("a device attribute is a whole number > 0 (cudaGetDeviceProperties)",
+                                   f"{rel}: device_attributes.{field} = {v!r}",
+                                   "restore the capture from git (captures are never edited by hand)")
+            out[key] = _entry(v, unit, f"{rel}: device_attributes.{field} (cudaGetDeviceProperties)")
     mix = by_name.get(mc.MIX_REFERENCE)
     clock = mix or by_name.get(DIRECT["clock_ghz"][0])
     clock_ghz = mc.stats(mc.clock_ghz(clock))["median"] if clock else None

@@ -25,12 +25,22 @@ from functools import lru_cache
 import numpy as np
 
 from lapis.catalog.hardware import L2_PARTITIONS
+from lapis.errors import ScheduleError
 from lapis.pipeline_sim.work_order import head_units_per_sm
+
+
+MAX_LOADS = 10_000_000  # K/V tile loads the model walks (an int64 key each, and an LRU step in Python)
 
 
 def load_stream(per_sm: list) -> np.ndarray:
     """The K/V tile loads of every SM's work list (units of (head, K/V tiles) per Q tile) in time order (step,
-    then SM): an int64 array of (head, K/V index) keys, head * 2**32 + index."""
+    then SM): an int64 array of (head, K/V index) keys, head * 2**32 + index. ScheduleError for more than
+    MAX_LOADS loads."""
+    total = sum(n for units in per_sm for u in units for _, n in u)
+    if total > MAX_LOADS:
+        raise ScheduleError(f"the L2 model walks every K/V tile load of the grid, at most {MAX_LOADS:,}",
+                            f"{total:,} loads", "simulate fewer heads (B x H) or a shorter L: the reuse depends on "
+                            "the heads the order runs side by side, which a smaller B x H keeps")
     steps, sms, keys = [], [], []
     for s, units in enumerate(per_sm):
         tiles = [(hd, n) for u in units for hd, n in u]

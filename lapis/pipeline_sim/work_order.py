@@ -11,6 +11,9 @@ CTA; they share nothing but the launch (each tile loads its own Q and walks all 
 - `heavy_first`: units sorted by K/V tiles, longest first (ties: lower index), dealt grid-stride (the i-th to SM
   i % sm_count): a static order a kernel can compute from its index alone, as attention_h200.cu's causal s9 does
   (Q tile L / block_m - 1 - w / (B H) of head w % (B H)); with equal lengths it is the grid stride.
+- `dynamic`: units in index order, each to the SM with the least work so far (ties: lower SM): what a tile
+  scheduler that hands the next unit to the first CTA to ask gives when a K/V tile takes the same time everywhere.
+  The SMs work on neighbouring Q tiles of a few heads at a time, and none ends more than one unit past the others.
 - `lpt_l2`: the heads in sections of `section_heads` (section_heads(L, D): as many heads as keep their K and V in
   L2_SECTION_BYTES, a power of two), sections in order, and within a section `lpt`'s rule carried on from the SMs'
   loads so far: the SMs work on one section's heads at a time, so K/V reuse stays in L2 (FA4's sm90 causal
@@ -29,7 +32,7 @@ import math
 
 from lapis.errors import ScheduleError
 
-ORDERS = ("grid_stride", "lpt", "heavy_first", "lpt_l2")
+ORDERS = ("grid_stride", "lpt", "heavy_first", "lpt_l2", "dynamic")
 L2_SECTION_BYTES = 50 * 2**20  # K and V bytes a section's heads may keep in the H200's 50 MiB L2 (FA4's budget)
 
 
@@ -71,7 +74,9 @@ def deal(lengths: list[int], sm_count: int, order: str, sections: list[int] | No
             per_sm[k % sm_count].append(i)
         return per_sm
     heap = [(0, s) for s in range(len(per_sm))]
-    for i in sorted(range(len(lengths)), key=lambda i: (sec[i], -lengths[i], i)):
+    ranked = range(len(lengths)) if order == "dynamic" else sorted(range(len(lengths)),
+                                                                   key=lambda i: (sec[i], -lengths[i], i))
+    for i in ranked:
         load, s = heapq.heappop(heap)
         per_sm[s].append(i)
         heapq.heappush(heap, (load + lengths[i], s))

@@ -121,14 +121,16 @@ def unit_summary(v: dict) -> dict:
     kernels = [dict(kernel=r["kernel"], schedule=r.get("schedule"), shape=r.get("shape"),
                     errors={u: r["units"][u]["error"] for u in UNIT_COLUMNS} if "units" in r else None,
                     not_compared=r.get("not_compared")) for r in v["kernels"]]
-    return dict(kernels=kernels, largest_miss={u: v["largest_miss"][u] for u in MISS_UNITS if u in v["largest_miss"]})
+    return dict(kernels=kernels, largest_miss={u: v["largest_miss"][u] for u in MISS_UNITS if u in v["largest_miss"]},
+                l2_reuse=v.get("l2_reuse", []))
 
 
 def _units_table(u: dict, captures: str) -> list[str]:
     md = ["### Per unit against Nsight Compute (`lapis validate units`)", "",
           f"The kernels of {captures} (`ncu --clock-control none`, one launch each) on the {GPU} profile, "
           "third-party and lapis's own. Errors: sm_cycles and dram_mb in % of the measured value, tensor_active_pct "
-          "in points; dram_mb is predicted as the compulsory traffic.", "",
+          "in points; dram_mb is predicted as Q and O once and the K/V loads over the reuse the work order leaves in "
+          "one L2 partition (lapis.pipeline_sim.l2_reuse).", "",
           "| kernel | schedule | shape | sm_cycles | tensor_active_pct | dram_mb |", "|---|---|---|---:|---:|---:|"]
     for k in u["kernels"]:
         if k["errors"] is None:
@@ -140,7 +142,24 @@ def _units_table(u: dict, captures: str) -> list[str]:
     md += ["", "Largest miss per unit: " + "; ".join(
         f"{unit} `{w['kernel']}` {w['error']:+.1f}{' pt' if unit in PCT_UNITS else '%'}"
         for unit, w in u["largest_miss"].items()) + ".", ""]
-    return md
+    return md + _l2_table(u.get("l2_reuse", []))
+
+
+def _l2_table(rows: list) -> list[str]:
+    """The DRAM bytes predicted before their capture (lapis.validate.units.l2_reuse_rows), 10^6 bytes."""
+    if not rows:
+        return []
+    md = ["### DRAM bytes predicted before their capture (`lapis validate units`)", "",
+          "Nsight Compute's DRAM bytes (10^6 B) of the diagnostic captures against the prediction committed before "
+          "them (`lapis/data/blind/ncu/l2_reuse.json`) and the current model's (`lapis.pipeline_sim.l2_reuse`).", "",
+          "| kernel | shape | measured | blind | blind error | now | now error |", "|---|---|---:|---:|---:|---:|---:|"]
+    for w in rows:
+        if "not_measured" in w:
+            md.append(f"| `{w['kernel']}` | {w['shape']} | not measured | {w['blind_dram_mb']:.1f} | | | |")
+            continue
+        md.append(f"| `{w['kernel']}` | {w['shape']} | {w['measured_dram_mb']:.1f} | {w['blind_dram_mb']:.1f} | "
+                  f"{w['blind_error_pct']:+.1f}% | {w['predicted_dram_mb']:.1f} | {w['error_pct']:+.1f}% |")
+    return md + [""]
 
 
 def unit_cases(captures: str | None = None) -> list[tuple]:

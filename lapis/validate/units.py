@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 from lapis.captures.readers import read_ncu
@@ -89,7 +90,11 @@ def kernel_case(key: str, shape: str, gemm_size: int) -> dict:
     found = third_party.by_timed_name(name) or third_party.by_view_name(name)
     if found:
         variant, k = found
-        case = next(c for c in k["cases"] if c[0].endswith(f"x{d}"))  # the kernel's tile choice at this head dim
+        case = next((c for c in k["cases"] if c[0].endswith(f"x{d}")), None)  # its tile choice at this head dim
+        if case is None:
+            raise LapisError(f"a third-party kernel is simulated at the head dims its catalog entry gives a tile for "
+                             f"({', '.join(sorted({c[0].rsplit('x', 1)[1] for c in k['cases']}))})",
+                             f"{key} at {shape}", "capture it at one of those head dims")
         tile = {p: v for p, v in case[2].items() if p != "causal"}
         return dict(base, schedule=k["schedule"], params=dict(tile, **({"causal": 1} if causal else {})),
                     instruction=k["instruction"], variant=variant)
@@ -190,7 +195,9 @@ def dram_mb(case: dict) -> float:
 
 
 def error(unit: str, pred, meas):
-    if pred is None or meas is None:
+    """predicted - measured in points (PCT_UNITS), else in % of the measured value; None without either, or for a
+    relative error of a measured 0."""
+    if pred is None or meas is None or (meas == 0 and unit not in PCT_UNITS):
         return None
     return pred - meas if unit in PCT_UNITS else 100.0 * (pred - meas) / meas
 
@@ -252,21 +259,28 @@ def _blind_cases(path: Path) -> list[dict]:
     except (OSError, ValueError, RecursionError) as exc:  # missing, unreadable, not UTF-8, not JSON
         raise CaptureError(rule, f"{path}: {type(exc).__name__}: {exc}", fix) from None
     cases = doc.get("cases") if isinstance(doc, dict) else None
-    ok = isinstance(cases, list) and all(
-        isinstance(c, dict) and isinstance(c.get("kernel"), str) and isinstance(c.get("shape"), str)
-        and isinstance(c.get("predicted_dram_mb"), (int, float)) and not isinstance(c["predicted_dram_mb"], bool)
-        and math.isfinite(c["predicted_dram_mb"]) and c["predicted_dram_mb"] > 0 for c in cases)
-    if not ok:
-        raise CaptureError(rule, f"{path}: {json.dumps(cases)[:200]}", fix)
+    if not isinstance(cases, list) or not cases:
+        got = f"cases is {json.dumps(cases)[:80]}" if isinstance(doc, dict) else f"a {type(doc).__name__}"
+        raise CaptureError(rule, f"{path}: {got}", fix)
+    for i, c in enumerate(cases):
+        v = c.get("predicted_dram_mb") if isinstance(c, dict) else None
+        if not (isinstance(c, dict) and isinstance(c.get("kernel"), str) and isinstance(c.get("shape"), str)
+                and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
+            raise CaptureError(rule, f"{path}: cases[{i}] = {json.dumps(c)[:160]}", fix)
     return cases
 
 
 def _why(error_text: str) -> str:
-    """The line of a failed profile's text that says why: Nsight Compute's warning or the exception, else its last
-    line."""
+    """What a failed profile's text (lapis.gpu.ncu_units keeps its tail, cut mid-word) says went wrong: Nsight
+    Compute's warning, the sentence naming what was not supported, or an Error line; else its last line."""
     lines = [x.strip() for x in error_text.splitlines() if x.strip()] or ["?"]
-    return next((x for x in lines if "No kernels were profiled" in x or "Error" in x or "not supported" in x),
-                lines[-1])
+    for x in lines:
+        if "No kernels were profiled" in x:
+            return "Nsight Compute profiled no kernel (its kernel-name filter matched none)"
+        found = re.search(r"(Its type `[^`]*`|[^.]*) is not supported\.", x)
+        if found:
+            return "the launch failed under Nsight Compute: " + found.group(0).strip()
+    return next((x for x in lines if "Error" in x), lines[-1])
 
 
 def l2_reuse_rows(blind_file: Path, root: Path) -> list[dict]:
@@ -324,14 +338,16 @@ def render(r: dict) -> str:
     lines.append("units: " + "; ".join(f"{k} {v}" for k, v in UNITS.items()))
     if r.get("l2_reuse"):
         lines.append("DRAM bytes predicted before their capture (lapis/data/blind/ncu/l2_reuse.json), 10^6 B:")
-        lines.append(f"  {'kernel':<14}{'shape':<16}{'measured':>10}{'blind':>10}{'error':>9}{'now':>10}{'error':>9}")
+        lines.append(f"  {'kernel':<14}{'shape':<16}{'measured':>10}{'blind':>10}{'blind err':>11}{'now':>10}"
+                     f"{'now err':>10}")
         for w in r["l2_reuse"]:
             if "not_measured" in w:
-                lines.append(f"  {w['kernel']:<14}{w['shape']:<16}  not measured: {w['not_measured'][:90]}")
+                lines.append(f"  {w['kernel']:<14}{w['shape']:<16}{'-':>10}{_num(w['blind_dram_mb']):>10}  "
+                             f"not measured: {w['not_measured']}")
                 continue
             lines.append(f"  {w['kernel']:<14}{w['shape']:<16}{_num(w['measured_dram_mb']):>10}"
-                         f"{_num(w['blind_dram_mb']):>10}{w['blind_error_pct']:>+8.1f}%"
-                         f"{_num(w['predicted_dram_mb']):>10}{w['error_pct']:>+8.1f}%")
+                         f"{_num(w['blind_dram_mb']):>10}{w['blind_error_pct']:>+10.1f}%"
+                         f"{_num(w['predicted_dram_mb']):>10}{w['error_pct']:>+9.1f}%")
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ an unknown dtype) are CaptureErrors naming the field, the value and the allowed 
 import hashlib
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -243,3 +244,12 @@ def test_the_index_refuses_to_list_a_clock_capture_it_cannot_fit(tmp_path, corru
     corrupt(folder / "clock" / "results.json")
     with pytest.raises(CaptureError, match=words):
         index.generated(tmp_path, tmp_path / "index.json", tmp_path / "sums.json")
+
+
+@pytest.mark.parametrize("metric, value", [("dram__bytes_read.sum", -5e9), ("sm__cycles_elapsed.avg.per_second", 0),
+                                           ("sm__cycles_elapsed.avg", 0)])
+def test_a_negative_byte_count_or_a_zero_clock_is_a_capture_error(tmp_path, metric, value):
+    folder = edited(fresh(tmp_path, "ncu/h200-2026-12-01-units"),
+                    lambda m: m["kernels"]["s3"]["metrics"][metric].update(value=value))
+    with pytest.raises(CaptureError, match=rf"byte counts are >= 0 .*kernels\.s3\.metrics\.{re.escape(metric)}"):
+        readers.read_ncu(folder)

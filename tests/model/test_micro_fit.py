@@ -380,3 +380,13 @@ def test_a_bad_bar_measurement_is_refused_by_name(change, shown_value):
     with pytest.raises(CaptureError, match="bar.hop.reg.t384 needs raw.cycles") as e:
         fit.fit_values(_hop(**change), {})
     assert shown_value in str(e.value) and "micro/x/micro/results.json" in str(e.value)
+
+
+@pytest.mark.parametrize("bad", ["x", None, 1.5, True, 0, -5])
+def test_a_device_attribute_that_is_not_a_whole_number_above_zero_is_a_capture_error(captures, bad):
+    root, _ = captures
+    doc = json.loads((root / MICRO).read_text())
+    doc["device_attributes"]["l2CacheSize"] = bad
+    (root / MICRO).write_text(json.dumps(doc))
+    with pytest.raises(CaptureError, match=r"a device attribute is a whole number > 0 .*l2CacheSize"):
+        values(captures)

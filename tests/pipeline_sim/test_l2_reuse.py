@@ -1,6 +1,7 @@
 """The K/V reuse a work order leaves in L2 (lapis.pipeline_sim.l2_reuse)."""
 
 import numpy as np
+import pytest
 
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim.l2_reuse import fetches, kv_reuse, load_stream
@@ -69,3 +70,11 @@ def test_the_attention_costs_take_the_reuse_of_the_runs_order():
     flags = VARIANTS["h200-s9-tuned"]
     assert AttentionCosts.of(p, dims, heavy, flags).kv_reuse < 1.1
     assert AttentionCosts.of(p, dims, lpt, flags).kv_reuse == _reuse(32, 16, 1024, True, "lpt_l2") > 2.0
+
+
+def test_a_grid_past_the_load_bound_is_a_named_error(monkeypatch):
+    from lapis.errors import ScheduleError
+    from lapis.pipeline_sim import l2_reuse
+    monkeypatch.setattr(l2_reuse, "MAX_LOADS", 100)
+    with pytest.raises(ScheduleError, match="the L2 model walks every K/V tile load of the grid, at most 100: got 128"):
+        l2_reuse.reuse([[((0, 64),)], [((1, 64),)]], PAIR, L2)

@@ -1,6 +1,7 @@
-"""The lpt_l2 work order: L2 sections of heads, longest Q tiles first within a section, least-loaded SM."""
+"""The lpt_l2 work order (L2 sections of heads, longest Q tiles first within a section, least-loaded SM) and the
+dynamic one (units in index order, least-loaded SM)."""
 
-from lapis.pipeline_sim.work_order import deal, kv_units_per_sm, section_heads
+from lapis.pipeline_sim.work_order import deal, kv_per_sm, kv_units_per_sm, section_heads
 
 
 def test_section_heads_is_the_power_of_two_of_heads_whose_k_and_v_fit_50_mib():
@@ -39,3 +40,16 @@ def test_causal_lpt_l2_at_8x16x4096_keeps_every_sm_within_a_few_tiles_of_the_mea
     assert (min(loads), max(loads)) == (510, 514)
     heavy = kv_units_per_sm(128, 32, 32, 128, 128, True, 132, 1, "heavy_first")
     assert max(sum(map(sum, s)) for s in heavy) == 528  # s9's static order: the first SMs 16 tiles above the mean
+
+
+def test_dynamic_gives_each_unit_in_order_to_the_least_loaded_sm():
+    # lengths 4, 1, 1, 3 on 2 SMs: 0 -> SM 0 (load 4), 1 -> SM 1 (1), 2 -> SM 1 (2), 3 -> SM 1 (5)
+    assert deal([4, 1, 1, 3], 2, "dynamic") == [[0], [1, 2, 3]]
+    # equal lengths: the grid stride
+    assert deal([2] * 6, 3, "dynamic") == deal([2] * 6, 3, "grid_stride") == [[0, 3], [1, 4], [2, 5]]
+
+
+def test_dynamic_balances_causal_work_within_one_item_of_the_mean():
+    # causal 8x16x4096x128: 67584 K/V tiles, 512 per SM on average, items of at most 32 tiles
+    per_sm = kv_per_sm(128, 32, 32, 128, 128, True, 132, 1, "dynamic")
+    assert max(map(sum, per_sm)) <= 512 + 32 and min(map(sum, per_sm)) >= 512 - 32

@@ -136,6 +136,11 @@ def test_units_table(section):
                                                    "s13", "fa4", "s14", "s15", "s16", "s17", "s18", "s19", "s20",
                                                    "s1", "s2", "s21", "fa4_bhsd", "s22", "s23", "s24"}
     assert set(u["largest_miss"]) == {"time_us", "sm_cycles", "tensor_active_pct", "dram_mb"}
+    dram = _table(md, "### DRAM bytes predicted before their capture")
+    # diagnostic/h200-2026-12-03-l2-1024: s9's causal heavy_first, 1449.2 MB measured against 1433.1 predicted blind
+    assert dram[0] == ["`s9:causal`", "32x16x1024x128", "1449.2", "1433.1", "-1.1%", dram[0][5], dram[0][6]]
+    assert [r[2] for r in dram if r[0] == "`fa4:causal`"] == ["not measured", "not measured"]
+    assert len(dram) == len(u["l2_reuse"]) == 9
     for unit, w in u["largest_miss"].items():
         assert f"{unit} `{w['kernel']}`" in md
         if unit in ("sm_cycles", "tensor_active_pct", "dram_mb"):

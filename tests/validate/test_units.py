@@ -8,7 +8,7 @@ import pytest
 from lapis.captures.readers import read_ncu
 from lapis.cli.main import main
 from lapis.data import CAPTURES
-from lapis.errors import CaptureError
+from lapis.errors import CaptureError, LapisError
 from lapis.validate import units
 
 CAPTURE = CAPTURES / "ncu" / "h200-2026-12-01-units"
@@ -138,7 +138,13 @@ def test_the_blind_dram_predictions_stand_beside_the_diagnostic_captures():
     s24 = rows[("s24:causal", "8x16x4096x128")]
     assert s24["measured_dram_mb"] == pytest.approx(759.872512) and s24["blind_dram_mb"] == 536.9
     assert abs(s24["error_pct"]) < abs(s24["blind_error_pct"])
-    assert "No kernels were profiled" in rows[("cudnn:causal", "32x16x1024x128")]["not_measured"]
+    # cuDNN's causal kernel reads the compulsory bytes (diagnostic/h200-2026-12-03-l2-cudnn-1024): the blind
+    # grid-stride order's 900.1 MB was wrong; the dynamic order it is modelled with now fetches each pair once
+    cudnn = rows[("cudnn:causal", "32x16x1024x128")]
+    assert cudnn["capture"] == "diagnostic/h200-2026-12-03-l2-cudnn-1024"
+    assert cudnn["measured_dram_mb"] == pytest.approx(527.611648) and cudnn["blind_dram_mb"] == 900.1
+    assert cudnn["predicted_dram_mb"] == pytest.approx(536.870912) and cudnn["error_pct"] < 2
+    assert "not supported" in rows[("fa4:causal", "32x16x1024x128")]["not_measured"]
     assert len(rows) == 9
 
 
@@ -148,3 +154,9 @@ def test_a_damaged_blind_dram_file_is_a_named_error(tmp_path):
         bad.write_text(text)
         with pytest.raises(CaptureError, match="the blind DRAM predictions are"):
             units.l2_reuse_rows(bad, units.captures_root(None, kinds=("ncu",)))
+
+
+def test_a_relative_error_of_a_measured_zero_is_none_and_an_uncatalogued_head_dim_is_named():
+    assert units.error("dram_mb", 5.0, 0.0) is None and units.error("issue_active_pct", 5.0, 0.0) == 5.0
+    with pytest.raises(LapisError, match="at the head dims its catalog entry gives a tile for"):
+        units.kernel_case("cudnn", "32x16x1024x96", 8192)

@@ -173,8 +173,13 @@ MEASURED_BY = {CONTEND_LAUNCH: "the launch microbenchmark", BAR: "the bar.sync h
 
 def l2_bytes(p) -> int:
     """The device's L2 capacity in bytes (profile l2_bytes, cudaGetDeviceProperties l2CacheSize in the BAR
-    capture); ScheduleError (_measured) when the profile lacks it."""
-    return int(_measured(p, "l2_bytes", BAR + " device_attributes"))
+    capture); ScheduleError (_measured) when the profile lacks it, and when it is not a whole number of bytes > 0."""
+    v = _measured(p, "l2_bytes", BAR + " device_attributes")
+    if v != int(v) or v < 1:
+        raise ScheduleError("the profile's l2_bytes is the device's L2 size, a whole number of bytes > 0",
+                            f"{p.name}.l2_bytes = {v!r}", "refit: python -m lapis.model.fit (device_attributes."
+                            "l2CacheSize of the micro captures)")
+    return int(v)
 
 
 def _measured(p, key: str, capture: str = CONTEND_LAUNCH) -> float:

@@ -25,11 +25,16 @@ model (AttentionCosts: the ex2 flavour's microbenchmark loop from its SASS, lapi
 is costed, and its counters above are not read by the model) and the residency are attention_h200's, run with
 CONFIG and FLAGS. Assumed also: FA3-style ping-pong and intra-warpgroup overlap (not visible in a name or a
 counter), and that the kernel keeps 3 stages at every shape.
-The causal work order is grid_stride (Q tiles dealt in grid order, no balancing; work_order.py), identified from
-measurements, not blind: the measured causal over non-causal time (race captures, the same run) at 8x16x4096,
-4x16x8192 and 2x16x16384 x 128 is 0.585, 0.545, 0.520, grid_stride's predicted ratio 0.582, 0.542, 0.521 and
-heavy_first's (longest Q tiles first: the blind predictions' order) 0.537, 0.519, 0.509. At 16x16x2048 and
-32x16x1024 the measured 0.634 and 0.685 lie between the two orders' (grid_stride 0.656 and 0.789).
+The causal work order is `dynamic` (work units in (head, Q tile) order, each to the SM that frees first;
+work_order.py), identified from measurements, not blind. Nsight Compute's DRAM bytes of the causal kernel are the
+compulsory traffic, 527.6 MB at 32x16x1024 and 529.8 MB at 8x16x4096 x 128 (diagnostic/h200-2026-12-03-l2-cudnn-1024
+and -4096; Q, K, V and O once: 536.9 MB), which an order that walks the Q tiles of a few heads at a time gives in
+the L2 model (lapis.pipeline_sim.l2_reuse: dynamic 536.9 MB at both) and the static grid stride does not (1053.0
+and 1296.8 MB: its SMs drift apart across heads). The blind DRAM prediction under grid_stride (900.1 and 555.5 MB
+then, lapis/data/blind/ncu/l2_reuse.json) was the one that told. The measured causal over non-causal time (race
+captures, the same run) at 8x16x4096, 4x16x8192, 2x16x16384, 16x16x2048 and 32x16x1024 x 128 is 0.585, 0.545,
+0.520, 0.634 and 0.685; dynamic's predicted ratio 0.536, 0.522, 0.511, 0.576 and 0.621, grid_stride's 0.582, 0.542,
+0.523, 0.659 and 0.811: the causal kernel costs more per K/V tile than the model gives it (not identified).
 """
 
 from __future__ import annotations
@@ -49,12 +54,12 @@ DEFAULTS = dict(ah.DEFAULTS, **CONFIG)
 
 
 def resolve(p, dims: tuple, params: dict) -> tuple[dict, dict]:
-    """CONFIG, then the caller's parameters; causal work in grid_stride order unless the caller names one."""
+    """CONFIG, then the caller's parameters; causal work in dynamic order unless the caller names one."""
     if params.get("cross_item", 0) != 0:
         raise ScheduleError("cuDNN's schedule keeps its kernel's structure: its GEMM turns do not cross work items "
                             "(nothing public says they do)", f"h200-cudnn-fprop: cross_item {params['cross_item']!r}",
                             "drop cross_item, or run h200-s9-tuned with it")
-    order = dict(persistent_order="grid_stride") if params.get("causal") else {}
+    order = dict(persistent_order="dynamic") if params.get("causal") else {}
     return ah.resolve_run(_RESOLVE_AS, p, dims, {**CONFIG, **order, **params})
 
 
