@@ -36,18 +36,18 @@ def load_stream(per_sm: list) -> np.ndarray:
     """The K/V tile loads of every SM's work list (units of (head, K/V tiles) per Q tile) in time order (step,
     then SM): an int64 array of (head, K/V index) keys, head * 2**32 + index. ScheduleError for more than
     MAX_LOADS loads."""
-    total = sum(n for units in per_sm for u in units for _, n in u)
+    tiles = [np.array([q for u in units for q in u], dtype=np.int64).reshape(-1, 2) for units in per_sm]
+    total = sum(int(t[:, 1].sum()) for t in tiles)
     if total > MAX_LOADS:
         raise ScheduleError(f"the L2 model walks every K/V tile load of the grid, at most {MAX_LOADS:,}",
                             f"{total:,} loads", "simulate fewer heads (B x H) or a shorter L: the reuse depends on "
                             "the heads the order runs side by side, which a smaller B x H keeps")
     steps, sms, keys = [], [], []
-    for s, units in enumerate(per_sm):
-        tiles = [(hd, n) for u in units for hd, n in u]
-        if not tiles:
+    for s, t in enumerate(tiles):
+        if not t.size:
             continue
-        n = np.array([t[1] for t in tiles], dtype=np.int64)
-        head = np.repeat(np.array([t[0] for t in tiles], dtype=np.int64), n)
+        n = t[:, 1]
+        head = np.repeat(t[:, 0], n)
         start = np.repeat(np.cumsum(n) - n, n)
         index = np.arange(n.sum(), dtype=np.int64) - start
         steps.append(start + index)

@@ -24,7 +24,7 @@ from lapis.captures.readers import read_ncu
 from lapis.captures.store import captures_root, manifests
 from lapis.catalog.third_party import KERNELS
 from lapis.validate.timelines import blind_entries, validate_timelines
-from lapis.validate.units import GPU, PCT_UNITS, kernel_case, validate_units
+from lapis.validate.units import GPU, PCT_UNITS, kernel_case, pct_text, validate_units
 
 UNIT_COLUMNS = ("sm_cycles", "tensor_active_pct", "dram_mb")  # the compact table's units
 MISS_UNITS = ("time_us", "sm_cycles", "tensor_active_pct", "dram_mb")
@@ -73,17 +73,13 @@ def _timed_table(variant: str, rows: list[dict], s: dict) -> list[str]:
           "| capture |", "|---|---|---:|---:|---:|---:|---:|---|---|"]
     for c in rows:
         md.append(f"| {c['shape']} | {'yes' if c['causal'] else 'no'} | {_f(c['predicted_us'], '.1f')} | "
-                  f"{c['measured_us']:.1f} | {_pct(c['err_pct'])} | {_pct(c.get('cycles_err_pct'))} | "
+                  f"{c['measured_us']:.1f} | {pct_text(c['err_pct'])} | {pct_text(c.get('cycles_err_pct'))} | "
                   f"{_clock(c)} | {'yes' if c['blind'] else 'no'} | `{c['capture']}` |")
     unpredicted = [c for c in rows if c["predicted_us"] is None]
     if unpredicted:
         md += ["", "Not predicted (the schedule cannot run the case): " + "; ".join(
             f"{c['shape']}{' causal' if c['causal'] else ''}: {c.get('error')}" for c in unpredicted) + "."]
     return md + [""]
-
-
-def _pct(x) -> str:
-    return "-" if x is None else f"{x:+.1f}%"
 
 
 def _clock(c: dict) -> str:
@@ -158,7 +154,7 @@ def _l2_table(rows: list) -> list[str]:
             md.append(f"| `{w['kernel']}` | {w['shape']} | not measured | {w['blind_dram_mb']:.1f} | | | |")
             continue
         md.append(f"| `{w['kernel']}` | {w['shape']} | {w['measured_dram_mb']:.1f} | {w['blind_dram_mb']:.1f} | "
-                  f"{w['blind_error_pct']:+.1f}% | {w['predicted_dram_mb']:.1f} | {w['error_pct']:+.1f}% |")
+                  f"{pct_text(w['blind_error_pct'])} | {w['predicted_dram_mb']:.1f} | {pct_text(w['error_pct'])} |")
     return md + [""]
 
 

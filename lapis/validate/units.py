@@ -346,9 +346,14 @@ def render(r: dict) -> str:
                              f"not measured: {w['not_measured']}")
                 continue
             lines.append(f"  {w['kernel']:<14}{w['shape']:<16}{_num(w['measured_dram_mb']):>10}"
-                         f"{_num(w['blind_dram_mb']):>10}{w['blind_error_pct']:>+10.1f}%"
-                         f"{_num(w['predicted_dram_mb']):>10}{w['error_pct']:>+9.1f}%")
+                         f"{_num(w['blind_dram_mb']):>10}{pct_text(w['blind_error_pct']):>11}"
+                         f"{_num(w['predicted_dram_mb']):>10}{pct_text(w['error_pct']):>10}")
     return "\n".join(lines)
+
+
+def pct_text(x) -> str:
+    """A relative error for the tables: "-" where there is none (a measured 0)."""
+    return "-" if x is None else f"{x:+.1f}%"
 
 
 def _num(x) -> str:

@@ -160,3 +160,10 @@ def test_a_relative_error_of_a_measured_zero_is_none_and_an_uncatalogued_head_di
     assert units.error("dram_mb", 5.0, 0.0) is None and units.error("issue_active_pct", 5.0, 0.0) == 5.0
     with pytest.raises(LapisError, match="at the head dims its catalog entry gives a tile for"):
         units.kernel_case("cudnn", "32x16x1024x96", 8192)
+
+
+def test_the_dram_table_shows_a_dash_where_a_measured_zero_leaves_no_error():
+    row = dict(kernel="s24", shape="1x1x128x128", blind_dram_mb=0.1, measured_dram_mb=0.0, blind_error_pct=None,
+               predicted_dram_mb=0.1, error_pct=None)
+    text = units.render(dict(kernels=[], largest_miss={}, l2_reuse=[row]))
+    assert text.splitlines()[-1].split() == ["s24", "1x1x128x128", "0.0", "0.1", "-", "0.1", "-"]

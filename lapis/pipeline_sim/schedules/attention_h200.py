@@ -520,7 +520,9 @@ class AttentionCosts:
     lone_tail_ns: float = 0.0
 
     @classmethod
-    def of(cls, p, dims: tuple, prm: dict, flags: dict) -> AttentionCosts:
+    def of(cls, p, dims: tuple, prm: dict, flags: dict, reuse: float | None = None) -> AttentionCosts:
+        """The costs of a run; reuse: its K/V loads per HBM fetch where the schedule deals its own grid (FA4's
+        CTA order), else the reuse of the work order prm names (l2_reuse.kv_reuse)."""
         b, h, seq, d = dims
         bm, bn, wgs = prm["block_m"], prm["block_n"], prm["consumer_wgs"]
         q_tiles, kv_tiles = _tiles(seq, bm, bn, flags.get("masked_tail", False))
@@ -535,9 +537,9 @@ class AttentionCosts:
                    **cost["factors"], turnover_ns=turnover_ns, q_bytes=bm * d * 2, o_bytes=rows * d * 2,
                    tile_bytes=bn * d * 2, l2_latency_ns=p["tma_latency_ns"], hbm_latency_ns=p["tma_latency_hbm_ns"],
                    q_tiles=q_tiles, kv_tiles=kv_tiles, items=b * h * math.ceil(q_tiles / prm["q_tiles_per_cta"]),
-                   kv_reuse=kv_reuse(b * h, q_tiles, kv_tiles, bm, bn, bool(prm["causal"]), p["sm_count"],
-                                     prm["q_tiles_per_cta"], prm["persistent_order"], section_heads(seq, d),
-                                     2 * bn * d * 2, l2_bytes(p)),
+                   kv_reuse=reuse if reuse is not None else kv_reuse(
+                       b * h, q_tiles, kv_tiles, bm, bn, bool(prm["causal"]), p["sm_count"], prm["q_tiles_per_cta"],
+                       prm["persistent_order"], section_heads(seq, d), 2 * bn * d * 2, l2_bytes(p)),
                    rescale_frequency=freq, causal=bool(prm["causal"]),
                    flavour=flavour(flags), emulate_frac=emulated(flags, prm), turn_ns=turn_costs(p, flags, prm, d),
                    handover_ns=turn_handover(p, flags, prm), lone_tail_ns=lone_tail_ns(p))

@@ -33,7 +33,6 @@ FA4's epilogue through shared memory and TMA store (attention_h200's store of O 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache
 
 from lapis.errors import ScheduleError
@@ -107,9 +106,9 @@ def deal(p, dims: tuple, prm: dict) -> list:
 def costs(p, dims: tuple, prm: dict, flags: dict) -> ah.AttentionCosts:
     """attention_h200's cost model under FA4's flags for this head dim, with the K/V reuse of FA4's own grid order
     (head_deal through lapis.pipeline_sim.l2_reuse)."""
-    c = ah.AttentionCosts.of(p, dims, prm, fa4_flags(dims[3]))
-    per_sm = head_deal(dims, prm["block_m"], prm["block_n"], bool(prm["causal"]), p["sm_count"])
-    return replace(c, kv_reuse=reuse(per_sm, 2 * c.tile_bytes, ah.l2_bytes(p)))
+    bn, d = prm["block_n"], dims[3]
+    per_sm = head_deal(dims, prm["block_m"], bn, bool(prm["causal"]), p["sm_count"])
+    return ah.AttentionCosts.of(p, dims, prm, fa4_flags(d), reuse=reuse(per_sm, 2 * bn * d * 2, ah.l2_bytes(p)))
 
 
 def launch(ctx) -> None:
