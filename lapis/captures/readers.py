@@ -465,7 +465,8 @@ def read_ncu(folder) -> Capture:
 # mhz_median and source are absent where a kernel had only the post-batch probe (no probe of its own, no sample);
 # source is lapis.gpu.protocol's: the kernel's own probe, else nvidia-smi's samples
 RACE_CLOCK = {"mhz_median?": POS, "source?": One("probe", "sampled"), "sampled_mhz_median?": POS,
-              "post_mhz_median?": POS, "post_mhz?": [POS]}
+              "post_mhz_median?": POS, "post_mhz?": [POS], "bracket_mhz_median?": POS, "bracket_mhz?": [POS],
+              "busy?": [POS]}
 RACE_KERNEL = {"median_us": POS, "spread_pct": NUM, "clock?": RACE_CLOCK, "speedup_to_reference?": DICT}
 RACE_RESULT = {"shape": SHAPE, "causal": BOOL, "flops": POS, "kernels?": Map(RACE_KERNEL), "skipped?": Map(STR)}
 RACE = {"provenance": PROVENANCE, "results": [RACE_RESULT]}
@@ -491,6 +492,26 @@ def _post_probe(file, where: str, k: dict) -> None:
                      f"{c['post_mhz_median']!r}, the median of post_mhz {med!r}")
 
 
+def _bracket(file, where: str, k: dict) -> None:
+    """A race kernel's bracket clock (lapis.gpu.protocol.summary): bracket_mhz and busy hold one reading per round
+    that read one, as many of each, and bracket_mhz_median is bracket_mhz's median; CaptureError naming the field
+    otherwise."""
+    c, rounds = k.get("clock") or {}, k.get("round_median_us")
+    keys = [key for key in ("bracket_mhz", "bracket_mhz_median", "busy") if key in c]
+    if not keys:
+        return
+    if len(keys) != 3:
+        raise _error("race", file, where, "the bracket clock records bracket_mhz, bracket_mhz_median and busy "
+                     "together", f"keys {sorted(c)}")
+    n = len(c["bracket_mhz"])
+    if not n or n != len(c["busy"]) or (isinstance(rounds, list) and n > len(rounds)):
+        raise _error("race", file, f"{where}.bracket_mhz", "the bracket clock holds one reading and one busy "
+                     "fraction per round that read one", f"{n} readings, {len(c['busy'])} busy fractions")
+    if not math.isclose(c["bracket_mhz_median"], statistics.median(c["bracket_mhz"]), rel_tol=1e-9):
+        raise _error("race", file, f"{where}.bracket_mhz_median", "bracket_mhz_median is the median of bracket_mhz",
+                     repr(c["bracket_mhz_median"]))
+
+
 def read_race(folder) -> Capture:
     """A same-process timing run (lapis.gpu.race, under lapis.gpu.protocol): manifest.json (schema RACE); each
     kernel a shape skipped (not importable, a failed check) is counted in not_compared by the first words of its
@@ -501,6 +522,7 @@ def read_race(folder) -> Capture:
             raise _error("race", file, f"results[{i}].shape", "shape is BxHxLxD (positive integers)", repr(e["shape"]))
         for name, k in e.get("kernels", {}).items():
             _post_probe(file, f"results[{i}].kernels.{name}.clock", k)
+            _bracket(file, f"results[{i}].kernels.{name}.clock", k)
     skipped = _count((why for e in man["results"] for why in e.get("skipped", {}).values()),
                      lambda why: " ".join(why.split()[:3]))
     timed = sum(len(e.get("kernels", {})) for e in man["results"])

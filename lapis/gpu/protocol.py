@@ -12,6 +12,11 @@
   not, also gets the post-batch probe: after its batch of each round (outside the timed events) one launch of a
   clock-probe kernel on the same stream measures the clock the same way for all (post_clock, e.g. lapis.gpu.race's
   lapis/gpu/kernels/micro_launch_v1.cu), its MHz per round and their median in the summary's clock record.
+- **The bracket clock.** Where the timer brackets each batch with two probe launches on the same stream (one right
+  before the first timed launch, one right after the last: event_batch's `bracket`), bracket_clock gives the SM's
+  mean clock between them: %clock64 cycles over %globaltimer ns from the first probe's end to the second's start on
+  each SM, which spans the batch and nothing else queued. `busy` is the timed launches' µs over that span: below 1
+  where the GPU waited for the host between launches, so the bracket also holds idle time.
 
 `run` takes the launches and a `time_batch` function, so the protocol itself needs no GPU (tests give it fakes);
 `event_batch(cp, torch)` is the CUDA-event timer the benches use.
@@ -19,6 +24,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,13 +77,32 @@ def _post_mhz(post, name: str, r: int) -> float | None:
     return float(post)
 
 
+def _bracket(reading, name: str, r: int) -> tuple[float, float] | None:
+    """bracket_clock's reading after kernel `name`'s batch of round r: None, or (MHz, span ns), both positive finite
+    numbers; LapisError naming the kernel and round otherwise."""
+    if reading is None:
+        return None
+    try:
+        mhz, span = reading
+        ok = all(isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+                 and math.isfinite(x) and x > 0 for x in (mhz, span))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise LapisError("bracket_clock returns (SM MHz, span ns), two positive finite numbers, or None",
+                         f"{reading!r} after {name}'s batch of round {r}", "return None where no probe ran")
+    return float(mhz), float(span)
+
+
 def run(kernels: list[Timed], time_batch, reference: str | None = None, rounds: int = MIN_ROUNDS,
-        launches: int = MIN_LAUNCHES, sample_clock=None, post_clock=None) -> dict:
+        launches: int = MIN_LAUNCHES, sample_clock=None, post_clock=None, bracket_clock=None) -> dict:
     """Time `kernels` under the protocol. time_batch(launch, n_sets, launches) -> the launches' times (µs);
     sample_clock(t0, t1) -> sampled SM MHz over a wall-clock window (or None), taken for every kernel, probed or
     not, so the two clocks of a probed kernel can be compared; post_clock() -> the post-batch probe's SM MHz (or
     None), called once after every kernel's batch, after time_batch has returned and the sample's window closed
-    (LapisError, _post_mhz, for a reading that is not a positive finite number).
+    (LapisError, _post_mhz, for a reading that is not a positive finite number); bracket_clock() -> (MHz, span ns)
+    of the bracket probes around the batch just timed (module docstring), or None, called after post_clock
+    (LapisError, _bracket, for values that are not positive finite numbers).
     reference: the kernel the ratios are taken to (default the first). Returns {kernels: {name: summary}, rounds,
     launches, reference, order}."""
     check_counts(rounds, launches)
@@ -85,7 +110,8 @@ def run(kernels: list[Timed], time_batch, reference: str | None = None, rounds: 
     if len(set(names)) != len(names):
         raise LapisError("kernels under one protocol run have distinct names", names, "rename the duplicates")
     reference = reference or names[0]
-    per = {n: dict(us=[], round_us=[], mhz=[], sampled_mhz=[], post_mhz=[], clock_source=None) for n in names}
+    per = {n: dict(us=[], round_us=[], mhz=[], sampled_mhz=[], post_mhz=[], bracket_mhz=[], busy=[],
+                   clock_source=None) for n in names}
     order = []
     for r in range(rounds):
         order.append([k.name for k in rotation(kernels, r)])
@@ -94,12 +120,16 @@ def run(kernels: list[Timed], time_batch, reference: str | None = None, rounds: 
             us = list(time_batch(k.launch, k.n_sets, launches))
             sampled = sample_clock(t0, time.time()) if sample_clock else None
             post = _post_mhz(post_clock(), k.name, r) if post_clock else None
+            bracket = _bracket(bracket_clock(), k.name, r) if bracket_clock else None
             mhz, source = (k.probe(), "probe") if k.probe else (sampled, "sampled")
             p = per[k.name]
             if sampled is not None:
                 p["sampled_mhz"].append(float(sampled))
             if post is not None:
                 p["post_mhz"].append(post)
+            if bracket is not None:
+                p["bracket_mhz"].append(bracket[0])
+                p["busy"].append(1e3 * sum(us) / bracket[1])
             p["us"] += us
             p["round_us"].append(float(np.median(us)))
             if mhz is not None:
@@ -112,7 +142,8 @@ def run(kernels: list[Timed], time_batch, reference: str | None = None, rounds: 
 def summary(p: dict, reference_rounds: list) -> dict:
     """Median µs, spread (IQR / median, %), per-round medians, ratio to the reference per round (median, IQR); the
     clock record: mhz_median/min/max and source (the kernel's probe, else the samples), sampled_mhz_median beside a
-    probe, and post_mhz (the post-batch probe per round that read one) with post_mhz_median."""
+    probe, post_mhz (the post-batch probe per round that read one) with post_mhz_median, and bracket_mhz with
+    bracket_mhz_median and busy (per round; module docstring) where the batches were bracketed."""
     q1, med, q3 = quartiles(p["us"])
     ratios = [ref / mine for mine, ref in zip(p["round_us"], reference_rounds)]  # > 1: faster than the reference
     r1, rmed, r3 = quartiles(ratios)
@@ -125,12 +156,17 @@ def summary(p: dict, reference_rounds: list) -> dict:
             out["clock"]["sampled_mhz_median"] = float(np.median(p["sampled_mhz"]))
     if p.get("post_mhz"):  # the post-batch probe, for every kernel alike
         out.setdefault("clock", {}).update(post_mhz_median=float(np.median(p["post_mhz"])), post_mhz=p["post_mhz"])
+    if p.get("bracket_mhz"):  # the bracket probes, for every kernel alike
+        out.setdefault("clock", {}).update(bracket_mhz_median=float(np.median(p["bracket_mhz"])),
+                                           bracket_mhz=p["bracket_mhz"], busy=p["busy"])
     return out
 
 
-def event_batch(cp, torch=None):
+def event_batch(cp, torch=None, bracket=None):
     """time_batch over CUDA events (cupy's, on the current stream): the queue is filled ahead by a GPU sleep
-    (torch.cuda._sleep, when torch is there) so launch overhead does not show; times in µs."""
+    (torch.cuda._sleep, when torch is there) so launch overhead does not show; times in µs. bracket: where given,
+    bracket.before() and bracket.after() enqueue its probes right before the first event and right after the last
+    (module docstring), so the wait for the last event leaves the second probe queued, not run."""
     def time_batch(launch, n_sets: int, launches: int) -> list[float]:
         for i in range(3):  # warm-up: module load, first-touch allocations
             launch(i % n_sets)
@@ -138,10 +174,14 @@ def event_batch(cp, torch=None):
         evs = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(launches)]
         if torch is not None:
             torch.cuda._sleep(int(launches * 60e-6 * 2e9))  # ~60 µs of host enqueue per launch at ~2 GHz
+        if bracket is not None:
+            bracket.before()
         for i, (e0, e1) in enumerate(evs):
             e0.record()
             launch(i % n_sets)
             e1.record()
+        if bracket is not None:
+            bracket.after()
         evs[-1][1].synchronize()
         return [1e3 * cp.cuda.get_elapsed_time(e0, e1) for e0, e1 in evs]
     return time_batch

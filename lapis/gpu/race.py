@@ -13,8 +13,11 @@ gets the post-batch probe, measured the same way for all: after its batch of eac
 one launch on the same stream of micro_cta_turnover (lapis/gpu/kernels/micro_launch_v1.cu: one CTA per SM, thread 0
 reads %clock64 and %globaltimer, spins POST_PROBE_SPIN_NS by %globaltimer, reads both again); its MHz is the median
 over the CTAs of cycles / ns x 1000 (post_probe_mhz). The clock record keeps it per round (clock.post_mhz) and its
-median over the rounds (clock.post_mhz_median), beside the kernel's own probe for lapis's kernels. The kernels SDPA
-launched are named (torch.profiler).
+median over the rounds (clock.post_mhz_median), beside the kernel's own probe for lapis's kernels. A second launch of
+the same probe, enqueued right before the batch's first timed launch, brackets the batch with the post-batch one
+(lapis.gpu.protocol's bracket clock, bracket_mhz): per SM, the %clock64 cycles over the %globaltimer ns from the first
+probe's end to the second's start (bracket_mhz), the mean clock over the batch for every kernel alike, which a
+kernel's own probe checks for lapis's. The kernels SDPA launched are named (torch.profiler).
 FA4 (flash_attn.cute.interface.flash_attn_func, inputs B x L x H x D) runs when importable, after adding
 --fa4-site to the import path (site.addsitedir); else its rows say why. fa4 reads a B x L x H x D copy of the
 inputs (FA4's own layout), fa4_bhsd B x L x H x D views of the B x H x L x D inputs the others read. Writes
@@ -55,21 +58,71 @@ def flops(shape: str, causal: bool) -> float:
     return 4.0 * b * h * seq * seq * d / (2 if causal else 1)
 
 
+def _records(records, what: str) -> np.ndarray:
+    """micro_cta_turnover's records as a (CTAs, POST_PROBE_WORDS) int64 array; LapisError naming `what` when they
+    are not integers, POST_PROBE_WORDS per CTA."""
+    try:
+        rec = np.asarray(records, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise LapisError(f"the {what}'s records are integers (micro::Record words)",
+                         f"{type(exc).__name__}: {exc}", "pass the probe's output buffer (u64)") from None
+    if rec.size % POST_PROBE_WORDS:
+        raise LapisError(f"the {what} writes {POST_PROBE_WORDS} words per CTA (micro::Record)",
+                         f"{rec.size} words", f"size the output buffer {POST_PROBE_WORDS} x the CTA count")
+    return rec.reshape(-1, POST_PROBE_WORDS)
+
+
 def post_probe_mhz(records) -> float | None:
     """The post-batch probe's SM clock (MHz) from micro_cta_turnover's records (POST_PROBE_WORDS u64 per CTA:
     %clock64 and %globaltimer at the spin's start and end, then the SM): the median over the CTAs of cycles / ns x
     1000, as bench_attention.probe_clock takes it (a CTA without a positive interval is left out); None when no CTA
-    recorded one. LapisError when `records` is not integers, POST_PROBE_WORDS per CTA."""
-    try:
-        rec = np.asarray(records, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise LapisError("the post-batch probe's records are integers (micro::Record words)",
-                         f"{type(exc).__name__}: {exc}", "pass the probe's output buffer (u64)") from None
-    if rec.size % POST_PROBE_WORDS:
-        raise LapisError(f"the post-batch probe writes {POST_PROBE_WORDS} words per CTA (micro::Record)",
-                         f"{rec.size} words", f"size the output buffer {POST_PROBE_WORDS} x the CTA count")
-    rec = rec.reshape(-1, POST_PROBE_WORDS)
-    return ba.probe_clock(rec[:, :4].ravel()).get("mhz_median")
+    recorded one. LapisError (_records) when `records` is not integers, POST_PROBE_WORDS per CTA."""
+    return ba.probe_clock(_records(records, "post-batch probe")[:, :4].ravel()).get("mhz_median")
+
+
+def bracket_mhz(before, after) -> tuple[float, float] | None:
+    """(MHz, span ns) of the SM clock between two probe launches (micro_cta_turnover's records, POST_PROBE_WORDS u64
+    per CTA: clk0, clk1, ns0, ns1, sm): per SM that ran a CTA of both, the cycles from the first probe's clk1 to the
+    second's clk0 over the ns from its ns1 to ns0, x 1000; the median over those SMs of the MHz and of the span.
+    None when no SM holds a positive interval in both. LapisError (_records) when either is not POST_PROBE_WORDS
+    integers per CTA."""
+    recs = [{int(r[4]): r for r in _records(records, f"{which} bracket probe") if r[3] > 0}  # ns1 > 0: it ran
+            for which, records in (("first", before), ("second", after))]
+    first, second = recs
+    mhz, span = [], []
+    for sm in first.keys() & second.keys():
+        cyc, ns = second[sm][0] - first[sm][1], second[sm][2] - first[sm][3]
+        if cyc > 0 and ns > 0:
+            mhz.append(1e3 * cyc / ns)
+            span.append(ns)
+    return (float(np.median(mhz)), float(np.median(span))) if mhz else None
+
+
+class Bracket:
+    """The two probe launches around a batch (module docstring): before() and after() enqueue micro_cta_turnover
+    (one CTA per SM) into their own buffers on the current stream; post_mhz() reads the second as the post-batch
+    probe, mhz() both as the bracket clock."""
+
+    def __init__(self, cp, fn, sms: int):
+        self.cp, self.fn, self.sms = cp, fn, sms
+        self.out = [cp.zeros(POST_PROBE_WORDS * sms, cp.uint64) for _ in range(2)]
+
+    def _launch(self, out) -> None:
+        out.fill(0)
+        self.fn((self.sms,), (POST_PROBE_THREADS,), (np.uint32(POST_PROBE_SPIN_NS), out),
+                shared_mem=FORCE_ONE_CTA_SMEM)
+
+    def before(self) -> None:
+        self._launch(self.out[0])
+
+    def after(self) -> None:
+        self._launch(self.out[1])
+
+    def post_mhz(self) -> float | None:
+        return post_probe_mhz(self.out[1].get())
+
+    def mhz(self) -> tuple[float, float] | None:
+        return bracket_mhz(self.out[0].get(), self.out[1].get())
 
 
 class Race:
@@ -91,7 +144,7 @@ class Race:
         self.probe_fn = harness.load(harness.build(POST_PROBE)[0]).get_function("micro_cta_turnover")
         self.probe_fn.max_dynamic_shared_size_bytes = FORCE_ONE_CTA_SMEM  # one CTA per SM
         self.sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
-        self.probe_out = cp.zeros(POST_PROBE_WORDS * self.sms, cp.uint64)
+        self.bracket = Bracket(cp, self.probe_fn, self.sms)
 
     def _fa4(self, site: str | None):
         if site:
@@ -182,8 +235,9 @@ class Race:
         names_ok = [t.name for t in kernels]
         ref_name = "cudnn" if "cudnn" in names_ok else names_ok[0] if names_ok else None
         if kernels:
-            r = protocol.run(kernels, protocol.event_batch(self.cp, torch), ref_name, self.a.rounds,
-                             self.a.launches, sample_clock=self.sampled_mhz, post_clock=self.post_mhz)
+            r = protocol.run(kernels, protocol.event_batch(self.cp, torch, self.bracket), ref_name, self.a.rounds,
+                             self.a.launches, sample_clock=self.sampled_mhz, post_clock=self.bracket.post_mhz,
+                             bracket_clock=self.bracket.mhz)
             for t in kernels:
                 s = r["kernels"][t.name]
                 s["tflops"] = entry["flops"] / s["median_us"] / 1e6
@@ -193,14 +247,6 @@ class Race:
         torch.cuda.empty_cache()
         return entry
 
-    def post_mhz(self) -> float | None:
-        """The post-batch probe (module docstring): one launch on the current stream, whose queue holds the batch
-        just timed; reading its records back waits for it."""
-        self.probe_out.fill(0)
-        self.probe_fn((self.sms,), (POST_PROBE_THREADS,), (np.uint32(POST_PROBE_SPIN_NS), self.probe_out),
-                      shared_mem=FORCE_ONE_CTA_SMEM)
-        return post_probe_mhz(self.probe_out.get())
-
     def sampled_mhz(self, t0: float, t1: float):
         w = self.smi.window(t0, t1)
         return (w.get("sm_clock_mhz") or {}).get("median")
@@ -208,13 +254,18 @@ class Race:
 
 def table(results: list) -> str:
     lines = [f"{'shape':<17}{'causal':<7}{'kernel':<28}{'median us':>11}{'spread %':>9}{'TFLOP/s':>9}{'/cuDNN':>8}"
-             f"{'MHz':>6}{'post':>6}"]  # MHz: the kernel's probe, else the samples; post: the post-batch probe
+             f"{'MHz':>6}{'post':>6}{'brkt':>6}{'busy':>6}"]
+    # MHz: the kernel's probe, else the samples; post: the post-batch probe; brkt: the bracket clock; busy: its
+    # lowest busy fraction over the rounds
     for e in results:
         for name, s in e.get("kernels", {}).items():
-            clk, post = (s.get("clock", {}).get(k) for k in ("mhz_median", "post_mhz_median"))
+            c = s.get("clock", {})
+            busy = min(c["busy"]) if c.get("busy") else None
             lines.append(f"{e['shape']:<17}{str(e['causal']):<7}{name:<28}{s['median_us']:>11.1f}"
                          f"{s['spread_pct']:>9.2f}{s['tflops']:>9.0f}{s['speedup_to_reference']['median']:>8.3f}"
-                         f"{'' if clk is None else f'{clk:.0f}':>6}{'' if post is None else f'{post:.0f}':>6}")
+                         + "".join(f"{'' if v is None else f'{v:.0f}':>6}" for v in
+                                   (c.get("mhz_median"), c.get("post_mhz_median"), c.get("bracket_mhz_median")))
+                         + f"{'' if busy is None else f'{busy:.3f}':>6}")
         lines += [f"{e['shape']:<17}{str(e['causal']):<7}{n:<28}skipped: {why}" for n, why in e["skipped"].items()]
     return "\n".join(lines)
 
@@ -277,7 +328,12 @@ def manifest(prov: dict, race: Race, results: list, wall_s: float) -> dict:
                            clock="SM MHz: the kernel's own probe, else nvidia-smi samples during its batches",
                            post_mhz="SM MHz per round: the post-batch probe after the kernel's batch (median over "
                                     "CTAs of %clock64 cycles / %globaltimer ns x 1000)",
-                           post_mhz_median="SM MHz: median of post_mhz over the rounds"),
+                           post_mhz_median="SM MHz: median of post_mhz over the rounds",
+                           bracket_mhz="SM MHz per round: the bracket clock over the kernel's batch (median over "
+                                       "SMs of %clock64 cycles / %globaltimer ns x 1000 from the first probe's end "
+                                       "to the second's start)",
+                           bracket_mhz_median="SM MHz: median of bracket_mhz over the rounds",
+                           busy="per round: the batch's timed µs over the bracket's span (1: no idle gaps)"),
                 results=results)
 
 

@@ -23,12 +23,15 @@ run-to-run spread.
   model fitted on one day is read against runs of other days. Reported, never gated; the predicted time still uses
   the profile's one clock.
 - clock_mhz and its source: the plain build's clock probe for lapis's kernels ("probe", "probed"); for a race's
-  third-party kernel the post-batch probe (lapis.gpu.race) where the capture has it, times probe_to_post of its row
+  third-party kernel its bracket clock (lapis.gpu.protocol: the SM's mean clock between two probes around its
+  batch) where the capture has it and every round's batch kept the GPU busy (busy >= BRACKET_BUSY_MIN) ("bracket
+  probe"), else the post-batch probe (lapis.gpu.race) where the capture has it, times probe_to_post of its row
   (or, for a row without lapis's kernels, of its capture) ("post-batch probe x probe ratio"; the post-batch probe
   alone, "post-batch probe", where the capture has no in-kernel probe beside one), else nvidia-smi's sample times the
   row's probe_to_sampled ("sampled x probe ratio"), else the sample ("sampled").
   post_probe_agreement: {median_ratio, rows}, the median of post-batch probe / in-kernel probe over lapis's race
-  rows that have both (None without any), so the post-batch probe is read against the in-kernel one.
+  rows that have both (None without any), so the post-batch probe is read against the in-kernel one;
+  bracket_agreement the same for the bracket clock, with the lowest and highest ratio.
 - not_compared (present when there are any): {"<kind>/<capture>": {reason: count}} of the variant entries of a
   timed capture that hold no plain-build time (the run stopped before timing them; lapis.captures.readers),
   printed under the table. They are left out of the cases; they do not change the exit code.
@@ -82,6 +85,10 @@ from lapis.validate.timeline_compare import busy_fractions, err_pct, iteration_n
 
 GPU = "h200"
 TOLERANCE_PCT = 10.0  # first divergence: an offset beyond this % of the measured steady-state iteration
+# a bracket clock counts where the timed launches filled at least this fraction of its span in every round: an idle
+# SM's clock differs from a loaded one's by up to 10% (the post-batch probe reads 8-13% above in-kernel probes), so
+# 5% of idle moves the mean by under 0.5%
+BRACKET_BUSY_MIN = 0.95
 MAX_JOBS = 8  # worker processes for the cases (each simulates one schedule: about a second, single-threaded)
 
 
@@ -212,6 +219,7 @@ def _race_clocks(folder: Path, man: dict) -> dict:
                 c = _race_clock(name, k)
                 for key in ("mhz_median", "sampled_mhz_median", "post_mhz_median"):
                     _race_mhz(name, c, key)
+                _bracket_clock(name, c)
             except CaptureError as exc:
                 raise CaptureError(exc.rule, f"race/{folder.name}: results[{i}] ({e['shape']}, causal "
                                    f"{e['causal']}): {exc.value}", exc.fix) from None
@@ -229,8 +237,25 @@ def probe_to_post(rows: list[dict]) -> float | None:
     return statistics.median(ratios) if ratios else None
 
 
+def _bracket_clock(name: str, c: dict) -> float | None:
+    """The bracket clock (MHz) of kernel `name`'s clock record c where every round's batch kept the GPU busy
+    (min(busy) >= BRACKET_BUSY_MIN: idle gaps between launches would put the idle SM's clock into it); None where
+    the record has none or a round idled; CaptureError (_race_mhz) for a clock that is not an SM clock, or busy
+    fractions that are not a non-empty list of positive numbers."""
+    mhz = _race_mhz(name, c, "bracket_mhz_median")
+    if mhz is None:
+        return None
+    busy = c.get("busy")
+    if not isinstance(busy, list) or not busy or not all(
+            isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) and b > 0 for b in busy):
+        raise CaptureError("a race kernel's busy fractions are a non-empty list of positive numbers, one per round",
+                           f"kernels.{name}.clock.busy = {busy!r}", _RACE_FIX)
+    return mhz if min(busy) >= BRACKET_BUSY_MIN else None
+
+
 def _third_party_clock(k: dict, ratio: float | None, name: str = "?", post_ratio: float | None = None) -> tuple:
-    """(clock_mhz, clock_source, sampled_mhz) of a third-party kernel's race row: its post-batch probe
+    """(clock_mhz, clock_source, sampled_mhz) of a third-party kernel's race row: its bracket clock (_bracket_clock,
+    "bracket probe") where it has one, else its post-batch probe
     (clock.post_mhz_median, lapis.gpu.race) where the capture has one, times post_ratio (probe_to_post) where given
     ("post-batch probe x probe ratio") or alone ("post-batch probe"), else its nvidia-smi sample times the row's
     probe_to_sampled where the row has one ("sampled x probe ratio"), else the sample ("sampled"); sampled_mhz is
@@ -238,6 +263,9 @@ def _third_party_clock(k: dict, ratio: float | None, name: str = "?", post_ratio
     number of MHz."""
     c = _race_clock(name, k)
     mhz, post = _race_mhz(name, c, "mhz_median"), _race_mhz(name, c, "post_mhz_median")
+    bracket = _bracket_clock(name, c)
+    if bracket is not None:
+        return bracket, "bracket probe", mhz
     if post is not None:
         return (post * post_ratio, "post-batch probe x probe ratio", mhz) if post_ratio else \
             (post, "post-batch probe", mhz)
@@ -257,6 +285,23 @@ def post_probe_agreement(root: Path) -> dict | None:
               for mhz, post in _probed_pairs(_race_clocks(folder, read_race(folder).manifest)["results"],
                                              "post_mhz_median")]
     return dict(median_ratio=statistics.median(ratios), rows=len(ratios)) if ratios else None
+
+
+def bracket_agreement(root: Path) -> dict | None:
+    """{median_ratio, min_ratio, max_ratio, rows}: over the race rows (every race capture) of lapis's kernels
+    (clock source "probe") whose bracket clock counts (_bracket_clock), bracket clock / in-kernel probe, and the
+    number of those rows; None without any. Near 1 when the bracket clock, the clock of the third-party kernels,
+    reads the clock the kernels ran at."""
+    ratios = []
+    for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
+        for e in _race_clocks(folder, read_race(folder).manifest)["results"]:
+            for name, k in e.get("kernels", {}).items():
+                c = _race_clock(name, k)
+                mhz, bracket = _race_mhz(name, c, "mhz_median"), _bracket_clock(name, c)
+                if c.get("source") == "probe" and mhz is not None and bracket is not None:
+                    ratios.append(bracket / mhz)
+    return dict(median_ratio=statistics.median(ratios), min_ratio=min(ratios), max_ratio=max(ratios),
+                rows=len(ratios)) if ratios else None
 
 
 def _race(root: Path) -> list[dict]:
@@ -475,6 +520,7 @@ def validate_timelines(captures: str | None = None, figures: str | Path | None =
             per_case.append(row)
     out = summarize(per_case, tolerance_pct)
     out["post_probe_agreement"] = post_probe_agreement(root)
+    out["bracket_agreement"] = bracket_agreement(root)
     skipped = {**(ac.not_timed(root) if ac.has_timed(root) else {}), **gc.not_timed(root)}
     if skipped:
         out["not_compared"] = skipped
@@ -686,6 +732,9 @@ def render(r: dict) -> str:
                 + f" (fitted to clock/{r.get('clock_model_fitted_to')})"] if "clock_model_cases" in r else []),
              *([f"post-batch probe / in-kernel probe: median {a['median_ratio']:.4f} over the {a['rows']} race rows "
                 "of lapis's kernels that have both"] if (a := r.get("post_probe_agreement")) else []),
+             *([f"bracket clock / in-kernel probe: median {a['median_ratio']:.4f} ({a['min_ratio']:.4f}.."
+                f"{a['max_ratio']:.4f}) over the {a['rows']} race rows of lapis's kernels that have both"]
+               if (a := r.get("bracket_agreement")) else []),
              "",
              f"{'variant':<14} {'shape':<16} {'causal':<6} {'pred µs':>9} {'meas µs':>9} {'err %':>7} "
              f"{'blind %':>8} {'MHz':>5} {'cyc %':>6}  first divergence | steady-state divergence (offset: measured - predicted)"]

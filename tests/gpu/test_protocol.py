@@ -101,3 +101,45 @@ def test_a_numpy_post_batch_reading_is_a_float():
     r = protocol.run([kernel("fa4")], fake_batch({"fa4": [10.0] * 5}, []), post_clock=lambda: np.float64(1475.0))
     assert r["kernels"]["fa4"]["clock"]["post_mhz"] == [1475.0] * 5
     assert type(r["kernels"]["fa4"]["clock"]["post_mhz"][0]) is float
+
+
+def test_every_kernel_gets_the_bracket_clock_and_its_busy_fraction_per_round():
+    """30 launches of 10 µs in a bracket of 400 µs: busy 0.75 (the GPU idled a quarter of the span)."""
+    times = {"lapis": [10.0] * 5, "fa4": [10.0] * 5}
+    readings = iter([(1500.0 + i, 400_000.0) for i in range(10)])
+    r = protocol.run([kernel("lapis", probe=lambda: 1500.0), kernel("fa4")], fake_batch(times, []),
+                     bracket_clock=lambda: next(readings))
+    lapis, fa4 = (r["kernels"][n]["clock"] for n in ("lapis", "fa4"))
+    assert lapis["bracket_mhz"] == [1500.0, 1503.0, 1504.0, 1507.0, 1508.0] and lapis["bracket_mhz_median"] == 1504.0
+    assert fa4["bracket_mhz"] == [1501.0, 1502.0, 1505.0, 1506.0, 1509.0] and fa4["bracket_mhz_median"] == 1505.0
+    assert fa4["busy"] == [0.75] * 5 and "mhz_median" not in fa4
+    assert lapis["mhz_median"] == 1500.0  # the kernel's own probe stays its clock
+
+
+@pytest.mark.parametrize("bad", [(0.0, 1e5), (1500.0, -1.0), (float("nan"), 1e5), (True, 1e5), ("1500", 1e5),
+                                 1500.0, (1500.0,)])
+def test_a_bracket_reading_that_is_no_clock_and_span_is_refused_at_once(bad):
+    with pytest.raises(LapisError, match=r"bracket_clock returns \(SM MHz, span ns\)") as e:
+        protocol.run([kernel("fa4")], fake_batch({"fa4": [10.0] * 5}, []), bracket_clock=lambda: bad)
+    assert "after fa4's batch of round 0" in str(e.value)
+
+
+def test_the_event_timer_brackets_the_launches_and_leaves_the_wait_after_the_second_probe():
+    from types import SimpleNamespace
+    log = []
+
+    class Event:
+        def record(self):
+            log.append("event")
+
+        def synchronize(self):
+            log.append("wait")
+
+    cuda = SimpleNamespace(Event=Event, Device=lambda: SimpleNamespace(synchronize=lambda: log.append("sync")),
+                           get_elapsed_time=lambda e0, e1: 0.01)
+    bracket = SimpleNamespace(before=lambda: log.append("before"), after=lambda: log.append("after"))
+    us = protocol.event_batch(SimpleNamespace(cuda=cuda), None, bracket)(lambda i: log.append(f"launch{i}"), 2, 30)
+    assert us == [10.0] * 30
+    timed = log[log.index("sync") + 1:]
+    assert timed[0] == "before" and timed[1:4] == ["event", "launch0", "event"]
+    assert timed[-3:] == ["event", "after", "wait"] and timed.count("launch1") == 15

@@ -64,3 +64,24 @@ def test_the_manifest_names_the_post_batch_probe_and_its_units():
 def test_without_a_gpu_it_says_what_it_needs(capsys):
     assert race.main(["--out", "/tmp/lapis-race-none"]) == 2
     assert "needs an NVIDIA GPU" in capsys.readouterr().err
+
+
+def test_the_bracket_clock_is_the_median_over_sms_from_the_first_probes_end_to_the_seconds_start():
+    # micro::Record per CTA: clk0, clk1, ns0, ns1, sm. SM 0: 1,500,000 cycles in 1,000,000 ns (1500 MHz); SM 1:
+    # 1,600,000 in 1,000,000 (1600); SM 2: 1,700,000 in 1,000,000 (1700); SM 3 ran only the first probe, SM 4 only
+    # the second: left out. Spans 1e6 ns each: median 1e6
+    first = [[0, 1000, 0, 500, 0], [10, 2000, 0, 600, 2], [5, 3000, 0, 700, 1], [0, 9, 0, 9, 3]]
+    second = [[1_501_000, 1_502_000, 1_000_500, 1_001_000, 0], [1_603_000, 1_604_000, 1_000_700, 1_001_000, 1],
+              [1_702_000, 1_703_000, 1_000_600, 1_001_000, 2], [7, 8, 9, 10, 4]]
+    assert race.bracket_mhz(first, second) == (1600.0, 1_000_000.0)
+    assert race.bracket_mhz(first, [[0, 0, 0, 0, 0]] * 4) is None  # a probe that wrote no record
+
+
+@pytest.mark.parametrize("first, second, words", [
+    ([1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5], "the first bracket probe writes 5 words per CTA"),
+    ([1, 2, 3, 4, 5], [["a"] * 5], "the second bracket probe's records are integers"),
+])
+def test_bracket_records_that_are_not_the_probes_are_refused_by_name(first, second, words):
+    with pytest.raises(LapisError) as e:
+        race.bracket_mhz(first, second)
+    assert words in str(e.value)

@@ -308,3 +308,56 @@ def test_a_race_capture_without_its_manifest_is_refused_not_skipped(tmp_path):
     assert e.value.rule.startswith("every capture folder holds its manifest.json")
     assert e.value.value == f"{tmp_path}/race/h200-2026-12-02-s14: capture.json is there, manifest.json is not"
     assert e.value.fix.startswith("restore manifest.json from git, or capture")
+
+
+def _bracketed(k, mhz, busy=(0.99,) * 5):
+    """Kernel row k with the bracket clock (lapis.gpu.protocol): median `mhz`, one reading and busy per round."""
+    k["clock"].update(bracket_mhz_median=mhz, bracket_mhz=[mhz] * len(busy), busy=list(busy))
+    return k
+
+
+def test_a_third_party_clock_is_its_bracket_clock_where_the_batches_kept_the_gpu_busy(tmp_path):
+    # cuDNN's bracket read 1420 MHz over batches 99% busy: its clock, whatever its post-batch probe and sample say.
+    # FA4's batches idled (busy 0.80 in one round): its bracket holds idle clock, so the post-batch probe x ratio
+    # stays its clock (s18: in-kernel 1500 / post 1485). s18's bracket 1512 against its probe 1500 is the agreement
+    _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12,
+                      "kernels": {"cudnn": _bracketed(_post(_kernel(1700.0, 1700.0), 1600.0), 1420.0),
+                                  "fa4": _bracketed(_post(_kernel(1600.0, 1700.0), 1560.0), 1650.0,
+                                                    busy=(0.99, 0.99, 0.80, 0.99, 0.99)),
+                                  "attn_s18_bar_hoist_s2_n128_c2":
+                                      _bracketed(_post(_probed(1760.0, 1500.0, 1650.0), 1485.0), 1512.0)}}])
+    cases = {c["variant"]: c for c in measured_cases(tmp_path)}
+    assert (cases["cudnn_fprop"]["clock_mhz"], cases["cudnn_fprop"]["clock_source"]) == (1420.0, "bracket probe")
+    assert cases["cudnn_fprop"]["clock_sampled_mhz"] == 1700.0
+    assert cases["fa4_sm90"]["clock_mhz"] == pytest.approx(1560.0 * 1500.0 / 1485.0, rel=1e-12)
+    assert cases["fa4_sm90"]["clock_source"] == "post-batch probe x probe ratio"
+    assert cases["s18"]["clock_mhz"] == 1500.0  # lapis's kernel keeps its own probe
+    from lapis.validate.timelines import bracket_agreement
+    assert bracket_agreement(tmp_path) == dict(median_ratio=1512.0 / 1500.0, min_ratio=1512.0 / 1500.0,
+                                               max_ratio=1512.0 / 1500.0, rows=1)
+
+
+@pytest.mark.parametrize("clock, words", [
+    (dict(busy=None), "bracket_mhz, bracket_mhz_median and busy together"),
+    (dict(bracket_mhz_median=None), "bracket_mhz, bracket_mhz_median and busy together"),
+    (dict(busy=[0.99] * 4), "4 busy fractions"),
+    (dict(bracket_mhz=[1420.0] * 6, busy=[0.99] * 6), "6 readings"),
+    (dict(bracket_mhz_median=1500.0), "bracket_mhz_median is the median of bracket_mhz"),
+    (dict(busy=[0.99, 0.99, -1.0, 0.99, 0.99]), "clock.busy"),
+])
+def test_the_race_reader_holds_the_bracket_clock_to_the_protocols_record(tmp_path, clock, words):
+    k = _bracketed(_kernel(1700.0, 1700.0), 1420.0)
+    k["round_median_us"] = [1700.0] * 5
+    k["clock"].update(clock)
+    for key in [key for key, v in clock.items() if v is None]:
+        del k["clock"][key]
+    d = _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12, "kernels": {"cudnn": k}}])
+    with pytest.raises(CaptureError) as e:
+        read_race(d)
+    assert words in str(e.value) and "kernels.cudnn.clock" in str(e.value)
+
+
+@pytest.mark.parametrize("bad", [0.0, 99.0, float("nan")])
+def test_a_bracket_clock_that_is_no_sm_clock_is_refused(bad):
+    with pytest.raises(CaptureError, match="cudnn.clock.bracket_mhz_median"):
+        _third_party_clock(_bracketed(_kernel(1700.0, 1700.0), bad), None, "cudnn")
