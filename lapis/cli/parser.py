@@ -16,6 +16,7 @@ import sys
 import lapis
 from lapis.cli.tma import add_map_args, integer
 from lapis.errors import FIX_CHARS, shown
+from lapis.pipeline_sim.work_order import ORDERS
 
 # One set of exit codes for every subcommand; lapis.cli.main maps lapis.errors.LapisError to "bad input".
 EXIT_CODES = {"ok": 0, "check failed": 1, "bad input": 2, "deadlock": 3, "race": 4}
@@ -313,7 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--gpu", help="profile in lapis/data/profiles (default: the schedule's own, from its name: "
                      "h200-* on h200, b200-* on b200, sm120-* on rtx5090)")
     sim.add_argument("--shape", help="the schedule's own shape form: MxNxK for the GEMM, BxHxLxD for attention")
-    sim.add_argument("--param", action="append", help="key=value schedule parameter (repeat)")
+    sim.add_argument("--param", action="append", help="key=value schedule parameter (repeat); an unknown key's error "
+                     "lists the schedule's own. The Hopper attention schedules' persistent_order is one of "
+                     + ", ".join(ORDERS) + " (lapis.pipeline_sim.work_order)")
     sim.add_argument("--trace", help="write a Chrome/Perfetto trace (JSON, µs) to this file")
     sim.add_argument("--figure", help="write a Gantt chart of the run (one lane per role, a steady-state window of "
                      "~3 K iterations, µs) to this file " + FIGURE_HELP)
