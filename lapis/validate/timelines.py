@@ -22,8 +22,9 @@ run-to-run spread.
   the cases' captures ran (capture_date, from their provenance; the clock capture's name beside them), so the
   model fitted on one day is read against runs of other days. Reported, never gated; the predicted time still uses
   the profile's one clock.
-- clock_mhz and its source: the plain build's clock probe for lapis's kernels ("probe", "probed"); for a race's
-  third-party kernel its bracket clock (lapis.gpu.protocol: the SM's mean clock between two probes around its
+- clock_mhz and its source: for any kernel of a race capture that has it, its bracket clock ("bracket probe";
+  lapis's kernels keep their in-kernel probe beside it, clock.probe_mhz); else the plain build's clock probe for
+  lapis's kernels ("probe", "probed"); for a race's third-party kernel its bracket clock (lapis.gpu.protocol: the SM's mean clock between two probes around its
   batch) where the capture has it and every round's batch kept the GPU busy (busy >= BRACKET_BUSY_MIN) ("bracket
   probe"), else the post-batch probe (lapis.gpu.race) where the capture has it, times probe_to_post of its row
   (or, for a row without lapis's kernels, of its capture) ("post-batch probe x probe ratio"; the post-batch probe
@@ -142,17 +143,24 @@ def _own_variant(kernel: str, causal: bool) -> str | None:
 
 
 def _own_race_case(variant: str, e: dict, k: dict, folder: Path) -> dict:
-    """A lapis variant's row of a race capture as a case: the catalog's simulator parameters, the probed clock
-    (CaptureError, _race_mhz, when it is not a plausible SM clock)."""
+    """A lapis variant's row of a race capture as a case: the catalog's simulator parameters and the clock: its
+    bracket clock (_bracket_clock: the mean over the timed batch, as the third-party kernels get it) where the
+    capture has one, else its in-kernel probe (the last launch of each round), which clock_probe_mhz keeps beside
+    the bracket. Over a batch the clock drifts, and the last launch's probe reads the drift's end: s24 at
+    8x16x4096x128 (race/h200-2026-12-03-bracket) probed 1446 MHz against a bracket of 1527, and 1724 µs at 1527 MHz
+    is 2.633 M cycles, where Nsight Compute counted 2.652 M (ncu/h200-2026-12-03-s24). CaptureError (_race_mhz) when
+    a clock is not a plausible SM clock."""
     v = attention.VARIANTS[variant]
     params = attention.sim_params(v, e["causal"])
     params.pop("causal", None)
     name = attention.kernel_name(v, e["causal"])
     clock = _race_clock(name, k)
+    probe, bracket = _race_mhz(name, clock, "mhz_median"), _bracket_clock(name, clock)
     return dict(family="attention", variant=variant, schedule=v["schedule"], shape=e["shape"], causal=e["causal"],
                 params=params, measured_us=k["median_us"], spread_pct=k["spread_pct"], capture=f"race/{folder.name}",
-                timeline=None, timeline_capture=None, clock_mhz=_race_mhz(name, clock, "mhz_median"),
-                clock_source=clock.get("source"))
+                timeline=None, timeline_capture=None, clock_mhz=bracket or probe,
+                clock_source="bracket probe" if bracket else clock.get("source"),
+                **({"clock_probe_mhz": probe} if bracket else {}))
 
 
 def probe_to_sampled(e: dict) -> float | None:
@@ -618,6 +626,8 @@ def cycles(pred_us: float, case: dict) -> dict:
     clock = dict(mhz=case["clock_mhz"], source=case.get("clock_source") or "probed")
     if case.get("clock_sampled_mhz") not in (None, case["clock_mhz"]):
         clock["sampled_mhz"] = case["clock_sampled_mhz"]
+    if case.get("clock_probe_mhz") is not None:  # a lapis kernel's in-kernel probe beside its bracket clock
+        clock["probe_mhz"] = case["clock_probe_mhz"]
     return dict(clock_mhz=case["clock_mhz"], clock=clock,
                 cycles_err_pct=err_pct(pred_us * ghz, case["measured_us"] * case["clock_mhz"] / 1e3))
 

@@ -7,9 +7,9 @@ import pytest
 
 from lapis.report.third_party import held_out_rows, kernel_summary, third_party_section, unit_cases
 
-RACE = "race/h200-2026-12-02-hd-post"  # the last race that timed FA2 non-causal (kernels timed alone)
-LAST = "race/h200-2026-12-03-s24"  # the last that timed FA4 (2026-12-03 11:05 UTC)
-LAST_CUDNN = "race/h200-2026-12-03-s24"  # the last that timed cuDNN too
+RACE = "race/h200-2026-12-03-bracket"  # the last race that timed FA2 (2026-12-03 15:37 UTC)
+LAST = "race/h200-2026-12-03-bracket"  # the last that timed FA4
+LAST_CUDNN = "race/h200-2026-12-03-bracket"  # the last that timed cuDNN too
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +74,9 @@ def test_fa2_rows_from_the_race_capture(section):
     rows = _table(md, "### `flash2`")
     assert len(rows) == 16
     row = next(r for r in rows if r[0] == "8x16x4096x128" and r[1] == "no")
-    assert row[3] == "3238.8" and row[7] == "no" and row[8] == f"`{RACE}`"
-    # the post-batch probe times the in-kernel / post-batch ratio of lapis's s9 in the same row
-    assert row[6] == "1682 (post-batch probe x probe ratio)"
+    assert row[3] == "3292.1" and row[7] == "no" and row[8] == f"`{RACE}`"
+    # the bracket clock: the SM's mean clock over its batch, between two probes on its stream
+    assert row[6] == "1656 (bracket probe)"
     assert all(r[7] == "yes" for r in rows if r[1] == "yes") and sum(r[1] == "yes" for r in rows) == 5
     # the FA4 shapes, head dim 128, non-causal, were seen before the blind predictions: never blind
     assert [r[0] for r in rows if r[1] == "no" and r[7] == "no"] == ["8x16x4096x128", "4x16x8192x128",
@@ -102,7 +102,7 @@ def test_cudnn_rows_and_the_cases_its_schedule_cannot_run(section):
     assert "### `cudnn_fprop`: cudnn_generated_fort_native_sdpa_sm90_flash_fprop" in md
     rows = _table(md, "### `cudnn_fprop`")
     row = next(r for r in rows if r[0] == "8x16x4096x128" and r[1] == "no")
-    assert row[3] == "1823.2" and row[7] == "no" and row[8] == f"`{LAST_CUDNN}`"
+    assert row[3] == "1807.0" and row[7] == "no" and row[8] == f"`{LAST_CUDNN}`"
     # head dim 256: its three stages of K+V do not fit shared memory; listed, with the reason, never scored
     assert [r[2] for r in rows if r[0].endswith("x256")] == ["-", "-", "-"]
     assert "does not fit shared memory" in md[md.index("### `cudnn_fprop`"):]
@@ -119,7 +119,7 @@ def test_fa4_rows_are_blind_and_measured_in_the_race(section):
     assert len(rows) == 16 and {r[7] for r in rows} == {"yes"}  # every case predicted before its first timing
     row = next(r for r in rows if r[0] == "8x16x4096x128" and r[1] == "no")
     # predicted (the prediction cache: FA4 costed from its own loop's SASS) and measured µs of the race
-    assert row[2:4] == ["1718.7", "1685.7"] and row[8] == f"`{LAST}`"
+    assert row[2:4] == ["1718.7", "1574.0"] and row[8] == f"`{LAST}`"
     assert numbers["fa4_sm90"]["cases"] == numbers["fa4_sm90"]["blind_cases"] == 16
 
 

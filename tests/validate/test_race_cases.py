@@ -319,19 +319,29 @@ def _bracketed(k, mhz, busy=(0.99,) * 5):
 def test_a_third_party_clock_is_its_bracket_clock_where_the_batches_kept_the_gpu_busy(tmp_path):
     # cuDNN's bracket read 1420 MHz over batches 99% busy: its clock, whatever its post-batch probe and sample say.
     # FA4's batches idled (busy 0.80 in one round): its bracket holds idle clock, so the post-batch probe x ratio
-    # stays its clock (s18: in-kernel 1500 / post 1485). s18's bracket 1512 against its probe 1500 is the agreement
+    # stays its clock (s18: in-kernel 1500 / post 1485). s18's bracket 1512 against its probe 1500 is the agreement;
+    # a lapis kernel whose rounds idled keeps its in-kernel probe (s17's row)
     _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12,
                       "kernels": {"cudnn": _bracketed(_post(_kernel(1700.0, 1700.0), 1600.0), 1420.0),
                                   "fa4": _bracketed(_post(_kernel(1600.0, 1700.0), 1560.0), 1650.0,
                                                     busy=(0.99, 0.99, 0.80, 0.99, 0.99)),
                                   "attn_s18_bar_hoist_s2_n128_c2":
-                                      _bracketed(_post(_probed(1760.0, 1500.0, 1650.0), 1485.0), 1512.0)}}])
-    cases = {c["variant"]: c for c in measured_cases(tmp_path)}
+                                      _bracketed(_post(_probed(1760.0, 1500.0, 1650.0), 1485.0), 1512.0)}},
+                     {"shape": "4x16x8192x128", "causal": False, "flops": 1.1e12,
+                      "kernels": {"attn_s17_one_sync_s2_n128_c2": _bracketed(_probed(1000.0, 1400.0, 1600.0), 1450.0,
+                                                                            busy=(0.9,) * 5)}}])
+    cases = {c["variant"]: c for c in measured_cases(tmp_path) if c["shape"] == "8x16x4096x128"}
+    idle = next(c for c in measured_cases(tmp_path) if c["shape"] == "4x16x8192x128")
+    assert (idle["clock_mhz"], idle["clock_source"]) == (1400.0, "probe") and "clock_probe_mhz" not in idle
     assert (cases["cudnn_fprop"]["clock_mhz"], cases["cudnn_fprop"]["clock_source"]) == (1420.0, "bracket probe")
     assert cases["cudnn_fprop"]["clock_sampled_mhz"] == 1700.0
     assert cases["fa4_sm90"]["clock_mhz"] == pytest.approx(1560.0 * 1500.0 / 1485.0, rel=1e-12)
     assert cases["fa4_sm90"]["clock_source"] == "post-batch probe x probe ratio"
-    assert cases["s18"]["clock_mhz"] == 1500.0  # lapis's kernel keeps its own probe
+    # lapis's kernel takes its bracket too (the batch's mean clock), its in-kernel probe (the last launch) beside it
+    assert (cases["s18"]["clock_mhz"], cases["s18"]["clock_source"]) == (1512.0, "bracket probe")
+    assert cases["s18"]["clock_probe_mhz"] == 1500.0
+    from lapis.validate.timelines import cycles
+    assert cycles(1000.0, cases["s18"])["clock"] == dict(mhz=1512.0, source="bracket probe", probe_mhz=1500.0)
     from lapis.validate.timelines import bracket_agreement
     assert bracket_agreement(tmp_path) == dict(median_ratio=1512.0 / 1500.0, min_ratio=1512.0 / 1500.0,
                                                max_ratio=1512.0 / 1500.0, rows=1)
