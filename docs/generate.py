@@ -190,7 +190,8 @@ def _third_party_table() -> str:
     for name, k in KERNELS.items():
         blind.update({(name, s, c): v for (_, s, c), v in _blind(k["blind"]).items()})
     md = ["| capture | shape | causal | kernel | median µs | TFLOP/s | spread % | ratio to cuDNN (per round) "
-          "| blind predicted TFLOP/s | blind err % |", "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+          "| SM MHz (bracket) | blind predicted TFLOP/s | blind err % |",
+          "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     root = captures_root(None)
     for folder in sorted((root / "race").iterdir()):
         m = json.loads((folder / "manifest.json").read_text())
@@ -204,8 +205,15 @@ def _third_party_table() -> str:
                 err = "-" if b is None or seen else f"{100 * (b - tflops) / tflops:+.0f}"
                 md.append(f"| `{folder.name}` | {r['shape']} | {'yes' if r['causal'] else 'no'} | `{kernel}` | "
                           f"{k['median_us']:.1f} | {tflops:.0f} | {k['spread_pct']:.2f} | "
-                          f"{k['speedup_to_reference']['median']:.3f} | {bl} | {err} |")
+                          f"{k['speedup_to_reference']['median']:.3f} | {_bracket_mhz(k)} | {bl} | {err} |")
     return "\n".join(md)
+
+
+def _bracket_mhz(k: dict) -> str:
+    """A race kernel's bracket clock (lapis.gpu.protocol: the SM's mean clock over its batch), '-' before the
+    races had it."""
+    mhz = (k.get("clock") or {}).get("bracket_mhz_median")
+    return "-" if mhz is None else f"{mhz:.0f}"
 
 
 def _validation_headline() -> str:

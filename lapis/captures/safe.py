@@ -196,7 +196,12 @@ class Leaf:
 
 
 def _finite(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # a JSON integer past a float's range (10**400)
+        return False
 
 
 INT = Leaf("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))

@@ -32,8 +32,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from lapis.errors import LapisError
+from lapis.model.clock import PROBE_MHZ
 
 MIN_ROUNDS, MIN_LAUNCHES = 5, 30
+# CUDA events time a launch to about 0.5 µs and %globaltimer ticks every 32 ns: a batch of launches inside its
+# bracket can read a little over 1
+BUSY_MAX = 1.01
 
 
 @dataclass
@@ -69,29 +73,49 @@ def _post_mhz(post, name: str, r: int) -> float | None:
     LapisError otherwise (NaN would be written to the manifest as NaN, a bool or a string taken as a number)."""
     if post is None:
         return None
-    if isinstance(post, (bool, np.bool_)) or not isinstance(post, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(post) or post <= 0:
+    if not _positive_number(post):
         raise LapisError("post_clock returns the post-batch probe's SM clock in MHz, a positive finite number, or None",
                          f"{post!r} after {name}'s batch of round {r}",
                          "return the probe's MHz (lapis.gpu.race.post_probe_mhz), or None where no CTA recorded one")
     return float(post)
 
 
+def _positive_number(x) -> bool:
+    """x is an int or float (numpy's too, not a bool) that is finite and above zero (an int past a float's range
+    is not)."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        return False
+    try:
+        return math.isfinite(x) and x > 0
+    except OverflowError:
+        return False
+
+
 def _bracket(reading, name: str, r: int) -> tuple[float, float] | None:
-    """bracket_clock's reading after kernel `name`'s batch of round r: None, or (MHz, span ns), both positive finite
-    numbers; LapisError naming the kernel and round otherwise."""
+    """bracket_clock's reading after kernel `name`'s batch of round r: None, or a tuple or list (MHz, span ns), both
+    positive finite numbers and the MHz an SM clock (lapis.model.clock.PROBE_MHZ); LapisError naming the kernel and
+    round otherwise."""
     if reading is None:
         return None
-    try:
-        mhz, span = reading
-        ok = all(isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
-                 and math.isfinite(x) and x > 0 for x in (mhz, span))
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise LapisError("bracket_clock returns (SM MHz, span ns), two positive finite numbers, or None",
-                         f"{reading!r} after {name}'s batch of round {r}", "return None where no probe ran")
-    return float(mhz), float(span)
+    lo, hi = PROBE_MHZ
+    if not (isinstance(reading, (tuple, list)) and len(reading) == 2 and all(map(_positive_number, reading))
+            and lo <= reading[0] <= hi):
+        raise LapisError(f"bracket_clock returns (SM MHz, span ns): two positive finite numbers, the MHz from {lo:.0f} "
+                         f"to {hi:.0f}, or None", f"{reading!r} after {name}'s batch of round {r}",
+                         "return None where no probe ran")
+    return float(reading[0]), float(reading[1])
+
+
+def _busy(us: list, span_ns: float, name: str, r: int) -> float:
+    """The batch's timed µs over the bracket's span; LapisError above BUSY_MAX (the launches sit inside the span, so
+    more means the probes did not bracket them)."""
+    busy = 1e3 * sum(us) / span_ns
+    if not busy <= BUSY_MAX:
+        raise LapisError(f"a batch's timed launches fit inside its bracket (busy <= {BUSY_MAX})",
+                         f"busy {busy!r} ({sum(us)!r} µs over {span_ns!r} ns) after {name}'s batch of round {r}",
+                         "launch the probes on the batch's stream, one before its first launch and one after its "
+                         "last (event_batch's bracket)")
+    return busy
 
 
 def run(kernels: list[Timed], time_batch, reference: str | None = None, rounds: int = MIN_ROUNDS,
@@ -129,7 +153,7 @@ def run(kernels: list[Timed], time_batch, reference: str | None = None, rounds: 
                 p["post_mhz"].append(post)
             if bracket is not None:
                 p["bracket_mhz"].append(bracket[0])
-                p["busy"].append(1e3 * sum(us) / bracket[1])
+                p["busy"].append(_busy(us, bracket[1], k.name, r))
             p["us"] += us
             p["round_us"].append(float(np.median(us)))
             if mhz is not None:

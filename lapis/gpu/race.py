@@ -60,12 +60,18 @@ def flops(shape: str, causal: bool) -> float:
 
 def _records(records, what: str) -> np.ndarray:
     """micro_cta_turnover's records as a (CTAs, POST_PROBE_WORDS) int64 array; LapisError naming `what` when they
-    are not integers, POST_PROBE_WORDS per CTA."""
+    are not integers from 0 to 2**63 - 1 (%clock64 and %globaltimer count up from 0; a float, a string or a bool is
+    no counter, and a u64 past int64 would wrap), POST_PROBE_WORDS per CTA."""
+    rule = f"the {what}'s records are integers from 0 to 2**63 - 1 (micro::Record words)"
     try:
-        rec = np.asarray(records, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise LapisError(f"the {what}'s records are integers (micro::Record words)",
-                         f"{type(exc).__name__}: {exc}", "pass the probe's output buffer (u64)") from None
+        raw = np.asarray(records)
+    except (TypeError, ValueError) as exc:
+        raise LapisError(rule, f"{type(exc).__name__}: {exc}", "pass the probe's output buffer (u64)") from None
+    if raw.dtype.kind not in "iu" or raw.size and (raw.min() < 0 or raw.max() > np.iinfo(np.int64).max):
+        raise LapisError(rule, f"dtype {raw.dtype}" + (f", from {raw.min()} to {raw.max()}" if raw.dtype.kind in "iu"
+                                                          and raw.size else ""),
+                         "pass the probe's output buffer (u64)")
+    rec = raw.astype(np.int64)
     if rec.size % POST_PROBE_WORDS:
         raise LapisError(f"the {what} writes {POST_PROBE_WORDS} words per CTA (micro::Record)",
                          f"{rec.size} words", f"size the output buffer {POST_PROBE_WORDS} x the CTA count")
@@ -86,8 +92,15 @@ def bracket_mhz(before, after) -> tuple[float, float] | None:
     second's clk0 over the ns from its ns1 to ns0, x 1000; the median over those SMs of the MHz and of the span.
     None when no SM holds a positive interval in both. LapisError (_records) when either is not POST_PROBE_WORDS
     integers per CTA."""
-    recs = [{int(r[4]): r for r in _records(records, f"{which} bracket probe") if r[3] > 0}  # ns1 > 0: it ran
-            for which, records in (("first", before), ("second", after))]
+    recs = []
+    for which, records in (("first", before), ("second", after)):
+        ran = [r for r in _records(records, f"{which} bracket probe") if r[3] > 0]  # ns1 > 0: the CTA ran
+        sms = [int(r[4]) for r in ran]
+        if len(set(sms)) != len(sms):
+            raise LapisError(f"the {which} bracket probe runs one CTA per SM (FORCE_ONE_CTA_SMEM of shared memory)",
+                             f"SMs {sorted(sm for sm in set(sms) if sms.count(sm) > 1)} ran more than one",
+                             "launch micro_cta_turnover with shared_mem=FORCE_ONE_CTA_SMEM, one CTA per SM")
+        recs.append(dict(zip(sms, ran)))
     first, second = recs
     mhz, span = [], []
     for sm in first.keys() & second.keys():

@@ -4,7 +4,8 @@ forward).
 
 - Timed kernels (`timed` set in the catalog): the race captures' cases (lapis.validate.timelines, their rows
   variant == the catalog key), one table per kernel: predicted and measured µs, the error in time and in SM cycles
-  (at the clock lapis.validate.timelines gives the race row: the post-batch probe, else nvidia-smi's sample during
+  (at the clock lapis.validate.timelines gives the race row: the bracket clock, the SM's mean clock between two
+  probes around the kernel's batch, where the race has it, else the post-batch probe or nvidia-smi's sample during
   the kernel's batches, corrected where it can be; its source beside it), and whether a blind prediction preceded the
   capture. Headline per kernel: mean and largest |error|, in time and in cycles.
 - The per-unit comparison (lapis.validate.units) of the last ncu capture: sm_cycles and dram_mb errors in % of
@@ -83,8 +84,8 @@ def _timed_table(variant: str, rows: list[dict], s: dict) -> list[str]:
 
 
 def _clock(c: dict) -> str:
-    """The run's SM clock and how it was measured ("post-batch probe", "sampled x probe ratio" or "sampled":
-    lapis.validate.timelines._third_party_clock)."""
+    """The run's SM clock and how it was measured ("bracket probe", "post-batch probe", "sampled x probe ratio" or
+    "sampled": lapis.validate.timelines._third_party_clock)."""
     if c.get("clock_mhz") is None:
         return "-"
     return f"{c['clock_mhz']:.0f} ({(c.get('clock') or {}).get('source', '-')})"
@@ -185,8 +186,9 @@ def third_party_section(captures: str | None = None, validation: dict | None = N
           "Attention kernels lapis did not write (lapis.catalog.third_party), each simulated by a schedule built "
           "from its source: predicted against measured where a race capture timed them (torch SDPA, bf16, same "
           "process as lapis's kernels); error = (predicted - measured) / measured; in cycles, the prediction at the "
-          "profile clock against the measurement at the run's SM clock (the post-batch probe where the race has "
-          "it, else nvidia-smi's sample during the kernel's batches, scaled by the row's probe / sample ratio where "
+          "profile clock against the measurement at the run's SM clock (the bracket clock where the race has it: "
+          "the SM's mean clock between two probe launches around the kernel's batch; else the post-batch probe, "
+          "else nvidia-smi's sample during the kernel's batches, scaled by the row's probe / sample ratio where "
           "lapis's kernels ran in it; the clock column names the source); "
           "blind = a prediction committed before the capture (lapis/data/blind/).", ""]
     numbers: dict = {}

@@ -73,6 +73,7 @@ from lapis.errors import CaptureError, LapisError, NotModelled, ScheduleError, s
 from lapis.figures.compare_gantt import compare_gantt
 from lapis.figures.validation import progression, scatter
 from lapis.gpu.attention_plan import OPS, ROLES
+from lapis.gpu.protocol import BUSY_MAX
 from lapis.model import clock as clock_model
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim import predictions
@@ -160,7 +161,7 @@ def _own_race_case(variant: str, e: dict, k: dict, folder: Path) -> dict:
                 params=params, measured_us=k["median_us"], spread_pct=k["spread_pct"], capture=f"race/{folder.name}",
                 timeline=None, timeline_capture=None, clock_mhz=bracket or probe,
                 clock_source="bracket probe" if bracket else clock.get("source"),
-                **({"clock_probe_mhz": probe} if bracket else {}))
+                **({"clock_probe_mhz": probe} if bracket and clock.get("source") == "probe" else {}))
 
 
 def probe_to_sampled(e: dict) -> float | None:
@@ -253,10 +254,17 @@ def _bracket_clock(name: str, c: dict) -> float | None:
     mhz = _race_mhz(name, c, "bracket_mhz_median")
     if mhz is None:
         return None
+    readings = c.get("bracket_mhz")
+    if not isinstance(readings, list) or not readings:
+        raise CaptureError("a race kernel's bracket clock keeps its readings, one per round (bracket_mhz)",
+                           f"kernels.{name}.clock.bracket_mhz = {readings!r}", _RACE_FIX)
+    for i in range(len(readings)):  # each round's reading an SM clock, not only their median
+        _race_mhz(name, {f"bracket_mhz[{i}]": readings[i]}, f"bracket_mhz[{i}]")
     busy = c.get("busy")
     if not isinstance(busy, list) or not busy or not all(
-            isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) and b > 0 for b in busy):
-        raise CaptureError("a race kernel's busy fractions are a non-empty list of positive numbers, one per round",
+            isinstance(b, (int, float)) and not isinstance(b, bool) and 0 < b <= BUSY_MAX for b in busy):
+        raise CaptureError(f"a race kernel's busy fractions are a non-empty list of numbers in (0, {BUSY_MAX}], one "
+                           "per round (the timed launches sit inside their bracket)",
                            f"kernels.{name}.clock.busy = {busy!r}", _RACE_FIX)
     return mhz if min(busy) >= BRACKET_BUSY_MIN else None
 

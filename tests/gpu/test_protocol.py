@@ -143,3 +143,22 @@ def test_the_event_timer_brackets_the_launches_and_leaves_the_wait_after_the_sec
     timed = log[log.index("sync") + 1:]
     assert timed[0] == "before" and timed[1:4] == ["event", "launch0", "event"]
     assert timed[-3:] == ["event", "after", "wait"] and timed.count("launch1") == 15
+
+
+@pytest.mark.parametrize("bad", [(10**400, 1e6), (1500.0, 10**400), (1e9, 1e6), (50.0, 1e6), {1500.0, 1e6},
+                                 {1500.0: 1e6}])
+def test_a_bracket_reading_out_of_range_or_not_a_pair_is_refused(bad):
+    with pytest.raises(LapisError, match=r"bracket_clock returns \(SM MHz, span ns\)"):
+        protocol.run([kernel("fa4")], fake_batch({"fa4": [10.0] * 5}, []), bracket_clock=lambda: bad)
+
+
+def test_a_batch_longer_than_its_bracket_is_refused():
+    """30 launches of 10 µs cannot fit in a bracket of 1 µs: the probes did not bracket the batch."""
+    with pytest.raises(LapisError, match=r"fit inside its bracket \(busy <= 1.01\)") as e:
+        protocol.run([kernel("fa4")], fake_batch({"fa4": [10.0] * 5}, []), bracket_clock=lambda: (1500.0, 1000.0))
+    assert "busy 300.0" in str(e.value)
+
+
+def test_a_huge_integer_post_batch_reading_is_refused_by_name():
+    with pytest.raises(LapisError, match="post_clock returns the post-batch probe's SM clock"):
+        protocol.run([kernel("fa4")], fake_batch({"fa4": [10.0] * 5}, []), post_clock=lambda: 10**400)

@@ -1,5 +1,6 @@
 """The race bench's CPU side: its arguments, FLOP count and table (the GPU run is a capture)."""
 
+import numpy as np
 import pytest
 
 from lapis.errors import LapisError
@@ -85,3 +86,25 @@ def test_bracket_records_that_are_not_the_probes_are_refused_by_name(first, seco
     with pytest.raises(LapisError) as e:
         race.bracket_mhz(first, second)
     assert words in str(e.value)
+
+
+@pytest.mark.parametrize("records, words", [
+    ([[0, 30000.5, 0, 20000, 0]], "dtype float64"),
+    ([["0", "30000", "0", "20000", "0"]], "dtype <U5"),
+    ([[True] * 5], "dtype bool"),
+    ([[0, -5, 0, 20000, 0]], "from -5 to 20000"),
+    (np.array([[0, 2**64 - 1, 0, 20000, 0]], dtype=np.uint64), "to 18446744073709551615"),
+])
+def test_probe_records_that_are_no_counters_are_refused_not_wrapped_or_truncated(records, words):
+    for fn in (race.post_probe_mhz, lambda r: race.bracket_mhz(r, r)):
+        with pytest.raises(LapisError, match="integers from 0 to 2\\*\\*63 - 1") as e:
+            fn(records)
+        assert words in str(e.value)
+
+
+def test_a_bracket_probe_with_two_ctas_on_one_sm_is_refused():
+    first = [[0, 30000, 0, 20000, 0], [750000, 780000, 500000, 520000, 0]]
+    second = [[1530000, 1560000, 1020000, 1040000, 0]]
+    with pytest.raises(LapisError, match="one CTA per SM") as e:
+        race.bracket_mhz(first, second)
+    assert "SMs [0] ran more than one" in str(e.value)

@@ -371,3 +371,33 @@ def test_the_race_reader_holds_the_bracket_clock_to_the_protocols_record(tmp_pat
 def test_a_bracket_clock_that_is_no_sm_clock_is_refused(bad):
     with pytest.raises(CaptureError, match="cudnn.clock.bracket_mhz_median"):
         _third_party_clock(_bracketed(_kernel(1700.0, 1700.0), bad), None, "cudnn")
+
+
+@pytest.mark.parametrize("clock, words", [
+    (dict(busy=[5.0] * 5), "clock.busy = [5.0, 5.0, 5.0, 5.0, 5.0]"),
+    (dict(bracket_mhz=[1e9, 1e9, 1420.0, 1e-6, 1e-6]), "clock.bracket_mhz[0] = 1000000000.0"),
+])
+def test_a_busy_fraction_above_one_or_a_reading_that_is_no_sm_clock_is_refused(tmp_path, clock, words):
+    # the timed launches sit inside their bracket (busy <= 1.01); each round's reading is an SM clock, not only
+    # the median (1420 here)
+    k = _bracketed(_kernel(1700.0, 1700.0), 1420.0)
+    k["clock"].update(clock)
+    _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12, "kernels": {"cudnn": k}}])
+    with pytest.raises(CaptureError) as e:
+        measured_cases(tmp_path)
+    assert words in str(e.value) and "race/h200-test: results[0]" in str(e.value)
+
+
+def test_a_lapis_kernel_with_a_sampled_clock_keeps_no_probe_beside_its_bracket(tmp_path):
+    _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12,
+                      "kernels": {"attn_s18_bar_hoist_s2_n128_c2": _bracketed(_kernel(1760.0, 1650.0), 1512.0)}}])
+    (case,) = measured_cases(tmp_path)
+    assert (case["clock_mhz"], case["clock_source"]) == (1512.0, "bracket probe") and "clock_probe_mhz" not in case
+
+
+def test_a_json_integer_past_a_floats_range_is_refused_by_name(tmp_path):
+    k = _bracketed(_kernel(1700.0, 1700.0), 1420.0)
+    k["clock"]["busy"] = [10**400] * 5
+    d = _race(tmp_path, [{"shape": "8x16x4096x128", "causal": False, "flops": 1.1e12, "kernels": {"cudnn": k}}])
+    with pytest.raises(CaptureError, match="positive finite number"):
+        read_race(d)
