@@ -156,21 +156,27 @@ def main(argv=None) -> int:
                  f"ffma {m['ffma_per_clk_smsp']:.3f}/clk/SMSP  SMs {m['distinct_sms']}"
                  if m["status"] == "ok" else m["error"]), flush=True)
     run.smi.stop.set()
-    dest = Path(a.out) / "clock"
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / "results.json").write_text(json.dumps(dict(
-        device_attributes=attrs, sm_count=attrs["multiProcessorCount"], threads=THREADS, period_ns=PERIOD_NS,
-        run_s=a.run_s, settle_s=SETTLE_S, warmup_s=WARMUP_S, wgmma_flop=WGMMA_FLOP,
-        units=dict(probe_mhz="MHz, clock64 cycles / %globaltimer ns, median over CTAs",
-                   smi_mhz="MHz, nvidia-smi clocks.sm, median of the samples", smi_w="W, nvidia-smi power.draw",
-                   tensor_flop_per_clk_sm="dense bf16 FLOP per SM cycle",
-                   ffma_per_clk_smsp="FFMA warp-instructions per SMSP cycle"),
-        points=todo), indent=1))
-    (dest / "manifest.json").write_text(json.dumps(dict(
-        provenance=prov, kind="clock", kernels=["lapis/gpu/kernels/micro_clock.cu"], files=["results.json"],
-        wall_s=time.time() - t_start,
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")), indent=1))
+    write(Path(a.out), dict(device_attributes=attrs, sm_count=attrs["multiProcessorCount"], threads=THREADS,
+                            period_ns=PERIOD_NS, run_s=a.run_s, settle_s=SETTLE_S, warmup_s=WARMUP_S,
+                            wgmma_flop=WGMMA_FLOP, units=UNITS, points=todo),
+          "lapis/gpu/kernels/micro_clock.cu", prov, t_start)
     return 0 if all(m["status"] == "ok" for m in todo) else 1
+
+
+UNITS = dict(probe_mhz="MHz, clock64 cycles / %globaltimer ns, median over CTAs",
+             smi_mhz="MHz, nvidia-smi clocks.sm, median of the samples", smi_w="W, nvidia-smi power.draw",
+             tensor_flop_per_clk_sm="dense bf16 FLOP per SM cycle",
+             ffma_per_clk_smsp="FFMA warp-instructions per SMSP cycle")
+
+
+def write(out: Path, results: dict, kernel: str, prov: dict, t_start: float) -> None:
+    """out/clock/results.json (`results`) and out/clock/manifest.json (provenance, the kernel, wall time, date)."""
+    dest = out / "clock"
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "results.json").write_text(json.dumps(results, indent=1))
+    (dest / "manifest.json").write_text(json.dumps(dict(
+        provenance=prov, kind="clock", kernels=[kernel], files=["results.json"], wall_s=time.time() - t_start,
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")), indent=1))
 
 
 if __name__ == "__main__":
