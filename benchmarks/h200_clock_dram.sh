@@ -8,8 +8,8 @@
 #   python -m lapis.captures.provenance lapis/gpu/kernels/micro_clock_dram_v1.cu lapis/gpu/kernels/micro_common.cuh \
 #     lapis/gpu/bench_gemm.py lapis/gpu/capture_clock.py lapis/gpu/capture_clock_dram.py \
 #     benchmarks/h200_clock_dram.sh > clock-provenance.json
-# Commit $OUT/clock-dram as lapis/data/captures/diagnostic/<gpu>-<date>-clock-dram/ (lapis.model.clock does not
-# read it).
+# Commit $OUT/clock-dram/clock/{manifest,results}.json as lapis/data/captures/diagnostic/<gpu>-<date>-clock-dram/
+# (lapis.model.clock does not read it).
 set -u
 export PYTHONPATH=.
 mkdir -p "$OUT/clock-dram"
