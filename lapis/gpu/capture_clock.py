@@ -81,6 +81,13 @@ def summarize(rec: np.ndarray, sms: int) -> dict:
                 sms=sms)
 
 
+def one_cta_smem(attrs: dict) -> int:
+    """Dynamic shared memory (bytes) for a micro_clock CTA: the operands, 1 KiB-aligned, and over half the SM's shared
+    memory, so no SM takes a second CTA and a grid of one CTA per SM covers every SM once."""
+    return min(max(OPERAND_BYTES + 1024, attrs["sharedMemPerMultiprocessor"] // 2 + 1024),
+               attrs["sharedMemPerBlockOptin"])
+
+
 class Runner:
     """The built kernel, its buffers and the nvidia-smi sampler."""
 
@@ -88,9 +95,7 @@ class Runner:
         import cupy as cp
         self.cp, self.grid = cp, attrs["multiProcessorCount"]
         self.fn = cp.RawModule(path=str(cubin)).get_function("micro_clock")
-        # over half the SM's shared memory: no SM takes a second CTA, so the grid covers every SM once
-        self.smem = min(max(OPERAND_BYTES + 1024, attrs["sharedMemPerMultiprocessor"] // 2 + 1024),
-                        attrs["sharedMemPerBlockOptin"])
+        self.smem = one_cta_smem(attrs)
         self.fn.max_dynamic_shared_size_bytes = self.smem
         self.out = cp.zeros(RECORD_WORDS * self.grid, cp.uint64)
         self.sink = cp.zeros(self.grid * THREADS, cp.float32)

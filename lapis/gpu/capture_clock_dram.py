@@ -60,8 +60,7 @@ class Runner:
         import cupy as cp
         self.cp, self.grid = cp, attrs["multiProcessorCount"]
         self.fn = cp.RawModule(path=str(cubin)).get_function("micro_clock_dram")
-        self.smem = min(max(cc.OPERAND_BYTES + 1024, attrs["sharedMemPerMultiprocessor"] // 2 + 1024),
-                        attrs["sharedMemPerBlockOptin"])
+        self.smem = cc.one_cta_smem(attrs)
         self.fn.max_dynamic_shared_size_bytes = self.smem
         self.out = cp.zeros(RECORD_WORDS * self.grid, cp.uint64)
         self.sink = cp.zeros(self.grid * THREADS, cp.float32)

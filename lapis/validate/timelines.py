@@ -22,11 +22,11 @@ run-to-run spread.
   the cases' captures ran (capture_date, from their provenance; the clock capture's name beside them), so the
   model fitted on one day is read against runs of other days. Reported, never gated; the predicted time still uses
   the profile's one clock.
-- clock_mhz and its source: for any kernel of a race capture that has it, its bracket clock ("bracket probe";
-  lapis's kernels keep their in-kernel probe beside it, clock.probe_mhz); else the plain build's clock probe for
-  lapis's kernels ("probe", "probed"); for a race's third-party kernel its bracket clock (lapis.gpu.protocol: the SM's mean clock between two probes around its
-  batch) where the capture has it and every round's batch kept the GPU busy (busy >= BRACKET_BUSY_MIN) ("bracket
-  probe"), else the post-batch probe (lapis.gpu.race) where the capture has it, times probe_to_post of its row
+- clock_mhz and its source: for any kernel of a race capture, its bracket clock (lapis.gpu.protocol: the SM's mean
+  clock between two probes around its batch) where the capture has it and every round's batch kept the GPU busy
+  (busy >= BRACKET_BUSY_MIN) ("bracket probe"; lapis's kernels keep their in-kernel probe beside it,
+  clock.probe_mhz); else the plain build's clock probe for lapis's kernels ("probe", "probed"); for a race's
+  third-party kernel the post-batch probe (lapis.gpu.race) where the capture has it, times probe_to_post of its row
   (or, for a row without lapis's kernels, of its capture) ("post-batch probe x probe ratio"; the post-batch probe
   alone, "post-batch probe", where the capture has no in-kernel probe beside one), else nvidia-smi's sample times the
   row's probe_to_sampled ("sampled x probe ratio"), else the sample ("sampled").
@@ -175,16 +175,18 @@ def probe_to_sampled(e: dict) -> float | None:
     return statistics.median(ratios) if ratios else None
 
 
-def _probed_pairs(rows: list[dict], key: str) -> list[tuple[float, float]]:
-    """(in-kernel probe, clock[key]) in MHz of every lapis kernel (clock source "probe") in race rows `rows` that
-    has both (a capture older than the field has none); CaptureError (_race_mhz) for a clock that is not a positive
-    finite number of MHz."""
+def _probed_pairs(rows: list[dict], key) -> list[tuple[float, float]]:
+    """(in-kernel probe, other clock) in MHz of every lapis kernel (clock source "probe") in race rows `rows` that
+    has both (a capture older than the field has none): the other clock is clock[key] for a key, or key(name, clock)
+    for a function (_bracket_clock); CaptureError (_race_mhz) for a clock that is not a positive finite number of
+    MHz."""
     pairs = []
     for e in rows:
         for name, k in e.get("kernels", {}).items():
             c = _race_clock(name, k)
             if c.get("source") == "probe":
-                mhz, other = _race_mhz(name, c, "mhz_median"), _race_mhz(name, c, key)
+                mhz = _race_mhz(name, c, "mhz_median")
+                other = key(name, c) if callable(key) else _race_mhz(name, c, key)
                 if mhz is not None and other is not None:
                     pairs.append((mhz, other))
     return pairs
@@ -290,32 +292,29 @@ def _third_party_clock(k: dict, ratio: float | None, name: str = "?", post_ratio
     return mhz * ratio, "sampled x probe ratio", mhz
 
 
-def post_probe_agreement(root: Path) -> dict | None:
-    """{median_ratio, rows}: over the race rows (every race capture) of lapis's kernels (clock source "probe")
-    that hold both clocks, the median of the post-batch probe over the kernel's in-kernel probe
-    (clock.post_mhz_median / clock.mhz_median), and the number of those rows; None when no race capture has a
-    post-batch probe beside an in-kernel one. Near 1 when the post-batch probe, the clock of the third-party kernels,
-    reads the clock the kernels ran at. CaptureError (_race_mhz) for a clock that is not a positive finite number
-    of MHz."""
-    ratios = [post / mhz for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else [])
-              for mhz, post in _probed_pairs(_race_clocks(folder, read_race(folder).manifest)["results"],
-                                             "post_mhz_median")]
+def _race_rows(root: Path) -> list[dict]:
+    """Every row of every race capture under root, its clocks checked (_race_clocks); [] without race captures."""
+    return [e for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else [])
+            for e in _race_clocks(folder, read_race(folder).manifest)["results"]]
+
+
+def post_probe_agreement(root: Path, rows: list[dict] | None = None) -> dict | None:
+    """{median_ratio, rows}: over the race rows (every race capture under root, or `rows`, _race_rows) of lapis's
+    kernels (clock source "probe") that hold both clocks, the median of the post-batch probe over the kernel's
+    in-kernel probe (clock.post_mhz_median / clock.mhz_median), and the number of those rows; None when no race
+    capture has a post-batch probe beside an in-kernel one. Near 1 when the post-batch probe, the clock of the
+    third-party kernels, reads the clock the kernels ran at. CaptureError (_race_mhz) for a clock that is not a
+    positive finite number of MHz."""
+    ratios = [post / mhz for mhz, post in _probed_pairs(_race_rows(root) if rows is None else rows, "post_mhz_median")]
     return dict(median_ratio=statistics.median(ratios), rows=len(ratios)) if ratios else None
 
 
-def bracket_agreement(root: Path) -> dict | None:
-    """{median_ratio, min_ratio, max_ratio, rows}: over the race rows (every race capture) of lapis's kernels
+def bracket_agreement(root: Path, rows: list[dict] | None = None) -> dict | None:
+    """{median_ratio, min_ratio, max_ratio, rows}: over the race rows (as post_probe_agreement's) of lapis's kernels
     (clock source "probe") whose bracket clock counts (_bracket_clock), bracket clock / in-kernel probe, and the
     number of those rows; None without any. Near 1 when the bracket clock, the clock of the third-party kernels,
     reads the clock the kernels ran at."""
-    ratios = []
-    for folder in (manifests(root, "race") if (Path(root) / "race").is_dir() else []):
-        for e in _race_clocks(folder, read_race(folder).manifest)["results"]:
-            for name, k in e.get("kernels", {}).items():
-                c = _race_clock(name, k)
-                mhz, bracket = _race_mhz(name, c, "mhz_median"), _bracket_clock(name, c)
-                if c.get("source") == "probe" and mhz is not None and bracket is not None:
-                    ratios.append(bracket / mhz)
+    ratios = [b / mhz for mhz, b in _probed_pairs(_race_rows(root) if rows is None else rows, _bracket_clock)]
     return dict(median_ratio=statistics.median(ratios), min_ratio=min(ratios), max_ratio=max(ratios),
                 rows=len(ratios)) if ratios else None
 
@@ -535,8 +534,9 @@ def validate_timelines(captures: str | None = None, figures: str | Path | None =
             cache.update(new)
             per_case.append(row)
     out = summarize(per_case, tolerance_pct)
-    out["post_probe_agreement"] = post_probe_agreement(root)
-    out["bracket_agreement"] = bracket_agreement(root)
+    rows = _race_rows(root)  # read once for both agreements
+    out["post_probe_agreement"] = post_probe_agreement(root, rows)
+    out["bracket_agreement"] = bracket_agreement(root, rows)
     skipped = {**(ac.not_timed(root) if ac.has_timed(root) else {}), **gc.not_timed(root)}
     if skipped:
         out["not_compared"] = skipped
