@@ -15,7 +15,7 @@ from lapis.gpu import attention_plan, bench_attention as ba, harness, sanitize_a
 
 def instantiated(name: str) -> list[str]:
     """The template arguments attention_variants.inc (generated from the catalog) builds the variant's entry point
-    with: STAGES, BN, CONSUMER_WGS, WS, then Features' twenty-one."""
+    with: STAGES, BN, CONSUMER_WGS, WS, then Features' twenty-two."""
     inc = attention_plan.KERNELS.joinpath("attention_variants.inc").read_text()
     call = f"LAPIS_ATTENTION({ba.kernel_name(ba.VARIANTS[name])}, "
     line = next(x for x in inc.splitlines() if x.startswith(call))
@@ -49,31 +49,31 @@ def test_flops_smem_and_threads_by_hand():
     assert ba.kernel_name(ba.VARIANTS["s3"]) == "attn_s3_two_consumers_s2_n128_c2"
     assert ba.kernel_name(ba.VARIANTS["s2"]) == "attn_s2_ws_ring_s2_n128_c1"
     assert instantiated("s1") == ("1 128 1 false false false false 0 false false 1 false false false 1 false "
-                                  "false false false false false false false false false").split()
+                                  "false false false false false false false false false false").split()
     assert instantiated("s2") == ("2 128 1 true false false false 0 false false 1 false false false 1 false "
-                                  "false false false false false false false false false").split()
+                                  "false false false false false false false false false false").split()
     assert instantiated("s3") == ("2 128 2 true false false false 0 false false 1 false false false 1 false "
-                                  "false false false false false false false false false").split()
+                                  "false false false false false false false false false false").split()
     # s4: s3's tiles, warpgroups and smem (K and V slots are freed apart, not sized apart)
     assert ba.smem_bytes(ba.VARIANTS["s4"], plan) == 32768 + 2 * 65536 + 1024
     assert ba.threads(ba.VARIANTS["s4"]) == 384 and ba.q_operand(ba.VARIANTS["s4"], plan)["box"] == [64, 128]
     assert ba.kernel_name(ba.VARIANTS["s4"]) == "attn_s4_pingpong_s2_n128_c2"
     assert instantiated("s4") == ("2 128 2 true true false false 0 false false 1 false false false 1 false "
-                                  "false false false false false false false false false").split()
+                                  "false false false false false false false false false false").split()
     # s5: s4's tiles and turns, QK_j and PV_{j-1} issued back to back in a turn
     assert ba.smem_bytes(ba.VARIANTS["s5"], plan) == 32768 + 2 * 65536 + 1024 and ba.threads(ba.VARIANTS["s5"]) == 384
     assert ba.kernel_name(ba.VARIANTS["s5"]) == "attn_s5_intra_overlap_s2_n128_c2"
     assert instantiated("s5") == ("2 128 2 true true true false 0 false false 1 false false false 1 false "
-                                  "false false false false false false false false false").split()
+                                  "false false false false false false false false false false").split()
     # s6 at emulate_frac 0, 1/8 (EMU 4), 1/4 (EMU 2); s7 adds the conditional rescale, threshold 8 in log2 units
     assert instantiated("s6") == ("2 128 2 true true true true 0 false false 1 false false false 1 false "
-                                  "false false false false false false false false false").split()
+                                  "false false false false false false false false false false").split()
     assert instantiated("s6_emu8") == ("2 128 2 true true true true 4 false false 1 false false false 1 false "
-                                       "false false false false false false false false false").split()
+                                       "false false false false false false false false false false").split()
     assert instantiated("s6_emu4") == ("2 128 2 true true true true 2 false false 1 false false false 1 false "
-                                       "false false false false false false false false false").split()
+                                       "false false false false false false false false false false").split()
     assert instantiated("s7") == ("2 128 2 true true true true 0 true false 1 false false false 1 false "
-                                  "false false false false false false false false false").split()
+                                  "false false false false false false false false false false").split()
     assert "constexpr float RESCALE_THRESHOLD = 8.f;" in attention_plan.KERNELS.joinpath("attention_softmax.cuh").read_text()
     assert [ba.sim_params(ba.VARIANTS[v]).get("emulate_frac") for v in ("s6", "s6_emu8", "s6_emu4", "s7")] == [
         0.0, 0.125, 0.25, 0.0]
@@ -81,7 +81,7 @@ def test_flops_smem_and_threads_by_hand():
     assert ba.kernel_name(ba.VARIANTS["s6_emu8"]) == "attn_s6_exp2_emu8_s2_n128_c2"
     # s8: s7 on a persistent grid of one CTA per SM, with a second Q slot (32 KiB more shared memory)
     assert instantiated("s8") == ("2 128 2 true true true true 0 true true 2 false false false 1 false "
-                                  "false false false false false false false false false").split()
+                                  "false false false false false false false false false false").split()
     assert ba.smem_bytes(ba.VARIANTS["s8"], plan) == 2 * 32768 + 2 * 65536 + 1024
     assert ba.grid(ba.VARIANTS["s8"], "8x16x4096x128") == (132, 1) and ba.grid(ba.VARIANTS["s8"], "1x1x256x128") == (2, 1)
     assert ba.grid(ba.VARIANTS["s7"], "8x16x4096x128") == (32, 128)
@@ -89,37 +89,40 @@ def test_flops_smem_and_threads_by_hand():
     assert ba.items_per_cta(ba.VARIANTS["s7"], "8x16x4096x128") == 1
     # s9: s8 with 3 stages and one Q slot: 32 KiB + 3 x 64 KiB + 1 KiB align
     assert instantiated("s9") == ("3 128 2 true true true true 0 true true 1 false false false 1 false "
-                                  "false false false false false false false false false").split()
+                                  "false false false false false false false false false false").split()
     assert instantiated("s10") == ("3 128 2 true true true true 0 true true 1 false false true 1 false "
-                                   "false false false false false false false false false").split()
+                                   "false false false false false false false false false false").split()
     assert instantiated("s11") == ("3 128 2 true true true true 0 true true 1 false false true 4 false "
-                                   "false false false false false false false false false").split()
+                                   "false false false false false false false false false false").split()
     assert instantiated("s12") == ("2 128 2 true true true true 0 true true 2 false false true 4 false "
-                                   "false false false false false false false false false").split()
+                                   "false false false false false false false false false false").split()
     assert instantiated("s13") == ("2 128 2 true true true true 0 true true 2 false false true 1 false "
-                                   "false false false false false false false false false").split()
+                                   "false false false false false false false false false false").split()
     assert instantiated("s14") == ("2 128 2 true true true true 0 true true 2 false false true 1 true "
-                                   "false false false false false false false false false").split()
+                                   "false false false false false false false false false false").split()
     assert instantiated("s15") == ("2 128 2 true true true true 0 true true 2 false false true 1 true true false "
-                                   "false false false false false false false").split()
+                                   "false false false false false false false false").split()
     # s16: s15 with P_j packed before the conditional O rescale (EARLY_PACK)
     assert instantiated("s16") == ("2 128 2 true true true true 0 true true 2 false false true 1 true true true "
-                                   "false false false false false false false").split()
+                                   "false false false false false false false false").split()
     # s17: s16 with the GEMM turn's wait as one bar.sync on a register barrier id (ONE_SYNC)
     assert instantiated("s17") == ("2 128 2 true true true true 0 true true 2 false false true 1 true true true "
-                                   "true false false false false false false").split()
+                                   "true false false false false false false false").split()
     # s18: s17 with the consumer's mbarrier addresses held in registers across the loop (BAR_HOIST)
     assert instantiated("s18") == ("2 128 2 true true true true 0 true true 2 false false true 1 true true true "
-                                   "true true false false false false false").split()
+                                   "true true false false false false false false").split()
     # s19: s18 with the turn's K and V waits tested before its bar.sync (EARLY_TEST)
     assert instantiated("s19") == ("2 128 2 true true true true 0 true true 2 false false true 1 true true true "
-                                   "true true true false false false false").split()
+                                   "true true true false false false false false").split()
     # s20: s18 with the turn's K and V waits as spins with no watchdog (SPIN_WAIT)
     assert instantiated("s20") == ("2 128 2 true true true true 0 true true 2 false false true 1 true true true "
-                                   "true true false true false false false").split()
+                                   "true true false true false false false false").split()
     # s21: s20 with the producer's slot waits suspended until the slot frees (SLEEP_ACQUIRE, the last argument)
     assert instantiated("s21") == ("2 128 2 true true true true 0 true true 2 false false true 1 true true true "
-                                   "true true false true true false false").split()
+                                   "true true false true true false false false").split()
+    # s25: s24 (early_item, the twenty-first Features flag) with the 64-bit descriptor adds (DESC64, the last)
+    assert instantiated("s25") == ("2 128 2 true true true true 0 true true 2 false false true 2 true true true "
+                                   "true true false true true true true true").split()
     assert ba.smem_bytes(ba.VARIANTS["s9"], plan) == 32768 + 3 * 65536 + 1024 <= 227 * 1024 - 1024
     with pytest.raises(ScheduleError, match="multiple of the kernel's block_m"):
         ba.check_shape(ba.VARIANTS["s3"], "1x2x576x128")  # 576 = 4.5 x 128
@@ -289,7 +292,7 @@ def test_s9_blind_sets_hold_the_kernel_parameters_causal_and_not():
 
 def test_the_load_free_diagnostic_is_s5_without_loads_and_never_a_default_or_a_table_row():
     assert instantiated("s5_noload") == ("2 128 2 true true true false 0 false false 1 false true false 1 false "
-                                         "false false false false false false false false false").split()
+                                         "false false false false false false false false false false").split()
     v = ba.VARIANTS["s5_noload"]
     differs = ("entry", "noload", "diagnostic", "blind", "sweep")  # never predicted, never a sweep row's kernel
     assert {k: x for k, x in v.items() if k not in differs} == {

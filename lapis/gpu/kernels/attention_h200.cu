@@ -82,6 +82,10 @@
 //                 item's last GEMM turn and the next's first, and the quad sums and reciprocals of l after the
 //                 last PV's wait (their SHFL latencies exposed). s24 decodes the next entry after the turn that
 //                 follows its load and takes 1 / l after the item's last softmax, before the turn of its last PV.
+// s25 (DESC64)   s24 with the GEMM turns' wgmma descriptors as 64-bit values: the item's eight Q descriptors built
+//                 once per item (q_desc), K's and V's advanced from a 64-bit base by one 64-bit add per K-step
+//                 (desc64_at; ptxas issues UIADD3.64), where s24 adds each descriptor's low word and moves its high word
+//                 (UIADD3 + UMOV per operand per K-step). FA4's sm90 forward's SASS builds its descriptors so.
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -142,12 +146,13 @@ struct Bool {
 // waits tested before the turn's bar.sync (mbar_test_wait) and waited for only when not yet landed, SPIN_WAIT s20's
 // K and V waits of the turn without the watchdog (consumer_spin_wait), SLEEP_ACQUIRE s21's producer waits suspended
 // until their slot frees (producer_sleep_acquire), CROSS s23's turn across items (the next item's QK_0 beside this
-// item's last PV), EARLY_ITEM s24's next item decoded a turn ahead and 1 / l taken before the last PV's turn.
+// item's last PV), EARLY_ITEM s24's next item decoded a turn ahead and 1 / l taken before the last PV's turn,
+// DESC64 s25's descriptors as 64-bit bases advanced by 64-bit adds (Q's built once per item: q_desc).
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
           int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false,
           int CHAINS_ = 1, bool DESC_INC_ = false, bool LATE_V_ = false, bool EARLY_PACK_ = false,
           bool ONE_SYNC_ = false, bool BAR_HOIST_ = false, bool EARLY_TEST_ = false, bool SPIN_WAIT_ = false,
-          bool SLEEP_ACQUIRE_ = false, bool CROSS_ = false, bool EARLY_ITEM_ = false>
+          bool SLEEP_ACQUIRE_ = false, bool CROSS_ = false, bool EARLY_ITEM_ = false, bool DESC64_ = false>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
   // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
@@ -191,6 +196,9 @@ struct Features {
   // before the last PV's turn)
   static constexpr bool EARLY_ITEM = EARLY_ITEM_;
   static_assert(!EARLY_ITEM || (CROSS && WORKLIST), "the early item work is of s23's cross-item loop over a work list");
+  // s25: the turn's descriptors as 64-bit bases advanced by 64-bit adds (desc64_at)
+  static constexpr bool DESC64 = DESC64_;
+  static_assert(!DESC64 || DESC_INC, "the 64-bit descriptor adds replace s14's low-word increments");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
   static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");
@@ -266,6 +274,12 @@ __device__ __forceinline__ uint32_t desc_lo(uint64_t fixed, uint32_t smem) {
 }
 __device__ __forceinline__ uint64_t desc_at(uint64_t fixed, uint32_t lo, uint32_t step) {
   return (fixed & 0xFFFFFFFF00000000ull) | (lo + (step >> 4));
+}
+// s25 (DESC64): the same descriptor as one 64-bit add to a 64-bit base (no carry leaves the start-address field, as
+// above), which ptxas issues as one UIADD3.64 where desc_at's low-word add and high-word move take two instructions.
+__device__ __forceinline__ uint64_t desc64_at(uint64_t base, uint32_t step) { return base + (step >> 4); }
+__device__ __forceinline__ uint64_t desc64(uint64_t fixed, uint32_t lo) {
+  return (fixed & 0xFFFFFFFF00000000ull) | lo;
 }
 constexpr bool steps_of_16(const uint32_t* steps, int n) {
   return n == 0 || (steps[0] % 16 == 0 && steps_of_16(steps + 1, n - 1));
@@ -496,6 +510,14 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
     // s14: the descriptors' low words at Q (this item's slot, set per item) and at K and V of ring slot 0; slot s
     // adds s x STAGE_BYTES / 16, K-step ks its k_step / q_step / v_step / 16 (desc_at)
     uint32_t q_lo = 0;
+    // s25: the item's Q descriptors, one per K-step, built once per item from q_lo (desc64_at)
+    uint64_t q_desc[P::Q_KSTEPS];
+    auto set_q_desc = [&] {
+      if constexpr (F::DESC64) {
+#pragma unroll
+        for (int ks = 0; ks < P::Q_KSTEPS; ++ks) q_desc[ks] = desc64_at(desc64(Cfg::Q_DESC, q_lo), Cfg::q_step(ks));
+      }
+    };
     const uint32_t k_lo0 = desc_lo(T::K_DESC, ring), v_lo0 = desc_lo(T::V_DESC, ring + T::K_SLOT);
     float o[D / 2], sacc[BN / 2], m[2] = {-CUDART_INF_F, -CUDART_INF_F}, l[2] = {0.f, 0.f};
     uint32_t rescales = 0;  // s7: row moves of the max past tile 0 (this thread's two rows)
@@ -525,9 +547,16 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
       }
       if constexpr (F::DESC_INC) {
         const uint32_t v_lo = v_lo0 + vs * (Cfg::STAGE_BYTES >> 4);
+        if constexpr (F::DESC64) {
+          const uint64_t vb = desc64(T::V_DESC, v_lo);
 #pragma unroll
-        for (int kk = 0; kk < T::V_KSTEPS; ++kk)
-          wgmma_m64n128k16_bf16_rs_tb(o, pa[kk], desc_at(T::V_DESC, v_lo, T::v_step(kk)), 1);
+          for (int kk = 0; kk < T::V_KSTEPS; ++kk)
+            wgmma_m64n128k16_bf16_rs_tb(o, pa[kk], desc64_at(vb, T::v_step(kk)), 1);
+        } else {
+#pragma unroll
+          for (int kk = 0; kk < T::V_KSTEPS; ++kk)
+            wgmma_m64n128k16_bf16_rs_tb(o, pa[kk], desc_at(T::V_DESC, v_lo, T::v_step(kk)), 1);
+        }
       } else {
 #pragma unroll
         for (int kk = 0; kk < T::V_KSTEPS; ++kk)
@@ -605,10 +634,17 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           wgmma_fence();
           if constexpr (F::DESC_INC) {
             const uint32_t k_lo = k_lo0 + st.index * (Cfg::STAGE_BYTES >> 4);
+            if constexpr (F::DESC64) {
+              const uint64_t kb = desc64(T::K_DESC, k_lo);
 #pragma unroll
-            for (int ks = 0; ks < P::Q_KSTEPS; ++ks)
-              wgmma_bf16_ss<BN>(sacc, desc_at(Cfg::Q_DESC, q_lo, Cfg::q_step(ks)),
-                                desc_at(T::K_DESC, k_lo, T::k_step(ks)), ks > 0);
+              for (int ks = 0; ks < P::Q_KSTEPS; ++ks)
+                wgmma_bf16_ss<BN>(sacc, q_desc[ks], desc64_at(kb, T::k_step(ks)), ks > 0);
+            } else {
+#pragma unroll
+              for (int ks = 0; ks < P::Q_KSTEPS; ++ks)
+                wgmma_bf16_ss<BN>(sacc, desc_at(Cfg::Q_DESC, q_lo, Cfg::q_step(ks)),
+                                  desc_at(T::K_DESC, k_lo, T::k_step(ks)), ks > 0);
+            }
           } else {
             const uint32_t k_smem = ring + st.index * Cfg::STAGE_BYTES;
 #pragma unroll
@@ -723,6 +759,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         work = w;
         q_a = q_smem + qs * Cfg::Q_SLOT + Cfg::q_half(wg);
         if constexpr (F::DESC_INC) q_lo = __shfl_sync(0xffffffffu, desc_lo(Cfg::Q_DESC, q_a), 0);
+        set_q_desc();
         consumer_wait(q_full, PipelineState<F::Q_SLOTS>(qs, (i / F::Q_SLOTS) & 1u), h, 0);
         if (leader) tl.record(h, &cursor, role, P::OP_WAIT_Q, COMPLETE, work, -1);
         m[0] = m[1] = -CUDART_INF_F;
@@ -776,6 +813,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         // broadcast from lane 0 (as CUTLASS's canonical_warp_group_idx): ptxas then knows q_lo is warp-uniform and
         // keeps it in a uniform register, not eight 64-bit descriptors in registers moved by R2UR every tile
         if constexpr (F::DESC_INC) q_lo = __shfl_sync(0xffffffffu, desc_lo(Cfg::Q_DESC, q_a), 0);
+        set_q_desc();
         consumer_wait(q_full, PipelineState<F::Q_SLOTS>(qs, (it / F::Q_SLOTS) & 1u), h, 0);
         if (leader) tl.record(h, &cursor, role, P::OP_WAIT_Q, COMPLETE, work, -1);
         if (F::PERSIST) {  // a fresh row state per item
