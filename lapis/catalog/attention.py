@@ -221,7 +221,8 @@ VARIANTS["s20"] = dict(VARIANTS["s18"], entry="s20_spin_wait", spin_wait=True, b
                        causal_build=dict(entry="s20_spin_wait_causal", blind="attention_h200_s20"))
 # s21: s20 with the producer's waits for a free K/V or Q slot suspended until the slot frees (try_wait's
 # suspendTimeHint), where s20's producer retries about three times a tile load, a %globaltimer read, a compare, a
-# try_wait and a branch each, on the SMSP that two consumer warps share (diagnostic/h200-2026-12-02-s20-source)
+# try_wait and a branch each, on the SMSP that two consumer warps share (s20's Nsight Compute source page, in git at
+# 9236b8b)
 VARIANTS["s21"] = dict(VARIANTS["s20"], entry="s21_sleep_acquire", sleep_acquire=True, blind="attention_h200_s21",
                        causal_build=dict(entry="s21_sleep_acquire_causal", blind="attention_h200_s21"))
 # s22: s21 with each row's max and sum over a tile in two independent partial chains (FA4's sm90 forward keeps
@@ -237,16 +238,21 @@ VARIANTS["s23"] = dict(VARIANTS["s22"], entry="s23_cross", cross=True, blind="at
                        sim=dict(VARIANTS["s22"]["sim"], cross_item=1),
                        causal_build=dict(entry="s23_cross_causal", blind="attention_h200_s23"))
 # s24: s23 with the item boundary's scalar work off its critical path (Nsight Compute's stall samples of s21 per item
-# and consumer warp, diagnostic/h200-2026-12-02-s21-source: the work-list entry's load and decode, and the quad sums
-# and reciprocals of l, ran between an item's last GEMM turn and the next's first): the next entry decoded a turn
-# after its load, 1 / l taken after the item's last softmax. The simulator costs none of that scalar work. Predicted
-# blind 1.5-3.3% faster than s23 (from its loop's SASS alone); measured (race/h200-2026-12-03-s24, per round)
-# -2.3..+3.6%, no change at the short shapes where the moved work was to show
+# and consumer warp, from its source page, in git at 9236b8b: the work-list entry's load and
+# decode, and the quad sums and reciprocals of l, ran between an item's last GEMM turn and the next's first): the
+# next entry decoded a turn after its load, 1 / l taken after the item's last softmax. The simulator costs none of
+# that scalar work. Predicted blind 1.5-3.3% faster than s23 (from its loop's SASS alone); measured
+# (race/h200-2026-12-03-s24, per round) -2.3..+3.6%, no change at the short shapes where the moved work was to show
 VARIANTS["s24"] = dict(VARIANTS["s23"], entry="s24_early_item", early_item=True, blind="attention_h200_s24",
                        causal_build=dict(entry="s24_early_item_causal", blind="attention_h200_s24"))
 # s25: s24 with the GEMM turns' wgmma descriptors as 64-bit values, Q's built once per item, K's and V's advanced by
 # one 64-bit add per K-step (UIADD3.64, as FA4's sm90 forward's SASS has them), where s24 adds the low word and moves
-# the high word for each (UIADD3 + UMOV): its consumer loop issues 491 instructions a K/V tile against s24's 511
+# the high word for each (UIADD3 + UMOV): its consumer loop issues 491 instructions a K/V tile against s24's 511.
+# Predicted blind +0.0..+0.15% against s24 (the model gives the uniform pipe's issue no tensor-pipe cycles);
+# measured (race/h200-2026-12-03-s25, per round against s24) -4.8..+4.0% by shape, within noise, and in cycles at
+# the bracket clock -1.5..+1.4%; Nsight Compute (ncu/h200-2026-12-03-s25) counts 483.9 M instructions against
+# s24's 504.4 M (FA4's sm90 forward 490.3 M), uniform 41.5 M against 50.1 M, and 2.655 M cycles against 2.652 M:
+# the instructions were not what sets the loop's period
 VARIANTS["s25"] = dict(VARIANTS["s24"], entry="s25_desc64", desc64=True, blind="attention_h200_s25",
                        causal_build=dict(entry="s25_desc64_causal", blind="attention_h200_s25"))
 # they share h200-s9-tuned: each is costed from its own SASS

@@ -69,7 +69,8 @@
 //                 producer retries its try_wait about three times a tile load (the hardware's own suspend limit is
 //                 shorter than the wait for a slot), each retry a %globaltimer read, a compare, a try_wait and a
 //                 branch: about 211 producer instructions a K/V tile against FA4's sm90 forward's 67
-//                 (diagnostic/h200-2026-12-02-s20-source), issued on the SMSP of warp 0, which two consumer warps share.
+//                 (s20's Nsight Compute source page, in git at 9236b8b), issued on the SMSP of warp 0, which two
+//                 consumer warps share.
 // s23 (CROSS)     s22 with a persistent CTA's GEMM turns running on across work items: the next item's QK_0 is
 //                 issued in the turn of this item's PV_{n-1} (its Q waited for first, in the other Q slot), its
 //                 softmax runs while PV_{n-1} is on the tensor core, and after PV_{n-1}'s wait this item's O is stored
@@ -77,7 +78,7 @@
 //                 (PV_{n-1} alone in its turn, waited, O stored) and fills them again (QK_0 alone, waited, with no PV
 //                 beside its softmax); only the CTA's last item keeps the last PV's own turn.
 // s24 (EARLY_ITEM) s23 with the item boundary's scalar work moved off its critical path, where Nsight Compute's stall
-//                 samples of s21 put it (diagnostic/h200-2026-12-02-s21-source, per item and consumer warp): the
+//                 samples of s21 put it (its source page, in git at 9236b8b; per item and consumer warp): the
 //                 next work-list entry's load and its decode (q tile and head: integer divisions) ran between one
 //                 item's last GEMM turn and the next's first, and the quad sums and reciprocals of l after the
 //                 last PV's wait (their SHFL latencies exposed). s24 decodes the next entry after the turn that
