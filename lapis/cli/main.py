@@ -3,7 +3,8 @@
 Exit codes, the same for every subcommand (lapis.cli.parser.EXIT_CODES, listed by `lapis --help`):
   0  ok
   1  a check found a problem (a capture that disagrees with the layout or mma model, a tensor map the driver
-     would reject); the accuracy reports (validate timelines, units, seeds, micro) exit 0 whatever their errors
+     would reject); the accuracy reports (validate timelines, units, seeds, micro) and compare exit 0 whatever
+     their errors
   2  bad input (any lapis.errors.LapisError, and argparse's usage errors)
   3  deadlock (lapis simulate)
   4  race (lapis simulate --races)

@@ -22,7 +22,7 @@ from lapis.pipeline_sim.work_order import ORDERS
 EXIT_CODES = {"ok": 0, "check failed": 1, "bad input": 2, "deadlock": 3, "race": 4}
 EXIT_MEANINGS = {0: "ok", 1: "a check found a problem (a capture that disagrees with the layout or mma model, a "
                  "tensor map the driver would reject); the accuracy reports (validate timelines, units, seeds, "
-                 "micro) exit 0 whatever their errors", 2: "bad input (a named error on stderr)", 3: "deadlock (lapis simulate)",
+                 "micro) and compare exit 0 whatever their errors", 2: "bad input (a named error on stderr)", 3: "deadlock (lapis simulate)",
                  4: "race (lapis simulate --races)"}
 EPILOG = "exit status, the same for every command:\n" + "\n".join(f"  {c}  {m}" for c, m in EXIT_MEANINGS.items())
 

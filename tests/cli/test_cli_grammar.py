@@ -124,6 +124,8 @@ def test_help_lists_every_exit_code(capsys):
     for meaning, code in EXIT_CODES.items():
         assert re.search(rf"^  {code}  ", out, flags=re.M), (code, meaning)
     assert "  3  deadlock" in out and "  4  race" in out and "  1  a check found a problem" in out
+    # a prediction's error is a finding, not a failure: the accuracy reports and compare exit 0 whatever it is
+    assert "micro) and compare exit 0 whatever their errors" in " ".join(out.split())
 
 
 def test_exit_0_ok_and_1_a_map_the_driver_rejects(capsys):
