@@ -307,6 +307,14 @@ RULES = (
 )
 
 
+INT_PARAMS = ("stages", "block_n", "consumer_wgs", "emu", "q_slots", "chains")  # the template's int parameters
+
+
+def _typed(key: str, value) -> bool:
+    """value is a Python int for INT_PARAMS, True or False for every other template parameter."""
+    return (isinstance(value, int) and not isinstance(value, bool)) if key in INT_PARAMS else isinstance(value, bool)
+
+
 def _reads(holds) -> tuple:
     """The template parameters a rule reads: its lambda's parameter names."""
     return holds.__code__.co_varnames[:holds.__code__.co_argcount]
@@ -320,6 +328,11 @@ def check_template(v: dict, causal: bool = False) -> None:
     if missing:
         raise ScheduleError("a catalog entry names every template parameter (TEMPLATE + FEATURES)",
                             f"{v.get('entry')}: missing {missing}", "add them to the entry, as s1's lists them")
+    wrong = {k: flags[k] for k in TEMPLATE + FEATURES if not _typed(k, flags[k])}
+    if wrong:
+        raise ScheduleError(f"a catalog entry's {', '.join(INT_PARAMS)} are integers and its other template "
+                            "parameters True or False (attention_variants.inc writes them as C++ literals)",
+                            f"{v.get('entry')}: {wrong}", "write each flag as True or False, each count as an int")
     for holds, rule in RULES:
         values = {k: flags[k] for k in _reads(holds)}
         if not holds(**values):

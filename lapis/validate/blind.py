@@ -13,6 +13,7 @@ wrote it (a re-run with the same profile and model must reproduce it), and `lapi
 from __future__ import annotations
 
 import json
+import math
 import sys
 from datetime import date
 from functools import partial
@@ -21,6 +22,7 @@ from pathlib import Path
 import lapis
 from lapis.catalog import attention, gemm, third_party
 from lapis.data import BLIND
+from lapis.errors import CaptureError
 from lapis.pipeline_sim.predictions import model_hash, profile_hash
 from lapis.pipeline_sim.simulate import simulate
 
@@ -72,7 +74,55 @@ def write(name: str) -> Path:
 
 
 def load(name: str) -> dict:
-    return json.loads((BLIND / f"{name}.json").read_text())
+    """Set `name`'s file, checked (read)."""
+    return read(BLIND / f"{name}.json")
+
+
+def read(path: Path) -> dict:
+    """A blind set's file {name, date (YYYY-MM-DD), entries: [{variant, schedule, shape, params, predicted_us (µs,
+    finite, > 0)}, ...]}, one entry per (variant, schedule, shape, causal). CaptureError naming the file and the first
+    entry that breaks the rule: a committed prediction is a record, so the fix is git, never an edit."""
+    fix = f"restore it from git (git checkout -- {path.name}); a blind file is never edited by hand"
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CaptureError("a blind set is one readable JSON file", f"{path}: {e}", fix) from None
+    if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not _iso_date(d.get("date")):
+        raise CaptureError("a blind set is {name, date YYYY-MM-DD, entries}", f"{path}: name "
+                           f"{d.get('name') if isinstance(d, dict) else d!r:.60}, date "
+                           f"{d.get('date') if isinstance(d, dict) else None!r}", fix)
+    entries, seen = d.get("entries"), set()
+    if not isinstance(entries, list) or not entries:
+        raise CaptureError("a blind set has a non-empty list of entries", f"{path}: entries {entries!r:.60}", fix)
+    for i, e in enumerate(entries):
+        bad = _entry_fault(e)
+        key = None if bad else (e["variant"], e["schedule"], e["shape"], bool(e["params"].get("causal", 0)))
+        if bad is None and key in seen:
+            bad = f"a second entry for {key}"
+        if bad:
+            raise CaptureError("each blind entry names its variant, schedule, shape and params once, with a "
+                               "predicted_us that is a finite number of µs above 0", f"{path}: entry {i}: {bad}", fix)
+        seen.add(key)
+    return d
+
+
+def _iso_date(x) -> bool:
+    try:
+        return isinstance(x, str) and date.fromisoformat(x).isoformat() == x
+    except ValueError:
+        return False
+
+
+def _entry_fault(e) -> str | None:
+    if not isinstance(e, dict):
+        return f"{type(e).__name__}, not an object"
+    missing = [k for k in ("variant", "schedule", "shape") if not isinstance(e.get(k), str)]
+    if missing or not isinstance(e.get("params"), dict):
+        return f"no text {missing} or no params object"
+    t = e.get("predicted_us")
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+        return f"predicted_us {t!r}"
+    return None
 
 
 def main(argv: list[str]) -> int:

@@ -80,7 +80,7 @@ from lapis.pipeline_sim import predictions
 from lapis.pipeline_sim.recorder import Event
 from lapis.pipeline_sim.schedule import lookup
 from lapis.pipeline_sim.simulate import simulate
-from lapis.validate.blind import BLIND
+from lapis.validate.blind import BLIND, read as read_blind
 from lapis.validate.ordering import ordering
 from lapis.validate.timeline_align import CANONICAL, canonical, first_divergence, steady_divergence
 from lapis.validate.timeline_compare import busy_fractions, err_pct, iteration_ns
@@ -400,10 +400,11 @@ def sim_params(schedule: str, params: dict, causal: bool) -> dict:
 
 
 def blind_entries() -> list[dict]:
-    """Every entry of lapis/data/blind/*.json, with its set's name and date."""
+    """Every entry of lapis/data/blind/*.json, with its set's name and date (lapis.validate.blind.read: CaptureError
+    naming a damaged file)."""
     out = []
     for path in sorted(BLIND.glob("*.json")):
-        d = json.loads(path.read_text())
+        d = read_blind(path)  # CaptureError naming the file for a damaged set
         out += [dict(e, set=d["name"], date=d["date"]) for e in d["entries"]]
     return out
 

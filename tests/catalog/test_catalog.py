@@ -15,6 +15,7 @@ import pytest
 from lapis.catalog import attention, gemm, generate, third_party
 from lapis.data import BLIND
 from lapis.errors import ScheduleError
+from lapis.gpu import attention_plan
 from lapis.pipeline_sim.simulate import SCHEDULES, check_params, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -362,3 +363,21 @@ def test_a_desc64_entry_without_the_descriptor_increments_is_refused_by_name():
     with pytest.raises(ScheduleError, match="the 64-bit descriptor adds replace s14's low-word increments") as e:
         attention.check_template(dict(attention.VARIANTS["s13"], desc64=True))
     assert "'desc64': True" in str(e.value)
+
+
+@pytest.mark.parametrize("key, value", [("desc64", 1), ("desc64", "yes"), ("desc64", None), ("cross", 0),
+                                        ("chains", 2.0), ("stages", True)])
+def test_a_template_parameter_of_the_wrong_type_is_refused_by_name(key, value):
+    with pytest.raises(ScheduleError, match="are integers and its other template parameters True or False") as e:
+        attention.check_template(dict(attention.VARIANTS["s24"], **{key: value}))
+    assert f"'{key}': {value!r}" in str(e.value)
+
+
+def test_the_generator_refuses_a_repeated_kernel_name_and_writes_nothing(monkeypatch, capsys):
+    inc = attention_plan.KERNELS / "attention_variants.inc"
+    before = inc.read_text()
+    monkeypatch.setitem(attention.VARIANTS, "s26", dict(attention.VARIANTS["s25"]))  # s25's entry names again
+    assert generate.main([]) == 2
+    err = capsys.readouterr().err
+    assert "each catalog entry point has its own kernel name" in err and "attn_s25_desc64_s2_n128_c2" in err
+    assert inc.read_text() == before

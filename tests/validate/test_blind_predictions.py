@@ -44,3 +44,38 @@ def test_the_case_list_that_makes_the_file_is_the_benchmarks_default_grid():
     from lapis.validate.blind import cases
     assert cases("gemm_ws") == [dict(variant=v, schedule="h200-gemm-ws", gpu="h200", shape=f"{n}x{n}x{n}",
                                     params=params(*p)) for v, n, p, _ in GEMM_WS]
+
+
+def _damaged(tmp_path, edit):
+    import json
+
+    from lapis.data import BLIND
+    d = json.loads((BLIND / "attention_h200_s25.json").read_text())
+    text = edit(d)
+    path = tmp_path / "attention_h200_s25.json"
+    path.write_text(text if isinstance(text, str) else json.dumps(d))
+    return path
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda d: '{"name": "attention_h200_s25", "entries": [', "one readable JSON file"),
+    (lambda d: d["entries"][0].update(predicted_us="1618.9"), "entry 0: predicted_us '1618.9'"),
+    (lambda d: d["entries"][3].update(predicted_us=-1.0), "entry 3: predicted_us -1.0"),
+    (lambda d: d["entries"][1].update(predicted_us=float("nan")), "entry 1: predicted_us nan"),
+    (lambda d: d["entries"][2].pop("predicted_us"), "entry 2: predicted_us None"),
+    (lambda d: d["entries"].insert(0, dict(d["entries"][4], predicted_us=1.0)), "entry 5: a second entry"),
+    (lambda d: d.update(date="x"), "date 'x'"),
+    (lambda d: d.update(entries=None), "entries None"),
+])
+def test_a_damaged_blind_file_is_refused_by_name(tmp_path, edit, words):
+    from lapis.errors import CaptureError
+    from lapis.validate.blind import read
+    with pytest.raises(CaptureError, match="blind") as e:
+        read(_damaged(tmp_path, edit))
+    assert words in str(e.value) and "restore it from git" in str(e.value)
+
+
+def test_every_committed_blind_set_reads_clean():
+    from lapis.data import BLIND
+    from lapis.validate.blind import read
+    assert all(read(p)["entries"] for p in sorted(BLIND.glob("*.json")))
