@@ -39,13 +39,13 @@ def attention_inc() -> str:
             attention.check_template(v, causal)  # a named error here, not a static_assert deep in nvcc's output
             flags = dict(v, causal=causal)
             values = ", ".join(_cxx(flags[k]) for k in attention.TEMPLATE + attention.FEATURES)
-            kernel = attention.kernel_name(v, causal)
+            kernel, label = attention.kernel_name(v, causal), f"{name}{' causal' if causal else ''}"
             if kernel in names:
-                raise ScheduleError("each catalog entry point has its own kernel name", f"{kernel} is "
-                                    f"{names[kernel]}'s and {name}{' causal' if causal else ''}'s", "give the "
-                                    "entry (or its causal_build) an entry name of its own")
-            names[kernel] = f"{name}{' causal' if causal else ''}"
-            note = f"{name}{' causal' if causal else ''}{' (diagnostic)' if v['diagnostic'] else ''}"
+                raise ScheduleError("each catalog entry point has its own kernel name",
+                                    f"{kernel} is {names[kernel]}'s and {label}'s",
+                                    "give the entry (or its causal_build) an entry name of its own")
+            names[kernel] = label
+            note = f"{label}{' (diagnostic)' if v['diagnostic'] else ''}"
             lines.append(f"LAPIS_ATTENTION({kernel}, {values})  // {note}\n")
     return "".join(lines)
 

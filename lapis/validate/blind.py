@@ -87,16 +87,16 @@ def read(path: Path) -> dict:
         d = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CaptureError("a blind set is one readable JSON file", f"{path}: {e}", fix) from None
-    if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not _iso_date(d.get("date")):
-        raise CaptureError("a blind set is {name, date YYYY-MM-DD, entries}", f"{path}: name "
-                           f"{d.get('name') if isinstance(d, dict) else d!r:.60}, date "
-                           f"{d.get('date') if isinstance(d, dict) else None!r}", fix)
+    name, when = (d.get("name"), d.get("date")) if isinstance(d, dict) else (None, None)
+    if not isinstance(name, str) or not _iso_date(when):
+        raise CaptureError("a blind set is {name, date YYYY-MM-DD, entries}",
+                           f"{path}: a {type(d).__name__} with name {name!r:.60}, date {when!r:.60}", fix)
     entries, seen = d.get("entries"), set()
     if not isinstance(entries, list) or not entries:
         raise CaptureError("a blind set has a non-empty list of entries", f"{path}: entries {entries!r:.60}", fix)
     for i, e in enumerate(entries):
         bad = _entry_fault(e)
-        key = None if bad else (e["variant"], e["schedule"], e["shape"], bool(e["params"].get("causal", 0)))
+        key = None if bad else entry_key(e)
         if bad is None and key in seen:
             bad = f"a second entry for {key}"
         if bad:
@@ -104,6 +104,11 @@ def read(path: Path) -> dict:
                                "predicted_us that is a finite number of µs above 0", f"{path}: entry {i}: {bad}", fix)
         seen.add(key)
     return d
+
+
+def entry_key(e: dict) -> tuple:
+    """The case a blind entry predicts: (variant, schedule, shape, causal)."""
+    return e["variant"], e["schedule"], e["shape"], bool(e["params"].get("causal", 0))
 
 
 def _iso_date(x) -> bool:

@@ -80,7 +80,7 @@ from lapis.pipeline_sim import predictions
 from lapis.pipeline_sim.recorder import Event
 from lapis.pipeline_sim.schedule import lookup
 from lapis.pipeline_sim.simulate import simulate
-from lapis.validate.blind import BLIND, read as read_blind
+from lapis.validate.blind import BLIND, entry_key, read as read_blind
 from lapis.validate.ordering import ordering
 from lapis.validate.timeline_align import CANONICAL, canonical, first_divergence, steady_divergence
 from lapis.validate.timeline_compare import busy_fractions, err_pct, iteration_ns
@@ -415,9 +415,8 @@ def blind_for(case: dict, entries: list[dict]) -> dict | None:
     seen = third_party.KERNELS.get(case["variant"], {}).get("seen", ())
     if (case["shape"], case["causal"]) in seen:
         return None
-    return next((e for e in entries if e["schedule"] == case["schedule"] and e["variant"] == case["variant"]
-                 and e["shape"] == case["shape"] and bool(e["params"].get("causal", 0)) == case["causal"]
-                 and e["date"] <= case["capture_date"]), None)
+    key = (case["variant"], case["schedule"], case["shape"], case["causal"])
+    return next((e for e in entries if entry_key(e) == key and e["date"] <= case["capture_date"]), None)
 
 
 # ---------------------------------------------------------------- timelines
