@@ -127,7 +127,7 @@ def model_inputs() -> list[Path]:
     hashes, so a change to lapis/pipeline_sim or lapis/model changes it once the cache is refreshed), the capture
     index and the profiles."""
     data = REPO / "lapis" / "data"
-    return [data / "predictions.json", data / "index.json", *sorted((data / "profiles").glob("*.json"))]
+    return [data / "predictions.json.gz", data / "index.json", *sorted((data / "profiles").glob("*.json"))]
 
 
 def cached(name: str, inputs: list[Path], compute):

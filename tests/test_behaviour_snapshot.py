@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from lapis.data import PREDICTIONS
+from lapis.pipeline_sim.predictions import load
 from lapis.validate.layouts import validate_layouts
 from lapis.validate.mma import validate_mma
 
@@ -46,7 +47,7 @@ def as_json(value):
 
 def test_cached_predictions_equal_the_snapshot():
     """Keyed by (schedule, gpu, shape, params): the hashes in the committed keys change with the sources."""
-    cache = json.loads(PREDICTIONS.read_text())
+    cache = load(PREDICTIONS)
     # the schedule entries; the rescale frequencies and timeline metrics cached beside them (not in the snapshot's
     # tree) are compared through the report's JSON below
     values = {json.dumps(json.loads(k)[:4]): v for k, v in cache.items()

@@ -13,6 +13,7 @@ numerics' rescale frequency, the timeline comparisons) live in the same file und
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from functools import lru_cache
@@ -69,7 +70,8 @@ def key(schedule: str, gpu: str, shape: str, params: dict) -> str:
 
 
 def load(path: Path = COMMITTED) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
+    """The cache at `path` (gzipped JSON, as save writes it); {} where there is none."""
+    return json.loads(gzip.decompress(path.read_bytes())) if path.exists() else {}
 
 
 def predict(schedule: str, gpu: str, shape: str, params: dict | None = None, cache: dict | None = None,
@@ -101,8 +103,10 @@ def cached(parts: list, compute, cache: dict | None, resimulate: bool = False) -
 
 
 def save(cache: dict, path: Path = COMMITTED) -> int:
-    """Write `cache` as the committed file (sorted keys); returns how many entries."""
-    path.write_text(json.dumps(cache, indent=0, sort_keys=True) + "\n")
+    """Write `cache` as the committed file: JSON with sorted keys, one key per line, gzipped with no timestamp (the
+    bytes follow the cache; gzip keeps the tree's bytes down); returns how many entries."""
+    text = json.dumps(cache, indent=0, sort_keys=True) + "\n"
+    path.write_bytes(gzip.compress(text.encode(), mtime=0))
     return len(cache)
 
 

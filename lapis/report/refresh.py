@@ -1,4 +1,4 @@
-"""Recompute every prediction the report shows into the committed cache (lapis/data/predictions.json): the
+"""Recompute every prediction the report shows into the committed cache (lapis/data/predictions.json.gz): the
 schedule rows, the kernels' rows, the numerics' rescale frequencies, the GEMM comparisons, every timed case's predicted
 time and timeline metrics (lapis.validate.timelines; the race captures' third-party kernels among them), and the
 kernels of the ncu captures (lapis.report.third_party.unit_cases). About a minute or two.

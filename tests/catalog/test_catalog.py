@@ -214,7 +214,7 @@ def without_shipped_data(folder, names) -> list:
     """copytree's ignore: caches, the shipped captures and the prediction cache (lapis/data), never the code
     package lapis/captures of the same name."""
     data = Path(folder).name == "data"
-    return [n for n in names if n == "__pycache__" or (data and n in ("captures", "predictions.json"))]
+    return [n for n in names if n == "__pycache__" or (data and n in ("captures", "predictions.json.gz"))]
 
 
 def test_a_variant_added_to_the_catalog_alone_reaches_the_bench_the_simulator_and_the_sweep(tmp_path):

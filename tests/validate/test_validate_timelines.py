@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from lapis.captures.store import has_timelines
+from lapis.pipeline_sim.predictions import load
 from lapis.pipeline_sim.recorder import Event
 from lapis.validate.timeline_align import canonical, first_divergence, steady_divergence
 from lapis.validate.timelines import summarize, validate_timelines
@@ -17,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[2] / "lapis"
 
 
 def _committed_prediction(schedule: str, shape: str) -> float:
-    """predicted_us of the cache entry with default parameters, read from predictions.json directly."""
-    cache = json.loads((ROOT / "data" / "predictions.json").read_text())
+    """predicted_us of the cache entry with default parameters, read from the cache file (predictions.json.gz) directly."""
+    cache = load(ROOT / "data" / "predictions.json.gz")
     hits = [v["predicted_us"] for k, v in cache.items() if json.loads(k)[:4] == [schedule, "h200", shape, []]]
     assert len(hits) == 1
     return hits[0]
@@ -147,7 +148,7 @@ def test_b200_progression_is_the_committed_prediction_and_says_unvalidated(tmp_p
         "baseline", "p-in-tmem", "swizzle", "warp-specialization", "two-q-tiles", "load-pipeline",
         "compute-pipeline", "hw-approx", "sw-exp2", "register-caching", "skip-rescale", "split-correction",
         "early-pv", "persistent"), start=1)}
-    cache = json.loads((ROOT / "data" / "predictions.json").read_text())
+    cache = load(ROOT / "data" / "predictions.json.gz")
     k07 = next(r for r in rows if r["schedule"] == "b200-k07-compute-pipeline" and r["shape"] == "8x16x4096x128")
     (want,) = [v["tflops"] for k, v in cache.items()
                if json.loads(k)[:4] == ["b200-k07-compute-pipeline", "b200", "8x16x4096x128", []]]
