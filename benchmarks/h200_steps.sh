@@ -16,6 +16,7 @@
 #        STEPS=s16,s17 NEW=s17 NCU_KERNELS=s16,s17 bash benchmarks/h200_steps.sh   (s17: s16 + one turn bar.sync)
 #        STEPS=s17,s18 NEW=s18 NCU_KERNELS=s17,s18 bash benchmarks/h200_steps.sh   (s18: s17 + hoisted mbarrier addresses)
 #        STEPS=s19,s20,s21 NEW=s21 NCU_KERNELS=s20,s21 bash benchmarks/h200_steps.sh   (s21: s20 + sleeping producer waits)
+#        STEPS=s25,s26 NEW=s26 NCU_KERNELS=s26 SPLIT_SHAPE=1x17x1024x128 bash benchmarks/h200_steps.sh   (s26: split tail)
 # Kernel builds come from .kcache (built here for sm_90a, carried) when it holds them.
 set -u
 export PYTHONPATH=.
@@ -40,6 +41,12 @@ sv=$(echo "$NEW" | tr ',' '\n' | sed 's/.*/&,&:causal/' | paste -sd,)
 timeout 90 python3 -m lapis.gpu.sanitize_attention --out "$OUT/sanitizer" --provenance tp-provenance.json \
   --variants "$sv" >> "$OUT/steps.log" 2>&1
 echo "sanitizer rc $?"
+if [ -n "${SPLIT_SHAPE:-}" ]; then  # s26+: a shape whose items leave a tail to split (1x17x1024x128: 136 items)
+  timeout 90 python3 -m lapis.gpu.sanitize_attention --out "$OUT/sanitizer-split" --provenance tp-provenance.json \
+    --variants "$NEW" --shape "$SPLIT_SHAPE" >> "$OUT/steps.log" 2>&1
+  echo "sanitizer split rc $?"
+  find "$OUT/sanitizer-split" -type f ! -name manifest.json -delete  # its verdicts are in the manifest
+fi
 if [ -n "$NCU_KERNELS" ]; then
   LAPIS_FA4_SITE=/tmp/fa4d/site timeout 150 python3 -m lapis.gpu.ncu_units --out "$OUT/ncu" \
     --provenance tp-provenance.json --kernels "$NCU_KERNELS" --timeout 60 >> "$OUT/steps.log" 2>&1

@@ -5,7 +5,7 @@ An entry names:
 - entry: the kernel's entry point, attn_<entry>_s<stages>_n<block_n>_c<consumer_wgs> (kernel_name);
 - every template parameter of attention<STAGES, BN, CONSUMER_WGS, WS, Features<PP, OVERLAP, EXP2, EMU, COND, PERSIST,
   Q_SLOTS, CAUSAL, NOLOAD, WORKLIST, CHAINS, DESC_INC, LATE_V, EARLY_PACK, ONE_SYNC, BAR_HOIST, EARLY_TEST,
-  SPIN_WAIT, SLEEP_ACQUIRE, CROSS, EARLY_ITEM, DESC64>>, in
+  SPIN_WAIT, SLEEP_ACQUIRE, CROSS, EARLY_ITEM, DESC64, SPLIT_TAIL>>, in
   lower case
   (TEMPLATE, FEATURES): stages (K/V ring slots), block_n (keys per K/V tile), consumer_wgs (consumer warpgroups, 64 Q
   rows each), ws (a producer warpgroup), and the Features flags, each the step of the table that adds it
@@ -18,7 +18,8 @@ An entry names:
   early_test s19's next-turn K and V waits tested during the softmax side, spin_wait s20's turn waits as spins with no
   watchdog, sleep_acquire s21's producer waits suspended until their slot frees, cross s23's GEMM turns running on
   across a persistent CTA's work items, early_item s24's next item decoded a turn ahead and 1 / l taken before the
-  last PV's turn, desc64 s25's wgmma descriptors as 64-bit values advanced by 64-bit adds);
+  last PV's turn, desc64 s25's wgmma descriptors as 64-bit values advanced by 64-bit adds, split_tail s26's last
+  round of work items cut into pieces along K/V, merged by the last piece);
 - schedule: the simulator schedule that mirrors it (lapis/pipeline_sim/schedules/attention_h200.py), and sim: the
   simulator parameters the kernel fixes beyond its tile geometry (setmaxnreg budgets in registers per thread,
   emulate_frac, threshold in log2 units; kernel_loop: the catalog key whose compiled consumer loop costs it, where
@@ -42,7 +43,7 @@ from lapis.errors import ScheduleError
 TEMPLATE = ("stages", "block_n", "consumer_wgs", "ws")  # attention<STAGES, BN, CONSUMER_WGS, WS, F>
 FEATURES = ("pp", "overlap", "exp2", "emu", "cond", "persist", "q_slots", "causal", "noload", "worklist",
             "chains", "desc_inc", "late_v", "early_pack", "one_sync", "bar_hoist", "early_test",
-            "spin_wait", "sleep_acquire", "cross", "early_item", "desc64")  # Features<...>
+            "spin_wait", "sleep_acquire", "cross", "early_item", "desc64", "split_tail")  # Features<...>
 
 _S3_REGS = dict(regs_producer=24, regs_consumer=240)  # 24 x 128 + 240 x 256 = 64512 of 65536 registers
 _S8_REGS = dict(regs_producer=40, regs_consumer=232)  # 40 x 128 + 232 x 256: at 24 the producer's item loop spills
@@ -52,35 +53,35 @@ VARIANTS = {
                pp=False, overlap=False, exp2=False, emu=0, cond=False, persist=False, q_slots=1, causal=False,
                noload=False, worklist=False, chains=1, desc_inc=False, late_v=False, early_pack=False,
                one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-               cross=False, early_item=False, desc64=False,
+               cross=False, early_item=False, desc64=False, split_tail=False,
                schedule="h200-s1-serial", sim={}, blind="attention_h200",
                sweep=("h200-s1-serial",), diagnostic=None, causal_build=None),
     "s2": dict(entry="s2_ws_ring", stages=2, block_n=128, consumer_wgs=1, ws=True,
                pp=False, overlap=False, exp2=False, emu=0, cond=False, persist=False, q_slots=1, causal=False,
                noload=False, worklist=False, chains=1, desc_inc=False, late_v=False, early_pack=False,
                one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-               cross=False, early_item=False, desc64=False,
+               cross=False, early_item=False, desc64=False, split_tail=False,
                schedule="h200-s2-ws-ring", sim={}, blind="attention_h200",
                sweep=("h200-s2-ws-ring",), diagnostic=None, causal_build=None),
     "s3": dict(entry="s3_two_consumers", stages=2, block_n=128, consumer_wgs=2, ws=True,
                pp=False, overlap=False, exp2=False, emu=0, cond=False, persist=False, q_slots=1, causal=False,
                noload=False, worklist=False, chains=1, desc_inc=False, late_v=False, early_pack=False,
                one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-               cross=False, early_item=False, desc64=False,
+               cross=False, early_item=False, desc64=False, split_tail=False,
                schedule="h200-s3-two-consumers", sim=dict(_S3_REGS), blind="attention_h200_s3s4",
                sweep=("h200-s3-two-consumers",), diagnostic=None, causal_build=None),
     "s4": dict(entry="s4_pingpong", stages=2, block_n=128, consumer_wgs=2, ws=True,
                pp=True, overlap=False, exp2=False, emu=0, cond=False, persist=False, q_slots=1, causal=False,
                noload=False, worklist=False, chains=1, desc_inc=False, late_v=False, early_pack=False,
                one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-               cross=False, early_item=False, desc64=False,
+               cross=False, early_item=False, desc64=False, split_tail=False,
                schedule="h200-s4-pingpong", sim=dict(_S3_REGS), blind="attention_h200_s4",
                sweep=("h200-s4-pingpong",), diagnostic=None, causal_build=None),
     "s5": dict(entry="s5_intra_overlap", stages=2, block_n=128, consumer_wgs=2, ws=True,
                pp=True, overlap=True, exp2=False, emu=0, cond=False, persist=False, q_slots=1, causal=False,
                noload=False, worklist=False, chains=1, desc_inc=False, late_v=False, early_pack=False,
                one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-               cross=False, early_item=False, desc64=False,
+               cross=False, early_item=False, desc64=False, split_tail=False,
                schedule="h200-s5-intra-overlap", sim=dict(_S3_REGS), blind="attention_h200_s5",
                sweep=("h200-s5-intra-overlap",), diagnostic=None, causal_build=None),
     # s5 with the loads dropped past the ring's first fill (the producer still takes and frees every slot): its
@@ -90,35 +91,35 @@ VARIANTS = {
                       pp=True, overlap=True, exp2=False, emu=0, cond=False, persist=False, q_slots=1, causal=False,
                       noload=True, worklist=False, chains=1, desc_inc=False, late_v=False, early_pack=False,
                       one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-                      cross=False, early_item=False, desc64=False,
+                      cross=False, early_item=False, desc64=False, split_tail=False,
                       schedule="h200-s5-intra-overlap", sim=dict(_S3_REGS), blind=None, sweep=(),
                       diagnostic="no K/V loads past the first fill", causal_build=None),
     "s6": dict(entry="s6_exp2", stages=2, block_n=128, consumer_wgs=2, ws=True,
                pp=True, overlap=True, exp2=True, emu=0, cond=False, persist=False, q_slots=1, causal=False,
                noload=False, worklist=False, chains=1, desc_inc=False, late_v=False, early_pack=False,
                one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-               cross=False, early_item=False, desc64=False,
+               cross=False, early_item=False, desc64=False, split_tail=False,
                schedule="h200-s6-exp2", sim=dict(_S3_REGS, emulate_frac=0.0),
                blind="attention_h200_s6s7", sweep=("h200-s6-exp2",), diagnostic=None, causal_build=None),
     "s6_emu8": dict(entry="s6_exp2_emu8", stages=2, block_n=128, consumer_wgs=2, ws=True,
                     pp=True, overlap=True, exp2=True, emu=4, cond=False, persist=False, q_slots=1, causal=False,
                     noload=False, worklist=False, chains=1, desc_inc=False, late_v=False, early_pack=False,
                     one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-                    cross=False, early_item=False, desc64=False,
+                    cross=False, early_item=False, desc64=False, split_tail=False,
                     schedule="h200-s6-exp2", sim=dict(_S3_REGS, emulate_frac=0.125),
                     blind="attention_h200_s6s7", sweep=("h200-s6-exp2",), diagnostic=None, causal_build=None),
     "s6_emu4": dict(entry="s6_exp2_emu4", stages=2, block_n=128, consumer_wgs=2, ws=True,
                     pp=True, overlap=True, exp2=True, emu=2, cond=False, persist=False, q_slots=1, causal=False,
                     noload=False, worklist=False, chains=1, desc_inc=False, late_v=False, early_pack=False,
                     one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-                    cross=False, early_item=False, desc64=False,
+                    cross=False, early_item=False, desc64=False, split_tail=False,
                     schedule="h200-s6-exp2", sim=dict(_S3_REGS, emulate_frac=0.25),
                     blind="attention_h200_s6s7", sweep=("h200-s6-exp2",), diagnostic=None, causal_build=None),
     "s7": dict(entry="s7_cond_rescale", stages=2, block_n=128, consumer_wgs=2, ws=True,
                pp=True, overlap=True, exp2=True, emu=0, cond=True, persist=False, q_slots=1, causal=False,
                noload=False, worklist=False, chains=1, desc_inc=False, late_v=False, early_pack=False,
                one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-               cross=False, early_item=False, desc64=False,
+               cross=False, early_item=False, desc64=False, split_tail=False,
                schedule="h200-s7-cond-rescale", sim=dict(_S3_REGS, emulate_frac=0.0, threshold=8.0),
                blind="attention_h200_s6s7", sweep=("h200-s7-cond-rescale",), diagnostic=None, causal_build=None),
     # s8: s7 on a persistent grid (one CTA per SM, grid-stride work items, two Q slots)
@@ -126,7 +127,7 @@ VARIANTS = {
                pp=True, overlap=True, exp2=True, emu=0, cond=True, persist=True, q_slots=2, causal=False,
                noload=False, worklist=False, chains=1, desc_inc=False, late_v=False, early_pack=False,
                one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-               cross=False, early_item=False, desc64=False,
+               cross=False, early_item=False, desc64=False, split_tail=False,
                schedule="h200-s8-persistent",
                sim=dict(_S8_REGS, emulate_frac=0.0, threshold=8.0),
                blind="attention_h200_s8", sweep=("h200-s8-persistent", "h200-s9-tuned"), diagnostic=None,
@@ -137,7 +138,7 @@ VARIANTS = {
                pp=True, overlap=True, exp2=True, emu=0, cond=True, persist=True, q_slots=1, causal=False,
                noload=False, worklist=False, chains=1, desc_inc=False, late_v=False, early_pack=False,
                one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-               cross=False, early_item=False, desc64=False,
+               cross=False, early_item=False, desc64=False, split_tail=False,
                schedule="h200-s9-tuned",
                sim=dict(_S8_REGS, emulate_frac=0.0, threshold=8.0),
                blind="attention_h200_s9", sweep=("h200-s9-tuned", "h200-s8-persistent"), diagnostic=None,
@@ -150,7 +151,7 @@ VARIANTS = {
                 pp=True, overlap=True, exp2=True, emu=0, cond=True, persist=True, q_slots=1, causal=False,
                 noload=False, worklist=True, chains=1, desc_inc=False, late_v=False, early_pack=False,
                 one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-                cross=False, early_item=False, desc64=False,
+                cross=False, early_item=False, desc64=False, split_tail=False,
                 schedule="h200-s9-tuned",
                 sim=dict(_S8_REGS, emulate_frac=0.0, threshold=8.0, persistent_order="lpt_l2"),
                 blind="attention_h200_s10", sweep=(), diagnostic=None,
@@ -162,7 +163,7 @@ VARIANTS = {
                 pp=True, overlap=True, exp2=True, emu=0, cond=True, persist=True, q_slots=1, causal=False,
                 noload=False, worklist=True, chains=4, desc_inc=False, late_v=False, early_pack=False,
                 one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-                cross=False, early_item=False, desc64=False,
+                cross=False, early_item=False, desc64=False, split_tail=False,
                 schedule="h200-s9-tuned",
                 sim=dict(_S8_REGS, emulate_frac=0.0, threshold=8.0, persistent_order="lpt_l2", softmax_chains=4),
                 blind="attention_h200_s11", sweep=(), diagnostic=None,
@@ -173,7 +174,7 @@ VARIANTS = {
                 pp=True, overlap=True, exp2=True, emu=0, cond=True, persist=True, q_slots=2, causal=False,
                 noload=False, worklist=True, chains=4, desc_inc=False, late_v=False, early_pack=False,
                 one_sync=False, bar_hoist=False, early_test=False, spin_wait=False, sleep_acquire=False,
-                cross=False, early_item=False, desc64=False,
+                cross=False, early_item=False, desc64=False, split_tail=False,
                 schedule="h200-s9-tuned",
                 sim=dict(_S8_REGS, emulate_frac=0.0, threshold=8.0, persistent_order="lpt_l2", softmax_chains=4,
                          q_slots=2),
@@ -255,9 +256,19 @@ VARIANTS["s24"] = dict(VARIANTS["s23"], entry="s24_early_item", early_item=True,
 # the instructions were not what sets the loop's period
 VARIANTS["s25"] = dict(VARIANTS["s24"], entry="s25_desc64", desc64=True, blind="attention_h200_s25",
                        causal_build=dict(entry="s25_desc64_causal", blind="attention_h200_s25"))
+# s26: s25 with the last round of work items split along K/V (non-causal runs): where the items do not divide evenly
+# over the CTAs (every one of the five shapes has 4096 items, 31.03 a CTA), the r items left after the equal shares are
+# cut into pieces of at least 4 K/V tiles that r x pieces CTAs run at once, each piece's partial O, m and l merged by
+# the last to finish (attention_h200.cu store_piece); s25 runs them whole on r CTAs while the others wait.
+# Predicted blind +2.7..+3.2% against s25 non-causal and +2.6..+5.7% causal (where nothing is split): the split alone
+# gives -0.8..-2.5% (the representative SM's 32nd item becomes a piece of 4 K/V tiles and a merge), but s26's own
+# consumer loop, two instructions longer in its softmax side, costs 1448 cycles for the softmax pair against s25's 1271
+VARIANTS["s26"] = dict(VARIANTS["s25"], entry="s26_split_tail", split_tail=True, blind="attention_h200_s26",
+                       sim=dict(VARIANTS["s25"]["sim"], persistent_order="split_tail"),
+                       causal_build=dict(entry="s26_split_tail_causal", blind="attention_h200_s26"))
 # they share h200-s9-tuned: each is costed from its own SASS
 for _k in ("s10", "s11", "s12", "s13", "s14", "s15", "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23", "s24",
-           "s25"):
+           "s25", "s26"):
     VARIANTS[_k]["sim"] = dict(VARIANTS[_k]["sim"], kernel_loop=_k)
 DEFAULT_SHAPES = ("8x16x4096x128", "4x16x8192x128", "2x16x16384x128", "16x16x2048x128", "32x16x1024x128")
 SMALL_SHAPE = "1x2x512x128"
@@ -292,6 +303,8 @@ RULES = (
     (lambda early_item, cross, worklist: not early_item or (cross and worklist),
      "the early item work is of s23's cross-item loop over a work list"),
     (lambda desc64, desc_inc: not desc64 or desc_inc, "the 64-bit descriptor adds replace s14's low-word increments"),
+    (lambda split_tail, early_item: not split_tail or early_item,
+     "the split tail's pieces end s24's cross-item loop over a work list"),
     (lambda q_slots, persist: q_slots == 1 or (q_slots == 2 and persist),
      "two Q slots serve a persistent CTA's next item"),
     (lambda persist, pp: not persist or pp, "the persistent loop is written for the GEMM-turn path (s4+)"),

@@ -43,7 +43,7 @@ from lapis.gpu.attention_plan import ROLES, load
 from lapis.gpu.bench_gemm import SmiSampler, _json_default, _read, _time, cta_table, select_ctas, smi_gpu_id
 from lapis.gpu.capture_tma import encode
 from lapis.gpu.harness import libcuda
-from lapis.pipeline_sim.work_order import deal, kv_tiles_per_item, section_heads, work_units
+from lapis.pipeline_sim.work_order import Piece, deal, kv_tiles_per_item, section_heads, work_units
 
 HERE = Path(__file__).parent
 KERNEL = HERE / "kernels" / "attention_h200.cu"
@@ -143,8 +143,9 @@ def items_per_cta(v: dict, shape: str, sm_count: int = H200_SMS) -> int:
 def worklist(v: dict, shape: str, causal: bool, sm_count: int = H200_SMS) -> np.ndarray:
     """s10's work list (attention_h200.cu WORKLIST), int32: grid + 1 offsets (CTA c walks entries offsets[c] ..
     offsets[c + 1] - 1), then the items, item = q tile + (L / block_m) x (b h), in the order
-    lapis.pipeline_sim.work_order deals them (the variant's persistent_order, lpt_l2; K/V tiles per item:
-    q tile + 1 causal, else L / block_n), so the simulator and the kernel walk the same lists. ScheduleError for a
+    lapis.pipeline_sim.work_order deals them (the variant's persistent_order, lpt_l2 or split_tail; K/V tiles per
+    item: q tile + 1 causal, else L / block_n), so the simulator and the kernel walk the same lists; a piece of a
+    split item (split_tail) is entry -1 - its index in the block split_workspace appends. ScheduleError for a
     variant without a work list, a shape the kernel does not take (check_shape) or sm_count < 1."""
     if not v.get("worklist"):
         raise ScheduleError("a work list is made for a variant that walks one (worklist true: s10+)",
@@ -156,9 +157,28 @@ def worklist(v: dict, shape: str, causal: bool, sm_count: int = H200_SMS) -> np.
     units = work_units(b * h, q_tiles, 1)
     lengths = [kv_tiles_per_item(q, seq // bn, bm, bn, causal) for ((_, q),) in units]
     per = section_heads(seq, d)
-    per_sm = deal(lengths, grid(v, shape, sm_count)[0], v["sim"]["persistent_order"], [u[0][0] // per for u in units])
+    order = v["sim"]["persistent_order"]  # split_tail leaves a causal list whole: its items differ in length
+    per_sm = deal(lengths, grid(v, shape, sm_count)[0], order, [u[0][0] // per for u in units])
     offsets = np.cumsum([0] + [len(s) for s in per_sm])
-    return np.concatenate([offsets, np.concatenate([np.asarray(s) for s in per_sm])]).astype(np.int32)
+    pieces = [e for s in per_sm for e in s if isinstance(e, Piece)]
+    index = {id(p): i for i, p in enumerate(pieces)}  # a Piece equals its unit's index: look pieces up by identity
+    entries = [-1 - index[id(e)] if isinstance(e, Piece) else int(e) for s in per_sm for e in s]
+    head = np.concatenate([offsets, entries]).astype(np.int32)
+    if order != "split_tail":
+        return head
+    return np.concatenate([head, split_workspace(pieces, d)]).astype(np.int32)
+
+
+def split_workspace(pieces: list, d: int) -> np.ndarray:
+    """s26's split-tail block after a work list's entries (attention_h200.cu SplitTail), int32: the piece count P and
+    split item count G, P rows (item, first K/V tile, K/V tiles, split item, rank, pieces), 8 G ticket counters at
+    0, then room for the fp32 slots, P x 2 x (d / 2 + 4) x 128 of them, from the next multiple of 4 ints (zeros).
+    The kernel finds each part from gridDim.x and the entry count (offsets[grid]); P = G = 0 where nothing is split
+    (a causal list, or items that divide evenly over the CTAs)."""
+    groups = len({p.group for p in pieces})
+    rows = [[int(p), p.first, p.count, p.group, p.rank, p.pieces] for p in pieces]
+    return np.concatenate([[len(pieces), groups], np.asarray(rows, dtype=np.int64).reshape(-1),
+                           np.zeros(8 * groups + 4 + len(pieces) * 2 * (d // 2 + 4) * 128, np.int64)])
 
 
 def threads(v: dict) -> int:

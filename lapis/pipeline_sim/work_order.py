@@ -19,6 +19,11 @@ CTA; they share nothing but the launch (each tile loads its own Q and walks all 
   loads so far: the SMs work on one section's heads at a time, so K/V reuse stays in L2 (FA4's sm90 causal
   scheduler orders its grid alike: flash_attn/cute/tile_scheduler.py SingleTileLPTScheduler). attention_h200.cu's
   s10 walks this order from a work list the host makes with `deal`.
+- `split_tail`: `lpt_l2`, then, where every unit has the same K/V tiles and they do not divide evenly over the SMs,
+  the r units dealt past the SMs' equal shares are each cut into `pieces` of consecutive K/V tiles (at least
+  MIN_PIECE_TILES a piece, at most sm_count // r pieces a unit), one piece to each of the first r x pieces SMs
+  (split_tail): r x pieces SMs run a piece at once where r SMs ran a whole unit while the others waited.
+  attention_h200.cu's s26 merges a unit's pieces (store_piece); lapis.gpu.bench_attention.worklist writes them.
 The order changes the predictions through the balance of K/V tiles per SM and through the K/V reuse it leaves in
 L2 (lapis.pipeline_sim.l2_reuse, from head_units_per_sm).
 kv_per_sm gives every SM's list (lapis.pipeline_sim.grid simulates one or all of them); the representative SM is
@@ -32,7 +37,28 @@ import math
 
 from lapis.errors import ScheduleError
 
-ORDERS = ("grid_stride", "lpt", "heavy_first", "lpt_l2", "dynamic")
+ORDERS = ("grid_stride", "lpt", "heavy_first", "lpt_l2", "dynamic", "split_tail")
+MIN_PIECE_TILES = 4  # K/V tiles a piece of a split unit keeps at least: a piece loads its own Q and pays a merge
+
+
+class Piece(int):
+    """A piece of a split unit, as dealt (`split_tail`): the int is the unit's index; first and count its K/V tiles
+    (first .. first + count - 1), group the split unit's ordinal, rank the piece's among the unit's `pieces`."""
+
+    def __new__(cls, unit: int, first: int, count: int, group: int, rank: int, pieces: int):
+        piece = super().__new__(cls, unit)
+        piece.first, piece.count, piece.group, piece.rank, piece.pieces = first, count, group, rank, pieces
+        return piece
+
+
+class PieceTiles(int):
+    """A piece's K/V tile count in a work list (head_units_per_sm), with the `pieces` its unit was cut into: the
+    simulator prices the piece's partial O out and the merge of the others' (attention_h200.py store_piece)."""
+
+    def __new__(cls, count: int, pieces: int):
+        tiles = super().__new__(cls, count)
+        tiles.pieces = pieces
+        return tiles
 L2_SECTION_BYTES = 50 * 2**20  # K and V bytes a section's heads may keep in the H200's 50 MiB L2 (FA4's budget)
 
 
@@ -65,6 +91,8 @@ def deal(lengths: list[int], sm_count: int, order: str, sections: list[int] | No
     None: one section)."""
     if order not in ORDERS:
         raise ScheduleError("unknown persistent_order", repr(order), f"use one of {', '.join(ORDERS)}")
+    if order == "split_tail":
+        return split_tail(deal(lengths, sm_count, "lpt_l2", sections), lengths)
     per_sm = [[] for _ in range(min(sm_count, len(lengths)))]
     sec = sections if order == "lpt_l2" and sections is not None else [0] * len(lengths)
     if order in ("grid_stride", "heavy_first"):
@@ -83,6 +111,29 @@ def deal(lengths: list[int], sm_count: int, order: str, sections: list[int] | No
     return per_sm
 
 
+def split_tail(per_sm: list[list[int]], lengths: list[int], min_tiles: int = MIN_PIECE_TILES) -> list[list[int]]:
+    """per_sm with the units dealt past the SMs' equal shares cut into Pieces, one piece to each of the first SMs
+    (`split_tail` in the module's orders); unchanged where the units differ in K/V tiles (a causal grid: LPT's last
+    units are its lightest), divide evenly, or would give pieces under min_tiles K/V tiles."""
+    base = len(lengths) // len(per_sm) if per_sm else 0
+    extra = [s for s in per_sm if len(s) > base]
+    if not extra or len(set(lengths)) > 1:
+        return per_sm
+    n = lengths[0]
+    pieces = min(len(per_sm) // len(extra), n // min_tiles)
+    if pieces < 2:
+        return per_sm
+    out = [list(s) for s in per_sm]
+    tails = [s.pop() for s in out if len(s) > base]
+    sm = 0
+    for group, unit in enumerate(tails):
+        for rank in range(pieces):
+            first = rank * n // pieces
+            out[sm].append(Piece(unit, first, (rank + 1) * n // pieces - first, group, rank, pieces))
+            sm += 1
+    return out
+
+
 def head_units_per_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,
                       per_cta: int = 1, order: str = "grid_stride",
                       per_section: int = 1) -> list[list[tuple[tuple[int, int], ...]]]:
@@ -91,7 +142,11 @@ def head_units_per_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int,
     units = work_units(heads, q_tiles, per_cta)
     kv = [tuple((hd, kv_tiles_per_item(q, kv_tiles, bm, bn, causal)) for hd, q in u) for u in units]
     sections = [u[0][0] // per_section for u in units]
-    return [[kv[i] for i in s] for s in deal([sum(n for _, n in k) for k in kv], sm_count, order, sections)]
+    if order == "split_tail" and per_cta != 1:
+        raise ScheduleError("a split tail cuts single-Q-tile units", f"q_tiles_per_cta={per_cta}",
+                            "use q_tiles_per_cta=1 with persistent_order=split_tail")
+    return [[((kv[i][0][0], PieceTiles(i.count, i.pieces)),) if isinstance(i, Piece) else kv[i] for i in s]
+            for s in deal([sum(n for _, n in k) for k in kv], sm_count, order, sections)]
 
 
 def kv_units_per_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int, causal: bool, sm_count: int,

@@ -57,7 +57,7 @@ def test_every_entry_names_its_whole_template_and_its_role():
     names = [attention.kernel_name(v, c) for v in attention.VARIANTS.values()
              for c in (False, True) if not c or v["causal_build"]]
     names += [gemm.kernel_name(v, o) for v in gemm.VARIANTS.values() for o in v["outputs"]]
-    assert len(names) == len(set(names)) == 50
+    assert len(names) == len(set(names)) == 52
 
 
 def test_s14_is_s13_with_the_descriptor_increments_alone():
@@ -67,8 +67,8 @@ def test_s14_is_s13_with_the_descriptor_increments_alone():
     assert {k for k in s13["sim"] if s13["sim"][k] != s14["sim"][k]} == {"kernel_loop"}
     assert (s13["sim"]["kernel_loop"], s14["sim"]["kernel_loop"]) == ("s13", "s14")
     assert (s13["desc_inc"], s14["desc_inc"]) == (False, True)
-    assert [k for k, v in attention.VARIANTS.items() if v["desc_inc"]] == ["s14", "s15", "s16", "s17", "s18", "s19",
-                                                                                 "s20", "s21", "s22", "s23", "s24", "s25"]
+    assert [k for k, v in attention.VARIANTS.items() if v["desc_inc"]] == [
+        "s14", "s15", "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23", "s24", "s25", "s26"]
     assert attention.kernel_name(s14) == "attn_s14_desc_inc_s2_n128_c2"
     assert attention.kernel_name(s14, causal=True) == "attn_s14_desc_inc_causal_s2_n128_c2"
     assert (s14["blind"], s14["causal_build"]["blind"]) == ("attention_h200_s14", "attention_h200_s14")
@@ -80,7 +80,7 @@ def test_s15_is_s14_with_the_late_v_wait_alone():
     # the simulator runs its turn in the kernel's order (late_v) from its own compiled loop
     assert {k: v for k, v in s15["sim"].items() if s14["sim"].get(k) != v} == {"kernel_loop": "s15", "late_v": 1}
     assert [k for k, v in attention.VARIANTS.items() if v["late_v"]] == ["s15", "s16", "s17", "s18", "s19", "s20",
-                                                                               "s21", "s22", "s23", "s24", "s25"]
+                                                                               "s21", "s22", "s23", "s24", "s25", "s26"]
     assert attention.kernel_name(s15) == "attn_s15_late_v_s2_n128_c2"
     assert attention.kernel_name(s15, causal=True) == "attn_s15_late_v_causal_s2_n128_c2"
     assert (s15["blind"], s15["causal_build"]["blind"]) == ("attention_h200_s15", "attention_h200_s15")
@@ -93,7 +93,7 @@ def test_s16_is_s15_with_the_early_pack_alone():
     assert {k: v for k, v in s16["sim"].items() if s15["sim"].get(k) != v} == {"kernel_loop": "s16"}
     assert "side_warps" not in s16["sim"]
     assert [k for k, v in attention.VARIANTS.items() if v["early_pack"]] == ["s16", "s17", "s18", "s19", "s20", "s21",
-                                                                                   "s22", "s23", "s24", "s25"]
+                                                                                   "s22", "s23", "s24", "s25", "s26"]
     assert attention.kernel_name(s16) == "attn_s16_early_pack_s2_n128_c2"
     assert attention.kernel_name(s16, causal=True) == "attn_s16_early_pack_causal_s2_n128_c2"
     assert (s16["blind"], s16["causal_build"]["blind"]) == ("attention_h200_s16", "attention_h200_s16")
@@ -105,7 +105,7 @@ def test_s17_is_s16_with_the_one_sync_turn_wait_alone():
     # its own compiled loop; the simulator parameters otherwise s16's
     assert {k: v for k, v in s17["sim"].items() if s16["sim"].get(k) != v} == {"kernel_loop": "s17"}
     assert [k for k, v in attention.VARIANTS.items() if v["one_sync"]] == [
-        "s17", "s18", "s19", "s20", "s21", "s22", "s23", "s24", "s25"]
+        "s17", "s18", "s19", "s20", "s21", "s22", "s23", "s24", "s25", "s26"]
     assert attention.kernel_name(s17) == "attn_s17_one_sync_s2_n128_c2"
     assert attention.kernel_name(s17, causal=True) == "attn_s17_one_sync_causal_s2_n128_c2"
     assert (s17["blind"], s17["causal_build"]["blind"]) == ("attention_h200_s17", "attention_h200_s17")
@@ -117,7 +117,7 @@ def test_s18_is_s17_with_the_hoisted_barrier_addresses_alone():
     # its own compiled loop; the simulator parameters otherwise s17's
     assert {k: v for k, v in s18["sim"].items() if s17["sim"].get(k) != v} == {"kernel_loop": "s18"}
     assert [k for k, v in attention.VARIANTS.items() if v["bar_hoist"]] == [
-        "s18", "s19", "s20", "s21", "s22", "s23", "s24", "s25"]
+        "s18", "s19", "s20", "s21", "s22", "s23", "s24", "s25", "s26"]
     assert attention.kernel_name(s18) == "attn_s18_bar_hoist_s2_n128_c2"
     assert attention.kernel_name(s18, causal=True) == "attn_s18_bar_hoist_causal_s2_n128_c2"
     assert (s18["blind"], s18["causal_build"]["blind"]) == ("attention_h200_s18", "attention_h200_s18")
@@ -137,7 +137,8 @@ def test_s20_is_s18_with_the_turns_waits_as_spins_alone():
     s18, s20 = attention.VARIANTS["s18"], attention.VARIANTS["s20"]
     assert {k for k in s18 if s18[k] != s20[k]} == {"entry", "spin_wait", "blind", "causal_build", "sim"}
     assert {k: v for k, v in s20["sim"].items() if s18["sim"].get(k) != v} == {"kernel_loop": "s20"}
-    assert [k for k, v in attention.VARIANTS.items() if v["spin_wait"]] == ["s20", "s21", "s22", "s23", "s24", "s25"]
+    assert [k for k, v in attention.VARIANTS.items() if v["spin_wait"]] == [
+        "s20", "s21", "s22", "s23", "s24", "s25", "s26"]
     assert not s20["early_test"]
     assert attention.kernel_name(s20) == "attn_s20_spin_wait_s2_n128_c2"
     assert attention.kernel_name(s20, causal=True) == "attn_s20_spin_wait_causal_s2_n128_c2"
@@ -148,7 +149,8 @@ def test_s21_is_s20_with_the_producers_waits_asleep_alone():
     s20, s21 = attention.VARIANTS["s20"], attention.VARIANTS["s21"]
     assert {k for k in s20 if s20[k] != s21[k]} == {"entry", "sleep_acquire", "blind", "causal_build", "sim"}
     assert {k: v for k, v in s21["sim"].items() if s20["sim"].get(k) != v} == {"kernel_loop": "s21"}
-    assert [k for k, v in attention.VARIANTS.items() if v["sleep_acquire"]] == ["s21", "s22", "s23", "s24", "s25"]
+    assert [k for k, v in attention.VARIANTS.items() if v["sleep_acquire"]] == [
+        "s21", "s22", "s23", "s24", "s25", "s26"]
     assert attention.kernel_name(s21) == "attn_s21_sleep_acquire_s2_n128_c2"
     assert attention.kernel_name(s21, causal=True) == "attn_s21_sleep_acquire_causal_s2_n128_c2"
     assert (s21["blind"], s21["causal_build"]["blind"]) == ("attention_h200_s21", "attention_h200_s21")
@@ -229,7 +231,7 @@ def test_a_variant_added_to_the_catalog_alone_reaches_the_bench_the_simulator_an
     inc = (tmp_path / "lapis" / "gpu" / "kernels" / "attention_variants.inc").read_text()
     assert ("LAPIS_ATTENTION(attn_s9_tuned_n64_s3_n64_c2, 3, 64, 2, true, true, true, true, 0, true, true, 1, false, "
             "false, false, 1, false, false, false, false, false, false, false, false, false, "
-            "false, false)  // s9_n64\n") in inc
+            "false, false, false)  // s9_n64\n") in inc
     assert inc.startswith(generate.attention_inc())  # the other entry points, unchanged and in order
     r = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
@@ -257,7 +259,7 @@ def test_the_catalogs_rules_are_the_kernels_static_asserts():
     rules = [rule for _, rule in attention.RULES]
     assert set(rules) <= set(asserted)
     assert set(re.findall(r'static_assert\((?:[^;]*?),\s*"([^"]+)"\);', features)) <= set(rules)
-    assert len(rules) == 24
+    assert len(rules) == 25
 
 
 def test_the_generated_lists_header_names_the_features_template_parameters_in_order():
@@ -267,7 +269,7 @@ def test_the_generated_lists_header_names_the_features_template_parameters_in_or
     src = (generate.KERNELS / "attention_h200.cu").read_text()
     declared = src[src.rindex("template <", 0, src.index("struct Features {")):src.index("struct Features {")]
     names = re.findall(r"(?:bool|int) (\w+)_", declared)
-    assert names[-4:] == ["SLEEP_ACQUIRE", "CROSS", "EARLY_ITEM", "DESC64"] and len(names) == 22
+    assert names[-4:] == ["CROSS", "EARLY_ITEM", "DESC64", "SPLIT_TAIL"] and len(names) == 23
     header = generate.attention_inc().splitlines()[1]
     assert header.endswith(f"Features<{', '.join(names)}>)")
     assert (generate.KERNELS / "attention_variants.inc").read_text().splitlines()[1] == header
@@ -320,7 +322,7 @@ def test_s23_is_s22_with_the_gemm_turns_running_on_across_items_alone():
     s22, s23 = attention.VARIANTS["s22"], attention.VARIANTS["s23"]
     assert {k for k in s22 if s22[k] != s23[k]} == {"entry", "cross", "blind", "causal_build", "sim"}
     assert {k: v for k, v in s23["sim"].items() if s22["sim"].get(k) != v} == {"kernel_loop": "s23", "cross_item": 1}
-    assert [k for k, v in attention.VARIANTS.items() if v["cross"]] == ["s23", "s24", "s25"]
+    assert [k for k, v in attention.VARIANTS.items() if v["cross"]] == ["s23", "s24", "s25", "s26"]
     assert attention.kernel_name(s23) == "attn_s23_cross_s2_n128_c2"
     assert attention.kernel_name(s23, causal=True) == "attn_s23_cross_causal_s2_n128_c2"
     assert (s23["blind"], s23["causal_build"]["blind"]) == ("attention_h200_s23", "attention_h200_s23")
@@ -337,7 +339,7 @@ def test_s24_is_s23_with_the_item_boundarys_scalar_work_early_alone():
     s23, s24 = attention.VARIANTS["s23"], attention.VARIANTS["s24"]
     assert {k for k in s23 if s23[k] != s24[k]} == {"entry", "early_item", "blind", "causal_build", "sim"}
     assert {k: v for k, v in s24["sim"].items() if s23["sim"].get(k) != v} == {"kernel_loop": "s24"}
-    assert [k for k, v in attention.VARIANTS.items() if v["early_item"]] == ["s24", "s25"]
+    assert [k for k, v in attention.VARIANTS.items() if v["early_item"]] == ["s24", "s25", "s26"]
     assert attention.kernel_name(s24) == "attn_s24_early_item_s2_n128_c2"
     assert attention.kernel_name(s24, causal=True) == "attn_s24_early_item_causal_s2_n128_c2"
     assert (s24["blind"], s24["causal_build"]["blind"]) == ("attention_h200_s24", "attention_h200_s24")
@@ -353,7 +355,7 @@ def test_s25_is_s24_with_the_64_bit_descriptor_adds_alone():
     s24, s25 = attention.VARIANTS["s24"], attention.VARIANTS["s25"]
     assert {k for k in s24 if s24[k] != s25[k]} == {"entry", "desc64", "blind", "causal_build", "sim"}
     assert {k: v for k, v in s25["sim"].items() if s24["sim"].get(k) != v} == {"kernel_loop": "s25"}
-    assert [k for k, v in attention.VARIANTS.items() if v["desc64"]] == ["s25"]
+    assert [k for k, v in attention.VARIANTS.items() if v["desc64"]] == ["s25", "s26"]
     assert attention.kernel_name(s25) == "attn_s25_desc64_s2_n128_c2"
     assert attention.kernel_name(s25, causal=True) == "attn_s25_desc64_causal_s2_n128_c2"
     assert (s25["blind"], s25["causal_build"]["blind"]) == ("attention_h200_s25", "attention_h200_s25")
@@ -376,8 +378,25 @@ def test_a_template_parameter_of_the_wrong_type_is_refused_by_name(key, value):
 def test_the_generator_refuses_a_repeated_kernel_name_and_writes_nothing(monkeypatch, capsys):
     inc = attention_plan.KERNELS / "attention_variants.inc"
     before = inc.read_text()
-    monkeypatch.setitem(attention.VARIANTS, "s26", dict(attention.VARIANTS["s25"]))  # s25's entry names again
+    monkeypatch.setitem(attention.VARIANTS, "s99", dict(attention.VARIANTS["s25"]))  # s25's entry names again
     assert generate.main([]) == 2
     err = capsys.readouterr().err
     assert "each catalog entry point has its own kernel name" in err and "attn_s25_desc64_s2_n128_c2" in err
     assert inc.read_text() == before
+
+
+def test_s26_is_s25_with_the_split_tail_alone():
+    s25, s26 = attention.VARIANTS["s25"], attention.VARIANTS["s26"]
+    assert {k for k in s25 if s25[k] != s26[k]} == {"entry", "split_tail", "blind", "causal_build", "sim"}
+    assert {k: v for k, v in s26["sim"].items() if s25["sim"].get(k) != v} == {
+        "kernel_loop": "s26", "persistent_order": "split_tail"}
+    assert [k for k, v in attention.VARIANTS.items() if v["split_tail"]] == ["s26"]
+    assert attention.kernel_name(s26) == "attn_s26_split_tail_s2_n128_c2"
+    assert attention.kernel_name(s26, causal=True) == "attn_s26_split_tail_causal_s2_n128_c2"
+    assert (s26["blind"], s26["causal_build"]["blind"]) == ("attention_h200_s26", "attention_h200_s26")
+
+
+def test_a_split_tail_entry_outside_the_early_item_loop_is_refused_by_name():
+    with pytest.raises(ScheduleError, match="the split tail's pieces end s24's cross-item loop over a work list") as e:
+        attention.check_template(dict(attention.VARIANTS["s23"], split_tail=True))
+    assert "'split_tail': True" in str(e.value)

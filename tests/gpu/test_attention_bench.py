@@ -49,31 +49,31 @@ def test_flops_smem_and_threads_by_hand():
     assert ba.kernel_name(ba.VARIANTS["s3"]) == "attn_s3_two_consumers_s2_n128_c2"
     assert ba.kernel_name(ba.VARIANTS["s2"]) == "attn_s2_ws_ring_s2_n128_c1"
     assert instantiated("s1") == ("1 128 1 false false false false 0 false false 1 false false false 1 false "
-                                  "false false false false false false false false false false").split()
+                                  "false false false false false false false false false false false").split()
     assert instantiated("s2") == ("2 128 1 true false false false 0 false false 1 false false false 1 false "
-                                  "false false false false false false false false false false").split()
+                                  "false false false false false false false false false false false").split()
     assert instantiated("s3") == ("2 128 2 true false false false 0 false false 1 false false false 1 false "
-                                  "false false false false false false false false false false").split()
+                                  "false false false false false false false false false false false").split()
     # s4: s3's tiles, warpgroups and smem (K and V slots are freed apart, not sized apart)
     assert ba.smem_bytes(ba.VARIANTS["s4"], plan) == 32768 + 2 * 65536 + 1024
     assert ba.threads(ba.VARIANTS["s4"]) == 384 and ba.q_operand(ba.VARIANTS["s4"], plan)["box"] == [64, 128]
     assert ba.kernel_name(ba.VARIANTS["s4"]) == "attn_s4_pingpong_s2_n128_c2"
     assert instantiated("s4") == ("2 128 2 true true false false 0 false false 1 false false false 1 false "
-                                  "false false false false false false false false false false").split()
+                                  "false false false false false false false false false false false").split()
     # s5: s4's tiles and turns, QK_j and PV_{j-1} issued back to back in a turn
     assert ba.smem_bytes(ba.VARIANTS["s5"], plan) == 32768 + 2 * 65536 + 1024 and ba.threads(ba.VARIANTS["s5"]) == 384
     assert ba.kernel_name(ba.VARIANTS["s5"]) == "attn_s5_intra_overlap_s2_n128_c2"
     assert instantiated("s5") == ("2 128 2 true true true false 0 false false 1 false false false 1 false "
-                                  "false false false false false false false false false false").split()
+                                  "false false false false false false false false false false false").split()
     # s6 at emulate_frac 0, 1/8 (EMU 4), 1/4 (EMU 2); s7 adds the conditional rescale, threshold 8 in log2 units
     assert instantiated("s6") == ("2 128 2 true true true true 0 false false 1 false false false 1 false "
-                                  "false false false false false false false false false false").split()
+                                  "false false false false false false false false false false false").split()
     assert instantiated("s6_emu8") == ("2 128 2 true true true true 4 false false 1 false false false 1 false "
-                                       "false false false false false false false false false false").split()
+                                       "false false false false false false false false false false false").split()
     assert instantiated("s6_emu4") == ("2 128 2 true true true true 2 false false 1 false false false 1 false "
-                                       "false false false false false false false false false false").split()
+                                       "false false false false false false false false false false false").split()
     assert instantiated("s7") == ("2 128 2 true true true true 0 true false 1 false false false 1 false "
-                                  "false false false false false false false false false false").split()
+                                  "false false false false false false false false false false false").split()
     assert "constexpr float RESCALE_THRESHOLD = 8.f;" in attention_plan.KERNELS.joinpath("attention_softmax.cuh").read_text()
     assert [ba.sim_params(ba.VARIANTS[v]).get("emulate_frac") for v in ("s6", "s6_emu8", "s6_emu4", "s7")] == [
         0.0, 0.125, 0.25, 0.0]
@@ -81,7 +81,7 @@ def test_flops_smem_and_threads_by_hand():
     assert ba.kernel_name(ba.VARIANTS["s6_emu8"]) == "attn_s6_exp2_emu8_s2_n128_c2"
     # s8: s7 on a persistent grid of one CTA per SM, with a second Q slot (32 KiB more shared memory)
     assert instantiated("s8") == ("2 128 2 true true true true 0 true true 2 false false false 1 false "
-                                  "false false false false false false false false false false").split()
+                                  "false false false false false false false false false false false").split()
     assert ba.smem_bytes(ba.VARIANTS["s8"], plan) == 2 * 32768 + 2 * 65536 + 1024
     assert ba.grid(ba.VARIANTS["s8"], "8x16x4096x128") == (132, 1) and ba.grid(ba.VARIANTS["s8"], "1x1x256x128") == (2, 1)
     assert ba.grid(ba.VARIANTS["s7"], "8x16x4096x128") == (32, 128)
@@ -89,40 +89,43 @@ def test_flops_smem_and_threads_by_hand():
     assert ba.items_per_cta(ba.VARIANTS["s7"], "8x16x4096x128") == 1
     # s9: s8 with 3 stages and one Q slot: 32 KiB + 3 x 64 KiB + 1 KiB align
     assert instantiated("s9") == ("3 128 2 true true true true 0 true true 1 false false false 1 false "
-                                  "false false false false false false false false false false").split()
+                                  "false false false false false false false false false false false").split()
     assert instantiated("s10") == ("3 128 2 true true true true 0 true true 1 false false true 1 false "
-                                   "false false false false false false false false false false").split()
+                                   "false false false false false false false false false false false").split()
     assert instantiated("s11") == ("3 128 2 true true true true 0 true true 1 false false true 4 false "
-                                   "false false false false false false false false false false").split()
+                                   "false false false false false false false false false false false").split()
     assert instantiated("s12") == ("2 128 2 true true true true 0 true true 2 false false true 4 false "
-                                   "false false false false false false false false false false").split()
+                                   "false false false false false false false false false false false").split()
     assert instantiated("s13") == ("2 128 2 true true true true 0 true true 2 false false true 1 false "
-                                   "false false false false false false false false false false").split()
+                                   "false false false false false false false false false false false").split()
     assert instantiated("s14") == ("2 128 2 true true true true 0 true true 2 false false true 1 true "
-                                   "false false false false false false false false false false").split()
+                                   "false false false false false false false false false false false").split()
     assert instantiated("s15") == ("2 128 2 true true true true 0 true true 2 false false true 1 true true false "
-                                   "false false false false false false false false").split()
+                                   "false false false false false false false false false").split()
     # s16: s15 with P_j packed before the conditional O rescale (EARLY_PACK)
     assert instantiated("s16") == ("2 128 2 true true true true 0 true true 2 false false true 1 true true true "
-                                   "false false false false false false false false").split()
+                                   "false false false false false false false false false").split()
     # s17: s16 with the GEMM turn's wait as one bar.sync on a register barrier id (ONE_SYNC)
     assert instantiated("s17") == ("2 128 2 true true true true 0 true true 2 false false true 1 true true true "
-                                   "true false false false false false false false").split()
+                                   "true false false false false false false false false").split()
     # s18: s17 with the consumer's mbarrier addresses held in registers across the loop (BAR_HOIST)
     assert instantiated("s18") == ("2 128 2 true true true true 0 true true 2 false false true 1 true true true "
-                                   "true true false false false false false false").split()
+                                   "true true false false false false false false false").split()
     # s19: s18 with the turn's K and V waits tested before its bar.sync (EARLY_TEST)
     assert instantiated("s19") == ("2 128 2 true true true true 0 true true 2 false false true 1 true true true "
-                                   "true true true false false false false false").split()
+                                   "true true true false false false false false false").split()
     # s20: s18 with the turn's K and V waits as spins with no watchdog (SPIN_WAIT)
     assert instantiated("s20") == ("2 128 2 true true true true 0 true true 2 false false true 1 true true true "
-                                   "true true false true false false false false").split()
-    # s21: s20 with the producer's slot waits suspended until the slot frees (SLEEP_ACQUIRE, the last argument)
+                                   "true true false true false false false false false").split()
+    # s21: s20 with the producer's slot waits suspended until the slot frees (SLEEP_ACQUIRE, the nineteenth flag)
     assert instantiated("s21") == ("2 128 2 true true true true 0 true true 2 false false true 1 true true true "
-                                   "true true false true true false false false").split()
-    # s25: s24 (early_item, the twenty-first Features flag) with the 64-bit descriptor adds (DESC64, the last)
+                                   "true true false true true false false false false").split()
+    # s25: s24 (early_item, the twenty-first Features flag) with the 64-bit descriptor adds (DESC64, the 22nd);
+    # s26: s25 with the split tail (SPLIT_TAIL, the last)
     assert instantiated("s25") == ("2 128 2 true true true true 0 true true 2 false false true 2 true true true "
-                                   "true true false true true true true true").split()
+                                   "true true false true true true true true false").split()
+    assert instantiated("s26") == ("2 128 2 true true true true 0 true true 2 false false true 2 true true true "
+                                   "true true false true true true true true true").split()
     assert ba.smem_bytes(ba.VARIANTS["s9"], plan) == 32768 + 3 * 65536 + 1024 <= 227 * 1024 - 1024
     with pytest.raises(ScheduleError, match="multiple of the kernel's block_m"):
         ba.check_shape(ba.VARIANTS["s3"], "1x2x576x128")  # 576 = 4.5 x 128
@@ -292,7 +295,7 @@ def test_s9_blind_sets_hold_the_kernel_parameters_causal_and_not():
 
 def test_the_load_free_diagnostic_is_s5_without_loads_and_never_a_default_or_a_table_row():
     assert instantiated("s5_noload") == ("2 128 2 true true true false 0 false false 1 false true false 1 false "
-                                         "false false false false false false false false false false").split()
+                                         "false false false false false false false false false false false").split()
     v = ba.VARIANTS["s5_noload"]
     differs = ("entry", "noload", "diagnostic", "blind", "sweep")  # never predicted, never a sweep row's kernel
     assert {k: x for k, x in v.items() if k not in differs} == {
@@ -334,6 +337,28 @@ def test_s10_work_list_holds_every_item_once_in_the_simulators_order():
     assert items[offsets[0]] == 31  # CTA 0 starts with the first section's longest Q tile (head 0, tile 31)
     plain = worklist(v, "32x16x1024x128", causal=False)
     assert np.diff(plain[:133]).tolist() == [32] * 4 + [31] * 128  # 4096 equal items over 132 CTAs
+
+
+def test_s26_work_list_ends_on_pieces_and_carries_their_rows_counters_and_slots():
+    from lapis.gpu.bench_attention import worklist
+
+    wl = worklist(ba.VARIANTS["s26"], "8x16x4096x128", causal=False)
+    offsets = wl[:133]
+    assert offsets[-1] == 4092 + 32  # 31 items a CTA, then 4 items x 8 pieces on CTAs 0..31
+    entries = wl[133:133 + offsets[-1]]
+    assert np.diff(offsets).tolist() == [32] * 32 + [31] * 100
+    assert [int(entries[offsets[c + 1] - 1]) for c in range(32)] == [-1 - i for i in range(32)]
+    assert sorted(int(e) for e in entries if e >= 0) == list(range(4092))
+    t = 133 + offsets[-1]
+    assert (wl[t], wl[t + 1]) == (32, 4)  # pieces, split items
+    rows = wl[t + 2:t + 2 + 6 * 32].reshape(32, 6)
+    assert rows[:, 0].tolist() == [4092] * 8 + [4093] * 8 + [4094] * 8 + [4095] * 8  # the items left over
+    assert rows[:8, 1].tolist() == [0, 4, 8, 12, 16, 20, 24, 28] and set(rows[:, 2].tolist()) == {4}
+    assert rows[:, 3:].tolist() == [[g, r, 8] for g in range(4) for r in range(8)]
+    slots = (t + 2 + 6 * 32 + 8 * 4 + 3) // 4 * 4  # the kernel's SplitTail::at
+    assert len(wl) >= slots + 32 * 2 * 68 * 128 and not wl[t + 2 + 6 * 32:].any()  # counters and slots at 0
+    causal = worklist(ba.VARIANTS["s26"], "8x16x4096x128", causal=True)
+    assert causal[133 + 4096:133 + 4098].tolist() == [0, 0] and (causal[133:133 + 4096] >= 0).all()
 
 
 def test_a_work_list_is_refused_for_what_the_kernel_cannot_walk():

@@ -53,3 +53,32 @@ def test_dynamic_balances_causal_work_within_one_item_of_the_mean():
     # causal 8x16x4096x128: 67584 K/V tiles, 512 per SM on average, items of at most 32 tiles
     per_sm = kv_per_sm(128, 32, 32, 128, 128, True, 132, 1, "dynamic")
     assert max(map(sum, per_sm)) <= 512 + 32 and min(map(sum, per_sm)) >= 512 - 32
+
+
+def test_split_tail_cuts_the_units_past_the_equal_shares_into_pieces_one_an_sm():
+    # 10 units of 8 K/V tiles on 4 SMs: 2 each, and units 8 and 9 left over; 4 // 2 = 2 pieces a unit of 4 tiles
+    per_sm = deal([8] * 10, 4, "split_tail")
+    assert [[int(u) for u in s] for s in per_sm] == [[0, 4, 8], [1, 5, 8], [2, 6, 9], [3, 7, 9]]
+    pieces = [s[-1] for s in per_sm]
+    assert [(p.first, p.count, p.group, p.rank, p.pieces) for p in pieces] == [
+        (0, 4, 0, 0, 2), (4, 4, 0, 1, 2), (0, 4, 1, 0, 2), (4, 4, 1, 1, 2)]
+    assert [len(s) for s in deal([8] * 10, 4, "lpt_l2")] == [3, 3, 2, 2]  # what the pieces replace
+
+
+def test_split_tail_leaves_lists_whole_where_nothing_is_gained_or_lengths_differ():
+    assert deal([8] * 8, 4, "split_tail") == deal([8] * 8, 4, "lpt_l2")  # 2 each: no tail
+    assert deal([7] * 9, 4, "split_tail") == deal([7] * 9, 4, "lpt_l2")  # 7 // 4 = 1 piece: not split
+    assert deal([1, 2, 3, 4, 5], 2, "split_tail") == deal([1, 2, 3, 4, 5], 2, "lpt_l2")  # causal-like
+
+
+def test_split_tail_at_the_five_shapes_gives_each_sm_31_items_and_at_most_one_piece():
+    # 4096 items of 128 x 128 on 132 SMs: 4 left over, pieces of >= 4 K/V tiles, at most 33 a unit
+    for seq, pieces in ((1024, 2), (2048, 4), (4096, 8), (8192, 16), (16384, 32)):
+        kv = seq // 128
+        per_sm = kv_units_per_sm(4096 // (seq // 128), seq // 128, kv, 128, 128, False, 132, 1, "split_tail",
+                                 section_heads(seq, 128))
+        loads = sorted(sum(map(sum, s)) for s in per_sm)
+        assert sum(loads) == 4096 * kv
+        assert loads[-1] == 31 * kv + kv // pieces and loads[0] == 31 * kv
+        assert sum(1 for s in per_sm if len(s) == 32) == 4 * pieces
+        assert {s[-1][0].pieces for s in per_sm if len(s) == 32} == {pieces}

@@ -87,6 +87,13 @@
 //                 once per item (q_desc), K's and V's advanced from a 64-bit base by one 64-bit add per K-step
 //                 (desc64_at; ptxas issues UIADD3.64), where s24 adds each descriptor's low word and moves its high word
 //                 (UIADD3 + UMOV per operand per K-step). FA4's sm90 forward's SASS builds its descriptors so.
+// s26 (SPLIT_TAIL) s25 with the last round's work items split along K/V: where the items do not divide evenly over
+//                 the CTAs, each of the r items left over after every CTA has its equal share is cut into pieces
+//                 (consecutive K/V tiles) that r x pieces CTAs run at once, in place of r CTAs running one whole
+//                 item each while the others wait. A piece's consumer warps write their unnormalized O, m and l to
+//                 a workspace slot; the last of an item's pieces to arrive (per warp, an atomic ticket) merges the
+//                 others' into its own and stores O (store_piece). The host makes the pieces (the work list's
+//                 negative entries; lapis.pipeline_sim.work_order.split_tail) for non-causal runs only.
 //
 // Softmax (online, per row, in registers): m = running max of the raw scores, l = running sum;
 //   p = exp2f((s - m_new) * scale_log2) with scale_log2 = log2(e) / sqrt(D) (a subtract and a multiply per
@@ -148,12 +155,14 @@ struct Bool {
 // K and V waits of the turn without the watchdog (consumer_spin_wait), SLEEP_ACQUIRE s21's producer waits suspended
 // until their slot frees (producer_sleep_acquire), CROSS s23's turn across items (the next item's QK_0 beside this
 // item's last PV), EARLY_ITEM s24's next item decoded a turn ahead and 1 / l taken before the last PV's turn,
-// DESC64 s25's descriptors as 64-bit bases advanced by 64-bit adds (Q's built once per item: q_desc).
+// DESC64 s25's descriptors as 64-bit bases advanced by 64-bit adds (Q's built once per item: q_desc), SPLIT_TAIL
+// s26's work list whose negative entries are pieces of an item (a K/V tile range), merged by store_piece.
 template <bool PP_, bool OVERLAP_ = false, bool EXP2_ = false, int EMU_ = 0, bool COND_ = false, bool PERSIST_ = false,
           int Q_SLOTS_ = PERSIST_ ? 2 : 1, bool CAUSAL_ = false, bool NOLOAD_ = false, bool WORKLIST_ = false,
           int CHAINS_ = 1, bool DESC_INC_ = false, bool LATE_V_ = false, bool EARLY_PACK_ = false,
           bool ONE_SYNC_ = false, bool BAR_HOIST_ = false, bool EARLY_TEST_ = false, bool SPIN_WAIT_ = false,
-          bool SLEEP_ACQUIRE_ = false, bool CROSS_ = false, bool EARLY_ITEM_ = false, bool DESC64_ = false>
+          bool SLEEP_ACQUIRE_ = false, bool CROSS_ = false, bool EARLY_ITEM_ = false, bool DESC64_ = false,
+          bool SPLIT_TAIL_ = false>
 struct Features {
   static constexpr bool PP = PP_, OVERLAP = OVERLAP_, EXP2 = EXP2_, COND = COND_, PERSIST = PERSIST_, CAUSAL = CAUSAL_;
   // NOLOAD (diagnostic builds only, never a table row): past the ring's first fill the producer arrives on the full
@@ -200,6 +209,9 @@ struct Features {
   // s25: the turn's descriptors as 64-bit bases advanced by 64-bit adds (desc64_at)
   static constexpr bool DESC64 = DESC64_;
   static_assert(!DESC64 || DESC_INC, "the 64-bit descriptor adds replace s14's low-word increments");
+  // s26: work-list entries that are pieces of an item, merged by the last piece's warps (store_piece)
+  static constexpr bool SPLIT_TAIL = SPLIT_TAIL_;
+  static_assert(!SPLIT_TAIL || EARLY_ITEM, "the split tail's pieces end s24's cross-item loop over a work list");
   // s8: Q of the next work item loads while this one runs; s9 (3 stages) has room for one Q slot only
   static constexpr int Q_SLOTS = Q_SLOTS_;
   static_assert(Q_SLOTS == 1 || (Q_SLOTS == 2 && PERSIST), "two Q slots serve a persistent CTA's next item");
@@ -386,6 +398,66 @@ __device__ __forceinline__ void store_o(const float (&o)[D / 2], const float (&l
   store_o_inv(o, inv, out, row0);
 }
 
+// s26: the split tail's workspace, after the work list's entries (lapis.gpu.bench_attention.worklist): at
+// T = gridDim.x + 1 + entries, the piece count P and the split items' count G, then P rows of PIECE_FIELDS ints
+// (item, first K/V tile, K/V tiles, split item g, rank among its pieces, pieces), then 8 G ticket counters (one per
+// split item, consumer warpgroup and warp: 0 between launches), then from the next multiple of 4 ints the fp32 slots:
+// per piece and consumer warpgroup, SLOT_FIELDS fields (O's D / 2 values, then m and l of the thread's two rows) of
+// 128 threads each, field-major so that a warp's stores and loads are coalesced.
+constexpr int PIECE_FIELDS = 6, SLOT_FIELDS = D / 2 + 4;
+struct SplitTail {
+  const int* pieces;  // P rows of PIECE_FIELDS
+  int* tickets;       // 8 G counters
+  float* slots;       // P x 2 x SLOT_FIELDS x 128
+  __device__ static SplitTail at(const int* worklist, int grid) {
+    const int t = grid + 1 + worklist[grid], p = worklist[t], g = worklist[t + 1];
+    const int c = t + 2 + PIECE_FIELDS * p, w = (c + 8 * g + 3) & ~3;
+    int* base = const_cast<int*>(worklist);  // the host's buffer is writable: only its entries are read-only
+    return SplitTail{worklist + t + 2, base + c, reinterpret_cast<float*>(base + w)};
+  }
+};
+
+// s26: a piece's end (attention_h200.cu SPLIT_TAIL). The thread's O (unnormalized), m and l go to the piece's slot;
+// each warp (16 rows) takes a ticket; the warp whose ticket is the item's last merges every other piece's slot into
+// its registers, O and l scaled to the larger m (exp2((m_p - m) * scale_log2): O and l are relative to their m),
+// resets its counter for the next launch and stores O / l. index: the piece's row in split.pieces.
+__device__ __forceinline__ void store_piece(float (&o)[D / 2], float (&m)[2], float (&l)[2], const SplitTail& split,
+                                            int index, float scale_log2, __nv_bfloat16* out, int64_t row0, int wg) {
+  const int* piece = split.pieces + PIECE_FIELDS * index;
+  const int g = piece[3], rank = piece[4], pieces = piece[5], t = threadIdx.x % 128;
+  auto slot = [&](int r) { return split.slots + (static_cast<size_t>(g * pieces + r) * 2 + wg) * SLOT_FIELDS * 128 + t; };
+  float* mine = slot(rank);
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) __stcg(mine + i * 128, o[i]);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) __stcg(mine + (D / 2 + h) * 128, m[h]), __stcg(mine + (D / 2 + 2 + h) * 128, l[h]);
+  __threadfence();  // this thread's slot before the warp's ticket (the merging warp fences after reading it)
+  __syncwarp();
+  int* ticket = split.tickets + (g * 2 + wg) * 4 + t / 32;
+  int mine_ticket = 0;
+  if (t % 32 == 0) mine_ticket = atomicAdd(ticket, 1);
+  if (__shfl_sync(0xffffffffu, mine_ticket, 0) != pieces - 1) return;  // another piece's warp merges these rows
+  __threadfence();
+#pragma unroll 1
+  for (int r = 0; r < pieces; ++r) {
+    if (r == rank) continue;
+    const float* p = slot(r);
+    float a[2], b[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float mr = __ldcg(p + (D / 2 + h) * 128), mx = fmaxf(m[h], mr);
+      a[h] = exp2f((m[h] - mx) * scale_log2);
+      b[h] = exp2f((mr - mx) * scale_log2);
+      m[h] = mx;
+      l[h] = l[h] * a[h] + __ldcg(p + (D / 2 + 2 + h) * 128) * b[h];
+    }
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = o[i] * a[(i / 2) % 2] + __ldcg(p + i * 128) * b[(i / 2) % 2];
+  }
+  if (t % 32 == 0) atomicExch(ticket, 0);  // every piece of this warp's rows has taken its ticket
+  store_o(o, l, out, row0);
+}
+
 template <int STAGES, int BN, int CONSUMER_WGS, bool WS, class F>
 __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorMap& tmap_k, const TensorMap& tmap_v,
                                           __nv_bfloat16* out, int seq_len, int bh_count, float scale_log2,
@@ -417,8 +489,20 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
   auto item_at = [&](int k) { return F::WORKLIST ? worklist[gridDim.x + 1 + k] : k; };
   static_assert(!F::CAUSAL || Cfg::BLOCK_M == BN, "the causal diagonal is one K/V tile: block_m = block_n");
   // Work item w -> (first K/V row, first Q row); sets kv_tiles.
+  // s26: the split tail's block, found when a piece comes (not held in registers across the item loop)
+  auto split = [&] { return SplitTail::at(worklist, gridDim.x); };
   auto item = [&](int w, int& kv0, int& q0) {
     const bool heavy_first = F::CAUSAL && !F::WORKLIST;  // s9's causal order; a work list names q tile and head
+    if constexpr (F::SPLIT_TAIL) {
+      if (w < 0) {  // s26: piece -1 - w, K/V tiles [first, first + count) of its item
+        const int* piece = split().pieces + PIECE_FIELDS * (-1 - w);
+        const int wi = piece[0], qt = wi % q_tiles, bh = wi / q_tiles;
+        kv0 = bh * seq_len + piece[1] * BN;
+        q0 = bh * seq_len + qt * Cfg::BLOCK_M;
+        kv_tiles = piece[2];
+        return;
+      }
+    }
     const int qt = heavy_first ? q_tiles - 1 - w / bh_count : w % q_tiles, bh = heavy_first ? w % bh_count : w / q_tiles;
     kv0 = bh * seq_len;
     q0 = kv0 + qt * Cfg::BLOCK_M;
@@ -481,7 +565,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
           const PipelineState<F::Q_SLOTS> qst(qs, ((it / F::Q_SLOTS) - 1) & 1u);  // the producer's state of Q item it
           int kv0, q0;
           item(w, kv0, q0);
-          work = w;
+          work = F::SPLIT_TAIL && w < 0 ? split().pieces[PIECE_FIELDS * (-1 - w)] : w;  // s26: a piece's item
           if (it >= F::Q_SLOTS) {  // the slot's previous item is done with its Q
             if constexpr (F::SLEEP_ACQUIRE)
               producer_sleep_acquire(q_empty, qst, h, 1 + 4 * STAGES + qs, SLEEP_NS);
@@ -757,7 +841,7 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         }
         q_slot = qs;
         final_item = k + k_step >= k_end;
-        work = w;
+        work = F::SPLIT_TAIL && w < 0 ? split().pieces[PIECE_FIELDS * (-1 - w)] : w;  // s26: a piece's item
         q_a = q_smem + qs * Cfg::Q_SLOT + Cfg::q_half(wg);
         if constexpr (F::DESC_INC) q_lo = __shfl_sync(0xffffffffu, desc_lo(Cfg::Q_DESC, q_a), 0);
         set_q_desc();
@@ -797,7 +881,10 @@ __device__ __forceinline__ void attention(const TensorMap& tmap_q, const TensorM
         } else {
           if constexpr (F::EARLY_ITEM) row_inv(l, inv_prev);
           turn(kv_tiles, Bool<false>{}, Bool<true>{}, Bool<false>{}, Bool<false>{});
-          if constexpr (F::EARLY_ITEM) store_o_inv(o, inv_prev, out, q0 + 64 * wg);
+          const int entry = F::SPLIT_TAIL ? item_at(k) : 0;  // s26: a piece is a CTA's last entry
+          if (F::SPLIT_TAIL && entry < 0)
+            store_piece(o, m, l, split(), -1 - entry, scale_log2, out, q0 + 64 * wg, wg);
+          else if constexpr (F::EARLY_ITEM) store_o_inv(o, inv_prev, out, q0 + 64 * wg);
           else store_o(o, l, out, q0 + 64 * wg);
           if (leader) tl.record(h, &cursor, role, P::OP_EPILOGUE, ISSUE, work, -1);
         }

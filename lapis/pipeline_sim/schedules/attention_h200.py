@@ -29,8 +29,8 @@ Variant flags (VARIANTS; each step of the table adds one):
   cond_rescale (s7+): flavour ex2_cond; O is rescaled only when a row max grows by more than `threshold` (log2
      units), with the frequency lapis.model.numerics measures on normal inputs (rescale_frequency).
   persistent (s8, s9): one CTA per SM walks the work units `persistent_order` deals (work_order.py: grid_stride,
-     lpt, heavy_first, lpt_l2), with no CTA turnover between them; its producer runs ahead into the next unit (the
-     kernel's second Q slot). With one CTA per SM (a grid within one wave) s8 = s7.
+     lpt, heavy_first, lpt_l2, split_tail), with no CTA turnover between them; its producer runs ahead into the
+     next unit (the kernel's second Q slot). With one CTA per SM (a grid within one wave) s8 = s7.
   masked_tail (s9): L need not be a multiple of the tiles; a ragged last Q or K/V tile costs a full tile (a full
      TMA box and wgmma). s1..s8 raise ScheduleError for tiles that do not divide L.
 s9's defaults (S9_BLOCK_N, S9_STAGES, S9_WGS: block_n 128, 3 stages, 2 WGs) are the built and measured kernel
@@ -113,6 +113,7 @@ from lapis.pipeline_sim.schedule import Schedule
 from lapis.pipeline_sim.setmaxnreg import WARPGROUP_THREADS, register_split
 from lapis.pipeline_sim.tma import TmaEngine
 from lapis.pipeline_sim.work_order import (  # noqa: F401 (re-exported)
+    PieceTiles,
     kv_per_sm,
     kv_tiles_per_item,
     kv_units_per_sm,
@@ -725,6 +726,16 @@ def store_o(ctx, role: str, nbytes: int, item: int):
     yield from load(ctx, nbytes, role, "store O", 1, work_item=item)
 
 
+def store_piece(ctx, role: str, pieces: int, item: int):
+    """A split unit's piece end (s26, attention_h200.cu store_piece), priced as the piece that merges: the
+    warpgroup's slot out (O in fp32 and each thread's m and l: 2 o_bytes + 16 B x 128 threads), then the other
+    pieces' slots in, one after another (the merge loop waits for each slot's loads), all L2 hits (each slot was
+    written a moment before); store_o follows."""
+    nbytes = 2 * ctx.cost.o_bytes + 16 * WARPGROUP_THREADS
+    for op in ["store partial"] + ["merge partial"] * (pieces - 1):
+        yield from load(ctx, nbytes, role, op, math.inf, work_item=item)
+
+
 def on_pipe(ctx, share: Contention, role: str, op: str, lone: bool = False, **kw):
     """One wgmma over a tile: queued on the tensor pipe (FIFO), served at the contended rate; its result is visible
     the latency after the service ends (the pipe is free by then): a lone group's tail (lone_tail_ns), or the GEMM
@@ -947,6 +958,8 @@ def gemm_turns(ctx, slot: CtaSlot, wg: Warpgroup, turn):
             if held is not None:
                 yield from last_pv_turn(ctx, slot, wg, item, held)
             held = None
+            if isinstance(n_kv, PieceTiles):
+                yield from store_piece(ctx, wg.role, n_kv.pieces, item)
             yield from store_o(ctx, wg.role, ctx.cost.o_bytes, item)
         cur = nxt if cross else next(items, None)
 
