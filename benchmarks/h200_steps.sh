@@ -45,7 +45,7 @@ if [ -n "${SPLIT_SHAPE:-}" ]; then  # s26+: a shape whose items leave a tail to 
   timeout 90 python3 -m lapis.gpu.sanitize_attention --out "$OUT/sanitizer-split" --provenance tp-provenance.json \
     --variants "$NEW" --shape "$SPLIT_SHAPE" >> "$OUT/steps.log" 2>&1
   echo "sanitizer split rc $?"
-  find "$OUT/sanitizer-split" -type f ! -name manifest.json -delete  # its verdicts are in the manifest
+  find "$OUT/sanitizer-split" -type f ! -name sanitizer.json -delete  # its verdicts are in sanitizer.json
 fi
 if [ -n "$NCU_KERNELS" ]; then
   LAPIS_FA4_SITE=/tmp/fa4d/site timeout 150 python3 -m lapis.gpu.ncu_units --out "$OUT/ncu" \
