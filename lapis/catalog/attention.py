@@ -262,7 +262,11 @@ VARIANTS["s25"] = dict(VARIANTS["s24"], entry="s25_desc64", desc64=True, blind="
 # the last to finish (attention_h200.cu store_piece); s25 runs them whole on r CTAs while the others wait.
 # Predicted blind +2.7..+3.2% against s25 non-causal and +2.6..+5.7% causal (where nothing is split): the split alone
 # gives -0.8..-2.5% (the representative SM's 32nd item becomes a piece of 4 K/V tiles and a merge), but s26's own
-# consumer loop, two instructions longer in its softmax side, costs 1448 cycles for the softmax pair against s25's 1271
+# consumer loop, two instructions longer in its softmax side, costs 1448 cycles for the softmax pair against s25's 1271.
+# Measured (race/h200-2026-12-03-s26, per round against s25, in cycles at the bracket clock): -1.7..-3.5% non-causal,
+# -1.2..+0.4% causal; Nsight Compute at 8x16x4096x128 (ncu/h200-2026-12-03-s26): 2.598 M cycles against 2.671 M, the
+# SMs active 97.9% of them against 95.7% (FA4's sm90 forward 98.0%). The split's gain held (larger than predicted at
+# 2048 and 4096); the loop's predicted cost did not (the causal build, split nowhere, runs as s25 does)
 VARIANTS["s26"] = dict(VARIANTS["s25"], entry="s26_split_tail", split_tail=True, blind="attention_h200_s26",
                        sim=dict(VARIANTS["s25"]["sim"], persistent_order="split_tail"),
                        causal_build=dict(entry="s26_split_tail_causal", blind="attention_h200_s26"))

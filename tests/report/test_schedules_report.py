@@ -73,17 +73,17 @@ def test_every_measured_heading_names_its_build(report_run):
 
 
 def test_cudnn_s_bar_is_the_newest_race_capture_that_timed_it_alone():
-    """race/h200-2026-12-03-s25 (18:43 UTC) is the newest; its cuDNN medians at the FA4 shapes are 1842.4,
-    3736.0 and 7635.7 µs for 1.0995e12, 2.199e12 and 4.398e12 FLOPs. The race and race-hd captures (output copy) are
+    """race/h200-2026-12-03-s26 (21:44 UTC) is the newest; its cuDNN medians at the FA4 shapes are 1840.4,
+    3771.4 and 7476.7 µs for 1.0995e12, 2.199e12 and 4.398e12 FLOPs. The race and race-hd captures (output copy) are
     never read."""
     from lapis.report.schedules import FA4_SHAPES, _h200_measured, cudnn_measured
     got = cudnn_measured(CAP)
-    assert got["capture"] == "race/h200-2026-12-03-s25" and got["date"].startswith("2026-12-03T18:43")
+    assert got["capture"] == "race/h200-2026-12-03-s26" and got["date"].startswith("2026-12-03T21:44")
     assert {s: round(t) for s, t in got["tflops"].items()} == {
-        "8x16x4096x128": 597, "4x16x8192x128": 589, "2x16x16384x128": 576}
+        "8x16x4096x128": 597, "4x16x8192x128": 583, "2x16x16384x128": 588}
     rows = {("h200", "h200-s9-tuned"): {s: dict(tflops=500.0) for s in FA4_SHAPES}}
     text = _h200_measured(rows, set(), got)[0]
-    assert "cuDNN 576-597 TFLOP/s" in text and "race/h200-2026-12-03-s25" in text and "608" not in text
+    assert "cuDNN 583-597 TFLOP/s" in text and "race/h200-2026-12-03-s26" in text and "608" not in text
     assert "0.84x cuDNN's best" in text  # 500 / 596.8
 
 

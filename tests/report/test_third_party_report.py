@@ -8,8 +8,8 @@ import pytest
 from lapis.report.third_party import held_out_rows, kernel_summary, third_party_section, unit_cases
 
 RACE = "race/h200-2026-12-03-bracket"  # the last race that timed FA2 (2026-12-03 15:37 UTC)
-LAST = "race/h200-2026-12-03-s25"  # the last that timed FA4
-LAST_CUDNN = "race/h200-2026-12-03-s25"  # the last that timed cuDNN too
+LAST = "race/h200-2026-12-03-s26"  # the last that timed FA4
+LAST_CUDNN = "race/h200-2026-12-03-s26"  # the last that timed cuDNN too
 
 
 @pytest.fixture(scope="module")
@@ -48,16 +48,20 @@ def test_unit_cases_are_the_ncu_kernels_schedules():
     # ncu/h200-2026-12-01-steps (s12, s13, cuDNN, FA4), then ncu/h200-2026-12-01-units, then
     # ncu/h200-2026-12-02-layout (s21, FA4, FA4 on B x H x L x D views, cuDNN), -s14 (s13, s14), -s15 (s14, s15),
     # -s16 (s15, s16), -s17 (s16, s17), -s18 (s17, s18), -s19 (s18, s19), -s20 (s19, s20), -s21 (s20, s21),
-    # ncu/h200-2026-12-02-source (s1, s2, s14, FA4), ncu/h200-2026-12-03-s23 (s22, s23), -s24 (s24), -s25 (s25)
+    # ncu/h200-2026-12-02-source (s1, s2, s14, FA4), ncu/h200-2026-12-03-s23 (s22, s23), -s24 (s24), -s25 (s25),
+    # -s26 (s25, s26, FA4)
     assert [c[0] for c in cases] == ["h200-s9-tuned", "h200-s9-tuned", "h200-cudnn-fprop", "h200-fa4-sm90",
                                      "h200-s3-two-consumers", "h200-s5-intra-overlap", "h200-s9-tuned",
                                      "h200-s9-tuned", "h200-gemm-ws", "h200-flash2", "h200-cudnn-fprop",
                                      "h200-s9-tuned", "h200-fa4-sm90", "h200-fa4-sm90", "h200-cudnn-fprop",
                                      *["h200-s9-tuned"] * 16,
                                      "h200-s1-serial", "h200-s2-ws-ring", "h200-s9-tuned", "h200-fa4-sm90",
-                                     "h200-s9-tuned", "h200-s9-tuned", "h200-s9-tuned", "h200-s9-tuned"]
-    # s23, s24 and s25 run their turns across items, each with its own compiled loop
-    assert [(c[3]["kernel_loop"], c[3]["cross_item"]) for c in cases[-3:]] == [("s23", 1), ("s24", 1), ("s25", 1)]
+                                     "h200-s9-tuned", "h200-s9-tuned", "h200-s9-tuned", "h200-s9-tuned",
+                                     "h200-s9-tuned", "h200-s9-tuned", "h200-fa4-sm90"]
+    # s23..s26 run their turns across items, each with its own compiled loop; s26 deals its split tail
+    assert [(c[3]["kernel_loop"], c[3]["cross_item"]) for c in cases[-6:-1]] == [
+        ("s23", 1), ("s24", 1), ("s25", 1), ("s25", 1), ("s26", 1)]
+    assert [c[3]["persistent_order"] for c in cases[-3:-1]] == ["lpt_l2", "split_tail"]
     assert (cases[11][3]["kernel_loop"], cases[16][3]["kernel_loop"]) == ("s21", "s14")
     # s15 runs its kernel's turn order: the late V wait with its own compiled loop
     assert (cases[18][3]["kernel_loop"], cases[18][3]["late_v"]) == ("s15", 1)
@@ -102,7 +106,7 @@ def test_cudnn_rows_and_the_cases_its_schedule_cannot_run(section):
     assert "### `cudnn_fprop`: cudnn_generated_fort_native_sdpa_sm90_flash_fprop" in md
     rows = _table(md, "### `cudnn_fprop`")
     row = next(r for r in rows if r[0] == "8x16x4096x128" and r[1] == "no")
-    assert row[3] == "1842.4" and row[7] == "no" and row[8] == f"`{LAST_CUDNN}`"
+    assert row[3] == "1840.4" and row[7] == "no" and row[8] == f"`{LAST_CUDNN}`"
     # head dim 256: its three stages of K+V do not fit shared memory; listed, with the reason, never scored
     assert [r[2] for r in rows if r[0].endswith("x256")] == ["-", "-", "-"]
     assert "does not fit shared memory" in md[md.index("### `cudnn_fprop`"):]
@@ -119,7 +123,7 @@ def test_fa4_rows_are_blind_and_measured_in_the_race(section):
     assert len(rows) == 16 and {r[7] for r in rows} == {"yes"}  # every case predicted before its first timing
     row = next(r for r in rows if r[0] == "8x16x4096x128" and r[1] == "no")
     # predicted (the prediction cache: FA4 costed from its own loop's SASS) and measured µs of the race
-    assert row[2:4] == ["1718.7", "1706.6"] and row[8] == f"`{LAST}`"
+    assert row[2:4] == ["1718.7", "1687.4"] and row[8] == f"`{LAST}`"
     assert numbers["fa4_sm90"]["cases"] == numbers["fa4_sm90"]["blind_cases"] == 16
 
 
@@ -129,13 +133,14 @@ def test_units_table(section):
     assert [r[0] for r in rows] == ["`s12`", "`s13`", "`cudnn`", "`fa4`", "`s3`", "`s5`", "`s9`", "`s9:causal`",
                                     "`gemm`", "`flash`", "`s21`", "`fa4_bhsd`", "`s14`", "`s15`", "`s16`", "`s17`",
                                     "`s18`", "`s19`", "`s20`", "`s1`", "`s2`", "`s22`", "`s23`", "`s24`",
-                                    "`s25`"]
+                                    "`s25`", "`s26`"]
     assert next(r for r in rows if r[0] == "`flash`")[1] == "`h200-flash2`"
     assert all(re.fullmatch(r"[+-]\d+\.\d pt", r[4]) for r in rows)
     u = numbers["units"]
     assert {k["kernel"] for k in u["kernels"]} == {"s3", "s5", "s9", "s9:causal", "gemm", "flash", "cudnn", "s12",
                                                    "s13", "fa4", "s14", "s15", "s16", "s17", "s18", "s19", "s20",
-                                                   "s1", "s2", "s21", "fa4_bhsd", "s22", "s23", "s24", "s25"}
+                                                   "s1", "s2", "s21", "fa4_bhsd", "s22", "s23", "s24", "s25",
+                                                   "s26"}
     assert set(u["largest_miss"]) == {"time_us", "sm_cycles", "tensor_active_pct", "dram_mb"}
     dram = _table(md, "### DRAM bytes predicted before their capture")
     # diagnostic/h200-2026-12-03-l2-1024: s9's causal heavy_first, 1449.2 MB measured against 1433.1 predicted blind

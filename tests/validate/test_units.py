@@ -87,10 +87,10 @@ def test_cli_json_and_table(capsys):
     assert {r["kernel"] for r in out["kernels"]} == {"s3", "s5", "s9", "s9:causal", "gemm", "flash", "cudnn",
                                                       "s12", "s13", "fa4", "s14", "s15", "s16", "s17", "s18",
                                                       "s19", "s20", "s1", "s2", "s21", "fa4_bhsd", "s22", "s23", "s24",
-                                                      "s25"}
+                                                      "s25", "s26"}
     # ncu/h200-2026-12-01-steps adds s12, s13 and FA4; ncu/h200-2026-12-02-s14 adds s14, -s15 s15, -s16 s16, -s17
     # s17, -s18 s18, -s19 s19, -s20 s20, -source s1, s2, -s21 s21, -layout fa4_bhsd (FA4 on B x H x L x D views),
-    # ncu/h200-2026-12-03-s23 s22, s23, -s24 s24, -s25 s25
+    # ncu/h200-2026-12-03-s23 s22, s23, -s24 s24, -s25 s25, -s26 s26 (and s25, FA4 again)
     assert main(["validate", "units"]) == 0
     assert "tensor_active_pct" in capsys.readouterr().out
 
