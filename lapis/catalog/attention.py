@@ -350,6 +350,7 @@ def check_template(v: dict, causal: bool = False) -> None:
         raise ScheduleError(f"a catalog entry's {', '.join(INT_PARAMS)} are integers and its other template "
                             "parameters True or False (attention_variants.inc writes them as C++ literals)",
                             f"{v.get('entry')}: {wrong}", "write each flag as True or False, each count as an int")
+    check_split_tail(v)
     for holds, rule in RULES:
         values = {k: flags[k] for k in _reads(holds)}
         if not holds(**values):
@@ -357,6 +358,18 @@ def check_template(v: dict, causal: bool = False) -> None:
                                 f"{' (causal build)' if causal else ''}: {values}",
                                 "change the entry's flags so the rule holds, or drop the flag that needs the "
                                 "others (the module docstring names the step each flag belongs to)")
+
+
+def check_split_tail(v: dict) -> None:
+    """ScheduleError unless entry `v`'s split_tail flag and its simulator's persistent_order=split_tail go together:
+    the kernel built with SPLIT_TAIL reads the pieces the work list deals in that order, and a kernel without it
+    would read a piece's negative entry as an item."""
+    order = (v.get("sim") or {}).get("persistent_order")
+    if bool(v.get("split_tail")) != (order == "split_tail"):
+        raise ScheduleError("a catalog entry's split_tail flag and its sim persistent_order=split_tail go together "
+                            "(the kernel walks the pieces that order deals)",
+                            f"{v.get('entry')}: split_tail={v.get('split_tail')!r}, persistent_order={order!r}",
+                            "set both, or neither (as s26 and s25 do)")
 
 
 def block_m(v: dict) -> int:

@@ -33,6 +33,7 @@ from lapis.catalog.attention import (  # noqa: F401 (re-exported: the benches' c
     SMALL_SHAPE,
     VARIANTS,
     block_m,
+    check_split_tail,
     kernel_name,
     sim_params,
 )
@@ -146,7 +147,8 @@ def worklist(v: dict, shape: str, causal: bool, sm_count: int = H200_SMS) -> np.
     lapis.pipeline_sim.work_order deals them (the variant's persistent_order, lpt_l2 or split_tail; K/V tiles per
     item: q tile + 1 causal, else L / block_n), so the simulator and the kernel walk the same lists; a piece of a
     split item (split_tail) is entry -1 - its index in the block split_workspace appends. ScheduleError for a
-    variant without a work list, a shape the kernel does not take (check_shape) or sm_count < 1."""
+    variant without a work list, a shape the kernel does not take (check_shape), sm_count < 1, or a split_tail flag
+    without persistent_order=split_tail or the other way round (lapis.catalog.attention.check_split_tail)."""
     if not v.get("worklist"):
         raise ScheduleError("a work list is made for a variant that walks one (worklist true: s10+)",
                             v.get("entry"), "pass lapis.catalog.attention.VARIANTS['s10'] or a later step")
@@ -157,6 +159,7 @@ def worklist(v: dict, shape: str, causal: bool, sm_count: int = H200_SMS) -> np.
     units = work_units(b * h, q_tiles, 1)
     lengths = [kv_tiles_per_item(q, seq // bn, bm, bn, causal) for ((_, q),) in units]
     per = section_heads(seq, d)
+    check_split_tail(v)
     order = v["sim"]["persistent_order"]  # split_tail leaves a causal list whole: its items differ in length
     per_sm = deal(lengths, grid(v, shape, sm_count)[0], order, [u[0][0] // per for u in units])
     offsets = np.cumsum([0] + [len(s) for s in per_sm])

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import numbers
 
 from lapis.errors import ScheduleError
 
@@ -50,6 +51,9 @@ class Piece(int):
         piece.first, piece.count, piece.group, piece.rank, piece.pieces = first, count, group, rank, pieces
         return piece
 
+    def __reduce__(self):  # copy and pickle rebuild it from its fields (int's would drop them)
+        return Piece, (int(self), self.first, self.count, self.group, self.rank, self.pieces)
+
 
 class PieceTiles(int):
     """A piece's K/V tile count in a work list (head_units_per_sm), with the `pieces` its unit was cut into: the
@@ -59,6 +63,9 @@ class PieceTiles(int):
         tiles = super().__new__(cls, count)
         tiles.pieces = pieces
         return tiles
+
+    def __reduce__(self):
+        return PieceTiles, (int(self), self.pieces)
 L2_SECTION_BYTES = 50 * 2**20  # K and V bytes a section's heads may keep in the H200's 50 MiB L2 (FA4's budget)
 
 
@@ -91,6 +98,9 @@ def deal(lengths: list[int], sm_count: int, order: str, sections: list[int] | No
     None: one section)."""
     if order not in ORDERS:
         raise ScheduleError("unknown persistent_order", repr(order), f"use one of {', '.join(ORDERS)}")
+    if isinstance(sm_count, bool) or not isinstance(sm_count, numbers.Integral) or sm_count < 1:
+        raise ScheduleError("work is dealt to a positive whole number of SMs", f"sm_count={sm_count!r}",
+                            "pass the GPU's SM count (132 on the H200)")
     if order == "split_tail":
         return split_tail(deal(lengths, sm_count, "lpt_l2", sections), lengths)
     per_sm = [[] for _ in range(min(sm_count, len(lengths)))]
@@ -114,7 +124,11 @@ def deal(lengths: list[int], sm_count: int, order: str, sections: list[int] | No
 def split_tail(per_sm: list[list[int]], lengths: list[int], min_tiles: int = MIN_PIECE_TILES) -> list[list[int]]:
     """per_sm with the units dealt past the SMs' equal shares cut into Pieces, one piece to each of the first SMs
     (`split_tail` in the module's orders); unchanged where the units differ in K/V tiles (a causal grid: LPT's last
-    units are its lightest), divide evenly, or would give pieces under min_tiles K/V tiles."""
+    units are its lightest), divide evenly, or would give pieces under min_tiles K/V tiles. ScheduleError for
+    min_tiles below 1."""
+    if isinstance(min_tiles, bool) or not isinstance(min_tiles, int) or min_tiles < 1:
+        raise ScheduleError("a piece keeps at least one K/V tile", f"min_tiles={min_tiles!r}",
+                            f"pass a whole number >= 1 (default MIN_PIECE_TILES = {MIN_PIECE_TILES})")
     base = len(lengths) // len(per_sm) if per_sm else 0
     extra = [s for s in per_sm if len(s) > base]
     if not extra or len(set(lengths)) > 1:

@@ -79,8 +79,8 @@ def load(name: str) -> dict:
 
 
 def read(path: Path) -> dict:
-    """A blind set's file {name, date (YYYY-MM-DD), entries: [{variant, schedule, shape, params, predicted_us (µs,
-    finite, > 0)}, ...]}, one entry per (variant, schedule, shape, causal). CaptureError naming the file and the first
+    """A blind set's file {name, date (YYYY-MM-DD), entries: [{variant, schedule, shape, params (causal 0 or 1 where
+    given), predicted_us (µs) and tflops (finite, > 0)}, ...]}, one entry per (variant, schedule, shape, causal). CaptureError naming the file and the first
     entry that breaks the rule: a committed prediction is a record, so the fix is git, never an edit."""
     fix = f"restore it from git (git checkout -- {path.name}); a blind file is never edited by hand"
     try:
@@ -100,8 +100,9 @@ def read(path: Path) -> dict:
         if bad is None and key in seen:
             bad = f"a second entry for {key}"
         if bad:
-            raise CaptureError("each blind entry names its variant, schedule, shape and params once, with a "
-                               "predicted_us that is a finite number of µs above 0", f"{path}: entry {i}: {bad}", fix)
+            raise CaptureError("each blind entry names its variant, schedule, shape and params (causal 0 or 1) once, "
+                               "with a predicted_us (µs) and tflops that are finite numbers above 0",
+                               f"{path}: entry {i}: {bad}", fix)
         seen.add(key)
     return d
 
@@ -124,9 +125,12 @@ def _entry_fault(e) -> str | None:
     missing = [k for k in ("variant", "schedule", "shape") if not isinstance(e.get(k), str)]
     if missing or not isinstance(e.get("params"), dict):
         return f"no text {missing} or no params object"
-    t = e.get("predicted_us")
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
-        return f"predicted_us {t!r}"
+    for field in ("predicted_us", "tflops"):
+        t = e.get(field)
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+            return f"{field} {t!r}"
+    if e["params"].get("causal", 0) not in (0, 1) or isinstance(e["params"].get("causal"), float):
+        return f"params.causal {e['params']['causal']!r} (0 or 1)"
     return None
 
 

@@ -398,5 +398,15 @@ def test_s26_is_s25_with_the_split_tail_alone():
 
 def test_a_split_tail_entry_outside_the_early_item_loop_is_refused_by_name():
     with pytest.raises(ScheduleError, match="the split tail's pieces end s24's cross-item loop over a work list") as e:
-        attention.check_template(dict(attention.VARIANTS["s23"], split_tail=True))
+        s23 = attention.VARIANTS["s23"]
+        attention.check_template(dict(s23, split_tail=True, sim=dict(s23["sim"], persistent_order="split_tail")))
     assert "'split_tail': True" in str(e.value)
+
+
+def test_a_split_tail_flag_without_its_order_or_the_order_without_the_flag_is_refused_by_name():
+    from lapis.gpu.bench_attention import worklist
+    s25, s26 = attention.VARIANTS["s25"], attention.VARIANTS["s26"]
+    for bad in (dict(s25, sim=dict(s25["sim"], persistent_order="split_tail")), dict(s26, split_tail=False)):
+        for check in (attention.check_template, lambda v: worklist(v, "8x16x4096x128", False)):
+            with pytest.raises(ScheduleError, match="split_tail flag and its sim persistent_order=split_tail go"):
+                check(bad)

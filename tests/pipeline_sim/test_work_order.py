@@ -82,3 +82,22 @@ def test_split_tail_at_the_five_shapes_gives_each_sm_31_items_and_at_most_one_pi
         assert loads[-1] == 31 * kv + kv // pieces and loads[0] == 31 * kv
         assert sum(1 for s in per_sm if len(s) == 32) == 4 * pieces
         assert {s[-1][0].pieces for s in per_sm if len(s) == 32} == {pieces}
+
+
+def test_deal_refuses_a_count_of_sms_that_is_not_positive_and_pieces_survive_a_copy():
+    import copy
+    import pickle
+
+    import pytest
+
+    from lapis.errors import ScheduleError
+    from lapis.pipeline_sim.work_order import PieceTiles, split_tail
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ScheduleError, match="positive whole number of SMs"):
+            deal([8] * 10, bad, "split_tail")
+    with pytest.raises(ScheduleError, match="at least one K/V tile"):
+        split_tail([[0]], [8], min_tiles=0)
+    piece = deal([8] * 10, 4, "split_tail")[3][-1]
+    again = pickle.loads(pickle.dumps(piece))
+    assert (int(again), again.first, again.count, again.group, again.rank, again.pieces) == (9, 4, 4, 1, 1, 2)
+    assert copy.deepcopy(PieceTiles(4, 8)).pieces == 8

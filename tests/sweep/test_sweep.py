@@ -100,6 +100,14 @@ def test_fast_mode_against_the_full_simulation(schedule, shape, params):
     assert all(abs(fast["utilization"][u] - v) < 5e-3 for u, v in full["utilization"].items())
 
 
+def test_fast_mode_simulates_a_list_that_ends_on_a_piece_in_full():
+    """A split unit's piece ends its SM's list with a merge (store_piece) that the items + tiles fit cannot carry:
+    fast mode runs the full simulation and says so."""
+    params = dict(stages=2, q_slots=2, persistent_order="split_tail")
+    fast, full = simulate_fast(S8, "h200", "32x16x1024x128", params), simulate(S8, "h200", "32x16x1024x128", params)
+    assert fast["fast"] == "exact" and fast["predicted_us"] == full["predicted_us"]
+
+
 def test_fast_sweep_reports_its_measured_error(tmp_path):
     r = run_sweep(S8, ["4x16x4096x128"], ["stages=2,3"], fast=True, executor="serial", out=tmp_path, check=2,
                   figure=False)

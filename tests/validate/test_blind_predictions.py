@@ -64,6 +64,8 @@ def _damaged(tmp_path, edit):
     (lambda d: d["entries"][1].update(predicted_us=float("nan")), "entry 1: predicted_us nan"),
     (lambda d: d["entries"][2].pop("predicted_us"), "entry 2: predicted_us None"),
     (lambda d: d["entries"].insert(0, dict(d["entries"][4], predicted_us=1.0)), "entry 5: a second entry"),
+    (lambda d: d["entries"][6].pop("tflops"), "entry 6: tflops None"),
+    (lambda d: d["entries"][7]["params"].update(causal="0"), "entry 7: params.causal '0' (0 or 1)"),
     (lambda d: d.update(date="x"), "date 'x'"),
     (lambda d: d.update(entries=None), "entries None"),
 ])
