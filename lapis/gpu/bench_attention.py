@@ -163,9 +163,11 @@ def worklist(v: dict, shape: str, causal: bool, sm_count: int = H200_SMS) -> np.
     order = v["sim"]["persistent_order"]  # split_tail leaves a causal list whole: its items differ in length
     per_sm = deal(lengths, grid(v, shape, sm_count)[0], order, [u[0][0] // per for u in units])
     offsets = np.cumsum([0] + [len(s) for s in per_sm])
-    pieces = [e for s in per_sm for e in s if isinstance(e, Piece)]
-    index = {id(p): i for i, p in enumerate(pieces)}  # a Piece equals its unit's index: look pieces up by identity
-    entries = [-1 - index[id(e)] if isinstance(e, Piece) else int(e) for s in per_sm for e in s]
+    pieces, entries = [], []  # a piece's entry is -1 - its row in split_workspace's block
+    for e in (e for s in per_sm for e in s):
+        if isinstance(e, Piece):
+            pieces.append(e)
+        entries.append(-len(pieces) if isinstance(e, Piece) else int(e))
     head = np.concatenate([offsets, entries]).astype(np.int32)
     if order != "split_tail":
         return head

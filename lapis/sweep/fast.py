@@ -37,9 +37,14 @@ def _shrink(item, cap: int, tuples: bool):
     return None
 
 
+def _flat(work) -> list:
+    """The items of a work list of ints or tuples of ints, in order."""
+    return [x for u in work for x in (u if isinstance(u, tuple) else (u,))]
+
+
 def _counts(work) -> tuple[int, int]:
     """(items, tiles) of a work list of ints or tuples of ints."""
-    flat = [x for u in work for x in (u if isinstance(u, tuple) else (u,))]
+    flat = _flat(work)
     return len(flat), sum(flat)
 
 
@@ -79,8 +84,8 @@ def simulate_full(schedule: str, gpu: str, shape: str, params: dict) -> dict:
 def simulate_fast(schedule: str, gpu: str, shape: str, params: dict | None = None) -> dict:
     """simulate()'s summary with `predicted_us` and `tflops` extrapolated from short runs (module docstring);
     `fast` says how: 'exact' when the full list is no longer than the short runs together or holds a piece of a
-    split unit (then it is the full simulation), 'items+tiles' or 'units'. Raises what simulate() raises (ScheduleError, NotModelled,
-    deadlock.Deadlock)."""
+    split unit (then it is the full simulation), 'items+tiles' or 'units'. Raises what simulate() raises
+    (ScheduleError, NotModelled, deadlock.Deadlock)."""
     params = dict(params or {})
     k1, k2 = UNITS
     c1, c2 = TILE_CAPS
@@ -89,7 +94,7 @@ def simulate_fast(schedule: str, gpu: str, shape: str, params: dict | None = Non
     shrinkable = first.cap is not None
     if first.short == first.full:  # nothing was cut: this is the full simulation
         return dict(b, fast="exact")
-    if any(isinstance(x, work_order.PieceTiles) for u in first.full for x in (u if isinstance(u, tuple) else (u,))):
+    if any(isinstance(x, work_order.PieceTiles) for x in _flat(first.full)):
         # a split unit's piece (work_order split_tail) ends the list with a merge the items + tiles fit cannot carry
         return dict(simulate_full(schedule, gpu, shape, params), fast="exact")
     plans = [_Plan(k1, c1), _Plan(k2, c2)] if shrinkable else [_Plan(k1, None)]
