@@ -6,7 +6,8 @@ it, and nothing here reads it):
 
     tile        a softmax tile alone: one warp per SMSP issues `body` (lapis.model.smsp.simulate, one warp)
     pair        each tile while the other warpgroup's warp runs the same body on the SMSP: 2 x simulate(body, 2)
-                over smsp.PHASES starting phases (two warpgroups' softmaxes run unsynchronised)
+                over smsp.PHASES starting phases (two warpgroups' softmaxes run unsynchronised); a kernel's
+                side (resync): smsp.tile_pair, one tile each from offsets the ping-pong sets anew every tile
     under_gemm  a tile while the other warpgroup's GEMM pairs are in flight, and
     gemm_under_softmax  that GEMM pair's cycles beside it: one lapis.model.tensor_share.run of the body beside the
                 pair's tensor job
@@ -175,11 +176,14 @@ def state_cycles(c: Contend, state: str) -> float:
 
 
 def of(body: list[sass.Instruction], consts: smsp.Constants, share: tensor_share.Share,
-       wgmmas: int = PAIR_WGMMAS, last: str = "rs") -> Contend:
+       wgmmas: int = PAIR_WGMMAS, last: str = "rs", resync: bool = False) -> Contend:
     """The body's Contend (module docstring) beside a GEMM unit of `wgmmas` m64n128k16 whose last group's A comes
     from `last` (default the GEMM pair; micro_mix_softmax_v4.cu's unit is one QK group: 8, "ss"). CaptureError for a
-    body without control bits (cuobjdump input); ScheduleError for a unit chain_cycles refuses."""
+    body without control bits (cuobjdump input); ScheduleError for a unit chain_cycles refuses. resync: the pair
+    state from smsp.tile_pair (a kernel's two softmax warps, which the GEMM turns' barriers start anew every tile)
+    instead of two free-running warps' steady state (the contend microbenchmark's)."""
     slots, gap = gemm_cycles(_chain(wgmmas)), completion_gap(last)  # chain_cycles' two terms, the capture read once
     soft, beside = tensor_share.run(body, consts, share, slots, gap)
-    return Contend(tile=smsp.simulate(body, 1, consts), pair=2 * smsp.simulate(body, 2, consts, phases=smsp.PHASES),
+    pair = smsp.tile_pair(body, consts) if resync else 2 * smsp.simulate(body, 2, consts, phases=smsp.PHASES)
+    return Contend(tile=smsp.simulate(body, 1, consts), pair=pair,
                    under_gemm=soft, gemm=slots + gap, gemm_under_softmax=beside, gap=gap)

@@ -56,6 +56,7 @@ PENDING = DATA / "smsp_pending.json"
 SM100 = DATA / "smsp_sm100.json"  # B200 constants, each cited (CUDA C++ Programming Guide, whitepapers) or assumed
 PIPES_CAPTURE = DATA / "captures" / "micro" / "h200-2026-12-01-pipes" / "pipes" / "results.json"
 PHASES = 8  # starting phases to average over for warps that run unsynchronised (simulate's phases)
+PAIR_OFFSETS = 16  # tile_pair's start offsets of the second warp, k / 16 of a tile apart
 MAX_PHASES = 64  # simulate's most phases: each is two full simulations of the warps (about 60 ms for a softmax tile)
 ISSUE_MAX = 2.0  # warp-instructions an SMSP dispatches per clock: one on Volta..Blackwell (the whitepapers)
 LATENCY_MAX = 1000.0  # cycles of dependent-issue latency: the longest pipe's is tens of cycles
@@ -331,6 +332,28 @@ def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterat
         per_phase.append((_issue_all(body, warps, consts, iterations, starts)
                           - _issue_all(body, warps, consts, half, starts)) / ((iterations - half) * warps))
     return statistics.fmean(per_phase)
+
+
+def tile_pair(body: list[sass.Instruction], consts: Constants, offsets: int = PAIR_OFFSETS) -> float:
+    """Cycles per tile while two warps of one SMSP each run one iteration of `body` at once, each starting fresh:
+    the ping-pong kernels' two softmax warps, whose relative start the GEMM turns' barriers set anew every tile, so
+    that no phase two free-running warps would lock into (simulate) persists. Warp b starts f x A after warp a (A:
+    one warp's tile alone, _issue_all over one iteration), f = k / offsets for k = 0 .. offsets - 1; each start
+    costs E(f) = S(f) - (1 + f) x A extra cycles (S: until both are done) over an overlap of (1 - f) x A cycles, and
+    the tile in the pair costs A x (1 + sum E / sum overlap): the rate at which the two warps' overlapping cycles
+    slow each other, averaged over the starts (f x A rounded to whole cycles). CaptureError as simulate (control bits) and for offsets outside 1 ..
+    MAX_PHASES."""
+    if as_int(offsets, "offsets", CaptureError) < 1 or offsets > MAX_PHASES:
+        raise CaptureError(f"tile_pair averages over 1 to {MAX_PHASES} start offsets", repr(offsets),
+                           f"pass offsets=smsp.PAIR_OFFSETS ({PAIR_OFFSETS})")
+    simulate(body, 1, consts, 4)  # the checks: control bits, pipes the constants have
+    alone = _issue_all(body, 1, consts, 1)
+    extra = overlap = 0.0
+    for k in range(offsets):
+        start = float(round(k * alone / offsets))  # whole cycles: a warp issues on a cycle
+        extra += _issue_all(body, 2, consts, 1, [0.0, start]) - start - alone
+        overlap += alone - start
+    return alone * (1 + extra / overlap)
 
 
 def predict(n_per_pipe: dict, warp_cycles: float, warps: int, consts: Constants) -> Prediction:

@@ -418,3 +418,42 @@ def test_sixty_four_phases_run():
     body = [sass.parse_instruction("FFMA R1, R1, R3, R4 ;", control=sass.Control(4, False, None, None, 0, 0))]
     consts = smsp.Constants.from_pipes_capture(smsp.PIPES_CAPTURE)
     assert smsp.simulate(body, 2, consts, phases=64) == 2.0 and smsp.simulate(body, 1, consts, phases=64) == 4.0
+
+
+def test_a_pipe_bound_tile_costs_twice_its_time_in_a_pair():
+    # 16 independent MUFU: the xu pipe (1/8 per clock) is the whole tile, so two tiles started at any offset share
+    # it for their overlap and each tile in the pair costs both tiles' pipe time
+    body = [ins(f"MUFU.EX2 R{k}, R{k + 32}") for k in range(16)]
+    alone = smsp._issue_all(body, 1, BOOK, 1)
+    assert alone == 121  # 15 x 8 cycles of pipe backlog to the last issue, then the cycle it issues in
+    # a second warp starting s cycles later issues its last MUFU on cycle 31 x 8 = 248 (both done at 249) while s
+    # is at most 128: 128 - s extra cycles over 121 - s of overlap; s = round(k x 121 / 16)
+    starts = [round(k * 121 / 16) for k in range(16)]
+    expected = 121 * (1 + sum(128 - s for s in starts) / sum(121 - s for s in starts))
+    assert smsp.tile_pair(body, BOOK) == pytest.approx(expected)
+    assert 2 * alone < expected < 2.12 * alone
+
+
+def test_a_latency_bound_tile_costs_its_own_time_in_a_pair():
+    # FFMAs each stalling 4 cycles: one warp issues every 4th cycle, so a second warp fills the gaps for free
+    body = [ins(f"FFMA R{k}, R{k}, R40, R41", stall=4) for k in range(16)]
+    alone = smsp._issue_all(body, 1, BOOK, 1)
+    assert smsp.tile_pair(body, BOOK) == pytest.approx(alone, rel=0.01)
+
+
+def test_the_pair_of_two_restarted_tiles_ignores_the_phase_free_warps_lock_into():
+    # one ALU block then one MUFU block: free-running warps settle into a phase that depends on where they start;
+    # restarted tiles average over every start offset, so the cost lies between the alone and the serialised tile
+    body = ([ins(f"FMNMX R{k}, R{k}, R40, !PT", stall=2) for k in range(24)]
+            + [ins(f"MUFU.EX2 R{k + 24}, R{k}") for k in range(12)])
+    alone = smsp._issue_all(body, 1, BOOK, 1)
+    pair = smsp.tile_pair(body, BOOK)
+    assert alone < pair < 2 * alone
+    assert smsp.tile_pair(body, BOOK, offsets=1) >= pair  # starting together is the worst start
+
+
+@pytest.mark.parametrize("offsets", [0, 65, 2.5, True])
+def test_a_pair_offset_count_outside_1_to_64_is_refused(offsets):
+    body = [ins("FFMA R1, R1, R3, R4")]
+    with pytest.raises(CaptureError, match="start offsets|offsets"):
+        smsp.tile_pair(body, BOOK, offsets=offsets)
