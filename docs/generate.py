@@ -19,13 +19,13 @@ not shown). Filters, applied left to right:
 - `grep TEXT`: keep the first line (a table's header) and the lines that contain TEXT;
 - `in-tmp`: run the command in a fresh temporary folder (for commands that write an output folder: the page's
   relative `--out` path is then new on every run, and paths print as on the page);
-- `cached`: keep the output in docs/.generate-cache.json (below); for commands that take more than a few seconds;
+- `cached`: keep the output in docs/.generate-cache.json.gz (below); for commands that take more than a few seconds;
 - `no-wallclock`: drop the wall-clock parts of an output (" in 2.04 s" after an event count, "computed in 0.7 s"),
   which change from run to run; the page shows the line without them.
 Commands must print the same thing on every machine: no wall-clock times (filter them), no absolute paths.
 
 docs_values.NAME functions read the captures and the code only (never a GPU, never the clock). A value that needs
-simulations is cached in docs/.generate-cache.json under the SHA-256 of its name, the source of the function that
+simulations is cached in docs/.generate-cache.json.gz under the SHA-256 of its name, the source of the function that
 computes it and model_inputs() (the prediction cache, the capture index, the profiles); `python docs/generate.py`
 recomputes a stale entry, `--check` fails on it (recomputing takes minutes) and names it.
 """
@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import gzip
 import hashlib
 import inspect
 import io
@@ -48,7 +49,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
-CACHE = DOCS / ".generate-cache.json"
+CACHE = DOCS / ".generate-cache.json.gz"  # gzip (no timestamp): the tree stays under its byte budget
 REGION = re.compile(r"^(<!-- generated: (?P<spec>.+?) -->\n)(?P<body>.*?)^(<!-- end generated -->)", re.S | re.M)
 WRITE_CACHE = True  # main(["--check"]) sets it False
 STALE_CACHE: list[str] = []  # the cached values --check found stale
@@ -131,14 +132,14 @@ def model_inputs() -> list[Path]:
 
 
 def cached(name: str, inputs: list[Path], compute):
-    """compute() from docs/.generate-cache.json when the key stored under `name` is the SHA-256 of `name`, the
+    """compute() from docs/.generate-cache.json.gz when the key stored under `name` is the SHA-256 of `name`, the
     source of `compute` and the bytes of `inputs`; else computed (and stored, unless --check)."""
     h = hashlib.sha256(name.encode())
     h.update(inspect.getsource(compute).encode())
     for p in inputs:
         h.update(p.read_bytes())
     key = h.hexdigest()
-    store = json.loads(CACHE.read_text()) if CACHE.exists() else {}
+    store = json.loads(gzip.decompress(CACHE.read_bytes())) if CACHE.exists() else {}
     if store.get(name, {}).get("key") == key:
         return store[name]["value"]
     if not WRITE_CACHE:  # --check: recomputing takes minutes; a stale entry fails the check instead
@@ -146,7 +147,7 @@ def cached(name: str, inputs: list[Path], compute):
         return store.get(name, {}).get("value", "")
     value = compute()
     store[name] = {"key": key, "value": value}
-    CACHE.write_text(json.dumps(store, indent=1, sort_keys=True) + "\n")
+    CACHE.write_bytes(gzip.compress((json.dumps(store, indent=1, sort_keys=True) + "\n").encode(), mtime=0))
     return value
 
 

@@ -8,7 +8,7 @@ s9 (s10..s13) and FA4's race cases were added. A commit that changes a number re
 says why."""
 
 import copy
-import gzip
+import lzma
 import json
 from pathlib import Path
 
@@ -30,14 +30,14 @@ def without_run_times(obj):
 
 
 def snapshot(name: str):
-    """The snapshot file `name`.json.gz (gzip keeps the tree's bytes down; write_snapshot writes it)."""
-    return json.loads(gzip.decompress((SNAPSHOT / f"{name}.json.gz").read_bytes()))
+    """The snapshot file `name`.json.xz (xz keeps the tree's bytes down; write_snapshot writes it)."""
+    return json.loads(lzma.decompress((SNAPSHOT / f"{name}.json.xz").read_bytes()))
 
 
 def write_snapshot(name: str, value) -> None:
-    """Regenerate `name`.json.gz: sorted keys, one key per line, no gzip timestamp (the bytes follow the value)."""
+    """Regenerate `name`.json.xz: sorted keys, one key per line, xz preset 9e (the bytes follow the value)."""
     text = json.dumps(value, indent=0, sort_keys=True) + "\n"
-    (SNAPSHOT / f"{name}.json.gz").write_bytes(gzip.compress(text.encode(), mtime=0))
+    (SNAPSHOT / f"{name}.json.xz").write_bytes(lzma.compress(text.encode(), preset=9 | lzma.PRESET_EXTREME))
 
 
 def as_json(value):
