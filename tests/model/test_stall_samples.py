@@ -1,5 +1,6 @@
-"""lapis.model.stall_samples on the committed H200 source pages: s19's (diagnostic/h200-2026-12-02-s19-source) and
-FA4's sm90 forward (ncu/h200-2026-12-02-source), both at 8x16x4096x128 non-causal."""
+"""lapis.model.stall_samples on the committed H200 source pages: s19's (diagnostic/h200-2026-12-02-s19-source), s26's
+(diagnostic/h200-2026-12-04-s26-source) and FA4's sm90 forward (ncu/h200-2026-12-02-source), all at 8x16x4096x128
+non-causal."""
 
 import json
 
@@ -10,6 +11,7 @@ from lapis.errors import CaptureError
 from lapis.model import stall_samples as ss
 
 S19 = CAPTURES / "diagnostic" / "h200-2026-12-02-s19-source"
+S26 = CAPTURES / "diagnostic" / "h200-2026-12-04-s26-source"
 FA4 = CAPTURES / "ncu" / "h200-2026-12-02-source"
 TILES_PER_SM = 8 * 16 * 32 * 32 / 132  # K/V-tile iterations of 8x16x4096x128 over the H200's 132 SMs
 
@@ -25,10 +27,10 @@ def parts(capture, kernel):
 
 
 def test_the_hot_loops_are_the_kv_tile_loops_with_two_gemm_groups():
-    for capture, kernel in ((S19, "s19"), (FA4, "fa4")):
+    for capture, kernel, count in ((S19, "s19", 1015808), (FA4, "fa4", 1015808), (S26, "s26", 1015584)):
         _, loop = parts(capture, kernel)
         assert sum(ins.opcode.startswith("HGMMA") for ins in loop) == 16
-        assert {ins.count for ins in loop} >= {1015808}  # 126976 iterations x 8 consumer warps
+        assert max(ins.count for ins in loop) == count  # 126976 iterations x 8 consumer warps (s26: 126948)
 
 
 def test_segments_add_up_to_the_cycles_of_a_tile():
@@ -45,6 +47,17 @@ def test_s19_and_fa4_spend_the_same_cycles_on_the_softmax_side_and_s19_more_on_t
     assert s19["softmax"] == pytest.approx(fa4["softmax"], rel=0.02)
     assert 1700 < fa4["softmax"] < 1800
     assert s19["turn_wait"] - fa4["turn_wait"] > 150
+
+
+def test_s26_still_waits_longer_than_fa4_at_the_turn_and_spends_less_on_its_softmax_side():
+    """After s20..s26 the bar.sync wait is 212 cycles a tile (s19 271, FA4 100) while s26's softmax side is shorter
+    than FA4's (1672 against 1739) and its turn without that wait about as long (617 against 606)."""
+    s26, _ = parts(S26, "s26")
+    s19, _ = parts(S19, "s19")
+    fa4, _ = parts(FA4, "fa4")
+    assert round(s26["turn_wait"]) == 212 and round(fa4["turn_wait"]) == 100 and round(s19["turn_wait"]) == 271
+    assert round(s26["softmax"]) == 1672 and s26["softmax"] < fa4["softmax"]
+    assert s26["turn"] - s26["turn_wait"] == pytest.approx(fa4["turn"] - fa4["turn_wait"], abs=12)
 
 
 def test_a_page_without_stall_samples_is_refused():
