@@ -131,6 +131,36 @@ def model_inputs() -> list[Path]:
     return [data / "predictions.json.gz", data / "index.json", *sorted((data / "profiles").glob("*.json"))]
 
 
+_CACHE_WARNED: set[str] = set()  # what _read_cache has said once
+
+
+def _warn_once(text: str) -> None:
+    if text not in _CACHE_WARNED:
+        _CACHE_WARNED.add(text)
+        print(text, file=sys.stderr)
+
+
+def _read_cache() -> dict:
+    """CACHE's entries ({name: {"key": str, "value": str}}); an unreadable file (not gzip, cut short, not a JSON
+    object) counts as empty and a malformed entry as absent, each said on stderr, so they are recomputed (or, with
+    --check, reported stale) rather than trusted."""
+    if not CACHE.exists():
+        return {}
+    try:
+        store = json.loads(gzip.decompress(CACHE.read_bytes()))
+    except (OSError, EOFError, ValueError) as e:  # BadGzipFile is an OSError; JSONDecodeError a ValueError
+        _warn_once(f"docs/generate.py: {CACHE} unreadable ({type(e).__name__}); recomputing its values")
+        return {}
+    if not isinstance(store, dict):
+        _warn_once(f"docs/generate.py: {CACHE} is not a JSON object; recomputing its values")
+        return {}
+    ok = {k: v for k, v in store.items()
+          if isinstance(v, dict) and isinstance(v.get("key"), str) and isinstance(v.get("value"), str)}
+    if len(ok) < len(store):
+        _warn_once(f"docs/generate.py: {CACHE}: dropped malformed entries {sorted(set(store) - set(ok))}")
+    return ok
+
+
 def cached(name: str, inputs: list[Path], compute):
     """compute() from docs/.generate-cache.json.gz when the key stored under `name` is the SHA-256 of `name`, the
     source of `compute` and the bytes of `inputs`; else computed (and stored, unless --check)."""
@@ -139,7 +169,7 @@ def cached(name: str, inputs: list[Path], compute):
     for p in inputs:
         h.update(p.read_bytes())
     key = h.hexdigest()
-    store = json.loads(gzip.decompress(CACHE.read_bytes())) if CACHE.exists() else {}
+    store = _read_cache()
     if store.get(name, {}).get("key") == key:
         return store[name]["value"]
     if not WRITE_CACHE:  # --check: recomputing takes minutes; a stale entry fails the check instead

@@ -1,7 +1,9 @@
 """The docs agree with the code: every generated region of README.md and docs/*.md is what docs/generate.py
 writes now (transcripts of lapis commands run in this process, tables computed from the captures)."""
 
+import gzip
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -68,3 +70,22 @@ def test_the_check_names_a_stale_cached_value_without_recomputing_it(tmp_path, m
     monkeypatch.setattr(gen, "WRITE_CACHE", False)
     assert gen.cached("v", [inputs], compute) == "value" and len(calls) == 1  # --check does not recompute
     assert gen.STALE_CACHE == ["v"]
+
+
+def test_a_damaged_cache_is_recomputed_not_trusted(tmp_path, monkeypatch, capsys):
+    gen = generator()
+    cache = tmp_path / "cache.json.gz"
+    monkeypatch.setattr(gen, "CACHE", cache)
+    good = {"a": {"key": "k", "value": "v"}}
+    for damaged, said in ((b"not gzip", "unreadable (BadGzipFile)"),
+                          (gzip.compress(json.dumps(good).encode())[:20], "unreadable (EOFError)"),
+                          (gzip.compress(b"[1, 2]"), "not a JSON object")):
+        cache.write_bytes(damaged)
+        assert gen._read_cache() == {}
+        assert said in capsys.readouterr().err
+    cache.write_bytes(gzip.compress(json.dumps({**good, "b": 3, "c": {"key": "k", "value": 12345}}).encode()))
+    assert gen._read_cache() == good
+    assert "dropped malformed entries ['b', 'c']" in capsys.readouterr().err
+    cache.write_bytes(b"not gzip")
+    assert gen.cached("a", [], lambda: "fresh") == "fresh"  # recomputed, and the file rewritten whole
+    assert json.loads(gzip.decompress(cache.read_bytes()))["a"]["value"] == "fresh"

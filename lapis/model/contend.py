@@ -182,6 +182,9 @@ def of(body: list[sass.Instruction], consts: smsp.Constants, share: tensor_share
     body without control bits (cuobjdump input); ScheduleError for a unit chain_cycles refuses. resync: the pair
     state from smsp.tile_pair (a kernel's two softmax warps, which the GEMM turns' barriers start anew every tile)
     instead of two free-running warps' steady state (the contend microbenchmark's)."""
+    if not isinstance(resync, bool):  # "no" would pick tile_pair by its truthiness
+        raise ScheduleError("resync is True (a kernel's restarted tiles) or False (free-running warps)",
+                            repr(resync), "pass resync=True or resync=False")
     slots, gap = gemm_cycles(_chain(wgmmas)), completion_gap(last)  # chain_cycles' two terms, the capture read once
     soft, beside = tensor_share.run(body, consts, share, slots, gap)
     pair = smsp.tile_pair(body, consts) if resync else 2 * smsp.simulate(body, 2, consts, phases=smsp.PHASES)

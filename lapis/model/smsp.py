@@ -31,6 +31,8 @@ captures, partly published figures), with the mbarrier wait's latency from BAR_C
 --micro compiles lapis/gpu/kernels/micro_softmax_v1.cu for sm_90a (nvcc, cuobjdump), takes each kernel's
 outer loop, and compares with the softmax.* measurements of MICRO_CAPTURE: tiles/clk/SM R gives 1 / R SMSP cycles
 per warp-iteration (each tile is one iteration of one warp on each of the 4 SMSPs). Nothing is fitted to them.
+It is a diagnostic of this module's two answers (the simulation with warps started together); `lapis validate
+micro` scores every committed microbenchmark, these rows with two warps averaged over PHASES starting phases.
 """
 
 from __future__ import annotations
@@ -306,9 +308,18 @@ def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterat
     attention kernels' ping-pong turn), and ratios of two such runs (lapis.model.consumer_loop's softmax_scale).
     Needs cuobjdump input (control bits). CaptureError for warps, iterations or phases that are not integers
     (bools included), warps below 1, iterations below 4, or phases outside 1..MAX_PHASES (checked whatever the warps:
-    one warp has no phase)."""
+    one warp has no phase), for an empty body or one that is not a list of sass.Instruction, and for constants that
+    are not a Constants within Constants.checked's bounds (a zero, negative or NaN rate would divide by zero or never
+    hold a pipe; an infinite latency would never end)."""
     for what, v in (("warps", warps), ("iterations", iterations), ("phases", phases)):
         as_int(v, what, CaptureError)
+    if not isinstance(body, (list, tuple)) or not body or not all(isinstance(i, sass.Instruction) for i in body):
+        raise CaptureError("simulate runs a loop body: a non-empty list of lapis.model.sass.Instruction",
+                           shown(body, 80), "pass the loop's instructions parsed from cuobjdump -sass")
+    if not isinstance(consts, Constants):
+        raise CaptureError("simulate's constants are a lapis.model.smsp.Constants", shown(consts, 80),
+                           "build them with Constants.from_pipes_capture or Constants.load")
+    consts.checked("the constants passed to simulate")
     if phases > MAX_PHASES:
         raise CaptureError(f"simulate averages over 1 to {MAX_PHASES} starting phases (each is two full simulations "
                            "of the warps)", repr(phases), f"pass phases=smsp.PHASES ({PHASES}) or at most {MAX_PHASES}")

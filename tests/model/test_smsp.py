@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from lapis.errors import CaptureError
-from lapis.model import sass, smsp
+from lapis.errors import CaptureError, ScheduleError
+from lapis.model import contend, sass, smsp, tensor_share
 
 # H100 textbook figures, for arithmetic only: 1 issue/clk, FP32 32 lanes (1/clk), INT 16 lanes (0.5/clk),
 # MUFU 4 lanes (1/8 clk) per SMSP.
@@ -457,3 +457,30 @@ def test_a_pair_offset_count_outside_1_to_64_is_refused(offsets):
     body = [ins("FFMA R1, R1, R3, R4")]
     with pytest.raises(CaptureError, match="start offsets|offsets"):
         smsp.tile_pair(body, BOOK, offsets=offsets)
+
+
+@pytest.mark.parametrize("body, words", [([], "non-empty list"), ("FFMA", "non-empty list"), (None, "non-empty list"),
+                                         (["FFMA R1, R1, R3, R4"], "non-empty list")])
+def test_a_body_that_is_not_instructions_is_refused(body, words):
+    with pytest.raises(CaptureError, match=words):
+        smsp.simulate(body, 1, BOOK)
+
+
+@pytest.mark.parametrize("rate, latency", [(0.0, 18), (-1.0, 18), (float("nan"), 18), (1e6, 18),
+                                           (0.125, float("inf")), (0.125, float("nan")), (0.125, -50)])
+def test_constants_no_smsp_could_have_are_refused_before_simulating(rate, latency):
+    body = [ins(f"MUFU.EX2 R{k}, R{k + 32}") for k in range(4)]
+    bad = dataclasses.replace(BOOK, rate={**BOOK.rate, "xu": rate}, latency={**BOOK.latency, "xu": latency})
+    with pytest.raises(CaptureError, match="SMSP constants"):
+        smsp.simulate(body, 1, bad)
+    with pytest.raises(CaptureError, match="SMSP constants"):
+        smsp.tile_pair(body, bad)
+    with pytest.raises(CaptureError, match="lapis.model.smsp.Constants"):
+        smsp.simulate(body, 1, None)
+
+
+@pytest.mark.parametrize("resync", ["no", 1, None, 2.5])
+def test_contend_takes_resync_as_a_bool_only(resync):
+    body = [ins(f"MUFU.EX2 R{k}, R{k + 32}") for k in range(4)]
+    with pytest.raises(ScheduleError, match="resync is True"):
+        contend.of(body, BOOK, tensor_share.Share.from_capture(), resync=resync)
