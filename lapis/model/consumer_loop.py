@@ -255,7 +255,8 @@ def loop_of(instrs: list[sass.Instruction], flavour: str, reference: dict, const
     states and scale against the microbenchmark's loop of `flavour`, reference[flavour], per KEYS columns: a side
     of block_n keys scaled by KEYS / block_n)."""
     body = kernel_side(instrs, rescale=flavour not in COND_FLAVOURS, turn=turn)
-    side, ref = dict(side_of(body, consts), contend=contend.of(body, consts, share, resync=True).as_dict()), reference[flavour]
+    own = contend.of(body, consts, share, resync=True)  # the ping-pong restarts each tile: a restarted pair
+    side, ref = dict(side_of(body, consts), contend=own.as_dict()), reference[flavour]
     per = KEYS / block_n
     return dict(turn=turn_of(instrs, consts) if turn else None,
                 softmax_side=dict(side, flavour=flavour, block_n=block_n,

@@ -285,6 +285,27 @@ def _issue_all(body: list[sass.Instruction], warps: int, consts: Constants, iter
     return t
 
 
+def _check_body(body: list[sass.Instruction], consts: Constants) -> None:
+    """CaptureError unless `body` is a non-empty list of sass.Instruction with control bits (cuobjdump input) on
+    pipes `consts` has, and `consts` a Constants within Constants.checked's bounds: what _issue_all needs to end
+    with a number (a zero, negative or NaN rate would divide by zero or never hold a pipe; an infinite latency
+    would never end)."""
+    if not isinstance(body, (list, tuple)) or not body or not all(isinstance(i, sass.Instruction) for i in body):
+        raise CaptureError("simulate runs a loop body: a non-empty list of lapis.model.sass.Instruction",
+                           shown(body, 80), "pass the loop's instructions parsed from cuobjdump -sass")
+    if not isinstance(consts, Constants):
+        raise CaptureError("simulate's constants are a lapis.model.smsp.Constants", shown(consts, 80),
+                           "build them with Constants.from_pipes_capture or Constants.load")
+    consts.checked("the constants passed to simulate")
+    if any(ins.control is None for ins in body):
+        raise CaptureError("simulate needs control bits (cuobjdump -sass input)", "an instruction without them",
+                           "use predict() with warp_period() for ncu source-page input")
+    missing = {ins.pipe for ins in body} - (set(consts.rate) & set(consts.latency))
+    if missing:
+        raise CaptureError("the body uses pipes the constants lack", sorted(missing),
+                           "give rate and latency for every pipe of lapis.model.sass.PIPES")
+
+
 def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterations: int = 8,
              phases: int = 1) -> float:
     """SMSP cycles per warp-iteration when `warps` warps each run `body` in a loop, cycle by cycle.
@@ -308,31 +329,16 @@ def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterat
     attention kernels' ping-pong turn), and ratios of two such runs (lapis.model.consumer_loop's softmax_scale).
     Needs cuobjdump input (control bits). CaptureError for warps, iterations or phases that are not integers
     (bools included), warps below 1, iterations below 4, or phases outside 1..MAX_PHASES (checked whatever the warps:
-    one warp has no phase), for an empty body or one that is not a list of sass.Instruction, and for constants that
-    are not a Constants within Constants.checked's bounds (a zero, negative or NaN rate would divide by zero or never
-    hold a pipe; an infinite latency would never end)."""
+    one warp has no phase), and for a body or constants _check_body refuses."""
     for what, v in (("warps", warps), ("iterations", iterations), ("phases", phases)):
         as_int(v, what, CaptureError)
-    if not isinstance(body, (list, tuple)) or not body or not all(isinstance(i, sass.Instruction) for i in body):
-        raise CaptureError("simulate runs a loop body: a non-empty list of lapis.model.sass.Instruction",
-                           shown(body, 80), "pass the loop's instructions parsed from cuobjdump -sass")
-    if not isinstance(consts, Constants):
-        raise CaptureError("simulate's constants are a lapis.model.smsp.Constants", shown(consts, 80),
-                           "build them with Constants.from_pipes_capture or Constants.load")
-    consts.checked("the constants passed to simulate")
+    _check_body(body, consts)
     if phases > MAX_PHASES:
         raise CaptureError(f"simulate averages over 1 to {MAX_PHASES} starting phases (each is two full simulations "
                            "of the warps)", repr(phases), f"pass phases=smsp.PHASES ({PHASES}) or at most {MAX_PHASES}")
     if warps < 1 or iterations < 4 or phases < 1:
         raise CaptureError("simulate needs warps >= 1, iterations >= 4 and phases >= 1", (warps, iterations, phases),
                            "pass the resident warps per SMSP, at least 4 iterations and at least 1 phase")
-    if any(ins.control is None for ins in body):
-        raise CaptureError("simulate needs control bits (cuobjdump -sass input)", "an instruction without them",
-                           "use predict() with warp_period() for ncu source-page input")
-    missing = {ins.pipe for ins in body} - (set(consts.rate) & set(consts.latency))
-    if missing:
-        raise CaptureError("the body uses pipes the constants lack", sorted(missing),
-                           "give rate and latency for every pipe of lapis.model.sass.PIPES")
     half = iterations // 2
     if warps == 1:
         return (_issue_all(body, 1, consts, iterations) - _issue_all(body, 1, consts, half)) / (iterations - half)
@@ -352,12 +358,12 @@ def tile_pair(body: list[sass.Instruction], consts: Constants, offsets: int = PA
     one warp's tile alone, _issue_all over one iteration), f = k / offsets for k = 0 .. offsets - 1; each start
     costs E(f) = S(f) - (1 + f) x A extra cycles (S: until both are done) over an overlap of (1 - f) x A cycles, and
     the tile in the pair costs A x (1 + sum E / sum overlap): the rate at which the two warps' overlapping cycles
-    slow each other, averaged over the starts (f x A rounded to whole cycles). CaptureError as simulate (control bits) and for offsets outside 1 ..
-    MAX_PHASES."""
+    slow each other, averaged over the starts (f x A rounded to whole cycles). CaptureError for a body or constants
+    _check_body refuses and for offsets outside 1 .. MAX_PHASES."""
     if as_int(offsets, "offsets", CaptureError) < 1 or offsets > MAX_PHASES:
         raise CaptureError(f"tile_pair averages over 1 to {MAX_PHASES} start offsets", repr(offsets),
                            f"pass offsets=smsp.PAIR_OFFSETS ({PAIR_OFFSETS})")
-    simulate(body, 1, consts, 4)  # the checks: control bits, pipes the constants have
+    _check_body(body, consts)
     alone = _issue_all(body, 1, consts, 1)
     extra = overlap = 0.0
     for k in range(offsets):
