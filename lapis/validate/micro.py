@@ -48,6 +48,9 @@ pipe share: lapis.model.tensor_share (each pipe's share of a contested cycle fro
 wgmma, micro/h200-2026-12-02-beside; an isolated instruction's from the one-chain streams of
 micro/h200-2026-12-03-density).
 
+`two_captures`: each state both softmax campaigns measured (contend.<fl>.<state> and contend3.<fl>.<state>), and how
+far the ratio of its two measurements departs from the ratio of its two predictions (two_captures).
+
 Errors: CaptureError naming the file (and the field or measurement) for a results.json that is not
 {measurements: [{name, ...}]}, whose ok record lacks params or a value.median above zero (with a finite inverse),
 or that has two ok records of one name; for the contend3 capture also a name campaign version 6 does not define, a
@@ -387,8 +390,33 @@ def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | 
     return out
 
 
+def two_captures(rs: list[dict]) -> list[dict]:
+    """Each state both softmax campaigns measured (contend.<fl>.<state> and contend3.<fl>.<state>, one flavour's
+    softmax in kernels/micro_mix_softmax_v3.cu and _v4.cu): both measured and predicted values, and `departure_pct`,
+    how far the hardware's ratio between the two kernels departs from the model's (100 x (measured ratio / predicted
+    ratio - 1)). A state whose cost the code alone sets (a softmax alone, a GEMM alone or beside one warp) keeps the
+    ratio the two bodies give; two warps running unsynchronised lock into a relative phase the hardware does not
+    fix, and the ratio can move with it: no prediction that reads the two bodies alike meets both within half
+    that departure."""
+    by_name = {r["name"]: r for r in rs}
+    out = []
+    for r in rs:
+        if not r["name"].startswith("contend."):
+            continue
+        other = by_name.get("contend3." + r["name"].split(".", 1)[1])
+        if other is None:
+            continue
+        measured = other["measured"] / r["measured"]
+        predicted = other["predicted"] / r["predicted"]
+        out.append(dict(state=r["name"].split(".", 1)[1], measured=[r["measured"], other["measured"]],
+                        predicted=[r["predicted"], other["predicted"]],
+                        departure_pct=100.0 * (measured / predicted - 1)))
+    return out
+
+
 def validate_micro() -> dict:
-    """The rows, mean and max |error| per group and overall, and the constants' sources."""
+    """The rows, mean and max |error| per group and overall, the states both softmax campaigns measured
+    (two_captures), and the constants' sources."""
     consts, files = constants()
     rs = rows(consts)
     groups: dict = {}
@@ -402,7 +430,7 @@ def validate_micro() -> dict:
              _in_data(tensor_share.BESIDE_CAPTURE) + " (classes beside wgmma)",
              _in_data(tensor_share.DENSITY_CAPTURE) + " (one-chain streams beside wgmma)"]
     return dict(model="lapis.model.smsp (single-instruction constants)", constants_from=files,
-                constants_pending=consts.pending, rows=rs, groups=summary,
+                constants_pending=consts.pending, rows=rs, groups=summary, two_captures=two_captures(rs),
                 mean_abs_error_pct=statistics.fmean(errs), max_abs_error_pct=max(errs),
                 units="cycles per unit the measurement counts (1 / its value; the chain rows: its value)",
                 campaign_units=mc.UNITS["rate"])
@@ -425,6 +453,11 @@ def render(r: dict) -> str:
     for g, s in r["groups"].items():
         lines.append(f"{g:<26} mean |error| {s['mean_abs_error_pct']:.1f}%, max {s['max_abs_error_pct']:.1f}% "
                      f"({s['n']} rows)")
+    lines.append("one state in two kernels (contend / contend3): measured, predicted, and how far the measured "
+                 "ratio departs from the predicted one")
+    for x in r["two_captures"]:
+        lines.append(f"  {x['state']:<24}{x['measured'][0]:>7.0f}{x['measured'][1]:>7.0f}  predicted "
+                     f"{x['predicted'][0]:>5.0f}{x['predicted'][1]:>6.0f}  {x['departure_pct']:>+6.1f}%")
     lines.append(f"all {len(r['rows'])} rows: mean |error| {r['mean_abs_error_pct']:.1f}%, max "
                  f"{r['max_abs_error_pct']:.1f}%; {r['units']}")
     lines.append("every row is a prediction: the model reads the files named on the first line, and none of those "

@@ -1,6 +1,6 @@
 """lapis.model.stall_samples on the committed H200 source pages: s19's (diagnostic/h200-2026-12-02-s19-source), s26's
 (diagnostic/h200-2026-12-04-s26-source) and FA4's sm90 forward (ncu/h200-2026-12-02-source), all at 8x16x4096x128
-non-causal."""
+non-causal, and the L2 bytes of ncu/h200-2026-12-02-layout's FA4 runs."""
 
 import json
 
@@ -58,6 +58,37 @@ def test_s26_still_waits_longer_than_fa4_at_the_turn_and_spends_less_on_its_soft
     assert round(s26["turn_wait"]) == 212 and round(fa4["turn_wait"]) == 100 and round(s19["turn_wait"]) == 271
     assert round(s26["softmax"]) == 1672 and s26["softmax"] < fa4["softmax"]
     assert s26["turn"] - s26["turn_wait"] == pytest.approx(fa4["turn"] - fa4["turn_wait"], abs=12)
+
+
+def kv_wait_share(loop):
+    """The loop's samples stalled on the long scoreboard at each mbarrier try-wait's retry branch (the first BRA
+    after a SYNCS.PHASECHK: the consumer waiting for a K or V tile to land), over all its samples."""
+    waits = 0
+    for i, ins in enumerate(loop):
+        if ins.opcode.startswith("SYNCS.PHASECHK"):
+            branch = next(b for b in loop[i + 1:] if b.opcode.startswith("BRA"))
+            waits += branch.reasons.get("long_sb", 0)
+    return waits / sum(ins.samples for ins in loop)
+
+
+def test_s26_waits_for_its_kv_tiles_less_than_fa4_so_l2_traffic_is_not_fa4s_lead():
+    """L2 slice traffic at 8x16x4096x128 is about twice FA4's for s26 (7.60 GB against 4.16 GB in one run; the K/V
+    bytes 4096 CTAs of 128 Q rows request: 4096 x 2 MiB = 8.6 GB), with the same DRAM bytes. It does not set FA4's
+    lead: s26's consumers wait for K/V tiles 1.7% of their loop samples (46 cycles a tile), FA4's 3.3% (87), and
+    FA4 on B,H,S,D views moves 1.6 GB more through L2 at the same cycles (ncu/h200-2026-12-02-layout)."""
+    s26_run = json.loads((S26 / "manifest.json").read_text())["kernels"]
+    assert s26_run["s26"]["metrics"]["lts__t_bytes.sum"]["value"] == 7603691360.0
+    assert s26_run["fa4"]["metrics"]["lts__t_bytes.sum"]["value"] == 4160510752.0
+    dram = [s26_run[k]["metrics"]["dram__bytes_read.sum"]["value"] for k in ("s26", "fa4")]
+    assert dram[0] == pytest.approx(dram[1], rel=0.001)
+    _, s26 = parts(S26, "s26")
+    _, fa4 = parts(FA4, "fa4")
+    assert round(1000 * kv_wait_share(s26)) == 17 and round(1000 * kv_wait_share(fa4)) == 33
+    layout = json.loads((CAPTURES / "ncu" / "h200-2026-12-02-layout" / "manifest.json").read_text())["kernels"]
+    l2 = {k: layout[k]["metrics"]["lts__t_bytes.sum"]["value"] for k in ("fa4", "fa4_bhsd")}
+    cycles = {k: layout[k]["metrics"]["sm__cycles_elapsed.avg"]["value"] for k in ("fa4", "fa4_bhsd")}
+    assert l2["fa4_bhsd"] - l2["fa4"] > 1.6e9
+    assert cycles["fa4_bhsd"] == pytest.approx(cycles["fa4"], rel=0.001)
 
 
 def test_a_page_without_stall_samples_is_refused():
