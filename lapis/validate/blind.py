@@ -25,6 +25,7 @@ from lapis.data import BLIND
 from lapis.errors import CaptureError
 from lapis.pipeline_sim.predictions import model_hash, profile_hash
 from lapis.pipeline_sim.simulate import simulate
+from lapis.pipeline_sim.work_order import ORDERS
 
 
 def cases(name: str) -> list[dict]:
@@ -80,8 +81,11 @@ def load(name: str) -> dict:
 
 def read(path: Path) -> dict:
     """A blind set's file {name, date (YYYY-MM-DD), entries: [{variant, schedule, shape, params (causal 0 or 1 where
-    given), predicted_us (µs) and tflops (finite, > 0)}, ...]}, one entry per (variant, schedule, shape, causal). CaptureError naming the file and the first
-    entry that breaks the rule: a committed prediction is a record, so the fix is git, never an edit."""
+    given, persistent_order one of lapis.pipeline_sim.work_order.ORDERS), predicted_us (µs) and tflops (finite,
+    > 0)}, ...]}, one entry per (variant, schedule, shape, causal), each a case of the set the file names (SETS:
+    its variant, schedule and shape as the catalog makes them), the name the file's own (<name>.json). CaptureError
+    naming the file and the first entry that breaks the rule: a committed prediction is a record, so the fix is git,
+    never an edit."""
     fix = f"restore it from git (git checkout -- {path.name}); a blind file is never edited by hand"
     try:
         d = json.loads(path.read_text())
@@ -91,7 +95,10 @@ def read(path: Path) -> dict:
     if not isinstance(name, str) or not _iso_date(when):
         raise CaptureError("a blind set is {name, date YYYY-MM-DD, entries}",
                            f"{path}: a {type(d).__name__} with name {name!r:.60}, date {when!r:.60}", fix)
-    entries, seen = d.get("entries"), set()
+    if name != path.stem or name not in SETS:
+        raise CaptureError("a blind set's name is its file's and one of the catalog's sets",
+                           f"{path}: name {name!r:.60}", fix + f" (the sets: {', '.join(SETS)})")
+    entries, seen, known = d.get("entries"), set(), {entry_key(c) for c in SETS[name]()}
     if not isinstance(entries, list) or not entries:
         raise CaptureError("a blind set has a non-empty list of entries", f"{path}: entries {entries!r:.60}", fix)
     for i, e in enumerate(entries):
@@ -99,6 +106,8 @@ def read(path: Path) -> dict:
         key = None if bad else entry_key(e)
         if bad is None and key in seen:
             bad = f"a second entry for {key}"
+        elif bad is None and key not in known:
+            bad = f"{key} is not a case of set {name} (lapis.validate.blind.cases)"
         if bad:
             raise CaptureError("each blind entry names its variant, schedule, shape and params (causal 0 or 1) once, "
                                "with a predicted_us (µs) and tflops that are finite numbers above 0",
@@ -131,6 +140,9 @@ def _entry_fault(e) -> str | None:
             return f"{field} {t!r}"
     if e["params"].get("causal", 0) not in (0, 1) or isinstance(e["params"].get("causal"), float):
         return f"params.causal {e['params']['causal']!r} (0 or 1)"
+    order = e["params"].get("persistent_order", ORDERS[0])
+    if not isinstance(order, str) or order not in ORDERS:
+        return f"params.persistent_order {order!r:.40} (one of {', '.join(ORDERS)})"
     return None
 
 

@@ -68,6 +68,13 @@ def _damaged(tmp_path, edit):
     (lambda d: d["entries"][7]["params"].update(causal="0"), "entry 7: params.causal '0' (0 or 1)"),
     (lambda d: d.update(date="x"), "date 'x'"),
     (lambda d: d.update(entries=None), "entries None"),
+    (lambda d: d.update(name="attention_h200_s24"), "name 'attention_h200_s24'"),
+    (lambda d: d["entries"][0].update(variant="s24"), "entry 0: ('s24', 'h200-s9-tuned', '8x16x4096x128', False) is "
+                                                      "not a case of set attention_h200_s25"),
+    (lambda d: d["entries"][1].update(shape="8x16x4096x64"), "entry 1: ('s25', 'h200-s9-tuned', '8x16x4096x64',"),
+    (lambda d: d["entries"][2].update(schedule="h200-s8-persistent"), "entry 2: ('s25', 'h200-s8-persistent'"),
+    (lambda d: d["entries"][3]["params"].update(persistent_order="lpt_l3"), "entry 3: params.persistent_order "
+                                                                            "'lpt_l3' (one of grid_stride"),
 ])
 def test_a_damaged_blind_file_is_refused_by_name(tmp_path, edit, words):
     from lapis.errors import CaptureError
