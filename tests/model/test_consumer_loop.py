@@ -156,6 +156,7 @@ def test_a_malformed_loops_file_is_refused(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+@pytest.mark.xdist_group("attention_h200_sass")  # one compile of attention_h200.cu per run
 def test_a_rebuild_gives_the_committed_loops():
     built = consumer_loop.build()
     committed = json.loads(consumer_loop.LOOPS.read_text())

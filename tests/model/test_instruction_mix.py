@@ -128,6 +128,7 @@ def test_s14s_descriptor_increments_leave_less_uniform_work_in_the_kv_loop():
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+@pytest.mark.xdist_group("attention_h200_sass")  # one compile of attention_h200.cu per run
 def test_a_rebuild_gives_the_committed_mixes():
     built, committed = im.build(), im.load()
     for key, k in committed["kernels"].items():

@@ -13,6 +13,7 @@ from lapis.model import contend, smsp
 from lapis.validate import micro
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+pytestmark = pytest.mark.xdist_group("validate_micro")  # one worker: the module fixture runs validate micro once
 PIPES = CAPTURES / "micro" / "h200-2026-12-01-pipes" / "pipes" / "results.json"
 
 
