@@ -46,7 +46,8 @@ def _device_problem(config) -> str | None:
         oracle.close()
     if isinstance(pong, OracleFault):
         last = (pong.detail.strip().splitlines() or [""])[-1]
-        problem = f"no usable GPU for the lapis oracle: {pong.error}: {last}"
+        problem = (f"no usable GPU for the lapis oracle: {pong.error}: {last} (on a CPU machine, "
+                   "LAPIS_ORACLE_BACKEND=model runs these tests against lapis's own model)")
     elif not str(pong.get("cc", "")).startswith("9."):
         problem = f"the lapis oracle kernels need sm_90a; the device is {pong.get('device')} (cc {pong.get('cc')})"
     else:

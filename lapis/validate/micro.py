@@ -453,11 +453,13 @@ def render(r: dict) -> str:
     for g, s in r["groups"].items():
         lines.append(f"{g:<26} mean |error| {s['mean_abs_error_pct']:.1f}%, max {s['max_abs_error_pct']:.1f}% "
                      f"({s['n']} rows)")
-    lines.append("one state in two kernels (contend / contend3): measured, predicted, and how far the measured "
-                 "ratio departs from the predicted one")
+    lines.append("one state in two kernels (contend.<state>: micro_mix_softmax_v3.cu, contend3.<state>: _v4.cu); "
+                 "departure = (contend3 / contend measured) / (contend3 / contend predicted) - 1")
+    lines.append(f"  {'state':<22}{'measured':>16}{'predicted':>18}{'departure':>11}")
+    lines.append(f"  {'':<22}{'contend':>8}{'contend3':>9}{'contend':>9}{'contend3':>9}")
     for x in r["two_captures"]:
-        lines.append(f"  {x['state']:<24}{x['measured'][0]:>7.0f}{x['measured'][1]:>7.0f}  predicted "
-                     f"{x['predicted'][0]:>5.0f}{x['predicted'][1]:>6.0f}  {x['departure_pct']:>+6.1f}%")
+        lines.append(f"  {x['state']:<22}{x['measured'][0]:>8.0f}{x['measured'][1]:>9.0f}{x['predicted'][0]:>9.0f}"
+                     f"{x['predicted'][1]:>9.0f}{x['departure_pct']:>+10.1f}%")
     lines.append(f"all {len(r['rows'])} rows: mean |error| {r['mean_abs_error_pct']:.1f}%, max "
                  f"{r['max_abs_error_pct']:.1f}%; {r['units']}")
     lines.append("every row is a prediction: the model reads the files named on the first line, and none of those "
