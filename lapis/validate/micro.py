@@ -218,6 +218,39 @@ def _checked(path: Path) -> tuple[int, dict]:
     return len(doc["measurements"]), found
 
 
+IDENTITY = ("flavour", "lead", "follow", "follow2", "roles")  # the params that say what a contend record ran
+
+
+def _as_defined(m: dict, item: dict, path: Path) -> None:
+    """CaptureError naming the file and the measurement unless its kernel and its IDENTITY params are those of the
+    campaign's item of the same name (a record relabelled, or its roles changed, would be read as another state)."""
+    want = dict(kernel=item["kernel"], **{k: item["params"].get(k) for k in IDENTITY})
+    got = dict(kernel=m.get("kernel"), **{k: m["params"].get(k) for k in IDENTITY})
+    if got != want:
+        bad = {k: got[k] for k in want if got[k] != want[k]}
+        raise CaptureError("a contend measurement ran the kernel and roles its campaign defines for its name",
+                           f"{path}: {m['name']}: {bad} (the campaign's: {({k: want[k] for k in bad})})"[:400],
+                           "restore the capture from git (captures are never edited by hand)")
+
+
+def _contend_measurements(path: Path) -> dict:
+    """The contend capture's ok contend.* measurements (_measurements), each a name campaign version 3 defines
+    (mc.items_v3_contend) as that item ran it (_as_defined); CaptureError naming the file and the measurement
+    otherwise, or when none is ok."""
+    total, found = _checked(path)
+    found = {n: m for n, m in found.items() if n.startswith("contend.")}
+    if not found:
+        raise CaptureError("the contend capture holds at least one contend measurement with status ok",
+                           f"{path}: {total} measurements, no ok contend.*", "restore the capture from git")
+    items = {m["name"]: m for m in mc.items_v3_contend(132)}
+    for name, m in found.items():
+        if name not in items:
+            raise CaptureError("a contend measurement is one campaign version 3 defines (contend.<flavour>.<state>)",
+                               f"{path}: {name}", "restore the capture from git (captures are never edited by hand)")
+        _as_defined(m, items[name], path)
+    return found
+
+
 def _contend3_measurements(path: Path, blind: dict[str, float]) -> dict:
     """The contend3 capture's ok measurements (_measurements), each a name campaign version 6 defines
     (mc.items_v6_contend3) with lead, follow and follow2 roles, and each with a blind prediction in `blind`;
@@ -227,13 +260,14 @@ def _contend3_measurements(path: Path, blind: dict[str, float]) -> dict:
         raise CaptureError("the contend3 capture holds at least one measurement with status ok",
                            f"{path}: {total} measurements, none ok", "restore the capture from git, or capture it "
                            "again: benchmarks/h200_contend3.sh")
-    known = {m["name"] for m in mc.items_v6_contend3(132)}
+    items = {m["name"]: m for m in mc.items_v6_contend3(132)}
     for name, m in found.items():
-        if name not in known:
+        if name not in items:
             raise CaptureError("a contend3 measurement is one campaign version 6 defines (contend3.<flavour>."
                                "<s|ss|st|t|ts|sst|tss>)", f"{path}: {name}",
                                "restore the capture from git (captures are never edited by hand)")
         safe.check(m["params"], CONTEND3_PARAMS, path, "micro", f"{name}.params")
+        _as_defined(m, items[name], path)
         if name not in blind:
             raise CaptureError("every contend3 measurement has a blind prediction (committed before the kernel "
                                "ran)", f"{CONTEND3_BLIND}: no {name}",
@@ -328,10 +362,17 @@ def chain_rows() -> list[dict]:
 
 
 def _row(m: dict, capture: Path, state: str, predicted: float) -> dict:
+    """One row; CaptureError naming the capture and the measurement when its error is not a finite number (a
+    value.median so large that the prediction over its cycles overflows)."""
     measured = 1.0 / m["value"]["median"]
     where = capture.relative_to(CAPTURES) if capture.is_relative_to(CAPTURES) else capture
-    return dict(name=m["name"], capture=str(where), state=state, predicted=predicted,
-                measured=measured, error_pct=100.0 * (predicted / measured - 1))
+    error = 100.0 * (predicted / measured - 1)
+    if not math.isfinite(error):
+        raise CaptureError("a micro measurement's cycles give a finite error against the prediction",
+                           f"{capture}: {m['name']} value.median {m['value']['median']!r}",
+                           "restore the capture from git (captures are never edited by hand)")
+    return dict(name=m["name"], capture=str(where), state=state, predicted=predicted, measured=measured,
+                error_pct=error)
 
 
 def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | None = None) -> list[dict]:
@@ -341,13 +382,7 @@ def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | 
     measured3 = _contend3_measurements(CONTEND3_CAPTURE, blind)  # read before any compile: a bad file fails fast
     blind_d = _blind_cycles(density.BLIND_FILE, "density")
     measured_d = _density_measurements(density.CAPTURE, blind_d)
-    measured_c = {n: m for n, m in _measurements(CONTEND_CAPTURE).items() if n.startswith("contend.")}
-    known_c = {m["name"] for m in mc.items_v3_contend(132)}
-    for name in measured_c:
-        if name not in known_c:
-            raise CaptureError("a contend measurement is one campaign version 3 defines (contend.<flavour>.<state>)",
-                               f"{CONTEND_CAPTURE}: {name}",
-                               "restore the capture from git (captures are never edited by hand)")
+    measured_c = _contend_measurements(CONTEND_CAPTURE)
     share = share or tensor_share.Share.from_capture()
     out = []
     fns = compile_(smsp.SOFTMAX_SOURCE)
@@ -390,6 +425,9 @@ def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | 
     return out
 
 
+TWO_CAPTURES_SPAN = 100  # contend3's GEMM unit is half contend's (about 0.5); a ratio past 100 is a damaged file
+
+
 def two_captures(rs: list[dict]) -> list[dict]:
     """Each state both softmax campaigns measured (contend.<fl>.<state> and contend3.<fl>.<state>, one flavour's
     softmax in kernels/micro_mix_softmax_v3.cu and _v4.cu): both measured and predicted values, and `departure_pct`,
@@ -408,6 +446,10 @@ def two_captures(rs: list[dict]) -> list[dict]:
             continue
         measured = other["measured"] / r["measured"]
         predicted = other["predicted"] / r["predicted"]
+        if not 1 / TWO_CAPTURES_SPAN <= measured <= TWO_CAPTURES_SPAN:
+            raise CaptureError(f"the two captures of one state agree within a factor {TWO_CAPTURES_SPAN}",
+                               f"{r['name']} {r['measured']:.4g} and {other['name']} {other['measured']:.4g} cycles",
+                               "restore the captures from git (captures are never edited by hand)")
         out.append(dict(state=r["name"].split(".", 1)[1], measured=[r["measured"], other["measured"]],
                         predicted=[r["predicted"], other["predicted"]],
                         departure_pct=100.0 * (measured / predicted - 1)))

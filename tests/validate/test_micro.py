@@ -484,6 +484,61 @@ def test_validate_micro_with_an_unknown_contend_state_exits_2_naming_it(tmp_path
         micro.rows(micro.constants()[0], lambda path: pytest.fail(f"compiled {path}"))
 
 
+def _swap_labels(d, a, b):
+    for m in d["measurements"]:
+        parts = m["name"].split(".")
+        if len(parts) == 3 and parts[1] in (a, b):
+            m["name"] = ".".join([parts[0], b if parts[1] == a else a, parts[2]])
+
+
+def _ok(d, name):
+    return next(m for m in d["measurements"] if m["name"] == name and m.get("status") == "ok")
+
+
+@pytest.mark.parametrize("which, edit, why", [
+    ("CONTEND_CAPTURE", lambda d: _swap_labels(d, "ex2_cond", "emu8"),
+     r"contend.emu8.s: \{'kernel': 'micro_contend_ex2_cond', 'flavour': 'ex2_cond'\}"),
+    ("CONTEND_CAPTURE", lambda d: _ok(d, "contend.ex2_cond.ss")["params"].pop("lead"),
+     r"contend.ex2_cond.ss: \{'lead': None\} \(the campaign's: \{'lead': 'softmax'\}\)"),
+    ("CONTEND_CAPTURE", lambda d: _ok(d, "contend.ex2_cond.ss")["params"].update(follow="gemm"),
+     r"contend.ex2_cond.ss: \{'follow': 'gemm'\}"),
+    ("CONTEND_CAPTURE", lambda d: [m.__setitem__("status", "failed") for m in d["measurements"]],
+     "at least one contend measurement with status ok"),
+    ("CONTEND3_CAPTURE", lambda d: _swap_labels(d, "ex2_cond", "emu8"),
+     r"contend3.emu8.s: \{'kernel': 'micro_contend3_ex2_cond', 'flavour': 'ex2_cond'\}"),
+    ("CONTEND3_CAPTURE", lambda d: _ok(d, "contend3.ex2_cond.sst")["params"].update(follow2=None),
+     r"contend3.ex2_cond.sst: \{'follow2': None, 'roles': 26\}|contend3.ex2_cond.sst: \{'follow2': None\}"),
+])
+def test_a_contend_record_relabelled_or_with_other_roles_is_refused_before_any_compile(tmp_path, monkeypatch, which,
+                                                                                      edit, why):
+    """A record is read as the state its name says: its kernel and roles must be the campaign's for that name (a
+    label swap gave plausible departures, a missing role a KeyError, a failed capture an empty section)."""
+    d = json.loads(getattr(micro, which).read_text())
+    edit(d)
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps(d))
+    monkeypatch.setattr(micro, which, f)
+    with pytest.raises(CaptureError, match=why) as e:
+        micro.rows(micro.constants()[0], lambda path: pytest.fail(f"compiled {path}"))
+    assert str(f) in str(e.value) and "restore the capture from git" in str(e.value)
+
+
+def test_two_captures_a_factor_of_a_hundred_apart_are_a_damaged_file_not_an_infinite_departure():
+    rows = [dict(name="contend.ex2.ss", measured=1e200, predicted=1511.0),
+            dict(name="contend3.ex2.ss", measured=1e-200, predicted=1534.0)]
+    with pytest.raises(CaptureError, match="agree within a factor 100: got contend.ex2.ss 1e\\+200 and contend3"):
+        micro.two_captures(rows)
+    rows[1]["measured"] = 1448.0
+    rows[0]["measured"] = 1325.0
+    assert micro.two_captures(rows)[0]["departure_pct"] == pytest.approx(100 * ((1448 / 1325) / (1534 / 1511) - 1))
+
+
+def test_a_median_whose_error_overflows_is_a_capture_error():
+    m = dict(name="contend.ex2.ss", value=dict(median=1e308))
+    with pytest.raises(CaptureError, match="finite error against the prediction.*contend.ex2.ss value.median 1e\\+308"):
+        micro._row(m, micro.CONTEND_CAPTURE, "softmax beside softmax", 1511.0)
+
+
 @pytest.mark.parametrize("edit, why", [
     (lambda d: d["measurements"][0].__setitem__("name", "chain.n128.ss.k3"), "one campaign version 8 defines"),
     (lambda d: [m.__setitem__("status", "fault") for m in d["measurements"]], "none ok"),
