@@ -8,10 +8,11 @@ clock; `Profile.per_ns()` turns them into per-ns numbers (times clock_ghz).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 from lapis.data import PROFILES
-from lapis.errors import ScheduleError
+from lapis.errors import CaptureError, ScheduleError
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,25 @@ def profiles() -> list[str]:
 
 
 def load_profile(name: str) -> Profile:
-    """The profile `name` (h200, b200, rtx5090); ScheduleError naming the available ones."""
+    """The profile `name` (h200, b200, rtx5090). ScheduleError naming the available ones for another name, and for
+    a value without its unit or source; CaptureError naming the file (and the key) for one that is not UTF-8 JSON,
+    lacks name, arch or a values object, or holds a value that is not a finite number above zero (every value is a
+    count, a size, a rate, a latency or a clock: a 0 would divide by zero, a negative or NaN one give wrong times)."""
     path = PROFILES / f"{name}.json"
     if name not in profiles():
         raise ScheduleError("unknown GPU profile", repr(name), "use one of " + ", ".join(profiles()))
-    data = json.loads(path.read_text())
+    fix = f"restore it: git checkout -- lapis/data/profiles/{name}.json (h200's: python -m lapis.model.fit)"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise CaptureError("a GPU profile is a readable JSON file", f"{path}: {e}"[:300], fix) from None
+    if (not isinstance(data, dict) or not isinstance(data.get("values"), dict) or not data["values"]
+            or not all(isinstance(data.get(k), str) for k in ("name", "arch"))):
+        raise CaptureError("a GPU profile holds name, arch and a non-empty values object", str(path), fix)
     for key, v in data["values"].items():
-        if not {"value", "unit", "source"} <= set(v):
+        if not isinstance(v, dict) or not {"value", "unit", "source"} <= set(v):
             raise ScheduleError("profile value without unit or source", f"{name}.{key}", "give value, unit, source")
+        x = v["value"]
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+            raise CaptureError("a profile value is a finite number above zero", f"{path}: {key} = {x!r}", fix)
     return Profile(data["name"], data["arch"], data["values"])

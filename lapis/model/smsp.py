@@ -209,12 +209,14 @@ class Prediction:
 
 
 def _read_json(path: Path) -> dict:
+    """The JSON document at `path`; CaptureError naming the file when it is missing, not a file, over
+    MAX_JSON_BYTES, unreadable (permissions, I/O), not UTF-8, not JSON or nested too deep."""
     path = Path(path)
     if not path.is_file() or path.stat().st_size > MAX_JSON_BYTES:
         raise CaptureError(f"JSON file missing or over {MAX_JSON_BYTES} bytes", str(path), "pass an existing file")
     try:
         return json.loads(path.read_text())
-    except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError (not UTF-8), nesting too deep
+    except (OSError, ValueError, RecursionError) as e:  # permissions; JSONDecodeError, not UTF-8; nesting too deep
         raise CaptureError("JSON file unreadable", f"{path}: {type(e).__name__}: {e}"[:400], "regenerate the file")
 
 
@@ -447,12 +449,13 @@ def _tool(name: str) -> str:
             if (d / name).exists():
                 return str(d / name)
     path = os.environ.get("PATH", "")
-    where = (f"{name} is neither in {', '.join(f'{r}/cu*/bin' for r in roots)} nor on PATH ({path})" if roots else
-             f"{name} is not on PATH ({path}), and no nvidia wheel is installed")
+    where = (f"{name}: in none of {', '.join(f'{r}/cu*/bin' for r in roots)} and not on PATH ({path})" if roots
+             else f"{name}: not on PATH ({path}), and no nvidia wheel is installed")
     missing = [t for t in TOOL_WHEELS if t != "nvcc" and t != name and not _found(t, roots)]
     wheels = " ".join(TOOL_WHEELS.get(t, "the CUDA toolkit") for t in [name, *missing])  # one install for all
     raise CaptureError(f"{name} must be on PATH or in an nvidia wheel's bin folder (nvidia/cu*/bin)", where,
-                       f"pip install {wheels}, or put CUDA's bin folder (e.g. /usr/local/cuda/bin) on PATH")
+                       f"pip install {wheels} (a source checkout's pip install \".[test]\" brings the cuobjdump "
+                       "and nvdisasm wheels), or put CUDA's bin folder (e.g. /usr/local/cuda/bin) on PATH")
 
 
 def _found(name: str, roots: list) -> bool:

@@ -34,16 +34,18 @@ MAX_LOADS = 10_000_000  # K/V tile loads the model walks (an int64 key each, and
 
 def load_stream(per_sm: list) -> np.ndarray:
     """The K/V tile loads of every SM's work list (units of (head, K/V tiles) per Q tile) in time order (step,
-    then SM): an int64 array of (head, K/V index) keys, head * 2**32 + index. ScheduleError for more than
+    then SM): an int64 array of (head, K/V index) keys, head * 2**32 + index; a piece of a split unit
+    (work_order.PieceTiles) loads its own tiles, first .. first + count - 1. ScheduleError for more than
     MAX_LOADS loads."""
     tiles = [np.array([q for u in units for q in u], dtype=np.int64).reshape(-1, 2) for units in per_sm]
+    firsts = [np.array([getattr(n, "first", 0) for u in units for _, n in u], dtype=np.int64) for units in per_sm]
     total = sum(int(t[:, 1].sum()) for t in tiles)
     if total > MAX_LOADS:
         raise ScheduleError(f"the L2 model walks every K/V tile load of the grid, at most {MAX_LOADS:,}",
                             f"{total:,} loads", "simulate fewer heads (B x H) or a shorter L: the reuse depends on "
                             "the heads the order runs side by side, which a smaller B x H keeps")
     steps, sms, keys = [], [], []
-    for s, t in enumerate(tiles):
+    for s, (t, first) in enumerate(zip(tiles, firsts)):
         if not t.size:
             continue
         n = t[:, 1]
@@ -52,7 +54,7 @@ def load_stream(per_sm: list) -> np.ndarray:
         index = np.arange(n.sum(), dtype=np.int64) - start
         steps.append(start + index)
         sms.append(np.full(index.size, s, dtype=np.int64))
-        keys.append(head * 2**32 + index)
+        keys.append(head * 2**32 + np.repeat(first, n) + index)
     if not keys:
         return np.zeros(0, dtype=np.int64)
     step, sm, key = np.concatenate(steps), np.concatenate(sms), np.concatenate(keys)

@@ -56,16 +56,17 @@ class Piece(int):
 
 
 class PieceTiles(int):
-    """A piece's K/V tile count in a work list (head_units_per_sm), with the `pieces` its unit was cut into: the
-    simulator prices the piece's partial O out and the merge of the others' (attention_h200.py store_piece)."""
+    """A piece's K/V tile count in a work list (head_units_per_sm), with the `pieces` its unit was cut into (the
+    simulator prices the piece's partial O out and the merge of the others': attention_h200.py store_piece) and
+    its `first` K/V tile (its tiles are first .. first + count - 1: lapis.pipeline_sim.l2_reuse keys its loads so)."""
 
-    def __new__(cls, count: int, pieces: int):
+    def __new__(cls, count: int, pieces: int, first: int = 0):
         tiles = super().__new__(cls, count)
-        tiles.pieces = pieces
+        tiles.pieces, tiles.first = pieces, first
         return tiles
 
     def __reduce__(self):
-        return PieceTiles, (int(self), self.pieces)
+        return PieceTiles, (int(self), self.pieces, self.first)
 L2_SECTION_BYTES = 50 * 2**20  # K and V bytes a section's heads may keep in the H200's 50 MiB L2 (FA4's budget)
 
 
@@ -159,7 +160,7 @@ def head_units_per_sm(heads: int, q_tiles: int, kv_tiles: int, bm: int, bn: int,
     if order == "split_tail" and per_cta != 1:
         raise ScheduleError("a split tail cuts single-Q-tile units", f"q_tiles_per_cta={per_cta}",
                             "use q_tiles_per_cta=1 with persistent_order=split_tail")
-    return [[((kv[i][0][0], PieceTiles(i.count, i.pieces)),) if isinstance(i, Piece) else kv[i] for i in s]
+    return [[((kv[i][0][0], PieceTiles(i.count, i.pieces, i.first)),) if isinstance(i, Piece) else kv[i] for i in s]
             for s in deal([sum(n for _, n in k) for k in kv], sm_count, order, sections)]
 
 

@@ -297,9 +297,10 @@ def test_a_missing_tool_names_the_path_the_wheel_folders_and_the_wheel(monkeypat
     monkeypatch.setenv("PATH", "/nowhere/bin")
     with pytest.raises(CaptureError) as e:
         smsp._tool(name)
-    assert str(e.value) == (f"{name} must be on PATH or in an nvidia wheel's bin folder (nvidia/cu*/bin): got {name} "
-                            f"is neither in {tmp_path}/nvidia/cu*/bin nor on PATH (/nowhere/bin); fix: pip install "
-                            f"{wheel}, or put CUDA's bin folder (e.g. /usr/local/cuda/bin) on PATH")
+    assert str(e.value) == (f"{name} must be on PATH or in an nvidia wheel's bin folder (nvidia/cu*/bin): got {name}: "
+                            f"in none of {tmp_path}/nvidia/cu*/bin and not on PATH (/nowhere/bin); fix: pip install "
+                            f"{wheel} (a source checkout's pip install \".[test]\" brings the cuobjdump and nvdisasm "
+                            "wheels), or put CUDA's bin folder (e.g. /usr/local/cuda/bin) on PATH")
 
 
 def test_a_missing_tool_without_any_nvidia_wheel_says_so(monkeypatch):
@@ -307,8 +308,8 @@ def test_a_missing_tool_without_any_nvidia_wheel_says_so(monkeypatch):
     monkeypatch.setenv("PATH", "/nowhere/bin")
     with pytest.raises(CaptureError) as e:
         smsp._tool("cuobjdump")
-    assert "got cuobjdump is not on PATH (/nowhere/bin), and no nvidia wheel is installed; fix: pip install " \
-           "nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm," in str(e.value)
+    assert "got cuobjdump: not on PATH (/nowhere/bin), and no nvidia wheel is installed; fix: pip install " \
+           "nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm (a source checkout's" in str(e.value)
 
 
 @pytest.mark.parametrize("missing", ["cuobjdump", "nvdisasm"])
@@ -484,3 +485,19 @@ def test_contend_takes_resync_as_a_bool_only(resync):
     body = [ins(f"MUFU.EX2 R{k}, R{k + 32}") for k in range(4)]
     with pytest.raises(ScheduleError, match="resync is True"):
         contend.of(body, BOOK, tensor_share.Share.from_capture(), resync=resync)
+
+
+def test_a_json_file_it_cannot_read_is_a_capture_error_naming_it(tmp_path, monkeypatch):
+    """A capture without read permission (or an I/O error) gave a PermissionError traceback through validate micro."""
+    from pathlib import Path
+    f = tmp_path / "results.json"
+    f.write_text("{}")
+    real = Path.read_text
+
+    def deny(self, *a, **k):
+        if self == f:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *a, **k)
+    monkeypatch.setattr(Path, "read_text", deny)
+    with pytest.raises(CaptureError, match=f"JSON file unreadable: got {f}: PermissionError"):
+        smsp._read_json(f)

@@ -1,12 +1,14 @@
 """The K/V reuse a work order leaves in L2 (lapis.pipeline_sim.l2_reuse)."""
 
+import copy
+
 import numpy as np
 import pytest
 
 from lapis.model.profile import load_profile
 from lapis.pipeline_sim.l2_reuse import fetches, kv_reuse, load_stream
 from lapis.pipeline_sim.schedules.attention_h200 import VARIANTS, AttentionCosts, resolve
-from lapis.pipeline_sim.work_order import head_units_per_sm, kv_units_per_sm, section_heads
+from lapis.pipeline_sim.work_order import PieceTiles, head_units_per_sm, kv_units_per_sm, section_heads
 
 L2 = 60 * 2**20  # the H200's l2CacheSize (micro captures' device_attributes)
 PAIR = 2 * 128 * 128 * 2  # a 128 x 128 bf16 K tile and its V tile
@@ -27,6 +29,20 @@ def test_load_stream_orders_loads_by_step_then_sm():
     # SM 0: head 0's Q tile over 2 K/V tiles; SM 1: head 1 over 1 tile, then head 0 over 1 tile
     per_sm = [[((0, 2),)], [((1, 1),), ((0, 1),)]]
     assert load_stream(per_sm).tolist() == [0, 2**32, 1, 0]
+
+
+def test_a_split_units_pieces_load_their_own_kv_tiles():
+    # 10 units of 8 K/V tiles over 4 SMs: units 8 and 9 are cut in two pieces each, tiles 0..3 and 4..7
+    per_sm = head_units_per_sm(10, 1, 8, 128, 128, False, 4, 1, "split_tail", 1)
+    pieces = [u[0][1] for s in per_sm for u in s if isinstance(u[0][1], PieceTiles)]
+    assert [(p.first, int(p), p.pieces) for p in pieces] == [(0, 4, 2), (4, 4, 2), (0, 4, 2), (4, 4, 2)]
+    assert copy.deepcopy(pieces[1]).first == 4
+    # SM 1's piece loads head 8's tiles 4..7 (keys 8 * 2**32 + 4 ..), after its two whole units' 16 tiles
+    sm1 = load_stream([per_sm[1]]).tolist()
+    assert sm1[16:] == [8 * 2**32 + k for k in range(4, 8)]
+    # the two pieces of a unit together fetch its 8 tiles once, as the unit would
+    assert sorted(load_stream([per_sm[0][-1:], per_sm[1][-1:]]).tolist()) == sorted(
+        8 * 2**32 + k for k in range(8))
 
 
 def test_head_units_carry_the_heads_beside_the_tile_counts_kv_units_per_sm_gives():
