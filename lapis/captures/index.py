@@ -9,7 +9,8 @@ It also writes lapis/data/capture_checksums.json (schema "lapis.capture-checksum
 shipped capture.json. The generator reads the files unchecked (lapis.captures.safe.unchecked): it is what
 rewrites the listings after a capture changes on purpose.
 
-index.json (schema "lapis.capture-index/1"):
+index.json (schema "lapis.capture-index/1"; JSON without indentation, a key or value a line, to spare the tree's
+bytes):
 
     {"schema", "kinds": {kind: {"rule": how readers choose, "captures": [{"name", "date" (the original's
      provenance date, ISO 8601), "original"}] by name, ...}}, "removed": [...]}
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path, PurePosixPath
@@ -208,7 +210,7 @@ def generated(root: Path = CAPTURES, index: Path = INDEX, checksums: Path = CAPT
     checksums of the capture.json files (module docstring)."""
     with unchecked():
         out = {f / NAME: dumps(capture_record(kind, f)) for kind in kinds(root) for f in folders(root, kind)}
-        out[Path(index)] = dumps(build_index(root))
+        out[Path(index)] = json.dumps(build_index(root), indent=0) + "\n"  # unindented: the tree's byte budget
     sums = {p.parent.relative_to(root).as_posix(): hashlib.sha256(text.encode()).hexdigest()
             for p, text in out.items() if p.name == NAME}
     out[Path(checksums)] = dumps(dict(schema=CHECKSUMS_SCHEMA, captures=dict(sorted(sums.items()))))
