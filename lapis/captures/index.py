@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import sys
 from pathlib import Path, PurePosixPath
@@ -210,7 +209,7 @@ def generated(root: Path = CAPTURES, index: Path = INDEX, checksums: Path = CAPT
     checksums of the capture.json files (module docstring)."""
     with unchecked():
         out = {f / NAME: dumps(capture_record(kind, f)) for kind in kinds(root) for f in folders(root, kind)}
-        out[Path(index)] = json.dumps(build_index(root), indent=0) + "\n"  # unindented: the tree's byte budget
+        out[Path(index)] = dumps(build_index(root))
     sums = {p.parent.relative_to(root).as_posix(): hashlib.sha256(text.encode()).hexdigest()
             for p, text in out.items() if p.name == NAME}
     out[Path(checksums)] = dumps(dict(schema=CHECKSUMS_SCHEMA, captures=dict(sorted(sums.items()))))
