@@ -49,12 +49,14 @@ wgmma, micro/h200-2026-12-02-beside; an isolated instruction's from the one-chai
 micro/h200-2026-12-03-density).
 
 `two_captures`: each state both softmax campaigns measured (contend.<fl>.<state> and contend3.<fl>.<state>), and how
-far the ratio of its two measurements departs from the ratio of its two predictions (two_captures).
+far the ratio of its two measurements departs from the ratio of its two predictions.
 
 Errors: CaptureError naming the file (and the field or measurement) for a results.json that is not
 {measurements: [{name, ...}]}, whose ok record lacks params or a value.median above zero (with a finite inverse),
-or that has two ok records of one name; for the contend3 capture also a name campaign version 6 does not define, a
-role outside softmax / gemm / null, no ok record, or a measurement without a blind prediction; for the density
+or that has two ok records of one name; a value.median whose row error overflows; two captures of one state more
+than TWO_CAPTURES_SPAN apart; for the contend and contend3 captures also a name their campaign (version 3, 6) does
+not define, a record whose kernel or IDENTITY params are not its campaign item's, or no ok record; for contend3 a
+role outside softmax / gemm / null or a measurement without a blind prediction; for the density
 capture a name campaign version 7 does not define, a params.follow other than the campaign's, a raw.follower_rate
 beside wgmma that is not a non-empty list of finite numbers above zero, no ok record, or a measurement without a
 blind prediction; for a blind file whose predicted_cycles are not finite numbers above zero. The contend3 and
