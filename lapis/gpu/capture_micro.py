@@ -37,14 +37,14 @@ from lapis.model import micro_campaign as mc
 KERNEL_DIR = Path(__file__).parent / "kernels"
 SOURCES = ("micro_core", "micro_tma", "micro_wgmma", "micro_tma_v2", "micro_mix_v1", "micro_softmax_v1",
            "micro_mix_softmax_v1", "micro_mix_softmax_v2", "micro_mix_softmax_v3", "micro_mix_softmax_v4",
-           "micro_launch_v1", "micro_beside_v1", "micro_beside_v2", "micro_bar_v1", "micro_wgmma_v2")
+           "micro_launch_v1", "micro_beside_v1", "micro_beside_v2", "micro_beside_v3", "micro_bar_v1", "micro_wgmma_v2")
 # kernel name prefix -> source (first match wins: micro_tma_spread is v2, micro_tma_load v1)
 KERNEL_SOURCE = (("micro_tma_spread", "micro_tma_v2"), ("micro_mix_", "micro_mix_v1"),
                  ("micro_softmax_", "micro_softmax_v1"), ("micro_mixsm_", "micro_mix_softmax_v1"),
                  ("micro_mixsm2_", "micro_mix_softmax_v2"), ("micro_contend_", "micro_mix_softmax_v3"),
                  ("micro_contend3_", "micro_mix_softmax_v4"),
                  ("micro_cta_turnover", "micro_launch_v1"), ("micro_beside_", "micro_beside_v1"),
-                 ("micro_density_", "micro_beside_v2"),
+                 ("micro_density_", "micro_beside_v2"), ("micro_sweep_", "micro_beside_v3"),
                  ("micro_bar_", "micro_bar_v1"), ("micro_chain_", "micro_wgmma_v2"),
                  ("micro_tma", "micro_tma"),
                  ("micro_wgmma", "micro_wgmma"), ("micro_", "micro_core"))

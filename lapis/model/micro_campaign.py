@@ -23,8 +23,8 @@ alone and beside wgmma, the two warpgroups contending, the CTA turnover; micro/h
 version 5 (the named-barrier GEMM-turn hand-over and the mbarrier wait on a complete phase), items_v6_contend3
 version 6 (a softmax beside another softmax and wgmma, three warpgroups), items_v7_density version 7 (a class
 stream at a controlled issue density beside wgmma), items_v8_chain version 8 (one warpgroup's chain of K wgmmas,
-fence to wait_group 0); `all_items` runs them all; `bar_cycles` reads version 5's
-values back from a results.json.
+fence to wait_group 0), items_v9_sweep version 9 (version 7 at more chain counts); `all_items` runs them all;
+`bar_cycles` reads version 5's values back from a results.json.
 
 Statistics: median and spread_pct = 100 * IQR / median (numpy's linear percentiles) over the repeats.
 """
@@ -315,14 +315,31 @@ def items_v7_density(sm_count: int) -> list[dict]:
     of the class, one warp per SMSP) and density.<class>_c<CH>.ss (the same beside wgmma in flight: value = class
     units per clk, follower_rate = wgmma units per clk); a class unit is DENSITY_UNROLL x CH instructions per
     thread, a wgmma unit 8 x m64n128k16."""
-    first = next(iter(DENSITY_CLASSES))
-    out = [_density("density.wgmma.ss", f"micro_density_{first}_c1", False, None, sm_count)]
-    for cls, counts in DENSITY_CLASSES.items():
+    return _chain_items("density", DENSITY_CLASSES, sm_count)
+
+
+def _chain_items(kind: str, classes: dict, sm_count: int) -> list[dict]:
+    """<kind>.wgmma.ss (with the first class kernel), then <kind>.<class>_c<CH>.alone and .ss for each of classes'
+    chain counts, kernels micro_<kind>_<class>_c<CH>."""
+    first, counts = next(iter(classes.items()))
+    out = [_density(f"{kind}.wgmma.ss", f"micro_{kind}_{first}_c{counts[0]}", False, None, sm_count)]
+    for cls, counts in classes.items():
         for ch in counts:
-            k = f"micro_density_{cls}_c{ch}"
-            out.append(_density(f"density.{cls}_c{ch}.alone", k, True, None, sm_count, ch))
-            out.append(_density(f"density.{cls}_c{ch}.ss", k, True, "ss", sm_count, ch))
+            k = f"micro_{kind}_{cls}_c{ch}"
+            out.append(_density(f"{kind}.{cls}_c{ch}.alone", k, True, None, sm_count, ch))
+            out.append(_density(f"{kind}.{cls}_c{ch}.ss", k, True, "ss", sm_count, ch))
     return out
+
+
+# Version 9 (kernels/micro_beside_v3.cu): version 7's protocol and units at the chain counts it does not run, so
+# the density sweep runs from one chain to eight in one kernel family.
+SWEEP_CLASSES = {"ffma": (4, 5, 6, 7, 8), "fmnmx": (3, 4)}  # class -> chain counts
+
+
+def items_v9_sweep(sm_count: int) -> list[dict]:
+    """sweep.wgmma.ss (wgmma groups from shared memory alone), sweep.<class>_c<CH>.alone and sweep.<class>_c<CH>.ss
+    (version 7's states and values at SWEEP_CLASSES' chain counts, kernels micro_sweep_<class>_c<CH>)."""
+    return _chain_items("sweep", SWEEP_CLASSES, sm_count)
 
 
 # Launch (kernels/micro_launch_v1.cu): an SM's retire-and-launch gap between back-to-back CTAs when one fits
@@ -462,11 +479,11 @@ def items_v8_chain(sm_count: int) -> list[dict]:
 
 
 def all_items(sm_count: int) -> list[dict]:
-    """Every measurement of campaign versions 1 to 8, in run order."""
+    """Every measurement of campaign versions 1 to 9, in run order."""
     return (items(sm_count) + items_v2(sm_count) + items_v3(sm_count) + items_v3_mix(sm_count)
             + items_v3_mix2(sm_count) + items_v3_contend(sm_count) + items_v3_launch(sm_count)
             + items_v4_beside(sm_count) + items_v5_bar(sm_count) + items_v6_contend3(sm_count)
-            + items_v7_density(sm_count) + items_v8_chain(sm_count))
+            + items_v7_density(sm_count) + items_v8_chain(sm_count) + items_v9_sweep(sm_count))
 
 
 # ----------------------------------------------------------------------------------------- values --

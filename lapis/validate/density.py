@@ -26,6 +26,8 @@ from lapis.model import sass, smsp, tensor_share
 SOURCE = "micro_beside_v2.cu"
 CAPTURE = CAPTURES / "micro" / "h200-2026-12-03-density" / "micro" / "results.json"
 BLIND_FILE = BLIND / "micro" / "density.json"  # committed before micro_beside_v2.cu first ran
+SWEEP_SOURCE = "micro_beside_v3.cu"  # campaign version 9: the same states at more chain counts
+SWEEP_BLIND_FILE = BLIND / "micro" / "sweep.json"  # committed before micro_beside_v3.cu first ran
 OPCODE = {"ffma": "FFMA", "fmnmx": "FMNMX"}  # each class's SASS opcode (micro_beside_v1.cu's steps)
 WGMMAS = 8  # wgmma m64n128k16 per ss unit
 CONSTANT_ROWS = frozenset(f"density.{c}_c1.{s}" for c in tensor_share.SPARSE_CLASSES.values()  # the model reads them
@@ -33,8 +35,9 @@ CONSTANT_ROWS = frozenset(f"density.{c}_c1.{s}" for c in tensor_share.SPARSE_CLA
 
 
 def class_body(instrs: list, cls: str, chains: int) -> tuple[list, float]:
-    """(the leader's class loop, class units per iteration of it). CaptureError when the kernel has no loop with
-    the class's opcode and neither HGMMA nor LDS, or its opcode count is not whole units."""
+    """(the leader's class loop, class units per iteration of it) of a micro_beside_v2.cu or _v3.cu class kernel.
+    CaptureError when the kernel has no loop with the class's opcode and neither HGMMA nor LDS, or its opcode count
+    is not whole units."""
     for lp in sass.loops(instrs):
         body = instrs[lp.head:lp.tail + 1]
         ops = [i.opcode for i in body]
@@ -44,22 +47,26 @@ def class_body(instrs: list, cls: str, chains: int) -> tuple[list, float]:
         per_unit = mc.DENSITY_UNROLL * chains
         if n % per_unit:
             raise CaptureError(f"a density loop holds whole units of {per_unit} {OPCODE[cls]}",
-                               f"{n} in the loop at {body[0].address:#x}", "check kernels/micro_beside_v2.cu")
+                               f"{n} in the loop at {body[0].address:#x}",
+                               "check kernels/micro_beside_v2.cu and _v3.cu")
         return body, n / per_unit
     raise CaptureError("a density kernel has a class loop without HGMMA or LDS (the leader's)",
-                       f"{len(instrs)} instructions, class {cls}", "check kernels/micro_beside_v2.cu")
+                       f"{len(instrs)} instructions, class {cls}", "check kernels/micro_beside_v2.cu and _v3.cu")
 
 
 def predictions(functions: dict, consts: smsp.Constants, share: tensor_share.Share,
-                gemm_cycles: float) -> dict[str, float]:
-    """{measurement name (and <name>_tensor for the ss rows): predicted cycles per unit} for every version-7
-    measurement (module docstring); functions: the compiled micro_beside_v2.cu ({kernel: instructions});
-    gemm_cycles: one ss unit's tensor-pipe cycles."""
-    out = {"density.wgmma.ss": gemm_cycles}
-    for cls, counts in mc.DENSITY_CLASSES.items():
+                gemm_cycles: float, kind: str = "density") -> dict[str, float]:
+    """{measurement name (and <name>_tensor for the ss rows): predicted cycles per unit} for every measurement of
+    campaign version 7 (kind "density": kernels micro_density_*, mc.DENSITY_CLASSES) or 9 (kind "sweep": kernels
+    micro_sweep_*, mc.SWEEP_CLASSES), named <kind>.wgmma.ss and <kind>.<class>_c<CH>.<alone|ss> (module
+    docstring); functions: the compiled micro_beside_v2.cu or _v3.cu ({kernel: instructions}); gemm_cycles: one ss
+    unit's tensor-pipe cycles."""
+    classes = {"density": mc.DENSITY_CLASSES, "sweep": mc.SWEEP_CLASSES}[kind]
+    out = {f"{kind}.wgmma.ss": gemm_cycles}
+    for cls, counts in classes.items():
         for ch in counts:
-            body, units = class_body(functions[f"micro_density_{cls}_c{ch}"], cls, ch)
-            name = f"density.{cls}_c{ch}"
+            body, units = class_body(functions[f"micro_{kind}_{cls}_c{ch}"], cls, ch)
+            name = f"{kind}.{cls}_c{ch}"
             out[f"{name}.alone"] = smsp.simulate(body, 1, consts) / units
             soft, tensor = tensor_share.run(body, consts, share, gemm_cycles, 0.0)
             out[f"{name}.ss"], out[f"{name}.ss_tensor"] = soft / units, tensor
@@ -104,3 +111,31 @@ def _follower(m: dict, name: str, capture: Path) -> list[float]:
                            f"{capture}: {name} {got}",
                            "restore the capture from git (captures are never edited by hand)")
     return rates
+
+
+def blind(kind: str = "sweep") -> dict:
+    """The blind-prediction file's content for campaign version 7 (kind "density") or 9 ("sweep"): predicted cycles
+    per unit of every measurement (predictions, with the constants and shares as lapis/validate/micro.py reads them),
+    the constants' sources and the model. Written before the kernels first run: python -m lapis.validate.density
+    sweep > lapis/data/blind/micro/sweep.json."""
+    from lapis.model.instruction_mix import compiled
+    from lapis.validate import micro  # validate.micro imports this module: imported here, when called
+
+    consts, files = micro.constants()
+    source = {"density": SOURCE, "sweep": SWEEP_SOURCE}[kind]
+    predicted = predictions(compiled(micro.KERNELS / source), consts, tensor_share.Share.from_capture(),
+                            micro.gemm_cycles(WGMMAS), kind)
+    share = [str(p.relative_to(CAPTURES.parent)) for p in (tensor_share.BESIDE_CAPTURE, tensor_share.DENSITY_CAPTURE)]
+    return dict(constants_from=[*files, *share],
+                model="lapis.model.smsp + lapis.model.tensor_share (single-instruction constants, dense class "
+                      "streams and one-chain streams beside wgmma)",
+                predicted_cycles=dict(sorted(predicted.items())),
+                what=f"{source} {kind} states: predicted cycles per unit (the leader's; _tensor: the wgmma "
+                     "follower's)")
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    print(json.dumps(blind(sys.argv[1] if len(sys.argv) > 1 else "sweep"), indent=1))

@@ -212,6 +212,10 @@ def test_v2_tensor_maps_and_kernel_sources():
             cls, ch = kernel.removeprefix("micro_density_").rsplit("_c", 1)
             assert re.search(rf"^MICRO_DENSITY\({cls}, \w+, {ch}\)$", text, re.M), m["kernel"]
             kernel = f"MICRO_DENSITY({cls}, "
+        if kernel.startswith("micro_sweep_"):  # micro_sweep_<class>_c<CH>: MICRO_SWEEP(<class>, ..., <CH>)
+            cls, ch = kernel.removeprefix("micro_sweep_").rsplit("_c", 1)
+            assert re.search(rf"^MICRO_SWEEP\({cls}, \w+, {ch}\)$", text, re.M), m["kernel"]
+            kernel = f"MICRO_SWEEP({cls}, "
         if kernel.startswith("micro_chain_n128_"):  # micro_chain_n128_<src>_k<K>: MICRO_CHAIN(<src>, <K>, <0|1|2>)
             src_, k = kernel.removeprefix("micro_chain_n128_").rsplit("_k", 1)
             kernel = f"MICRO_CHAIN({src_}, {k}, {('ss', 'rs', 'pair').index(src_)})"
@@ -318,6 +322,22 @@ def test_v7_density_items_roles_sizes_and_source():
     assert items["density.ffma_c3.alone"]["params"]["roles"] == 0b10 and items["density.ffma_c3.alone"]["params"][
         "follow_iters"] == 0
     assert {capture_micro.source_of(m["kernel"]) for m in items.values()} == {"micro_beside_v2"}
+
+
+def test_v9_sweep_items_run_version_7_states_at_more_chains():
+    """micro_beside_v3.cu: version 7's roles and sizes (so its rows compare with version 7's) at FFMA 4-8 chains and
+    FMNMX 3-4, every kernel in micro_beside_v3, no name shared with version 7."""
+    items = {m["name"]: m for m in mc.items_v9_sweep(132)}
+    assert len(items) == 1 + 2 * 7  # wgmma alone; FFMA at 4-8 chains and FMNMX at 3-4, alone and beside
+    v7 = {m["name"]: m for m in mc.items_v7_density(132)}
+    ss, ss7 = items["sweep.ffma_c6.ss"], v7["density.ffma_c2.ss"]
+    assert ss["kernel"] == "micro_sweep_ffma_c6" and ss["params"]["chains"] == 6
+    assert {k: v for k, v in ss["params"].items() if k != "chains"} == {
+        k: v for k, v in ss7["params"].items() if k != "chains"}
+    assert items["sweep.wgmma.ss"]["params"] == v7["density.wgmma.ss"]["params"]
+    assert items["sweep.fmnmx_c4.alone"]["params"]["roles"] == 0b10
+    assert {capture_micro.source_of(m["kernel"]) for m in items.values()} == {"micro_beside_v3"}
+    assert not set(items) & set(v7) and all(n.startswith("sweep.") for n in items)
 
 
 def test_contend3_values_by_hand():
