@@ -471,7 +471,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     try:
         if a.write:
-            write(LOOPS, json.dumps(build(), indent=1) + "\n")
+            write(LOOPS, json.dumps(build(), indent=0) + "\n")
         d = load()
     except LapisError as e:
         print(f"lapis.model.consumer_loop: {e}", file=sys.stderr)

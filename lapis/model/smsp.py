@@ -83,12 +83,16 @@ PIPE_CLASS = {"fma": "ffma", "alu": "fmnmx", "xu": "ex2", "lsu": "shfl", "tensor
 # shared-memory instructions whose latency the pipes capture measures on its own (class -> opcodes)
 SMEM_CLASS = {"ldsm": ("LDSM",), "lds128": ("LDS",)}
 SMEM_OPS = ("LDSM", "LDS", "STS", "LDGSTS", "STSM")  # instructions that move data over the SM's shared-memory path
+BRANCH_KEYS = ("taken_branch", "branch_hold")  # a constants file's optional branch cycles (Constants)
 
 
 @dataclass(frozen=True)
 class Constants:
     """Hardware constants of one SMSP: issue slots per clock, rate[pipe] (warp-instructions per clock), latency[pipe]
-    (cycles); pending: True when they are not all from a pipes capture."""
+    (cycles); pending: True when they are not all from a pipes capture. BRANCH_KEYS, where the constants file gives
+    them (0 where not): taken_branch, cycles a taken BRA delays its warp's next issue beyond its stall count (the
+    fetch redirect); branch_hold, cycles after that in which the tensor pipe keeps the SMSP's cycles while a wgmma
+    is in flight (lapis.model.tensor_share.run)."""
 
     issue_per_clk: float
     rate: dict
@@ -97,10 +101,13 @@ class Constants:
     sources: dict = field(default_factory=dict)
     smem_cycles_per_wavefront: float = 0.0  # an SMSP's share of the SM's shared-memory path; 0: not modelled
     op_latency: dict = field(default_factory=dict)  # opcode -> cycles, where it differs from its pipe's
+    taken_branch: float = 0.0
+    branch_hold: float = 0.0
 
     @classmethod
     def load(cls, path: Path = PENDING) -> Constants:
-        """Read a constants file ({issue_per_clk, rate, latency} of {value, source}); CaptureError if unreadable."""
+        """Read a constants file ({issue_per_clk, rate, latency} of {value, source}, and BRANCH_KEYS of {value,
+        source} where known); CaptureError if unreadable."""
         d = _read_json(path)
         try:
             rate = {p: float(v["value"]) for p, v in d["rate"].items()}
@@ -108,26 +115,28 @@ class Constants:
             issue = float(d["issue_per_clk"]["value"])
             srcs = {f"{kind}.{p}": v.get("source", "") for kind in ("rate", "latency") for p, v in d[kind].items()}
             srcs["issue_per_clk"] = d["issue_per_clk"].get("source", "")
+            branch = {k: float(d[k]["value"]) for k in BRANCH_KEYS if k in d}
+            srcs.update({k: d[k].get("source", "") for k in branch})
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CaptureError("SMSP constants file lacks issue_per_clk/rate/latency values", f"{path}: {e}",
                                "write {issue_per_clk: {value}, rate: {pipe: {value}}, latency: {pipe: {value}}}")
-        return cls(issue, rate, latency, "PENDING" in str(d.get("status", "")), srcs).checked(path)
+        return cls(issue, rate, latency, "PENDING" in str(d.get("status", "")), srcs, **branch).checked(path)
 
     def checked(self, source) -> Constants:
         """self, or CaptureError naming `source` where a value cannot be an SMSP's: issue_per_clk in
         (0, ISSUE_MAX], each rate in [RATE_MIN, issue_per_clk] (a pipe takes no more than the dispatch issues),
-        each latency and op_latency, and smem_cycles_per_wavefront, in [0, LATENCY_MAX] cycles (NaN fails every
-        test)."""
+        each latency and op_latency, smem_cycles_per_wavefront and BRANCH_KEYS' cycles, in [0, LATENCY_MAX] cycles
+        (NaN fails every test)."""
         bad = [f"issue_per_clk {self.issue_per_clk}"] if not 0 < self.issue_per_clk <= ISSUE_MAX else []
         bad += [f"rate.{p} {v}" for p, v in self.rate.items() if not RATE_MIN <= v <= max(self.issue_per_clk, 0)]
         bad += [f"latency.{p} {v}" for p, v in self.latency.items() if not 0 <= v <= LATENCY_MAX]
         bad += [f"op_latency.{op} {v}" for op, v in self.op_latency.items() if not 0 <= v <= LATENCY_MAX]
-        if not 0 <= self.smem_cycles_per_wavefront <= LATENCY_MAX:
-            bad.append(f"smem_cycles_per_wavefront {self.smem_cycles_per_wavefront}")
+        bad += [f"{k} {getattr(self, k)}" for k in ("smem_cycles_per_wavefront", *BRANCH_KEYS)
+                if not 0 <= getattr(self, k) <= LATENCY_MAX]
         if bad:
             raise CaptureError(f"SMSP constants: issue_per_clk in (0, {ISSUE_MAX}], rates in [{RATE_MIN:g}, "
-                               f"issue_per_clk] warp-instructions per clock, latencies and cycles per shared-memory "
-                               f"wavefront in [0, {LATENCY_MAX}] cycles",
+                               f"issue_per_clk] warp-instructions per clock, latencies, cycles per shared-memory "
+                               f"wavefront and branch cycles in [0, {LATENCY_MAX}] cycles",
                                f"{source}: {', '.join(bad)}", "correct the value from its cited source, or "
                                "re-capture the pipes (benchmarks/h200_pipes.sh)")
         return self
@@ -171,7 +180,7 @@ class Constants:
             op_latency["SYNCS"] = wait_latency(waits)
             sources["op_latency.SYNCS"] = f"{waits}: bar.try_wait.t384"
         return cls(base_c.issue_per_clk, rate, latency, measured < len(PIPE_CLASS), sources, per_wavefront,
-                   op_latency).checked(results)
+                   op_latency, base_c.taken_branch, base_c.branch_hold).checked(results)
 
 
 def wait_latency(results: Path) -> float:
@@ -250,11 +259,28 @@ def dependent_latency(ins: sass.Instruction, consts: Constants) -> float:
     return consts.op_latency.get(ins.opcode, consts.latency[ins.pipe])
 
 
+def taken_branches(body: list[sass.Instruction]) -> list[bool]:
+    """For each instruction of a loop body (one path through the loop, lapis.model.sass.loop_body), whether it is a
+    taken BRA: one whose next instruction on the path (the first, after the last) is not the next in the listing
+    (address + 16 bytes). A BRA without an address (text parsed without its listing) is not counted."""
+    def taken(k: int, ins: sass.Instruction) -> bool:
+        nxt = body[(k + 1) % len(body)].address
+        return ins.opcode == "BRA" and ins.address is not None and nxt is not None and nxt != ins.address + 16
+    return [taken(k, ins) for k, ins in enumerate(body)]
+
+
+def next_issue(t: float, ins: sass.Instruction, taken: bool, consts: Constants) -> float:
+    """The cycle a warp that issued `ins` at t may issue again: its stall count (at least 1), and a taken branch's
+    redirect (consts.taken_branch) after it."""
+    return t + max(ins.control.stall, 1) + (consts.taken_branch if taken else 0.0)
+
+
 def _issue_all(body: list[sass.Instruction], warps: int, consts: Constants, iterations: int,
                starts: list[float] | None = None) -> float:
     """Cycles until `warps` warps have each issued `body` `iterations` times (simulate's mechanism); starts: the
     cycle each warp may first issue (None: all at 0)."""
     occ = {p: 1.0 / r for p, r in consts.rate.items()}
+    taken = taken_branches(body)
     smem = [smem_wavefronts(ins) * consts.smem_cycles_per_wavefront for ins in body]
     pc, it, nxt = [0] * warps, [0] * warps, list(starts) if starts else [0.0] * warps
     sb = [[0.0] * 6 for _ in range(warps)]
@@ -270,7 +296,7 @@ def _issue_all(body: list[sass.Instruction], warps: int, consts: Constants, iter
                 continue
             if m and pipe_free.get("smem", 0.0) - t >= 1 - 1e-9:
                 continue
-            nxt[w] = t + max(c.stall, 1)
+            nxt[w] = next_issue(t, ins, taken[pc[w]], consts)
             pipe_free[p] = max(pipe_free.get(p, 0.0), t) + occ[p]  # fractional rates: a work backlog
             if m:
                 pipe_free["smem"] = max(pipe_free.get("smem", 0.0), t) + m
@@ -315,7 +341,8 @@ def simulate(body: list[sass.Instruction], warps: int, consts: Constants, iterat
     Each cycle the SMSP issues at most one instruction (issue_per_clk = 1), greedy-then-oldest: the warp that
     issued last keeps issuing while it can, else the lowest-numbered ready warp. A warp can issue its next
     instruction when (1) the previous one's stall count has passed (the control bits: the compiler's fixed
-    latencies, including the same warp's pipe spacing), (2) every scoreboard in its wait mask is released (a
+    latencies, including the same warp's pipe spacing), and after a taken branch consts.taken_branch more cycles
+    (next_issue), (2) every scoreboard in its wait mask is released (a
     write scoreboard at issue + latency[pipe] (op_latency[opcode] where given: LDSM, LDS): MUFU, SHFL, LDS, LDC;
     a read scoreboard at issue + 1 / rate[pipe]), (3) its pipe accepts: each pipe keeps a backlog of 1 / rate[pipe]
     cycles per accepted warp-instruction, shared by the warps, and accepts while the backlog is under one cycle (so a

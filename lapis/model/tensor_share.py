@@ -23,13 +23,22 @@ cycles in which nothing is in flight (the group's completion latency before the 
 
 Nothing here reads the contend or mix microbenchmarks, which `lapis validate micro` predicts with it.
 
-A stream's density matters (kernels/micro_beside_v2.cu, capture micro/h200-2026-12-03-density): FFMA or FMNMX on
-one dependent chain (an instruction ready about every 4.5 cycles) leaves the tensor pipe 98.5-99.3% of its rate and
-itself waits about 1.7 cycles an instruction; on two or three chains, whose instructions come back to back, they
-take about a cycle per issue again. So an instruction of the FMA or ALU pipe counts as *isolated* when it became
-ready at least SPARSE_GAP cycles after the SMSP's last contested issue: it waits with its pipe's isolated share
-`sparse[pipe]` (solved as `win` from the one-chain stream alone and beside wgmma) and the tensor pipe keeps the cycle
-it issues in. An instruction ready sooner (back to back) contests as above. Other pipes always contest.
+A stream's density matters (kernels/micro_beside_v2.cu and _v3.cu, captures micro/h200-2026-12-03-density and
+-04-sweep: FFMA on 1 to 8 dependent chains, FMNMX on 1 to 4). Three rules follow:
+- FFMA or FMNMX on one dependent chain (an instruction ready about every 4.5 cycles) leaves the tensor pipe
+  98.5-99.3% of its rate and itself waits about 1.7 cycles an instruction. So an instruction of a pipe with a
+  `sparse` share counts as *isolated* when it became ready at least SPARSE_GAP cycles after the SMSP's last
+  contested issue: it waits with that share (solved as `win` from the one-chain stream alone and beside wgmma) and
+  the tensor pipe keeps the cycle it issues in. An FMA-pipe instruction ready 2 cycles after waits with the same
+  share and takes the cycle.
+- Back to back (ready by the cycle after the SMSP's last contested issue), an FMA-pipe instruction wins every
+  contested cycle (STREAK_PIPES: no `win` share). FFMA on 4 to 8 chains, whose warp has an instruction ready in
+  nearly every cycle, leaves the wgmma 27-29 cycles of each loop iteration whatever the loop's length (36 to 132
+  instructions): the tensor pipe takes its cycles at the loop's taken branch, not between the FFMAs.
+- After a taken branch (lapis.model.smsp.taken_branches) issued while a wgmma is in flight, the tensor pipe keeps
+  the SMSP's contested cycles through the branch's stall and redirect (consts.taken_branch) and consts.branch_hold
+  more cycles of wgmma in flight (lapis.model.branch derives both).
+Other back-to-back instructions contest with their pipe's `win` share.
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ DENSITY_CAPTURE = CAPTURES / "micro" / "h200-2026-12-03-density" / "micro" / "re
 SPARSE_CLASSES = {"fma": "ffma", "alu": "fmnmx"}  # pipe -> its one-chain stream (density.<class>_c1.*)
 RECAPTURE = "recapture it: bash benchmarks/h200_beside.sh (beside) or bash benchmarks/h200_micro.sh density (density)"
 SPARSE_GAP = 3  # cycles from the SMSP's last contested issue to an instruction's readiness that make it isolated
+STREAK_PIPES = frozenset({"fma"})  # pipes whose back-to-back issue wins every contested cycle (no win share)
 FREE_TENSOR = 0.98  # a class whose stream leaves the tensor pipe at least this fraction of its rate does not contest
 MAX_CYCLES = 50_000_000  # a simulation past this is a broken input (a pipe rate near zero)
 MAX_WARPS = 16  # resident warps per SMSP: 64 per SM on sm_90 (lapis.model.occupancy), 4 SMSPs
@@ -58,9 +68,9 @@ MAX_WARPS = 16  # resident warps per SMSP: 64 per SM on sm_90 (lapis.model.occup
 @dataclass(frozen=True)
 class Share:
     """win[pipe]: the warp's share of contested cycles (0..1] for an instruction back to back with the SMSP's last
-    contested issue; free: pipes whose issue does not take the tensor pipe's cycle; source: the captures they come
-    from; sparse[pipe]: the share of an isolated instruction (module docstring), which leaves the tensor pipe its
-    cycle (no entry: the pipe always contests)."""
+    contested issue (none for STREAK_PIPES: share 1); free: pipes whose issue does not take the tensor pipe's
+    cycle; source: the captures they come from; sparse[pipe]: the share of an instruction ready later (module
+    docstring), which leaves the tensor pipe its cycle when isolated (no entry: the pipe always contests)."""
 
     win: dict
     free: frozenset
@@ -69,14 +79,14 @@ class Share:
 
     @classmethod
     def from_capture(cls, path: Path | None = None, mode: str = "ss", density: Path | None = None) -> Share:
-        """win and free for smsp.PIPE_CLASS's pipes (the class that stands for each) from a beside capture (path;
-        None: BESIDE_CAPTURE, read when called), and sparse for SPARSE_CLASSES' pipes from a density capture
-        (density; None: DENSITY_CAPTURE): density.<class>_c1.alone and .ss, solved as win is. From the beside
-        capture:
-        beside.<class>.alone, beside.<class>.<mode> (the class rate) and its follower_rate (the tensor pipe's
-        units per clock, against beside.wgmma.<mode>). CaptureError naming the file when one is missing, or when
-        a rate is not a finite number above zero (a class rate smsp.RATE_MIN to smsp.ISSUE_MAX warp-instructions per
-        clock: _stream_rate) or a follower_rate is not a non-empty list of finite numbers at or above zero."""
+        """win (but STREAK_PIPES') and free for smsp.PIPE_CLASS's pipes (the class that stands for each) from a
+        beside capture (path; None: BESIDE_CAPTURE, read when called), and sparse for SPARSE_CLASSES' pipes from a
+        density capture (density; None: DENSITY_CAPTURE): density.<class>_c1.alone and .ss, solved as win is. From
+        the beside capture: beside.<class>.alone, beside.<class>.<mode> (the class rate) and its follower_rate
+        (the tensor pipe's units per clock, against beside.wgmma.<mode>). CaptureError naming the file when one is
+        missing, or when a rate is not a finite number above zero (a class rate smsp.RATE_MIN to smsp.ISSUE_MAX
+        warp-instructions per clock: _stream_rate) or a follower_rate is not a non-empty list of finite numbers at
+        or above zero."""
         path = BESIDE_CAPTURE if path is None else path
         found = {m["name"]: m for m in _measurements(path) if m.get("status") == "ok"}
 
@@ -91,9 +101,10 @@ class Share:
         for pipe, cls_ in smsp.PIPE_CLASS.items():
             if f"beside.{cls_}.alone" not in found and pipe == "tensor":
                 continue  # mma.sync beside wgmma is not measured: a warp's HMMA is not a softmax instruction
-            win[pipe] = _win(*(_stream_rate(value(n), n, path, mc.BESIDE_CLASS_STEPS,
-                                            "recapture it: benchmarks/h200_beside.sh")
-                               for n in (f"beside.{cls_}.alone", f"beside.{cls_}.{mode}")))
+            rates = [_stream_rate(value(n), n, path, mc.BESIDE_CLASS_STEPS, "recapture it: benchmarks/h200_beside.sh")
+                     for n in (f"beside.{cls_}.alone", f"beside.{cls_}.{mode}")]
+            if pipe not in STREAK_PIPES:  # back to back, a streak pipe always wins (module docstring)
+                win[pipe] = _win(*rates)
             tensor = statistics.median(_follower(found[f"beside.{cls_}.{mode}"], f"beside.{cls_}.{mode}", path)) / wgmma
             if tensor >= FREE_TENSOR:
                 free.add(pipe)
@@ -178,10 +189,13 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     beside a tensor job of `slots` cycles of work and `gap` idle cycles per unit (module docstring); slots 0 is no
     tensor job (cycles per unit inf). The warps contest the tensor pipe's cycles as one issue port: the SMSP's
     credit grows by the share of the instruction the picked warp would issue (a free pipe's too: it issues at its
-    beside rate, and the tensor pipe keeps the cycle; an isolated one's, share.sparse, likewise). Pipes without a
-    win share contest with share 1 (they always win). CaptureError for an empty body, a body without control bits
-    or a run past MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a win or sparse share outside
-    (0, 1], iterations below 2 or warps not an integer from 1 to MAX_WARPS (a huge count would run for hours).
+    beside rate, and the tensor pipe keeps the cycle; an isolated one's, share.sparse, likewise; share_of picks the
+    share). Pipes without a win share contest back to back with share 1 (they always win). After a taken branch
+    issued with a wgmma in flight, no instruction of a pipe that is not free issues for the branch's stall count,
+    consts.taken_branch and consts.branch_hold cycles of wgmma in flight. CaptureError for an empty body, a body
+    without control bits or a run past MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a win or
+    sparse share outside (0, 1], iterations below 2 or warps not an integer from 1 to MAX_WARPS (a huge count would
+    run for hours).
     Steady state: from the end of round iterations // 2 (every warp's iteration of that number) to the end, so an
     odd `iterations` still times whole rounds of the warps."""
     if not body:
@@ -200,6 +214,8 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     done, pipe_free, last = 0, {}, 0
     t, credit, left, idle, units = 0.0, 0.0, float(slots), 0.0, 0.0
     marks, ready_at, last_contested = [], [None] * warps, -math.inf  # when each warp's next one's operands were ready
+    taken, hold = smsp.taken_branches(body), 0.0  # cycles of wgmma in flight the tensor pipe keeps the SMSP's cycles
+    last_pipe = None  # the pipe of the SMSP's last contested issue
 
     def operands_ready(w: int) -> bool:  # its stall count and scoreboard waits are over
         c = body[pcs[w]].control
@@ -223,19 +239,26 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
         ready = w is not None
         if ready and busy:
             pipe = body[pcs[w]].pipe
-            isolated = pipe in share.sparse and ready_at[w] - last_contested >= SPARSE_GAP
-            credit += share.sparse[pipe] if isolated else share.win.get(pipe, 1.0)
-            ready = credit >= 1 - 1e-12
-            if ready:
-                credit -= 1.0
-                took = pipe not in share.free and not isolated
+            since = ready_at[w] - last_contested  # cycles from the last contested issue to this one's readiness
+            streak = pipe in STREAK_PIPES and since <= 1 and last_pipe in STREAK_PIPES  # FMA after FMA, back to back
+            if hold > 0 and streak:  # after a taken branch the streak yields
+                ready = False
+            else:
+                isolated = pipe in share.sparse and since >= SPARSE_GAP
+                credit += share_of(share, pipe, since)
+                ready = credit >= 1 - 1e-12
+                if ready:
+                    credit -= 1.0
+                    took = pipe not in share.free and not isolated
         if ready:
             ins, sb, last = body[pcs[w]], sbs[w], w
             c, p, m = ins.control, ins.pipe, smem[pcs[w]]
             if p not in share.free:
-                last_contested = t
+                last_contested, last_pipe = t, p
             ready_at[w] = None
-            nxts[w] = t + max(c.stall, 1)
+            nxts[w] = smsp.next_issue(t, ins, taken[pcs[w]], consts)
+            if taken[pcs[w]] and busy:
+                hold = max(hold, nxts[w] - t + consts.branch_hold)
             pipe_free[p] = max(pipe_free.get(p, 0.0), t) + occ[p]
             if m:
                 pipe_free["smem"] = max(pipe_free.get("smem", 0.0), t) + m
@@ -247,6 +270,8 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
             if pcs[w] == len(body):
                 pcs[w], done = 0, done + 1
                 marks.append((t, units + (1 - left / slots if slots else 0.0)))
+        if busy:
+            hold -= 1
         if slots > 0:
             if idle > 0:
                 idle -= 1
@@ -259,6 +284,15 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     (t0, u0), (t1, u1) = marks[h - 1], marks[-1]
     per_unit = (t1 - t0) / (u1 - u0) if u1 > u0 else math.inf
     return (t1 - t0) * warps / (len(marks) - h), per_unit
+
+
+def share_of(share: Share, pipe: str, since: float) -> float:
+    """The share of a contested cycle an instruction of `pipe` wins, ready `since` cycles after the SMSP's last
+    contested issue (module docstring): share.sparse[pipe] when isolated (since >= SPARSE_GAP), or for a
+    STREAK_PIPES pipe ready later than back to back (since > 1); else share.win[pipe] (1 where the pipe has none:
+    it always wins)."""
+    later = since >= SPARSE_GAP or (since > 1 and pipe in STREAK_PIPES)
+    return share.sparse[pipe] if later and pipe in share.sparse else share.win.get(pipe, 1.0)
 
 
 def _check_job(share: Share, slots: float, gap: float, iterations: int) -> None:

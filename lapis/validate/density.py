@@ -27,6 +27,7 @@ SOURCE = "micro_beside_v2.cu"
 CAPTURE = CAPTURES / "micro" / "h200-2026-12-03-density" / "micro" / "results.json"
 BLIND_FILE = BLIND / "micro" / "density.json"  # committed before micro_beside_v2.cu first ran
 SWEEP_SOURCE = "micro_beside_v3.cu"  # campaign version 9: the same states at more chain counts
+SWEEP_CAPTURE = CAPTURES / "micro" / "h200-2026-12-04-sweep" / "micro" / "results.json"
 SWEEP_BLIND_FILE = BLIND / "micro" / "sweep.json"  # committed before micro_beside_v3.cu first ran
 OPCODE = {"ffma": "FFMA", "fmnmx": "FMNMX"}  # each class's SASS opcode (micro_beside_v1.cu's steps)
 WGMMAS = 8  # wgmma m64n128k16 per ss unit

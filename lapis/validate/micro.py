@@ -301,32 +301,42 @@ def _blind_cycles(path: Path, what: str) -> dict[str, float]:
     return {k: float(v) for k, v in vals.items()}
 
 
-def _density_measurements(path: Path, blind: dict[str, float]) -> dict:
-    """The density capture's ok measurements (_measurements), each a name campaign version 7 defines
-    (mc.items_v7_density) with the campaign's params.follow (None alone, "ss" beside wgmma), a raw.follower_rate
-    when beside wgmma (density._follower) and a blind prediction in `blind` (and <name>_tensor for one beside
-    wgmma); CaptureError naming the file and the measurement otherwise, or when none is ok."""
+def density_campaigns() -> dict[str, tuple]:
+    """{kind: (campaign items, campaign version, blind file, capture, kernel source)} of the two density campaigns,
+    read from lapis.validate.density when called: "density" (version 7) and "sweep" (version 9)."""
+    return {"density": (mc.items_v7_density, 7, density.BLIND_FILE, density.CAPTURE, density.SOURCE),
+            "sweep": (mc.items_v9_sweep, 9, density.SWEEP_BLIND_FILE, density.SWEEP_CAPTURE, density.SWEEP_SOURCE)}
+
+
+def _density_measurements(path: Path, blind: dict[str, float], kind: str = "density") -> dict:
+    """The density (kind "density", campaign version 7) or sweep (kind "sweep", version 9) capture's ok
+    measurements (_measurements), each a name its campaign defines (density_campaigns) with the campaign's
+    params.follow (None alone, "ss" beside wgmma), a raw.follower_rate when beside wgmma (density._follower) and a
+    blind prediction in `blind` (and <name>_tensor for one beside wgmma); CaptureError naming the file and the
+    measurement otherwise, or when none is ok."""
+    items, version, blind_file, _, _ = density_campaigns()[kind]
     total, found = _checked(path)
     fix = "restore the capture from git (captures are never edited by hand)"
     if not found:
-        raise CaptureError("the density capture holds at least one measurement with status ok",
+        raise CaptureError(f"the {kind} capture holds at least one measurement with status ok",
                            f"{path}: {total} measurements, none ok", fix)
-    known = {m["name"]: m["params"]["follow"] for m in mc.items_v7_density(132)}
+    known = {m["name"]: m["params"]["follow"] for m in items(132)}
     for name, m in found.items():
         if name not in known:
-            raise CaptureError("a density measurement is one campaign version 7 defines (density.wgmma.ss, "
-                               "density.<class>_c<chains>.<alone|ss>)", f"{path}: {name}", fix)
+            raise CaptureError(f"a {kind} measurement is one campaign version {version} defines ({kind}.wgmma.ss, "
+                               f"{kind}.<class>_c<chains>.<alone|ss>)", f"{path}: {name}", fix)
         follow = m["params"].get("follow")
         if follow != known[name]:
-            raise CaptureError("a density measurement's params.follow is campaign version 7's (None alone, 'ss' "
-                               "beside wgmma)", f"{path}: {name}.params.follow {follow!r}, not {known[name]!r}", fix)
+            raise CaptureError(f"a {kind} measurement's params.follow is campaign version {version}'s (None alone, "
+                               "'ss' beside wgmma)", f"{path}: {name}.params.follow {follow!r}, not {known[name]!r}",
+                               fix)
         if follow:
             density._follower(m, name, path)
         for n in (name, f"{name}_tensor") if follow else (name,):
             if n not in blind:
-                raise CaptureError("every density measurement has a blind prediction (committed before the kernel "
-                                   "ran)", f"{density.BLIND_FILE}: no {n}",
-                                   "restore lapis/data/blind/micro/density.json from git")
+                raise CaptureError(f"every {kind} measurement has a blind prediction (committed before the kernel "
+                                   "ran)", f"{blind_file}: no {n}",
+                                   f"restore lapis/data/blind/micro/{blind_file.name} from git")
     return found
 
 
@@ -382,8 +392,9 @@ def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | 
     for a contend.* measurement campaign version 3 does not define (before any compile)."""
     blind = _contend3_blind()
     measured3 = _contend3_measurements(CONTEND3_CAPTURE, blind)  # read before any compile: a bad file fails fast
-    blind_d = _blind_cycles(density.BLIND_FILE, "density")
-    measured_d = _density_measurements(density.CAPTURE, blind_d)
+    campaigns = density_campaigns()
+    blind_d = {k: _blind_cycles(c[2], k) for k, c in campaigns.items()}
+    measured_d = {k: _density_measurements(c[3], blind_d[k], k) for k, c in campaigns.items()}
     measured_c = _contend_measurements(CONTEND_CAPTURE)
     share = share or tensor_share.Share.from_capture()
     out = []
@@ -412,9 +423,10 @@ def rows(consts: smsp.Constants, compile_=compiled, share: tensor_share.Share | 
         row["blind_predicted"] = blind[name]
         out.append(row)
     out += chain_rows()
-    predicted_d = density.predictions(compile_(KERNELS / density.SOURCE), consts, share,
-                                      gemm_cycles(density.WGMMAS))
-    out += density.rows(measured_d, blind_d, predicted_d, density.CAPTURE)
+    for kind, (_, _, _, capture, source) in campaigns.items():
+        predicted_d = density.predictions(compile_(KERNELS / source), consts, share, gemm_cycles(density.WGMMAS),
+                                          kind)
+        out += density.rows(measured_d[kind], blind_d[kind], predicted_d, capture)
     for prefix, (path, source, wgmmas) in MIX_CAPTURES.items():
         fns = compile_(KERNELS / source)
         for name, m in _measurements(path).items():

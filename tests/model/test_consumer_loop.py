@@ -99,48 +99,49 @@ def test_committed_loops():
 
 def test_the_early_pack_shows_with_one_softmax_warp_per_smsp():
     """s16 packs P_j before the rescale's branch: the same 368 instructions as s15, its 32 F2FP interleaved with the
-    MUFU.EX2 stream. One warp alone issues its side 47 cycles sooner (920 against 967 of the ex2_cond loop's 1002);
-    with a second softmax warp on the SMSP the block of packs hides under that warp's issue (779 against 784)."""
+    MUFU.EX2 stream. One warp alone issues its side 47 cycles sooner (932 against 979 of the ex2_cond loop's 1010,
+    each with its taken branches' redirects); with a second softmax warp on the SMSP the block of packs hides under
+    that warp's issue (783 against 812)."""
     d = consumer_loop.load()
     s15, s16 = d["loops"]["s15"]["softmax_side"], d["loops"]["s16"]["softmax_side"]
     assert s15["instructions"] == s16["instructions"] == 368 and s15["pipes"] == s16["pipes"]
     assert (s15["alone_cycles"], s16["alone_cycles"], d["micro_reference"]["ex2_cond"]["alone_cycles"]) == (
-        967.0, 920.0, 1002.0)
-    assert (s15["cycles"], s16["cycles"]) == (784.0, 779.0)
-    assert s16["softmax_scale_alone"] == pytest.approx(920 / 1002) and s15["softmax_scale_alone"] == pytest.approx(
-        967 / 1002)
+        979.0, 932.0, 1010.0)
+    assert (s15["cycles"], s16["cycles"]) == (812.0, 783.0)
+    assert s16["softmax_scale_alone"] == pytest.approx(932 / 1010) and s15["softmax_scale_alone"] == pytest.approx(
+        979 / 1010)
 
 
 def test_the_one_sync_turn_wait_shortens_side_and_turn():
     """s17 waits for its turn with one BAR.SYNC on a register barrier id where s16 has two predicated BAR.SYNC +
     WARPSYNC pairs and a WARPSYNC.ALL; the descriptor arithmetic ptxas interleaved with them moves to the uniform
     datapath (no R2UR). Its side is 359 instructions, not 368, with 2 CBU instructions, not 4; one warp alone issues
-    it in 892 cycles (s16 920), two warps in 763.5 (779); the turn's first group (with the V_{j-1} wait and its
-    46-cycle TRYWAIT) issues in 176 cycles, not 186."""
+    it in 904 cycles (s16 932), two warps in 765.5 (783); the turn's first group (with the V_{j-1} wait and its
+    46-cycle TRYWAIT) issues in 180 cycles, not 190."""
     d = consumer_loop.load()
     s16, s17 = d["loops"]["s16"], d["loops"]["s17"]
     assert (s16["softmax_side"]["instructions"], s17["softmax_side"]["instructions"]) == (368, 359)
     assert (s16["softmax_side"]["pipes"]["cbu"], s17["softmax_side"]["pipes"]["cbu"]) == (4, 2)
-    assert (s16["softmax_side"]["alone_cycles"], s17["softmax_side"]["alone_cycles"]) == (920.0, 892.0)
-    assert (s16["softmax_side"]["cycles"], s17["softmax_side"]["cycles"]) == (779.0, 763.5)
-    assert s16["turn"]["cycles"] == {"pre": 14.0, "first": 186.0, "second": 94.0}
-    assert s17["turn"]["cycles"] == {"pre": 11.0, "first": 176.0, "second": 94.0}
+    assert (s16["softmax_side"]["alone_cycles"], s17["softmax_side"]["alone_cycles"]) == (932.0, 904.0)
+    assert (s16["softmax_side"]["cycles"], s17["softmax_side"]["cycles"]) == (783.0, 765.5)
+    assert s16["turn"]["cycles"] == {"pre": 14.0, "first": 190.0, "second": 94.0}
+    assert s17["turn"]["cycles"] == {"pre": 11.0, "first": 180.0, "second": 94.0}
     assert s16["turn"]["instructions"] == s17["turn"]["instructions"] == {"pre": 9, "first": 52, "second": 27}
 
 
 def test_the_hoisted_barrier_addresses_shorten_the_turn():
     """s18 holds its mbarrier addresses in uniform registers where s17 rebuilds each from SR_CgaCtaId at every wait
     and arrive: the turn's first group (QK_j, the V_{j-1} wait, PV_{j-1}) loses an S2UR, two ULEA, two UIADD3 and four
-    UMOV, 43 instructions and 157 cycles against 52 and 176. Its side counts 370 instructions against 359: the K_j
+    UMOV, 43 instructions and 161 cycles against 52 and 180. Its side counts 370 instructions against 359: the K_j
     wait's retry path, which ptxas separates from its TRYWAIT by one IMAD.MOV, is not dropped as a retry path
-    (instruction_mix.WAIT_GAP), and one warp alone issues it in 1050 cycles against 892."""
+    (instruction_mix.WAIT_GAP), and one warp alone issues it in 1058 cycles against 904."""
     d = consumer_loop.load()
     s17, s18 = d["loops"]["s17"], d["loops"]["s18"]
     assert s18["turn"]["instructions"] == {"pre": 10, "first": 43, "second": 26}
-    assert s18["turn"]["cycles"] == {"pre": 12.0, "first": 157.0, "second": 94.0}
+    assert s18["turn"]["cycles"] == {"pre": 12.0, "first": 161.0, "second": 94.0}
     assert s18["turn"]["pipes"]["first"]["uniform"] == s17["turn"]["pipes"]["first"]["uniform"] - 8 == 29
     assert (s17["softmax_side"]["instructions"], s18["softmax_side"]["instructions"]) == (359, 370)
-    assert (s17["softmax_side"]["alone_cycles"], s18["softmax_side"]["alone_cycles"]) == (892.0, 1050.0)
+    assert (s17["softmax_side"]["alone_cycles"], s18["softmax_side"]["alone_cycles"]) == (904.0, 1058.0)
 
 
 def test_a_malformed_loops_file_is_refused(tmp_path):
@@ -185,9 +186,9 @@ def _corrupt(tmp_path, edit):
     (lambda d: d["loops"]["s9"]["turn"]["cycles"].__setitem__("pre", True), r"turn cycles .*'pre': True"),
     (lambda d: d["loops"]["s9"]["turn"]["hgmma"].__setitem__("first", 1), r"turn hgmma \{'first': 1"),
     (lambda d: d["loops"]["s9"]["softmax_side"].__setitem__("softmax_scale", 3.9),
-     "softmax_scale 3.9 is not its side's cycles 891.5 over the 'ex2_cond' reference's 768.5"),
+     "softmax_scale 3.9 is not its side's cycles 893.0 over the 'ex2_cond' reference's 770.5"),
     (lambda d: d["loops"]["s9"]["softmax_side"].__setitem__("softmax_scale_alone", 3.9),
-     "softmax_scale_alone 3.9 is not its side's alone_cycles 1121.0 over the 'ex2_cond' reference's 1002.0"),
+     "softmax_scale_alone 3.9 is not its side's alone_cycles 1129.0 over the 'ex2_cond' reference's 1010.0"),
     (lambda d: d["loops"]["s16"]["softmax_side"].pop("softmax_scale_alone"), "softmax_scale_alone None, not in"),
     (lambda d: d["loops"]["s9"].__setitem__("turn", []), "loop 's9': not an object"),  # was an AttributeError
     (lambda d: d.__setitem__("loops", []), "no loops or schedules object"),
@@ -271,13 +272,13 @@ def test_the_committed_loops_name_each_kernels_bar_sync_form():
 
 def test_the_early_tests_take_the_waits_off_the_turn():
     """s19 tests K_j and V_{j-1} before its bar.sync and waits only if a test saw a tile not yet landed: with both
-    landed, the turn's first group (QK_j, then PV_{j-1}'s V wait) issues in 110 cycles, not s18's 157 (the V wait's
-    46-cycle TRYWAIT gone), and one warp alone issues the side in 849 cycles, not 1050 (the K wait and the retry
+    landed, the turn's first group (QK_j, then PV_{j-1}'s V wait) issues in 114 cycles, not s18's 161 (the V wait's
+    46-cycle TRYWAIT gone), and one warp alone issues the side in 857 cycles, not 1058 (the K wait and the retry
     path s18's side counts)."""
     d = consumer_loop.load()
     s18, s19 = d["loops"]["s18"], d["loops"]["s19"]
-    assert (s18["turn"]["cycles"]["first"], s19["turn"]["cycles"]["first"]) == (157.0, 110.0)
-    assert (s18["softmax_side"]["alone_cycles"], s19["softmax_side"]["alone_cycles"]) == (1050.0, 849.0)
+    assert (s18["turn"]["cycles"]["first"], s19["turn"]["cycles"]["first"]) == (161.0, 114.0)
+    assert (s18["softmax_side"]["alone_cycles"], s19["softmax_side"]["alone_cycles"]) == (1058.0, 857.0)
     assert s19["turn"]["sync_form"] == "reg"
 
 

@@ -501,3 +501,32 @@ def test_a_json_file_it_cannot_read_is_a_capture_error_naming_it(tmp_path, monke
     monkeypatch.setattr(Path, "read_text", deny)
     with pytest.raises(CaptureError, match=f"JSON file unreadable: got {f}: PermissionError"):
         smsp._read_json(f)
+
+
+def test_a_taken_branch_delays_its_warp_by_the_redirect():
+    """3 FFMA (stall 1) and a BRA (stall 6) back to the first: 9 cycles an iteration by the control bits, 13 with a
+    taken branch's 4-cycle redirect; a BRA whose next instruction on the path is the next address falls through and
+    costs nothing more; one parsed without an address is not counted."""
+    def at(k, text, stall=1):
+        return dataclasses.replace(ins(text, stall), address=16 * k)
+    loop = [at(k, f"FFMA R{k}, R{k}, R4, R5 ;") for k in range(3)] + [at(3, "BRA 0x0 ;", 6)]
+    assert smsp.taken_branches(loop) == [False, False, False, True]
+    assert smsp.simulate(loop, 1, BOOK) == 9
+    assert smsp.simulate(loop, 1, dataclasses.replace(BOOK, taken_branch=4.0)) == 13
+    through = loop + [at(4, "FFMA R3, R3, R4, R5 ;")]
+    assert smsp.taken_branches(through) == [False] * 5
+    assert smsp.simulate(through, 1, dataclasses.replace(BOOK, taken_branch=4.0)) == 10
+    assert smsp.taken_branches([ins("BRA 0x0 ;", 6)]) == [False]
+
+
+@pytest.mark.parametrize("key, value", [("taken_branch", -1), ("branch_hold", float("nan")), ("taken_branch", 1e9)])
+def test_a_branch_constant_outside_0_to_the_latency_cap_is_refused(tmp_path, key, value):
+    doc = json.loads(smsp.PENDING.read_text())
+    doc[key]["value"] = value
+    f = tmp_path / "constants.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(CaptureError, match=f"{key} {value}"):
+        smsp.Constants.load(f)
+    del doc[key]  # absent: no cost (the sm_100 file has neither)
+    f.write_text(json.dumps(doc))
+    assert getattr(smsp.Constants.load(f), key) == 0.0

@@ -69,7 +69,7 @@ def _capture_values() -> dict:
 @needs_nvcc
 def test_every_softmax_microbenchmark_is_a_row_with_its_capture_value(report):
     values = _capture_values()
-    rows = [r for r in report["rows"] if not r["name"].startswith(("density.", "chain."))]
+    rows = [r for r in report["rows"] if not r["name"].startswith(("density.", "sweep.", "chain."))]
     assert len(values) == 75 and sorted(r["name"] for r in rows) == sorted(values)
     for r in rows:
         assert r["measured"] == pytest.approx(1 / values[r["name"]], rel=1e-12)
@@ -133,15 +133,15 @@ def test_a_softmax_beside_another_softmax_and_wgmma_was_predicted_blind(report):
 def test_one_state_in_two_kernels_keeps_the_predicted_ratio_unless_two_warps_run_unsynchronised(report):
     """The softmax states both campaigns measured (kernels/micro_mix_softmax_v3.cu and _v4.cu): a tile alone and
     the GEMM states keep the ratio the two kernels' bodies give within 5%; a softmax beside an unsynchronised
-    softmax (ss) or beside wgmma (st) departs by up to 18.4%, more than the 10% a row is held to."""
+    softmax (ss) or beside wgmma (st) departs by up to 18.8%, more than the 10% a row is held to."""
     two = {x["state"]: x for x in report["two_captures"]}
     assert len(two) == 21  # 5 flavours x s, ss, st, ts (and t, exp2f's only)
     by = {r["name"]: r for r in report["rows"]}
     x = two["ex2_cond.ss"]
     assert x["measured"] == [by["contend.ex2_cond.ss"]["measured"], by["contend3.ex2_cond.ss"]["measured"]]
-    # by hand from the two results.json: 1461 then 1220 cycles measured, 1316 then 1347 predicted
-    assert x["departure_pct"] == pytest.approx(100 * ((1220 / 1461) / (1347 / 1316) - 1), abs=0.3)
-    assert round(x["departure_pct"], 1) == -18.4
+    # by hand from the two results.json: 1461 then 1220 cycles measured, 1320.6 then 1358.3 predicted
+    assert x["departure_pct"] == pytest.approx(100 * ((1220.1 / 1461.1) / (1358.3 / 1320.6) - 1), abs=0.1)
+    assert round(x["departure_pct"], 1) == -18.8
     fixed = [v["departure_pct"] for s, v in two.items() if s.split(".")[1] in ("s", "t", "ts")]
     unsynced = [v["departure_pct"] for s, v in two.items() if s.split(".")[1] in ("ss", "st")]
     assert len(fixed) == 11 and max(map(abs, fixed)) < 5
@@ -166,8 +166,33 @@ def test_density_rows_are_predictions_against_the_capture(report):
     assert all(r["blind_predicted"] == blind[n] for n, r in rows.items())
     # the blind model charged a cycle per contested issue: two FMNMX chains left the tensor pipe 72% (measured 72%)
     assert blind["density.fmnmx_c2.ss_tensor"] == pytest.approx(718.6, abs=0.1)
-    # isolated issues leave the tensor pipe its cycles, back-to-back ones take them: FMNMX on two chains within 2%
-    assert abs(rows["density.fmnmx_c2.ss_tensor"]["error_pct"]) < 2 and abs(rows["density.fmnmx_c2.ss"]["error_pct"]) < 2
+    # isolated issues leave the tensor pipe its cycles, back-to-back ones take them: FMNMX on two chains within 3%
+    # (2.7%: the loop's taken branch, its redirect and the hold after it cost the stream 2 points over the old 0.7%)
+    assert abs(rows["density.fmnmx_c2.ss_tensor"]["error_pct"]) < 3 and abs(rows["density.fmnmx_c2.ss"]["error_pct"]) < 3
+    # FFMA on three chains, whose back-to-back pairs win and whose third waits with the sparse share: the stream
+    # within 6% (the blind model: -30.7%), the wgmma beside it 18% slow (blind: +67.9%)
+    assert rows["density.ffma_c3.ss"]["error_pct"] == pytest.approx(-5.2, abs=0.1)
+    assert rows["density.ffma_c3.ss_tensor"]["error_pct"] == pytest.approx(18.1, abs=0.1)
+
+
+@needs_nvcc
+def test_sweep_rows_against_their_blind_predictions(report):
+    """micro/h200-2026-12-04-sweep (FFMA on 4-8 chains, FMNMX on 3-4): every measurement is a row, with the blind
+    prediction committed before the kernels ran (lapis/data/blind/micro/sweep.json). The blind model missed the
+    wgmma beside FFMA by +26.7% (4 chains) to -15.9% (8); with the FMA streak and the hold after the loop's taken
+    branch every row is within 7.1%. By hand from results.json: FFMA on 4 chains 0.015996 units per clk beside
+    wgmma, its follower 0.00084336."""
+    doc = json.loads((CAPTURES / "micro" / "h200-2026-12-04-sweep" / "micro" / "results.json").read_text())
+    names = [m["name"] for m in doc["measurements"]]
+    rows = {r["name"]: r for r in report["rows"] if r["name"].startswith("sweep.")}
+    assert len(rows) == 22 and sorted(rows) == sorted(names + [n + "_tensor" for n in names if n.endswith(".ss")
+                                                                 and "wgmma" not in n])
+    assert rows["sweep.ffma_c4.ss"]["measured"] == pytest.approx(62.51, abs=0.01)
+    assert rows["sweep.ffma_c4.ss_tensor"]["measured"] == pytest.approx(1185.7, abs=0.1)
+    blind = json.loads((DATA / "blind" / "micro" / "sweep.json").read_text())["predicted_cycles"]
+    assert all(r["blind_predicted"] == blind[n] for n, r in rows.items())
+    assert rows["sweep.ffma_c4.ss_tensor"]["blind_predicted"] / 1185.7 - 1 == pytest.approx(0.267, abs=0.001)
+    assert max(abs(r["error_pct"]) for r in rows.values()) < 7.2
 
 
 @needs_nvcc
@@ -175,7 +200,7 @@ def test_cli_table_and_json(capsys):
     from lapis.cli.main import main
     assert main(["validate", "micro", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert len(out["rows"]) == 75 + 10 + 6  # the softmax microbenchmarks, the density rows, the wgmma chains
+    assert len(out["rows"]) == 75 + 10 + 22 + 6  # the softmax microbenchmarks, density and sweep rows, wgmma chains
 
 
 def test_a_clock_capture_without_a_full_duty_wgmma_point_is_refused(tmp_path):
