@@ -31,6 +31,11 @@ Rows (measured = 1 / the capture's `value` median, in cycles per unit counted th
   kernels/micro_beside_v2.cu: one class on CH dependent chains alone and beside wgmma in flight, the wgmma
   follower's cycles per unit): lapis.validate.density; the one-chain streams beside wgmma are the tensor_share
   constants and no row. `blind_predicted`: lapis/data/blind/micro/density.json, committed before the kernel ran.
+- sweep.<class>_c<CH>.<alone|ss>, .ss_tensor, sweep.wgmma.ss (micro/h200-2026-12-04-sweep, kernels/micro_beside_v3.cu:
+  the same states at FFMA 4-8 chains and FMNMX 3-4): as density's. `blind_predicted`: lapis/data/blind/micro/
+  sweep.json, committed before the kernels ran, by the model without tensor_share's FMA streak and branch hold:
+  those rules were shaped after this capture was seen (their constants come from beside.ffma and
+  density.ffma_c1.alone, lapis.model.branch), so these rows test the constants, not the rules' form, blind.
 - chain.n128.<ss|rs|pair>.k<K> (micro/h200-2026-12-03-chain, kernels/micro_wgmma_v2.cu: one warpgroup's K wgmmas,
   or the GEMM pair's 8 + 8, fence to wait_group 0; measured = the capture's value, in cycles):
   lapis.model.contend.chain_cycles, the GEMM pair's cost in the contend states; the one-wgmma chains are the
@@ -56,11 +61,11 @@ Errors: CaptureError naming the file (and the field or measurement) for a result
 or that has two ok records of one name; a value.median whose row error overflows; two captures of one state more
 than TWO_CAPTURES_SPAN apart; for the contend and contend3 captures also a name their campaign (version 3, 6) does
 not define, a record whose kernel or IDENTITY params are not its campaign item's, or no ok record; for contend3 a
-role outside softmax / gemm / null or a measurement without a blind prediction; for the density
-capture a name campaign version 7 does not define, a params.follow other than the campaign's, a raw.follower_rate
+role outside softmax / gemm / null or a measurement without a blind prediction; for the density and sweep
+captures a name campaign version 7 (9) does not define, a params.follow other than the campaign's, a raw.follower_rate
 beside wgmma that is not a non-empty list of finite numbers above zero, no ok record, or a measurement without a
-blind prediction; for a blind file whose predicted_cycles are not finite numbers above zero. The contend3 and
-density captures, their blind files and the tensor_share captures are read before anything is compiled.
+blind prediction; for a blind file whose predicted_cycles are not finite numbers above zero. The contend3,
+density and sweep captures, their blind files and the tensor_share captures are read before anything is compiled.
 """
 
 from __future__ import annotations
@@ -484,7 +489,7 @@ def validate_micro() -> dict:
     files = [*files, _in_data(contend.WGMMA_CAPTURE) + " (wgmma rate)",
              _in_data(contend.LATENCY_CAPTURE) + " (wgmma latency)",
              _in_data(tensor_share.BESIDE_CAPTURE) + " (classes beside wgmma)",
-             _in_data(tensor_share.DENSITY_CAPTURE) + " (one-chain streams beside wgmma)"]
+             _in_data(tensor_share.DENSITY_CAPTURE) + " (one-chain streams alone and beside wgmma)"]
     return dict(model="lapis.model.smsp (single-instruction constants)", constants_from=files,
                 constants_pending=consts.pending, rows=rs, groups=summary, two_captures=two_captures(rs),
                 mean_abs_error_pct=statistics.fmean(errs), max_abs_error_pct=max(errs),
@@ -520,7 +525,9 @@ def render(r: dict) -> str:
                  f"{r['max_abs_error_pct']:.1f}%; {r['units']}")
     lines.append("every row is a prediction: the model reads the files named on the first line, and none of those "
                  "measurements is a row; blind: the prediction committed before the row's capture ran")
-    lines.append("density.<class>_c<N>: the class on N dependent chains (kernels/micro_beside_v2.cu), alone or "
-                 "beside wgmma (ss); .ss_tensor: the wgmma unit beside it; the one-chain streams are constants "
-                 "(tensor_share's isolated shares), so not rows")
+    lines.append("density.<class>_c<N>, sweep.<class>_c<N>: the class on N dependent chains "
+                 "(kernels/micro_beside_v2.cu, _v3.cu), alone or beside wgmma (ss); .ss_tensor: the wgmma unit "
+                 "beside it; the one-chain streams are constants (tensor_share's isolated shares, smsp's "
+                 "taken_branch), so not rows; the sweep's blind column is the model before the FMA streak and "
+                 "branch hold, which were shaped after it ran")
     return "\n".join(lines)
