@@ -117,8 +117,9 @@ class Constants:
             srcs["issue_per_clk"] = d["issue_per_clk"].get("source", "")
             branch = {k: float(d[k]["value"]) for k in BRANCH_KEYS if k in d}
             srcs.update({k: d[k].get("source", "") for k in branch})
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise CaptureError("SMSP constants file lacks issue_per_clk/rate/latency values", f"{path}: {e}",
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+            raise CaptureError("SMSP constants file lacks issue_per_clk/rate/latency values (and BRANCH_KEYS' values "
+                               "where given)", f"{path}: {type(e).__name__}: {e}",
                                "write {issue_per_clk: {value}, rate: {pipe: {value}}, latency: {pipe: {value}}}")
         return cls(issue, rate, latency, "PENDING" in str(d.get("status", "")), srcs, **branch).checked(path)
 
@@ -262,7 +263,13 @@ def dependent_latency(ins: sass.Instruction, consts: Constants) -> float:
 def taken_branches(body: list[sass.Instruction]) -> list[bool]:
     """For each instruction of a loop body (one path through the loop, lapis.model.sass.loop_body), whether it is a
     taken BRA: one whose next instruction on the path (the first, after the last) is not the next in the listing
-    (address + 16 bytes). A BRA without an address (text parsed without its listing) is not counted."""
+    (address + 16 bytes). A body parsed without its listing (no addresses) has none; CaptureError for a body with
+    addresses on some instructions only (no path can be read from it)."""
+    if len({ins.address is None for ins in body}) > 1:
+        raise CaptureError("a loop body has every instruction's address (a cuobjdump listing) or none",
+                           f"{sum(ins.address is None for ins in body)} of {len(body)} without one",
+                           "take the body from one parsed listing (lapis.model.sass.loop_body)")
+
     def taken(k: int, ins: sass.Instruction) -> bool:
         nxt = body[(k + 1) % len(body)].address
         return ins.opcode == "BRA" and ins.address is not None and nxt is not None and nxt != ins.address + 16

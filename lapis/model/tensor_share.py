@@ -195,7 +195,7 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     consts.taken_branch and consts.branch_hold cycles of wgmma in flight. CaptureError for an empty body, a body
     without control bits or a run past MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a win or
     sparse share outside (0, 1], iterations below 2 or warps not an integer from 1 to MAX_WARPS (a huge count would
-    run for hours).
+    run for hours); CaptureError for constants or a body smsp.simulate refuses (smsp._check_body).
     Steady state: from the end of round iterations // 2 (every warp's iteration of that number) to the end, so an
     odd `iterations` still times whole rounds of the warps."""
     if not body:
@@ -204,6 +204,7 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     if any(ins.control is None for ins in body):
         raise CaptureError("the shared-cycle simulation needs control bits (cuobjdump -sass input)",
                            f"{len(body)} instructions", "pass a loop body parsed from cuobjdump -sass")
+    smsp._check_body(body, consts)  # the constants' bounds (branch cycles too) and a pipe for every instruction
     _check_job(share, slots, gap, iterations)
     if not 1 <= as_int(warps, "warps", ScheduleError) <= MAX_WARPS:
         raise ScheduleError(f"the shared-cycle simulation runs 1 to {MAX_WARPS} warps per SMSP (64 resident warps "

@@ -113,30 +113,3 @@ def _follower(m: dict, name: str, capture: Path) -> list[float]:
                            "restore the capture from git (captures are never edited by hand)")
     return rates
 
-
-def blind(kind: str = "sweep") -> dict:
-    """The blind-prediction file's content for campaign version 7 (kind "density") or 9 ("sweep"): predicted cycles
-    per unit of every measurement (predictions, with the constants and shares as lapis/validate/micro.py reads them),
-    the constants' sources and the model. Written before the kernels first run: python -m lapis.validate.density
-    sweep > lapis/data/blind/micro/sweep.json."""
-    from lapis.model.instruction_mix import compiled
-    from lapis.validate import micro  # validate.micro imports this module: imported here, when called
-
-    consts, files = micro.constants()
-    source = {"density": SOURCE, "sweep": SWEEP_SOURCE}[kind]
-    predicted = predictions(compiled(micro.KERNELS / source), consts, tensor_share.Share.from_capture(),
-                            micro.gemm_cycles(WGMMAS), kind)
-    share = [str(p.relative_to(CAPTURES.parent)) for p in (tensor_share.BESIDE_CAPTURE, tensor_share.DENSITY_CAPTURE)]
-    return dict(constants_from=[*files, *share],
-                model="lapis.model.smsp + lapis.model.tensor_share (single-instruction constants, dense class "
-                      "streams and one-chain streams beside wgmma)",
-                predicted_cycles=dict(sorted(predicted.items())),
-                what=f"{source} {kind} states: predicted cycles per unit (the leader's; _tensor: the wgmma "
-                     "follower's)")
-
-
-if __name__ == "__main__":
-    import json
-    import sys
-
-    print(json.dumps(blind(sys.argv[1] if len(sys.argv) > 1 else "sweep"), indent=1))

@@ -313,11 +313,29 @@ def density_campaigns() -> dict[str, tuple]:
             "sweep": (mc.items_v9_sweep, 9, density.SWEEP_BLIND_FILE, density.SWEEP_CAPTURE, density.SWEEP_SOURCE)}
 
 
+def density_blind(kind: str = "sweep") -> dict:
+    """A density campaign's blind-prediction file, as written before its kernels first ran: predicted cycles per
+    unit of every measurement of kind "density" (campaign version 7) or "sweep" (9) (lapis.validate.density
+    .predictions with constants() and tensor_share.Share.from_capture()), the constants' sources and the model.
+    lapis/data/blind/micro/sweep.json is density_blind("sweep") at the commit that added micro_beside_v3.cu."""
+    consts, files = constants()
+    source = density_campaigns()[kind][4]
+    predicted = density.predictions(compiled(KERNELS / source), consts, tensor_share.Share.from_capture(),
+                                    gemm_cycles(density.WGMMAS), kind)
+    share = [_in_data(p) for p in (tensor_share.BESIDE_CAPTURE, tensor_share.DENSITY_CAPTURE)]
+    return dict(constants_from=[*files, *share],
+                model="lapis.model.smsp + lapis.model.tensor_share (single-instruction constants, dense class "
+                      "streams and one-chain streams beside wgmma)",
+                predicted_cycles=dict(sorted(predicted.items())),
+                what=f"{source} {kind} states: predicted cycles per unit (the leader's; _tensor: the wgmma "
+                     "follower's)")
+
+
 def _density_measurements(path: Path, blind: dict[str, float], kind: str = "density") -> dict:
     """The density (kind "density", campaign version 7) or sweep (kind "sweep", version 9) capture's ok
-    measurements (_measurements), each a name its campaign defines (density_campaigns) with the campaign's
-    params.follow (None alone, "ss" beside wgmma), a raw.follower_rate when beside wgmma (density._follower) and a
-    blind prediction in `blind` (and <name>_tensor for one beside wgmma); CaptureError naming the file and the
+    measurements (_measurements), each a name its campaign defines (density_campaigns) with the campaign item's
+    kernel, params.chains and params.follow (None alone, "ss" beside wgmma), a raw.follower_rate when beside wgmma
+    (density._follower) and a blind prediction in `blind` (and <name>_tensor for one beside wgmma); CaptureError naming the file and the
     measurement otherwise, or when none is ok."""
     items, version, blind_file, _, _ = density_campaigns()[kind]
     total, found = _checked(path)
@@ -325,11 +343,17 @@ def _density_measurements(path: Path, blind: dict[str, float], kind: str = "dens
     if not found:
         raise CaptureError(f"the {kind} capture holds at least one measurement with status ok",
                            f"{path}: {total} measurements, none ok", fix)
-    known = {m["name"]: m["params"]["follow"] for m in items(132)}
+    defined = {m["name"]: m for m in items(132)}
+    known = {n: m["params"]["follow"] for n, m in defined.items()}
     for name, m in found.items():
         if name not in known:
             raise CaptureError(f"a {kind} measurement is one campaign version {version} defines ({kind}.wgmma.ss, "
                                f"{kind}.<class>_c<chains>.<alone|ss>)", f"{path}: {name}", fix)
+        item = defined[name]
+        if (m.get("kernel"), m["params"].get("chains")) != (item["kernel"], item["params"].get("chains")):
+            raise CaptureError(f"a {kind} measurement's kernel and params.chains are its campaign item's",
+                               f"{path}: {name} kernel {m.get('kernel')!r}, chains {m['params'].get('chains')!r}, "
+                               f"not {item['kernel']!r}, {item['params'].get('chains')!r}", fix)
         follow = m["params"].get("follow")
         if follow != known[name]:
             raise CaptureError(f"a {kind} measurement's params.follow is campaign version {version}'s (None alone, "

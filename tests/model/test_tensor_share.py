@@ -341,3 +341,35 @@ def test_the_branch_constants_are_derived_from_the_captures():
     filed = smsp.Constants.load()
     assert branch.derive(micro.compiled) == {"taken_branch": filed.taken_branch, "branch_hold": filed.branch_hold}
     assert (filed.taken_branch, filed.branch_hold) == (4.0, 16.0)
+
+
+@pytest.mark.parametrize("edit, words", [
+    (dict(taken_branch=float("nan")), "taken_branch nan"), (dict(branch_hold=-1.0), "branch_hold -1.0"),
+    (dict(branch_hold=1e6), "branch_hold 1000000.0")])
+def test_branch_constants_run_refuses_are_named(edit, words):
+    """The shared-cycle simulation checks the constants as simulate does: a NaN redirect ran 50 M cycles to a
+    message that did not name it; a negative or huge hold gave numbers."""
+    body = _loop(("FFMA R1, R1, R20, R21 ;", 1), ("BRA 0x0 ;", 6))
+    consts = dataclasses.replace(micro.constants()[0], **edit)
+    with pytest.raises(CaptureError, match=words):
+        tensor_share.run(body, consts, NO_SHARES, 100, 0.0)
+
+
+def test_a_body_with_addresses_on_some_instructions_only_is_refused():
+    body = [sass.parse_instruction("FFMA R1, R1, R20, R21 ;", control=sass.Control(1, False, None, None, 0, 0))]
+    body += _loop(("FFMA R2, R2, R20, R21 ;", 1), ("BRA 0x0 ;", 6))
+    with pytest.raises(CaptureError, match="1 of 3 without one"):
+        tensor_share.run(body, micro.constants()[0], NO_SHARES, 100, 0.0)
+
+
+@pytest.mark.parametrize("name, capture", [("density.ffma_c1.alone", "DENSITY_CAPTURE"),
+                                           ("beside.ffma.ss", "BESIDE_CAPTURE")])
+def test_branch_constants_from_a_capture_without_their_measurement_are_refused(tmp_path, monkeypatch, name, capture):
+    from lapis.model import branch
+    doc = json.loads(getattr(tensor_share, capture).read_text())
+    doc["measurements"] = [m for m in doc["measurements"] if m["name"] != name]
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps(doc))
+    monkeypatch.setattr(tensor_share, capture, f)
+    with pytest.raises(CaptureError, match=f"no {name}"):
+        branch.derive(lambda p: pytest.fail(f"compiled {p} before reading the captures"))

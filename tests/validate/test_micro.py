@@ -10,7 +10,7 @@ import pytest
 from lapis.data import CAPTURES, DATA
 from lapis.errors import CaptureError, ScheduleError
 from lapis.model import contend, smsp
-from lapis.validate import micro
+from lapis.validate import density, micro
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 pytestmark = pytest.mark.xdist_group("validate_micro")  # one worker: the module fixture runs validate micro once
@@ -87,7 +87,7 @@ def test_every_softmax_microbenchmark_is_a_row_with_its_capture_value(report):
                                         "captures/micro/h200-2026-12-02-beside/micro/results.json (classes beside "
                                         "wgmma)",
                                         "captures/micro/h200-2026-12-03-density/micro/results.json (one-chain "
-                                        "streams beside wgmma)"]
+                                        "streams alone and beside wgmma)"]
 
 
 @needs_nvcc
@@ -193,6 +193,33 @@ def test_sweep_rows_against_their_blind_predictions(report):
     assert all(r["blind_predicted"] == blind[n] for n, r in rows.items())
     assert rows["sweep.ffma_c4.ss_tensor"]["blind_predicted"] / 1185.7 - 1 == pytest.approx(0.267, abs=0.001)
     assert max(abs(r["error_pct"]) for r in rows.values()) < 7.2
+
+
+def test_a_sweep_capture_with_two_records_relabelled_is_refused(tmp_path, monkeypatch):
+    """Two records' names swapped (kernel and params.chains left) printed rows of +45.9% and -33.4%."""
+    doc = json.loads(density.SWEEP_CAPTURE.read_text())
+    a, b = (next(m for m in doc["measurements"] if m["name"] == n)
+            for n in ("sweep.ffma_c4.alone", "sweep.ffma_c8.alone"))
+    a["name"], b["name"] = b["name"], a["name"]
+    f = tmp_path / "results.json"
+    f.write_text(json.dumps(doc))
+    monkeypatch.setattr(density, "SWEEP_CAPTURE", f)
+    with pytest.raises(CaptureError, match="sweep.ffma_c8.alone kernel 'micro_sweep_ffma_c4', chains 4"):
+        micro.rows(micro.constants()[0], compile_=lambda p: pytest.fail("compiled before reading the captures"))
+
+
+@needs_nvcc
+def test_the_sweep_blind_file_is_what_density_blind_wrote():
+    """lapis/data/blind/micro/sweep.json has density_blind("sweep")'s measurements, constants' sources and
+    description; its values are the model before the FMA streak (the blind sweep.ffma_c4.ss_tensor 1502.3, now
+    1206.0)."""
+    filed = json.loads((DATA / "blind" / "micro" / "sweep.json").read_text())
+    now = micro.density_blind("sweep")
+    assert sorted(filed["predicted_cycles"]) == sorted(now["predicted_cycles"]) and len(now["predicted_cycles"]) == 22
+    assert (filed["constants_from"], filed["what"], filed["model"]) == (now["constants_from"], now["what"],
+                                                                         now["model"])
+    assert (round(filed["predicted_cycles"]["sweep.ffma_c4.ss_tensor"], 1),
+            round(now["predicted_cycles"]["sweep.ffma_c4.ss_tensor"], 1)) == (1502.3, 1206.0)
 
 
 @needs_nvcc
@@ -421,7 +448,7 @@ def test_a_copy_of_the_density_capture_gives_its_rows_and_is_named(tmp_path, mon
     monkeypatch.setattr(density, "CAPTURE", f)
     monkeypatch.setattr(tensor_share, "DENSITY_CAPTURE", f)
     copy = micro.validate_micro()
-    assert copy["constants_from"][-1] == f"{f} (one-chain streams beside wgmma)"
+    assert copy["constants_from"][-1] == f"{f} (one-chain streams alone and beside wgmma)"
     rows = {r["name"]: r for r in copy["rows"] if r["name"].startswith("density.")}
     assert len(rows) == 10 and all(r["capture"] == str(f) for r in rows.values())
     assert [r["measured"] for r in copy["rows"]] == [r["measured"] for r in report["rows"]]
