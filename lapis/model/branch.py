@@ -20,6 +20,7 @@ import sys
 
 from lapis.errors import CaptureError, LapisError
 from lapis.model import contend, instruction_mix, sass, smsp, tensor_share
+from lapis.model import micro_campaign as mc
 
 MAX_HOLD = 64  # cycles: a hold past one wgmma m64n128k16's time on the pipe is not a branch's
 BESIDE_SOURCE = "micro_beside_v1.cu"
@@ -97,7 +98,7 @@ def derive(compile_=instruction_mix.compiled) -> dict[str, float]:
         raise CaptureError("the wgmma follower beside the dense FFMA stream ran (units per clock above zero)",
                            f"{path}: {name} follower_rate median {follower!r}", "restore the capture from git")
     c1 = class_loop(compile_(instruction_mix.KERNELS / DENSITY_SOURCE)["micro_density_ffma_c1"], "FFMA")
-    units = sum(i.opcode == "FFMA" for i in c1) / 8  # one chain: 8 FFMA per unit (micro_beside_v1.cu UNROLL)
+    units = sum(i.opcode == "FFMA" for i in c1) / mc.DENSITY_UNROLL  # one chain: DENSITY_UNROLL FFMA a unit
     tb = taken_branch(c1, 1.0 / alone, units, consts)
     dense = class_loop(compile_(instruction_mix.KERNELS / BESIDE_SOURCE)["micro_beside_ffma"], "FFMA")
     hold = branch_hold(dense, 1.0 / follower, dataclasses.replace(consts, taken_branch=tb),

@@ -35,9 +35,10 @@ A stream's density matters (kernels/micro_beside_v2.cu and _v3.cu, captures micr
   contested cycle (STREAK_PIPES: no `win` share). FFMA on 4 to 8 chains, whose warp has an instruction ready in
   nearly every cycle, leaves the wgmma 27-29 cycles of each loop iteration whatever the loop's length (36 to 132
   instructions): the tensor pipe takes its cycles at the loop's taken branch, not between the FFMAs.
-- After a taken branch (lapis.model.smsp.taken_branches) issued while a wgmma is in flight, the tensor pipe keeps
-  the SMSP's contested cycles through the branch's stall and redirect (consts.taken_branch) and consts.branch_hold
-  more cycles of wgmma in flight (lapis.model.branch derives both).
+- After a taken branch (lapis.model.smsp.taken_branches) issued while a wgmma is in flight, an FMA-pipe
+  instruction back to back after an FMA-pipe issue does not contest: the tensor pipe keeps those cycles through the
+  branch's stall and redirect (consts.taken_branch) and consts.branch_hold more cycles of wgmma in flight
+  (lapis.model.branch derives both). Other instructions contest as usual meanwhile.
 Other back-to-back instructions contest with their pipe's `win` share.
 """
 
@@ -191,13 +192,13 @@ def run(body: list[sass.Instruction], consts: smsp.Constants, share: Share, slot
     credit grows by the share of the instruction the picked warp would issue (a free pipe's too: it issues at its
     beside rate, and the tensor pipe keeps the cycle; an isolated one's, share.sparse, likewise; share_of picks the
     share). Pipes without a win share contest back to back with share 1 (they always win). After a taken branch
-    issued with a wgmma in flight, no instruction of a pipe that is not free issues for the branch's stall count,
-    consts.taken_branch and consts.branch_hold cycles of wgmma in flight. CaptureError for an empty body, a body
-    without control bits or a run past MAX_CYCLES; ScheduleError for slots or gap not finite and >= 0, a win or
-    sparse share outside (0, 1], iterations below 2 or warps not an integer from 1 to MAX_WARPS (a huge count would
-    run for hours); CaptureError for constants or a body smsp.simulate refuses (smsp._check_body).
-    Steady state: from the end of round iterations // 2 (every warp's iteration of that number) to the end, so an
-    odd `iterations` still times whole rounds of the warps."""
+    issued with a wgmma in flight, an FMA-pipe instruction back to back after an FMA-pipe issue (a streak) waits
+    out the branch's stall count, consts.taken_branch and consts.branch_hold cycles of wgmma in flight.
+    CaptureError for an empty body, a body without control bits or a run past MAX_CYCLES; ScheduleError for slots
+    or gap not finite and >= 0, a win or sparse share outside (0, 1], iterations below 2 or warps not an integer
+    from 1 to MAX_WARPS (a huge count would run for hours); CaptureError for constants or a body smsp.simulate
+    refuses (smsp._check_body). Steady state: from the end of round iterations // 2 (every warp's iteration of
+    that number) to the end, so an odd `iterations` still times whole rounds of the warps."""
     if not body:
         raise CaptureError("the shared-cycle simulation needs a loop body", "0 instructions",
                            "pass a loop body parsed from cuobjdump -sass")

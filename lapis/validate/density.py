@@ -21,7 +21,7 @@ from pathlib import Path
 from lapis.data import BLIND, CAPTURES
 from lapis.errors import CaptureError
 from lapis.model import micro_campaign as mc
-from lapis.model import sass, smsp, tensor_share
+from lapis.model import branch, smsp, tensor_share
 
 SOURCE = "micro_beside_v2.cu"
 CAPTURE = CAPTURES / "micro" / "h200-2026-12-03-density" / "micro" / "results.json"
@@ -36,23 +36,16 @@ CONSTANT_ROWS = frozenset(f"density.{c}_c1.{s}" for c in tensor_share.SPARSE_CLA
 
 
 def class_body(instrs: list, cls: str, chains: int) -> tuple[list, float]:
-    """(the leader's class loop, class units per iteration of it) of a micro_beside_v2.cu or _v3.cu class kernel.
-    CaptureError when the kernel has no loop with the class's opcode and neither HGMMA nor LDS, or its opcode count
-    is not whole units."""
-    for lp in sass.loops(instrs):
-        body = instrs[lp.head:lp.tail + 1]
-        ops = [i.opcode for i in body]
-        if "HGMMA" in ops or "LDS" in ops or OPCODE[cls] not in ops:
-            continue
-        n = ops.count(OPCODE[cls])
-        per_unit = mc.DENSITY_UNROLL * chains
-        if n % per_unit:
-            raise CaptureError(f"a density loop holds whole units of {per_unit} {OPCODE[cls]}",
-                               f"{n} in the loop at {body[0].address:#x}",
-                               "check kernels/micro_beside_v2.cu and _v3.cu")
-        return body, n / per_unit
-    raise CaptureError("a density kernel has a class loop without HGMMA or LDS (the leader's)",
-                       f"{len(instrs)} instructions, class {cls}", "check kernels/micro_beside_v2.cu and _v3.cu")
+    """(the leader's class loop (lapis.model.branch.class_loop), class units per iteration of it) of a
+    micro_beside_v2.cu or _v3.cu class kernel. CaptureError when the kernel has no loop with the class's opcode and
+    neither HGMMA nor LDS, or its opcode count is not whole units."""
+    body = branch.class_loop(instrs, OPCODE[cls])
+    n = sum(i.opcode == OPCODE[cls] for i in body)
+    per_unit = mc.DENSITY_UNROLL * chains
+    if n % per_unit:
+        raise CaptureError(f"a density loop holds whole units of {per_unit} {OPCODE[cls]}",
+                           f"{n} in the loop at {body[0].address:#x}", "check kernels/micro_beside_v2.cu and _v3.cu")
+    return body, n / per_unit
 
 
 def predictions(functions: dict, consts: smsp.Constants, share: tensor_share.Share,
@@ -112,4 +105,3 @@ def _follower(m: dict, name: str, capture: Path) -> list[float]:
                            f"{capture}: {name} {got}",
                            "restore the capture from git (captures are never edited by hand)")
     return rates
-

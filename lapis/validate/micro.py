@@ -62,9 +62,10 @@ or that has two ok records of one name; a value.median whose row error overflows
 than TWO_CAPTURES_SPAN apart; for the contend and contend3 captures also a name their campaign (version 3, 6) does
 not define, a record whose kernel or IDENTITY params are not its campaign item's, or no ok record; for contend3 a
 role outside softmax / gemm / null or a measurement without a blind prediction; for the density and sweep
-captures a name campaign version 7 (9) does not define, a params.follow other than the campaign's, a raw.follower_rate
-beside wgmma that is not a non-empty list of finite numbers above zero, no ok record, or a measurement without a
-blind prediction; for a blind file whose predicted_cycles are not finite numbers above zero. The contend3,
+captures a name campaign version 7 (9) does not define, a kernel, params.chains or params.follow other than the
+campaign item's, a raw.follower_rate beside wgmma that is not a non-empty list of finite numbers above zero, no
+ok record, or a measurement without a blind prediction; for a blind file whose predicted_cycles are not finite
+numbers above zero. The contend3,
 density and sweep captures, their blind files and the tensor_share captures are read before anything is compiled.
 """
 
@@ -335,8 +336,8 @@ def _density_measurements(path: Path, blind: dict[str, float], kind: str = "dens
     """The density (kind "density", campaign version 7) or sweep (kind "sweep", version 9) capture's ok
     measurements (_measurements), each a name its campaign defines (density_campaigns) with the campaign item's
     kernel, params.chains and params.follow (None alone, "ss" beside wgmma), a raw.follower_rate when beside wgmma
-    (density._follower) and a blind prediction in `blind` (and <name>_tensor for one beside wgmma); CaptureError naming the file and the
-    measurement otherwise, or when none is ok."""
+    (density._follower) and a blind prediction in `blind` (and <name>_tensor for one beside wgmma); CaptureError
+    naming the file and the measurement otherwise, or when none is ok."""
     items, version, blind_file, _, _ = density_campaigns()[kind]
     total, found = _checked(path)
     fix = "restore the capture from git (captures are never edited by hand)"
