@@ -38,9 +38,9 @@ KERNEL_DIR = Path(__file__).parent / "kernels"
 SOURCES = ("micro_core", "micro_tma", "micro_wgmma", "micro_tma_v2", "micro_mix_v1", "micro_softmax_v1",
            "micro_mix_softmax_v1", "micro_mix_softmax_v2", "micro_mix_softmax_v3", "micro_mix_softmax_v4",
            "micro_launch_v1", "micro_beside_v1", "micro_beside_v2", "micro_beside_v3", "micro_bar_v1",
-           "micro_wgmma_v2")
-# kernel name prefix -> source (first match wins: micro_tma_spread is v2, micro_tma_load v1)
-KERNEL_SOURCE = (("micro_tma_spread", "micro_tma_v2"), ("micro_mix_", "micro_mix_v1"),
+           "micro_wgmma_v2", "micro_tma_v3")
+# kernel name prefix -> source (first match wins: micro_tma_spread is v2, micro_tma_tile v3, micro_tma_load v1)
+KERNEL_SOURCE = (("micro_tma_spread", "micro_tma_v2"), ("micro_tma_tile", "micro_tma_v3"), ("micro_mix_", "micro_mix_v1"),
                  ("micro_softmax_", "micro_softmax_v1"), ("micro_mixsm_", "micro_mix_softmax_v1"),
                  ("micro_mixsm2_", "micro_mix_softmax_v2"), ("micro_contend_", "micro_mix_softmax_v3"),
                  ("micro_contend3_", "micro_mix_softmax_v4"),
@@ -113,15 +113,17 @@ class Bench:
                 rows.append(read())
         return {k: [row[k] for row in rows] for k in rows[0]}
 
-    def tensor_map(self, source: str, box_bytes: int):
+    def tensor_map(self, source: str, box_bytes: int, case: dict | None = None):
+        """The map of one TMA measurement: tensor_map_case(source, box_bytes), or `case` over the source's tensor
+        (keyed by its box and swizzle)."""
         cp = self.cp
         if source not in self.tensors:
             buf = cp.empty(mc.TMA_TENSOR_BYTES[source], cp.uint8)
             buf.fill(0x3C)  # touch every page
             self.tensors[source] = buf
-        key = (source, box_bytes)
+        key = (source, box_bytes) if case is None else (source, tuple(case["box"]), case["swizzle"])
         if key not in self.maps:
-            code, name, raw = self.capture_tma.encode(self.lib, tensor_map_case(source, box_bytes),
+            code, name, raw = self.capture_tma.encode(self.lib, case or tensor_map_case(source, box_bytes),
                                                       self.tensors[source].data.ptr)
             if code:
                 raise RuntimeError(f"cuTensorMapEncodeTiled: {name}")
@@ -228,6 +230,32 @@ def measure_spread(b: Bench, m: dict, repeats: int) -> dict:
     def read():
         rec = _records(out)
         return dict(cta_ns=float(np.median(rec[:, 3] - rec[:, 2])), span_ns=int(rec[:, 3].max() - rec[:, 2].min()),
+                    distinct_sms=int(len(np.unique(rec[:, 4]))))
+    return b.run(b.fn(m["kernel"], smem), p["ctas"], 32, lambda r: args, smem, repeats, read)
+
+
+def tile_map_case(box: list, swizzle: int) -> dict:
+    """cuTensorMapEncodeTiled arguments of a version-10 part: the L2-resident tensor as rows of mc.TILE_COLS bf16,
+    box [cols, rows], the set's swizzle, no L2 promotion (the b200-attention kernels' init_tmap_2d_simple)."""
+    rows = mc.TMA_TENSOR_BYTES[mc.TILE_TENSOR] // (mc.TILE_COLS * 2)
+    return dict(TMA_ENCODE, swizzle=swizzle, l2=0, dims=[mc.TILE_COLS, rows], strides=[mc.TILE_COLS * 2], box=box)
+
+
+def measure_tile(b: Bench, m: dict, repeats: int) -> dict:
+    """tmatile.*: micro_tma_tile (kernels/micro_tma_v3.cu), one CTA per SM, each tile pair's boxes onto one
+    mbarrier."""
+    cp, p = b.cp, m["params"]
+    out = cp.zeros(5 * p["ctas"], cp.uint64)
+    smem = max(p["depth"] * p["tile_bytes"] + 1024, mc.FORCE_ONE_CTA_SMEM)
+    maps = [b.tensor_map(mc.TILE_TENSOR, 0, tile_map_case(box, p["swizzle"])) for box in (p["a_box"], p["b_box"])]
+    u = np.uint32
+    args = tuple(maps) + (u(p["a_box"][0]), u(p["a_box"][1]), u(p["b_box"][0]), u(p["b_box"][1]), u(mc.TILE_COLS),
+                          u(mc.TILE_ROWS), u(p["tiles_total"]), u(p["tiles"]), u(p["depth"]), u(p["cta_stride"]),
+                          np.uint64(WATCHDOG_NS), np.uint64(b.err_ptr), out)
+
+    def read():
+        rec = _records(out)
+        return dict(cta_ns=float(np.median(rec[:, 3] - rec[:, 2])), cycles=float(np.median(rec[:, 1] - rec[:, 0])),
                     distinct_sms=int(len(np.unique(rec[:, 4]))))
     return b.run(b.fn(m["kernel"], smem), p["ctas"], 32, lambda r: args, smem, repeats, read)
 
@@ -367,7 +395,8 @@ def measure_turnover(b: Bench, m: dict, repeats: int) -> dict:
 
 
 MEASURE = {"rate": measure_rate, "cycles": measure_cycles, "tma_lat": measure_tma, "tma_bw": measure_tma,
-           "mix": measure_mix, "contend": measure_contend, "turnover": measure_turnover, "bar": measure_bar}
+           "mix": measure_mix, "contend": measure_contend, "turnover": measure_turnover, "bar": measure_bar,
+           "tma_tile": measure_tile}
 
 
 def measure(b: Bench, m: dict, repeats: int) -> dict:

@@ -15,6 +15,7 @@ Every measurement is one dict: name, kind, kernel, params and, once run, `raw` (
 | turnover | gap_ns: median over SMs' consecutive CTA pairs of next entry - previous exit (%globaltimer) | gap_ns (ns) |
 | contend  | cycles, ns as rate (the leader warpgroup's window); follower_rate: median over CTAs of the follower's units / its cycles to the flag | leader units per clk (work_per_cta / cycles); `follower_rate(m)`: the follower's units per clk |
 | bar      | cycles: median over CTAs of the timed clock64 cycles of consumer warpgroup 0's thread 0 (kernels/micro_bar_v1.cu) | cycles / count (cycles per hand-over, bar.sync or wait) |
+| tma_tile | cta_ns, cycles: median over CTAs of %globaltimer ns and clock64 cycles for `tiles` tile pairs | cta_ns / tiles (ns per tile pair) |
 
 `items` is campaign version 1 (the capture micro/h200-2026-11-29), `items_v2` version 2 (L2 spread bandwidth, wgmma
 under concurrent TMA; micro/h200-2026-11-29-v2), the items_v3* functions version 3 (the attention kernels' softmax
@@ -23,7 +24,8 @@ alone and beside wgmma, the two warpgroups contending, the CTA turnover; micro/h
 version 5 (the named-barrier GEMM-turn hand-over and the mbarrier wait on a complete phase), items_v6_contend3
 version 6 (a softmax beside another softmax and wgmma, three warpgroups), items_v7_density version 7 (a class
 stream at a controlled issue density beside wgmma), items_v8_chain version 8 (one warpgroup's chain of K wgmmas,
-fence to wait_group 0), items_v9_sweep version 9 (version 7 at more chain counts); `all_items` runs them all;
+fence to wait_group 0), items_v9_sweep version 9 (version 7 at more chain counts), items_v10_tile version 10 (an
+attention K/V tile pair as each layout's TMA box set); `all_items` runs them all;
 `bar_cycles` reads version 5's values back from a results.json.
 
 Statistics: median and spread_pct = 100 * IQR / median (numpy's linear percentiles) over the repeats.
@@ -39,7 +41,7 @@ REPEATS = 11  # timed launches per measurement, after one untimed warm-up launch
 FORCE_ONE_CTA_SMEM = 120 * 1024  # dynamic smem per CTA: two cannot share an SM (228 KiB per SM on sm_90)
 
 UNITS = {"rate": "per clk per SM", "cycles": "cycles", "tma_lat": "ns", "tma_bw": "B/ns", "mix": "per clk per SM",
-         "contend": "per clk per SM", "turnover": "ns", "bar": "cycles"}
+         "contend": "per clk per SM", "turnover": "ns", "bar": "cycles", "tma_tile": "ns"}
 
 # TMA tensors: bf16, rows of 4096 elements (8 KiB, like a GEMM operand with K = 4096); a box is 64 elements
 # (128 B, the 128B swizzle span) by box_rows rows. L2: 4 MiB, re-read by every launch after a warm-up (H200 L2
@@ -342,6 +344,46 @@ def items_v9_sweep(sm_count: int) -> list[dict]:
     return _chain_items("sweep", SWEEP_CLASSES, sm_count)
 
 
+# Version 10 (kernels/micro_tma_v3.cu): one attention K/V tile pair (two parts of 128 rows x 128 bf16, 64 KiB) as the
+# box sets a shared-memory layout allows, timed per tile on one SM and on every SM: set -> ((A box cols, rows),
+# (B box cols, rows), cuTensorMapEncodeTiled swizzle enum). noswz: no swizzle, K-major 16 B slices and MN-major 8 x 8
+# atoms (the b200-attention progression's kernels 1-2); rows16: the same 16 B rows in 32 boxes of 128 rows, which
+# tells a box's cost from a row's; sw128: the 128B swizzle's 128-row and 8-row boxes (its kernels 3 on); sw128big:
+# four 128-row boxes of the 128B swizzle (the lapis H200 kernels' K and V).
+TILE_SETS = {"noswz": ((8, 128), (8, 8), 0), "rows16": ((8, 128), (8, 128), 0), "sw128": ((64, 128), (64, 8), 3),
+             "sw128big": ((64, 128), (64, 128), 3)}
+TILE_ROWS, TILE_COLS = 128, 128  # one part: rows x bf16 columns (a K or V tile of block_n 128, head dim 128)
+TILE_TENSOR = "l2spread"  # the L2-resident 32 MiB tensor, read as rows of TILE_COLS bf16
+TILE_DEPTHS = (1, 2)
+TILES_PER_CTA = 64
+
+
+def tile_boxes(set_name: str) -> dict:
+    """The boxes and 16 B-or-wider rows one tile pair of a TILE_SETS set issues: boxes, box_rows (rows of all its
+    boxes), row_bytes (per part), from the set's box shapes."""
+    (ac, ar), (bc, br), swizzle = TILE_SETS[set_name]
+    boxes = TILE_ROWS // ar * (TILE_COLS // ac) + TILE_ROWS // br * (TILE_COLS // bc)
+    box_rows = TILE_ROWS * (TILE_COLS // ac) + TILE_ROWS * (TILE_COLS // bc)
+    return dict(boxes=boxes, box_rows=box_rows, row_bytes=[ac * 2, bc * 2], swizzle=swizzle)
+
+
+def items_v10_tile(sm_count: int) -> list[dict]:
+    """tmatile.<set>.<one|all>.d<depth>: %globaltimer ns per K/V tile pair (TILE_SETS) of one CTA per SM, one
+    thread issuing every box of a tile onto one mbarrier, `depth` tiles in flight."""
+    out = []
+    tiles_total = TMA_TENSOR_BYTES[TILE_TENSOR] // (TILE_ROWS * TILE_COLS * 2)
+    for name, ((ac, ar), (bc, br), _) in TILE_SETS.items():
+        for sms, ctas in (("one", 1), ("all", sm_count)):
+            for depth in TILE_DEPTHS:
+                out.append(dict(name=f"tmatile.{name}.{sms}.d{depth}", kind="tma_tile", kernel="micro_tma_tile",
+                                params=dict(set=name, a_box=[ac, ar], b_box=[bc, br], ctas=ctas,
+                                            depth=depth, tiles=TILES_PER_CTA, tiles_total=tiles_total,
+                                            cta_stride=tiles_total // ctas, **tile_boxes(name),
+                                            tile_bytes=2 * TILE_ROWS * TILE_COLS * 2,
+                                            what="ns per K/V tile pair (median over CTAs)")))
+    return out
+
+
 # Launch (kernels/micro_launch_v1.cu): an SM's retire-and-launch gap between back-to-back CTAs when one fits
 TURNOVER_WAVES, TURNOVER_SPIN_NS = 16, 20_000
 
@@ -479,11 +521,12 @@ def items_v8_chain(sm_count: int) -> list[dict]:
 
 
 def all_items(sm_count: int) -> list[dict]:
-    """Every measurement of campaign versions 1 to 9, in run order."""
+    """Every measurement of campaign versions 1 to 10, in run order."""
     return (items(sm_count) + items_v2(sm_count) + items_v3(sm_count) + items_v3_mix(sm_count)
             + items_v3_mix2(sm_count) + items_v3_contend(sm_count) + items_v3_launch(sm_count)
             + items_v4_beside(sm_count) + items_v5_bar(sm_count) + items_v6_contend3(sm_count)
-            + items_v7_density(sm_count) + items_v8_chain(sm_count) + items_v9_sweep(sm_count))
+            + items_v7_density(sm_count) + items_v8_chain(sm_count) + items_v9_sweep(sm_count)
+            + items_v10_tile(sm_count))
 
 
 # ----------------------------------------------------------------------------------------- values --
@@ -504,6 +547,8 @@ def derive(m: dict) -> list[float]:
         return [ns / p["loads"] for ns in raw["cta_ns"]]
     if kind == "tma_bw":
         return [p["bytes"] / ns for ns in raw["span_ns"]]
+    if kind == "tma_tile":
+        return [ns / p["tiles"] for ns in raw["cta_ns"]]
     raise ValueError(f"unknown measurement kind {kind!r}")
 
 
