@@ -242,16 +242,17 @@ def tile_map_case(box: list, swizzle: int) -> dict:
 
 
 def measure_tile(b: Bench, m: dict, repeats: int) -> dict:
-    """tmatile.*: micro_tma_tile (kernels/micro_tma_v3.cu), one CTA per SM, each tile pair's boxes onto one
-    mbarrier."""
+    """tmatile.*: micro_tma_tile or micro_tma_tile_<set> (kernels/micro_tma_v3.cu), one CTA per SM, each tile
+    pair's boxes onto one mbarrier."""
     cp, p = b.cp, m["params"]
     out = cp.zeros(5 * p["ctas"], cp.uint64)
     smem = max(p["depth"] * p["tile_bytes"] + 1024, mc.FORCE_ONE_CTA_SMEM)
     maps = [b.tensor_map(mc.TILE_TENSOR, 0, tile_map_case(box, p["swizzle"])) for box in (p["a_box"], p["b_box"])]
     u = np.uint32
-    args = tuple(maps) + (u(p["a_box"][0]), u(p["a_box"][1]), u(p["b_box"][0]), u(p["b_box"][1]), u(mc.TILE_COLS),
-                          u(mc.TILE_ROWS), u(p["tiles_total"]), u(p["tiles"]), u(p["depth"]), u(p["cta_stride"]),
-                          np.uint64(WATCHDOG_NS), np.uint64(b.err_ptr), out)
+    shapes = () if m["kernel"] != "micro_tma_tile" else (  # the run-time loop kernel takes the box shapes
+        u(p["a_box"][0]), u(p["a_box"][1]), u(p["b_box"][0]), u(p["b_box"][1]), u(mc.TILE_COLS))
+    args = tuple(maps) + shapes + (u(mc.TILE_ROWS), u(p["tiles_total"]), u(p["tiles"]), u(p["depth"]),
+                                   u(p["cta_stride"]), np.uint64(WATCHDOG_NS), np.uint64(b.err_ptr), out)
 
     def read():
         rec = _records(out)

@@ -368,19 +368,21 @@ def tile_boxes(set_name: str) -> dict:
 
 
 def items_v10_tile(sm_count: int) -> list[dict]:
-    """tmatile.<set>.<one|all>.d<depth>: %globaltimer ns per K/V tile pair (TILE_SETS) of one CTA per SM, one
-    thread issuing every box of a tile onto one mbarrier, `depth` tiles in flight."""
+    """tmatile.<set>[.fixed].<one|all>.d<depth>: %globaltimer ns per K/V tile pair (TILE_SETS) of one CTA per SM,
+    one thread issuing every box of a tile onto one mbarrier, `depth` tiles in flight; micro_tma_tile loops over
+    the boxes at run time, .fixed's micro_tma_tile_<set> has them unrolled at compile time."""
     out = []
     tiles_total = TMA_TENSOR_BYTES[TILE_TENSOR] // (TILE_ROWS * TILE_COLS * 2)
     for name, ((ac, ar), (bc, br), _) in TILE_SETS.items():
-        for sms, ctas in (("one", 1), ("all", sm_count)):
-            for depth in TILE_DEPTHS:
-                out.append(dict(name=f"tmatile.{name}.{sms}.d{depth}", kind="tma_tile", kernel="micro_tma_tile",
-                                params=dict(set=name, a_box=[ac, ar], b_box=[bc, br], ctas=ctas,
-                                            depth=depth, tiles=TILES_PER_CTA, tiles_total=tiles_total,
-                                            cta_stride=tiles_total // ctas, **tile_boxes(name),
-                                            tile_bytes=2 * TILE_ROWS * TILE_COLS * 2,
-                                            what="ns per K/V tile pair (median over CTAs)")))
+        for fixed, kernel in (("", "micro_tma_tile"), (".fixed", f"micro_tma_tile_{name}")):
+            for sms, ctas in (("one", 1), ("all", sm_count)):
+                for depth in TILE_DEPTHS:
+                    out.append(dict(name=f"tmatile.{name}{fixed}.{sms}.d{depth}", kind="tma_tile", kernel=kernel,
+                                    params=dict(set=name, a_box=[ac, ar], b_box=[bc, br], ctas=ctas,
+                                                depth=depth, tiles=TILES_PER_CTA, tiles_total=tiles_total,
+                                                cta_stride=tiles_total // ctas, **tile_boxes(name),
+                                                tile_bytes=2 * TILE_ROWS * TILE_COLS * 2,
+                                                what="ns per K/V tile pair (median over CTAs)")))
     return out
 
 

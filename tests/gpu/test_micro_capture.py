@@ -219,6 +219,9 @@ def test_v2_tensor_maps_and_kernel_sources():
         if kernel.startswith("micro_chain_n128_"):  # micro_chain_n128_<src>_k<K>: MICRO_CHAIN(<src>, <K>, <0|1|2>)
             src_, k = kernel.removeprefix("micro_chain_n128_").rsplit("_k", 1)
             kernel = f"MICRO_CHAIN({src_}, {k}, {('ss', 'rs', 'pair').index(src_)})"
+        if kernel.startswith("micro_tma_tile_"):  # micro_tma_tile_<set>: MICRO_TMA_TILE_FIXED(<set>, its boxes)
+            (ac, ar), (bc, br), _ = mc.TILE_SETS[m["params"]["set"]]
+            kernel = f"MICRO_TMA_TILE_FIXED({m['params']['set']}, {ac}, {ar}, {bc}, {br})"
         assert kernel in text, (m["kernel"], src)
     # the mix kernel's TMA ring starts after A (8 KiB) and the largest B (256 x 64 bf16)
     mix = (capture_micro.KERNEL_DIR / "micro_mix_v1.cu").read_text()
