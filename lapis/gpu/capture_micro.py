@@ -623,7 +623,8 @@ def main(argv=None) -> int:
         finish(m)
     results = dict(device_attributes=attrs, repeats=a.repeats, sampler_fields=list(sampler.fields),
                    units=mc.UNITS, measurements=items)
-    (dest / "results.json").write_text(json.dumps(results, indent=1))
+    # no indentation and no space after a key's colon (lapis.captures.manifest.dumps's form): the tree's byte budget
+    (dest / "results.json").write_text(json.dumps(results, indent=0, separators=(",", ":")) + "\n")
     (dest / "manifest.json").write_text(json.dumps(dict(
         provenance=prov, kernels=[f"lapis/gpu/kernels/{s}.cu" for s in sources],
         campaign="lapis/model/micro_campaign.py", files=["results.json"],
