@@ -11,14 +11,18 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 @pytest.fixture
 def profiles_of_56d4f41(tmp_path, monkeypatch):
-    """The profiles with h200 as of commit 56d4f41 (tests/data), so pinned predictions outlive a re-fit."""
+    """The profiles with h200 as of commit 56d4f41 and b200 and rtx5090 as of 3d7d3ee (their placeholder values
+    before the public figures; tests/data), so pinned predictions outlive a re-fit or a re-sourcing."""
     import shutil
     from pathlib import Path
 
     from lapis.model import profile
     for f in profile.PROFILES.glob("*.json"):
         shutil.copy(f, tmp_path / f.name)
-    shutil.copy(Path(__file__).parent / "data" / "h200_profile_56d4f41.json", tmp_path / "h200.json")
+    data = Path(__file__).parent / "data"
+    shutil.copy(data / "h200_profile_56d4f41.json", tmp_path / "h200.json")
+    for name in ("b200", "rtx5090"):
+        shutil.copy(data / f"{name}_profile_3d7d3ee.json", tmp_path / f"{name}.json")
     monkeypatch.setattr(profile, "PROFILES", tmp_path)
 
 

@@ -62,10 +62,10 @@ def test_a_single_tile_runs_alone_on_the_chip_in_both_modes():
 
 
 def test_a_burst_splits_the_chip_among_the_sms_loading_at_that_moment():
-    p = load_profile("rtx5090")  # L2 5 TB/s (5000 B/ns), DRAM 1.792 TB/s, 128 B/clk of smem at 2.407 GHz
+    p = load_profile("rtx5090")  # L2 6.5 TB/s (6500 B/ns), DRAM 1.792 TB/s, 128 B/clk of smem at 2.407 GHz
     g = grid.Grid(p, 170, static=True)
-    assert g.burst(64, 1.0) == pytest.approx(5000 / 170) == pytest.approx(g.share(64))  # all loading: share
-    assert g.burst(64, 0.5) == pytest.approx(5000 / (1 + 169 * 0.5))  # 84.5 others on average
+    assert g.burst(64, 1.0) == pytest.approx(6500 / 170) == pytest.approx(g.share(64))  # all loading: share
+    assert g.burst(64, 0.5) == pytest.approx(6500 / (1 + 169 * 0.5))  # 84.5 others on average
     assert g.burst(1, 1.0) == pytest.approx(1792 / 170)  # compulsory traffic: DRAM's share
     assert g.burst(64, 0.0) == pytest.approx(128 * 2.407)  # alone: the SM's own shared-memory fill rate
     with pytest.raises(ScheduleError, match="duty"):

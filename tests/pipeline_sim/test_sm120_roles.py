@@ -73,7 +73,7 @@ def test_a_cp_async_group_lands_on_the_load_path_after_the_latency():
     events = run(ctx, m.cp_async_land(ctx, 4096, 3, 1))
     (land,) = events
     assert (land.role, land.op, land.work_item, land.k_index) == ("l2", "cp.async land", 3, 1)
-    # one SM on the chip: the chip's 5 TB/s L2 is more than the SM's own fill rate, 128 B/clk x 2.407 GHz
+    # one SM on the chip: the chip's 6.5 TB/s L2 is more than the SM's own fill rate, 128 B/clk x 2.407 GHz
     assert land.end_ns == pytest.approx(4096 / (128 * 2.407))
     assert ctx.env.now == pytest.approx(land.end_ns + P["l2_latency_ns"])
 
@@ -81,22 +81,22 @@ def test_a_cp_async_group_lands_on_the_load_path_after_the_latency():
 def test_a_load_burst_shares_l2_with_the_other_sms_as_busy_as_this_one():
     ctx = context("sm120-m04-q-hoist")
     ctx.grid = Grid(P, 170, static=True)
-    assert m.load_rate(ctx, 64) == pytest.approx(5000 / 170)  # at the start every SM loads: the equal share
+    assert m.load_rate(ctx, 64) == pytest.approx(6500 / 170)  # at the start every SM loads: the equal share
     ctx.env.run(until=1000.0)
     ctx.busy["l2"] = 250.0  # the SM's load path busy a quarter of the time so far
     events = run(ctx, m.cp_async_land(ctx, 4096, 0, 0))
-    # 5000 B/ns among this SM and 169 x 0.25 others: 5000 / 43.25 = 115.6 B/ns
-    assert events[-1].end_ns == pytest.approx(1000.0 + 4096 * 43.25 / 5000)
+    # 6500 B/ns among this SM and 169 x 0.25 others: 6500 / 43.25 = 150.3 B/ns
+    assert events[-1].end_ns == pytest.approx(1000.0 + 4096 * 43.25 / 6500)
 
 
 def test_a_load_burst_never_runs_ahead_of_the_sms_equal_share():
     ctx = context("sm120-m04-q-hoist")
     ctx.grid = Grid(P, 170, static=True)
     ctx.env.run(until=1000.0)
-    ctx.busy["l2"] = 250.0  # a burst would move at 115.6 B/ns (35.4 ns for 4 KB) ...
+    ctx.busy["l2"] = 250.0  # a burst would move at 150.3 B/ns (27.3 ns for 4 KB) ...
     ctx.load_path = m.LoadPath(share_ns=1000.0)  # ... but the SM's loads so far took 1000 ns at the equal share
-    assert m.load_ns(ctx, 4096, 64) == pytest.approx(4096 * 170 / 5000)  # so 4 KB at 5000 / 170 B/ns: 139.3 ns
-    assert ctx.load_path.share_ns == pytest.approx(1000.0 + 4096 * 170 / 5000)
+    assert m.load_ns(ctx, 4096, 64) == pytest.approx(4096 * 170 / 6500)  # so 4 KB at 6500 / 170 B/ns: 107.1 ns
+    assert ctx.load_path.share_ns == pytest.approx(1000.0 + 4096 * 170 / 6500)
 
 
 def test_slab_warps_hand_off_through_syncthreads_with_a_flow_from_the_last_arrival():
@@ -116,7 +116,8 @@ def test_slab_warps_hand_off_through_syncthreads_with_a_flow_from_the_last_arriv
 
 def test_a_lone_tma_warp_produces_and_consumes_its_ring():
     ctx = context("sm120-m06-tma", params={"warps": 1}, work=((3, 3),))
-    tma = TmaEngine(ctx, unit="l2", style="transfer", reuse=ctx.cost.reuse)
+    # a TMA latency (600 ns) long enough that the warp waits for every tile of the ring, so each wait is drawn
+    tma = TmaEngine(ctx, unit="l2", style="transfer", reuse=ctx.cost.reuse, latency_ns=600.0)
     cta = m.Cta.open(ctx, 0, 0, tma)
     events = run(ctx, m.warp_tma(ctx, cta, 0))
     copies = [e for e in events if e.role == "tma"]
@@ -200,7 +201,8 @@ def test_the_producer_warp_costs_registers_and_feeds_the_ring():
     prm, fit = lookup("sm120-r4-warp-specialization").resolve(P, (1, 8, 4096, 64), {})
     assert fit["registers"] == 5 * 32 * 254 and fit["ctas_per_sm"] == 1  # 40640 x 2 > 65536
     ctx = context("sm120-r4-warp-specialization", params={"warps": 1}, work=((3, 3),))
-    tma = TmaEngine(ctx, unit="l2", style="transfer", reuse=ctx.cost.reuse)
+    # a TMA latency (600 ns) long enough that the warp waits for every tile of the ring, so each wait is drawn
+    tma = TmaEngine(ctx, unit="l2", style="transfer", reuse=ctx.cost.reuse, latency_ns=600.0)
     cta = m.Cta.open(ctx, 0, 0, tma)
     assert cta.producer == "cta0.producer"
     ctx.env.process(m.warp_tma(ctx, cta, 0))

@@ -122,9 +122,13 @@ def test_b200_relative_error_and_what_stays_open(report):
     b, e = report["b200"]["summary"], report["rtx5090"]["summary"]
     rel = [abs(r["predicted_pct"] / r["measured_pct"] - 1) * 100 for r in report["b200"]["rows"]]
     assert b["mean_abs_error_rel_pct"] == pytest.approx(sum(rel) / 54) and b["max_abs_error_rel_pct"] == max(rel)
-    assert b["open"] == []  # the B200 goal is a mean: 12.4% today
-    # the Emmy goal is every move: smem staging (~510 µs derived from the stated 1.20x) is the one past 15%
-    assert e["open"] == ["sm120-m02-smem-staging"]
+    # the B200 goal is a mean of 15%: 25.1% today, with every profile value from a public source (the late
+    # chapters run past FA4: kernel 14 at 125% of it at 4K)
+    assert b["open"] == ["mean"] and b["mean_abs_error_rel_pct"] == pytest.approx(25.1, abs=0.05)
+    assert _b200(report, 14, "4K")["predicted_pct"] == pytest.approx(125.3, abs=0.05)
+    # the Emmy goal is every move: the tensor cores, smem staging (~510 µs derived from the stated 1.20x) and the
+    # C->A repack are past 15% (all predicted fast: L2 latency 130 ns, its public figure)
+    assert e["open"] == ["sm120-m01-tensor-cores", "sm120-m02-smem-staging", "sm120-m03-c-to-a-repack"]
 
 
 def test_emmy_derivation_refuses_a_move_with_neither_time_nor_factor():
@@ -151,8 +155,9 @@ def test_cli_table_and_json(capsys):
     rows = [line for line in out if "goal: " not in line]
     assert sum(" b200-" in line for line in rows) == 54 and sum(" sm120-m0" in line for line in rows) == 7
     assert [line.split("; ")[-1] for line in out if "goal: " in line] == [
-        "goal: mean |relative error| <= 15%: met",
-        "goal: every move within 15%: not met, still open: sm120-m02-smem-staging"]
+        "goal: mean |relative error| <= 15%: not met, still open: mean",
+        "goal: every move within 15%: not met, still open: sm120-m01-tensor-cores, sm120-m02-smem-staging, "
+        "sm120-m03-c-to-a-repack"]
     assert sum(" sm120-r" in line for line in out) == 5  # the refused moves, d3 and d4 apart
     assert out[-1].startswith("direction hit rate, both tables: ")
     assert main(["validate", "seeds", "--json"]) == 0
