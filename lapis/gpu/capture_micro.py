@@ -234,6 +234,9 @@ def measure_spread(b: Bench, m: dict, repeats: int) -> dict:
     return b.run(b.fn(m["kernel"], smem), p["ctas"], 32, lambda r: args, smem, repeats, read)
 
 
+MAX_TILE_DEPTH = 4  # kernels/micro_tma_v3.cu MAX_DEPTH
+
+
 def tile_map_case(box: list, swizzle: int) -> dict:
     """cuTensorMapEncodeTiled arguments of a version-10 part: the L2-resident tensor as rows of mc.TILE_COLS bf16,
     box [cols, rows], the set's swizzle, no L2 promotion (the b200-attention kernels' init_tmap_2d_simple)."""
@@ -245,6 +248,8 @@ def measure_tile(b: Bench, m: dict, repeats: int) -> dict:
     """tmatile.*: micro_tma_tile or micro_tma_tile_<set> (kernels/micro_tma_v3.cu), one CTA per SM, each tile
     pair's boxes onto one mbarrier."""
     cp, p = b.cp, m["params"]
+    if not 1 <= p["depth"] <= MAX_TILE_DEPTH:  # the kernel's mbarrier array holds MAX_DEPTH stages
+        raise ValueError(f"tmatile depth {p['depth']} is not in 1..{MAX_TILE_DEPTH} (kernels/micro_tma_v3.cu)")
     out = cp.zeros(5 * p["ctas"], cp.uint64)
     smem = max(p["depth"] * p["tile_bytes"] + 1024, mc.FORCE_ONE_CTA_SMEM)
     maps = [b.tensor_map(mc.TILE_TENSOR, 0, tile_map_case(box, p["swizzle"])) for box in (p["a_box"], p["b_box"])]
@@ -458,7 +463,12 @@ def finish(m: dict) -> None:
         values = mc.derive(m)
         if not values or not all(np.isfinite(values)):
             raise ValueError(f"per-repeat values {values}")
-        m["value"] = dict(mc.stats(values), unit=mc.UNITS[m["kind"]])
+        if m["kind"] == "tma_tile" and min(values) <= 0:  # ns per tile: a zero or negative window is no timing
+            raise ValueError(f"per-repeat ns per tile {values}")
+        stats = mc.stats(values)
+        if not np.isfinite(stats["spread_pct"]):  # a zero median: results.json would hold a bare NaN
+            raise ValueError(f"median {stats['median']}")
+        m["value"] = dict(stats, unit=mc.UNITS[m["kind"]])
     except (ArithmeticError, KeyError, TypeError, ValueError) as exc:
         m["status"], m["error"] = "fault", f"no value from the raw data: {type(exc).__name__}: {exc}"[:600]
 

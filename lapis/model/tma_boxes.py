@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from lapis.data import CAPTURES
-from lapis.errors import CaptureError
+from lapis.errors import CaptureError, LapisError
 from lapis.model import micro_campaign as mc
 from lapis.model.profile import load_profile
 
@@ -61,19 +61,39 @@ def _cycles_per_tile(m: dict) -> float:
 
 def read_capture(path: Path | None = None) -> dict:
     """{name: measurement} of the tmatile capture's ok measurements. CaptureError for a file that is missing, not
-    JSON, or lacks SOLVE's items."""
+    JSON, or lacks SOLVE's items; for an item whose params are not its campaign item's (micro_campaign.items_v10_tile
+    at the capture's SM count); for one whose raw cycles or cta_ns are not finite numbers above zero."""
     path = path or CAPTURES.joinpath(*CAPTURE)
-    fix = f"restore it from git: git checkout -- {path}"
+    fix = f"restore it from git: git checkout -- {path} (captures are never edited by hand)"
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         got = {m["name"]: m for m in data["measurements"] if m.get("status") == "ok"}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise CaptureError("the TMA tile capture is a readable results.json with measurements", f"{path}: {e}"[:300],
-                           fix) from None
+        campaign = {m["name"]: m for m in mc.items_v10_tile(int(data["device_attributes"]["multiProcessorCount"]))}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError) as e:
+        raise CaptureError("the TMA tile capture is a readable results.json with measurements and device_attributes",
+                           f"{path}: {type(e).__name__}: {e}"[:300], fix) from None
     missing = [n for n in SOLVE if n not in got]
     if missing:
         raise CaptureError("the TMA tile capture holds the two items the constants are solved from", str(missing), fix)
+    for name, m in got.items():
+        if name.startswith("tmatile."):
+            _check_item(m, campaign.get(name), path, fix)
     return got
+
+
+def _check_item(m: dict, item: dict | None, path, fix: str) -> None:
+    """CaptureError unless m's params are its campaign item's and its raw cycles and cta_ns are positive numbers."""
+    if item is None or m.get("params") != item["params"] or m.get("kernel") != item["kernel"]:
+        raise CaptureError("a TMA tile measurement's kernel and params are its campaign item's "
+                           "(micro_campaign.items_v10_tile)", f"{path}: {m.get('name')!r}", fix)
+    raw = m.get("raw")
+    for key in ("cycles", "cta_ns"):
+        vals = raw.get(key) if isinstance(raw, dict) else None
+        if not (isinstance(vals, list) and vals and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v < 1e15
+                for v in vals)):
+            raise CaptureError("a TMA tile measurement's raw cycles and cta_ns are lists of finite numbers above zero",
+                               f"{path}: {m['name']} raw.{key} = {str(vals)[:80]}", fix)
 
 
 def derive(got: dict) -> dict:
@@ -108,6 +128,9 @@ def table(profile: str = "h200") -> list[dict]:
     """Per unrolled (.fixed) item: measured ns, the blind prediction (no box term) and the mechanism's, at the
     capture's own clock (cycles / ns of the item)."""
     p, got = load_profile(profile), read_capture()
+    if "smem_bytes_per_clk_sm" not in p.values or "l2_tb_s" not in p.values or "tma_latency_ns" not in p.values:
+        raise CaptureError("the TMA box table needs a profile with smem_bytes_per_clk_sm, l2_tb_s and tma_latency_ns",
+                           profile, "use the h200 profile (the capture is the H200's)")
     constants = derive(got)
     rows = []
     for m in mc.items_v10_tile(int(p["sm_count"])):
@@ -121,25 +144,32 @@ def table(profile: str = "h200") -> list[dict]:
     return rows
 
 
-def main() -> int:
-    """--blind: the blind predictions' JSON (as committed); else the constants and the table."""
-    if sys.argv[1:] == ["--blind"]:
-        json.dump(dict(model="lapis.pipeline_sim.tma.TmaEngine on the h200 profile (bytes over the SM's L2 share, "
-                             "then tma_latency_ns; no per-box or per-row term)", profile="h200",
-                       predicted_ns_per_tile=predictions()), sys.stdout, indent=1, sort_keys=True)
-        print()
-        return 0
+def main(argv: list[str] | None = None) -> int:
+    """--blind: the blind predictions' JSON (as committed); no argument: the constants and the table. Exit 2 with
+    the named error for bad input (an unknown argument, a broken capture or profile)."""
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        if argv not in ([], ["--blind"]):
+            raise CaptureError("python -m lapis.model.tma_boxes takes no argument or --blind", " ".join(argv),
+                               "run it bare for the table, or with --blind for the blind predictions")
+        if argv:
+            json.dump(dict(model="lapis.pipeline_sim.tma.TmaEngine on the h200 profile (bytes over the SM's L2 "
+                                 "share, then tma_latency_ns; no per-box or per-row term)", profile="h200",
+                           predicted_ns_per_tile=predictions()), sys.stdout, indent=1, sort_keys=True)
+            print()
+            return 0
         c = derive(read_capture())
         rows = table()
-    except CaptureError as e:
+        print(f"box_cycles {c['box_cycles']:.1f}  row_cycles {c['row_cycles']:.3f}  (solved from {', '.join(SOLVE)})")
+        print(f"{'item':30s} {'measured':>9s} {'blind':>9s} {'mechanism':>9s}  ns per tile pair")
+        for r in rows:
+            tag = "  (solved)" if r["solved"] else f"  {100 * (r['mechanism_ns'] / r['measured_ns'] - 1):+.1f}%"
+            print(f"{r['name']:30s} {r['measured_ns']:9.1f} {r['blind_ns']:9.1f} {r['mechanism_ns']:9.1f}{tag}")
+    except LapisError as e:
         print(f"lapis: error: {e}", file=sys.stderr)
         return 2
-    print(f"box_cycles {c['box_cycles']:.1f}  row_cycles {c['row_cycles']:.3f}  (solved from {', '.join(SOLVE)})")
-    print(f"{'item':30s} {'measured':>9s} {'blind':>9s} {'mechanism':>9s}  ns per tile pair")
-    for r in rows:
-        tag = "  (solved)" if r["solved"] else f"  {100 * (r['mechanism_ns'] / r['measured_ns'] - 1):+.1f}%"
-        print(f"{r['name']:30s} {r['measured_ns']:9.1f} {r['blind_ns']:9.1f} {r['mechanism_ns']:9.1f}{tag}")
+    except BrokenPipeError:  # the reader went away (| head): nothing more to say
+        sys.stderr.close()
     return 0
 
 

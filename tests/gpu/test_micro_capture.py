@@ -410,3 +410,17 @@ def test_a_follower_word_past_2_63_fails_the_measurement(col):
     with pytest.raises(RuntimeError) as exc:
         capture_micro.contend_values(rec.astype(np.int64), _contend3_params())
     assert str(exc.value) == "a follower's units at the flag are below zero: the record is corrupt"
+
+
+def test_a_tile_timing_of_zero_or_below_is_a_fault_and_the_depth_fits_the_kernel():
+    item = next(m for m in mc.items_v10_tile(132) if m["name"] == "tmatile.sw128.fixed.one.d2")
+    for ns in ([0.0] * 3, [-5.0, 60000.0, 60000.0]):
+        m = dict(item, status="ok", raw=dict(cta_ns=ns, cycles=[1.0] * 3))
+        capture_micro.finish(m)
+        assert m["status"] == "fault" and "value" not in m
+    m = dict(item, status="ok", raw=dict(cta_ns=[60704.0] * 3, cycles=[1.2e5] * 3))
+    capture_micro.finish(m)
+    assert m["status"] == "ok" and m["value"]["median"] == 60704.0 / 64
+    text = (capture_micro.KERNEL_DIR / "micro_tma_v3.cu").read_text()
+    assert f"constexpr uint32_t MAX_DEPTH = {capture_micro.MAX_TILE_DEPTH};" in text
+    assert max(m["params"]["depth"] for m in mc.items_v10_tile(132)) <= capture_micro.MAX_TILE_DEPTH

@@ -51,3 +51,30 @@ def test_a_broken_capture_is_a_named_error(tmp_path):
     bad.write_text(json.dumps(got))
     with pytest.raises(CaptureError, match="two items the constants are solved from"):
         tma_boxes.read_capture(bad)
+
+
+def _edited(tmp_path, name, edit):
+    got = json.loads(tma_boxes.CAPTURES.joinpath(*tma_boxes.CAPTURE).read_text())
+    edit(next(m for m in got["measurements"] if m["name"] == name))
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(got))
+    return path
+
+
+def test_an_item_whose_params_or_timings_were_changed_is_a_named_error(tmp_path):
+    edits = [("tmatile.sw128.fixed.one.d1", lambda m: m["params"].update(tiles=32), "campaign item"),
+             (tma_boxes.SOLVE[0], lambda m: m["params"].update(boxes=32), "campaign item"),
+             ("tmatile.sw128.fixed.one.d1", lambda m: m["raw"].update(cta_ns=[float("nan")] * 11), "finite"),
+             (tma_boxes.SOLVE[1], lambda m: m["raw"].update(cycles=[0.0] * 11), "above zero"),
+             (tma_boxes.SOLVE[1], lambda m: m.pop("raw"), "raw cycles and cta_ns")]
+    for name, edit, words in edits:
+        with pytest.raises(CaptureError, match=words):
+            tma_boxes.read_capture(_edited(tmp_path, name, edit))
+
+
+def test_the_command_refuses_an_unknown_argument(capsys):
+    assert tma_boxes.main(["--bogus"]) == 2
+    assert "takes no argument or --blind" in capsys.readouterr().err
+    assert tma_boxes.main(["--blind"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(
+        (tma_boxes.CAPTURES.parent / "blind" / "micro" / "tmatile.json").read_text())
