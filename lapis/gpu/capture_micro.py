@@ -40,7 +40,8 @@ SOURCES = ("micro_core", "micro_tma", "micro_wgmma", "micro_tma_v2", "micro_mix_
            "micro_launch_v1", "micro_beside_v1", "micro_beside_v2", "micro_beside_v3", "micro_bar_v1",
            "micro_wgmma_v2", "micro_tma_v3")
 # kernel name prefix -> source (first match wins: micro_tma_spread is v2, micro_tma_tile v3, micro_tma_load v1)
-KERNEL_SOURCE = (("micro_tma_spread", "micro_tma_v2"), ("micro_tma_tile", "micro_tma_v3"), ("micro_mix_", "micro_mix_v1"),
+KERNEL_SOURCE = (("micro_tma_spread", "micro_tma_v2"), ("micro_tma_tile", "micro_tma_v3"),
+                 ("micro_mix_", "micro_mix_v1"),
                  ("micro_softmax_", "micro_softmax_v1"), ("micro_mixsm_", "micro_mix_softmax_v1"),
                  ("micro_mixsm2_", "micro_mix_softmax_v2"), ("micro_contend_", "micro_mix_softmax_v3"),
                  ("micro_contend3_", "micro_mix_softmax_v4"),
